@@ -1,0 +1,29 @@
+"""Offline stand-in for rules_cc: forwards to Bazel 4.2.3's native C++ rules.
+
+Debian's bazel-rules-cc is too new for Bazel 4.2.3, and there is no network to fetch the
+matching release, so the few names Bazel's own tools load are forwarded here.
+"""
+
+def cc_library(**kwargs):
+    native.cc_library(**kwargs)
+
+def cc_binary(**kwargs):
+    native.cc_binary(**kwargs)
+
+def cc_test(**kwargs):
+    native.cc_test(**kwargs)
+
+def cc_import(**kwargs):
+    native.cc_import(**kwargs)
+
+def cc_toolchain(**kwargs):
+    native.cc_toolchain(**kwargs)
+
+def cc_toolchain_suite(**kwargs):
+    native.cc_toolchain_suite(**kwargs)
+
+def objc_library(**kwargs):
+    native.objc_library(**kwargs)
+
+def cc_proto_library(**kwargs):
+    native.cc_proto_library(**kwargs)
