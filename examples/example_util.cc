@@ -1,0 +1,138 @@
+#include "example_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "nrt/nrt_sys_trace.h"
+#include "sim/bf16.h"
+#include "sim/model_format.h"
+#include "sim/model_text.h"
+
+extern const char* __progname;
+
+namespace examples {
+
+void Check(NRT_STATUS status, const std::string& what) {
+  if (status == NRT_SUCCESS) return;
+  fprintf(stderr, "%s: %s failed with status %d\n", __progname, what.c_str(),
+          static_cast<int>(status));
+  exit(1);
+}
+
+nrt_model_t* LoadModelText(const std::string& text, int vnc) {
+  absl::StatusOr<nrtsim::Model> model = nrtsim::ParseModelText(text);
+  if (!model.ok()) {
+    fprintf(stderr, "%s: model text: %s\n", __progname, std::string(model.status().message()).c_str());
+    exit(1);
+  }
+  const std::string bytes = nrtsim::EncodeModel(*model);
+  nrt_model_t* loaded = nullptr;
+  Check(nrt_load(bytes.data(), bytes.size(), vnc, -1, &loaded), "nrt_load of " + model->name);
+  return loaded;
+}
+
+nrt_tensor_t* DeviceTensor(int vnc, size_t bytes, const char* name) {
+  nrt_tensor_t* tensor = nullptr;
+  Check(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, vnc, bytes, name, &tensor),
+        absl::StrCat("nrt_tensor_allocate of ", name));
+  return tensor;
+}
+
+size_t ElementSize(const std::string& dtype) { return dtype == "bf16" ? 2 : 4; }
+
+std::vector<uint8_t> Encode(const std::vector<float>& values, const std::string& dtype) {
+  std::vector<uint8_t> bytes(values.size() * ElementSize(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == "bf16") {
+      const uint16_t b = nrtsim::FloatToBf16(values[i]);
+      memcpy(&bytes[2 * i], &b, 2);
+    } else {
+      memcpy(&bytes[4 * i], &values[i], 4);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> Decode(const std::vector<uint8_t>& bytes, const std::string& dtype) {
+  const size_t n = bytes.size() / ElementSize(dtype);
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == "bf16") {
+      uint16_t b;
+      memcpy(&b, &bytes[2 * i], 2);
+      values[i] = nrtsim::Bf16ToFloat(b);
+    } else {
+      memcpy(&values[i], &bytes[4 * i], 4);
+    }
+  }
+  return values;
+}
+
+DeviceTimer::DeviceTimer(uint64_t events_per_core) {
+  nrt_sys_trace_config_t* config = nullptr;
+  Check(nrt_sys_trace_config_allocate(&config), "nrt_sys_trace_config_allocate");
+  nrt_sys_trace_config_set_max_events_per_nc(config, events_per_core);
+  Check(nrt_sys_trace_start(config), "nrt_sys_trace_start");
+  nrt_sys_trace_config_free(config);
+}
+
+DeviceTimer::~DeviceTimer() {
+  if (!stopped_) nrt_sys_trace_stop();
+}
+
+namespace {
+
+double Number(const google::protobuf::Struct& event, const char* key) {
+  auto it = event.fields().find(key);
+  return it == event.fields().end() ? 0.0 : it->second.number_value();
+}
+
+std::string Text(const google::protobuf::Struct& event, const char* key) {
+  auto it = event.fields().find(key);
+  return it == event.fields().end() ? "" : it->second.string_value();
+}
+
+}  // namespace
+
+DeviceTime DeviceTimer::Stop() {
+  stopped_ = true;
+  char* buffer = nullptr;
+  size_t size = 0;
+  Check(nrt_sys_trace_fetch_events(&buffer, &size, nullptr), "nrt_sys_trace_fetch_events");
+  Check(nrt_sys_trace_stop(), "nrt_sys_trace_stop");
+  google::protobuf::Struct doc;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(buffer, size), &doc);
+  nrt_sys_trace_buffer_free(buffer);
+  if (!parsed.ok()) {
+    fprintf(stderr, "%s: system trace is not valid JSON: %s\n", __progname,
+            parsed.ToString().c_str());
+    exit(1);
+  }
+  if (doc.fields().count("trace_events") == 0 || doc.fields().count("cores") == 0) {
+    fprintf(stderr, "%s: system trace JSON lacks trace_events or cores\n", __progname);
+    exit(1);
+  }
+  DeviceTime time;
+  for (const auto& value : doc.fields().at("trace_events").list_value().values()) {
+    const google::protobuf::Struct& event = value.struct_value();
+    const std::string type = Text(event, "type");
+    const auto duration = static_cast<uint64_t>(Number(event, "duration"));
+    if (type == "nc_exec_running") {
+      time.execution_ns += duration;
+      ++time.executions;
+    } else if (type == "dma_transfer" && Number(event, "parent_id") == 0) {
+      time.transfer_ns += duration;
+      ++time.transfers;
+    }
+  }
+  for (const auto& core : doc.fields().at("cores").list_value().values()) {
+    time.overwritten += static_cast<uint64_t>(Number(core.struct_value(), "events_overwritten"));
+  }
+  return time;
+}
+
+}  // namespace examples

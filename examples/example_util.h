@@ -1,0 +1,61 @@
+// Shared plumbing of the example programs: fail-fast status checks, compiling a model from its
+// text description (what neuronx-cc would do for a real program), bf16 host conversions and
+// measuring device time through the runtime's public system-trace API.
+//
+// Not thread-safe unless stated; the examples call these from main() or per thread on
+// objects each thread owns.
+#ifndef NRTPROF_EXAMPLES_EXAMPLE_UTIL_H_
+#define NRTPROF_EXAMPLES_EXAMPLE_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nrt/nrt.h"
+
+namespace examples {
+
+// Exits the program with "PROGRAM: WHAT failed with status N" unless status is NRT_SUCCESS.
+// Thread-safe.
+void Check(NRT_STATUS status, const std::string& what);
+
+// Compiles `text` (docs/model_format.md) and loads it on NeuronCore `vnc`; exits on error.
+nrt_model_t* LoadModelText(const std::string& text, int vnc);
+
+// Allocates a device tensor on `vnc` and names it; exits on error.
+nrt_tensor_t* DeviceTensor(int vnc, size_t bytes, const char* name);
+
+// Host element conversions for the tensor's dtype ("bf16" or "fp32").
+std::vector<uint8_t> Encode(const std::vector<float>& values, const std::string& dtype);
+std::vector<float> Decode(const std::vector<uint8_t>& bytes, const std::string& dtype);
+size_t ElementSize(const std::string& dtype);
+
+// Device time spent between Start() and Stop(), from nrt_sys_trace events: the executions
+// (nc_exec_running) and the host-initiated DMA transfers outside them.
+struct DeviceTime {
+  uint64_t execution_ns = 0;
+  uint64_t executions = 0;
+  uint64_t transfer_ns = 0;
+  uint64_t transfers = 0;
+  uint64_t overwritten = 0;  // events the ring buffers lost; the totals are then too low
+  uint64_t total_ns() const { return execution_ns + transfer_ns; }
+};
+
+class DeviceTimer {
+ public:
+  // Starts a system trace with room for `events_per_core` events per NeuronCore.
+  explicit DeviceTimer(uint64_t events_per_core);
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+  ~DeviceTimer();
+
+  // Stops the capture and sums what it recorded. Call once.
+  DeviceTime Stop();
+
+ private:
+  bool stopped_ = false;
+};
+
+}  // namespace examples
+
+#endif  // NRTPROF_EXAMPLES_EXAMPLE_UTIL_H_

@@ -1,0 +1,102 @@
+#include "cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace nrtsim {
+namespace {
+
+uint64_t Ns(double ns) { return static_cast<uint64_t>(std::llround(std::max(0.0, ns))); }
+
+double UsToNs(double us) { return us * 1000.0; }
+
+// Work for the op's engine, in ns, before the memory-bound comparison.
+double EngineNs(const Model& model, const OpDef& op, const DeviceConfig& config) {
+  const TensorDef& a = model.tensors[op.inputs[0]];
+  const TensorDef& out = model.tensors[op.output];
+  const double in_elems = static_cast<double>(a.NumElements());
+  const double out_elems = static_cast<double>(out.NumElements());
+  switch (op.kind) {
+    case OpKind::kMatmul: {
+      const double m = a.shape[0], k = a.shape[1], n = out.shape[1];
+      const double rate = a.dtype == DType::kBFloat16 ? config.tensor_bf16_flops_per_ns
+                                                      : config.tensor_fp32_flops_per_ns;
+      return 2.0 * m * n * k / rate;
+    }
+    case OpKind::kMul:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kDiv:
+      return out_elems / config.vector_elems_per_ns;
+    case OpKind::kMean:
+      return in_elems / config.vector_elems_per_ns;
+    case OpKind::kMulScalar:
+    case OpKind::kAddScalar:
+    case OpKind::kRsqrt:
+    case OpKind::kGelu:
+      return out_elems / config.scalar_elems_per_ns;
+    case OpKind::kSoftmax:  // max, exp-and-sum, scale: three passes
+      return 3.0 * in_elems / config.scalar_elems_per_ns;
+    case OpKind::kRmsNorm:  // sum of squares, then normalise and scale: two passes + weight
+      return 3.0 * in_elems / config.gpsimd_elems_per_ns;
+    case OpKind::kCopy:
+      return in_elems / config.gpsimd_elems_per_ns;
+  }
+  return 0.0;
+}
+
+double OpBytes(const Model& model, const OpDef& op) {
+  double bytes = static_cast<double>(model.tensors[op.output].SizeBytes());
+  for (uint32_t in : op.inputs) bytes += static_cast<double>(model.tensors[in].SizeBytes());
+  return bytes;
+}
+
+uint64_t OpNs(const Model& model, const OpDef& op, const DeviceConfig& config) {
+  double fixed = UsToNs(config.op_issue_us);
+  if (op.kind == OpKind::kRmsNorm) fixed += UsToNs(config.library_kernel_us);
+  const double memory = OpBytes(model, op) / config.sbuf_bytes_per_ns;
+  return Ns(fixed + std::max(EngineNs(model, op, config), memory));
+}
+
+uint64_t IoDmaNs(const TensorDef& tensor, const DeviceConfig& config) {
+  return Ns(UsToNs(config.io_dma_setup_us) +
+            static_cast<double>(tensor.SizeBytes()) / config.hbm_bytes_per_ns);
+}
+
+}  // namespace
+
+ExecutionCost CostOfExecution(const Model& model, const DeviceConfig& config) {
+  ExecutionCost cost;
+  cost.launch_ns = Ns(UsToNs(config.exec_launch_us));
+  uint64_t t = cost.launch_ns;
+  for (uint32_t index : model.InputIndices()) {
+    const uint64_t d = IoDmaNs(model.tensors[index], config);
+    cost.io_dmas.push_back({index, true, {t, d}});
+    t += d;
+  }
+  for (uint32_t i = 0; i < model.ops.size(); ++i) {
+    const OpDef& op = model.ops[i];
+    const uint64_t d = OpNs(model, op, config);
+    cost.ops.push_back({i, OpEngine(op.kind), {t, d}});
+    t += d;
+  }
+  for (uint32_t index : model.OutputIndices()) {
+    const uint64_t d = IoDmaNs(model.tensors[index], config);
+    cost.io_dmas.push_back({index, false, {t, d}});
+    t += d;
+  }
+  cost.total_ns = t;
+  return cost;
+}
+
+uint64_t HostDmaNs(size_t bytes, const DeviceConfig& config) {
+  return Ns(UsToNs(config.host_dma_setup_us) +
+            static_cast<double>(bytes) / config.pcie_bytes_per_ns);
+}
+
+uint64_t DeviceCopyNs(size_t bytes, const DeviceConfig& config) {
+  return Ns(UsToNs(config.device_copy_setup_us) +
+            static_cast<double>(bytes) / config.hbm_bytes_per_ns);
+}
+
+}  // namespace nrtsim

@@ -1,0 +1,728 @@
+#include "runtime.h"
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels.h"
+#include "model_format.h"
+
+namespace nrtsim {
+
+void ReportError(const std::string& line) {
+  std::string out = absl::StrCat("nrt: ", line, "\n");
+  // One write, so lines from concurrent threads do not interleave.
+  ssize_t ignored = write(STDERR_FILENO, out.data(), out.size());
+  (void)ignored;
+}
+
+namespace {
+
+NRT_STATUS Fail(NRT_STATUS status, const std::string& line) {
+  ReportError(line);
+  return status;
+}
+
+int64_t ThreadId() { return static_cast<int64_t>(gettid()); }
+
+bool RangeOk(size_t offset, size_t size, size_t limit) {
+  return offset <= limit && size <= limit - offset;
+}
+
+}  // namespace
+
+Runtime& Runtime::Get() {
+  // Never destroyed: programs may call into the runtime from atexit handlers and detached
+  // threads after static destructors have run.
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+NRT_STATUS Runtime::Ready() const {
+  switch (state_) {
+    case State::kUninitialized:
+      return NRT_UNINITIALIZED;
+    case State::kClosed:
+      return NRT_CLOSED;
+    case State::kInitialized:
+      return NRT_SUCCESS;
+  }
+  return NRT_FAILURE;
+}
+
+NRT_STATUS Runtime::Init(nrt_framework_type_t framework) {
+  if (framework < NRT_FRAMEWORK_TYPE_NO_FW || framework > NRT_FRAMEWORK_TYPE_PRECHECK) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_init: unknown framework type ",
+                                          static_cast<int>(framework)));
+  }
+  absl::StatusOr<DeviceConfig> config = DeviceConfig::FromEnvironment();
+  if (!config.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_init: ", config.status().message()));
+  absl::WriterMutexLock life(&life_mu_);
+  if (state_ == State::kInitialized) {
+    return Fail(NRT_FAILURE, "nrt_init: the runtime is already initialized");
+  }
+  config_ = *config;
+  cores_.clear();
+  for (uint32_t i = 0; i < config_.num_cores; ++i) {
+    cores_.push_back(std::make_unique<NeuronCore>(i, &clock_, config_.time_scale));
+  }
+  trace_ = std::make_unique<SysTrace>(config_.num_cores, clock_.offset_ns());
+  {
+    absl::MutexLock lock(&mu_);
+    device_bytes_used_.assign(config_.num_cores, 0);
+    models_per_core_.assign(config_.num_cores, 0);
+  }
+  state_ = State::kInitialized;
+  return NRT_SUCCESS;
+}
+
+void Runtime::FreeAllLocked() {
+  models_.clear();
+  tensors_.clear();
+  sets_.clear();
+  std::fill(device_bytes_used_.begin(), device_bytes_used_.end(), 0);
+  std::fill(models_per_core_.begin(), models_per_core_.end(), 0);
+}
+
+void Runtime::Close() {
+  absl::WriterMutexLock life(&life_mu_);
+  if (state_ != State::kInitialized) return;
+  {
+    absl::MutexLock lock(&mu_);
+    FreeAllLocked();
+  }
+  trace_.reset();
+  cores_.clear();
+  state_ = State::kClosed;
+}
+
+NRT_STATUS Runtime::CoreCount(uint32_t* count) {
+  if (count == nullptr) return Fail(NRT_INVALID, "core count: null output pointer");
+  {
+    absl::ReaderMutexLock life(&life_mu_);
+    if (state_ == State::kInitialized) {
+      *count = config_.num_cores;
+      return NRT_SUCCESS;
+    }
+  }
+  absl::StatusOr<DeviceConfig> config = DeviceConfig::FromEnvironment();
+  if (!config.ok()) return Fail(NRT_INVALID, std::string(config.status().message()));
+  *count = config->num_cores;
+  return NRT_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (bytes == nullptr || model == nullptr) {
+    return Fail(NRT_INVALID, "nrt_load: null model bytes or output pointer");
+  }
+  if (vnc < -1 || vnc >= static_cast<int32_t>(config_.num_cores)) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_load: NeuronCore ", vnc, " does not exist (",
+                                          config_.num_cores, " visible)"));
+  }
+  absl::StatusOr<Model> decoded = DecodeModel(bytes, size);
+  if (!decoded.ok()) {
+    const NRT_STATUS status = decoded.status().code() == absl::StatusCode::kFailedPrecondition
+                                  ? NRT_UNSUPPORTED_NEFF_VERSION
+                                  : NRT_INVALID;
+    return Fail(status, absl::StrCat("nrt_load: ", decoded.status().message()));
+  }
+  auto loaded = std::make_shared<nrt_model>();
+  loaded->id = next_model_id_.fetch_add(1);
+  loaded->file_size = size;
+  loaded->model = *std::move(decoded);
+  {
+    absl::MutexLock lock(&mu_);
+    if (vnc < 0) {
+      vnc = static_cast<int32_t>(std::min_element(models_per_core_.begin(),
+                                                  models_per_core_.end()) -
+                                 models_per_core_.begin());
+    }
+    loaded->vnc = static_cast<uint32_t>(vnc);
+    ++models_per_core_[loaded->vnc];
+    models_[loaded.get()] = loaded;
+  }
+  // The model's instructions and constants travel to device memory once, at load.
+  DeviceTransfer(loaded->vnc, "dma_model_load", HostDmaNs(size, config_), size,
+                 loaded->model.name, [] {});
+  *model = loaded.get();
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::Unload(nrt_model_t* model) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(model);
+  if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_unload: not a loaded model");
+  --models_per_core_[it->second->vnc];
+  models_.erase(it);  // executions in flight hold their own reference
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::ModelVnc(const nrt_model_t* model, uint32_t* vnc) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (vnc == nullptr) return Fail(NRT_INVALID, "model info: null output pointer");
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(model);
+  if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "model info: not a loaded model");
+  *vnc = it->second->vnc;
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::TensorInfo(nrt_model_t* model, nrt_tensor_info_array_t** info) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (info == nullptr) return Fail(NRT_INVALID, "nrt_get_model_tensor_info: null output");
+  std::shared_ptr<nrt_model> m;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(model);
+    if (it == models_.end()) {
+      return Fail(NRT_INVALID_HANDLE, "nrt_get_model_tensor_info: not a loaded model");
+    }
+    m = it->second;
+  }
+  std::vector<uint32_t> order = m->model.InputIndices();
+  for (uint32_t i : m->model.OutputIndices()) order.push_back(i);
+  const size_t bytes = sizeof(nrt_tensor_info_array_t) + order.size() * sizeof(nrt_tensor_info_t);
+  auto* array = static_cast<nrt_tensor_info_array_t*>(calloc(1, bytes));
+  if (array == nullptr) return NRT_RESOURCE;
+  array->tensor_count = order.size();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const TensorDef& t = m->model.tensors[order[k]];
+    nrt_tensor_info_t& out = array->tensor_array[k];
+    snprintf(out.name, sizeof(out.name), "%s", t.name.c_str());
+    out.usage = t.kind == TensorKind::kInput ? NRT_TENSOR_USAGE_INPUT : NRT_TENSOR_USAGE_OUTPUT;
+    out.size = t.SizeBytes();
+    out.dtype = static_cast<nrt_dtype_t>(t.dtype);
+    out.ndim = static_cast<uint32_t>(t.shape.size());
+    out.shape = static_cast<uint32_t*>(calloc(std::max<size_t>(1, t.shape.size()),
+                                              sizeof(uint32_t)));
+    if (out.shape != nullptr && !t.shape.empty()) {
+      memcpy(out.shape, t.shape.data(), t.shape.size() * sizeof(uint32_t));
+    }
+  }
+  *info = array;
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::BindTensors(const nrt_model& model, const void* set, bool inputs,
+                                std::vector<Region>* regions) {
+  const char* what = inputs ? "input" : "output";
+  absl::MutexLock lock(&mu_);
+  auto set_it = sets_.find(set);
+  if (set_it == sets_.end()) {
+    return Fail(NRT_INVALID_HANDLE, absl::StrCat("nrt_execute: the ", what,
+                                                 " set is not an allocated tensor set"));
+  }
+  const std::vector<uint32_t> indices =
+      inputs ? model.model.InputIndices() : model.model.OutputIndices();
+  for (uint32_t index : indices) {
+    const TensorDef& def = model.model.tensors[index];
+    auto named = set_it->second->tensors.find(def.name);
+    if (named == set_it->second->tensors.end()) {
+      return Fail(NRT_INVALID, absl::StrCat("nrt_execute: model ", model.model.name, " needs ",
+                                            what, " '", def.name, "', absent from the set"));
+    }
+    auto tensor_it = tensors_.find(named->second);
+    if (tensor_it == tensors_.end() || tensor_it->second->storage == nullptr) {
+      return Fail(NRT_INVALID_HANDLE, absl::StrCat("nrt_execute: ", what, " '", def.name,
+                                                   "' is freed or has no storage"));
+    }
+    const nrt_tensor& t = *tensor_it->second;
+    if (t.size != def.SizeBytes()) {
+      return Fail(NRT_INVALID, absl::StrCat("nrt_execute: ", what, " '", def.name, "' has ",
+                                            t.size, " bytes, model ", model.model.name,
+                                            " expects ", def.SizeBytes()));
+    }
+    regions->push_back({t.storage, t.offset, t.size, t.name});
+  }
+  return NRT_SUCCESS;
+}
+
+void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
+                              uint64_t exec_id, int64_t tid) {
+  TraceEvent exec;
+  exec.type = TraceEventType::kExecution;
+  exec.name = "nc_exec_running";
+  exec.id = trace_->NextEventId();
+  exec.timestamp_ns = start;
+  exec.duration_ns = cost.total_ns;
+  exec.nc_idx = model.vnc;
+  exec.thread_id = tid;
+  exec.model_name = model.model.name;
+  exec.model_id = model.id;
+  exec.exec_id = exec_id;
+  const uint64_t parent = exec.id;
+  trace_->Record(std::move(exec));
+  for (const IoDmaCost& dma : cost.io_dmas) {
+    TraceEvent e;
+    e.type = TraceEventType::kDma;
+    e.name = dma.to_device ? "dma_hbm_to_sbuf" : "dma_sbuf_to_hbm";
+    e.id = trace_->NextEventId();
+    e.parent_id = parent;
+    e.timestamp_ns = start + dma.span.start_ns;
+    e.duration_ns = dma.span.duration_ns;
+    e.nc_idx = model.vnc;
+    e.thread_id = tid;
+    e.exec_id = exec_id;
+    e.size = model.model.tensors[dma.tensor_index].SizeBytes();
+    e.tensor_name = model.model.tensors[dma.tensor_index].name;
+    trace_->Record(std::move(e));
+  }
+  for (const OpCost& op : cost.ops) {
+    TraceEvent e;
+    e.type = TraceEventType::kEngineOp;
+    e.name = OpKindName(model.model.ops[op.op_index].kind);
+    e.id = trace_->NextEventId();
+    e.parent_id = parent;
+    e.timestamp_ns = start + op.span.start_ns;
+    e.duration_ns = op.span.duration_ns;
+    e.nc_idx = model.vnc;
+    e.thread_id = tid;
+    e.model_name = model.model.name;
+    e.model_id = model.id;
+    e.exec_id = exec_id;
+    e.engine = EngineName(op.engine);
+    trace_->Record(std::move(e));
+  }
+}
+
+NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
+                            const std::vector<Region>& inputs,
+                            const std::vector<Region>& outputs) {
+  // Inputs are copied first, so an output bound to the same memory as an input (in-place
+  // use) reads the values the execution started with.
+  std::vector<std::vector<uint8_t>> in_copies(inputs.size());
+  std::vector<const void*> in_ptrs;
+  std::vector<void*> out_ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in_copies[i].assign(inputs[i].data(), inputs[i].data() + inputs[i].size);
+    in_ptrs.push_back(in_copies[i].data());
+  }
+  for (const Region& r : outputs) out_ptrs.push_back(r.data());
+  const uint64_t exec_id = next_exec_id_.fetch_add(1);
+  const int64_t tid = ThreadId();
+  absl::Status status;
+  cores_[model->vnc]->Run(cost.total_ns, [&](uint64_t start) {
+    status = RunModel(model->model, in_ptrs, out_ptrs);
+    if (trace_->Recording()) RecordExecution(*model, cost, start, exec_id, tid);
+  });
+  if (!status.ok()) {
+    return Fail(NRT_EXEC_COMPLETED_WITH_ERR, absl::StrCat("nrt_execute: ", status.message()));
+  }
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* output_set,
+                            int repeat) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (repeat < 1) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_execute_repeat: repeat_count ", repeat,
+                                          " is not positive"));
+  }
+  std::shared_ptr<nrt_model> m;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(model);
+    if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_execute: not a loaded model");
+    m = it->second;
+  }
+  std::vector<Region> inputs, outputs;
+  if (NRT_STATUS s = BindTensors(*m, input_set, true, &inputs); s != NRT_SUCCESS) return s;
+  if (NRT_STATUS s = BindTensors(*m, output_set, false, &outputs); s != NRT_SUCCESS) return s;
+  const ExecutionCost cost = CostOfExecution(m->model, config_);
+  for (int i = 0; i < repeat; ++i) {
+    if (NRT_STATUS s = RunOnce(m, cost, inputs, outputs); s != NRT_SUCCESS) return s;
+  }
+  return NRT_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+
+NRT_STATUS Runtime::ChargeDeviceMemory(int vnc, size_t size) {
+  if (vnc < 0) return NRT_SUCCESS;
+  size_t& used = device_bytes_used_[vnc];
+  if (size > config_.hbm_bytes_per_core - used) {
+    return Fail(NRT_RESOURCE, absl::StrCat("nrt_tensor_allocate: ", size,
+                                           " bytes do not fit in NeuronCore ", vnc, "'s ",
+                                           config_.hbm_bytes_per_core - used, " free bytes"));
+  }
+  used += size;
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::AllocateTensor(nrt_tensor_placement_t placement, int vnc, size_t size,
+                                   const char* name, nrt_tensor_t** tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (tensor == nullptr) return Fail(NRT_INVALID, "nrt_tensor_allocate: null output pointer");
+  if (size == 0) return Fail(NRT_INVALID, "nrt_tensor_allocate: size 0");
+  if (placement != NRT_TENSOR_PLACEMENT_DEVICE && placement != NRT_TENSOR_PLACEMENT_HOST &&
+      placement != NRT_TENSOR_PLACEMENT_VIRTUAL) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_tensor_allocate: unknown placement ",
+                                          static_cast<int>(placement)));
+  }
+  const bool device = placement == NRT_TENSOR_PLACEMENT_DEVICE;
+  if (device && (vnc < 0 || vnc >= static_cast<int>(config_.num_cores))) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_tensor_allocate: NeuronCore ", vnc,
+                                          " does not exist (", config_.num_cores, " visible)"));
+  }
+  auto storage = std::make_shared<Storage>();
+  storage->owned.reset(new (std::nothrow) uint8_t[size]());
+  if (storage->owned == nullptr) {
+    return Fail(NRT_RESOURCE, absl::StrCat("nrt_tensor_allocate: out of memory for ", size,
+                                           " bytes"));
+  }
+  storage->data = storage->owned.get();
+  storage->size = size;
+  storage->vnc = device ? vnc : -1;
+  auto t = std::make_unique<nrt_tensor>();
+  t->name = name != nullptr ? name : "";
+  t->placement = placement;
+  t->storage = std::move(storage);
+  t->size = size;
+  absl::MutexLock lock(&mu_);
+  if (NRT_STATUS s = ChargeDeviceMemory(device ? vnc : -1, size); s != NRT_SUCCESS) return s;
+  *tensor = t.get();
+  tensors_[t.get()] = std::move(t);
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::AllocateEmpty(const char* name, nrt_tensor_t** tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (tensor == nullptr) return Fail(NRT_INVALID, "nrt_tensor_allocate_empty: null output");
+  auto t = std::make_unique<nrt_tensor>();
+  t->name = name != nullptr ? name : "";
+  absl::MutexLock lock(&mu_);
+  *tensor = t.get();
+  tensors_[t.get()] = std::move(t);
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::AllocateSlice(const nrt_tensor_t* source, size_t offset, size_t size,
+                                  const char* name, nrt_tensor_t** slice) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (slice == nullptr) return Fail(NRT_INVALID, "nrt_tensor_allocate_slice: null output");
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(source);
+  if (it == tensors_.end() || it->second->storage == nullptr) {
+    return Fail(NRT_INVALID_HANDLE, "nrt_tensor_allocate_slice: source is not a live tensor");
+  }
+  const nrt_tensor& src = *it->second;
+  if (size == 0 || !RangeOk(offset, size, src.size)) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_tensor_allocate_slice: [", offset, ", +", size,
+                                          ") is outside the source's ", src.size, " bytes"));
+  }
+  auto t = std::make_unique<nrt_tensor>();
+  t->name = name != nullptr ? name : src.name;
+  t->placement = src.placement;
+  t->storage = src.storage;
+  t->offset = src.offset + offset;
+  t->size = size;
+  *slice = t.get();
+  tensors_[t.get()] = std::move(t);
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::AttachBuffer(nrt_tensor_t* tensor, void* buffer, size_t size) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (buffer == nullptr || size == 0) {
+    return Fail(NRT_INVALID, "nrt_tensor_attach_buffer: null buffer or size 0");
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(tensor);
+  if (it == tensors_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_tensor_attach_buffer: bad tensor");
+  nrt_tensor& t = *it->second;
+  if (t.storage != nullptr && t.storage->vnc >= 0 && t.storage.use_count() == 1) {
+    device_bytes_used_[t.storage->vnc] -= t.storage->size;
+  }
+  auto storage = std::make_shared<Storage>();
+  storage->data = static_cast<uint8_t*>(buffer);
+  storage->size = size;
+  t.storage = std::move(storage);
+  t.placement = NRT_TENSOR_PLACEMENT_HOST;
+  t.offset = 0;
+  t.size = size;
+  return NRT_SUCCESS;
+}
+
+void Runtime::FreeTensor(nrt_tensor_t** tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (tensor == nullptr || *tensor == nullptr || Ready() != NRT_SUCCESS) return;
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(*tensor);
+  if (it == tensors_.end()) {
+    ReportError("nrt_tensor_free: not a live tensor (freed twice?)");
+    return;
+  }
+  const std::shared_ptr<Storage>& s = it->second->storage;
+  // Device memory returns to the pool when the last tensor viewing it goes.
+  if (s != nullptr && s->vnc >= 0 && s.use_count() == 1) device_bytes_used_[s->vnc] -= s->size;
+  tensors_.erase(it);
+  *tensor = nullptr;
+}
+
+NRT_STATUS Runtime::ResolveTensor(const nrt_tensor_t* tensor, size_t offset, size_t size,
+                                  const char* fn, Region* region) {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(tensor);
+  if (it == tensors_.end()) return Fail(NRT_INVALID_HANDLE, absl::StrCat(fn, ": not a live tensor"));
+  const nrt_tensor& t = *it->second;
+  if (t.storage == nullptr) {
+    return Fail(NRT_INVALID, absl::StrCat(fn, ": tensor '", t.name, "' has no storage attached"));
+  }
+  if (!RangeOk(offset, size, t.size)) {
+    return Fail(NRT_INVALID, absl::StrCat(fn, ": offset ", offset, " + size ", size,
+                                          " is past the end of tensor '", t.name, "' (",
+                                          t.size, " bytes)"));
+  }
+  *region = {t.storage, t.offset + offset, size, t.name};
+  return NRT_SUCCESS;
+}
+
+void Runtime::DeviceTransfer(int vnc, const char* name, uint64_t duration_ns, uint64_t bytes,
+                             const std::string& tensor_name, const std::function<void()>& move) {
+  const int64_t tid = ThreadId();
+  cores_[vnc]->Run(duration_ns, [&](uint64_t start) {
+    move();
+    if (!trace_->Recording()) return;
+    TraceEvent e;
+    e.type = TraceEventType::kDma;
+    e.name = name;
+    e.id = trace_->NextEventId();
+    e.timestamp_ns = start;
+    e.duration_ns = duration_ns;
+    e.nc_idx = static_cast<uint32_t>(vnc);
+    e.thread_id = tid;
+    e.size = bytes;
+    e.tensor_name = tensor_name;
+    trace_->Record(std::move(e));
+  });
+}
+
+NRT_STATUS Runtime::ReadTensor(const nrt_tensor_t* tensor, void* buf, size_t offset,
+                               size_t size) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (buf == nullptr && size != 0) return Fail(NRT_INVALID, "nrt_tensor_read: null buffer");
+  Region r;
+  if (NRT_STATUS s = ResolveTensor(tensor, offset, size, "nrt_tensor_read", &r); s != NRT_SUCCESS) {
+    return s;
+  }
+  auto move = [&] { memcpy(buf, r.data(), size); };
+  if (r.vnc() < 0 || size == 0) {
+    move();
+  } else {
+    DeviceTransfer(r.vnc(), "dma_d2h", HostDmaNs(size, config_), size, r.name, move);
+  }
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::WriteTensor(nrt_tensor_t* tensor, const void* buf, size_t offset,
+                                size_t size) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (buf == nullptr && size != 0) return Fail(NRT_INVALID, "nrt_tensor_write: null buffer");
+  Region r;
+  if (NRT_STATUS s = ResolveTensor(tensor, offset, size, "nrt_tensor_write", &r);
+      s != NRT_SUCCESS) {
+    return s;
+  }
+  auto move = [&] { memcpy(r.data(), buf, size); };
+  if (r.vnc() < 0 || size == 0) {
+    move();
+  } else {
+    DeviceTransfer(r.vnc(), "dma_h2d", HostDmaNs(size, config_), size, r.name, move);
+  }
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::CopyTensor(const nrt_tensor_t* src, size_t src_offset, nrt_tensor_t* dst,
+                               size_t dst_offset, size_t size) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  Region from, to;
+  if (NRT_STATUS s = ResolveTensor(src, src_offset, size, "nrt_tensor_copy", &from);
+      s != NRT_SUCCESS) {
+    return s;
+  }
+  if (NRT_STATUS s = ResolveTensor(dst, dst_offset, size, "nrt_tensor_copy", &to);
+      s != NRT_SUCCESS) {
+    return s;
+  }
+  if (from.vnc() >= 0 && to.vnc() >= 0 && from.vnc() != to.vnc()) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_tensor_copy: device tensors on NeuronCores ",
+                                          from.vnc(), " and ", to.vnc(),
+                                          " (a copy must stay on one core)"));
+  }
+  auto move = [&] { memmove(to.data(), from.data(), size); };
+  if ((from.vnc() < 0 && to.vnc() < 0) || size == 0) {
+    move();
+  } else if (from.vnc() >= 0 && to.vnc() >= 0) {
+    DeviceTransfer(to.vnc(), "dma_d2d", DeviceCopyNs(size, config_), size, to.name, move);
+  } else {
+    const int vnc = std::max(from.vnc(), to.vnc());
+    DeviceTransfer(vnc, to.vnc() >= 0 ? "dma_h2d" : "dma_d2h", HostDmaNs(size, config_), size,
+                   to.vnc() >= 0 ? to.name : from.name, move);
+  }
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::MemsetTensor(nrt_tensor_t* tensor, uint64_t offset, int value,
+                                 size_t size) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  Region r;
+  if (NRT_STATUS s = ResolveTensor(tensor, offset, size, "nrt_tensor_memset", &r);
+      s != NRT_SUCCESS) {
+    return s;
+  }
+  auto move = [&] { memset(r.data(), value, size); };
+  if (r.vnc() < 0 || size == 0) {
+    move();
+  } else {
+    DeviceTransfer(r.vnc(), "dma_memset", HostDmaNs(size, config_), size, r.name, move);
+  }
+  return NRT_SUCCESS;
+}
+
+size_t Runtime::TensorSize(const nrt_tensor_t* tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (Ready() != NRT_SUCCESS) return 0;
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(tensor);
+  return it == tensors_.end() ? 0 : it->second->size;
+}
+
+void* Runtime::TensorVa(const nrt_tensor_t* tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (Ready() != NRT_SUCCESS) return nullptr;
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(tensor);
+  return it == tensors_.end() ? nullptr : it->second->data();
+}
+
+NRT_STATUS Runtime::MemoryStats(uint32_t vnc, nrt_vnc_memory_stats_t* stats, size_t size_in,
+                                size_t* size_out) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (stats == nullptr || vnc >= config_.num_cores) {
+    return Fail(NRT_INVALID, "nrt_get_vnc_memory_stats: null stats or no such NeuronCore");
+  }
+  nrt_vnc_memory_stats_t full;
+  {
+    absl::MutexLock lock(&mu_);
+    full.bytes_used = device_bytes_used_[vnc];
+  }
+  full.bytes_limit = config_.hbm_bytes_per_core;
+  const size_t n = std::min(size_in, sizeof(full));
+  memcpy(stats, &full, n);
+  if (size_out != nullptr) *size_out = n;
+  return NRT_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor sets
+
+NRT_STATUS Runtime::AllocateSet(void** set) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (set == nullptr) return Fail(NRT_INVALID, "nrt_allocate_tensor_set: null output pointer");
+  auto ts = std::make_unique<TensorSet>();
+  absl::MutexLock lock(&mu_);
+  *set = ts.get();
+  sets_[ts.get()] = std::move(ts);
+  return NRT_SUCCESS;
+}
+
+void Runtime::DestroySet(void** set) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (set == nullptr || *set == nullptr || Ready() != NRT_SUCCESS) return;
+  absl::MutexLock lock(&mu_);
+  if (sets_.erase(*set) == 0) {
+    ReportError("nrt_destroy_tensor_set: not a live tensor set (destroyed twice?)");
+    return;
+  }
+  *set = nullptr;
+}
+
+NRT_STATUS Runtime::AddToSet(void* set, const char* name, nrt_tensor_t* tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (name == nullptr) return Fail(NRT_INVALID, "nrt_add_tensor_to_tensor_set: null name");
+  absl::MutexLock lock(&mu_);
+  auto it = sets_.find(set);
+  if (it == sets_.end()) {
+    return Fail(NRT_INVALID_HANDLE, "nrt_add_tensor_to_tensor_set: not a live tensor set");
+  }
+  if (tensors_.count(tensor) == 0) {
+    return Fail(NRT_INVALID_HANDLE, "nrt_add_tensor_to_tensor_set: not a live tensor");
+  }
+  it->second->tensors[name] = tensor;
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::GetFromSet(void* set, const char* name, nrt_tensor_t** tensor) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (name == nullptr || tensor == nullptr) {
+    return Fail(NRT_INVALID, "nrt_get_tensor_from_tensor_set: null name or output pointer");
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = sets_.find(set);
+  if (it == sets_.end()) {
+    return Fail(NRT_INVALID_HANDLE, "nrt_get_tensor_from_tensor_set: not a live tensor set");
+  }
+  auto named = it->second->tensors.find(name);
+  if (named == it->second->tensors.end()) return NRT_INVALID;  // a lookup miss is not an error
+  *tensor = named->second;
+  return NRT_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// System trace
+
+NRT_STATUS Runtime::TraceStart(const TraceCaptureConfig& config) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  absl::Status status = trace_->Start(config);
+  if (!status.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_sys_trace_start: ", status.message()));
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::TraceStop() {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  absl::Status status = trace_->Stop();
+  if (!status.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_sys_trace_stop: ", status.message()));
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::TraceFetch(const TraceFetchOptions& options, std::string* json) {
+  absl::ReaderMutexLock life(&life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  absl::Status status = trace_->Fetch(options, json);
+  if (!status.ok()) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_sys_trace_fetch_events: ", status.message()));
+  }
+  return NRT_SUCCESS;
+}
+
+}  // namespace nrtsim

@@ -1,0 +1,123 @@
+// The simulated runtime's state behind the C API (nrt_api.cc): lifecycle, handle registries,
+// NeuronCores, device memory accounting and the system trace. Internal to libnrt.
+//
+// Thread-safety: every public method may be called from any thread. `life_mu_` is held shared
+// for the length of each API call and exclusively by Init/Close, so nrt_close() waits for calls
+// in flight; `mu_` guards the registries for short sections only, never across device work.
+#ifndef NRTPROF_SIM_RUNTIME_H_
+#define NRTPROF_SIM_RUNTIME_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "cost_model.h"
+#include "device_config.h"
+#include "neuron_core.h"
+#include "nrt/nrt.h"
+#include "nrt/nrt_experimental.h"
+#include "runtime_objects.h"
+#include "sys_trace.h"
+
+namespace nrtsim {
+
+class Runtime {
+ public:
+  static Runtime& Get();
+
+  NRT_STATUS Init(nrt_framework_type_t framework);
+  void Close();
+  NRT_STATUS CoreCount(uint32_t* count);
+
+  NRT_STATUS Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model);
+  NRT_STATUS Unload(nrt_model_t* model);
+  NRT_STATUS ModelVnc(const nrt_model_t* model, uint32_t* vnc);
+  NRT_STATUS TensorInfo(nrt_model_t* model, nrt_tensor_info_array_t** info);
+  NRT_STATUS Execute(nrt_model_t* model, const void* inputs, void* outputs, int repeat);
+
+  NRT_STATUS AllocateTensor(nrt_tensor_placement_t placement, int vnc, size_t size,
+                            const char* name, nrt_tensor_t** tensor);
+  NRT_STATUS AllocateEmpty(const char* name, nrt_tensor_t** tensor);
+  NRT_STATUS AllocateSlice(const nrt_tensor_t* source, size_t offset, size_t size,
+                           const char* name, nrt_tensor_t** slice);
+  NRT_STATUS AttachBuffer(nrt_tensor_t* tensor, void* buffer, size_t size);
+  void FreeTensor(nrt_tensor_t** tensor);
+  NRT_STATUS ReadTensor(const nrt_tensor_t* tensor, void* buf, size_t offset, size_t size);
+  NRT_STATUS WriteTensor(nrt_tensor_t* tensor, const void* buf, size_t offset, size_t size);
+  NRT_STATUS CopyTensor(const nrt_tensor_t* src, size_t src_offset, nrt_tensor_t* dst,
+                        size_t dst_offset, size_t size);
+  NRT_STATUS MemsetTensor(nrt_tensor_t* tensor, uint64_t offset, int value, size_t size);
+  size_t TensorSize(const nrt_tensor_t* tensor);
+  void* TensorVa(const nrt_tensor_t* tensor);
+  NRT_STATUS MemoryStats(uint32_t vnc, nrt_vnc_memory_stats_t* stats, size_t size_in,
+                         size_t* size_out);
+
+  NRT_STATUS AllocateSet(void** set);
+  void DestroySet(void** set);
+  NRT_STATUS AddToSet(void* set, const char* name, nrt_tensor_t* tensor);
+  NRT_STATUS GetFromSet(void* set, const char* name, nrt_tensor_t** tensor);
+
+  NRT_STATUS TraceStart(const TraceCaptureConfig& config);
+  NRT_STATUS TraceStop();
+  NRT_STATUS TraceFetch(const TraceFetchOptions& options, std::string* json);
+
+ private:
+  enum class State { kUninitialized, kInitialized, kClosed };
+  // A byte range of a tensor, resolved under mu_ so device work can use it unlocked.
+  struct Region {
+    std::shared_ptr<Storage> storage;
+    size_t offset = 0;
+    size_t size = 0;
+    std::string name;
+    uint8_t* data() const { return storage->data + offset; }
+    int vnc() const { return storage->vnc; }
+  };
+
+  Runtime() = default;
+  NRT_STATUS Ready() const ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  NRT_STATUS ResolveTensor(const nrt_tensor_t* tensor, size_t offset, size_t size,
+                           const char* fn, Region* region) ABSL_LOCKS_EXCLUDED(mu_);
+  NRT_STATUS BindTensors(const nrt_model& model, const void* set, bool inputs,
+                         std::vector<Region>* regions) ABSL_LOCKS_EXCLUDED(mu_);
+  NRT_STATUS ChargeDeviceMemory(int vnc, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Times a host-initiated transfer on `vnc`'s queue, runs `move` in its slot and records it.
+  void DeviceTransfer(int vnc, const char* name, uint64_t duration_ns, uint64_t bytes,
+                      const std::string& tensor_name, const std::function<void()>& move)
+      ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  NRT_STATUS RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
+                     const std::vector<Region>& inputs, const std::vector<Region>& outputs)
+      ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  void RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
+                       uint64_t exec_id, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  void FreeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex life_mu_;
+  State state_ ABSL_GUARDED_BY(life_mu_) = State::kUninitialized;
+  DeviceConfig config_ ABSL_GUARDED_BY(life_mu_);
+  std::vector<std::unique_ptr<NeuronCore>> cores_ ABSL_GUARDED_BY(life_mu_);
+  std::unique_ptr<SysTrace> trace_ ABSL_GUARDED_BY(life_mu_);
+  DeviceClock clock_;
+
+  absl::Mutex mu_ ABSL_ACQUIRED_AFTER(life_mu_);
+  std::unordered_map<const nrt_model*, std::shared_ptr<nrt_model>> models_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<const nrt_tensor*, std::unique_ptr<nrt_tensor>> tensors_
+      ABSL_GUARDED_BY(mu_);
+  std::unordered_map<const void*, std::unique_ptr<TensorSet>> sets_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> device_bytes_used_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> models_per_core_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<uint64_t> next_model_id_{1};
+  std::atomic<uint64_t> next_exec_id_{1};
+};
+
+// One line on stderr, prefixed "nrt: ", for errors a caller should see.
+void ReportError(const std::string& line);
+
+}  // namespace nrtsim
+
+#endif  // NRTPROF_SIM_RUNTIME_H_
