@@ -42,12 +42,9 @@ uint64_t NeuronCore::Run(uint64_t duration_ns,
   uint64_t start = 0;
   uint64_t ticket = 0;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     ticket = next_ticket_++;
-    auto my_turn = [this, ticket]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return now_serving_ == ticket;
-    };
-    mu_.Await(absl::Condition(&my_turn));
+    turn_.wait(lock, [this, ticket] { return now_serving_ == ticket; });
     start = std::max(clock_->Now(), busy_until_ns_);
     busy_until_ns_ = start + duration_ns;
   }
@@ -56,8 +53,11 @@ uint64_t NeuronCore::Run(uint64_t duration_ns,
     const double wait = static_cast<double>(duration_ns) * time_scale_;
     SleepUntilMonotonic(clock_->ToHost(start) + static_cast<uint64_t>(std::llround(wait)));
   }
-  absl::MutexLock lock(&mu_);
-  ++now_serving_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++now_serving_;
+  }
+  turn_.notify_all();
   return start;
 }
 

@@ -12,7 +12,8 @@
 #include <functional>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 
 namespace nrtsim {
 
@@ -48,7 +49,9 @@ class NeuronCore {
   const uint32_t index_;
   const DeviceClock* const clock_;
   const double time_scale_;
-  absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: see the note in runtime.h about ThreadSanitizer.
+  std::mutex mu_;
+  std::condition_variable turn_;
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t now_serving_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t busy_until_ns_ ABSL_GUARDED_BY(mu_) = 0;  // device clock

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 #include "nrt/nrt_sys_trace.h"
@@ -28,9 +27,9 @@ namespace {
 
 // What the simulator does not model says so once per function, then fails cleanly.
 NRT_STATUS Unsupported(const char* fn) {
-  static absl::Mutex mu(absl::kConstInit);
+  static std::mutex mu;
   static std::set<std::string>* reported = new std::set<std::string>();
-  absl::MutexLock lock(&mu);
+  std::lock_guard<std::mutex> lock(mu);
   if (reported->insert(fn).second) {
     nrtsim::ReportError(absl::StrCat(fn, " is not supported by the simulated runtime"));
   }

@@ -62,7 +62,7 @@ NRT_STATUS Runtime::Init(nrt_framework_type_t framework) {
   }
   absl::StatusOr<DeviceConfig> config = DeviceConfig::FromEnvironment();
   if (!config.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_init: ", config.status().message()));
-  absl::WriterMutexLock life(&life_mu_);
+  std::unique_lock<std::shared_mutex> life(life_mu_);
   if (state_ == State::kInitialized) {
     return Fail(NRT_FAILURE, "nrt_init: the runtime is already initialized");
   }
@@ -73,7 +73,7 @@ NRT_STATUS Runtime::Init(nrt_framework_type_t framework) {
   }
   trace_ = std::make_unique<SysTrace>(config_.num_cores, clock_.offset_ns());
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     device_bytes_used_.assign(config_.num_cores, 0);
     models_per_core_.assign(config_.num_cores, 0);
   }
@@ -90,10 +90,10 @@ void Runtime::FreeAllLocked() {
 }
 
 void Runtime::Close() {
-  absl::WriterMutexLock life(&life_mu_);
+  std::unique_lock<std::shared_mutex> life(life_mu_);
   if (state_ != State::kInitialized) return;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     FreeAllLocked();
   }
   trace_.reset();
@@ -104,7 +104,7 @@ void Runtime::Close() {
 NRT_STATUS Runtime::CoreCount(uint32_t* count) {
   if (count == nullptr) return Fail(NRT_INVALID, "core count: null output pointer");
   {
-    absl::ReaderMutexLock life(&life_mu_);
+    std::shared_lock<std::shared_mutex> life(life_mu_);
     if (state_ == State::kInitialized) {
       *count = config_.num_cores;
       return NRT_SUCCESS;
@@ -120,7 +120,7 @@ NRT_STATUS Runtime::CoreCount(uint32_t* count) {
 // Models
 
 NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (bytes == nullptr || model == nullptr) {
     return Fail(NRT_INVALID, "nrt_load: null model bytes or output pointer");
@@ -141,7 +141,7 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
   loaded->file_size = size;
   loaded->model = *std::move(decoded);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (vnc < 0) {
       vnc = static_cast<int32_t>(std::min_element(models_per_core_.begin(),
                                                   models_per_core_.end()) -
@@ -159,9 +159,9 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
 }
 
 NRT_STATUS Runtime::Unload(nrt_model_t* model) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(model);
   if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_unload: not a loaded model");
   --models_per_core_[it->second->vnc];
@@ -170,10 +170,10 @@ NRT_STATUS Runtime::Unload(nrt_model_t* model) {
 }
 
 NRT_STATUS Runtime::ModelVnc(const nrt_model_t* model, uint32_t* vnc) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (vnc == nullptr) return Fail(NRT_INVALID, "model info: null output pointer");
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(model);
   if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "model info: not a loaded model");
   *vnc = it->second->vnc;
@@ -181,12 +181,12 @@ NRT_STATUS Runtime::ModelVnc(const nrt_model_t* model, uint32_t* vnc) {
 }
 
 NRT_STATUS Runtime::TensorInfo(nrt_model_t* model, nrt_tensor_info_array_t** info) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (info == nullptr) return Fail(NRT_INVALID, "nrt_get_model_tensor_info: null output");
   std::shared_ptr<nrt_model> m;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = models_.find(model);
     if (it == models_.end()) {
       return Fail(NRT_INVALID_HANDLE, "nrt_get_model_tensor_info: not a loaded model");
@@ -220,7 +220,7 @@ NRT_STATUS Runtime::TensorInfo(nrt_model_t* model, nrt_tensor_info_array_t** inf
 NRT_STATUS Runtime::BindTensors(const nrt_model& model, const void* set, bool inputs,
                                 std::vector<Region>* regions) {
   const char* what = inputs ? "input" : "output";
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto set_it = sets_.find(set);
   if (set_it == sets_.end()) {
     return Fail(NRT_INVALID_HANDLE, absl::StrCat("nrt_execute: the ", what,
@@ -327,7 +327,7 @@ NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const Execu
 
 NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* output_set,
                             int repeat) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (repeat < 1) {
     return Fail(NRT_INVALID, absl::StrCat("nrt_execute_repeat: repeat_count ", repeat,
@@ -335,7 +335,7 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* out
   }
   std::shared_ptr<nrt_model> m;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = models_.find(model);
     if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_execute: not a loaded model");
     m = it->second;
@@ -367,7 +367,7 @@ NRT_STATUS Runtime::ChargeDeviceMemory(int vnc, size_t size) {
 
 NRT_STATUS Runtime::AllocateTensor(nrt_tensor_placement_t placement, int vnc, size_t size,
                                    const char* name, nrt_tensor_t** tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (tensor == nullptr) return Fail(NRT_INVALID, "nrt_tensor_allocate: null output pointer");
   if (size == 0) return Fail(NRT_INVALID, "nrt_tensor_allocate: size 0");
@@ -381,9 +381,16 @@ NRT_STATUS Runtime::AllocateTensor(nrt_tensor_placement_t placement, int vnc, si
     return Fail(NRT_INVALID, absl::StrCat("nrt_tensor_allocate: NeuronCore ", vnc,
                                           " does not exist (", config_.num_cores, " visible)"));
   }
+  {
+    // Charged before the bytes exist, so an impossible request never touches host memory.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (NRT_STATUS s = ChargeDeviceMemory(device ? vnc : -1, size); s != NRT_SUCCESS) return s;
+  }
   auto storage = std::make_shared<Storage>();
   storage->owned.reset(new (std::nothrow) uint8_t[size]());
   if (storage->owned == nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (device) device_bytes_used_[vnc] -= size;
     return Fail(NRT_RESOURCE, absl::StrCat("nrt_tensor_allocate: out of memory for ", size,
                                            " bytes"));
   }
@@ -395,20 +402,19 @@ NRT_STATUS Runtime::AllocateTensor(nrt_tensor_placement_t placement, int vnc, si
   t->placement = placement;
   t->storage = std::move(storage);
   t->size = size;
-  absl::MutexLock lock(&mu_);
-  if (NRT_STATUS s = ChargeDeviceMemory(device ? vnc : -1, size); s != NRT_SUCCESS) return s;
+  std::lock_guard<std::mutex> lock(mu_);
   *tensor = t.get();
   tensors_[t.get()] = std::move(t);
   return NRT_SUCCESS;
 }
 
 NRT_STATUS Runtime::AllocateEmpty(const char* name, nrt_tensor_t** tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (tensor == nullptr) return Fail(NRT_INVALID, "nrt_tensor_allocate_empty: null output");
   auto t = std::make_unique<nrt_tensor>();
   t->name = name != nullptr ? name : "";
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   *tensor = t.get();
   tensors_[t.get()] = std::move(t);
   return NRT_SUCCESS;
@@ -416,10 +422,10 @@ NRT_STATUS Runtime::AllocateEmpty(const char* name, nrt_tensor_t** tensor) {
 
 NRT_STATUS Runtime::AllocateSlice(const nrt_tensor_t* source, size_t offset, size_t size,
                                   const char* name, nrt_tensor_t** slice) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (slice == nullptr) return Fail(NRT_INVALID, "nrt_tensor_allocate_slice: null output");
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = tensors_.find(source);
   if (it == tensors_.end() || it->second->storage == nullptr) {
     return Fail(NRT_INVALID_HANDLE, "nrt_tensor_allocate_slice: source is not a live tensor");
@@ -441,12 +447,12 @@ NRT_STATUS Runtime::AllocateSlice(const nrt_tensor_t* source, size_t offset, siz
 }
 
 NRT_STATUS Runtime::AttachBuffer(nrt_tensor_t* tensor, void* buffer, size_t size) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (buffer == nullptr || size == 0) {
     return Fail(NRT_INVALID, "nrt_tensor_attach_buffer: null buffer or size 0");
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = tensors_.find(tensor);
   if (it == tensors_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_tensor_attach_buffer: bad tensor");
   nrt_tensor& t = *it->second;
@@ -464,9 +470,9 @@ NRT_STATUS Runtime::AttachBuffer(nrt_tensor_t* tensor, void* buffer, size_t size
 }
 
 void Runtime::FreeTensor(nrt_tensor_t** tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (tensor == nullptr || *tensor == nullptr || Ready() != NRT_SUCCESS) return;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = tensors_.find(*tensor);
   if (it == tensors_.end()) {
     ReportError("nrt_tensor_free: not a live tensor (freed twice?)");
@@ -481,7 +487,7 @@ void Runtime::FreeTensor(nrt_tensor_t** tensor) {
 
 NRT_STATUS Runtime::ResolveTensor(const nrt_tensor_t* tensor, size_t offset, size_t size,
                                   const char* fn, Region* region) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = tensors_.find(tensor);
   if (it == tensors_.end()) return Fail(NRT_INVALID_HANDLE, absl::StrCat(fn, ": not a live tensor"));
   const nrt_tensor& t = *it->second;
@@ -519,7 +525,7 @@ void Runtime::DeviceTransfer(int vnc, const char* name, uint64_t duration_ns, ui
 
 NRT_STATUS Runtime::ReadTensor(const nrt_tensor_t* tensor, void* buf, size_t offset,
                                size_t size) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (buf == nullptr && size != 0) return Fail(NRT_INVALID, "nrt_tensor_read: null buffer");
   Region r;
@@ -537,7 +543,7 @@ NRT_STATUS Runtime::ReadTensor(const nrt_tensor_t* tensor, void* buf, size_t off
 
 NRT_STATUS Runtime::WriteTensor(nrt_tensor_t* tensor, const void* buf, size_t offset,
                                 size_t size) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (buf == nullptr && size != 0) return Fail(NRT_INVALID, "nrt_tensor_write: null buffer");
   Region r;
@@ -556,7 +562,7 @@ NRT_STATUS Runtime::WriteTensor(nrt_tensor_t* tensor, const void* buf, size_t of
 
 NRT_STATUS Runtime::CopyTensor(const nrt_tensor_t* src, size_t src_offset, nrt_tensor_t* dst,
                                size_t dst_offset, size_t size) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   Region from, to;
   if (NRT_STATUS s = ResolveTensor(src, src_offset, size, "nrt_tensor_copy", &from);
@@ -587,7 +593,7 @@ NRT_STATUS Runtime::CopyTensor(const nrt_tensor_t* src, size_t src_offset, nrt_t
 
 NRT_STATUS Runtime::MemsetTensor(nrt_tensor_t* tensor, uint64_t offset, int value,
                                  size_t size) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   Region r;
   if (NRT_STATUS s = ResolveTensor(tensor, offset, size, "nrt_tensor_memset", &r);
@@ -604,31 +610,31 @@ NRT_STATUS Runtime::MemsetTensor(nrt_tensor_t* tensor, uint64_t offset, int valu
 }
 
 size_t Runtime::TensorSize(const nrt_tensor_t* tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (Ready() != NRT_SUCCESS) return 0;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = tensors_.find(tensor);
   return it == tensors_.end() ? 0 : it->second->size;
 }
 
 void* Runtime::TensorVa(const nrt_tensor_t* tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (Ready() != NRT_SUCCESS) return nullptr;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = tensors_.find(tensor);
   return it == tensors_.end() ? nullptr : it->second->data();
 }
 
 NRT_STATUS Runtime::MemoryStats(uint32_t vnc, nrt_vnc_memory_stats_t* stats, size_t size_in,
                                 size_t* size_out) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (stats == nullptr || vnc >= config_.num_cores) {
     return Fail(NRT_INVALID, "nrt_get_vnc_memory_stats: null stats or no such NeuronCore");
   }
   nrt_vnc_memory_stats_t full;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     full.bytes_used = device_bytes_used_[vnc];
   }
   full.bytes_limit = config_.hbm_bytes_per_core;
@@ -642,20 +648,20 @@ NRT_STATUS Runtime::MemoryStats(uint32_t vnc, nrt_vnc_memory_stats_t* stats, siz
 // Tensor sets
 
 NRT_STATUS Runtime::AllocateSet(void** set) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (set == nullptr) return Fail(NRT_INVALID, "nrt_allocate_tensor_set: null output pointer");
   auto ts = std::make_unique<TensorSet>();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   *set = ts.get();
   sets_[ts.get()] = std::move(ts);
   return NRT_SUCCESS;
 }
 
 void Runtime::DestroySet(void** set) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (set == nullptr || *set == nullptr || Ready() != NRT_SUCCESS) return;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (sets_.erase(*set) == 0) {
     ReportError("nrt_destroy_tensor_set: not a live tensor set (destroyed twice?)");
     return;
@@ -664,10 +670,10 @@ void Runtime::DestroySet(void** set) {
 }
 
 NRT_STATUS Runtime::AddToSet(void* set, const char* name, nrt_tensor_t* tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (name == nullptr) return Fail(NRT_INVALID, "nrt_add_tensor_to_tensor_set: null name");
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sets_.find(set);
   if (it == sets_.end()) {
     return Fail(NRT_INVALID_HANDLE, "nrt_add_tensor_to_tensor_set: not a live tensor set");
@@ -680,12 +686,12 @@ NRT_STATUS Runtime::AddToSet(void* set, const char* name, nrt_tensor_t* tensor) 
 }
 
 NRT_STATUS Runtime::GetFromSet(void* set, const char* name, nrt_tensor_t** tensor) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (name == nullptr || tensor == nullptr) {
     return Fail(NRT_INVALID, "nrt_get_tensor_from_tensor_set: null name or output pointer");
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sets_.find(set);
   if (it == sets_.end()) {
     return Fail(NRT_INVALID_HANDLE, "nrt_get_tensor_from_tensor_set: not a live tensor set");
@@ -700,7 +706,7 @@ NRT_STATUS Runtime::GetFromSet(void* set, const char* name, nrt_tensor_t** tenso
 // System trace
 
 NRT_STATUS Runtime::TraceStart(const TraceCaptureConfig& config) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   absl::Status status = trace_->Start(config);
   if (!status.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_sys_trace_start: ", status.message()));
@@ -708,7 +714,7 @@ NRT_STATUS Runtime::TraceStart(const TraceCaptureConfig& config) {
 }
 
 NRT_STATUS Runtime::TraceStop() {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   absl::Status status = trace_->Stop();
   if (!status.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_sys_trace_stop: ", status.message()));
@@ -716,7 +722,7 @@ NRT_STATUS Runtime::TraceStop() {
 }
 
 NRT_STATUS Runtime::TraceFetch(const TraceFetchOptions& options, std::string* json) {
-  absl::ReaderMutexLock life(&life_mu_);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   absl::Status status = trace_->Fetch(options, json);
   if (!status.ok()) {

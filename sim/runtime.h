@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+#include <shared_mutex>
 #include "cost_model.h"
 #include "device_config.h"
 #include "neuron_core.h"
@@ -96,14 +97,16 @@ class Runtime {
                        uint64_t exec_id, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   void FreeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex life_mu_;
+  // Standard mutexes rather than absl::Mutex: Debian's abseil is not built with ThreadSanitizer,
+  // which then cannot see its locking, and the runtime's tests run under --config=tsan.
+  mutable std::shared_mutex life_mu_;
   State state_ ABSL_GUARDED_BY(life_mu_) = State::kUninitialized;
   DeviceConfig config_ ABSL_GUARDED_BY(life_mu_);
   std::vector<std::unique_ptr<NeuronCore>> cores_ ABSL_GUARDED_BY(life_mu_);
   std::unique_ptr<SysTrace> trace_ ABSL_GUARDED_BY(life_mu_);
   DeviceClock clock_;
 
-  absl::Mutex mu_ ABSL_ACQUIRED_AFTER(life_mu_);
+  std::mutex mu_;  // acquired after life_mu_
   std::unordered_map<const nrt_model*, std::shared_ptr<nrt_model>> models_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<const nrt_tensor*, std::unique_ptr<nrt_tensor>> tensors_
       ABSL_GUARDED_BY(mu_);

@@ -89,13 +89,13 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
     return absl::InvalidArgumentError("max_events_per_nc must be from 1 to 16777216");
   }
   {
-    absl::MutexLock lock(&config_mu_);
+    std::lock_guard<std::mutex> lock(config_mu_);
     if (recording_.load()) return absl::FailedPreconditionError("system trace already started");
     config_ = config;
   }
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     Ring& ring = *rings_[nc];
-    absl::MutexLock lock(&ring.mu);
+    std::lock_guard<std::mutex> lock(ring.mu);
     const bool enabled = nc < 64 && ((config.enabled_cores >> nc) & 1);
     ring.slots.assign(enabled ? config.max_events_per_nc : 0, TraceEvent{});
     ring.head = ring.size = 0;
@@ -108,7 +108,7 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
 }
 
 absl::Status SysTrace::Stop() {
-  absl::MutexLock lock(&config_mu_);
+  std::lock_guard<std::mutex> lock(config_mu_);
   if (!recording_.load()) return absl::FailedPreconditionError("system trace not started");
   // Events already captured stay fetchable until the next Start().
   recording_.store(false);
@@ -117,7 +117,7 @@ absl::Status SysTrace::Stop() {
 
 bool SysTrace::Wants(uint32_t nc_idx, TraceEventType type) const {
   if (!Recording() || nc_idx >= num_cores_) return false;
-  absl::MutexLock lock(&config_mu_);
+  std::lock_guard<std::mutex> lock(config_mu_);
   return nc_idx < 64 && ((config_.enabled_cores >> nc_idx) & 1) &&
          config_.enabled_types[static_cast<int>(type)];
 }
@@ -125,7 +125,7 @@ bool SysTrace::Wants(uint32_t nc_idx, TraceEventType type) const {
 void SysTrace::Record(TraceEvent event) {
   if (!Wants(event.nc_idx, event.type)) return;
   Ring& ring = *rings_[event.nc_idx];
-  absl::MutexLock lock(&ring.mu);
+  std::lock_guard<std::mutex> lock(ring.mu);
   const size_t cap = ring.slots.size();
   if (cap == 0) return;
   if (ring.size == cap) {
@@ -158,7 +158,7 @@ void SysTrace::RecordSyncPoints() {
 void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, bool* first) {
   static const std::string pid = std::to_string(getpid());
   Ring& ring = *rings_[nc];
-  absl::MutexLock lock(&ring.mu);
+  std::lock_guard<std::mutex> lock(ring.mu);
   const size_t cap = ring.slots.size();
   size_t n = ring.size;
   if (max_events != 0 && max_events < n) n = static_cast<size_t>(max_events);
@@ -194,7 +194,7 @@ absl::Status SysTrace::Fetch(const TraceFetchOptions& options, std::string* json
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     if (options.nc_idx >= 0 && static_cast<uint32_t>(options.nc_idx) != nc) continue;
     Ring& ring = *rings_[nc];
-    absl::MutexLock lock(&ring.mu);
+    std::lock_guard<std::mutex> lock(ring.mu);
     absl::StrAppendFormat(json,
                           "%s{\"nc_idx\":%u,\"group\":\"nrt-nc-%03u\",\"capacity\":%u,"
                           "\"events_pending\":%u,\"events_overwritten\":%u}",

@@ -16,7 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 
 namespace nrtsim {
 
@@ -88,7 +88,7 @@ class SysTrace {
 
  private:
   struct Ring {
-    absl::Mutex mu;
+    std::mutex mu;
     std::vector<TraceEvent> slots ABSL_GUARDED_BY(mu);
     size_t head ABSL_GUARDED_BY(mu) = 0;  // index of the oldest event
     size_t size ABSL_GUARDED_BY(mu) = 0;
@@ -104,7 +104,8 @@ class SysTrace {
   std::atomic<bool> recording_{false};
   std::atomic<bool> ever_started_{false};
   std::atomic<uint64_t> next_id_{1};
-  mutable absl::Mutex config_mu_;
+  // std::mutex, not absl::Mutex: see the note in runtime.h about ThreadSanitizer.
+  mutable std::mutex config_mu_;
   TraceCaptureConfig config_ ABSL_GUARDED_BY(config_mu_);
 };
 
