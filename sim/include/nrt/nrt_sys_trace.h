@@ -4,7 +4,7 @@
  *
  * While a capture is started the runtime records per-NeuronCore events (executions, engine
  * work, DMA transfers, clock sync points) in bounded ring buffers; nrt_sys_trace_fetch_events()
- * hands each event out once, as JSON (see docs/model_format.md, "System trace").
+ * hands each event out once, as JSON (see sim/README.md, "System trace").
  */
 #pragma once
 

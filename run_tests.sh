@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole test suite: every Bazel test, then the runtime's concurrency tests again under
+# ThreadSanitizer. Installs what is missing first; safe to run twice. Ends with one line,
+# "N passed, N failed", counting test cases (GoogleTest cases, or one per script test).
+set -uo pipefail
+cd "$(dirname "$0")"
+
+./third_party/install_debian_deps.sh || exit 1
+
+passed=0
+failed=0
+
+# Adds the cases of every test target named in a `bazel test` run's summary.
+tally() {
+  local config_dir="$1" summary="$2"
+  while read -r target status; do
+    local path="${target#//}"
+    path="${path/://}"
+    local xml="bazel-testlogs/${path}/test.xml"
+    if [ "$config_dir" != "" ]; then xml="${config_dir}/testlogs/${path}/test.xml"; fi
+    local tests=1 failures=0
+    if [ -f "$xml" ] && [ "$status" != "FAILED_TO_BUILD" ] && [ "$status" != "NO_STATUS" ]; then
+      tests=$(grep -o 'tests="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+      failures=$(grep -o 'failures="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+      errors=$(grep -o 'errors="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+      failures=$(( ${failures:-0} + ${errors:-0} ))
+      tests=${tests:-1}
+    fi
+    if [ "$status" = "PASSED" ]; then
+      passed=$(( passed + tests - failures ))
+      failed=$(( failed + failures ))
+    else
+      # A target that failed without saying how many cases failed counts at least once.
+      [ "$failures" -eq 0 ] && failures=1
+      passed=$(( passed + (tests > failures ? tests - failures : 0) ))
+      failed=$(( failed + failures ))
+    fi
+  done < <(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FAILED TO BUILD|TIMEOUT|NO STATUS)' "$summary" \
+           | sed -E 's/\(cached\) //; s/FAILED TO BUILD/FAILED_TO_BUILD/; s/NO STATUS/NO_STATUS/' \
+           | awk '{print $1, $2}')
+}
+
+run() {
+  local name="$1" config_dir="$2"; shift 2
+  echo "nrtprof: $name: bazel test $*"
+  local log
+  log="$(mktemp)"
+  bazel test --test_summary=short --noshow_progress "$@" >"$log" 2>&1
+  local code=$?
+  grep -vE '^(INFO: (Analyzed|Found|Elapsed|[0-9]+ process)|Loading|Analyzing|Target )' "$log"
+  local failed_before=$failed
+  tally "$config_dir" "$log"
+  # Bazel failed (a build or analysis error, an interrupted run) without a failed target to
+  # show for it: that is a failure too, never a silent pass.
+  if [ "$code" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then
+    echo "nrtprof: $name: bazel exited with $code" >&2
+    failed=$(( failed + 1 ))
+  fi
+  rm -f "$log"
+}
+
+run "all tests" "" //...
+# The runtime and its concurrency under ThreadSanitizer: any data race fails the test.
+tsan_dir="$(bazel info --config=tsan bazel-testlogs 2>/dev/null | sed 's|/testlogs$||')"
+run "ThreadSanitizer" "$tsan_dir" --config=tsan \
+  //sim:concurrency_test //sim:runtime_api_test //sim:sys_trace_test
+
+echo
+echo "${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nrtprof builds, runs and tests with, when any is missing.
+# Safe to run twice: with everything present it only says so. Needs root or sudo to install.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap          # Bazel 4.2.3, builds offline with third_party/'s stand-ins
+  g++ pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libunwind-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3                  # a few end-to-end tests drive programs through ctypes and parse JSON
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "nrtprof: all ${#PACKAGES[@]} Debian packages it needs are installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "nrtprof: missing Debian packages (${missing[*]}) and not root; install them as root" >&2
+    exit 1
+  fi
+  SUDO=sudo
+fi
+echo "nrtprof: installing missing Debian packages: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "nrtprof: Debian packages installed"
