@@ -1,0 +1,106 @@
+#!/bin/bash
+# The example programs as a user runs them, on the simulated runtime without host waits:
+#   - rmsnorm, each variant in bf16 and fp32, matches its float64 reference, and in bf16 4x512
+#     reports the calibrated device time per iteration (naive 2.355 ms, fused 0.4033 ms,
+#     compiled 0.3755 ms) within 5%;
+#   - mlp with 8 threads on 2 NeuronCores completes every execution with no mismatch;
+#   - a bad flag exits 2 with one line on stderr.
+set -u
+
+readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
+readonly RMSNORM="${RUNFILES}/examples/rmsnorm"
+readonly MLP="${RUNFILES}/examples/mlp"
+readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/examples.XXXXXX")"
+export NRT_SIM_TIME_SCALE=0 NRT_SIM_NUM_CORES=2
+
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Runs a program, keeping its stdout and stderr in ${WORK}/out and ${WORK}/err and its exit
+# status in ${rc}.
+run() {
+  "$@" >"${WORK}/out" 2>"${WORK}/err"
+  rc=$?
+}
+
+# Prints what the last run() printed, under a heading, for the log of a failure.
+show_run() {
+  echo "--- $*: exit ${rc}, stdout:" >&2
+  cat "${WORK}/out" >&2
+  echo "--- stderr:" >&2
+  cat "${WORK}/err" >&2
+}
+
+# The number after "device time per iteration:" in rmsnorm's output, in ms.
+device_ms() {
+  awk '/device time per iteration:/ {
+         for (i = 1; i < NF; i++) if ($i == "iteration:") { print $(i + 1); exit }
+       }' "${WORK}/out"
+}
+
+# Succeeds if $1 is within 5% of $2.
+within_5_percent() {
+  awk -v got="$1" -v want="$2" \
+    'BEGIN { d = got - want; if (d < 0) d = -d; exit !(got != "" && d <= 0.05 * want) }'
+}
+
+# --- rmsnorm: correct results and calibrated device time --------------------------------------
+expected_ms() {
+  case "$1" in
+    naive) echo 2.355 ;;
+    fused) echo 0.4033 ;;
+    compiled) echo 0.3755 ;;
+  esac
+}
+
+for variant in naive fused compiled; do
+  for dtype in bf16 fp32; do
+    args=(--variant "${variant}" --dtype "${dtype}" --rows 4 --cols 512)
+    run "${RMSNORM}" "${args[@]}"
+    if [[ ${rc} -ne 0 ]] || ! grep -q -- '-> OK$' "${WORK}/out"; then
+      show_run rmsnorm "${args[*]}"
+      fail "rmsnorm ${args[*]}: want exit 0 and '-> OK'"
+      continue
+    fi
+    if [[ "${dtype}" == bf16 ]]; then
+      got="$(device_ms)"
+      want="$(expected_ms "${variant}")"
+      if ! within_5_percent "${got}" "${want}"; then
+        show_run rmsnorm "${args[*]}"
+        fail "rmsnorm ${args[*]}: device time per iteration '${got}' ms, want ${want} ms +-5%"
+      fi
+    fi
+  done
+done
+
+# --- mlp: many threads on several NeuronCores -------------------------------------------------
+run "${MLP}" --threads 8 --cores 2 --iters 20
+if [[ ${rc} -ne 0 ]] ||
+    ! grep -q 'executions done: 480 ' "${WORK}/out" ||
+    ! grep -q ' 0 of [0-9]* elements out of tolerance -> OK$' "${WORK}/out"; then
+  show_run mlp --threads 8 --cores 2 --iters 20
+  fail "mlp --threads 8 --cores 2 --iters 20: want exit 0, 480 executions and no mismatch"
+fi
+
+# --- flag errors: exit 2 and one line on stderr -----------------------------------------------
+check_flag_error() {
+  run "$@"
+  if [[ ${rc} -ne 2 || "$(wc -l <"${WORK}/err")" -ne 1 || -s "${WORK}/out" ]]; then
+    show_run "$@"
+    fail "$(basename "$1") ${*:2}: want exit 2, one line on stderr and nothing on stdout"
+  fi
+}
+check_flag_error "${RMSNORM}" --variant bogus
+check_flag_error "${MLP}" --cores 0
+check_flag_error "${MLP}" --cores 3  # the simulated runtime shows 2 NeuronCores by default
+check_flag_error "${MLP}" --threads 0
+check_flag_error "${MLP}" --iters 0
+
+if [[ ${failures} -ne 0 ]]; then
+  echo "${failures} check(s) failed" >&2
+  exit 1
+fi
+echo "PASS"
