@@ -98,7 +98,7 @@ std::string Text(const google::protobuf::Struct& event, const char* key) {
 
 }  // namespace
 
-DeviceTime DeviceTimer::Stop() {
+DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
   stopped_ = true;
   char* buffer = nullptr;
   size_t size = 0;
@@ -121,12 +121,21 @@ DeviceTime DeviceTimer::Stop() {
     const google::protobuf::Struct& event = value.struct_value();
     const std::string type = Text(event, "type");
     const auto duration = static_cast<uint64_t>(Number(event, "duration"));
-    if (type == "nc_exec_running") {
-      time.execution_ns += duration;
-      ++time.executions;
-    } else if (type == "dma_transfer" && Number(event, "parent_id") == 0) {
-      time.transfer_ns += duration;
-      ++time.transfers;
+    const auto core = static_cast<size_t>(Number(event, "nc_idx"));
+    DeviceTime* on_core = nullptr;
+    if (per_core != nullptr) {
+      if (per_core->size() <= core) per_core->resize(core + 1);
+      on_core = &(*per_core)[core];
+    }
+    for (DeviceTime* t : {&time, on_core}) {
+      if (t == nullptr) continue;
+      if (type == "nc_exec_running") {
+        t->execution_ns += duration;
+        ++t->executions;
+      } else if (type == "dma_transfer" && Number(event, "parent_id") == 0) {
+        t->transfer_ns += duration;
+        ++t->transfers;
+      }
     }
   }
   for (const auto& core : doc.fields().at("cores").list_value().values()) {

@@ -49,8 +49,9 @@ class DeviceTimer {
   DeviceTimer& operator=(const DeviceTimer&) = delete;
   ~DeviceTimer();
 
-  // Stops the capture and sums what it recorded. Call once.
-  DeviceTime Stop();
+  // Stops the capture and sums what it recorded; with `per_core`, also per NeuronCore
+  // (indexed by core). Call once.
+  DeviceTime Stop(std::vector<DeviceTime>* per_core = nullptr);
 
  private:
   bool stopped_ = false;

@@ -22,10 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "examples/example_util.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "nrt/nrt.h"
-#include "nrt/nrt_sys_trace.h"
 #include "nrtprof/annotate.h"
 
 ABSL_FLAG(int, threads, 1, "host threads, each running its own forward passes");
@@ -241,48 +238,6 @@ void RunThread(int thread, int core, int iters, const Shape& s, const CoreModels
   for (nrt_tensor_t** t : {&x, &h, &g, &y}) nrt_tensor_free(t);
 }
 
-double Number(const google::protobuf::Struct& event, const char* key) {
-  auto it = event.fields().find(key);
-  return it == event.fields().end() ? 0.0 : it->second.number_value();
-}
-
-// examples::DeviceTime sums the whole process; this splits it by NeuronCore. It fetches (and
-// so consumes) each core's events before examples::DeviceTimer::Stop(), with the same
-// accounting: executions, plus host-initiated transfers (DMA with no enclosing execution).
-examples::DeviceTime FetchCoreTime(int core) {
-  nrt_sys_trace_fetch_options_t* options = nullptr;
-  examples::Check(nrt_sys_trace_fetch_options_allocate(&options),
-                  "nrt_sys_trace_fetch_options_allocate");
-  nrt_sys_trace_fetch_options_set_nc_idx(options, static_cast<uint64_t>(core));
-  char* buffer = nullptr;
-  size_t size = 0;
-  examples::Check(nrt_sys_trace_fetch_events(&buffer, &size, options),
-                  "nrt_sys_trace_fetch_events");
-  nrt_sys_trace_fetch_options_free(options);
-  google::protobuf::Struct doc;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(buffer, size), &doc);
-  nrt_sys_trace_buffer_free(buffer);
-  if (!parsed.ok() || doc.fields().count("trace_events") == 0) {
-    fprintf(stderr, "mlp: system trace of NeuronCore %d is not the expected JSON\n", core);
-    exit(1);
-  }
-  examples::DeviceTime time;
-  for (const auto& value : doc.fields().at("trace_events").list_value().values()) {
-    const google::protobuf::Struct& event = value.struct_value();
-    auto type = event.fields().find("type");
-    if (type == event.fields().end()) continue;
-    const auto duration = static_cast<uint64_t>(Number(event, "duration"));
-    if (type->second.string_value() == "nc_exec_running") {
-      time.execution_ns += duration;
-      ++time.executions;
-    } else if (type->second.string_value() == "dma_transfer" && Number(event, "parent_id") == 0) {
-      time.transfer_ns += duration;
-      ++time.transfers;
-    }
-  }
-  return time;
-}
-
 int Run(int threads, int cores, int iters, const Shape& s) {
   examples::Check(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "", ""), "nrt_init");
   const Weights weights = MakeWeights(s);
@@ -300,8 +255,8 @@ int Run(int threads, int cores, int iters, const Shape& s) {
   }
   for (std::thread& worker : workers) worker.join();
   std::vector<examples::DeviceTime> per_core;
-  for (int c = 0; c < cores; ++c) per_core.push_back(FetchCoreTime(c));
-  const examples::DeviceTime rest = timer.Stop();  // nothing is left but clock sync points
+  const examples::DeviceTime all = timer.Stop(&per_core);
+  per_core.resize(cores);
 
   ThreadResult total;
   for (const ThreadResult& r : results) {
@@ -330,9 +285,9 @@ int Run(int threads, int cores, int iters, const Shape& s) {
         c, t.total_ns() / 1e6, t.execution_ns / 1e6, static_cast<unsigned long long>(t.executions),
         t.transfer_ns / 1e6, static_cast<unsigned long long>(t.transfers));
   }
-  if (rest.overwritten != 0) {
+  if (all.overwritten != 0) {
     printf("  warning: the system trace lost %llu events; device time is understated\n",
-           static_cast<unsigned long long>(rest.overwritten));
+           static_cast<unsigned long long>(all.overwritten));
   }
   for (CoreModels& m : models) UnloadCore(&m);
   nrt_close();

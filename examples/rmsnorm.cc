@@ -274,5 +274,11 @@ int main(int argc, char** argv) {
             "--core >= 0\n");
     return 2;
   }
+  uint32_t visible = 0;
+  if (nrt_get_visible_nc_count(&visible) == NRT_SUCCESS && core >= static_cast<int>(visible)) {
+    fprintf(stderr, "rmsnorm: --core %d does not exist: %u NeuronCores are visible\n", core,
+            visible);
+    return 2;
+  }
   return Run(variant, s, iters, core);
 }

@@ -128,8 +128,11 @@ Values Unary(const Values& a, F f) {
   return out;
 }
 
-// Reductions accumulate in float32 in index order, as the device's engines do: no pairwise
-// or wider accumulation, so results (including their rounding error) are reproducible.
+// The kernels below compute in float32. Every reduction (mean, matmul's dot products, softmax's
+// sum, rms_norm's sum of squares) accumulates in a float32 in index order: no pairwise or wider
+// accumulation, so a result and its rounding error are the same on every run, thread and host,
+// and a test can predict them.
+
 Values Mean(const Values& a, const Shape& shape, int32_t axis) {
   const size_t ax = axis < 0 ? static_cast<size_t>(axis + static_cast<int32_t>(shape.size()))
                              : static_cast<size_t>(axis);
@@ -166,8 +169,8 @@ Values RmsNorm(const Values& a, const Shape& shape, const Values& weight, float 
   return out;
 }
 
-// out[M,N] = a[M,K] @ b[K,N]. The k loop is outside the n loop for b's locality; each dot
-// product still accumulates in k order.
+// out[M,N] = a[M,K] @ b[K,N]. The k loop is outside the n loop so b is read row by row; each
+// dot product still accumulates in k order.
 Values Matmul(const Values& a, const Shape& a_shape, const Values& b, const Shape& b_shape) {
   const size_t m_size = a_shape[0];
   const size_t k_size = a_shape[1];
@@ -184,7 +187,7 @@ Values Matmul(const Values& a, const Shape& a_shape, const Values& b, const Shap
   return out;
 }
 
-// Subtracting the row max keeps exp() from overflowing; the sum accumulates in index order.
+// Subtracting the row max keeps exp() from overflowing for large inputs.
 Values Softmax(const Values& a, const Shape& shape) {
   const size_t n = RowLength(shape);
   Values out(a.size());
@@ -206,8 +209,8 @@ float Gelu(float x) {
   return 0.5f * x * (1.0f + std::erf(x / kSqrt2));
 }
 
-// The std:: math functions used here are their float overloads (sqrtf, expf, erff): float32
-// arithmetic throughout, as the device computes.
+// The std:: math functions used here are their float overloads (sqrtf, expf, erff), so an op
+// never computes in wider precision than the float32 it models.
 absl::StatusOr<Values> RunOp(const Model& model, const OpDef& op,
                              const std::vector<Values>& values) {
   auto operand = [&](int i) -> const Values& { return values[op.inputs[i]]; };
@@ -223,8 +226,7 @@ absl::StatusOr<Values> RunOp(const Model& model, const OpDef& op,
     case OpKind::kSub:
       return Binary(operand(0), shape(0), operand(1), shape(1), out_shape, std::minus<float>());
     case OpKind::kDiv:
-      return Binary(operand(0), shape(0), operand(1), shape(1), out_shape,
-                    std::divides<float>());
+      return Binary(operand(0), shape(0), operand(1), shape(1), out_shape, std::divides<float>());
     case OpKind::kMulScalar:
       return Unary(operand(0), [scalar](float x) { return x * scalar; });
     case OpKind::kAddScalar:
@@ -244,8 +246,7 @@ absl::StatusOr<Values> RunOp(const Model& model, const OpDef& op,
     case OpKind::kCopy:
       return operand(0);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown op kind ", static_cast<int>(op.kind)));
+  return absl::InvalidArgumentError(absl::StrCat("unknown op kind ", static_cast<int>(op.kind)));
 }
 
 // Validation guarantees ops only read tensors already written and every output is written;

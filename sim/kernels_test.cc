@@ -255,7 +255,8 @@ std::vector<double> RefBinary(const Operand& a, const Operand& b, const Shape& o
   std::vector<double> out(NumElements(out_shape));
   for (size_t i = 0; i < out.size(); ++i) {
     const std::vector<size_t> coord = Unravel(i, out_shape);
-    out[i] = f(a.values[BroadcastSource(coord, a.shape)], b.values[BroadcastSource(coord, b.shape)]);
+    out[i] =
+        f(a.values[BroadcastSource(coord, a.shape)], b.values[BroadcastSource(coord, b.shape)]);
   }
   return out;
 }
@@ -497,7 +498,8 @@ TEST(KernelsTest, Rsqrt) {
 }
 
 TEST(KernelsTest, RsqrtEdgeCasesFollowIeee) {
-  const Operand a{DType::kFloat32, {4}, {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity()}};
+  const Operand a{
+      DType::kFloat32, {4}, {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity()}};
   const std::vector<float> got = RunOneOp(OpKind::kRsqrt, {a}, DType::kFloat32, {4});
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0], std::numeric_limits<float>::infinity());
@@ -532,7 +534,8 @@ TEST(KernelsTest, IntermediatesAreRoundedToTheirDtype) {
 // bf16: that error is far below half a bf16 ulp, so it can at most flip the rounding: 1 ulp.
 void CheckMean(DType dtype, const Shape& shape, int32_t axis) {
   SCOPED_TRACE(std::string(DTypeName(dtype)) + " axis " + std::to_string(axis));
-  const size_t ax = static_cast<size_t>(axis < 0 ? axis + static_cast<int32_t>(shape.size()) : axis);
+  const size_t ax =
+      static_cast<size_t>(axis < 0 ? axis + static_cast<int32_t>(shape.size()) : axis);
   Shape out_shape = shape;
   out_shape[ax] = 1;
   const Operand a = RandomOperand(dtype, shape, -2.0f, 2.0f, 9);
@@ -545,9 +548,8 @@ void CheckMean(DType dtype, const Shape& shape, int32_t axis) {
   }
   const std::vector<double> abs_mean =
       RefMean(RefUnary(a.values, [](double v) { return std::fabs(v); }), shape, ax);
-  ExpectWithin(got, ref, [&](size_t i) {
-    return Gamma(shape[ax]) * abs_mean[i] + kU32 * std::fabs(ref[i]);
-  });
+  ExpectWithin(got, ref,
+               [&](size_t i) { return Gamma(shape[ax]) * abs_mean[i] + kU32 * std::fabs(ref[i]); });
 }
 
 TEST(KernelsTest, MeanOverEachAxis) {
@@ -599,7 +601,9 @@ TEST(KernelsTest, MatmulBf16) {
   std::vector<double> ref(16 * 8);
   for (size_t m = 0; m < 16; ++m) {
     for (size_t n = 0; n < 8; ++n) {
-      for (size_t k = 0; k < 64; ++k) ref[m * 8 + n] += double{a.values[m * 64 + k]} * b.values[k * 8 + n];
+      for (size_t k = 0; k < 64; ++k) {
+        ref[m * 8 + n] += double{a.values[m * 64 + k]} * b.values[k * 8 + n];
+      }
     }
   }
   ExpectBf16Ulps(got, ref, 1);
@@ -657,8 +661,8 @@ TEST(KernelsTest, SoftmaxBf16) {
 TEST(KernelsTest, SoftmaxLargeInputsDoNotOverflow) {
   const Operand a{DType::kFloat32, {2, 2}, {1000.0f, 1001.0f, -1000.0f, -1000.0f}};
   const std::vector<float> got = RunOneOp(OpKind::kSoftmax, {a}, DType::kFloat32, {2, 2});
-  const std::vector<double> ref = {1.0 / (1.0 + std::exp(1.0)), 1.0 / (1.0 + std::exp(-1.0)),
-                                   0.5, 0.5};
+  const std::vector<double> ref = {1.0 / (1.0 + std::exp(1.0)), 1.0 / (1.0 + std::exp(-1.0)), 0.5,
+                                   0.5};
   ExpectWithin(got, ref, [&](size_t i) { return 8 * kU32 * ref[i]; });
 }
 
@@ -706,8 +710,8 @@ TEST(KernelsTest, RmsNormChainBf16) {
 // plus the fp32 computation's error (gamma_(n+8): the sum of squares and six more roundings).
 TEST(KernelsTest, FusedRmsNormBf16) {
   const RmsNormCase c;
-  const std::vector<float> got = RunOneOp(OpKind::kRmsNorm, {c.x, c.weight}, DType::kBFloat16,
-                                          {4, 512}, c.epsilon);
+  const std::vector<float> got =
+      RunOneOp(OpKind::kRmsNorm, {c.x, c.weight}, DType::kBFloat16, {4, 512}, c.epsilon);
   const std::vector<double> exact = RefRmsNorm(c.x.values, c.weight.values, c.epsilon, false);
   ExpectBf16Ulps(got, exact, 1);
   const double g = Gamma(512 + 8);
@@ -733,11 +737,9 @@ double GeluTolerance(double x, double ref) { return 4 * kU32 * (std::fabs(x) + s
 TEST(KernelsTest, GeluAtKnownPoints) {
   // 0.5 * x * (1 + erf(x / sqrt(2))), from an independent float64 evaluation.
   const std::vector<float> x = {-3.0f, -2.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 2.0f, 3.0f};
-  const std::vector<double> want = {-0.00404969409489031, -0.04550026389635842,
-                                    -0.15865525393145707, -0.15426876936299344,
-                                    0.0,                  0.34573123063700656,
-                                    0.8413447460685429,   1.9544997361036416,
-                                    2.99595030590511};
+  const std::vector<double> want = {
+      -0.00404969409489031, -0.04550026389635842, -0.15865525393145707, -0.15426876936299344, 0.0,
+      0.34573123063700656,  0.8413447460685429,   1.9544997361036416,   2.99595030590511};
   const Operand a{DType::kFloat32, {9}, x};
   const std::vector<float> got = RunOneOp(OpKind::kGelu, {a}, DType::kFloat32, {9});
   ExpectWithin(got, want, [&](size_t i) { return GeluTolerance(x[i], want[i]); });

@@ -241,6 +241,11 @@ NRT_STATUS Runtime::BindTensors(const nrt_model& model, const void* set, bool in
                                                    "' is freed or has no storage"));
     }
     const nrt_tensor& t = *tensor_it->second;
+    if (t.on_device() && t.vnc() != static_cast<int>(model.vnc)) {
+      return Fail(NRT_INVALID, absl::StrCat("nrt_execute: ", what, " '", def.name,
+                                            "' is on NeuronCore ", t.vnc(), ", model ",
+                                            model.model.name, " on NeuronCore ", model.vnc));
+    }
     if (t.size != def.SizeBytes()) {
       return Fail(NRT_INVALID, absl::StrCat("nrt_execute: ", what, " '", def.name, "' has ",
                                             t.size, " bytes, model ", model.model.name,

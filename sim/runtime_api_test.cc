@@ -220,6 +220,12 @@ TEST_F(RuntimeApiTest, ExecuteComputesAndChecksBindings) {
   EXPECT_EQ(nrt_execute(nullptr, in, outs), NRT_INVALID_HANDLE);
   EXPECT_EQ(nrt_execute(model, nullptr, outs), NRT_INVALID_HANDLE);
   EXPECT_EQ(nrt_execute_repeat(model, in, outs, 0), NRT_INVALID);
+  // Device tensors must be on the model's core; host tensors may feed any core.
+  nrt_tensor_t* elsewhere = DeviceFloats(1, {1, 2, 3, 4}, "elsewhere");
+  EXPECT_EQ(nrt_execute(model, Set({{"a", elsewhere}, {"b", b}}), outs), NRT_INVALID);
+  nrt_tensor_t* host = nullptr;
+  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, -1, 16, "host", &host), NRT_SUCCESS);
+  EXPECT_EQ(nrt_execute(model, Set({{"a", host}, {"b", b}}), outs), NRT_SUCCESS);
   nrt_tensor_t* dead = b;
   nrt_tensor_free(&dead);
   EXPECT_EQ(nrt_execute(model, in, outs), NRT_INVALID_HANDLE);  // b freed under the set
