@@ -85,6 +85,7 @@ Operand RandomOperand(DType dtype, const Shape& shape, float lo, float hi, uint3
   return operand;
 }
 
+// Test hosts are little-endian, so memcpy gives the model buffers' byte order.
 std::vector<uint8_t> Pack(const std::vector<float>& values, DType dtype) {
   std::vector<uint8_t> bytes(values.size() * DTypeSize(dtype));
   for (size_t i = 0; i < values.size(); ++i) {

@@ -1,0 +1,154 @@
+// `nrtprof run [--out DIR] [--stacks N] -- CMD ARGS...`: runs CMD with the shim preloaded,
+// against a running daemon or a private one started for this run, then closes the capture and
+// prints the summary table and where the trace is. Exits with CMD's exit code. nrtprof's own
+// lines go to stderr, so CMD's stdout stays exactly its own.
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "client/commands.h"
+#include "client/daemon_connection.h"
+#include "client/flags.h"
+#include "client/locate.h"
+#include "common/address.h"
+#include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, out, "",
+          "folder for the capture's files (default: ./nrtprof-captures/CAPTURE_ID)");
+ABSL_FLAG(int, stacks, 0, "call-stack depth recorded for each runtime call, 0 (off) to 64");
+
+namespace nrtprof::cli {
+namespace {
+
+constexpr char kRunUsage[] = "nrtprof run [--out DIR] [--stacks N] [--addr ADDRESS] -- CMD ARGS...";
+
+int Fail(const std::string& line, int code = 1) {
+  fprintf(stderr, "nrtprof run: %s\n", line.c_str());
+  return code;
+}
+
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
+}
+
+// A daemon to talk to: the one named by --addr or NRTPROF_ADDR (which must answer), else the
+// per-user default if one answers, else a private one for this run.
+absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon() {
+  const std::string flag = absl::GetFlag(FLAGS_addr);
+  const char* env = getenv("NRTPROF_ADDR");
+  if (!flag.empty() || (env != nullptr && env[0] != '\0')) {
+    return DaemonConnection::Connect(flag.empty() ? DaemonAddress() : ToGrpcTarget(flag), 2000);
+  }
+  absl::StatusOr<std::unique_ptr<DaemonConnection>> running =
+      DaemonConnection::Connect(DaemonAddress(), 300);
+  if (running.ok()) return running;
+  absl::StatusOr<std::string> daemon = Locate("daemon/nrtprofd", "NRTPROF_DAEMON");
+  if (!daemon.ok()) return daemon.status();
+  return DaemonConnection::StartPrivate(*daemon, Absolute("nrtprof-captures"));
+}
+
+// Runs argv with the profiler's environment; returns its exit code (128 + signal if killed).
+int RunChild(const std::vector<char*>& argv, const std::string& shim, const std::string& address,
+             const std::string& capture_id, int stacks) {
+  const pid_t pid = fork();
+  if (pid < 0) return Fail("fork failed", 127);
+  if (pid == 0) {
+    const char* preload = getenv("LD_PRELOAD");
+    const std::string preloads =
+        preload != nullptr && preload[0] != '\0' ? absl::StrCat(shim, ":", preload) : shim;
+    setenv("LD_PRELOAD", preloads.c_str(), 1);
+    setenv("NRTPROF_ADDR", address.c_str(), 1);
+    setenv("NRTPROF_CAPTURE", capture_id.c_str(), 1);
+    setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
+    execvp(argv[0], argv.data());
+    fprintf(stderr, "nrtprof run: cannot run '%s': %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  // Like time(1): a Ctrl-C reaches the program (same process group); nrtprof waits for it to
+  // finish and still writes the capture.
+  struct sigaction ignore {}, old_int{}, old_quit{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+int RunCommand(int argc, char** argv) {
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return Fail(absl::StrCat("no command to run; usage: ", kRunUsage), 2);
+  const int stacks = absl::GetFlag(FLAGS_stacks);
+  if (stacks < 0 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
+  std::vector<char*> command(args.begin() + 1, args.end());
+  command.push_back(nullptr);
+
+  absl::StatusOr<std::string> shim = Locate("shim/libnrtprof_shim.so", "NRTPROF_SHIM");
+  if (!shim.ok()) return Fail(std::string(shim.status().message()));
+  absl::StatusOr<std::unique_ptr<DaemonConnection>> daemon = FindDaemon();
+  if (!daemon.ok()) return Fail(std::string(daemon.status().message()));
+  DaemonConnection& connection = **daemon;
+
+  StartCaptureRequest start;
+  start.set_output_dir(Absolute(absl::GetFlag(FLAGS_out)));
+  start.set_stack_depth(static_cast<uint32_t>(stacks));
+  StartCaptureReply capture;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const absl::Status s = FromGrpc(
+        connection.stub()->StartCapture(&context, start, &capture), connection.address());
+    if (!s.ok()) return Fail(absl::StrCat("cannot start a capture: ", s.message()));
+  }
+  fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
+          capture.output_dir().c_str(), connection.address().c_str(),
+          connection.private_daemon() ? ", private to this run" : "");
+
+  const int code = RunChild(command, *shim, connection.address(), capture.capture_id(), stacks);
+
+  StopCaptureRequest stop;
+  stop.set_capture_id(capture.capture_id());
+  stop.set_wait_ms(10000);
+  CaptureFiles files;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  const absl::Status s =
+      FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
+  if (!s.ok()) {
+    fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
+            std::string(s.message()).c_str());
+    return code;
+  }
+  fprintf(stderr, "\n%s\n", files.summary_text().c_str());
+  fprintf(stderr, "nrtprof: %llu events from %u process%s, %llu dropped; files in %s:\n",
+          static_cast<unsigned long long>(files.events()), files.processes(),
+          files.processes() == 1 ? "" : "es",
+          static_cast<unsigned long long>(files.events_dropped()), files.output_dir().c_str());
+  for (const std::string& f : files.files()) fprintf(stderr, "  %s\n", f.c_str());
+  fprintf(stderr,
+          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
+          "trace file\"), or trace.json in chrome://tracing\n",
+          files.output_dir().c_str());
+  return code;
+}
+
+}  // namespace nrtprof::cli

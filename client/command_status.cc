@@ -1,0 +1,59 @@
+// `nrtprof status`: what the daemon is doing.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "client/commands.h"
+#include "client/daemon_connection.h"
+#include "client/flags.h"
+#include "common/address.h"
+
+ABSL_FLAG(std::string, addr, "",
+          "daemon address (unix:/path or /path); default $NRTPROF_ADDR or the per-user socket");
+
+namespace nrtprof::cli {
+
+int StatusCommand(int argc, char** argv) {
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) {
+    fprintf(stderr, "nrtprof status: unexpected argument '%s'\n", args[1]);
+    return 2;
+  }
+  const std::string flag = absl::GetFlag(FLAGS_addr);
+  const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+  absl::StatusOr<std::unique_ptr<DaemonConnection>> connection =
+      DaemonConnection::Connect(address, 2000);
+  if (!connection.ok()) {
+    fprintf(stderr, "nrtprof status: %s\n", std::string(connection.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<StatusReply> status = (*connection)->Status(2000);
+  if (!status.ok()) {
+    fprintf(stderr, "nrtprof status: %s\n", std::string(status.status().message()).c_str());
+    return 1;
+  }
+  printf("daemon:              %s (nrtprofd %s)\n", status->address().c_str(),
+         status->daemon_version().c_str());
+  printf("uptime:              %.1f s\n", status->uptime_ms() / 1000.0);
+  printf("connected processes: %d\n", status->processes_size());
+  for (const ConnectedProcess& p : status->processes()) {
+    printf("  pid %-8u %-40s capture %-20s events %llu\n", p.pid(), p.executable().c_str(),
+           p.capture_id().empty() ? "-" : p.capture_id().c_str(),
+           static_cast<unsigned long long>(p.events_received()));
+  }
+  printf("events received:     %llu\n",
+         static_cast<unsigned long long>(status->events_received()));
+  uint64_t dropped = 0;
+  for (const DropReason& d : status->dropped()) dropped += d.events();
+  printf("events dropped:      %llu\n", static_cast<unsigned long long>(dropped));
+  for (const DropReason& d : status->dropped()) {
+    printf("  %-20s %llu\n", d.reason().c_str(), static_cast<unsigned long long>(d.events()));
+  }
+  printf("captures written:    %llu\n",
+         static_cast<unsigned long long>(status->captures_written()));
+  return 0;
+}
+
+}  // namespace nrtprof::cli

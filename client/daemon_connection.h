@@ -1,0 +1,52 @@
+// The CLI's side of the Control service: connecting to a running daemon, or starting a private
+// one for a single `nrtprof run`.
+//
+// Not thread-safe; one per command.
+#ifndef NRTPROF_CLIENT_DAEMON_CONNECTION_H_
+#define NRTPROF_CLIENT_DAEMON_CONNECTION_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/nrtprof.grpc.pb.h"
+
+namespace nrtprof::cli {
+
+class DaemonConnection {
+ public:
+  // Connects to `address` and checks that a daemon answers Status within `timeout_ms`.
+  static absl::StatusOr<std::unique_ptr<DaemonConnection>> Connect(const std::string& address,
+                                                                   int timeout_ms);
+  // Starts `daemon_path` on a socket in a fresh private folder, waits for its readiness line,
+  // and connects. The daemon is stopped (SIGTERM, then waited for) when this object goes.
+  static absl::StatusOr<std::unique_ptr<DaemonConnection>> StartPrivate(
+      const std::string& daemon_path, const std::string& output_root);
+  ~DaemonConnection();
+
+  const std::string& address() const { return address_; }
+  bool private_daemon() const { return daemon_pid_ > 0; }
+  Control::StubInterface* stub() { return stub_.get(); }
+
+  absl::StatusOr<StatusReply> Status(int timeout_ms);
+
+ private:
+  DaemonConnection(std::string address, std::unique_ptr<Control::StubInterface> stub)
+      : address_(std::move(address)), stub_(std::move(stub)) {}
+
+  std::string address_;
+  std::unique_ptr<Control::StubInterface> stub_;
+  pid_t daemon_pid_ = -1;
+  std::string private_dir_;
+};
+
+// grpc::Status to absl::Status, keeping the message (and "no daemon at ADDRESS" for
+// UNAVAILABLE).
+absl::Status FromGrpc(const grpc::Status& status, const std::string& address);
+
+}  // namespace nrtprof::cli
+
+#endif  // NRTPROF_CLIENT_DAEMON_CONNECTION_H_
