@@ -1,0 +1,166 @@
+#include "daemon/artifact_writer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/atomic_file.h"
+#include "daemon/chrome_json_writer.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// A model file counts as shipped only when whole: a truncated copy would be a broken .neff.
+bool HasWholeBytes(const LoadedModelFile& m) {
+  return !m.bytes.empty() && (m.size == 0 || m.size == m.bytes.size());
+}
+
+struct Execution {
+  const ProcessTrace* process;
+  const DeviceEvent* event;
+};
+
+void AppendTimes(const DeviceEvent& e, std::string* out) {
+  out->append(",\"start_ns\":");
+  AppendJsonUint(e.start_ns, out);
+  out->append(",\"duration_ns\":");
+  AppendJsonUint(e.duration_ns, out);
+}
+
+void AppendChild(const DeviceEvent& e, std::string* out) {
+  out->append("{\"name\":");
+  AppendJsonString(e.name, out);
+  if (e.kind == DeviceEventKind::kEngineOp) {
+    out->append(",\"engine\":");
+    AppendJsonString(e.engine, out);
+  } else {
+    out->append(",\"bytes\":");
+    AppendJsonUint(e.bytes, out);
+    out->append(",\"tensor\":");
+    AppendJsonString(e.tensor_name, out);
+  }
+  AppendTimes(e, out);
+  out->push_back('}');
+}
+
+// The .ntff.json document: a JSON array of executions in (pid, start) order.
+std::string DeviceTraceJson(
+    std::vector<Execution> executions,
+    const std::unordered_map<const DeviceEvent*, std::vector<const DeviceEvent*>>& children) {
+  std::stable_sort(executions.begin(), executions.end(),
+                   [](const Execution& a, const Execution& b) {
+                     if (a.process->pid != b.process->pid) return a.process->pid < b.process->pid;
+                     return a.event->start_ns < b.event->start_ns;
+                   });
+  std::string out = "[";
+  for (size_t i = 0; i < executions.size(); ++i) {
+    const DeviceEvent& e = *executions[i].event;
+    out.append(i == 0 ? "\n" : ",\n");
+    out.append("{\"pid\":");
+    AppendJsonUint(executions[i].process->pid, &out);
+    out.append(",\"model\":");
+    AppendJsonString(e.model_name, &out);
+    out.append(",\"nc_idx\":");
+    absl::StrAppend(&out, e.nc_idx);
+    out.append(",\"exec_id\":");
+    AppendJsonUint(e.exec_id, &out);
+    out.append(",\"correlation_id\":");
+    AppendJsonUint(e.correlation_id, &out);
+    out.append(",\"submitting_tid\":");
+    AppendJsonUint(e.submitting_tid, &out);
+    AppendTimes(e, &out);
+    std::vector<const DeviceEvent*> ops, dma;
+    auto it = children.find(&e);
+    if (it != children.end()) {
+      for (const DeviceEvent* c : it->second) {
+        (c->kind == DeviceEventKind::kDma ? dma : ops).push_back(c);
+      }
+    }
+    out.append(",\"ops\":[");
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (k > 0) out.push_back(',');
+      AppendChild(*ops[k], &out);
+    }
+    out.append("],\"dma\":[");
+    for (size_t k = 0; k < dma.size(); ++k) {
+      if (k > 0) out.push_back(',');
+      AppendChild(*dma[k], &out);
+    }
+    out.append("]}");
+  }
+  out.append("\n]\n");
+  return out;
+}
+
+}  // namespace
+
+std::string ModelHash(absl::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;  // FNV-1a 64 prime
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+absl::Status ArtifactWriter::Write(const Trace& trace, const std::string& output_dir,
+                                   std::vector<std::string>* files) {
+  std::map<std::string, const std::string*> neff;                          // hash -> bytes
+  std::map<std::pair<std::string, int32_t>, std::vector<Execution>> ntff;  // (hash, nc)
+  std::unordered_map<const DeviceEvent*, std::vector<const DeviceEvent*>> children;
+
+  for (const ProcessTrace& p : trace.processes) {
+    // A model's executions name it; the first whole copy loaded under that name gives its hash.
+    std::unordered_map<std::string, std::string> hash_of_name;
+    for (const LoadedModelFile& m : p.models) {
+      if (!HasWholeBytes(m)) continue;
+      std::string hash = ModelHash(m.bytes);
+      neff.emplace(hash, &m.bytes);
+      hash_of_name.emplace(m.name, hash);
+    }
+    std::unordered_map<uint64_t, const DeviceEvent*> execution_by_id;
+    for (const DeviceEvent& e : p.device) {
+      if (e.kind == DeviceEventKind::kExecution) execution_by_id.emplace(e.id, &e);
+    }
+    for (const DeviceEvent& e : p.device) {
+      if (e.kind == DeviceEventKind::kExecution) {
+        if (e.model_name.empty()) continue;  // nothing to pair it with; it is in the traces
+        auto h = hash_of_name.find(e.model_name);
+        std::string hash = h != hash_of_name.end() ? h->second : ModelHash(e.model_name);
+        ntff[{hash, e.nc_idx}].push_back({&p, &e});
+      } else if (e.parent != 0) {
+        auto parent = execution_by_id.find(e.parent);
+        if (parent != execution_by_id.end()) children[parent->second].push_back(&e);
+      }
+    }
+  }
+  for (auto& [execution, list] : children) {
+    std::stable_sort(list.begin(), list.end(), [](const DeviceEvent* a, const DeviceEvent* b) {
+      return a->start_ns < b->start_ns;
+    });
+  }
+
+  absl::Status first_error;
+  auto write = [&](const std::string& name, absl::string_view contents) {
+    absl::Status s = WriteFileAtomically(absl::StrCat(output_dir, "/", name), contents);
+    if (s.ok()) {
+      files->push_back(name);
+    } else if (first_error.ok()) {
+      first_error = s;
+    }
+  };
+  for (const auto& [hash, bytes] : neff) write(absl::StrCat("model_", hash, ".neff"), *bytes);
+  for (const auto& [key, executions] : ntff) {
+    write(absl::StrCat("model_", key.first, "_nc", key.second, ".ntff.json"),
+          DeviceTraceJson(executions, children));
+  }
+  return first_error;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,36 @@
+// Writes the per-model artifacts of a capture, paired as the Neuron profiler pairs a .neff with
+// its .ntff:
+//   model_<hash>.neff             the model file as the program loaded it;
+//   model_<hash>_nc<N>.ntff.json  that model's device events on NeuronCore N (each execution
+//                                 with its engine ops and DMA), from every process of the capture.
+// <hash> is ModelHash() of the model file's bytes, so the same model loaded by two processes
+// gets one name and one pair. A model whose bytes did not reach the daemon has no .neff, and its
+// device traces are named by ModelHash() of its name. File names never contain client text:
+// only the hex hash and the core number. docs/trace_format.md ("Artifacts") has the JSON.
+//
+// Thread-safe: keeps no state between calls; Write() may run for several captures at once.
+#ifndef NRTPROF_DAEMON_ARTIFACT_WRITER_H_
+#define NRTPROF_DAEMON_ARTIFACT_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "daemon/trace_sink.h"
+
+namespace nrtprof::daemon {
+
+class ArtifactWriter : public TraceSink {
+ public:
+  // Writes every artifact it can; returns the first error after trying them all.
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override;
+};
+
+// 64-bit FNV-1a of `bytes` as 16 lowercase hex digits.
+std::string ModelHash(absl::string_view bytes);
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_ARTIFACT_WRITER_H_

@@ -1,0 +1,39 @@
+// Writes a capture as `trace.json` in Chrome's Trace Event Format, for chrome://tracing,
+// Perfetto's legacy importer and the many tools that read it. It shows the same lanes, slices
+// and flow arrows as trace.pftrace (both draw daemon/trace_lanes.h), each lane as a thread of
+// its own with a synthetic tid; docs/trace_format.md ("trace.json") is the full mapping.
+//
+// Thread-safe: keeps no state between calls; Write() may run for several captures at once.
+#ifndef NRTPROF_DAEMON_CHROME_JSON_WRITER_H_
+#define NRTPROF_DAEMON_CHROME_JSON_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "daemon/trace_sink.h"
+
+namespace nrtprof::daemon {
+
+class ChromeJsonWriter : public TraceSink {
+ public:
+  static constexpr const char* kFileName = "trace.json";
+
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override;
+};
+
+// Appends `s` as a JSON string literal, quotes included, valid whatever the bytes: quote and
+// backslash escaped, control characters as \n, \t, ... or \u00XX, well-formed UTF-8 kept as
+// is, and every byte that is not part of well-formed UTF-8 replaced by \ufffd (the Unicode
+// replacement character). Shared by the daemon's JSON writers.
+void AppendJsonString(absl::string_view s, std::string* out);
+
+// Appends an unsigned integer as a JSON number, or as a decimal string when it is beyond 2^53
+// (where JavaScript readers would silently round it).
+void AppendJsonUint(uint64_t v, std::string* out);
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_CHROME_JSON_WRITER_H_

@@ -1,0 +1,439 @@
+#include "daemon/collector_core.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "daemon/correlator.h"
+#include "daemon/summary.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+class RealClock : public CollectorClock {
+ public:
+  uint64_t MonotonicNs() override { return Read(CLOCK_MONOTONIC); }
+  int64_t RealtimeNs() override { return static_cast<int64_t>(Read(CLOCK_REALTIME)); }
+  void WaitUntil(std::condition_variable* cv, std::unique_lock<std::mutex>* lock,
+                 uint64_t deadline_ns) override {
+    // libstdc++'s steady_clock is CLOCK_MONOTONIC.
+    cv->wait_until(*lock,
+                   std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns)));
+  }
+
+ private:
+  static uint64_t Read(clockid_t id) {
+    timespec ts;
+    clock_gettime(id, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+};
+
+constexpr size_t kMaxCaptureIdLength = 128;
+
+// A capture id becomes a folder name: keep it to a safe alphabet.
+absl::Status CheckCaptureId(const std::string& id) {
+  bool ok = !id.empty() && id.size() <= kMaxCaptureIdLength && id[0] != '.' && id[0] != '-';
+  for (char c : id) {
+    ok = ok && (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("capture id '", id, "' must be 1 to ", kMaxCaptureIdLength,
+                   " letters, digits, '.', '_' or '-', not starting with '.' or '-'"));
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// mkdir -p, each new folder 0750 (owner and group: captures hold program details).
+absl::Status MakeFolders(const std::string& path) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0750) != 0 && errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create folder ", prefix, ": ", strerror(errno)));
+    }
+    if (slash == std::string::npos) break;
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a folder"));
+  }
+  if (access(path.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write in folder ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+nrtprof::CaptureControl Control(bool capturing, const std::string& capture_id,
+                                uint32_t stack_depth) {
+  nrtprof::CaptureControl c;
+  c.set_capturing(capturing);
+  c.set_capture_id(capture_id);
+  c.set_stack_depth(stack_depth);
+  return c;
+}
+
+void Add(const DropCounts& from, DropCounts* to) {
+  to->ring_full += from.ring_full;
+  to->daemon_away += from.daemon_away;
+  to->spool_full += from.spool_full;
+  to->device_overwritten += from.device_overwritten;
+  to->oversized += from.oversized;
+  to->daemon_overflow += from.daemon_overflow;
+  to->no_clock_sync += from.no_clock_sync;
+}
+
+}  // namespace
+
+CollectorClock* SystemClock() {
+  static CollectorClock* const clock = new RealClock();
+  return clock;
+}
+
+struct CollectorCore::Stream {
+  Stream(StreamId id, const nrtprof::Hello& hello, const IngestLimits& limits, ControlSender send)
+      : id(id),
+        pid(hello.pid()),
+        executable(hello.executable()),
+        wanted_capture(hello.capture_id()),
+        send(std::move(send)),
+        ingest(hello, limits) {}
+  const StreamId id;
+  const uint32_t pid;
+  const std::string executable;
+  const std::string wanted_capture;  // Hello.capture_id: empty for any
+  ControlSender send;                // used under the core's mu_
+  std::string capture_id;            // the capture it is in, or empty; under the core's mu_
+  std::mutex mu;
+  ProcessIngest ingest ABSL_GUARDED_BY(mu);
+};
+
+struct CollectorCore::Capture {
+  std::string id;
+  std::string output_dir;
+  uint32_t stack_depth = 0;
+  uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
+  bool starting = true;  // the id is reserved, the folder not made yet
+  bool stopping = false;
+  std::vector<Stream*> members;          // open streams in the capture
+  std::vector<ProcessCapture> finished;  // from members that closed their stream
+};
+
+CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, CollectorClock* clock)
+    : options_(std::move(options)), sink_(sink), clock_(clock), started_ns_(clock->MonotonicNs()) {}
+
+CollectorCore::~CollectorCore() = default;
+
+void CollectorCore::Join(Stream* stream, Capture* capture) {
+  stream->capture_id = capture->id;
+  {
+    std::lock_guard<std::mutex> lock(stream->mu);
+    stream->ingest.BeginCapture();
+  }
+  capture->members.push_back(stream);
+}
+
+absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
+                                                               const nrtprof::Hello& hello,
+                                                               ControlSender send) {
+  if (absl::Status s = ProcessIngest::ValidateHello(hello); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (streams_.count(stream) != 0) {
+    return absl::FailedPreconditionError("a second Hello on one stream");
+  }
+  auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
+  streams_[stream] = s;
+  Capture* join = nullptr;
+  for (auto& [id, c] : captures_) {
+    if (c->starting || c->stopping) continue;
+    if (hello.capture_id().empty() ? (join == nullptr || c->number > join->number)
+                                   : id == hello.capture_id()) {
+      join = c.get();
+    }
+  }
+  nrtprof::CaptureControl control;
+  if (join != nullptr) {
+    Join(s.get(), join);
+    control = Control(true, join->id, join->stack_depth);
+  } else {
+    control = Control(false, hello.capture_id(), 0);
+  }
+  s->send(control);
+  return control;
+}
+
+absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch) {
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) {
+      return absl::FailedPreconditionError("an event batch before the stream's Hello");
+    }
+    s = it->second;
+  }
+  absl::StatusOr<uint64_t> ack;
+  bool final = false;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    const uint64_t before = s->ingest.events_received();
+    ack = s->ingest.OnBatch(batch);
+    events_received_ += s->ingest.events_received() - before;
+    final = s->ingest.final();
+  }
+  if (final && ack.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  return ack;
+}
+
+void CollectorCore::OnStreamClosed(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  std::shared_ptr<Stream> s = it->second;
+  streams_.erase(it);
+  std::lock_guard<std::mutex> stream_lock(s->mu);
+  Add(s->ingest.drops(), &closed_drops_);
+  auto capture = captures_.find(s->capture_id);
+  if (!s->capture_id.empty() && capture != captures_.end()) {
+    Capture& c = *capture->second;
+    c.members.erase(std::find(c.members.begin(), c.members.end(), s.get()));
+    c.finished.push_back(s->ingest.TakeCapture());
+  }
+  cv_.notify_all();
+}
+
+std::string CollectorCore::NewCaptureId() {
+  const absl::Time now = absl::FromUnixNanos(clock_->RealtimeNs());
+  const std::string base = absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone());
+  std::string id = base;
+  for (int n = 2; captures_.count(id) != 0 ||
+                  Exists(absl::StrCat(options_.output_root, "/", id, "/trace.pftrace"));
+       ++n) {
+    id = absl::StrCat(base, "-", n);
+  }
+  return id;
+}
+
+absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
+    const nrtprof::StartCaptureRequest& request) {
+  if (!request.capture_id().empty()) {
+    if (absl::Status s = CheckCaptureId(request.capture_id()); !s.ok()) return s;
+  }
+  if (!request.output_dir().empty() && request.output_dir()[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output folder '", request.output_dir(),
+                     "' is relative; the daemon runs elsewhere, so name it from the root"));
+  }
+  std::string id, dir;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
+    id = request.capture_id().empty() ? NewCaptureId() : request.capture_id();
+    if (captures_.count(id) != 0) {
+      return absl::AlreadyExistsError(absl::StrCat("capture '", id, "' is already in progress"));
+    }
+    dir = request.output_dir().empty() ? absl::StrCat(options_.output_root, "/", id)
+                                       : request.output_dir();
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    for (const auto& [other_id, c] : captures_) {
+      if (c->output_dir == dir) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("capture '", other_id, "' is already writing to ", dir));
+      }
+    }
+    // Reserved while the folder is made, outside the lock: streams never wait on the disk.
+    auto c = std::make_unique<Capture>();
+    c->id = id;
+    c->output_dir = dir;
+    c->stack_depth = request.stack_depth();
+    c->number = ++captures_started_;
+    captures_[id] = std::move(c);
+  }
+  absl::Status made = MakeFolders(dir);
+  if (made.ok() && Exists(dir + "/trace.pftrace")) {
+    made = absl::AlreadyExistsError(absl::StrCat(
+        dir, " already holds a capture (trace.pftrace); choose another folder or remove it"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = captures_.find(id);
+  if (made.ok() && shutting_down_) made = absl::UnavailableError("the daemon is shutting down");
+  if (!made.ok()) {
+    captures_.erase(it);
+    return made;
+  }
+  Capture& c = *it->second;
+  c.starting = false;
+  const nrtprof::CaptureControl start = Control(true, id, c.stack_depth);
+  for (auto& [stream_id, s] : streams_) {
+    if (!s->capture_id.empty()) continue;  // in another capture
+    if (!s->wanted_capture.empty() && s->wanted_capture != id) continue;
+    Join(s.get(), &c);
+    s->send(start);
+  }
+  nrtprof::StartCaptureReply reply;
+  reply.set_capture_id(id);
+  reply.set_output_dir(dir);
+  return reply;
+}
+
+bool CollectorCore::AllFinal(const Capture& capture) {
+  for (Stream* s : capture.members) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (!s->ingest.final()) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
+    const nrtprof::StopCaptureRequest& request) {
+  std::unique_ptr<Capture> capture;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::string id = request.capture_id();
+    if (id.empty()) {
+      std::vector<std::string> active;
+      for (const auto& [other_id, c] : captures_) {
+        if (!c->starting && !c->stopping) active.push_back(other_id);
+      }
+      if (active.empty()) return absl::NotFoundError("no capture is in progress");
+      if (active.size() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat("name the capture to stop: ", active.size(),
+                                                       " are in progress (",
+                                                       absl::StrJoin(active, ", "), ")"));
+      }
+      id = active[0];
+    }
+    auto it = captures_.find(id);
+    if (it == captures_.end() || it->second->starting) {
+      return absl::NotFoundError(absl::StrCat("no capture '", id, "' in progress"));
+    }
+    Capture* c = it->second.get();
+    if (c->stopping) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("capture '", id, "' is already being stopped"));
+    }
+    c->stopping = true;
+    ++stops_in_flight_;
+    const nrtprof::CaptureControl stop = Control(false, id, 0);
+    for (Stream* s : c->members) s->send(stop);
+    // The shims flush when told to stop; a process that exits says so with its final batch.
+    const uint64_t deadline = clock_->MonotonicNs() + uint64_t{request.wait_ms()} * 1'000'000;
+    while (!AllFinal(*c) && clock_->MonotonicNs() < deadline) {
+      clock_->WaitUntil(&cv_, &lock, deadline);
+    }
+    for (Stream* s : c->members) {
+      s->capture_id.clear();
+      std::lock_guard<std::mutex> stream_lock(s->mu);
+      c->finished.push_back(s->ingest.TakeCapture());
+    }
+    c->members.clear();
+    capture = std::move(it->second);
+    captures_.erase(it);
+  }
+
+  // Correlating and writing take a while: no lock, so streams and other captures go on.
+  const Trace trace = Correlate(capture->id, capture->finished,
+                                clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  nrtprof::CaptureFiles files;
+  files.set_output_dir(capture->output_dir);
+  std::vector<std::string> written;
+  absl::Status wrote = sink_->Write(trace, capture->output_dir, &written);
+  for (const std::string& f : written) files.add_files(f);
+  files.set_summary_text(FormatSummary(ComputeSummary(trace)));
+  uint64_t events = 0, dropped = 0;
+  for (const ProcessTrace& p : trace.processes) {
+    events += p.ranges.size() + p.calls.size() + p.device.size();
+    dropped += p.drops.total();
+  }
+  files.set_events(events);
+  files.set_events_dropped(dropped);
+  files.set_processes(static_cast<uint32_t>(trace.processes.size()));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  --stops_in_flight_;
+  if (wrote.ok()) ++captures_written_;
+  cv_.notify_all();
+  if (!wrote.ok()) {
+    return absl::Status(wrote.code(), absl::StrCat("capture '", capture->id, "' to ",
+                                                   capture->output_dir, ": ", wrote.message()));
+  }
+  return files;
+}
+
+nrtprof::StatusReply CollectorCore::Status() {
+  nrtprof::StatusReply reply;
+  reply.set_address(options_.address);
+  reply.set_daemon_version(options_.daemon_version);
+  reply.set_events_received(events_received_.load());
+  std::lock_guard<std::mutex> lock(mu_);
+  reply.set_uptime_ms((clock_->MonotonicNs() - started_ns_) / 1'000'000);
+  DropCounts drops = closed_drops_;
+  for (const auto& [id, s] : streams_) {
+    nrtprof::ConnectedProcess* p = reply.add_processes();
+    p->set_pid(s->pid);
+    p->set_executable(s->executable);
+    p->set_capture_id(s->capture_id);
+    std::lock_guard<std::mutex> stream_lock(s->mu);
+    p->set_events_received(s->ingest.events_received());
+    Add(s->ingest.drops(), &drops);
+  }
+  for (auto [reason, events] : std::initializer_list<std::pair<const char*, uint64_t>>{
+           {"ring_full", drops.ring_full},
+           {"daemon_away", drops.daemon_away},
+           {"spool_full", drops.spool_full},
+           {"device_overwritten", drops.device_overwritten},
+           {"oversized", drops.oversized},
+           {"daemon_overflow", drops.daemon_overflow}}) {
+    nrtprof::DropReason* d = reply.add_dropped();
+    d->set_reason(reason);
+    d->set_events(events);
+  }
+  reply.set_captures_written(captures_written_);
+  return reply;
+}
+
+absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {
+  std::vector<std::string> active;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    for (const auto& [id, c] : captures_) {
+      if (!c->stopping) active.push_back(id);
+    }
+  }
+  absl::Status first;
+  for (const std::string& id : active) {
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(id);
+    stop.set_wait_ms(wait_ms);
+    absl::StatusOr<nrtprof::CaptureFiles> files = StopCapture(stop);
+    // NOT_FOUND: a capture still starting (its folder failed) or stopped meanwhile.
+    if (!files.ok() && files.status().code() != absl::StatusCode::kNotFound &&
+        files.status().code() != absl::StatusCode::kFailedPrecondition && first.ok()) {
+      first = files.status();
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stops_in_flight_ == 0; });
+  return first;
+}
+
+}  // namespace nrtprof::daemon

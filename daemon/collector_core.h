@@ -1,0 +1,121 @@
+// The collector's core: shim streams, captures and the daemon's status, with no transport.
+// CollectorService (gRPC streams from shims) and ControlService (the CLI's RPCs) only adapt the
+// wire to these calls, so everything here is tested without a socket.
+//
+// A process belongs to a capture when its Hello names the capture, or when its Hello names
+// none and the capture is in progress while it is connected (started before or after it
+// connected) and it is in no other capture. StopCapture tells the capture's processes to stop
+// recording, waits (up to wait_ms) until each has sent its final batch or closed its stream,
+// correlates what they sent, and hands the Trace to the sink.
+//
+// Thread-safe. Calls for one stream (OnHello, OnBatch, OnStreamClosed) must come in that
+// order, one at a time, as a gRPC stream delivers them. The sink and clock passed to the
+// constructor must outlive the core.
+#ifndef NRTPROF_DAEMON_COLLECTOR_CORE_H_
+#define NRTPROF_DAEMON_COLLECTOR_CORE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/ingest.h"
+#include "daemon/trace_sink.h"
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::daemon {
+
+// Time as the core sees it, injected so tests drive it (Perfetto's dependencies.h).
+class CollectorClock {
+ public:
+  virtual ~CollectorClock() = default;
+  virtual uint64_t MonotonicNs() = 0;  // CLOCK_MONOTONIC, the clock of every host event
+  virtual int64_t RealtimeNs() = 0;    // CLOCK_REALTIME
+  // As `cv->wait(*lock)`, but returns by the time MonotonicNs() reaches deadline_ns. May return
+  // early (spuriously): callers re-check their condition and the time.
+  virtual void WaitUntil(std::condition_variable* cv, std::unique_lock<std::mutex>* lock,
+                         uint64_t deadline_ns) = 0;
+};
+
+// The system's clocks; the instance is never destroyed.
+CollectorClock* SystemClock();
+
+struct CollectorOptions {
+  std::string address;      // where the daemon listens, as Status reports it
+  std::string output_root;  // a capture without an output_dir writes to output_root/CAPTURE_ID
+  IngestLimits limits;
+  std::string daemon_version;
+};
+
+class CollectorCore {
+ public:
+  using StreamId = uint64_t;
+  // Delivers a CaptureControl to one stream's shim. Called with the core's lock held: it must
+  // not block nor call into the core.
+  using ControlSender = std::function<void(const nrtprof::CaptureControl&)>;
+
+  CollectorCore(CollectorOptions options, TraceSink* sink, CollectorClock* clock);
+  ~CollectorCore();
+  CollectorCore(const CollectorCore&) = delete;
+  CollectorCore& operator=(const CollectorCore&) = delete;
+
+  // A stream's first message. `stream` is the caller's id for it, unique among open streams.
+  // Every CaptureControl for this stream, the first included, goes through `send`, in order;
+  // the first is also returned.
+  absl::StatusOr<nrtprof::CaptureControl> OnHello(StreamId stream, const nrtprof::Hello& hello,
+                                                  ControlSender send);
+  // Returns the sequence to acknowledge. An error (malformed batch, no Hello yet) leaves the
+  // stream's state as it was; the caller should then close the stream.
+  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch);
+  // The stream ended (the process exited, or the stream failed). No more `send` after this
+  // returns.
+  void OnStreamClosed(StreamId stream);
+
+  absl::StatusOr<nrtprof::StartCaptureReply> StartCapture(
+      const nrtprof::StartCaptureRequest& request);
+  // Writes the capture and returns what was written. Blocks up to request.wait_ms, then for the
+  // correlation and the sinks. An empty capture_id names the one capture in progress.
+  absl::StatusOr<nrtprof::CaptureFiles> StopCapture(const nrtprof::StopCaptureRequest& request);
+  nrtprof::StatusReply Status();
+
+  // For the daemon's exit: refuses new captures, stops and writes every capture in progress
+  // (waiting up to wait_ms for each one's processes) and waits for stops already under way.
+  // Returns the first error of those writes.
+  absl::Status Shutdown(uint32_t wait_ms);
+
+ private:
+  struct Stream;
+  struct Capture;
+
+  void Join(Stream* stream, Capture* capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewCaptureId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CollectorOptions options_;
+  TraceSink* const sink_;
+  CollectorClock* const clock_;
+  const uint64_t started_ns_;
+  std::atomic<uint64_t> events_received_{0};
+
+  std::mutex mu_;               // before any Stream::mu
+  std::condition_variable cv_;  // a stream sent its final batch or closed; a stop finished
+  std::map<StreamId, std::shared_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Capture>> captures_ ABSL_GUARDED_BY(mu_);
+  uint64_t captures_started_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t captures_written_ ABSL_GUARDED_BY(mu_) = 0;
+  int stops_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  DropCounts closed_drops_ ABSL_GUARDED_BY(mu_);  // of streams already closed
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_COLLECTOR_CORE_H_

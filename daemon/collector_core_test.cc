@@ -1,0 +1,398 @@
+#include "daemon/collector_core.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// Time moves only when the test says. A waiter is woken by Advance (or by the core's own
+// notifications); AwaitWaits lets the test know the core is blocked waiting.
+class FakeClock : public CollectorClock {
+ public:
+  uint64_t MonotonicNs() override { return now_.load(); }
+  int64_t RealtimeNs() override {
+    // 2023-11-14 22:13:20 UTC at monotonic 0.
+    return 1'700'000'000'000'000'000 + static_cast<int64_t>(now_.load());
+  }
+  void WaitUntil(std::condition_variable* cv, std::unique_lock<std::mutex>* lock,
+                 uint64_t deadline_ns) override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      waiters_.insert({cv, lock->mutex()});
+      ++waits_;
+      waits_cv_.notify_all();
+    }
+    if (now_.load() < deadline_ns) cv->wait(*lock);
+    std::lock_guard<std::mutex> g(mu_);
+    waiters_.erase({cv, lock->mutex()});
+  }
+
+  void Advance(uint64_t ns) {
+    now_ += ns;
+    std::set<std::pair<std::condition_variable*, std::mutex*>> waiters;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      waiters = waiters_;
+    }
+    // Under the waiter's mutex: it is either before its check of the time or inside wait().
+    for (auto [cv, m] : waiters) {
+      std::lock_guard<std::mutex> g(*m);
+      cv->notify_all();
+    }
+  }
+  void AwaitWaits(int n) {
+    std::unique_lock<std::mutex> g(mu_);
+    waits_cv_.wait(g, [&] { return waits_ >= n; });
+  }
+
+ private:
+  std::atomic<uint64_t> now_{0};
+  std::mutex mu_;
+  std::condition_variable waits_cv_;
+  std::set<std::pair<std::condition_variable*, std::mutex*>> waiters_;
+  int waits_ = 0;
+};
+
+// Keeps the traces it is given; fails when told to.
+class FakeSink : public TraceSink {
+ public:
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    std::lock_guard<std::mutex> lock(mu);
+    traces.push_back(trace);
+    dirs.push_back(output_dir);
+    if (!fail.ok()) return fail;
+    files->push_back("fake.trace");
+    return absl::OkStatus();
+  }
+  std::mutex mu;
+  std::vector<Trace> traces;
+  std::vector<std::string> dirs;
+  absl::Status fail;
+};
+
+// What the core sent one stream.
+struct Controls {
+  std::vector<nrtprof::CaptureControl> sent;
+  CollectorCore::ControlSender Sender() {
+    return [this](const nrtprof::CaptureControl& c) { sent.push_back(c); };
+  }
+};
+
+nrtprof::Hello Hello(uint32_t pid, const std::string& capture_id = "") {
+  nrtprof::Hello h;
+  h.set_pid(pid);
+  h.set_executable(absl::StrCat("/bin/app", pid));
+  h.set_capture_id(capture_id);
+  return h;
+}
+
+// One batch: a range around a call, with the strings on the first batch.
+nrtprof::EventBatch Batch(uint64_t sequence, bool final = false) {
+  nrtprof::EventBatch b;
+  b.set_sequence(sequence);
+  b.set_final(final);
+  if (sequence == 1) {
+    nrtprof::InternedString* s = b.add_strings();
+    s->set_iid(1);
+    s->set_value("aten::mul");
+    s = b.add_strings();
+    s->set_iid(2);
+    s->set_value("nrt_execute");
+  }
+  nrtprof::Event* r = b.add_events();
+  r->set_kind(nrtprof::EVENT_RANGE);
+  r->set_name_iid(1);
+  r->set_tid(1);
+  r->set_start_ns(sequence * 1000);
+  r->set_duration_ns(500);
+  nrtprof::Event* c = b.add_events();
+  c->set_kind(nrtprof::EVENT_API_CALL);
+  c->set_name_iid(2);
+  c->set_tid(1);
+  c->set_start_ns(sequence * 1000 + 100);
+  c->set_duration_ns(200);
+  c->set_nc_idx(-1);
+  c->set_correlation_id(sequence);
+  return b;
+}
+
+std::string TempDir(const std::string& name) {
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  return dir;
+}
+
+class CollectorCoreTest : public ::testing::Test {
+ protected:
+  CollectorCoreTest() : core_(Options(), &sink_, &clock_) {}
+
+  static CollectorOptions Options() {
+    CollectorOptions o;
+    o.address = "unix:/test.sock";
+    o.output_root = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    o.daemon_version = "test";
+    o.limits.max_events_per_process = 5;
+    return o;
+  }
+
+  nrtprof::StartCaptureReply Start(const std::string& id) {
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id(id);
+    absl::StatusOr<nrtprof::StartCaptureReply> reply = core_.StartCapture(request);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.value_or(nrtprof::StartCaptureReply());
+  }
+
+  absl::StatusOr<nrtprof::CaptureFiles> Stop(const std::string& id, uint32_t wait_ms = 0) {
+    nrtprof::StopCaptureRequest request;
+    request.set_capture_id(id);
+    request.set_wait_ms(wait_ms);
+    return core_.StopCapture(request);
+  }
+
+  std::set<uint32_t> Pids(const Trace& t) {
+    std::set<uint32_t> pids;
+    for (const ProcessTrace& p : t.processes) pids.insert(p.pid);
+    return pids;
+  }
+
+  FakeClock clock_;
+  FakeSink sink_;
+  CollectorCore core_;
+};
+
+TEST_F(CollectorCoreTest, CaptureMembership) {
+  Controls c1, c2, c3, c4, c5;
+  // Connected before the capture, wanting any capture: joins when it starts.
+  ASSERT_FALSE(core_.OnHello(1, Hello(101), c1.Sender())->capturing());
+  // Wanting another capture: stays out.
+  ASSERT_FALSE(core_.OnHello(2, Hello(102, "other"), c2.Sender())->capturing());
+  Start("c1");
+  ASSERT_EQ(c1.sent.size(), 2u);
+  EXPECT_TRUE(c1.sent[1].capturing());
+  EXPECT_EQ(c1.sent[1].capture_id(), "c1");
+  EXPECT_EQ(c2.sent.size(), 1u);
+  // Connecting during the capture, naming it or not: joins at once.
+  absl::StatusOr<nrtprof::CaptureControl> named = core_.OnHello(3, Hello(103, "c1"), c3.Sender());
+  EXPECT_TRUE(named->capturing());
+  EXPECT_EQ(named->capture_id(), "c1");
+  EXPECT_TRUE(core_.OnHello(4, Hello(104), c4.Sender())->capturing());
+  for (CollectorCore::StreamId s : {1, 2, 3, 4}) ASSERT_TRUE(core_.OnBatch(s, Batch(1)).ok());
+
+  absl::StatusOr<nrtprof::CaptureFiles> files = Stop("c1");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(sink_.traces.size(), 1u);
+  EXPECT_EQ(Pids(sink_.traces[0]), (std::set<uint32_t>{101, 103, 104}));
+  EXPECT_EQ(files->processes(), 3u);
+  EXPECT_EQ(files->events(), 6u);
+  EXPECT_EQ(files->files(0), "fake.trace");
+  EXPECT_NE(files->summary_text().find("aten::mul"), std::string::npos);
+  // Told to stop.
+  EXPECT_FALSE(c1.sent.back().capturing());
+  EXPECT_FALSE(c3.sent.back().capturing());
+
+  // A process naming a capture that is over is not recording.
+  EXPECT_FALSE(core_.OnHello(5, Hello(105, "c1"), c5.Sender())->capturing());
+}
+
+TEST_F(CollectorCoreTest, StopWaitsForTheFinalBatch) {
+  Controls c;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c.Sender())->capturing());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1)).ok());
+  auto stopped = std::async(std::launch::async, [&] { return Stop("cap", 60'000); });
+  clock_.AwaitWaits(1);  // StopCapture is waiting
+  EXPECT_FALSE(c.sent.back().capturing());
+  // The process flushes and exits: its last batch still makes it into the capture.
+  ASSERT_TRUE(core_.OnBatch(1, Batch(2, /*final=*/true)).ok());
+  absl::StatusOr<nrtprof::CaptureFiles> files = stopped.get();
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(clock_.MonotonicNs(), 0u);  // no time passed: it did not time out
+  EXPECT_EQ(files->events(), 4u);
+  EXPECT_EQ(sink_.traces[0].processes[0].calls.size(), 2u);
+}
+
+TEST_F(CollectorCoreTest, StopGivesUpAfterWaitMs) {
+  Controls c;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c.Sender())->capturing());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1)).ok());
+  auto stopped = std::async(std::launch::async, [&] { return Stop("cap", 2000); });
+  clock_.AwaitWaits(1);
+  clock_.Advance(1'999'000'000);  // not yet
+  clock_.AwaitWaits(2);
+  clock_.Advance(1'000'000);
+  absl::StatusOr<nrtprof::CaptureFiles> files = stopped.get();
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->events(), 2u);
+  // The process is still connected, in no capture; later events are not kept for anyone.
+  ASSERT_TRUE(core_.OnBatch(1, Batch(2)).ok());
+  EXPECT_EQ(core_.Status().processes(0).capture_id(), "");
+}
+
+TEST_F(CollectorCoreTest, AClosedStreamCountsAsDone) {
+  Controls c1, c2;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender())->capturing());
+  ASSERT_TRUE(core_.OnHello(2, Hello(8), c2.Sender())->capturing());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1)).ok());
+  ASSERT_TRUE(core_.OnBatch(2, Batch(1, /*final=*/true)).ok());
+  core_.OnStreamClosed(2);
+  auto stopped = std::async(std::launch::async, [&] { return Stop("cap", 60'000); });
+  clock_.AwaitWaits(1);
+  core_.OnStreamClosed(1);  // crashed without a final batch
+  absl::StatusOr<nrtprof::CaptureFiles> files = stopped.get();
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(Pids(sink_.traces[0]), (std::set<uint32_t>{7, 8}));
+}
+
+TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {
+  Controls c1, c2;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender()).ok());
+  ASSERT_TRUE(core_.OnHello(2, Hello(8), c2.Sender()).ok());
+  nrtprof::EventBatch b = Batch(1);
+  b.mutable_drops()->set_ring_full(4);
+  b.mutable_drops()->set_device_overwritten(2);
+  ASSERT_TRUE(core_.OnBatch(1, b).ok());
+  // Over the daemon's bound of 5 events per process: 3 of 8 dropped here.
+  for (uint64_t seq = 1; seq <= 4; ++seq) ASSERT_TRUE(core_.OnBatch(2, Batch(seq)).ok());
+  core_.OnStreamClosed(2);  // its counts stay in the daemon's totals
+  clock_.Advance(5'000'000'000);
+
+  nrtprof::StatusReply status = core_.Status();
+  EXPECT_EQ(status.address(), "unix:/test.sock");
+  EXPECT_EQ(status.uptime_ms(), 5000u);
+  EXPECT_EQ(status.events_received(), 10u);
+  ASSERT_EQ(status.processes_size(), 1);
+  EXPECT_EQ(status.processes(0).pid(), 7u);
+  EXPECT_EQ(status.processes(0).capture_id(), "cap");
+  EXPECT_EQ(status.processes(0).events_received(), 2u);
+  std::map<std::string, uint64_t> drops;
+  for (const nrtprof::DropReason& d : status.dropped()) drops[d.reason()] = d.events();
+  EXPECT_EQ(drops, (std::map<std::string, uint64_t>{{"ring_full", 4},
+                                                    {"daemon_away", 0},
+                                                    {"spool_full", 0},
+                                                    {"device_overwritten", 2},
+                                                    {"oversized", 0},
+                                                    {"daemon_overflow", 3}}));
+  EXPECT_EQ(status.captures_written(), 0u);
+
+  absl::StatusOr<nrtprof::CaptureFiles> files = Stop("cap");
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->events_dropped(), 9u);
+  EXPECT_EQ(core_.Status().captures_written(), 1u);
+  EXPECT_NE(files->summary_text().find("Events dropped: 9 (ring_full 4, device_overwritten 2, "
+                                       "daemon_overflow 3)"),
+            std::string::npos)
+      << files->summary_text();
+}
+
+TEST_F(CollectorCoreTest, OutputFolders) {
+  // Generated id from the clock, folder under the output root, made 0750.
+  nrtprof::StartCaptureReply reply = Start("");
+  EXPECT_EQ(reply.capture_id(), "20231114-221320");
+  EXPECT_EQ(reply.output_dir(), Options().output_root + "/20231114-221320");
+  struct stat st;
+  ASSERT_EQ(stat(reply.output_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  // A second one in the same second gets a suffix.
+  EXPECT_EQ(Start("").capture_id(), "20231114-221320-2");
+
+  // A folder that already holds a capture is refused; one with other files is fine.
+  const std::string used = TempDir("used");
+  mkdir(used.c_str(), 0700);
+  std::ofstream(used + "/notes.txt") << "mine";
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("x");
+  request.set_output_dir(used);
+  ASSERT_TRUE(core_.StartCapture(request).ok());
+  ASSERT_TRUE(Stop("x").ok());
+  std::ofstream(used + "/trace.pftrace") << "old";
+  request.set_capture_id("y");
+  absl::StatusOr<nrtprof::StartCaptureReply> again = core_.StartCapture(request);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(again.status().message().find("already holds a capture"), std::string::npos);
+  // The refused capture left nothing behind: its id is free.
+  request.set_output_dir("");
+  EXPECT_TRUE(core_.StartCapture(request).ok());
+}
+
+TEST_F(CollectorCoreTest, StartCaptureRefusesBadRequests) {
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("../escape");
+  EXPECT_EQ(core_.StartCapture(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.set_capture_id("ok");
+  request.set_output_dir("relative/dir");
+  EXPECT_EQ(core_.StartCapture(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.set_output_dir("/proc/nrtprof-cannot-be-made");
+  absl::StatusOr<nrtprof::StartCaptureReply> denied = core_.StartCapture(request);
+  EXPECT_FALSE(denied.ok());
+  EXPECT_NE(denied.status().message().find("/proc/nrtprof-cannot-be-made"), std::string::npos);
+  Start("ok");
+  request.set_output_dir("");
+  EXPECT_EQ(core_.StartCapture(request).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(CollectorCoreTest, StopCaptureNamesWhichOne) {
+  EXPECT_EQ(Stop("").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Stop("nope").status().code(), absl::StatusCode::kNotFound);
+  Start("a");
+  ASSERT_TRUE(Stop("").ok());  // the only one
+  Start("b");
+  Start("c");
+  absl::StatusOr<nrtprof::CaptureFiles> which = Stop("");
+  EXPECT_EQ(which.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(which.status().message().find("b, c"), std::string::npos) << which.status();
+}
+
+TEST_F(CollectorCoreTest, StreamErrors) {
+  Controls c;
+  EXPECT_EQ(core_.OnBatch(1, Batch(1)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core_.OnHello(1, nrtprof::Hello(), c.Sender()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c.Sender()).ok());
+  EXPECT_EQ(core_.OnHello(1, Hello(7), c.Sender()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  nrtprof::EventBatch bad = Batch(1);
+  bad.mutable_events(0)->set_name_iid(77);
+  EXPECT_EQ(core_.OnBatch(1, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_.OnBatch(1, Batch(1)).value(), 1u);  // the stream's state is untouched
+}
+
+TEST_F(CollectorCoreTest, SinkErrorsAreReported) {
+  sink_.fail = absl::PermissionDeniedError("disk says no");
+  Start("cap");
+  absl::StatusOr<nrtprof::CaptureFiles> files = Stop("cap");
+  EXPECT_EQ(files.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(files.status().message().find("disk says no"), std::string::npos);
+  EXPECT_EQ(core_.Status().captures_written(), 0u);
+}
+
+TEST_F(CollectorCoreTest, ShutdownWritesCapturesInProgressAndRefusesNewOnes) {
+  Controls c;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c.Sender()).ok());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1, /*final=*/true)).ok());
+  ASSERT_TRUE(core_.Shutdown(1000).ok());
+  ASSERT_EQ(sink_.traces.size(), 1u);
+  EXPECT_EQ(sink_.traces[0].capture_id, "cap");
+  nrtprof::StartCaptureRequest request;
+  EXPECT_EQ(core_.StartCapture(request).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

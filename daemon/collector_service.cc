@@ -1,0 +1,150 @@
+#include "daemon/collector_service.h"
+
+#include <deque>
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "daemon/control_service.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// One shim's stream. Reads are handled one at a time on gRPC's callback threads; writes
+// (acks, and capture controls that the core sends from control threads) queue and go out one
+// at a time. Deletes itself in OnDone.
+class ShimStream final
+    : public grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage> {
+ public:
+  ShimStream(CollectorCore* core, uint64_t id) : core_(core), id_(id) { StartRead(&in_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the shim closed its side, or the stream broke
+      CloseInCore();
+      FinishAfterWrites(grpc::Status::OK);
+      return;
+    }
+    grpc::Status handled = Handle();
+    if (!handled.ok()) {
+      CloseInCore();
+      FinishAfterWrites(handled);
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    out_.pop_front();
+    writing_ = false;
+    if (!ok) out_.clear();  // the shim is gone: nothing more will get through
+    Pump(&lock);
+  }
+
+  void OnDone() override {
+    CloseInCore();
+    delete this;
+  }
+
+ private:
+  // Before Finish: by the time the shim sees the stream's end, the daemon has counted the
+  // process as gone (a capture waiting for it stops waiting). The core sends nothing more
+  // after this returns.
+  void CloseInCore() {
+    if (hello_seen_ && !closed_in_core_) core_->OnStreamClosed(id_);
+    closed_in_core_ = true;
+  }
+
+  grpc::Status Handle() {
+    if (!hello_seen_) {
+      if (in_.msg_case() != nrtprof::ShimMessage::kHello) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "the first message of a stream must be a Hello");
+      }
+      absl::StatusOr<nrtprof::CaptureControl> control =
+          core_->OnHello(id_, in_.hello(), [this](const nrtprof::CaptureControl& c) {
+            nrtprof::DaemonMessage m;
+            *m.mutable_control() = c;
+            Send(std::move(m));
+          });
+      if (!control.ok()) return ToGrpcStatus(control.status());
+      hello_seen_ = true;
+      return grpc::Status::OK;
+    }
+    if (in_.msg_case() != nrtprof::ShimMessage::kBatch) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          in_.msg_case() == nrtprof::ShimMessage::kHello
+                              ? "a second Hello on one stream"
+                              : "a message that is neither Hello nor EventBatch");
+    }
+    absl::StatusOr<uint64_t> ack = core_->OnBatch(id_, in_.batch());
+    if (!ack.ok()) return ToGrpcStatus(ack.status());
+    nrtprof::DaemonMessage m;
+    m.mutable_ack()->set_sequence(*ack);
+    Send(std::move(m));
+    return grpc::Status::OK;
+  }
+
+  void Send(nrtprof::DaemonMessage message) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finishing_) return;
+    // An ack not yet on its way is superseded by a later one: acks are cumulative, and a shim
+    // that reads slowly then costs one message, not one per batch.
+    if (message.has_ack() && out_.size() > (writing_ ? 1u : 0u) && out_.back().has_ack()) {
+      out_.back().mutable_ack()->set_sequence(message.ack().sequence());
+    } else {
+      out_.push_back(std::move(message));
+    }
+    Pump(&lock);
+  }
+
+  void FinishAfterWrites(grpc::Status status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finishing_) return;
+    finishing_ = true;
+    finish_status_ = std::move(status);
+    Pump(&lock);
+  }
+
+  // Starts the next write, or Finish once the queue is empty. gRPC calls go outside mu_: a
+  // reaction may run before they return.
+  void Pump(std::unique_lock<std::mutex>* lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_) return;
+    if (!out_.empty()) {
+      writing_ = true;
+      const nrtprof::DaemonMessage* next = &out_.front();  // stays put until OnWriteDone
+      lock->unlock();
+      StartWrite(next);
+      return;
+    }
+    if (finishing_ && !finished_) {
+      finished_ = true;
+      const grpc::Status status = finish_status_;
+      lock->unlock();
+      Finish(status);
+    }
+  }
+
+  CollectorCore* const core_;
+  const uint64_t id_;
+  nrtprof::ShimMessage in_;  // one read at a time
+  // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
+  bool hello_seen_ = false;
+  bool closed_in_core_ = false;
+
+  std::mutex mu_;
+  std::deque<nrtprof::DaemonMessage> out_ ABSL_GUARDED_BY(mu_);  // front: being written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* CollectorService::Stream(
+    grpc::CallbackServerContext* context) {
+  return new ShimStream(core_, next_stream_++);
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,41 @@
+// The Collector gRPC service: one bidirectional stream per profiled process. It only adapts
+// the stream to CollectorCore: the first message must be a Hello (otherwise the stream fails
+// with INVALID_ARGUMENT), then event batches, each answered by an Ack; CaptureControl messages
+// from the core go down the same stream. A message the core refuses ends that stream with the
+// core's status; other streams go on. Uses gRPC's callback API; a reactor never blocks on disk
+// (the core does no I/O on these calls).
+//
+// Thread-safe. `core` must outlive the service and the server it is registered with.
+#ifndef NRTPROF_DAEMON_COLLECTOR_SERVICE_H_
+#define NRTPROF_DAEMON_COLLECTOR_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "daemon/collector_core.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/nrtprof.grpc.pb.h"
+
+namespace nrtprof::daemon {
+
+// The largest ShimMessage the daemon takes (ServerBuilder::SetMaxReceiveMessageSize): gRPC
+// refuses a larger one with RESOURCE_EXHAUSTED before it reaches the service.
+inline constexpr int kMaxShimMessageBytes = 64 << 20;
+
+class CollectorService final : public nrtprof::Collector::CallbackService {
+ public:
+  explicit CollectorService(CollectorCore* core) : core_(core) {}
+  CollectorService(const CollectorService&) = delete;
+  CollectorService& operator=(const CollectorService&) = delete;
+
+  grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* Stream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  CollectorCore* const core_;
+  std::atomic<uint64_t> next_stream_{1};
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_COLLECTOR_SERVICE_H_

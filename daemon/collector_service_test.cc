@@ -1,0 +1,243 @@
+// The gRPC adapters end to end: a real server on a unix socket, real client stubs.
+#include "daemon/collector_service.h"
+
+#include <ftw.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/control_service.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// rm -r, for the folders a test made outside TEST_TMPDIR.
+void RemoveTree(const std::string& path) {
+  nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+constexpr int kTestMaxMessageBytes = 1 << 20;
+
+class FakeSink : public TraceSink {
+ public:
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    std::lock_guard<std::mutex> lock(mu);
+    traces.push_back(trace);
+    files->push_back("fake.trace");
+    return absl::OkStatus();
+  }
+  std::mutex mu;
+  std::vector<Trace> traces;
+};
+
+// A folder for the socket, removed after the test: in TEST_TMPDIR when its path leaves room
+// (a unix socket path has at most 107 bytes), else in /tmp.
+std::string SocketFolder() {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string templ = tmp != nullptr && strlen(tmp) < 70 ? std::string(tmp) : "/tmp";
+  templ += "/nrtprofd-test-XXXXXX";
+  return mkdtemp(templ.data());
+}
+
+nrtprof::ShimMessage HelloMessage(uint32_t pid) {
+  nrtprof::ShimMessage m;
+  m.mutable_hello()->set_pid(pid);
+  m.mutable_hello()->set_executable("/bin/app");
+  return m;
+}
+
+nrtprof::ShimMessage BatchMessage(uint64_t sequence, bool final = false) {
+  nrtprof::ShimMessage m;
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->set_sequence(sequence);
+  b->set_final(final);
+  nrtprof::InternedString* s = b->add_strings();
+  s->set_iid(1);
+  s->set_value("nrt_execute");
+  nrtprof::Event* e = b->add_events();
+  e->set_kind(nrtprof::EVENT_API_CALL);
+  e->set_name_iid(1);
+  e->set_tid(1);
+  e->set_start_ns(sequence * 1000);
+  e->set_duration_ns(100);
+  e->set_nc_idx(-1);
+  return m;
+}
+
+class CollectorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = SocketFolder();
+    socket_ = folder_ + "/nrtprofd.sock";
+    CollectorOptions options;
+    options.address = "unix:" + socket_;
+    options.output_root = folder_ + "/captures";
+    core_ = std::make_unique<CollectorCore>(options, &sink_, SystemClock());
+    collector_ = std::make_unique<CollectorService>(core_.get());
+    control_ = std::make_unique<ControlService>(core_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
+    builder.RegisterService(collector_.get());
+    builder.RegisterService(control_.get());
+    builder.SetMaxReceiveMessageSize(kTestMaxMessageBytes);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+    collector_stub_ = nrtprof::Collector::NewStub(channel_);
+    control_stub_ = nrtprof::Control::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    server_->Shutdown();
+    server_.reset();
+    RemoveTree(folder_);
+  }
+
+  std::string folder_, socket_;
+  FakeSink sink_;
+  std::unique_ptr<CollectorCore> core_;
+  std::unique_ptr<CollectorService> collector_;
+  std::unique_ptr<ControlService> control_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<nrtprof::Collector::Stub> collector_stub_;
+  std::unique_ptr<nrtprof::Control::Stub> control_stub_;
+};
+
+TEST_F(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
+  {
+    grpc::ClientContext context;
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id("cap");
+    nrtprof::StartCaptureReply reply;
+    ASSERT_TRUE(control_stub_->StartCapture(&context, request, &reply).ok());
+    EXPECT_EQ(reply.output_dir(), folder_ + "/captures/cap");
+  }
+
+  grpc::ClientContext good_context;
+  auto good = collector_stub_->Stream(&good_context);
+  ASSERT_TRUE(good->Write(HelloMessage(11)));
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(good->Read(&reply));
+  ASSERT_TRUE(reply.has_control());
+  EXPECT_TRUE(reply.control().capturing());
+  EXPECT_EQ(reply.control().capture_id(), "cap");
+  ASSERT_TRUE(good->Write(BatchMessage(1)));
+  ASSERT_TRUE(good->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 1u);
+
+  // A stream that skips its Hello is refused...
+  grpc::ClientContext bad_context;
+  auto bad = collector_stub_->Stream(&bad_context);
+  bad->Write(BatchMessage(1));
+  EXPECT_FALSE(bad->Read(&reply));
+  const grpc::Status refused = bad->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("must be a Hello"), std::string::npos);
+
+  // ...and one sending more than the size limit is cut off by gRPC...
+  grpc::ClientContext big_context;
+  auto big = collector_stub_->Stream(&big_context);
+  ASSERT_TRUE(big->Write(HelloMessage(12)));
+  ASSERT_TRUE(big->Read(&reply));
+  nrtprof::ShimMessage huge = BatchMessage(1);
+  huge.mutable_batch()->mutable_strings(0)->set_value(std::string(2 * kTestMaxMessageBytes, 'x'));
+  big->Write(huge);
+  EXPECT_FALSE(big->Read(&reply));
+  EXPECT_EQ(big->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // ...while the good stream goes on: a duplicate is acked again, then the final batch.
+  ASSERT_TRUE(good->Write(BatchMessage(1)));
+  ASSERT_TRUE(good->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 1u);
+  ASSERT_TRUE(good->Write(BatchMessage(2, /*final=*/true)));
+  ASSERT_TRUE(good->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 2u);
+
+  {
+    grpc::ClientContext context;
+    nrtprof::StatusReply status;
+    ASSERT_TRUE(control_stub_->Status(&context, nrtprof::StatusRequest(), &status).ok());
+    EXPECT_EQ(status.address(), "unix:" + socket_);
+    EXPECT_EQ(status.events_received(), 2u);
+  }
+  {
+    grpc::ClientContext context;
+    nrtprof::StopCaptureRequest request;
+    request.set_capture_id("cap");
+    request.set_wait_ms(60'000);  // returns at once: the only process sent its final batch
+    nrtprof::CaptureFiles files;
+    const grpc::Status stopped = control_stub_->StopCapture(&context, request, &files);
+    ASSERT_TRUE(stopped.ok()) << stopped.error_message();
+    // Both processes that joined: the good one, and the one cut off (with nothing kept).
+    EXPECT_EQ(files.processes(), 2u);
+    EXPECT_EQ(files.events(), 2u);
+    EXPECT_EQ(files.output_dir(), folder_ + "/captures/cap");
+    EXPECT_NE(files.summary_text().find("nrt_execute"), std::string::npos);
+  }
+  ASSERT_TRUE(good->Read(&reply));  // told to stop recording
+  EXPECT_FALSE(reply.control().capturing());
+  good->WritesDone();
+  EXPECT_FALSE(good->Read(&reply));
+  EXPECT_TRUE(good->Finish().ok());
+  ASSERT_EQ(sink_.traces.size(), 1u);
+  ASSERT_EQ(sink_.traces[0].processes.size(), 2u);
+  EXPECT_EQ(sink_.traces[0].processes[0].pid, 11u);
+  EXPECT_EQ(sink_.traces[0].processes[0].calls.size(), 2u);
+  EXPECT_EQ(sink_.traces[0].processes[1].pid, 12u);
+  EXPECT_TRUE(sink_.traces[0].processes[1].calls.empty());
+}
+
+TEST_F(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
+  grpc::ClientContext context;
+  auto stream = collector_stub_->Stream(&context);
+  ASSERT_TRUE(stream->Write(HelloMessage(11)));
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(stream->Read(&reply));
+  nrtprof::ShimMessage bad = BatchMessage(1);
+  bad.mutable_batch()->mutable_events(0)->set_name_iid(99);
+  stream->Write(bad);
+  EXPECT_FALSE(stream->Read(&reply));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("unknown string id 99"), std::string::npos)
+      << status.error_message();
+
+  // A second Hello on a stream is refused too.
+  grpc::ClientContext twice_context;
+  auto twice = collector_stub_->Stream(&twice_context);
+  ASSERT_TRUE(twice->Write(HelloMessage(12)));
+  ASSERT_TRUE(twice->Read(&reply));
+  twice->Write(HelloMessage(12));
+  EXPECT_FALSE(twice->Read(&reply));
+  EXPECT_EQ(twice->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  grpc::ClientContext status_context;
+  nrtprof::StatusReply daemon;
+  ASSERT_TRUE(control_stub_->Status(&status_context, nrtprof::StatusRequest(), &daemon).ok());
+  EXPECT_EQ(daemon.processes_size(), 0);  // both closed and forgotten
+}
+
+TEST_F(CollectorServiceTest, ControlErrorsKeepCodeAndMessage) {
+  grpc::ClientContext context;
+  nrtprof::StopCaptureRequest request;
+  request.set_capture_id("nope");
+  nrtprof::CaptureFiles files;
+  const grpc::Status status = control_stub_->StopCapture(&context, request, &files);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status.error_message(), "no capture 'nope' in progress");
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

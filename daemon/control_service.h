@@ -1,0 +1,39 @@
+// The Control gRPC service of the `nrtprof` CLI: StartCapture, StopCapture, Status, each
+// forwarded to CollectorCore, its absl::Status turned into the grpc::Status of the same code and
+// message. Synchronous API: StopCapture blocks its server thread while the capture is written.
+//
+// Thread-safe. `core` must outlive the service and the server it is registered with.
+#ifndef NRTPROF_DAEMON_CONTROL_SERVICE_H_
+#define NRTPROF_DAEMON_CONTROL_SERVICE_H_
+
+#include "absl/status/status.h"
+#include "daemon/collector_core.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/nrtprof.grpc.pb.h"
+
+namespace nrtprof::daemon {
+
+// Same code (absl's and gRPC's codes share their numbers), same message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+class ControlService final : public nrtprof::Control::Service {
+ public:
+  explicit ControlService(CollectorCore* core) : core_(core) {}
+  ControlService(const ControlService&) = delete;
+  ControlService& operator=(const ControlService&) = delete;
+
+  grpc::Status StartCapture(grpc::ServerContext* context,
+                            const nrtprof::StartCaptureRequest* request,
+                            nrtprof::StartCaptureReply* reply) override;
+  grpc::Status StopCapture(grpc::ServerContext* context, const nrtprof::StopCaptureRequest* request,
+                           nrtprof::CaptureFiles* reply) override;
+  grpc::Status Status(grpc::ServerContext* context, const nrtprof::StatusRequest* request,
+                      nrtprof::StatusReply* reply) override;
+
+ private:
+  CollectorCore* const core_;
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_CONTROL_SERVICE_H_

@@ -1,0 +1,717 @@
+#include "daemon/correlator.h"
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr int32_t kPlacementDevice = 0;  // NRT_TENSOR_PLACEMENT_DEVICE
+constexpr int32_t kStatusSuccess = 0;
+// The execution ran but reported errors: it produced device events, maybe fewer than asked.
+constexpr int32_t kStatusCompletedWithNumErr = 1003;
+constexpr int32_t kStatusCompletedWithErr = 1004;
+
+// What a device event is matched on: one bit per kind of work a runtime call causes.
+enum Channel : uint32_t {
+  kNone = 0,
+  kExec = 1 << 0,
+  kH2d = 1 << 1,
+  kD2h = 1 << 2,
+  kD2d = 1 << 3,
+  kMemset = 1 << 4,
+  kModelLoad = 1 << 5,
+};
+constexpr uint32_t kAllChannels[] = {kExec, kH2d, kD2h, kD2d, kMemset, kModelLoad};
+
+uint32_t DmaChannel(const std::string& name) {
+  if (name == "dma_h2d") return kH2d;
+  if (name == "dma_d2h") return kD2h;
+  if (name == "dma_d2d") return kD2d;
+  if (name == "dma_memset") return kMemset;
+  if (name == "dma_model_load") return kModelLoad;
+  return kNone;
+}
+
+uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
+
+// The process's string table, with "" for 0 and unknown ids.
+class Strings {
+ public:
+  explicit Strings(const std::unordered_map<uint32_t, std::string>& table) : table_(table) {}
+  const std::string& operator()(uint32_t iid) const {
+    static const std::string* const kEmpty = new std::string();
+    auto it = table_.find(iid);
+    return it == table_.end() ? *kEmpty : it->second;
+  }
+
+ private:
+  const std::unordered_map<uint32_t, std::string>& table_;
+};
+
+// Device clock -> host clock for one process, from its sync points.
+class ClockMap {
+ public:
+  explicit ClockMap(const std::vector<ClockSyncPoint>& syncs) {
+    for (const ClockSyncPoint& s : syncs) {
+      per_core_[s.nc_idx].push_back(s);
+      all_.push_back(s);
+    }
+    auto by_device = [](const ClockSyncPoint& a, const ClockSyncPoint& b) {
+      return a.device_ns < b.device_ns;
+    };
+    for (auto& [nc, points] : per_core_) std::sort(points.begin(), points.end(), by_device);
+    std::sort(all_.begin(), all_.end(), by_device);
+  }
+
+  // False when the process sent no sync point at all. A core without its own uses the
+  // process's other cores' (the simulator's cores share one clock; real ones nearly do).
+  bool ToHost(int32_t nc_idx, uint64_t device_ns, uint64_t* host_ns) const {
+    auto it = per_core_.find(nc_idx);
+    const std::vector<ClockSyncPoint>& points = it != per_core_.end() ? it->second : all_;
+    if (points.empty()) return false;
+    auto next =
+        std::lower_bound(points.begin(), points.end(), device_ns,
+                         [](const ClockSyncPoint& p, uint64_t d) { return p.device_ns < d; });
+    const ClockSyncPoint* nearest;
+    if (next == points.end()) {
+      nearest = &points.back();
+    } else if (next == points.begin()) {
+      nearest = &*next;
+    } else {
+      const ClockSyncPoint& before = *(next - 1);
+      nearest = device_ns - before.device_ns <= next->device_ns - device_ns ? &before : &*next;
+    }
+    // host = device - (sync.device - sync.host), in signed arithmetic, clamped at 0.
+    const int64_t offset =
+        static_cast<int64_t>(nearest->device_ns) - static_cast<int64_t>(nearest->host_ns);
+    const int64_t host = static_cast<int64_t>(device_ns) - offset;
+    *host_ns = host < 0 ? 0 : static_cast<uint64_t>(host);
+    return true;
+  }
+
+ private:
+  std::unordered_map<int32_t, std::vector<ClockSyncPoint>> per_core_;
+  std::vector<ClockSyncPoint> all_;
+};
+
+struct TensorState {
+  bool known = false;  // an allocation of this handle was seen before the call
+  bool device = false;
+  int32_t nc_idx = -1;
+  uint32_t name_iid = 0;
+};
+
+// Tensor and model handles over time: which allocation a handle named at a given instant.
+class HandleHistory {
+ public:
+  HandleHistory(const ProcessCapture& in, const Strings& str) {
+    for (const IngestedEvent& e : in.handle_events) {
+      const std::string& name = str(e.name_iid);
+      if (name == kNrtTensorAllocate || name == kNrtTensorFree) {
+        if (e.tensor_handle != 0) tensors_[e.tensor_handle].push_back(&e);
+      } else if (name == kNrtLoad || name == kNrtLoadCollectives) {
+        if (e.model_handle != 0 && e.status == kStatusSuccess)
+          models_[e.model_handle].push_back(&e);
+      }
+    }
+    auto by_start = [](const IngestedEvent* a, const IngestedEvent* b) {
+      return a->start_ns < b->start_ns;
+    };
+    for (auto& [h, v] : tensors_) std::stable_sort(v.begin(), v.end(), by_start);
+    for (auto& [h, v] : models_) std::stable_sort(v.begin(), v.end(), by_start);
+    for (const IngestedModel& m : in.models) {
+      if (!m.file.name.empty()) model_files_[m.model_handle] = m.file.name;
+    }
+  }
+
+  TensorState Tensor(uint64_t handle, uint64_t at_ns, const Strings& str) const {
+    TensorState state;
+    const IngestedEvent* e = Latest(tensors_, handle, at_ns);
+    if (e == nullptr || str(e->name_iid) != kNrtTensorAllocate || e->status != kStatusSuccess) {
+      return state;  // never seen, or freed: a call on it fails anyway
+    }
+    state.known = true;
+    state.device = e->placement == kPlacementDevice;
+    state.nc_idx = e->nc_idx;
+    state.name_iid = e->tensor_name_iid;
+    return state;
+  }
+
+  // The model's name and NeuronCore as of its latest load before `at_ns`.
+  void Model(uint64_t handle, uint64_t at_ns, const Strings& str, std::string* name,
+             int32_t* nc_idx) const {
+    if (const IngestedEvent* e = Latest(models_, handle, at_ns); e != nullptr) {
+      if (e->model_name_iid != 0) *name = str(e->model_name_iid);
+      *nc_idx = e->nc_idx;
+    }
+    if (name->empty()) {
+      auto it = model_files_.find(handle);
+      if (it != model_files_.end()) *name = it->second;
+    }
+  }
+
+ private:
+  using History = std::unordered_map<uint64_t, std::vector<const IngestedEvent*>>;
+  static const IngestedEvent* Latest(const History& history, uint64_t handle, uint64_t at_ns) {
+    auto it = history.find(handle);
+    if (handle == 0 || it == history.end()) return nullptr;
+    auto after =
+        std::upper_bound(it->second.begin(), it->second.end(), at_ns,
+                         [](uint64_t t, const IngestedEvent* e) { return t < e->start_ns; });
+    return after == it->second.begin() ? nullptr : *(after - 1);
+  }
+
+  History tensors_;
+  History models_;
+  std::unordered_map<uint64_t, std::string> model_files_;
+};
+
+// What a runtime call can have caused on the device, for matching.
+struct Expectation {
+  size_t call = 0;        // index in ProcessTrace::calls
+  uint32_t channels = 0;  // which kinds of device event it may have caused
+  // Exactly `capacity` events of its one channel; otherwise up to `capacity`, or none.
+  bool exact = false;
+  uint64_t capacity = 0;
+  std::vector<std::string> names;  // model or tensor names its events may carry
+  int32_t nc_idx = -1;             // where its events must be, if known
+};
+
+// A device event to be matched, by index in the process's (not yet sorted) device events.
+struct DeviceRef {
+  size_t index = 0;
+  uint32_t channel = 0;
+};
+
+class ProcessCorrelator {
+ public:
+  ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id)
+      : in_(in), str_(in.strings), clock_(in.clock_syncs), handles_(in, str_), next_id_(next_id) {}
+
+  ProcessTrace Build() {
+    out_.pid = in_.hello.pid();
+    out_.host = in_.hello.host();
+    out_.executable = in_.hello.executable();
+    out_.command_line.assign(in_.hello.command_line().begin(), in_.hello.command_line().end());
+    out_.drops = in_.drops;
+    out_.events_received = in_.events_received;
+    out_.batches_missing = in_.batches_missing;
+    for (const IngestedModel& m : in_.models) out_.models.push_back(m.file);
+
+    std::vector<const IngestedEvent*> ranges, calls, device;
+    for (const IngestedEvent& e : in_.events) {
+      switch (e.kind) {
+        case nrtprof::EVENT_RANGE:
+          ranges.push_back(&e);
+          break;
+        case nrtprof::EVENT_API_CALL:
+          calls.push_back(&e);
+          break;
+        case nrtprof::EVENT_DEVICE_EXEC:
+        case nrtprof::EVENT_DEVICE_OP:
+        case nrtprof::EVENT_DEVICE_DMA:
+          device.push_back(&e);
+          break;
+        default:
+          break;  // ingest refuses other kinds
+      }
+    }
+    BuildRanges(ranges);
+    BuildCalls(calls);
+    BuildDevice(device);
+    MatchDevice();
+    NameModelFiles();
+    AssignRanges();
+    SortDevice();
+    for (const DeviceEvent& d : out_.device) {
+      if (d.correlation_id == 0) ++out_.device_uncorrelated;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  uint64_t NextId() { return (*next_id_)++; }
+
+  // A loaded model file takes the name its device events use (learnt by matching the load and
+  // the executions of its handle), so its .neff and its device traces pair up by that name.
+  void NameModelFiles() {
+    std::unordered_map<uint64_t, std::string> names;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      const uint64_t handle = call_sources_[i]->model_handle;
+      if (handle != 0 && !out_.calls[i].model_name.empty()) {
+        names.emplace(handle, out_.calls[i].model_name);
+      }
+    }
+    for (size_t i = 0; i < out_.models.size(); ++i) {
+      if (!out_.models[i].name.empty()) continue;
+      auto it = names.find(in_.models[i].model_handle);
+      if (it != names.end()) out_.models[i].name = it->second;
+    }
+  }
+
+  // Ranges nest per thread; parent and depth come from containment, not from the wire (a
+  // range whose parent was dropped still nests under the one that is there).
+  void BuildRanges(std::vector<const IngestedEvent*>& ranges) {
+    std::sort(ranges.begin(), ranges.end(), [](const IngestedEvent* a, const IngestedEvent* b) {
+      if (a->tid != b->tid) return a->tid < b->tid;
+      if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+      if (a->duration_ns != b->duration_ns) return a->duration_ns > b->duration_ns;
+      return a->depth < b->depth;
+    });
+    std::vector<size_t> open;  // indices in out_.ranges, outermost first
+    for (const IngestedEvent* e : ranges) {
+      if (!out_.ranges.empty() && out_.ranges.back().tid != e->tid) open.clear();
+      const uint64_t end = End(e->start_ns, e->duration_ns);
+      while (!open.empty() &&
+             End(out_.ranges[open.back()].start_ns, out_.ranges[open.back()].duration_ns) < end) {
+        open.pop_back();
+      }
+      RangeEvent r;
+      r.id = NextId();
+      r.name = str_(e->name_iid);
+      r.tid = e->tid;
+      r.start_ns = e->start_ns;
+      r.duration_ns = e->duration_ns;
+      r.depth = static_cast<uint32_t>(open.size());
+      r.parent_range = open.empty() ? 0 : out_.ranges[open.back()].id;
+      open.push_back(out_.ranges.size());
+      out_.ranges.push_back(std::move(r));
+    }
+  }
+
+  void BuildCalls(std::vector<const IngestedEvent*>& calls) {
+    std::sort(calls.begin(), calls.end(), [](const IngestedEvent* a, const IngestedEvent* b) {
+      if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+      return a->correlation_id < b->correlation_id;
+    });
+    for (const IngestedEvent* e : calls) {
+      ApiCall c;
+      c.correlation_id = NextId();
+      c.name = str_(e->name_iid);
+      c.tid = e->tid;
+      c.start_ns = e->start_ns;
+      c.duration_ns = e->duration_ns;
+      c.status = e->status;
+      c.bytes = e->bytes;
+      c.nc_idx = e->nc_idx;
+      c.repeat = e->repeat;
+      if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
+      if (e->model_handle != 0 && c.name != kNrtLoad && c.name != kNrtLoadCollectives) {
+        int32_t nc = -1;
+        handles_.Model(e->model_handle, e->start_ns, str_, &c.model_name, &nc);
+        if (c.nc_idx < 0) c.nc_idx = nc;
+      } else if (c.model_name.empty() && e->model_handle != 0 && e->status == kStatusSuccess) {
+        int32_t nc = -1;
+        handles_.Model(e->model_handle, End(e->start_ns, e->duration_ns), str_, &c.model_name, &nc);
+      }
+      if (e->tensor_name_iid != 0) c.tensor_name = str_(e->tensor_name_iid);
+      if (e->tensor_handle != 0 && c.name != kNrtTensorAllocate) {
+        const TensorState t = handles_.Tensor(e->tensor_handle, e->start_ns, str_);
+        if (c.tensor_name.empty() && t.name_iid != 0) c.tensor_name = str_(t.name_iid);
+        if (c.nc_idx < 0 && t.device) c.nc_idx = t.nc_idx;
+      }
+      if (e->stack_iid != 0) {
+        auto stack = in_.stacks.find(e->stack_iid);
+        if (stack != in_.stacks.end()) {
+          for (uint32_t frame : stack->second) c.stack.push_back(str_(frame));
+        }
+      }
+      out_.calls.push_back(std::move(c));
+      call_sources_.push_back(e);
+    }
+  }
+
+  void BuildDevice(const std::vector<const IngestedEvent*>& device) {
+    std::unordered_map<uint64_t, uint64_t> trace_id;  // wire device_id -> DeviceEvent id
+    std::vector<uint64_t> wire_parent;
+    for (const IngestedEvent* e : device) {
+      uint64_t start = 0;
+      if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
+        ++out_.drops.no_clock_sync;
+        continue;
+      }
+      DeviceEvent d;
+      d.id = NextId();
+      d.kind = e->kind == nrtprof::EVENT_DEVICE_EXEC ? DeviceEventKind::kExecution
+               : e->kind == nrtprof::EVENT_DEVICE_OP ? DeviceEventKind::kEngineOp
+                                                     : DeviceEventKind::kDma;
+      d.name = str_(e->name_iid);
+      d.nc_idx = e->nc_idx < 0 ? 0 : e->nc_idx;
+      d.start_ns = start;
+      d.duration_ns = e->duration_ns;
+      d.model_name = str_(e->model_name_iid);
+      d.engine = str_(e->engine_iid);
+      d.exec_id = e->exec_id;
+      d.bytes = e->bytes;
+      d.tensor_name = str_(e->tensor_name_iid);
+      d.submitting_tid = e->tid;
+      if (e->device_id != 0) trace_id[e->device_id] = d.id;
+      wire_parent.push_back(e->device_parent_id);
+      out_.device.push_back(std::move(d));
+    }
+    // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
+    // host-initiated, whatever their name says.
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      if (wire_parent[i] == 0) continue;
+      orphan_or_child_.push_back(i);
+      auto parent = trace_id.find(wire_parent[i]);
+      if (parent != trace_id.end()) out_.device[i].parent = parent->second;
+    }
+  }
+
+  Expectation Expect(size_t call_index) const {
+    const ApiCall& c = out_.calls[call_index];
+    const IngestedEvent& e = *call_sources_[call_index];
+    Expectation x;
+    x.call = call_index;
+    x.nc_idx = c.nc_idx;
+    const bool ok = c.status == kStatusSuccess;
+    auto tensor = [&](uint64_t handle) { return handles_.Tensor(handle, c.start_ns, str_); };
+    auto add_name = [&](const std::string& name) {
+      if (!name.empty()) x.names.push_back(name);
+    };
+    // A transfer on a device tensor: exactly one DMA when the placement and size are known.
+    auto transfer = [&](uint32_t channel) {
+      if (!ok) return;
+      const TensorState t = tensor(e.tensor_handle);
+      if (t.known && !t.device) return;
+      x.channels = channel;
+      x.capacity = 1;
+      x.exact = t.known && c.bytes != 0;
+      add_name(c.tensor_name);
+    };
+    if (c.name == "nrt_execute" || c.name == "nrt_execute_repeat") {
+      const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
+      if (ok) {
+        x.channels = kExec;
+        x.exact = true;
+        x.capacity = repeat;
+      } else if (c.status == kStatusCompletedWithNumErr || c.status == kStatusCompletedWithErr) {
+        x.channels = kExec;  // ran, but maybe stopped before `repeat` runs
+        x.capacity = repeat;
+      }
+      add_name(c.model_name);
+    } else if (c.name == "nrt_tensor_write") {
+      transfer(kH2d);
+    } else if (c.name == "nrt_tensor_read") {
+      transfer(kD2h);
+    } else if (c.name == "nrt_tensor_memset") {
+      transfer(kMemset);
+    } else if (c.name == "nrt_tensor_write_batch" || c.name == "nrt_tensor_read_batch") {
+      if (ok) {
+        x.channels = c.name == "nrt_tensor_write_batch" ? kH2d : kD2h;
+        x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
+      }
+    } else if (c.name == "nrt_tensor_copy") {
+      if (!ok) return x;
+      const TensorState from = tensor(e.tensor_handle), to = tensor(e.tensor_handle2);
+      if (from.known && to.known) {
+        x.exact = c.bytes != 0;
+        x.channels = from.device && to.device ? kD2d
+                     : to.device              ? kH2d
+                     : from.device            ? kD2h
+                                              : kNone;
+      } else {
+        x.channels = (!from.known || from.device ? (kD2d | kD2h) : 0) |
+                     (!to.known || to.device ? (kD2d | kH2d) : 0);
+      }
+      x.capacity = x.channels == kNone ? 0 : 1;
+      add_name(c.tensor_name);
+      if (from.name_iid != 0) add_name(str_(from.name_iid));
+      if (to.name_iid != 0) add_name(str_(to.name_iid));
+    } else if (c.name == kNrtLoad || c.name == kNrtLoadCollectives) {
+      if (ok) {
+        x.channels = kModelLoad;
+        x.capacity = 1;
+        x.exact = true;
+        add_name(c.model_name);
+      }
+    }
+    if (x.capacity == 0) x.channels = kNone;
+    return x;
+  }
+
+  // The device event's names that must agree with the call's, when both are known.
+  bool Compatible(const Expectation& x, const DeviceEvent& d) const {
+    if (x.nc_idx >= 0 && d.nc_idx != x.nc_idx) return false;
+    const std::string& name = d.kind == DeviceEventKind::kExecution ? d.model_name : d.tensor_name;
+    if (name.empty() || x.names.empty()) return true;
+    return std::find(x.names.begin(), x.names.end(), name) != x.names.end();
+  }
+
+  void MatchDevice() {
+    // Per submitting thread: the expectations of its calls and its top-level device events.
+    std::unordered_map<uint32_t, std::vector<Expectation>> expectations;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      Expectation x = Expect(i);
+      if (x.channels != kNone) expectations[out_.calls[i].tid].push_back(std::move(x));
+    }
+    std::unordered_map<uint32_t, std::vector<DeviceRef>> devices;
+    std::vector<bool> is_child(out_.device.size(), false);
+    for (size_t i : orphan_or_child_) is_child[i] = true;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (is_child[i]) continue;
+      const uint32_t channel = d.kind == DeviceEventKind::kExecution ? kExec
+                               : d.kind == DeviceEventKind::kDma     ? DmaChannel(d.name)
+                                                                     : kNone;
+      if (channel != kNone) devices[d.submitting_tid].push_back({i, channel});
+    }
+    for (auto& [tid, refs] : devices) {
+      std::sort(refs.begin(), refs.end(), [&](const DeviceRef& a, const DeviceRef& b) {
+        const DeviceEvent& x = out_.device[a.index];
+        const DeviceEvent& y = out_.device[b.index];
+        return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.id < y.id;
+      });
+      std::vector<Expectation>& calls = expectations[tid];
+      std::vector<uint64_t> remaining(calls.size());
+      for (size_t i = 0; i < calls.size(); ++i) remaining[i] = calls[i].capacity;
+      for (uint32_t channel : kAllChannels) {
+        std::vector<size_t> events;  // indices in out_.device
+        for (const DeviceRef& r : refs) {
+          if (r.channel == channel) events.push_back(r.index);
+        }
+        std::vector<size_t> candidates;  // indices in `calls`
+        for (size_t i = 0; i < calls.size(); ++i) {
+          if (calls[i].channels & channel) candidates.push_back(i);
+        }
+        if (events.empty() || candidates.empty()) continue;
+        if (!MatchInOrder(calls, candidates, events, &remaining)) {
+          MatchByContainment(calls, candidates, events, &remaining);
+        }
+      }
+    }
+    // Work inside an execution belongs to the execution's call.
+    std::unordered_map<uint64_t, uint64_t> correlation;  // DeviceEvent id -> correlation id
+    for (const DeviceEvent& d : out_.device) {
+      if (d.correlation_id != 0) correlation[d.id] = d.correlation_id;
+    }
+    for (DeviceEvent& d : out_.device) {
+      if (d.parent == 0) continue;
+      auto it = correlation.find(d.parent);
+      if (it != correlation.end()) d.correlation_id = it->second;
+    }
+  }
+
+  void Assign(const Expectation& x, size_t event) {
+    DeviceEvent& d = out_.device[event];
+    ApiCall& c = out_.calls[x.call];
+    d.correlation_id = c.correlation_id;
+    if (c.nc_idx < 0) c.nc_idx = d.nc_idx;
+    if (d.kind == DeviceEventKind::kExecution && c.model_name.empty()) c.model_name = d.model_name;
+    if (d.name == "dma_model_load" && c.model_name.empty()) c.model_name = d.tensor_name;
+  }
+
+  // The common case: every call's outcome is certain and the counts agree, so the k-th device
+  // event of the thread is the k-th one its calls caused.
+  bool MatchInOrder(const std::vector<Expectation>& calls, const std::vector<size_t>& candidates,
+                    const std::vector<size_t>& events, std::vector<uint64_t>* remaining) {
+    uint64_t expected = 0;
+    for (size_t i : candidates) {
+      const Expectation& x = calls[i];
+      if (!x.exact || (*remaining)[i] != x.capacity) return false;
+      expected += x.capacity;
+    }
+    if (expected != events.size()) return false;
+    std::vector<std::pair<size_t, size_t>> pairs;  // (call, event)
+    size_t next = 0;
+    for (size_t i : candidates) {
+      for (uint64_t k = 0; k < calls[i].capacity; ++k, ++next) {
+        if (!Compatible(calls[i], out_.device[events[next]])) return false;
+        pairs.push_back({i, events[next]});
+      }
+    }
+    for (auto [i, event] : pairs) {
+      Assign(calls[i], event);
+      (*remaining)[i] = 0;
+    }
+    return true;
+  }
+
+  // Events were lost or outcomes are uncertain: an event goes to the one call whose span
+  // holds it (exactly, or else within the slack); none or several such calls: uncorrelated.
+  // `candidates` are in call start order; only calls starting before the event's start plus the
+  // slack and ending after its end minus the slack can hold it, found by binary search and a
+  // backward scan bounded by the running maximum of the calls' ends.
+  void MatchByContainment(const std::vector<Expectation>& calls,
+                          const std::vector<size_t>& candidates, const std::vector<size_t>& events,
+                          std::vector<uint64_t>* remaining) {
+    std::vector<uint64_t> starts, max_end;  // per candidate
+    for (size_t i : candidates) {
+      const ApiCall& c = out_.calls[calls[i].call];
+      starts.push_back(c.start_ns);
+      const uint64_t end = End(c.start_ns, c.duration_ns);
+      max_end.push_back(max_end.empty() ? end : std::max(max_end.back(), end));
+    }
+    for (size_t event : events) {
+      const DeviceEvent& d = out_.device[event];
+      const uint64_t d_end = End(d.start_ns, d.duration_ns);
+      std::vector<size_t> strict, loose;
+      size_t k = std::upper_bound(starts.begin(), starts.end(), d.start_ns + kContainmentSlackNs) -
+                 starts.begin();
+      while (k-- > 0 && max_end[k] + kContainmentSlackNs >= d_end) {
+        const size_t i = candidates[k];
+        if ((*remaining)[i] == 0 || !Compatible(calls[i], d)) continue;
+        const ApiCall& c = out_.calls[calls[i].call];
+        const uint64_t c_end = End(c.start_ns, c.duration_ns);
+        if (d.start_ns >= c.start_ns && d_end <= c_end) {
+          strict.push_back(i);
+        } else if (d_end <= c_end + kContainmentSlackNs) {
+          loose.push_back(i);
+        }
+      }
+      const std::vector<size_t>& chosen = strict.empty() ? loose : strict;
+      if (chosen.size() != 1) continue;
+      Assign(calls[chosen[0]], event);
+      --(*remaining)[chosen[0]];
+    }
+  }
+
+  // Each call's range: the innermost range on its thread that contains it.
+  void AssignRanges() {
+    std::unordered_map<uint32_t, std::vector<size_t>> ranges_of;  // in (start, outer-first) order
+    for (size_t i = 0; i < out_.ranges.size(); ++i) ranges_of[out_.ranges[i].tid].push_back(i);
+    std::unordered_map<uint32_t, std::vector<size_t>> calls_of;  // by start
+    for (size_t i = 0; i < out_.calls.size(); ++i) calls_of[out_.calls[i].tid].push_back(i);
+    for (auto& [tid, calls] : calls_of) {
+      auto it = ranges_of.find(tid);
+      if (it == ranges_of.end()) continue;
+      const std::vector<size_t>& ranges = it->second;
+      std::vector<size_t> open;
+      size_t next = 0;
+      for (size_t ci : calls) {
+        ApiCall& c = out_.calls[ci];
+        const uint64_t c_end = End(c.start_ns, c.duration_ns);
+        for (; next < ranges.size() && out_.ranges[ranges[next]].start_ns <= c.start_ns; ++next) {
+          const RangeEvent& r = out_.ranges[ranges[next]];
+          while (!open.empty() && RangeEnd(open.back()) < End(r.start_ns, r.duration_ns)) {
+            open.pop_back();
+          }
+          open.push_back(ranges[next]);
+        }
+        while (!open.empty() && RangeEnd(open.back()) < c.start_ns) open.pop_back();
+        for (auto r = open.rbegin(); r != open.rend(); ++r) {
+          if (RangeEnd(*r) >= c_end) {
+            c.range = out_.ranges[*r].id;
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  uint64_t RangeEnd(size_t i) const {
+    return End(out_.ranges[i].start_ns, out_.ranges[i].duration_ns);
+  }
+
+  void SortDevice() {
+    std::sort(out_.device.begin(), out_.device.end(),
+              [](const DeviceEvent& a, const DeviceEvent& b) {
+                if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
+                if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+                if ((a.parent == 0) != (b.parent == 0)) return a.parent == 0;
+                if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
+                return a.id < b.id;
+              });
+  }
+
+  const ProcessCapture& in_;
+  const Strings str_;
+  const ClockMap clock_;
+  const HandleHistory handles_;
+  uint64_t* const next_id_;
+  ProcessTrace out_;
+  std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
+  std::vector<size_t> orphan_or_child_;             // device events with a wire parent
+};
+
+// A process that reconnected during the capture (its stream broke, the shim opened another)
+// sent two streams: one ProcessTrace, its events from both.
+void Merge(ProcessTrace from, ProcessTrace* into) {
+  auto append = [](auto* to, auto* more) {
+    to->insert(to->end(), std::make_move_iterator(more->begin()),
+               std::make_move_iterator(more->end()));
+  };
+  append(&into->ranges, &from.ranges);
+  append(&into->calls, &from.calls);
+  append(&into->device, &from.device);
+  append(&into->models, &from.models);
+  std::stable_sort(into->ranges.begin(), into->ranges.end(),
+                   [](const RangeEvent& a, const RangeEvent& b) {
+                     return a.tid != b.tid ? a.tid < b.tid : a.start_ns < b.start_ns;
+                   });
+  std::stable_sort(into->calls.begin(), into->calls.end(),
+                   [](const ApiCall& a, const ApiCall& b) { return a.start_ns < b.start_ns; });
+  std::stable_sort(into->device.begin(), into->device.end(),
+                   [](const DeviceEvent& a, const DeviceEvent& b) {
+                     if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
+                     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+                     return (a.parent == 0) > (b.parent == 0);
+                   });
+  DropCounts& d = into->drops;
+  d.ring_full += from.drops.ring_full;
+  d.daemon_away += from.drops.daemon_away;
+  d.spool_full += from.drops.spool_full;
+  d.device_overwritten += from.drops.device_overwritten;
+  d.oversized += from.drops.oversized;
+  d.daemon_overflow += from.drops.daemon_overflow;
+  d.no_clock_sync += from.drops.no_clock_sync;
+  into->events_received += from.events_received;
+  into->device_uncorrelated += from.device_uncorrelated;
+  into->batches_missing += from.batches_missing;
+}
+
+}  // namespace
+
+Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>& processes,
+                int64_t realtime_offset_ns) {
+  Trace trace;
+  trace.capture_id = capture_id;
+  trace.realtime_offset_ns = realtime_offset_ns;
+  // By pid; streams of one process (same host, boot and pid) in the order they came.
+  auto key = [&](size_t i) {
+    const nrtprof::Hello& h = processes[i].hello;
+    return std::make_tuple(h.pid(), h.host(), h.boot_id());
+  };
+  std::vector<size_t> order(processes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  bool have_offset = false;
+  uint64_t next_id = 1;
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
+    if (!have_offset && processes[i].realtime_offset_ns != 0) {
+      trace.realtime_offset_ns = processes[i].realtime_offset_ns;
+      have_offset = true;
+    }
+    ProcessTrace p = ProcessCorrelator(processes[i], &next_id).Build();
+    if (n > 0 && key(order[n - 1]) == key(i)) {
+      Merge(std::move(p), &trace.processes.back());
+    } else {
+      trace.processes.push_back(std::move(p));
+    }
+  }
+  uint64_t start = std::numeric_limits<uint64_t>::max(), end = 0;
+  auto extend = [&](uint64_t s, uint64_t d) {
+    start = std::min(start, s);
+    end = std::max(end, End(s, d));
+  };
+  for (const ProcessTrace& p : trace.processes) {
+    for (const RangeEvent& r : p.ranges) extend(r.start_ns, r.duration_ns);
+    for (const ApiCall& c : p.calls) extend(c.start_ns, c.duration_ns);
+    for (const DeviceEvent& d : p.device) extend(d.start_ns, d.duration_ns);
+  }
+  if (end != 0) {
+    trace.start_ns = start;
+    trace.end_ns = end;
+  }
+  return trace;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,44 @@
+// The correlator: turns what the processes of one capture sent (ProcessCapture, from ingest)
+// into the capture's Trace, joining the three lanes:
+//
+//  - device events move from each NeuronCore's clock to the host's CLOCK_MONOTONIC through the
+//    process's clock sync point nearest in device time (on real hardware the clocks drift);
+//  - executions: per submitting thread, the nrt_execute / nrt_execute_repeat calls in start
+//    order each take `repeat` nc_exec_running events of that thread in start order; the
+//    engine ops and DMA inside an execution take its correlation id;
+//  - host-initiated transfers (dma_h2d, dma_d2h, dma_d2d, dma_memset, dma_model_load with no
+//    enclosing execution) match, per thread and in order, the tensor reads, writes, copies and
+//    memsets on device tensors (placement from the nrt_tensor_allocate / nrt_tensor_free
+//    history; handles are reused after a free) and the nrt_load calls;
+//  - each runtime call's range is the innermost framework range containing it on its thread.
+//
+// When the counts on a thread disagree (device events lost to ring overwrite, calls whose
+// outcome is uncertain, placements unknown) the match falls back to containment in time: a
+// device event goes to the one call whose span (widened by 1 ms) contains it, and stays
+// uncorrelated when there is no such call or more than one. It never guesses; uncorrelated
+// device events stay in the trace and are counted in ProcessTrace::device_uncorrelated.
+//
+// A pure function of its input: thread-safe.
+#ifndef NRTPROF_DAEMON_CORRELATOR_H_
+#define NRTPROF_DAEMON_CORRELATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/ingest.h"
+#include "daemon/trace_model.h"
+
+namespace nrtprof::daemon {
+
+// `realtime_offset_ns` is used for Trace::realtime_offset_ns when no process sent a clock
+// sample.
+Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>& processes,
+                int64_t realtime_offset_ns);
+
+// How far outside a call's span a device event may lie and still be matched by containment.
+inline constexpr uint64_t kContainmentSlackNs = 1'000'000;
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_CORRELATOR_H_

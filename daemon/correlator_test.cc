@@ -1,0 +1,451 @@
+#include "daemon/correlator.h"
+
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+// The device clock reads 1000 s more than the host's, as in the simulator.
+constexpr uint64_t kDeviceOffset = 1000ull * 1000 * kMs;
+
+// Builds what ingest would hand the correlator for one process.
+class ProcessBuilder {
+ public:
+  explicit ProcessBuilder(uint32_t pid = 100) {
+    capture_.hello.set_pid(pid);
+    capture_.hello.set_executable("/bin/app");
+  }
+
+  uint32_t Str(const std::string& s) {
+    if (s.empty()) return 0;
+    auto [it, inserted] = ids_.emplace(s, static_cast<uint32_t>(ids_.size() + 1));
+    if (inserted) capture_.strings[it->second] = s;
+    return it->second;
+  }
+
+  IngestedEvent& Range(uint32_t tid, const std::string& name, uint64_t start, uint64_t dur) {
+    IngestedEvent& e = Add(nrtprof::EVENT_RANGE, tid, name, start, dur);
+    return e;
+  }
+
+  IngestedEvent& Call(uint32_t tid, const std::string& name, uint64_t start, uint64_t dur,
+                      int32_t status = 0) {
+    IngestedEvent& e = Add(nrtprof::EVENT_API_CALL, tid, name, start, dur);
+    e.correlation_id = ++next_correlation_;
+    e.status = status;
+    e.nc_idx = -1;
+    if (name == "nrt_execute") e.repeat = 1;
+    return e;
+  }
+
+  IngestedEvent& Allocate(uint32_t tid, uint64_t handle, bool device, const std::string& tensor,
+                          uint64_t start) {
+    IngestedEvent& e = Call(tid, "nrt_tensor_allocate", start, 1 * kUs);
+    e.tensor_handle = handle;
+    e.placement = device ? 0 : 1;
+    e.nc_idx = device ? 0 : -1;
+    e.tensor_name_iid = Str(tensor);
+    return e;
+  }
+
+  // A transfer call on a tensor handle.
+  IngestedEvent& Transfer(uint32_t tid, const std::string& name, uint64_t handle, uint64_t start,
+                          uint64_t dur, uint64_t bytes = 4096) {
+    IngestedEvent& e = Call(tid, name, start, dur);
+    e.tensor_handle = handle;
+    e.bytes = bytes;
+    return e;
+  }
+
+  IngestedEvent& Free(uint32_t tid, uint64_t handle, uint64_t start) {
+    IngestedEvent& e = Call(tid, "nrt_tensor_free", start, 1 * kUs);
+    e.tensor_handle = handle;
+    return e;
+  }
+
+  // Device events take host times here and are put on the device clock.
+  IngestedEvent& Exec(uint32_t tid, uint64_t host_start, uint64_t dur, uint64_t device_id,
+                      const std::string& model = "", int32_t nc = 0) {
+    IngestedEvent& e =
+        Add(nrtprof::EVENT_DEVICE_EXEC, tid, "nc_exec_running", host_start + kDeviceOffset, dur);
+    e.device_id = device_id;
+    e.nc_idx = nc;
+    e.model_name_iid = Str(model);
+    return e;
+  }
+
+  IngestedEvent& Op(uint32_t tid, uint64_t host_start, uint64_t dur, uint64_t device_id,
+                    uint64_t parent) {
+    IngestedEvent& e = Add(nrtprof::EVENT_DEVICE_OP, tid, "mul", host_start + kDeviceOffset, dur);
+    e.device_id = device_id;
+    e.device_parent_id = parent;
+    e.nc_idx = 0;
+    e.engine_iid = Str("vector");
+    return e;
+  }
+
+  IngestedEvent& Dma(uint32_t tid, const std::string& name, uint64_t host_start, uint64_t dur,
+                     uint64_t device_id, const std::string& tensor = "") {
+    IngestedEvent& e = Add(nrtprof::EVENT_DEVICE_DMA, tid, name, host_start + kDeviceOffset, dur);
+    e.device_id = device_id;
+    e.nc_idx = 0;
+    e.tensor_name_iid = Str(tensor);
+    return e;
+  }
+
+  void Sync(int32_t nc, uint64_t host_ns, uint64_t offset = kDeviceOffset) {
+    capture_.clock_syncs.push_back({nc, host_ns + offset, host_ns});
+  }
+
+  ProcessCapture Build() {
+    ProcessCapture c = capture_;
+    for (const IngestedEvent& e : events_) {
+      c.events.push_back(e);
+      const std::string& name = capture_.strings[e.name_iid];
+      if (e.kind == nrtprof::EVENT_API_CALL &&
+          (name == kNrtTensorAllocate || name == kNrtTensorFree || name == kNrtLoad)) {
+        c.handle_events.push_back(e);
+      }
+    }
+    if (c.clock_syncs.empty()) c.clock_syncs.push_back({0, kDeviceOffset, 0});
+    return c;
+  }
+
+ private:
+  IngestedEvent& Add(nrtprof::EventKind kind, uint32_t tid, const std::string& name, uint64_t start,
+                     uint64_t dur) {
+    IngestedEvent e;
+    e.kind = kind;
+    e.tid = tid;
+    e.name_iid = Str(name);
+    e.start_ns = start;
+    e.duration_ns = dur;
+    events_.push_back(e);
+    return events_.back();
+  }
+
+  ProcessCapture capture_;
+  std::map<std::string, uint32_t> ids_;
+  std::deque<IngestedEvent> events_;  // stable references for the caller's tweaks
+  uint64_t next_correlation_ = 0;
+};
+
+const ProcessTrace& OnlyProcess(const Trace& t) {
+  EXPECT_EQ(t.processes.size(), 1u);
+  return t.processes.at(0);
+}
+
+const ApiCall& CallNamed(const ProcessTrace& p, const std::string& name, int nth = 0) {
+  for (const ApiCall& c : p.calls) {
+    if (c.name == name && nth-- == 0) return c;
+  }
+  ADD_FAILURE() << "no call " << name;
+  static const ApiCall kNone;
+  return kNone;
+}
+
+// Device events of one kind, in host start order.
+std::vector<const DeviceEvent*> Device(const ProcessTrace& p, const std::string& name) {
+  std::vector<const DeviceEvent*> out;
+  for (const DeviceEvent& d : p.device) {
+    if (d.name == name) out.push_back(&d);
+  }
+  return out;
+}
+
+TEST(CorrelatorTest, ExecutionsMatchTheirCallsInOrderPerThread) {
+  ProcessBuilder b;
+  // Two threads interleaved in time; each thread's executions go to its own calls.
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  b.Call(2, "nrt_execute", 100 * kUs, 500 * kUs);
+  b.Call(1, "nrt_execute", 600 * kUs, 500 * kUs);
+  b.Exec(1, 10 * kUs, 400 * kUs, 11);
+  b.Op(1, 20 * kUs, 5 * kUs, 12, 11);
+  b.Exec(2, 410 * kUs, 150 * kUs, 21);
+  b.Exec(1, 610 * kUs, 400 * kUs, 31);
+  const Trace t = Correlate("c1", {b.Build()}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), 3u);
+  EXPECT_EQ(execs[0]->correlation_id, CallNamed(p, "nrt_execute", 0).correlation_id);
+  EXPECT_EQ(execs[1]->correlation_id, CallNamed(p, "nrt_execute", 1).correlation_id);
+  EXPECT_EQ(execs[2]->correlation_id, CallNamed(p, "nrt_execute", 2).correlation_id);
+  EXPECT_EQ(execs[1]->submitting_tid, 2u);
+  // The op inside the first execution carries its call's id and points at it.
+  const std::vector<const DeviceEvent*> ops = Device(p, "mul");
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]->parent, execs[0]->id);
+  EXPECT_EQ(ops[0]->correlation_id, execs[0]->correlation_id);
+  EXPECT_EQ(ops[0]->engine, "vector");
+  EXPECT_EQ(p.device_uncorrelated, 0u);
+  // Mapped to the host clock.
+  EXPECT_EQ(execs[0]->start_ns, 10 * kUs);
+  EXPECT_EQ(t.start_ns, 0u);
+  EXPECT_EQ(t.end_ns, 1100 * kUs);
+}
+
+TEST(CorrelatorTest, ExecuteRepeatTakesRepeatExecutions) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute_repeat", 0, 2 * kMs).repeat = 3;
+  b.Call(1, "nrt_execute", 3 * kMs, 1 * kMs);
+  for (int i = 0; i < 4; ++i) b.Exec(1, (i < 3 ? i * 600 : 3100) * kUs, 500 * kUs, 10 + i);
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), 4u);
+  const uint64_t repeat_id = CallNamed(p, "nrt_execute_repeat").correlation_id;
+  EXPECT_EQ(execs[0]->correlation_id, repeat_id);
+  EXPECT_EQ(execs[1]->correlation_id, repeat_id);
+  EXPECT_EQ(execs[2]->correlation_id, repeat_id);
+  EXPECT_EQ(execs[3]->correlation_id, CallNamed(p, "nrt_execute").correlation_id);
+  EXPECT_EQ(CallNamed(p, "nrt_execute_repeat").repeat, 3u);
+}
+
+TEST(CorrelatorTest, FailedCallsCauseNoExecution) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 0, 10 * kUs, /*status=*/3);  // NRT_INVALID_HANDLE
+  b.Call(1, "nrt_execute", 20 * kUs, 500 * kUs);
+  b.Exec(1, 30 * kUs, 400 * kUs, 1);
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "nc_exec_running")[0]->correlation_id,
+            CallNamed(p, "nrt_execute", 1).correlation_id);
+}
+
+TEST(CorrelatorTest, LostExecutionsFallBackToContainmentWithoutGuessing) {
+  ProcessBuilder b;
+  // Four calls, but the ring overwrote the first execution: counts disagree. In-order
+  // matching would shift every execution onto the wrong call.
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  b.Call(1, "nrt_execute", 1 * kMs, 500 * kUs);
+  b.Call(1, "nrt_execute", 2 * kMs, 500 * kUs);
+  b.Call(1, "nrt_execute", 2600 * kUs, 500 * kUs);
+  b.Exec(1, 1100 * kUs, 300 * kUs, 2);  // inside call 1
+  b.Op(1, 1200 * kUs, 10 * kUs, 5, 2);
+  // Outside every call, within 1 ms of calls 2 and 3, both still short of an execution:
+  // ambiguous, so left alone, with the op inside it.
+  b.Exec(1, 2520 * kUs, 50 * kUs, 4);
+  b.Op(1, 2530 * kUs, 10 * kUs, 6, 4);
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), 2u);
+  EXPECT_EQ(execs[0]->correlation_id, CallNamed(p, "nrt_execute", 1).correlation_id);
+  EXPECT_EQ(execs[1]->correlation_id, 0u);
+  EXPECT_EQ(Device(p, "mul")[0]->correlation_id, execs[0]->correlation_id);
+  EXPECT_EQ(Device(p, "mul")[1]->correlation_id, 0u);
+  EXPECT_EQ(p.device_uncorrelated, 2u);
+}
+
+TEST(CorrelatorTest, ContainmentUsesWhatIsLeftOfEachCall) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 1 * kMs, 500 * kUs);
+  b.Call(1, "nrt_execute", 2 * kMs, 500 * kUs);
+  b.Call(1, "nrt_execute", 2600 * kUs, 500 * kUs);
+  b.Exec(1, 2100 * kUs, 300 * kUs, 3);  // inside call 1
+  // Within 1 ms of calls 1 and 2, but call 1 has had its one execution.
+  b.Exec(1, 2520 * kUs, 50 * kUs, 4);
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  EXPECT_EQ(execs[0]->correlation_id, CallNamed(p, "nrt_execute", 1).correlation_id);
+  EXPECT_EQ(execs[1]->correlation_id, CallNamed(p, "nrt_execute", 2).correlation_id);
+}
+
+TEST(CorrelatorTest, ContainmentAllowsOneMillisecondOfSlack) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  b.Call(1, "nrt_execute", 10 * kMs, 500 * kUs);
+  // One execution for two calls; it ends 0.3 ms after the second call (clock error).
+  b.Exec(1, 10100 * kUs, 700 * kUs, 1);
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "nc_exec_running")[0]->correlation_id,
+            CallNamed(p, "nrt_execute", 1).correlation_id);
+}
+
+TEST(CorrelatorTest, ModelNamesThatDisagreePreventAMatch) {
+  ProcessBuilder b;
+  IngestedEvent& load = b.Call(1, "nrt_load", 0, 10 * kUs);
+  load.model_handle = 5;
+  load.model_name_iid = b.Str("aten_mul");
+  b.Call(1, "nrt_execute", 100 * kUs, 500 * kUs).model_handle = 5;
+  b.Exec(1, 110 * kUs, 400 * kUs, 1, "aten_add");  // not the model the call ran
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "nc_exec_running")[0]->correlation_id, 0u);
+  EXPECT_EQ(CallNamed(p, "nrt_execute").model_name, "aten_mul");
+}
+
+TEST(CorrelatorTest, TransfersFollowTensorPlacementThroughHandleReuse) {
+  ProcessBuilder b;
+  b.Allocate(1, 0x10, /*device=*/true, "eps", 0);
+  b.Transfer(1, "nrt_tensor_write", 0x10, 10 * kUs, 200 * kUs);
+  b.Free(1, 0x10, 300 * kUs);
+  // The handle comes back for a host tensor: writing it moves no data over DMA.
+  b.Allocate(1, 0x10, /*device=*/false, "staging", 400 * kUs);
+  b.Transfer(1, "nrt_tensor_write", 0x10, 500 * kUs, 10 * kUs);
+  b.Free(1, 0x10, 600 * kUs);
+  // And again for a device tensor, read back.
+  b.Allocate(1, 0x10, /*device=*/true, "y", 700 * kUs);
+  b.Transfer(1, "nrt_tensor_read", 0x10, 800 * kUs, 200 * kUs);
+  b.Dma(1, "dma_h2d", 20 * kUs, 160 * kUs, 1, "eps");
+  b.Dma(1, "dma_d2h", 810 * kUs, 160 * kUs, 2, "y");
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "dma_h2d")[0]->correlation_id,
+            CallNamed(p, "nrt_tensor_write", 0).correlation_id);
+  EXPECT_EQ(Device(p, "dma_d2h")[0]->correlation_id,
+            CallNamed(p, "nrt_tensor_read", 0).correlation_id);
+  EXPECT_EQ(CallNamed(p, "nrt_tensor_write", 0).tensor_name, "eps");
+  EXPECT_EQ(CallNamed(p, "nrt_tensor_write", 1).tensor_name, "staging");
+  EXPECT_EQ(CallNamed(p, "nrt_tensor_read", 0).nc_idx, 0);
+  EXPECT_EQ(p.device_uncorrelated, 0u);
+}
+
+TEST(CorrelatorTest, TensorNamesThatDisagreePreventATransferMatch) {
+  ProcessBuilder b;
+  b.Allocate(1, 0x10, true, "x", 0);
+  b.Transfer(1, "nrt_tensor_write", 0x10, 10 * kUs, 200 * kUs);
+  b.Dma(1, "dma_h2d", 20 * kUs, 160 * kUs, 1, "weight");
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "dma_h2d")[0]->correlation_id, 0u);
+  EXPECT_EQ(p.device_uncorrelated, 1u);
+}
+
+TEST(CorrelatorTest, CopiesMemsetsAndLoadsFindTheirDma) {
+  ProcessBuilder b;
+  b.Allocate(1, 0x1, true, "a", 0);
+  b.Allocate(1, 0x2, true, "b", 0);
+  b.Allocate(1, 0x3, false, "host", 0);
+  IngestedEvent& d2d = b.Transfer(1, "nrt_tensor_copy", 0x1, 10 * kUs, 20 * kUs);
+  d2d.tensor_handle2 = 0x2;
+  IngestedEvent& h2d = b.Transfer(1, "nrt_tensor_copy", 0x3, 40 * kUs, 200 * kUs);
+  h2d.tensor_handle2 = 0x1;
+  b.Transfer(1, "nrt_tensor_memset", 0x2, 300 * kUs, 200 * kUs);
+  IngestedEvent& load = b.Call(1, "nrt_load", 600 * kUs, 300 * kUs);
+  load.model_handle = 9;
+  b.Dma(1, "dma_d2d", 15 * kUs, 5 * kUs, 1, "b");
+  b.Dma(1, "dma_h2d", 50 * kUs, 160 * kUs, 2, "a");
+  b.Dma(1, "dma_memset", 310 * kUs, 160 * kUs, 3, "b");
+  b.Dma(1, "dma_model_load", 610 * kUs, 160 * kUs, 4, "aten_mul");
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "dma_d2d")[0]->correlation_id,
+            CallNamed(p, "nrt_tensor_copy", 0).correlation_id);
+  EXPECT_EQ(Device(p, "dma_h2d")[0]->correlation_id,
+            CallNamed(p, "nrt_tensor_copy", 1).correlation_id);
+  EXPECT_EQ(Device(p, "dma_memset")[0]->correlation_id,
+            CallNamed(p, "nrt_tensor_memset").correlation_id);
+  EXPECT_EQ(Device(p, "dma_model_load")[0]->correlation_id,
+            CallNamed(p, "nrt_load").correlation_id);
+  EXPECT_EQ(CallNamed(p, "nrt_load").model_name, "aten_mul");  // learnt from its DMA
+}
+
+TEST(CorrelatorTest, UnknownPlacementStillMatchesByContainment) {
+  ProcessBuilder b;
+  // Allocated before the daemon saw anything: placement unknown.
+  b.Transfer(1, "nrt_tensor_write", 0x77, 0, 200 * kUs);
+  b.Transfer(1, "nrt_tensor_write", 0x78, 5 * kMs, 10 * kUs);
+  b.Dma(1, "dma_h2d", 10 * kUs, 160 * kUs, 1);
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  EXPECT_EQ(Device(p, "dma_h2d")[0]->correlation_id,
+            CallNamed(p, "nrt_tensor_write", 0).correlation_id);
+}
+
+TEST(CorrelatorTest, RangesNestPerThreadAndCallsTakeTheInnermost) {
+  ProcessBuilder b;
+  b.Range(1, "rmsnorm", 0, 1000 * kUs);
+  b.Range(1, "aten::add", 100 * kUs, 400 * kUs);
+  b.Range(1, "aten::mul", 600 * kUs, 300 * kUs);
+  b.Range(2, "other_thread", 0, 2000 * kUs);
+  b.Call(1, "nrt_tensor_write", 150 * kUs, 100 * kUs);
+  b.Call(1, "nrt_execute", 300 * kUs, 150 * kUs);
+  b.Call(1, "nrt_execute", 950 * kUs, 20 * kUs);   // in rmsnorm only
+  b.Call(1, "nrt_execute", 1500 * kUs, 20 * kUs);  // in no range of its own thread
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  ASSERT_EQ(p.ranges.size(), 4u);
+  std::map<std::string, const RangeEvent*> r;
+  for (const RangeEvent& e : p.ranges) r[e.name] = &e;
+  EXPECT_EQ(r["rmsnorm"]->depth, 0u);
+  EXPECT_EQ(r["rmsnorm"]->parent_range, 0u);
+  EXPECT_EQ(r["aten::add"]->parent_range, r["rmsnorm"]->id);
+  EXPECT_EQ(r["aten::add"]->depth, 1u);
+  EXPECT_EQ(r["aten::mul"]->parent_range, r["rmsnorm"]->id);
+  EXPECT_EQ(r["other_thread"]->parent_range, 0u);
+  EXPECT_EQ(CallNamed(p, "nrt_tensor_write").range, r["aten::add"]->id);
+  EXPECT_EQ(CallNamed(p, "nrt_execute", 0).range, r["aten::add"]->id);
+  EXPECT_EQ(CallNamed(p, "nrt_execute", 1).range, r["rmsnorm"]->id);
+  EXPECT_EQ(CallNamed(p, "nrt_execute", 2).range, 0u);
+}
+
+TEST(CorrelatorTest, DeviceTimeUsesTheNearestSyncPointPerCore) {
+  ProcessBuilder b;
+  // Core 0's clock drifts: 1000 s ahead at host 0, 1000 s + 10 us ahead at host 100 ms.
+  b.Sync(0, 0);
+  b.Sync(0, 100 * kMs, kDeviceOffset + 10 * kUs);
+  b.Sync(1, 0, kDeviceOffset + 5 * kMs);                     // another core, another clock
+  b.Exec(1, 1 * kMs, 10 * kUs, 1);                           // near the first point
+  b.Exec(1, 99 * kMs + 10 * kUs, 10 * kUs, 2);               // near the second
+  b.Exec(1, 50 * kMs + 5 * kMs, 10 * kUs, 3, "", /*nc=*/1);  // core 1's offset
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  ASSERT_EQ(p.device.size(), 3u);
+  EXPECT_EQ(p.device[0].nc_idx, 0);
+  EXPECT_EQ(p.device[0].start_ns, 1 * kMs);
+  EXPECT_EQ(p.device[1].start_ns, 99 * kMs);
+  EXPECT_EQ(p.device[2].nc_idx, 1);
+  EXPECT_EQ(p.device[2].start_ns, 50 * kMs);
+  EXPECT_EQ(p.device_uncorrelated, 3u);  // no calls: still in the trace
+}
+
+TEST(CorrelatorTest, WithoutAnySyncPointDeviceEventsAreCountedAsDropped) {
+  ProcessBuilder b;
+  b.Exec(1, 0, 10 * kUs, 1);
+  ProcessCapture c = b.Build();
+  c.clock_syncs.clear();
+  const ProcessTrace p = OnlyProcess(Correlate("c", {c}, 0));
+  EXPECT_TRUE(p.device.empty());
+  EXPECT_EQ(p.drops.no_clock_sync, 1u);
+}
+
+TEST(CorrelatorTest, IdsAreUniqueAcrossProcessesAndProcessesSortByPid) {
+  ProcessBuilder a(300), b(200);
+  a.Call(1, "nrt_execute", 0, 100 * kUs);
+  a.Exec(1, 10 * kUs, 50 * kUs, 1);
+  b.Call(1, "nrt_execute", 0, 100 * kUs);
+  b.Exec(1, 10 * kUs, 50 * kUs, 1);
+  b.Range(1, "r", 0, 200 * kUs);
+  const Trace t = Correlate("c", {a.Build(), b.Build()}, 1234);
+  ASSERT_EQ(t.processes.size(), 2u);
+  EXPECT_EQ(t.processes[0].pid, 200u);
+  EXPECT_EQ(t.realtime_offset_ns, 1234);
+  std::set<uint64_t> ids;
+  for (const ProcessTrace& p : t.processes) {
+    for (const ApiCall& c : p.calls) EXPECT_TRUE(ids.insert(c.correlation_id).second);
+    for (const DeviceEvent& d : p.device) EXPECT_TRUE(ids.insert(d.id).second);
+    for (const RangeEvent& r : p.ranges) EXPECT_TRUE(ids.insert(r.id).second);
+    EXPECT_NE(p.device[0].correlation_id, 0u);
+    EXPECT_EQ(p.device[0].correlation_id, p.calls[0].correlation_id);
+  }
+}
+
+TEST(CorrelatorTest, StreamsOfOneReconnectedProcessMerge) {
+  ProcessBuilder first(500), second(500);
+  first.Call(1, "nrt_execute", 0, 100 * kUs);
+  first.Exec(1, 10 * kUs, 50 * kUs, 1);
+  second.Call(1, "nrt_execute", 1 * kMs, 100 * kUs);
+  second.Exec(1, 1010 * kUs, 50 * kUs, 1);  // device ids restart with the stream's strings
+  ProcessCapture a = first.Build(), b = second.Build();
+  a.drops.ring_full = 2;
+  b.drops.ring_full = 3;
+  const Trace t = Correlate("c", {b, a}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_LT(p.calls[0].start_ns, p.calls[1].start_ns);
+  ASSERT_EQ(p.device.size(), 2u);
+  EXPECT_EQ(p.device[0].correlation_id, p.calls[0].correlation_id);
+  EXPECT_EQ(p.device[1].correlation_id, p.calls[1].correlation_id);
+  EXPECT_EQ(p.drops.ring_full, 5u);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

@@ -1,0 +1,344 @@
+#include "daemon/ingest.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// Bounds beyond which a field can only be garbage, whatever the hardware.
+constexpr int32_t kMaxNeuronCores = 4096;
+constexpr uint64_t kMaxDurationNs = 7ull * 24 * 3600 * 1'000'000'000;  // a week
+constexpr uint32_t kMaxRangeDepth = 1 << 16;
+constexpr size_t kMaxHelloString = 4096;
+constexpr size_t kMaxCommandLineBytes = 1 << 20;
+constexpr size_t kMaxModelName = 4096;
+
+absl::Status Malformed(uint64_t sequence, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("batch ", sequence, ": ", what));
+}
+
+IngestedEvent ToRecord(const nrtprof::Event& e) {
+  IngestedEvent r;
+  r.kind = e.kind();
+  r.tid = e.tid();
+  r.name_iid = e.name_iid();
+  r.stack_iid = e.stack_iid();
+  r.depth = e.depth();
+  r.model_name_iid = e.model_name_iid();
+  r.engine_iid = e.engine_iid();
+  r.tensor_name_iid = e.tensor_name_iid();
+  r.repeat = e.repeat();
+  r.status = e.status();
+  r.nc_idx = e.nc_idx();
+  r.placement = e.placement();
+  r.start_ns = e.start_ns();
+  r.duration_ns = e.duration_ns();
+  r.correlation_id = e.correlation_id();
+  r.bytes = e.bytes();
+  r.model_handle = e.model_handle();
+  r.tensor_handle = e.tensor_handle();
+  r.tensor_handle2 = e.tensor_handle2();
+  r.device_id = e.device_id();
+  r.device_parent_id = e.device_parent_id();
+  r.exec_id = e.exec_id();
+  return r;
+}
+
+bool IsHandleFunction(const std::string& name) {
+  return name == kNrtLoad || name == kNrtLoadCollectives || name == kNrtTensorAllocate ||
+         name == kNrtTensorFree;
+}
+
+DropCounts Subtract(const DropCounts& a, const DropCounts& b) {
+  auto sub = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
+  DropCounts d;
+  d.ring_full = sub(a.ring_full, b.ring_full);
+  d.daemon_away = sub(a.daemon_away, b.daemon_away);
+  d.spool_full = sub(a.spool_full, b.spool_full);
+  d.device_overwritten = sub(a.device_overwritten, b.device_overwritten);
+  d.oversized = sub(a.oversized, b.oversized);
+  d.daemon_overflow = sub(a.daemon_overflow, b.daemon_overflow);
+  d.no_clock_sync = sub(a.no_clock_sync, b.no_clock_sync);
+  return d;
+}
+
+}  // namespace
+
+absl::Status ProcessIngest::ValidateHello(const nrtprof::Hello& hello) {
+  if (hello.pid() == 0) return absl::InvalidArgumentError("Hello without a pid");
+  for (const std::string* s : {&hello.host(), &hello.boot_id(), &hello.executable(),
+                               &hello.shim_version(), &hello.capture_id()}) {
+    if (s->size() > kMaxHelloString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Hello has a ", s->size(), "-byte string field (at most ", kMaxHelloString, ")"));
+    }
+  }
+  size_t command_line_bytes = 0;
+  for (const std::string& arg : hello.command_line()) command_line_bytes += arg.size() + 1;
+  if (command_line_bytes > kMaxCommandLineBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("Hello has a ", command_line_bytes,
+                                                   "-byte command line (at most ",
+                                                   kMaxCommandLineBytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
+ProcessIngest::ProcessIngest(const nrtprof::Hello& hello, const IngestLimits& limits)
+    : hello_(hello), limits_(limits) {
+  if (hello.clock().monotonic_ns() != 0 && hello.clock().realtime_ns() != 0) {
+    realtime_offset_ns_ =
+        static_cast<int64_t>(hello.clock().realtime_ns() - hello.clock().monotonic_ns());
+  }
+}
+
+absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch) {
+  if (batch.sequence() == 0) {
+    return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
+  }
+  // A replay of something already stored: storing it again would double its events.
+  if (batch.sequence() <= last_sequence_) return last_sequence_;
+  if (absl::Status s = Validate(batch); !s.ok()) return s;
+  // A gap: batches lost between the shim and here (a shim bug, or spool files lost). The
+  // batch is still good, so it is kept; the gap is counted in batches_missing because the
+  // events of the missing batches cannot be counted.
+  batches_missing_ += batch.sequence() - last_sequence_ - 1;
+  last_sequence_ = batch.sequence();
+  Apply(batch);
+  return last_sequence_;
+}
+
+absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch) const {
+  const uint64_t seq = batch.sequence();
+  // The strings this batch defines, checked against the table and each other.
+  std::unordered_map<uint32_t, const std::string*> defined;
+  uint64_t new_bytes = 0;
+  for (const nrtprof::InternedString& s : batch.strings()) {
+    if (s.iid() == 0) return Malformed(seq, "interned string with id 0 (ids start at 1)");
+    if (s.value().size() > limits_.max_string_bytes) {
+      return Malformed(seq, absl::StrCat("interned string ", s.iid(), " is ", s.value().size(),
+                                         " bytes (at most ", limits_.max_string_bytes, ")"));
+    }
+    auto known = strings_.find(s.iid());
+    if (known != strings_.end()) {
+      if (known->second != s.value()) {
+        return Malformed(
+            seq, absl::StrCat("interned string ", s.iid(), " redefined with another value"));
+      }
+      continue;
+    }
+    auto [it, inserted] = defined.emplace(s.iid(), &s.value());
+    if (!inserted && *it->second != s.value()) {
+      return Malformed(
+          seq, absl::StrCat("interned string ", s.iid(), " defined twice with different values"));
+    }
+    if (inserted) new_bytes += s.value().size();
+  }
+  if (strings_.size() + defined.size() > limits_.max_strings_per_process ||
+      interned_bytes_ + new_bytes > limits_.max_interned_bytes_per_process) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "batch ", seq, ": the process interned more than ", limits_.max_strings_per_process,
+        " strings or ", limits_.max_interned_bytes_per_process, " bytes of them"));
+  }
+  auto known_string = [&](uint32_t iid) {
+    return strings_.count(iid) != 0 || defined.count(iid) != 0;
+  };
+
+  std::unordered_set<uint32_t> batch_stacks;
+  for (const nrtprof::InternedStack& stack : batch.stacks()) {
+    if (stack.iid() == 0) return Malformed(seq, "interned stack with id 0 (ids start at 1)");
+    if (static_cast<uint32_t>(stack.frame_iids_size()) > limits_.max_stack_frames) {
+      return Malformed(seq, absl::StrCat("stack ", stack.iid(), " has ", stack.frame_iids_size(),
+                                         " frames (at most ", limits_.max_stack_frames, ")"));
+    }
+    for (uint32_t frame : stack.frame_iids()) {
+      if (!known_string(frame)) {
+        return Malformed(seq, absl::StrCat("stack ", stack.iid(), " names unknown string ", frame));
+      }
+    }
+    auto known = stacks_.find(stack.iid());
+    if (known != stacks_.end() &&
+        !std::equal(known->second.begin(), known->second.end(), stack.frame_iids().begin(),
+                    stack.frame_iids().end())) {
+      return Malformed(seq, absl::StrCat("stack ", stack.iid(), " redefined"));
+    }
+    batch_stacks.insert(stack.iid());
+  }
+  if (stacks_.size() + batch_stacks.size() > limits_.max_strings_per_process) {
+    return absl::ResourceExhaustedError(absl::StrCat("batch ", seq,
+                                                     ": the process interned more than ",
+                                                     limits_.max_strings_per_process, " stacks"));
+  }
+
+  for (int i = 0; i < batch.events_size(); ++i) {
+    const nrtprof::Event& e = batch.events(i);
+    auto bad = [&](const std::string& what) {
+      return Malformed(seq, absl::StrCat("event ", i, ": ", what));
+    };
+    if (e.kind() < nrtprof::EVENT_RANGE || e.kind() > nrtprof::EVENT_DEVICE_DMA) {
+      return bad(absl::StrCat("unknown kind ", static_cast<int>(e.kind())));
+    }
+    if (e.name_iid() == 0) return bad("no name");
+    for (auto [iid, field] : {std::pair<uint32_t, const char*>{e.name_iid(), "name_iid"},
+                              {e.model_name_iid(), "model_name_iid"},
+                              {e.engine_iid(), "engine_iid"},
+                              {e.tensor_name_iid(), "tensor_name_iid"}}) {
+      if (iid != 0 && !known_string(iid)) {
+        return bad(absl::StrCat("unknown string id ", iid, " (", field,
+                                "); a string must come with or before the first batch that "
+                                "uses it"));
+      }
+    }
+    if (e.stack_iid() != 0 && stacks_.count(e.stack_iid()) == 0 &&
+        batch_stacks.count(e.stack_iid()) == 0) {
+      return bad(absl::StrCat("unknown stack id ", e.stack_iid()));
+    }
+    if (e.duration_ns() > kMaxDurationNs ||
+        e.start_ns() > std::numeric_limits<uint64_t>::max() - e.duration_ns()) {
+      return bad(absl::StrCat("duration ", e.duration_ns(), " ns at ", e.start_ns(),
+                              " is not a plausible time span"));
+    }
+    if (e.nc_idx() < -1 || e.nc_idx() >= kMaxNeuronCores) {
+      return bad(absl::StrCat("NeuronCore ", e.nc_idx(), " out of range"));
+    }
+    if (e.depth() > kMaxRangeDepth) {
+      return bad(absl::StrCat("range depth ", e.depth(), " (at most ", kMaxRangeDepth, ")"));
+    }
+  }
+
+  for (const nrtprof::DeviceClockSync& sync : batch.clock_syncs()) {
+    if (sync.nc_idx() < 0 || sync.nc_idx() >= kMaxNeuronCores) {
+      return Malformed(seq,
+                       absl::StrCat("clock sync for NeuronCore ", sync.nc_idx(), " out of range"));
+    }
+  }
+  for (const nrtprof::LoadedModel& model : batch.models()) {
+    if (model.name().size() > kMaxModelName) {
+      return Malformed(seq, absl::StrCat("model name of ", model.name().size(), " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
+  for (const nrtprof::InternedString& s : batch.strings()) {
+    if (strings_.emplace(s.iid(), s.value()).second) interned_bytes_ += s.value().size();
+  }
+  for (const nrtprof::InternedStack& stack : batch.stacks()) {
+    stacks_.emplace(stack.iid(),
+                    std::vector<uint32_t>(stack.frame_iids().begin(), stack.frame_iids().end()));
+  }
+  for (const nrtprof::Event& e : batch.events()) {
+    ++events_received_;
+    IngestedEvent record = ToRecord(e);
+    if (record.kind == nrtprof::EVENT_API_CALL) {
+      auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
+      if (name != strings_.end() && IsHandleFunction(name->second)) KeepHandleEvent(record);
+    }
+    if (!capturing_) {
+      ++events_outside_capture_;
+    } else if (events_.size() < limits_.max_events_per_process) {
+      events_.push_back(record);
+    } else {
+      ++daemon_overflow_;
+    }
+  }
+  for (const nrtprof::DeviceClockSync& sync : batch.clock_syncs()) {
+    KeepClockSync({sync.nc_idx(), sync.device_ns(), sync.host_monotonic_ns()});
+  }
+  for (const nrtprof::LoadedModel& model : batch.models()) {
+    IngestedModel kept;
+    kept.model_handle = model.model_handle();
+    kept.file.name = model.name();
+    kept.file.size = model.size() != 0 ? model.size() : model.model_file().size();
+    // Over the bound the model is still listed, only without its bytes (as when the shim
+    // does not ship a large file).
+    if (model_bytes_ + model.model_file().size() <= limits_.max_model_bytes_per_process) {
+      kept.file.bytes = model.model_file();
+      model_bytes_ += model.model_file().size();
+    }
+    models_.push_back(std::move(kept));
+  }
+  // Counters are cumulative for the process: the largest value seen is the latest, whatever
+  // the order in which batches were numbered.
+  const nrtprof::DropCounters& d = batch.drops();
+  shim_drops_.set_ring_full(std::max(shim_drops_.ring_full(), d.ring_full()));
+  shim_drops_.set_daemon_away(std::max(shim_drops_.daemon_away(), d.daemon_away()));
+  shim_drops_.set_spool_full(std::max(shim_drops_.spool_full(), d.spool_full()));
+  shim_drops_.set_device_overwritten(
+      std::max(shim_drops_.device_overwritten(), d.device_overwritten()));
+  shim_drops_.set_oversized(std::max(shim_drops_.oversized(), d.oversized()));
+  if (batch.clock().monotonic_ns() != 0 && batch.clock().realtime_ns() != 0) {
+    realtime_offset_ns_ =
+        static_cast<int64_t>(batch.clock().realtime_ns() - batch.clock().monotonic_ns());
+  }
+  if (batch.final()) final_ = true;
+}
+
+void ProcessIngest::KeepHandleEvent(const IngestedEvent& e) {
+  // Over the bound, the oldest half goes: recent allocations are the ones still likely live.
+  // A call on a handle whose allocation was forgotten is matched as of unknown placement.
+  if (handle_events_.size() >= limits_.max_handle_events_per_process) {
+    handle_events_.erase(handle_events_.begin(),
+                         handle_events_.begin() + handle_events_.size() / 2);
+  }
+  handle_events_.push_back(e);
+}
+
+void ProcessIngest::KeepClockSync(const ClockSyncPoint& sync) {
+  // Over the bound, every other point goes: the points still span the whole stream, which is
+  // what nearest-point mapping needs, only less densely.
+  if (clock_syncs_.size() >= limits_.max_clock_syncs_per_process) {
+    size_t kept = 0;
+    for (size_t i = 0; i < clock_syncs_.size(); i += 2) clock_syncs_[kept++] = clock_syncs_[i];
+    clock_syncs_.resize(kept);
+  }
+  clock_syncs_.push_back(sync);
+}
+
+DropCounts ProcessIngest::drops() const {
+  DropCounts d;
+  d.ring_full = shim_drops_.ring_full();
+  d.daemon_away = shim_drops_.daemon_away();
+  d.spool_full = shim_drops_.spool_full();
+  d.device_overwritten = shim_drops_.device_overwritten();
+  d.oversized = shim_drops_.oversized();
+  d.daemon_overflow = daemon_overflow_;
+  return d;
+}
+
+void ProcessIngest::BeginCapture() {
+  if (capturing_) return;
+  capturing_ = true;
+  events_.clear();
+  drops_at_begin_ = drops();
+  received_at_begin_ = events_received_;
+  missing_at_begin_ = batches_missing_;
+}
+
+ProcessCapture ProcessIngest::TakeCapture() {
+  ProcessCapture c;
+  c.hello = hello_;
+  c.strings = strings_;
+  c.stacks = stacks_;
+  c.events = std::move(events_);
+  events_.clear();
+  c.handle_events = handle_events_;
+  c.clock_syncs = clock_syncs_;
+  c.models = models_;
+  if (capturing_) {
+    c.drops = Subtract(drops(), drops_at_begin_);
+    c.events_received = events_received_ - received_at_begin_;
+    c.batches_missing = batches_missing_ - missing_at_begin_;
+  }
+  c.realtime_offset_ns = realtime_offset_ns_;
+  c.final = final_;
+  capturing_ = false;
+  return c;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,171 @@
+// Ingest: the daemon's state for one shim stream (one profiled process). It checks each
+// EventBatch, resolves nothing yet but keeps the stream's interning tables, turns wire events
+// into compact records, and keeps what the correlator needs for the capture the process is in:
+// clock sync points, loaded models, the tensor and model handles it allocated, drop counters.
+//
+// Used by CollectorCore, which feeds it the messages of one stream and decides when a capture
+// begins and ends for the process (BeginCapture / TakeCapture). A malformed batch is refused
+// whole with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED over a bound) and changes nothing.
+//
+// Not thread-safe: the caller serializes calls for one stream.
+#ifndef NRTPROF_DAEMON_INGEST_H_
+#define NRTPROF_DAEMON_INGEST_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/trace_model.h"
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::daemon {
+
+// Bounds on what one process may make the daemon keep. Beyond max_events_per_capture, events
+// are counted as dropped (DropCounts::daemon_overflow); beyond the other bounds a batch is
+// refused (RESOURCE_EXHAUSTED), except model files, whose bytes are then not kept.
+struct IngestLimits {
+  uint64_t max_events_per_process = 2'000'000;
+  uint64_t max_strings_per_process = 1'000'000;
+  uint64_t max_string_bytes = 64 * 1024;                   // one interned string
+  uint64_t max_interned_bytes_per_process = 256ull << 20;  // all of them
+  uint32_t max_stack_frames = 1024;
+  uint64_t max_model_bytes_per_process = 1ull << 30;
+  uint64_t max_clock_syncs_per_process = 1 << 16;
+  uint64_t max_handle_events_per_process = 1 << 20;
+};
+
+// One wire Event, without protobuf's overhead. Strings stay interned ids of the stream.
+struct IngestedEvent {
+  nrtprof::EventKind kind = nrtprof::EVENT_KIND_UNSPECIFIED;
+  uint32_t tid = 0;
+  uint32_t name_iid = 0;
+  uint32_t stack_iid = 0;
+  uint32_t depth = 0;
+  uint32_t model_name_iid = 0;
+  uint32_t engine_iid = 0;
+  uint32_t tensor_name_iid = 0;
+  uint32_t repeat = 0;
+  int32_t status = 0;
+  int32_t nc_idx = -1;
+  int32_t placement = 0;
+  uint64_t start_ns = 0;
+  uint64_t duration_ns = 0;
+  uint64_t correlation_id = 0;
+  uint64_t bytes = 0;
+  uint64_t model_handle = 0;
+  uint64_t tensor_handle = 0;
+  uint64_t tensor_handle2 = 0;
+  uint64_t device_id = 0;
+  uint64_t device_parent_id = 0;
+  uint64_t exec_id = 0;
+};
+
+struct ClockSyncPoint {
+  int32_t nc_idx = 0;
+  uint64_t device_ns = 0;
+  uint64_t host_ns = 0;  // CLOCK_MONOTONIC at the same instant
+};
+
+struct IngestedModel {
+  uint64_t model_handle = 0;
+  LoadedModelFile file;
+};
+
+// What one process contributed to one capture: the input of the correlator.
+struct ProcessCapture {
+  nrtprof::Hello hello;
+  std::unordered_map<uint32_t, std::string> strings;           // the stream's, whole
+  std::unordered_map<uint32_t, std::vector<uint32_t>> stacks;  // iid -> frame string iids
+  std::vector<IngestedEvent> events;  // received during the capture, in arrival order
+  // nrt_load / nrt_tensor_allocate / nrt_tensor_free calls since the stream began, also from
+  // before the capture: the correlator needs a handle's placement even when it was allocated
+  // earlier.
+  std::vector<IngestedEvent> handle_events;
+  std::vector<ClockSyncPoint> clock_syncs;  // since the stream began
+  std::vector<IngestedModel> models;        // since the stream began
+  DropCounts drops;                         // lost during the capture
+  uint64_t events_received = 0;             // during the capture, kept or not
+  uint64_t batches_missing = 0;             // sequence gaps during the capture
+  // CLOCK_REALTIME - CLOCK_MONOTONIC from the latest clock sample; 0 if none came.
+  int64_t realtime_offset_ns = 0;
+  bool final = false;  // the process said it was exiting
+};
+
+class ProcessIngest {
+ public:
+  // A Hello the daemon can accept: a pid, strings of sane length.
+  static absl::Status ValidateHello(const nrtprof::Hello& hello);
+
+  // `hello` must have passed ValidateHello.
+  ProcessIngest(const nrtprof::Hello& hello, const IngestLimits& limits);
+  ProcessIngest(const ProcessIngest&) = delete;
+  ProcessIngest& operator=(const ProcessIngest&) = delete;
+
+  // Takes one batch. Returns the sequence to acknowledge: every batch up to it is stored.
+  // A batch numbered at or below the last accepted one is a duplicate (a replay): it is
+  // ignored and acknowledged again. A batch numbered past the next one is accepted; the
+  // numbers skipped are counted in batches_missing (their events are lost, how many is
+  // unknown). A malformed batch returns an error and changes nothing.
+  absl::StatusOr<uint64_t> OnBatch(const nrtprof::EventBatch& batch);
+
+  // From now on the process's events are kept for a capture (until TakeCapture). Events that
+  // arrive while no capture is in progress are counted (events_outside_capture) and dropped:
+  // no capture wanted them.
+  void BeginCapture();
+  bool capturing() const { return capturing_; }
+  // Ends the capture for this process and hands over what it collected.
+  ProcessCapture TakeCapture();
+
+  const nrtprof::Hello& hello() const { return hello_; }
+  bool final() const { return final_; }
+  uint64_t last_sequence() const { return last_sequence_; }
+  uint64_t events_received() const { return events_received_; }  // since the stream began
+  uint64_t events_outside_capture() const { return events_outside_capture_; }
+  uint64_t batches_missing() const { return batches_missing_; }
+  // Cumulative since the stream began: the shim's counters plus the daemon's own.
+  DropCounts drops() const;
+
+ private:
+  absl::Status Validate(const nrtprof::EventBatch& batch) const;
+  void Apply(const nrtprof::EventBatch& batch);
+  void KeepHandleEvent(const IngestedEvent& e);
+  void KeepClockSync(const ClockSyncPoint& sync);
+
+  const nrtprof::Hello hello_;
+  const IngestLimits limits_;
+  std::unordered_map<uint32_t, std::string> strings_;
+  uint64_t interned_bytes_ = 0;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> stacks_;
+  uint64_t last_sequence_ = 0;
+  uint64_t events_received_ = 0;
+  uint64_t events_outside_capture_ = 0;
+  uint64_t batches_missing_ = 0;
+  nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
+  uint64_t daemon_overflow_ = 0;
+  std::vector<ClockSyncPoint> clock_syncs_;
+  std::vector<IngestedEvent> handle_events_;
+  std::vector<IngestedModel> models_;
+  uint64_t model_bytes_ = 0;
+  int64_t realtime_offset_ns_ = 0;
+  bool final_ = false;
+
+  // The capture in progress, if capturing_.
+  bool capturing_ = false;
+  std::vector<IngestedEvent> events_;
+  DropCounts drops_at_begin_;
+  uint64_t received_at_begin_ = 0;
+  uint64_t missing_at_begin_ = 0;
+};
+
+// The libnrt functions whose handles the correlator tracks.
+inline constexpr char kNrtLoad[] = "nrt_load";
+inline constexpr char kNrtLoadCollectives[] = "nrt_load_collectives";
+inline constexpr char kNrtTensorAllocate[] = "nrt_tensor_allocate";
+inline constexpr char kNrtTensorFree[] = "nrt_tensor_free";
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_INGEST_H_

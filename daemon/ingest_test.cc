@@ -1,0 +1,255 @@
+#include "daemon/ingest.h"
+
+#include <functional>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+nrtprof::Hello TestHello() {
+  nrtprof::Hello hello;
+  hello.set_pid(42);
+  hello.set_executable("/bin/app");
+  return hello;
+}
+
+void AddString(nrtprof::EventBatch* batch, uint32_t iid, const std::string& value) {
+  nrtprof::InternedString* s = batch->add_strings();
+  s->set_iid(iid);
+  s->set_value(value);
+}
+
+nrtprof::Event* AddCall(nrtprof::EventBatch* batch, uint32_t name_iid, uint64_t start) {
+  nrtprof::Event* e = batch->add_events();
+  e->set_kind(nrtprof::EVENT_API_CALL);
+  e->set_name_iid(name_iid);
+  e->set_start_ns(start);
+  e->set_duration_ns(10);
+  e->set_tid(7);
+  e->set_nc_idx(-1);
+  return e;
+}
+
+TEST(IngestTest, StringsArriveOnceAndLaterBatchesUseThem) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b1;
+  b1.set_sequence(1);
+  AddString(&b1, 1, "nrt_execute");
+  AddCall(&b1, 1, 100);
+  ASSERT_EQ(in.OnBatch(b1).value(), 1u);
+  nrtprof::EventBatch b2;
+  b2.set_sequence(2);
+  AddCall(&b2, 1, 200);  // no string: defined in batch 1
+  ASSERT_EQ(in.OnBatch(b2).value(), 2u);
+
+  ProcessCapture c = in.TakeCapture();
+  ASSERT_EQ(c.events.size(), 2u);
+  EXPECT_EQ(c.strings.at(c.events[1].name_iid), "nrt_execute");
+  EXPECT_EQ(c.events_received, 2u);
+}
+
+TEST(IngestTest, UnknownStringIdRefusesTheWholeBatch) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_execute");
+  AddCall(&b, 1, 100);
+  AddCall(&b, 9, 200);  // 9 was never defined
+  absl::StatusOr<uint64_t> ack = in.OnBatch(b);
+  ASSERT_EQ(ack.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ack.status().message().find("unknown string id 9"), std::string::npos) << ack.status();
+  // Nothing of it was kept, not even its good parts, and the sequence did not advance.
+  EXPECT_EQ(in.last_sequence(), 0u);
+  EXPECT_TRUE(in.TakeCapture().events.empty());
+}
+
+TEST(IngestTest, DuplicateBatchIsIgnoredButAcked) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_execute");
+  AddCall(&b, 1, 100);
+  ASSERT_EQ(in.OnBatch(b).value(), 1u);
+  ASSERT_EQ(in.OnBatch(b).value(), 1u);  // replayed
+  nrtprof::EventBatch b2;
+  b2.set_sequence(2);
+  AddCall(&b2, 1, 200);
+  ASSERT_EQ(in.OnBatch(b2).value(), 2u);
+  ASSERT_EQ(in.OnBatch(b).value(), 2u);  // an older one replayed: acks the latest
+  EXPECT_EQ(in.TakeCapture().events.size(), 2u);
+}
+
+TEST(IngestTest, GapIsAcceptedAndCounted) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_execute");
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  nrtprof::EventBatch b4;
+  b4.set_sequence(4);
+  AddCall(&b4, 1, 100);
+  ASSERT_EQ(in.OnBatch(b4).value(), 4u);
+  EXPECT_EQ(in.batches_missing(), 2u);
+  ProcessCapture c = in.TakeCapture();
+  EXPECT_EQ(c.events.size(), 1u);
+  EXPECT_EQ(c.batches_missing, 2u);
+}
+
+TEST(IngestTest, MalformedInputGetsClearErrors) {
+  struct Case {
+    const char* what;
+    std::function<void(nrtprof::EventBatch*)> make;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"sequence 0", [](nrtprof::EventBatch* b) { b->set_sequence(0); }, "sequence 0"},
+      {"string id 0", [](nrtprof::EventBatch* b) { AddString(b, 0, "x"); }, "id 0"},
+      {"huge string", [](nrtprof::EventBatch* b) { AddString(b, 2, std::string(100 * 1024, 'x')); },
+       "102400 bytes"},
+      {"redefined string", [](nrtprof::EventBatch* b) { AddString(b, 1, "other"); }, "redefined"},
+      {"unknown kind",
+       [](nrtprof::EventBatch* b) {
+         AddCall(b, 1, 0)->set_kind(static_cast<nrtprof::EventKind>(77));
+       },
+       "unknown kind 77"},
+      {"no name", [](nrtprof::EventBatch* b) { AddCall(b, 0, 0); }, "no name"},
+      {"absurd duration", [](nrtprof::EventBatch* b) { AddCall(b, 1, 0)->set_duration_ns(~0ull); },
+       "not a plausible time span"},
+      {"bad NeuronCore", [](nrtprof::EventBatch* b) { AddCall(b, 1, 0)->set_nc_idx(-5); },
+       "NeuronCore -5"},
+      {"unknown stack", [](nrtprof::EventBatch* b) { AddCall(b, 1, 0)->set_stack_iid(3); },
+       "unknown stack"},
+      {"stack with unknown frame",
+       [](nrtprof::EventBatch* b) {
+         nrtprof::InternedStack* s = b->add_stacks();
+         s->set_iid(1);
+         s->add_frame_iids(99);
+       },
+       "unknown string 99"},
+  };
+  for (const Case& c : cases) {
+    ProcessIngest in(TestHello(), IngestLimits());
+    in.BeginCapture();
+    nrtprof::EventBatch first;
+    first.set_sequence(1);
+    AddString(&first, 1, "nrt_execute");
+    ASSERT_TRUE(in.OnBatch(first).ok());
+    nrtprof::EventBatch b;
+    b.set_sequence(2);
+    c.make(&b);
+    absl::StatusOr<uint64_t> ack = in.OnBatch(b);
+    EXPECT_EQ(ack.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_NE(ack.status().message().find(c.message), std::string::npos)
+        << c.what << ": " << ack.status();
+    EXPECT_EQ(in.last_sequence(), 1u) << c.what;
+  }
+}
+
+TEST(IngestTest, TooManyStringsIsResourceExhausted) {
+  IngestLimits limits;
+  limits.max_strings_per_process = 2;
+  ProcessIngest in(TestHello(), limits);
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "a");
+  AddString(&b, 2, "b");
+  AddString(&b, 3, "c");
+  EXPECT_EQ(in.OnBatch(b).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(IngestTest, HelloNeedsAPid) {
+  nrtprof::Hello hello;
+  EXPECT_EQ(ProcessIngest::ValidateHello(hello).code(), absl::StatusCode::kInvalidArgument);
+  hello.set_pid(1);
+  EXPECT_TRUE(ProcessIngest::ValidateHello(hello).ok());
+  hello.set_executable(std::string(10000, 'x'));
+  EXPECT_EQ(ProcessIngest::ValidateHello(hello).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(IngestTest, EventsOverTheBoundAreCountedAsDaemonOverflow) {
+  IngestLimits limits;
+  limits.max_events_per_process = 3;
+  ProcessIngest in(TestHello(), limits);
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_execute");
+  for (int i = 0; i < 5; ++i) AddCall(&b, 1, 100 * i);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  EXPECT_EQ(in.drops().daemon_overflow, 2u);
+  ProcessCapture c = in.TakeCapture();
+  EXPECT_EQ(c.events.size(), 3u);
+  EXPECT_EQ(c.drops.daemon_overflow, 2u);
+  EXPECT_EQ(c.events_received, 5u);
+}
+
+TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  nrtprof::EventBatch b1;
+  b1.set_sequence(1);
+  b1.mutable_drops()->set_ring_full(5);  // before the capture
+  ASSERT_TRUE(in.OnBatch(b1).ok());
+  in.BeginCapture();
+  nrtprof::EventBatch b2;
+  b2.set_sequence(2);
+  b2.mutable_drops()->set_ring_full(8);
+  b2.mutable_drops()->set_device_overwritten(3);
+  ASSERT_TRUE(in.OnBatch(b2).ok());
+  nrtprof::EventBatch b3;
+  b3.set_sequence(3);  // counters absent: they stay as they were
+  ASSERT_TRUE(in.OnBatch(b3).ok());
+  EXPECT_EQ(in.drops().ring_full, 8u);
+  ProcessCapture c = in.TakeCapture();
+  EXPECT_EQ(c.drops.ring_full, 3u);  // only what was lost during the capture
+  EXPECT_EQ(c.drops.device_overwritten, 3u);
+}
+
+TEST(IngestTest, EventsOutsideACaptureAreNotKeptButHandlesAre) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_tensor_allocate");
+  AddString(&b, 2, "nrt_execute");
+  nrtprof::Event* alloc = AddCall(&b, 1, 100);
+  alloc->set_tensor_handle(0xabc);
+  AddCall(&b, 2, 200);
+  nrtprof::DeviceClockSync* sync = b.add_clock_syncs();
+  sync->set_nc_idx(0);
+  sync->set_device_ns(5000);
+  sync->set_host_monotonic_ns(100);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  EXPECT_EQ(in.events_outside_capture(), 2u);
+  in.BeginCapture();
+  ProcessCapture c = in.TakeCapture();
+  EXPECT_TRUE(c.events.empty());
+  ASSERT_EQ(c.handle_events.size(), 1u);
+  EXPECT_EQ(c.handle_events[0].tensor_handle, 0xabcu);
+  EXPECT_EQ(c.clock_syncs.size(), 1u);
+}
+
+TEST(IngestTest, FinalAndModels) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  b.set_final(true);
+  nrtprof::LoadedModel* m = b.add_models();
+  m->set_model_handle(7);
+  m->set_model_file("NEFF");
+  m->set_name("aten_mul");
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  EXPECT_TRUE(in.final());
+  ProcessCapture c = in.TakeCapture();
+  ASSERT_EQ(c.models.size(), 1u);
+  EXPECT_EQ(c.models[0].file.bytes, "NEFF");
+  EXPECT_EQ(c.models[0].file.size, 4u);
+  EXPECT_TRUE(c.final);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

@@ -1,0 +1,338 @@
+#include "daemon/nrtprofd_main.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/address.h"
+#include "daemon/artifact_writer.h"
+#include "daemon/chrome_json_writer.h"
+#include "daemon/collector_core.h"
+#include "daemon/collector_service.h"
+#include "daemon/control_service.h"
+#include "daemon/perfetto_writer.h"
+#include "daemon/summary.h"
+#include "daemon/trace_sink.h"
+#include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "unix socket to listen on, as PATH or unix:PATH (default "
+          "/tmp/nrtprof-UID/nrtprofd.sock)");
+ABSL_FLAG(std::string, output_root, "nrtprof-captures",
+          "folder for the captures that name no folder of their own (each in output_root/ID)");
+ABSL_FLAG(int, ready_fd, -1, "file descriptor to write \"ready\\n\" to once listening");
+ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
+          "events kept per process and capture; beyond it they are counted as dropped "
+          "(daemon_overflow)");
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+constexpr char kUsage[] =
+    "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
+    "[--max_events_per_process N]";
+// How long a capture still in progress at SIGTERM waits for its processes' last events.
+constexpr uint32_t kShutdownWaitMs = 1000;
+constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+
+struct StartError {
+  std::string message;
+  int exit_code;
+};
+
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;
+  return absl::StrCat(cwd, "/", path);
+}
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Sets the flags from argv through absl's flag registry, so that a bad flag is one line and
+// exit code 2 (absl::ParseCommandLine would exit 1).
+bool ParseFlags(int argc, char** argv, std::string* error) {
+  static const std::set<std::string> kFlags = {"socket", "output_root", "ready_fd",
+                                               "max_events_per_process"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
+      *error = "";
+      return false;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      *error = absl::StrCat("unexpected argument '", arg, "'; ", kUsage);
+      return false;
+    }
+    arg = arg.substr(arg[1] == '-' ? 2 : 1);
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    absl::CommandLineFlag* flag =
+        kFlags.count(name) != 0 ? absl::FindCommandLineFlag(name) : nullptr;
+    if (flag == nullptr) {
+      *error = absl::StrCat("unknown flag --", name, "; ", kUsage);
+      return false;
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      value = argv[++i];
+    } else {
+      *error = absl::StrCat("--", name, " needs a value");
+      return false;
+    }
+    std::string why;
+    if (!flag->ParseFrom(value, &why)) {
+      *error = absl::StrCat("bad value '", value, "' for --", name, ": ", why);
+      return false;
+    }
+  }
+  if (absl::GetFlag(FLAGS_ready_fd) < -1) {
+    *error = "--ready_fd must be a file descriptor";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
+    *error = "--max_events_per_process must be at least 1";
+    return false;
+  }
+  return true;
+}
+
+// The socket's path from --socket: PATH, unix:PATH or unix://PATH; relative paths from the
+// current folder.
+bool SocketPath(std::string* path, std::string* error) {
+  const std::string flag = absl::GetFlag(FLAGS_socket);
+  if (flag.empty()) {
+    *path = DefaultSocketPath();
+  } else if (flag.rfind("unix:", 0) == 0 || flag[0] == '/') {
+    *path = SocketPathOf(flag);
+  } else if (flag.find(':') == std::string::npos) {
+    *path = flag;
+  } else {
+    *error = absl::StrCat("--socket '", flag, "' is not a unix socket (PATH or unix:PATH)");
+    return false;
+  }
+  *path = Absolute(*path);
+  if (path->empty() || path->back() == '/') {
+    *error = absl::StrCat("--socket '", flag, "' names no socket file");
+    return false;
+  }
+  if (path->size() > kMaxSocketPath) {
+    *error = absl::StrCat("socket path ", *path, " is longer than ", kMaxSocketPath, " bytes");
+    return false;
+  }
+  return true;
+}
+
+// The socket's folder: made 0770 if missing. The default one, in /tmp, must be ours: another
+// user could otherwise make it first and receive every process's events.
+absl::Status PrepareSocketFolder(const std::string& socket, bool is_default) {
+  const std::string folder = Parent(socket);
+  struct stat st;
+  if (lstat(folder.c_str(), &st) != 0) {
+    if (mkdir(folder.c_str(), 0770) != 0 && errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create folder ", folder, ": ", strerror(errno)));
+    }
+    chmod(folder.c_str(), 0770);  // whatever the umask
+    if (lstat(folder.c_str(), &st) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot use folder ", folder));
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(folder, " is not a folder"));
+  }
+  if (is_default && st.st_uid != getuid()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(folder, " belongs to another user; remove it or choose --socket"));
+  }
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write in folder ", folder, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Refuses a socket another daemon listens on; removes a stale one (nobody listening).
+absl::Status ClaimSocket(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " exists and is not a socket; remove it or choose --socket"));
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int connect_errno = errno;
+  close(fd);
+  if (connected == 0) {
+    return absl::AlreadyExistsError(absl::StrCat("another nrtprofd is already listening on ", path,
+                                                 "; stop it or choose --socket"));
+  }
+  if (connect_errno != ECONNREFUSED) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot check socket ", path, ": ", strerror(connect_errno)));
+  }
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot remove stale socket ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareOutputRoot(const std::string& root) {
+  for (size_t slash = root.find('/', 1);; slash = root.find('/', slash + 1)) {
+    const std::string prefix = root.substr(0, slash);
+    if (mkdir(prefix.c_str(), 0750) != 0 && errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create output folder ", prefix, ": ", strerror(errno)));
+    }
+    if (slash == std::string::npos) break;
+  }
+  struct stat st;
+  if (stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("output root ", root, " is not a folder"));
+  }
+  if (access(root.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write in output folder ", root, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<TraceSink> ProductionSink() {
+  std::vector<std::unique_ptr<TraceSink>> sinks;
+  sinks.push_back(std::make_unique<PerfettoWriter>());
+  sinks.push_back(std::make_unique<ChromeJsonWriter>());
+  sinks.push_back(std::make_unique<SummarySink>());
+  sinks.push_back(std::make_unique<ArtifactWriter>());
+  return std::make_unique<CompositeSink>(std::move(sinks));
+}
+
+int Fail(const std::string& message, int code) {
+  fprintf(stderr, "nrtprofd: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int NrtprofdMain(int argc, char** argv) {
+  // Before any thread exists, so every thread inherits the mask and the signals wait for
+  // sigwait below. A shim that goes away mid-write must not kill the daemon.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string error;
+  if (!ParseFlags(argc, argv, &error)) {
+    if (error.empty()) {  // --help
+      printf(
+          "%s\n\n  --socket PATH                  unix socket (default %s)\n"
+          "  --output_root DIR              captures without a folder of their own go to "
+          "DIR/ID (default ./nrtprof-captures)\n"
+          "  --ready_fd N                   write \"ready\\n\" to fd N once listening\n"
+          "  --max_events_per_process N     events kept per process and capture (default "
+          "2000000)\n",
+          kUsage, DefaultSocketPath().c_str());
+      return 0;
+    }
+    return Fail(error, 2);
+  }
+  std::string socket_path;
+  if (!SocketPath(&socket_path, &error)) return Fail(error, 2);
+  const std::string output_root = Absolute(absl::GetFlag(FLAGS_output_root));
+  if (output_root.empty()) return Fail("--output_root must not be empty", 2);
+
+  if (absl::Status s = PrepareSocketFolder(socket_path, absl::GetFlag(FLAGS_socket).empty());
+      !s.ok()) {
+    return Fail(std::string(s.message()), 1);
+  }
+  if (absl::Status s = ClaimSocket(socket_path); !s.ok()) return Fail(std::string(s.message()), 1);
+  if (absl::Status s = PrepareOutputRoot(output_root); !s.ok()) {
+    return Fail(std::string(s.message()), 1);
+  }
+
+  CollectorOptions options;
+  options.address = "unix:" + socket_path;
+  options.output_root = output_root;
+  options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
+  options.daemon_version = kVersion;
+  std::unique_ptr<TraceSink> sink = ProductionSink();
+  CollectorCore core(options, sink.get(), SystemClock());
+  CollectorService collector(&core);
+  ControlService control(&core);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials());
+  builder.RegisterService(&collector);
+  builder.RegisterService(&control);
+  builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
+  // Owner and group only, from the moment the socket exists (the chmod after is for umasks
+  // that remove group bits).
+  const mode_t old_umask = umask(0117);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  umask(old_umask);
+  if (server == nullptr) return Fail(absl::StrCat("cannot listen on ", socket_path), 1);
+  if (chmod(socket_path.c_str(), 0660) != 0) {
+    server->Shutdown();
+    return Fail(absl::StrCat("cannot set the permissions of ", socket_path, ": ", strerror(errno)),
+                1);
+  }
+
+  if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
+    const char ready[] = "ready\n";
+    if (write(fd, ready, sizeof(ready) - 1) != sizeof(ready) - 1) {
+      fprintf(stderr, "nrtprofd: cannot write to --ready_fd %d: %s\n", fd, strerror(errno));
+    }
+    close(fd);
+  }
+  if (isatty(STDERR_FILENO)) {
+    fprintf(stderr, "nrtprofd %s: listening on %s; captures go to %s\n", kVersion,
+            options.address.c_str(), output_root.c_str());
+  }
+
+  int signal_number = 0;
+  while (sigwait(&stop_signals, &signal_number) != 0) {
+  }
+  // Captures first, while the shims can still deliver their last events; then the streams.
+  const absl::Status written = core.Shutdown(kShutdownWaitMs);
+  server->Shutdown(std::chrono::system_clock::now());
+  server->Wait();
+  unlink(socket_path.c_str());
+  if (!written.ok()) {
+    return Fail(absl::StrCat("a capture in progress could not be written: ", written.message()), 1);
+  }
+  return 0;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,33 @@
+// Writes a capture as `trace.pftrace`, a Perfetto trace that opens in the Perfetto UI with the
+// Neuron profiler's three lanes: per process, each host thread with its "framework" and
+// "runtime" tracks, and each NeuronCore with its "executions" and "DMA" tracks, flow arrows
+// from each framework range through the runtime call to the device work it caused, and an
+// "nrtprof capture" instant on the process track that carries the capture id and the
+// process's drop counters. docs/trace_format.md ("trace.pftrace") is the full layout.
+//
+// Thread-safe: keeps no state between calls; Write() may run for several captures at once.
+#ifndef NRTPROF_DAEMON_PERFETTO_WRITER_H_
+#define NRTPROF_DAEMON_PERFETTO_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/trace_sink.h"
+
+namespace nrtprof::daemon {
+
+class PerfettoWriter : public TraceSink {
+ public:
+  static constexpr const char* kFileName = "trace.pftrace";
+
+  // The one trusted_packet_sequence_id of every packet in the file.
+  static constexpr uint32_t kSequenceId = 1;
+
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override;
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_PERFETTO_WRITER_H_

@@ -1,0 +1,657 @@
+#include "daemon/summary.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "daemon/atomic_file.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// ---- Computing -------------------------------------------------------------------------
+
+bool CountsAsDeviceTime(const DeviceEvent& d) {
+  // Executions and host-initiated transfers; the ops and DMA inside an execution are already
+  // in its time.
+  return d.parent == 0 &&
+         (d.kind == DeviceEventKind::kExecution || d.kind == DeviceEventKind::kDma);
+}
+
+void AddDrops(const DropCounts& from, DropCounts* to) {
+  to->ring_full += from.ring_full;
+  to->daemon_away += from.daemon_away;
+  to->spool_full += from.spool_full;
+  to->device_overwritten += from.device_overwritten;
+  to->oversized += from.oversized;
+  to->daemon_overflow += from.daemon_overflow;
+  to->no_clock_sync += from.no_clock_sync;
+}
+
+void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
+                      Summary* summary) {
+  std::unordered_map<uint64_t, const RangeEvent*> range_by_id;
+  for (const RangeEvent& r : p.ranges) range_by_id[r.id] = &r;
+  auto row = [&](const std::string& name) -> SummaryRow& {
+    SummaryRow& r = (*rows)[name];
+    r.name = name;
+    return r;
+  };
+
+  std::unordered_map<uint64_t, uint64_t> children_ns;  // range id -> its direct children's time
+  for (const RangeEvent& r : p.ranges) {
+    if (r.parent_range != 0) children_ns[r.parent_range] += r.duration_ns;
+  }
+  for (const RangeEvent& r : p.ranges) {
+    SummaryRow& out = row(r.name);
+    ++out.calls;
+    const uint64_t children = children_ns[r.id];
+    out.self_cpu_ns += r.duration_ns > children ? r.duration_ns - children : 0;
+    bool inside_same_name = false;
+    for (auto it = range_by_id.find(r.parent_range); it != range_by_id.end();
+         it = range_by_id.find(it->second->parent_range)) {
+      if (it->second->name == r.name) {
+        inside_same_name = true;
+        break;
+      }
+    }
+    if (!inside_same_name) out.cpu_total_ns += r.duration_ns;
+  }
+
+  std::unordered_map<uint64_t, const ApiCall*> call_by_id;
+  for (const ApiCall& c : p.calls) {
+    call_by_id[c.correlation_id] = &c;
+    if (c.range != 0 && range_by_id.count(c.range) != 0) continue;
+    SummaryRow& out = row(c.name);
+    ++out.calls;
+    out.self_cpu_ns += c.duration_ns;
+    out.cpu_total_ns += c.duration_ns;
+  }
+
+  for (const DeviceEvent& d : p.device) {
+    if (!CountsAsDeviceTime(d)) continue;
+    auto call = call_by_id.find(d.correlation_id);
+    if (d.correlation_id == 0 || call == call_by_id.end()) {
+      ++summary->uncorrelated_device_events;
+      summary->uncorrelated_device_ns += d.duration_ns;
+      continue;
+    }
+    auto range = range_by_id.find(call->second->range);
+    if (range == range_by_id.end()) {
+      SummaryRow& out = row(call->second->name);
+      out.self_device_ns += d.duration_ns;
+      out.device_total_ns += d.duration_ns;
+      continue;
+    }
+    row(range->second->name).self_device_ns += d.duration_ns;
+    std::set<std::string> charged;  // once per row, however many ranges of a name enclose it
+    for (; range != range_by_id.end(); range = range_by_id.find(range->second->parent_range)) {
+      if (charged.insert(range->second->name).second) {
+        row(range->second->name).device_total_ns += d.duration_ns;
+      }
+    }
+  }
+  AddDrops(p.drops, &summary->drops);
+}
+
+// ---- Formatting ------------------------------------------------------------------------
+
+std::vector<SummaryRow> Sorted(const Summary& s, SummarySortKey key, int limit) {
+  std::vector<SummaryRow> rows = s.rows;
+  auto value = [key](const SummaryRow& r) -> uint64_t {
+    switch (key) {
+      case SummarySortKey::kSelfDevice:
+        return r.self_device_ns;
+      case SummarySortKey::kDeviceTotal:
+        return r.device_total_ns;
+      case SummarySortKey::kSelfCpu:
+        return r.self_cpu_ns;
+      case SummarySortKey::kCpuTotal:
+        return r.cpu_total_ns;
+      case SummarySortKey::kCalls:
+        return r.calls;
+      case SummarySortKey::kName:
+        return 0;
+    }
+    return 0;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const SummaryRow& a, const SummaryRow& b) {
+    if (value(a) != value(b)) return value(a) > value(b);
+    return a.name < b.name;
+  });
+  if (limit > 0 && rows.size() > static_cast<size_t>(limit)) rows.resize(limit);
+  return rows;
+}
+
+uint64_t Average(uint64_t total, uint64_t count) { return count == 0 ? 0 : total / count; }
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  return absl::StrFormat("%.2f%%", whole == 0 ? 0.0 : 100.0 * part / whole);
+}
+
+std::string DropsDetail(const DropCounts& d) {
+  std::vector<std::string> parts;
+  for (auto [name, n] : std::initializer_list<std::pair<const char*, uint64_t>>{
+           {"ring_full", d.ring_full},
+           {"daemon_away", d.daemon_away},
+           {"spool_full", d.spool_full},
+           {"device_overwritten", d.device_overwritten},
+           {"oversized", d.oversized},
+           {"daemon_overflow", d.daemon_overflow},
+           {"no_clock_sync", d.no_clock_sync}}) {
+    if (n != 0) parts.push_back(absl::StrCat(name, " ", n));
+  }
+  return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+}
+
+std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
+  // PyTorch's layout: right-aligned columns two spaces apart, dashed rules, the name column as
+  // wide as the longest name plus 4, at most 55 (longer names end in "...").
+  constexpr size_t kMaxNameWidth = 55;
+  size_t name_width = 4;
+  for (const SummaryRow& r : rows) name_width = std::max(name_width, r.name.size());
+  name_width = std::min(name_width + 4, kMaxNameWidth);
+  const std::vector<std::string> headers = {
+      "Name",          "Self CPU",     "CPU total",       "Self NEURON",
+      "Self NEURON %", "NEURON total", "NEURON time avg", "# of Calls"};
+  std::vector<size_t> widths = {name_width};
+  for (size_t i = 1; i < headers.size(); ++i)
+    widths.push_back(std::max<size_t>(12, headers[i].size()));
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::vector<std::string> padded;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      padded.push_back(
+          std::string(widths[i] > cells[i].size() ? widths[i] - cells[i].size() : 0, ' ') +
+          cells[i]);
+    }
+    return absl::StrCat(absl::StrJoin(padded, "  "), "\n");
+  };
+  std::vector<std::string> dashes;
+  for (size_t w : widths) dashes.push_back(std::string(w, '-'));
+  const std::string rule = line(dashes);
+
+  std::string out = rule + line(headers) + rule;
+  for (const SummaryRow& r : rows) {
+    std::string name = r.name;
+    if (name.size() > name_width) name = name.substr(0, name_width - 3) + "...";
+    out +=
+        line({name, FormatDuration(r.self_cpu_ns), FormatDuration(r.cpu_total_ns),
+              FormatDuration(r.self_device_ns), Percent(r.self_device_ns, s.self_device_total_ns),
+              FormatDuration(r.device_total_ns),
+              FormatDuration(Average(r.device_total_ns, r.calls)), absl::StrCat(r.calls)});
+  }
+  out += rule;
+  absl::StrAppend(&out, "Self CPU time total: ", FormatDuration(s.self_cpu_total_ns), "\n");
+  absl::StrAppend(&out, "Self NEURON time total: ", FormatDuration(s.self_device_total_ns), "\n");
+  if (s.uncorrelated_device_events != 0) {
+    absl::StrAppend(&out, "Uncorrelated NEURON time: ", FormatDuration(s.uncorrelated_device_ns),
+                    " in ", s.uncorrelated_device_events, " device events (in no row)\n");
+  }
+  absl::StrAppend(&out, "Events dropped: ", s.drops.total(), DropsDetail(s.drops), "\n");
+  return out;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+std::string FormatCsv(const std::vector<SummaryRow>& rows) {
+  std::string out =
+      "name,self_cpu_ns,cpu_total_ns,self_device_ns,device_total_ns,device_avg_ns,calls\n";
+  for (const SummaryRow& r : rows) {
+    absl::StrAppend(&out, CsvField(r.name), ",", r.self_cpu_ns, ",", r.cpu_total_ns, ",",
+                    r.self_device_ns, ",", r.device_total_ns, ",",
+                    Average(r.device_total_ns, r.calls), ",", r.calls, "\n");
+  }
+  return out;
+}
+
+// Valid UTF-8 passes through; control characters are escaped; a byte that is not UTF-8
+// becomes U+FFFD, so the file is always valid JSON.
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = s[i];
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else {
+      const size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+      bool valid = n != 0 && i + n <= s.size();
+      for (size_t k = 1; valid && k < n; ++k) {
+        valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      }
+      if (valid && n == 3) {  // no overlong forms, no surrogates
+        const unsigned char c1 = s[i + 1];
+        valid = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+      } else if (valid && n == 4) {
+        const unsigned char c1 = s[i + 1];
+        valid = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+      }
+      if (valid) {
+        out.append(s, i, n);
+        i += n;
+      } else {
+        out += "\\ufffd";
+        ++i;
+      }
+    }
+  }
+  return out + "\"";
+}
+
+std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
+  std::string out =
+      absl::StrCat("{\n  \"capture_id\": ", JsonString(s.capture_id), ",\n  \"rows\": [");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SummaryRow& r = rows[i];
+    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", JsonString(r.name),
+                    ", \"self_cpu_ns\": ", r.self_cpu_ns, ", \"cpu_total_ns\": ", r.cpu_total_ns,
+                    ", \"self_device_ns\": ", r.self_device_ns,
+                    ", \"device_total_ns\": ", r.device_total_ns, ", \"calls\": ", r.calls, "}");
+  }
+  absl::StrAppend(&out, rows.empty() ? "],\n" : "\n  ],\n");
+  const DropCounts& d = s.drops;
+  absl::StrAppend(&out, "  \"self_cpu_total_ns\": ", s.self_cpu_total_ns,
+                  ",\n  \"self_device_total_ns\": ", s.self_device_total_ns,
+                  ",\n  \"uncorrelated_device_events\": ", s.uncorrelated_device_events,
+                  ",\n  \"uncorrelated_device_ns\": ", s.uncorrelated_device_ns,
+                  ",\n  \"events_dropped\": {\"total\": ", d.total(),
+                  ", \"ring_full\": ", d.ring_full, ", \"daemon_away\": ", d.daemon_away,
+                  ", \"spool_full\": ", d.spool_full,
+                  ", \"device_overwritten\": ", d.device_overwritten,
+                  ", \"oversized\": ", d.oversized, ", \"daemon_overflow\": ", d.daemon_overflow,
+                  ", \"no_clock_sync\": ", d.no_clock_sync, "}\n}\n");
+  return out;
+}
+
+// ---- Reading summary.json ----------------------------------------------------------------
+
+struct Json {
+  enum Type { kNull, kBool, kNumber, kString, kArray, kObject } type = kNull;
+  std::string text;  // kString: the value; kNumber: as written
+  bool boolean = false;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json* Find(absl::string_view key) const {
+    for (const auto& [k, v] : members) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
+};
+
+// A strict RFC 8259 reader, enough for what FormatJson writes (and hand-edited variants).
+class JsonReader {
+ public:
+  explicit JsonReader(absl::string_view text) : text_(text) {}
+
+  absl::StatusOr<Json> ReadDocument() {
+    Json value;
+    if (absl::Status s = Read(&value, 0); !s.ok()) return s;
+    SkipSpace();
+    if (pos_ != text_.size()) return Error("unexpected text after the document");
+    return value;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  absl::Status Error(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat("summary.json: ", what, " at byte ", pos_));
+  }
+  void SkipSpace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\r' || text_[pos_] == '\t')) {
+      ++pos_;
+    }
+  }
+  bool Consume(absl::string_view token) {
+    if (text_.substr(pos_, token.size()) != token) return false;
+    pos_ += token.size();
+    return true;
+  }
+
+  absl::Status Read(Json* out, int depth) {
+    if (depth > kMaxDepth) return Error("nesting too deep");
+    SkipSpace();
+    if (pos_ >= text_.size()) return Error("unexpected end");
+    const char c = text_[pos_];
+    if (c == '{') return ReadObject(out, depth);
+    if (c == '[') return ReadArray(out, depth);
+    if (c == '"') {
+      out->type = Json::kString;
+      return ReadString(&out->text);
+    }
+    if (Consume("true")) {
+      out->type = Json::kBool;
+      out->boolean = true;
+      return absl::OkStatus();
+    }
+    if (Consume("false")) {
+      out->type = Json::kBool;
+      return absl::OkStatus();
+    }
+    if (Consume("null")) return absl::OkStatus();
+    if (c == '-' || absl::ascii_isdigit(c)) {
+      const size_t begin = pos_;
+      while (pos_ < text_.size() &&
+             (absl::ascii_isdigit(text_[pos_]) || text_[pos_] == '-' || text_[pos_] == '+' ||
+              text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
+        ++pos_;
+      }
+      out->type = Json::kNumber;
+      out->text = std::string(text_.substr(begin, pos_ - begin));
+      return absl::OkStatus();
+    }
+    if (absl::ascii_isprint(c)) {
+      return Error(absl::StrCat("unexpected character '", std::string(1, c), "'"));
+    }
+    return Error(absl::StrFormat("unexpected byte 0x%02x", static_cast<unsigned char>(c)));
+  }
+
+  absl::Status ReadObject(Json* out, int depth) {
+    out->type = Json::kObject;
+    ++pos_;
+    SkipSpace();
+    if (Consume("}")) return absl::OkStatus();
+    while (true) {
+      SkipSpace();
+      if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a member name");
+      std::string key;
+      if (absl::Status s = ReadString(&key); !s.ok()) return s;
+      SkipSpace();
+      if (!Consume(":")) return Error("expected ':'");
+      Json value;
+      if (absl::Status s = Read(&value, depth + 1); !s.ok()) return s;
+      out->members.emplace_back(std::move(key), std::move(value));
+      SkipSpace();
+      if (Consume("}")) return absl::OkStatus();
+      if (!Consume(",")) return Error("expected ',' or '}'");
+    }
+  }
+
+  absl::Status ReadArray(Json* out, int depth) {
+    out->type = Json::kArray;
+    ++pos_;
+    SkipSpace();
+    if (Consume("]")) return absl::OkStatus();
+    while (true) {
+      Json value;
+      if (absl::Status s = Read(&value, depth + 1); !s.ok()) return s;
+      out->items.push_back(std::move(value));
+      SkipSpace();
+      if (Consume("]")) return absl::OkStatus();
+      if (!Consume(",")) return Error("expected ',' or ']'");
+    }
+  }
+
+  bool ReadHex4(uint32_t* v) {
+    if (pos_ + 4 > text_.size()) return false;
+    *v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = text_[pos_++];
+      *v <<= 4;
+      if (h >= '0' && h <= '9')
+        *v |= h - '0';
+      else if (h >= 'a' && h <= 'f')
+        *v |= h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        *v |= h - 'A' + 10;
+      else
+        return false;
+    }
+    return true;
+  }
+
+  static void AppendUtf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xc0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xe0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      *out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      *out += static_cast<char>(0xf0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      *out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+
+  absl::Status ReadString(std::string* out) {
+    ++pos_;  // the opening quote
+    while (true) {
+      if (pos_ >= text_.size()) return Error("unterminated string");
+      const char c = text_[pos_++];
+      if (c == '"') return absl::OkStatus();
+      if (static_cast<unsigned char>(c) < 0x20) return Error("control character in a string");
+      if (c != '\\') {
+        *out += c;
+        continue;
+      }
+      if (pos_ >= text_.size()) return Error("unterminated string");
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          *out += e;
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
+        case 'u': {
+          uint32_t cp;
+          if (!ReadHex4(&cp)) return Error("bad \\u escape");
+          if (cp >= 0xd800 && cp < 0xdc00) {
+            uint32_t low;
+            if (!Consume("\\u") || !ReadHex4(&low) || low < 0xdc00 || low >= 0xe000) {
+              return Error("unpaired surrogate");
+            }
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          } else if (cp >= 0xdc00 && cp < 0xe000) {
+            return Error("unpaired surrogate");
+          }
+          AppendUtf8(cp, out);
+          break;
+        }
+        default:
+          return Error("bad escape");
+      }
+    }
+  }
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+};
+
+absl::Status Count(const Json& object, const char* key, bool required, uint64_t* out) {
+  const Json* v = object.Find(key);
+  if (v == nullptr) {
+    if (!required) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("summary.json: no \"", key, "\""));
+  }
+  if (v->type != Json::kNumber || !absl::SimpleAtoi(v->text, out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("summary.json: \"", key, "\" is not a non-negative integer"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SummarySortKey> ParseSummarySortKey(absl::string_view key) {
+  if (key == "self_device") return SummarySortKey::kSelfDevice;
+  if (key == "device_total") return SummarySortKey::kDeviceTotal;
+  if (key == "self_cpu") return SummarySortKey::kSelfCpu;
+  if (key == "cpu_total") return SummarySortKey::kCpuTotal;
+  if (key == "calls") return SummarySortKey::kCalls;
+  if (key == "name") return SummarySortKey::kName;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown sort key '", key,
+                   "' (one of self_device, device_total, self_cpu, cpu_total, calls, name)"));
+}
+
+absl::StatusOr<SummaryFormat> ParseSummaryFormat(absl::string_view format) {
+  if (format == "text") return SummaryFormat::kText;
+  if (format == "csv") return SummaryFormat::kCsv;
+  if (format == "json") return SummaryFormat::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown summary format '", format, "' (one of text, csv, json)"));
+}
+
+std::string FormatDuration(uint64_t ns) {
+  const double us = ns / 1e3;
+  if (us >= 1e6) return absl::StrFormat("%.3fs", us / 1e6);
+  if (us >= 1e3) return absl::StrFormat("%.3fms", us / 1e3);
+  return absl::StrFormat("%.3fus", us);
+}
+
+Summary ComputeSummary(const Trace& trace) {
+  Summary summary;
+  summary.capture_id = trace.capture_id;
+  std::map<std::string, SummaryRow> rows;
+  for (const ProcessTrace& p : trace.processes) SummarizeProcess(p, &rows, &summary);
+  for (auto& [name, row] : rows) {
+    summary.self_cpu_total_ns += row.self_cpu_ns;
+    summary.self_device_total_ns += row.self_device_ns;
+    summary.rows.push_back(std::move(row));
+  }
+  return summary;
+}
+
+std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFormat format,
+                          int limit) {
+  const std::vector<SummaryRow> rows = Sorted(summary, sort, limit);
+  switch (format) {
+    case SummaryFormat::kText:
+      return FormatText(summary, rows);
+    case SummaryFormat::kCsv:
+      return FormatCsv(rows);
+    case SummaryFormat::kJson:
+      return FormatJson(summary, rows);
+  }
+  return "";
+}
+
+absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
+  absl::StatusOr<Json> doc = JsonReader(json).ReadDocument();
+  if (!doc.ok()) return doc.status();
+  if (doc->type != Json::kObject) {
+    return absl::InvalidArgumentError("summary.json: the document is not an object");
+  }
+  Summary s;
+  if (const Json* id = doc->Find("capture_id"); id != nullptr && id->type == Json::kString) {
+    s.capture_id = id->text;
+  }
+  const Json* rows = doc->Find("rows");
+  if (rows == nullptr || rows->type != Json::kArray) {
+    return absl::InvalidArgumentError("summary.json: no \"rows\" array");
+  }
+  for (const Json& r : rows->items) {
+    if (r.type != Json::kObject) {
+      return absl::InvalidArgumentError("summary.json: a row is not an object");
+    }
+    SummaryRow row;
+    const Json* name = r.Find("name");
+    if (name == nullptr || name->type != Json::kString) {
+      return absl::InvalidArgumentError("summary.json: a row without a \"name\" string");
+    }
+    row.name = name->text;
+    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+             {"self_cpu_ns", &row.self_cpu_ns},
+             {"cpu_total_ns", &row.cpu_total_ns},
+             {"self_device_ns", &row.self_device_ns},
+             {"device_total_ns", &row.device_total_ns},
+             {"calls", &row.calls}}) {
+      if (absl::Status st = Count(r, key, true, field); !st.ok()) return st;
+    }
+    s.rows.push_back(std::move(row));
+  }
+  for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+           {"self_cpu_total_ns", &s.self_cpu_total_ns},
+           {"self_device_total_ns", &s.self_device_total_ns}}) {
+    if (absl::Status st = Count(*doc, key, true, field); !st.ok()) return st;
+  }
+  for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+           {"uncorrelated_device_events", &s.uncorrelated_device_events},
+           {"uncorrelated_device_ns", &s.uncorrelated_device_ns}}) {
+    if (absl::Status st = Count(*doc, key, false, field); !st.ok()) return st;
+  }
+  if (const Json* d = doc->Find("events_dropped"); d != nullptr) {
+    if (d->type != Json::kObject) {
+      return absl::InvalidArgumentError("summary.json: \"events_dropped\" is not an object");
+    }
+    DropCounts& c = s.drops;
+    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+             {"ring_full", &c.ring_full},
+             {"daemon_away", &c.daemon_away},
+             {"spool_full", &c.spool_full},
+             {"device_overwritten", &c.device_overwritten},
+             {"oversized", &c.oversized},
+             {"daemon_overflow", &c.daemon_overflow},
+             {"no_clock_sync", &c.no_clock_sync}}) {
+      if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
+    }
+  }
+  return s;
+}
+
+absl::Status SummarySink::Write(const Trace& trace, const std::string& output_dir,
+                                std::vector<std::string>* files) {
+  const Summary summary = ComputeSummary(trace);
+  absl::Status first;
+  for (auto [name, format] : std::initializer_list<std::pair<const char*, SummaryFormat>>{
+           {"summary.txt", SummaryFormat::kText},
+           {"summary.csv", SummaryFormat::kCsv},
+           {"summary.json", SummaryFormat::kJson}}) {
+    absl::Status s =
+        WriteFileAtomically(absl::StrCat(output_dir, "/", name),
+                            FormatSummary(summary, SummarySortKey::kSelfDevice, format));
+    if (s.ok()) {
+      files->push_back(name);
+    } else if (first.ok()) {
+      first = s;
+    }
+  }
+  return first;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,88 @@
+// The summary table of a capture, in the manner of PyTorch's prof.key_averages().table(): one
+// row per framework range name (aten::mul, rmsnorm), and one per libnrt function for runtime
+// calls outside any range (all of them, in a process without annotations), with
+//
+//   Self CPU         host wall time of the rows' ranges minus that of their direct child ranges
+//   CPU total        host wall time of the rows' ranges (a range inside a range of the same
+//                    name counts once, within the outer one)
+//   Self NEURON      device time of the executions and host-initiated transfers whose runtime
+//                    call's innermost range is one of the row's ranges
+//   Self NEURON %    of the capture's Self NEURON total
+//   NEURON total     device time under the row's ranges and their descendants (each device
+//                    event once per row, even when nested ranges share a name)
+//   NEURON time avg  NEURON total / # of Calls
+//   # of Calls       ranges (or runtime calls) of that name
+//
+// and the totals, the uncorrelated device time and the events dropped. Written by SummarySink
+// as summary.txt, summary.csv and summary.json; `nrtprof summary DIR` reads summary.json back
+// (ParseSummaryJson) to sort and print it again.
+//
+// Functions are pure and thread-safe; SummarySink keeps no state.
+#ifndef NRTPROF_DAEMON_SUMMARY_H_
+#define NRTPROF_DAEMON_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/trace_model.h"
+#include "daemon/trace_sink.h"
+
+namespace nrtprof::daemon {
+
+struct SummaryRow {
+  std::string name;
+  uint64_t self_cpu_ns = 0;
+  uint64_t cpu_total_ns = 0;
+  uint64_t self_device_ns = 0;
+  uint64_t device_total_ns = 0;
+  uint64_t calls = 0;
+};
+
+struct Summary {
+  std::string capture_id;
+  std::vector<SummaryRow> rows;  // in no particular order; FormatSummary sorts
+  uint64_t self_cpu_total_ns = 0;
+  uint64_t self_device_total_ns = 0;
+  // Device executions and host-initiated transfers no runtime call could be matched to: in
+  // no row.
+  uint64_t uncorrelated_device_events = 0;
+  uint64_t uncorrelated_device_ns = 0;
+  DropCounts drops;  // summed over the processes
+};
+
+enum class SummarySortKey { kSelfDevice, kDeviceTotal, kSelfCpu, kCpuTotal, kCalls, kName };
+enum class SummaryFormat { kText, kCsv, kJson };
+
+// "self_device" (the default), "device_total", "self_cpu", "cpu_total", "calls", "name".
+absl::StatusOr<SummarySortKey> ParseSummarySortKey(absl::string_view key);
+// "text", "csv", "json".
+absl::StatusOr<SummaryFormat> ParseSummaryFormat(absl::string_view format);
+
+Summary ComputeSummary(const Trace& trace);
+
+// Rows sorted by `sort` (numbers descending, names ascending; ties by name), the first
+// `limit` of them if limit > 0. Text: the fixed-width table with its closing lines; csv: a
+// header and the rows, times in ns; json: everything, times in ns (what ParseSummaryJson reads).
+std::string FormatSummary(const Summary& summary, SummarySortKey sort = SummarySortKey::kSelfDevice,
+                          SummaryFormat format = SummaryFormat::kText, int limit = 0);
+
+// Reads FormatSummary's json back. INVALID_ARGUMENT, saying where, for anything else.
+absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json);
+
+// "123.456us", "1.234ms", "2.000s": PyTorch's profiler's way.
+std::string FormatDuration(uint64_t ns);
+
+// Writes summary.txt, summary.csv and summary.json, each atomically.
+class SummarySink : public TraceSink {
+ public:
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override;
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_SUMMARY_H_

@@ -1,0 +1,398 @@
+#include "daemon/trace_lanes.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// Declared parent chains longer than this are treated as broken (a cycle in bad input).
+constexpr int kMaxDeclaredDepth = 1024;
+
+uint64_t EndOf(uint64_t start, uint64_t duration) {
+  return duration > std::numeric_limits<uint64_t>::max() - start
+             ? std::numeric_limits<uint64_t>::max()
+             : start + duration;
+}
+
+SliceArg StringArg(const char* name, std::string value) {
+  SliceArg a;
+  a.name = name;
+  a.type = SliceArg::Type::kString;
+  a.string_value = std::move(value);
+  return a;
+}
+
+SliceArg UintArg(const char* name, uint64_t value) {
+  SliceArg a;
+  a.name = name;
+  a.type = SliceArg::Type::kUint;
+  a.uint_value = value;
+  return a;
+}
+
+SliceArg IntArg(const char* name, int64_t value) {
+  SliceArg a;
+  a.name = name;
+  a.type = SliceArg::Type::kInt;
+  a.int_value = value;
+  return a;
+}
+
+std::vector<SliceArg> CallArgs(const ApiCall& c) {
+  std::vector<SliceArg> args;
+  args.push_back(IntArg("status", c.status));
+  args.push_back(UintArg("correlation_id", c.correlation_id));
+  if (c.bytes != 0) args.push_back(UintArg("bytes", c.bytes));
+  if (!c.model_name.empty()) args.push_back(StringArg("model", c.model_name));
+  if (!c.tensor_name.empty()) args.push_back(StringArg("tensor", c.tensor_name));
+  if (c.nc_idx >= 0) args.push_back(IntArg("nc", c.nc_idx));
+  if (c.repeat != 0) args.push_back(UintArg("repeat", c.repeat));
+  // Innermost frame first, as a call site reads: "f <- caller <- caller's caller".
+  if (!c.stack.empty()) args.push_back(StringArg("stack", absl::StrJoin(c.stack, " <- ")));
+  return args;
+}
+
+std::vector<SliceArg> DeviceArgs(const DeviceEvent& e) {
+  std::vector<SliceArg> args;
+  if (!e.model_name.empty()) args.push_back(StringArg("model", e.model_name));
+  if (e.kind != DeviceEventKind::kDma || e.exec_id != 0) {
+    args.push_back(UintArg("exec_id", e.exec_id));
+  }
+  if (!e.engine.empty()) args.push_back(StringArg("engine", e.engine));
+  if (e.kind == DeviceEventKind::kDma) args.push_back(UintArg("bytes", e.bytes));
+  if (!e.tensor_name.empty()) args.push_back(StringArg("tensor", e.tensor_name));
+  if (e.correlation_id != 0) args.push_back(UintArg("correlation_id", e.correlation_id));
+  if (e.submitting_tid != 0) args.push_back(UintArg("submitting_tid", e.submitting_tid));
+  return args;
+}
+
+// One slice before nesting: where it comes from and its raw interval.
+struct PendingSlice {
+  NestInterval interval;
+  const std::string* name = nullptr;
+  std::vector<SliceArg> args;
+  LaneSlice** back_pointer = nullptr;  // where to record the slice's final address, if wanted
+};
+
+// Nests `pending` into `lane`; records each slice's address through its back_pointer.
+// The lane's slices vector must not grow afterwards.
+void FillLane(std::vector<PendingSlice> pending, Lane* lane) {
+  std::vector<NestInterval> intervals;
+  intervals.reserve(pending.size());
+  for (const PendingSlice& p : pending) intervals.push_back(p.interval);
+  std::vector<size_t> order = NestIntervals(&intervals);
+  lane->slices.resize(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    PendingSlice& p = pending[order[k]];
+    LaneSlice& s = lane->slices[k];
+    s.name = p.name;
+    s.start_ns = intervals[order[k]].start_ns;
+    s.end_ns = intervals[order[k]].end_ns;
+    s.args = std::move(p.args);
+    if (p.back_pointer != nullptr) *p.back_pointer = &s;
+  }
+}
+
+void NoteStart(const Lane& lane, ProcessLanes* process) {
+  for (const LaneSlice& s : lane.slices) {
+    if (!process->has_events || s.start_ns < process->first_ns) process->first_ns = s.start_ns;
+    process->has_events = true;
+  }
+}
+
+// The hardware end of a correlation: its executions and the transfers it started. A DMA inside
+// an execution (moving the model's inputs and outputs) belongs to the execution, not the call.
+bool IsDeviceFlowStep(const DeviceEvent& e) {
+  return e.kind == DeviceEventKind::kExecution ||
+         (e.kind == DeviceEventKind::kDma && e.parent == 0);
+}
+
+ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
+  ProcessLanes out;
+  out.process = &p;
+  // Where each event's slice ends up, for the flows.
+  std::vector<LaneSlice*> range_slice(p.ranges.size(), nullptr);
+  std::vector<LaneSlice*> call_slice(p.calls.size(), nullptr);
+  std::vector<LaneSlice*> device_slice(p.device.size(), nullptr);
+
+  std::map<uint32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> threads;
+  for (size_t i = 0; i < p.ranges.size(); ++i) {
+    const RangeEvent& r = p.ranges[i];
+    PendingSlice s;
+    s.interval = {r.start_ns, EndOf(r.start_ns, r.duration_ns), r.id, r.parent_range};
+    s.name = &r.name;
+    s.back_pointer = &range_slice[i];
+    threads[r.tid].first.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    const ApiCall& c = p.calls[i];
+    PendingSlice s;
+    // Runtime calls never nest (the shim does not record calls made inside a call), so no ids.
+    s.interval = {c.start_ns, EndOf(c.start_ns, c.duration_ns), 0, 0};
+    s.name = &c.name;
+    s.args = CallArgs(c);
+    s.back_pointer = &call_slice[i];
+    threads[c.tid].second.push_back(std::move(s));
+  }
+  std::map<int32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> cores;
+  for (size_t i = 0; i < p.device.size(); ++i) {
+    const DeviceEvent& e = p.device[i];
+    PendingSlice s;
+    bool is_dma = e.kind == DeviceEventKind::kDma;
+    // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
+    s.interval = {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent};
+    s.name = &e.name;
+    s.args = DeviceArgs(e);
+    s.back_pointer = &device_slice[i];
+    auto& lanes = cores[e.nc_idx];
+    (is_dma ? lanes.second : lanes.first).push_back(std::move(s));
+  }
+
+  out.threads.resize(threads.size());
+  size_t t = 0;
+  for (auto& [tid, pending] : threads) {
+    ThreadLanes& lanes = out.threads[t++];
+    lanes.tid = tid;
+    auto name = p.thread_names.find(tid);
+    if (name != p.thread_names.end() && !name->second.empty()) lanes.name = &name->second;
+    lanes.framework.kind = LaneKind::kFramework;
+    lanes.runtime.kind = LaneKind::kRuntime;
+    FillLane(std::move(pending.first), &lanes.framework);
+    FillLane(std::move(pending.second), &lanes.runtime);
+    NoteStart(lanes.framework, &out);
+    NoteStart(lanes.runtime, &out);
+  }
+  out.cores.resize(cores.size());
+  size_t c = 0;
+  for (auto& [nc, pending] : cores) {
+    CoreLanes& lanes = out.cores[c++];
+    lanes.nc_idx = nc;
+    lanes.executions.kind = LaneKind::kExecutions;
+    lanes.dma.kind = LaneKind::kDma;
+    FillLane(std::move(pending.first), &lanes.executions);
+    FillLane(std::move(pending.second), &lanes.dma);
+    NoteStart(lanes.executions, &out);
+    NoteStart(lanes.dma, &out);
+  }
+
+  // Flows: one per correlation id, range -> call -> executions/transfers, in time order.
+  std::unordered_map<uint64_t, size_t> range_by_id;
+  for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace(p.ranges[i].id, i);
+  std::unordered_map<uint64_t, std::vector<LaneSlice*>> device_by_correlation;
+  for (size_t i = 0; i < p.device.size(); ++i) {
+    const DeviceEvent& e = p.device[i];
+    if (e.correlation_id != 0 && IsDeviceFlowStep(e)) {
+      device_by_correlation[e.correlation_id].push_back(device_slice[i]);
+    }
+  }
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    const ApiCall& call = p.calls[i];
+    if (call.correlation_id == 0) continue;
+    std::vector<LaneSlice*> chain;
+    if (call.range != 0) {
+      auto r = range_by_id.find(call.range);
+      if (r != range_by_id.end() && p.ranges[r->second].tid == call.tid) {
+        chain.push_back(range_slice[r->second]);
+      }
+    }
+    chain.push_back(call_slice[i]);
+    auto d = device_by_correlation.find(call.correlation_id);
+    if (d != device_by_correlation.end()) {
+      std::vector<LaneSlice*> device = d->second;
+      std::stable_sort(device.begin(), device.end(), [](const LaneSlice* a, const LaneSlice* b) {
+        return a->start_ns < b->start_ns;
+      });
+      chain.insert(chain.end(), device.begin(), device.end());
+    }
+    if (chain.size() < 2) continue;
+    uint64_t flow = (*next_flow_id)++;
+    for (size_t k = 0; k + 1 < chain.size(); ++k) chain[k]->flow_ids.push_back(flow);
+    chain.back()->terminating_flow_ids.push_back(flow);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* LaneKindName(LaneKind kind) {
+  switch (kind) {
+    case LaneKind::kFramework:
+      return "framework";
+    case LaneKind::kRuntime:
+      return "runtime";
+    case LaneKind::kExecutions:
+      return "executions";
+    case LaneKind::kDma:
+      return "DMA";
+  }
+  return "?";
+}
+
+std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
+  std::vector<NestInterval>& iv = *intervals;
+  const size_t n = iv.size();
+  for (NestInterval& v : iv) v.end_ns = std::max(v.end_ns, v.start_ns);
+
+  // Declared parents within this set of intervals, and each interval's declared depth.
+  std::unordered_map<uint64_t, size_t> by_id;
+  for (size_t i = 0; i < n; ++i) {
+    if (iv[i].id != 0) by_id.emplace(iv[i].id, i);
+  }
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  std::vector<size_t> parent(n, kNone);
+  for (size_t i = 0; i < n; ++i) {
+    if (iv[i].parent_id == 0) continue;
+    auto it = by_id.find(iv[i].parent_id);
+    if (it != by_id.end() && it->second != i) parent[i] = it->second;
+  }
+  std::vector<int> depth(n, -1);
+  std::vector<size_t> path;
+  for (size_t i = 0; i < n; ++i) {
+    // Walk up to the first interval of known depth (or the root), then fill in on the way back.
+    path.clear();
+    size_t j = i;
+    while (j != kNone && depth[j] == -1 && static_cast<int>(path.size()) <= kMaxDeclaredDepth) {
+      depth[j] = -2;  // on the current path: meeting it again means a cycle
+      path.push_back(j);
+      j = parent[j];
+    }
+    int base = (j == kNone || depth[j] < 0) ? -1 : depth[j];
+    if (j != kNone && depth[j] < 0) parent[path.back()] = kNone;  // cut a cycle or overlong chain
+    for (size_t k = path.size(); k-- > 0;) depth[path[k]] = ++base;
+  }
+
+  // Children into their declared parents, parents first so a chain clamps all the way down.
+  std::vector<size_t> by_depth(n);
+  for (size_t i = 0; i < n; ++i) by_depth[i] = i;
+  std::stable_sort(by_depth.begin(), by_depth.end(),
+                   [&](size_t a, size_t b) { return depth[a] < depth[b]; });
+  for (size_t i : by_depth) {
+    if (parent[i] == kNone) continue;
+    const NestInterval& p = iv[parent[i]];
+    NestInterval& v = iv[i];
+    if (v.start_ns > p.end_ns || v.end_ns < p.start_ns) {
+      parent[i] = kNone;  // nowhere near its parent: keep its own times, nest by time only
+      continue;
+    }
+    v.start_ns = std::clamp(v.start_ns, p.start_ns, p.end_ns);
+    v.end_ns = std::clamp(v.end_ns, v.start_ns, p.end_ns);
+  }
+  auto is_declared_descendant = [&](size_t child, size_t ancestor) {
+    for (size_t j = parent[child]; j != kNone; j = parent[j]) {
+      if (j == ancestor) return true;
+    }
+    return false;
+  };
+
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (iv[a].start_ns != iv[b].start_ns) return iv[a].start_ns < iv[b].start_ns;
+    if (iv[a].end_ns != iv[b].end_ns) return iv[a].end_ns > iv[b].end_ns;
+    return depth[a] < depth[b];
+  });
+
+  // One pass with the stack of open slices; LaneEdges() replays the same rule.
+  std::vector<size_t> open;
+  for (size_t i : order) {
+    NestInterval& v = iv[i];
+    for (;;) {
+      while (!open.empty() && iv[open.back()].end_ns <= v.start_ns) open.pop_back();
+      if (open.empty()) break;
+      const NestInterval& top = iv[open.back()];
+      if (v.start_ns < top.start_ns) {
+        // The enclosing slice was moved later (the sibling rule below): begin with it.
+        v.start_ns = top.start_ns;
+        v.end_ns = std::max(v.end_ns, v.start_ns);
+        continue;
+      }
+      if (v.end_ns > top.end_ns) {
+        if (is_declared_descendant(i, open.back())) {
+          v.end_ns = top.end_ns;  // a child slightly outlasting its parent
+        } else {
+          // Two siblings overlapping (clock noise): the later one starts when the other ends.
+          v.start_ns = top.end_ns;
+          v.end_ns = std::max(v.end_ns, v.start_ns);
+          open.pop_back();
+          continue;
+        }
+      }
+      break;
+    }
+    open.push_back(i);
+  }
+  // Starts only ever move forward to a time the pass has reached, so `order` is still in
+  // begin order: each start is at or after the previous one's.
+  return order;
+}
+
+std::vector<SliceEdge> LaneEdges(const Lane& lane) {
+  std::vector<SliceEdge> edges;
+  edges.reserve(lane.slices.size() * 2);
+  std::vector<size_t> open;
+  for (size_t i = 0; i < lane.slices.size(); ++i) {
+    const LaneSlice& s = lane.slices[i];
+    while (!open.empty() && lane.slices[open.back()].end_ns <= s.start_ns) {
+      edges.push_back({lane.slices[open.back()].end_ns, false, open.back()});
+      open.pop_back();
+    }
+    edges.push_back({s.start_ns, true, i});
+    open.push_back(i);
+  }
+  while (!open.empty()) {
+    edges.push_back({lane.slices[open.back()].end_ns, false, open.back()});
+    open.pop_back();
+  }
+  return edges;
+}
+
+TraceLanes BuildLanes(const Trace& trace) {
+  TraceLanes out;
+  uint64_t next_flow_id = 1;
+  bool any = false;
+  for (const ProcessTrace& p : trace.processes) {
+    out.processes.push_back(BuildProcessLanes(p, &next_flow_id));
+    const ProcessLanes& lanes = out.processes.back();
+    if (lanes.has_events && (!any || lanes.first_ns < out.first_ns)) {
+      out.first_ns = lanes.first_ns;
+      any = true;
+    }
+  }
+  if (!any) out.first_ns = trace.start_ns;
+  return out;
+}
+
+std::vector<DropCounter> DropCounters(const DropCounts& d) {
+  return {
+      {"total", "drops.total", d.total()},
+      {"ring_full", "drops.ring_full", d.ring_full},
+      {"daemon_away", "drops.daemon_away", d.daemon_away},
+      {"spool_full", "drops.spool_full", d.spool_full},
+      {"device_overwritten", "drops.device_overwritten", d.device_overwritten},
+      {"oversized", "drops.oversized", d.oversized},
+      {"daemon_overflow", "drops.daemon_overflow", d.daemon_overflow},
+      {"no_clock_sync", "drops.no_clock_sync", d.no_clock_sync},
+  };
+}
+
+std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
+  std::vector<SliceArg> args;
+  args.push_back(StringArg("capture_id", trace.capture_id));
+  if (!p.host.empty()) args.push_back(StringArg("host", p.host));
+  args.push_back(UintArg("pid", p.pid));
+  if (!p.executable.empty()) args.push_back(StringArg("executable", p.executable));
+  args.push_back(UintArg("events_received", p.events_received));
+  for (const DropCounter& c : DropCounters(p.drops)) args.push_back(UintArg(c.arg_name, c.value));
+  args.push_back(UintArg("device_uncorrelated", p.device_uncorrelated));
+  args.push_back(UintArg("batches_missing", p.batches_missing));
+  return args;
+}
+
+}  // namespace nrtprof::daemon

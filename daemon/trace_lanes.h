@@ -1,0 +1,124 @@
+// The timeline of a capture as the trace writers draw it: per process, each host thread's
+// framework and runtime lanes and each NeuronCore's executions and DMA lanes, holding slices
+// that nest properly, plus the flow arrows that follow each correlation id from framework to
+// runtime to hardware. The Perfetto and Chrome JSON writers both render this one layout, so
+// the two files always show the same slices, clamping and flows.
+//
+// BuildLanes() is a pure function of the Trace; the result points into the Trace (names,
+// ProcessTrace), which must outlive it. Not shared between threads while being built.
+#ifndef NRTPROF_DAEMON_TRACE_LANES_H_
+#define NRTPROF_DAEMON_TRACE_LANES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/trace_model.h"
+
+namespace nrtprof::daemon {
+
+enum class LaneKind { kFramework, kRuntime, kExecutions, kDma };
+
+// "framework", "runtime", "executions", "DMA": the lane's track name.
+const char* LaneKindName(LaneKind kind);
+
+// One argument of a slice (a debug annotation in Perfetto, an "args" entry in JSON).
+struct SliceArg {
+  enum class Type { kString, kUint, kInt };
+  const char* name = "";  // static text
+  Type type = Type::kString;
+  std::string string_value;
+  uint64_t uint_value = 0;
+  int64_t int_value = 0;
+};
+
+struct LaneSlice {
+  const std::string* name = nullptr;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;  // >= start_ns
+  std::vector<SliceArg> args;
+  // Flow arrows: ids that start or pass through this slice, and ids that end at it. A flow id
+  // is unique in the trace (assigned here, one per correlation id that has two or more slices).
+  std::vector<uint64_t> flow_ids;
+  std::vector<uint64_t> terminating_flow_ids;
+};
+
+struct Lane {
+  LaneKind kind = LaneKind::kRuntime;
+  // In begin order: start times never decrease, and a slice that begins inside another (see
+  // NestIntervals) ends inside it too, so the slices form a proper tree.
+  std::vector<LaneSlice> slices;
+};
+
+struct ThreadLanes {
+  uint32_t tid = 0;
+  const std::string* name = nullptr;  // the thread's name, or null if unknown
+  Lane framework;                     // RangeEvents
+  Lane runtime;                       // ApiCalls
+};
+
+struct CoreLanes {
+  int32_t nc_idx = 0;
+  Lane executions;  // nc_exec_running with its engine ops nested inside
+  Lane dma;         // DMA transfers
+};
+
+struct ProcessLanes {
+  const ProcessTrace* process = nullptr;
+  std::vector<ThreadLanes> threads;  // by tid; only threads with events
+  std::vector<CoreLanes> cores;      // by nc_idx; only cores with events
+  bool has_events = false;
+  uint64_t first_ns = 0;  // earliest slice start, if has_events
+};
+
+struct TraceLanes {
+  std::vector<ProcessLanes> processes;  // in the Trace's order
+  // Where the timeline starts: the earliest slice, else Trace::start_ns.
+  uint64_t first_ns = 0;
+};
+
+TraceLanes BuildLanes(const Trace& trace);
+
+// Every drop counter of a process, "total" first: the one list both trace files show.
+struct DropCounter {
+  const char* name;      // "ring_full"
+  const char* arg_name;  // "drops.ring_full"
+  uint64_t value;
+};
+std::vector<DropCounter> DropCounters(const DropCounts& drops);
+
+// The arguments that describe a process's part of the capture: capture_id, host, pid,
+// executable, events_received, every drop counter as "drops.<name>", device_uncorrelated and
+// batches_missing.
+std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& process);
+
+// The begin/end sequence of a lane, in time order, with every end matching the innermost open
+// begin. For each slice index there is exactly one begin and, later, one end.
+struct SliceEdge {
+  uint64_t ts = 0;
+  bool begin = false;
+  size_t slice = 0;
+};
+std::vector<SliceEdge> LaneEdges(const Lane& lane);
+
+// The nesting rule shared by every lane, exposed for its tests. An interval may name a
+// declared parent (parent_id == another interval's id). On return *intervals are adjusted and
+// the result lists them in begin order, forming a proper tree:
+//  - a child that starts before or ends after its declared parent is clamped into it;
+//  - a slice that begins inside another without being its declared descendant and ends after
+//    it (two host calls overlapping by clock noise) has its start moved to the other's end;
+//  - a slice wholly inside another nests in it;
+//  - at equal start times the longer (enclosing) slice begins first.
+// A declared child that does not overlap its parent at all keeps its own times.
+struct NestInterval {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t id = 0;         // 0: none
+  uint64_t parent_id = 0;  // 0: none
+};
+std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals);
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_TRACE_LANES_H_

@@ -1,0 +1,119 @@
+// The correlated trace of one capture: what the daemon's correlator builds from the shims'
+// event batches and what every writer (Perfetto, Chrome JSON, summary, artifacts) reads.
+//
+// All times are host CLOCK_MONOTONIC nanoseconds: device events are already mapped from the
+// device clock through the runtime's clock sync points. A Trace is a plain value, built once
+// and then only read; writers may read one Trace from several threads.
+#ifndef NRTPROF_DAEMON_TRACE_MODEL_H_
+#define NRTPROF_DAEMON_TRACE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace nrtprof::daemon {
+
+// Framework lane: an annotated range (aten::mul, rmsnorm) on a host thread.
+struct RangeEvent {
+  uint64_t id = 0;  // unique within the Trace, never 0
+  std::string name;
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;
+  uint64_t duration_ns = 0;
+  uint32_t depth = 0;          // 0: outermost on its thread
+  uint64_t parent_range = 0;   // enclosing range's id, 0 if outermost
+};
+
+// Runtime lane: one intercepted libnrt call.
+struct ApiCall {
+  uint64_t correlation_id = 0;  // unique within the Trace (the shim's id, made unique per process)
+  std::string name;             // "nrt_execute", "nrt_tensor_write", ...
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;
+  uint64_t duration_ns = 0;
+  int32_t status = 0;           // NRT_STATUS
+  uint64_t bytes = 0;
+  std::string model_name;       // executions and loads, when known
+  std::string tensor_name;      // tensor calls, when known
+  int32_t nc_idx = -1;
+  uint32_t repeat = 0;          // executions
+  uint64_t range = 0;           // innermost enclosing RangeEvent id on the same thread, or 0
+  std::vector<std::string> stack;  // call site, innermost first (NRTPROF_STACKS), symbolized
+};
+
+enum class DeviceEventKind { kExecution, kEngineOp, kDma };
+
+// Hardware lane: work on a NeuronCore.
+struct DeviceEvent {
+  uint64_t id = 0;              // unique within the Trace
+  DeviceEventKind kind = DeviceEventKind::kExecution;
+  std::string name;             // "nc_exec_running", "mul", "dma_h2d", ...
+  int32_t nc_idx = 0;
+  uint64_t start_ns = 0;        // host monotonic, mapped from the device clock
+  uint64_t duration_ns = 0;
+  uint64_t parent = 0;          // enclosing execution's DeviceEvent id, or 0
+  uint64_t correlation_id = 0;  // the ApiCall that caused it, or 0 if uncorrelated
+  std::string model_name;       // executions and ops
+  std::string engine;           // ops: "tensor", "vector", "scalar", "gpsimd"
+  uint64_t exec_id = 0;
+  uint64_t bytes = 0;           // DMA
+  std::string tensor_name;      // DMA
+  uint32_t submitting_tid = 0;
+};
+
+struct LoadedModelFile {
+  std::string name;             // the model's name if known
+  std::string bytes;            // the model file as loaded (may be empty if not shipped)
+  uint64_t size = 0;
+};
+
+struct DropCounts {
+  uint64_t ring_full = 0;
+  uint64_t daemon_away = 0;
+  uint64_t spool_full = 0;
+  uint64_t device_overwritten = 0;
+  uint64_t oversized = 0;
+  // Lost in the daemon, not on the wire: over the daemon's per-process event bound
+  // (nrtprofd --max_events_per_process).
+  uint64_t daemon_overflow = 0;
+  // Device events of a process that sent no clock sync point: they cannot be placed in time.
+  uint64_t no_clock_sync = 0;
+  uint64_t total() const {
+    return ring_full + daemon_away + spool_full + device_overwritten + oversized +
+           daemon_overflow + no_clock_sync;
+  }
+};
+
+struct ProcessTrace {
+  uint32_t pid = 0;
+  std::string host;
+  std::string executable;
+  std::vector<std::string> command_line;
+  std::map<uint32_t, std::string> thread_names;  // tid -> name, where known
+  std::vector<RangeEvent> ranges;       // sorted by (tid, start)
+  std::vector<ApiCall> calls;           // sorted by start
+  std::vector<DeviceEvent> device;      // sorted by (nc_idx, start); parents before children
+  std::vector<LoadedModelFile> models;
+  DropCounts drops;
+  uint64_t events_received = 0;
+  // Device events in `device` with correlation_id 0: no runtime call could be matched to them
+  // without guessing (device events lost to ring overwrite, calls before the capture).
+  uint64_t device_uncorrelated = 0;
+  // Batches the shim numbered but the daemon never received (sequence gaps): their events are
+  // missing and not in `drops`, since their count is unknown.
+  uint64_t batches_missing = 0;
+};
+
+struct Trace {
+  std::string capture_id;
+  std::vector<ProcessTrace> processes;  // by pid
+  uint64_t start_ns = 0;                // earliest event, host monotonic
+  uint64_t end_ns = 0;
+  // CLOCK_REALTIME - CLOCK_MONOTONIC when the capture was written, for wall-clock labels.
+  int64_t realtime_offset_ns = 0;
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_TRACE_MODEL_H_

@@ -1,0 +1,33 @@
+// Running the project's binaries from end-to-end tests: a command with extra environment,
+// its stdout, stderr and exit code. Output goes through files in TEST_TMPDIR, so a chatty
+// program can never block on a full pipe.
+#ifndef NRTPROF_TESTS_TESTING_SUBPROCESS_H_
+#define NRTPROF_TESTS_TESTING_SUBPROCESS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace nrtprof::testing {
+
+struct Result {
+  int exit_code = -1;  // 128 + signal if killed by one
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] (a path) with the current environment plus `env` (an empty value unsets).
+Result RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
+
+// A file of the test's runfiles: "client/nrtprof" -> $TEST_SRCDIR/nrtprof/client/nrtprof.
+std::string Runfile(const std::string& workspace_path);
+
+// A fresh folder under TEST_TMPDIR.
+std::string TempDir(const std::string& name);
+
+std::string ReadFile(const std::string& path);
+bool Exists(const std::string& path);
+
+}  // namespace nrtprof::testing
+
+#endif  // NRTPROF_TESTS_TESTING_SUBPROCESS_H_
