@@ -1,0 +1,153 @@
+#include "shim/batcher.h"
+
+#include <utility>
+
+#include "common/clock.h"
+
+namespace nrtprof::shim {
+namespace {
+
+uint64_t ModelBytes(const nrtprof::EventBatch& batch) {
+  uint64_t bytes = 0;
+  for (const nrtprof::LoadedModel& m : batch.models()) bytes += m.model_file().size();
+  return bytes;
+}
+
+void Mark(std::vector<bool>* sent, uint32_t iid) {
+  if (sent->size() <= iid) sent->resize(iid + 1, false);
+  (*sent)[iid] = true;
+}
+
+bool Sent(const std::vector<bool>& sent, uint32_t iid) {
+  return iid < sent.size() && sent[iid];
+}
+
+}  // namespace
+
+Batcher::Batcher(const Options& options, const StringTable* strings, const StackTable* stacks)
+    : options_(options), strings_(strings), stacks_(stacks) {}
+
+nrtprof::Event* Batcher::AddEvent(uint64_t now_ns) {
+  if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  nrtprof::Event* event = open_.add_events();
+  if (static_cast<size_t>(open_.events_size()) >= options_.batch_events) {
+    // The caller fills the event after this returns; sealing moves the batch, whose repeated
+    // field keeps the element's address.
+    Seal();
+    return ready_.back().mutable_events(ready_.back().events_size() - 1);
+  }
+  return event;
+}
+
+void Batcher::AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns) {
+  if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  *open_.add_clock_syncs() = sync;
+}
+
+void Batcher::AddModel(nrtprof::LoadedModel model) {
+  nrtprof::EventBatch batch;
+  pending_model_bytes_ += model.model_file().size();
+  *batch.add_models() = std::move(model);
+  ready_.push_back(std::move(batch));
+}
+
+void Batcher::Seal() {
+  pending_events_ += open_.events_size();
+  ready_.push_back(std::move(open_));
+  open_ = nrtprof::EventBatch();
+}
+
+void Batcher::SealIfDue(uint64_t now_ns) {
+  if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) return;
+  if (static_cast<size_t>(open_.events_size()) >= options_.batch_events ||
+      now_ns - open_since_ns_ >= options_.batch_age_ns) {
+    Seal();
+  }
+}
+
+void Batcher::SealAll() {
+  if (open_.events_size() != 0 || open_.clock_syncs_size() != 0) Seal();
+}
+
+void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
+                               nrtprof::EventBatch* out) {
+  auto need_string = [&](uint32_t iid) {
+    if (iid == 0 || Sent(stream->strings_sent, iid)) return;
+    Mark(&stream->strings_sent, iid);
+    nrtprof::InternedString* s = out->add_strings();
+    s->set_iid(iid);
+    s->set_value(strings_->Get(iid));
+  };
+  for (const nrtprof::Event& e : in.events()) {
+    need_string(e.name_iid());
+    need_string(e.model_name_iid());
+    need_string(e.engine_iid());
+    need_string(e.tensor_name_iid());
+    const uint32_t stack = e.stack_iid();
+    if (stack == 0 || stacks_ == nullptr || Sent(stream->stacks_sent, stack)) continue;
+    Mark(&stream->stacks_sent, stack);
+    nrtprof::InternedStack* s = out->add_stacks();
+    s->set_iid(stack);
+    for (uint32_t frame : stacks_->FrameIids(stack)) {
+      need_string(frame);
+      s->add_frame_iids(frame);
+    }
+  }
+}
+
+nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
+                                      const nrtprof::DropCounters& drops, bool final,
+                                      size_t* events) {
+  nrtprof::EventBatch batch;
+  if (!ready_.empty()) {
+    nrtprof::EventBatch& in = ready_.front();
+    pending_events_ -= in.events_size();
+    pending_model_bytes_ -= ModelBytes(in);
+    AddNeededStrings(in, stream, &batch);
+    batch.mutable_events()->Swap(in.mutable_events());
+    batch.mutable_clock_syncs()->Swap(in.mutable_clock_syncs());
+    batch.mutable_models()->Swap(in.mutable_models());
+    ready_.pop_front();
+  }
+  *events = static_cast<size_t>(batch.events_size());
+  batch.set_sequence(stream->next_sequence++);
+  *batch.mutable_drops() = drops;
+  batch.mutable_clock()->set_monotonic_ns(MonotonicNs());
+  batch.mutable_clock()->set_realtime_ns(RealtimeNs());
+  batch.set_final(final && ready_.empty());
+  return batch;
+}
+
+uint64_t Batcher::EnforceBounds() {
+  uint64_t discarded = 0;
+  // Oldest first; the model batches and the event batches have separate bounds.
+  for (auto it = ready_.begin(); it != ready_.end() && pending_events() > options_.max_pending_events;) {
+    if (it->events_size() == 0) {
+      ++it;
+      continue;
+    }
+    discarded += it->events_size();
+    pending_events_ -= it->events_size();
+    pending_model_bytes_ -= ModelBytes(*it);
+    it = ready_.erase(it);
+  }
+  for (auto it = ready_.begin();
+       it != ready_.end() && pending_model_bytes_ > options_.max_pending_model_bytes; ++it) {
+    for (nrtprof::LoadedModel& m : *it->mutable_models()) {
+      pending_model_bytes_ -= m.model_file().size();
+      m.clear_model_file();
+    }
+  }
+  return discarded;
+}
+
+uint64_t Batcher::DiscardAll() {
+  SealAll();
+  const uint64_t discarded = pending_events_;
+  ready_.clear();
+  pending_events_ = 0;
+  pending_model_bytes_ = 0;
+  return discarded;
+}
+
+}  // namespace nrtprof::shim

@@ -1,0 +1,89 @@
+// Groups the flusher's events into EventBatches and readies them for one stream.
+//
+// Collecting: events and clock syncs go into the open batch, which is sealed when it holds
+// `batch_events` events or is `batch_age_ns` old; each loaded model gets a batch of its own
+// (it may be large). Sealed batches wait, bounded: past `max_pending_events` the oldest event
+// batches are discarded and counted (the caller adds them to DropCounters.daemon_away); past
+// `max_pending_model_bytes` the oldest model files are discarded.
+//
+// Sending: TakeNext() stamps the oldest sealed batch for a stream: its sequence number, the
+// interned strings and stacks that stream has not been sent yet, the drop counters and a clock
+// sample. Ids are the process's (StringTable, StackTable); what a stream has seen is in its
+// StreamInterning, which a new stream starts empty.
+//
+// Not thread-safe: the flusher thread owns it.
+#ifndef NRTPROF_SHIM_BATCHER_H_
+#define NRTPROF_SHIM_BATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "shim/proto_lite/nrtprof.pb.h"
+#include "shim/stack_table.h"
+#include "shim/string_table.h"
+
+namespace nrtprof::shim {
+
+struct StreamInterning {
+  uint64_t next_sequence = 1;
+  std::vector<bool> strings_sent;  // by string iid
+  std::vector<bool> stacks_sent;   // by stack iid
+};
+
+class Batcher {
+ public:
+  struct Options {
+    size_t batch_events = 1024;
+    uint64_t batch_age_ns = 100'000'000;
+    size_t max_pending_events = 1 << 18;
+    uint64_t max_pending_model_bytes = 256ull << 20;
+  };
+
+  Batcher(const Options& options, const StringTable* strings, const StackTable* stacks);
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // A new event in the open batch; `now_ns` starts the batch's age if it is the first.
+  nrtprof::Event* AddEvent(uint64_t now_ns);
+  void AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns);
+  void AddModel(nrtprof::LoadedModel model);
+
+  // Seals the open batch if it is full or old enough (or, for SealAll, if it holds anything).
+  void SealIfDue(uint64_t now_ns);
+  void SealAll();
+
+  bool has_ready() const { return !ready_.empty(); }
+  size_t ready_batches() const { return ready_.size(); }
+  // Events in sealed batches and in the open one.
+  size_t pending_events() const { return pending_events_ + open_.events_size(); }
+
+  // The oldest sealed batch, stamped for `stream`, or, if none is sealed and `final` is set,
+  // an empty one. `final` marks the batch as the last one when no other is sealed.
+  // `events` receives how many events it carries.
+  nrtprof::EventBatch TakeNext(StreamInterning* stream, const nrtprof::DropCounters& drops,
+                               bool final, size_t* events);
+
+  // Enforces the bounds; returns the events discarded.
+  uint64_t EnforceBounds();
+  // Discards everything pending (the process is leaving with no daemon); returns the events.
+  uint64_t DiscardAll();
+
+ private:
+  void Seal();
+  void AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
+                        nrtprof::EventBatch* out);
+
+  const Options options_;
+  const StringTable* const strings_;
+  const StackTable* const stacks_;
+  nrtprof::EventBatch open_;
+  uint64_t open_since_ns_ = 0;
+  std::deque<nrtprof::EventBatch> ready_;
+  size_t pending_events_ = 0;  // in ready_
+  uint64_t pending_model_bytes_ = 0;
+};
+
+}  // namespace nrtprof::shim
+
+#endif  // NRTPROF_SHIM_BATCHER_H_

@@ -1,0 +1,233 @@
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "shim/batcher.h"
+#include "shim/event_builder.h"
+
+namespace nrtprof::shim {
+namespace {
+
+Record ApiRecord(ApiFunction api, uint64_t correlation, uint64_t tensor = 0,
+                 const char* name = nullptr, int32_t status = 0) {
+  Record r;
+  r.Clear(RecordKind::kApiCall);
+  r.api = api;
+  r.tid = 77;
+  r.correlation_id = correlation;
+  r.start_ns = 1000 * correlation;
+  r.end_ns = r.start_ns + 10;
+  r.tensor_handle = tensor;
+  r.status = status;
+  r.SetName(name);
+  return r;
+}
+
+class BatchingTest : public ::testing::Test {
+ protected:
+  BatchingTest()
+      : stacks_(&strings_, [](uintptr_t pc) { return "fn" + std::to_string(pc) + " (m+0x1)"; }),
+        builder_(&strings_, &stacks_) {}
+
+  nrtprof::Event Build(const Record& r) {
+    nrtprof::Event e;
+    builder_.Build(r, &e);
+    return e;
+  }
+
+  StringTable strings_;
+  StackTable stacks_;
+  EventBuilder builder_;
+};
+
+TEST_F(BatchingTest, AnApiCallRecordBecomesARuntimeLaneEvent) {
+  Record r = ApiRecord(kNrtExecute, 5);
+  r.model_handle = 0xabc;
+  r.repeat = 1;
+  r.status = 1003;
+  const nrtprof::Event e = Build(r);
+  EXPECT_EQ(e.kind(), nrtprof::EVENT_API_CALL);
+  EXPECT_EQ(strings_.Get(e.name_iid()), "nrt_execute");
+  EXPECT_EQ(e.start_ns(), 5000u);
+  EXPECT_EQ(e.duration_ns(), 10u);
+  EXPECT_EQ(e.tid(), 77u);
+  EXPECT_EQ(e.correlation_id(), 5u);
+  EXPECT_EQ(e.status(), 1003);
+  EXPECT_EQ(e.model_handle(), 0xabcu);
+  EXPECT_EQ(e.repeat(), 1u);
+  EXPECT_EQ(e.nc_idx(), -1);
+  EXPECT_EQ(e.stack_iid(), 0u);
+}
+
+TEST_F(BatchingTest, TensorCallsCarryTheNameTheirTensorWasAllocatedWith) {
+  EXPECT_EQ(strings_.Get(Build(ApiRecord(kNrtTensorAllocate, 1, 0x10, "weights")).tensor_name_iid()),
+            "weights");
+  EXPECT_EQ(strings_.Get(Build(ApiRecord(kNrtTensorWrite, 2, 0x10)).tensor_name_iid()), "weights");
+  EXPECT_EQ(strings_.Get(Build(ApiRecord(kNrtAddTensorToTensorSet, 3, 0x10, "in0")).tensor_name_iid()),
+            "weights");
+  EXPECT_EQ(strings_.Get(Build(ApiRecord(kNrtAddTensorToTensorSet, 4, 0x99, "in1")).tensor_name_iid()),
+            "in1") << "an unknown tensor: the name in the set";
+  EXPECT_EQ(strings_.Get(Build(ApiRecord(kNrtTensorFree, 5, 0x10)).tensor_name_iid()), "weights");
+  EXPECT_EQ(Build(ApiRecord(kNrtTensorRead, 6, 0x10)).tensor_name_iid(), 0u) << "freed";
+  // A failed allocation names nothing afterwards.
+  Build(ApiRecord(kNrtTensorAllocate, 7, 0x20, "bad", /*status=*/4));
+  EXPECT_EQ(Build(ApiRecord(kNrtTensorRead, 8, 0x20)).tensor_name_iid(), 0u);
+}
+
+TEST_F(BatchingTest, ARangeRecordKeepsItsNameAndDepth) {
+  Record r;
+  r.Clear(RecordKind::kRange);
+  r.SetName("aten::mul");
+  r.depth = 2;
+  r.start_ns = 100;
+  r.end_ns = 250;
+  const nrtprof::Event e = Build(r);
+  EXPECT_EQ(e.kind(), nrtprof::EVENT_RANGE);
+  EXPECT_EQ(strings_.Get(e.name_iid()), "aten::mul");
+  EXPECT_EQ(e.depth(), 2u);
+  EXPECT_EQ(e.duration_ns(), 150u);
+}
+
+TEST_F(BatchingTest, ATruncatedNameLosesAnIncompleteCharacter) {
+  std::string name(kRecordNameBytes - 1, 'a');
+  name += "\xE2\x82\xAC";  // the euro sign straddles the bound
+  Record r;
+  r.Clear(RecordKind::kRange);
+  r.SetName(name.c_str());
+  EXPECT_EQ(strings_.Get(Build(r).name_iid()), std::string(kRecordNameBytes - 1, 'a'));
+}
+
+TEST_F(BatchingTest, StacksAreInternedAndSymbolized) {
+  uintptr_t storage[sizeof(Record) / sizeof(uintptr_t) + 2];
+  Record* r = reinterpret_cast<Record*>(storage);
+  *r = ApiRecord(kNrtExecute, 1);
+  r->stack_depth = 2;
+  r->frames()[0] = 11;
+  r->frames()[1] = 22;
+  const nrtprof::Event e = Build(*r);
+  ASSERT_EQ(e.stack_iid(), 1u);
+  ASSERT_EQ(stacks_.FrameIids(1).size(), 2u);
+  EXPECT_EQ(strings_.Get(stacks_.FrameIids(1)[1]), "fn22 (m+0x1)");
+}
+
+class BatcherTest : public BatchingTest {
+ protected:
+  Batcher::Options SmallBatches() {
+    Batcher::Options o;
+    o.batch_events = 3;
+    o.batch_age_ns = 1000;
+    o.max_pending_events = 7;
+    o.max_pending_model_bytes = 10;
+    return o;
+  }
+  void Add(Batcher* b, const Record& r, uint64_t now = 0) { builder_.Build(r, b->AddEvent(now)); }
+};
+
+TEST_F(BatcherTest, BatchesSealWhenFullOrOld) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  for (int i = 1; i <= 4; ++i) Add(&b, ApiRecord(kNrtExecute, i), /*now=*/0);
+  EXPECT_EQ(b.ready_batches(), 1u) << "3 events make a batch";
+  b.SealIfDue(999);
+  EXPECT_EQ(b.ready_batches(), 1u);
+  b.SealIfDue(1000);
+  EXPECT_EQ(b.ready_batches(), 2u) << "the fourth event waited 1000 ns";
+  b.SealIfDue(5000);
+  EXPECT_EQ(b.ready_batches(), 2u) << "nothing open";
+}
+
+TEST_F(BatcherTest, EachStreamGetsEveryStringOnceWithTheFirstBatchThatUsesIt) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  for (int i = 1; i <= 6; ++i) Add(&b, ApiRecord(i % 2 ? kNrtExecute : kNrtTensorRead, i));
+  nrtprof::DropCounters drops;
+  drops.set_ring_full(3);
+  StreamInterning first;
+  size_t n = 0;
+  const nrtprof::EventBatch b1 = b.TakeNext(&first, drops, false, &n);
+  EXPECT_EQ(n, 3u);
+  EXPECT_EQ(b1.sequence(), 1u);
+  EXPECT_EQ(b1.strings_size(), 2u);
+  EXPECT_EQ(b1.drops().ring_full(), 3u);
+  EXPECT_GT(b1.clock().monotonic_ns(), 0u);
+  EXPECT_FALSE(b1.final());
+  const nrtprof::EventBatch b2 = b.TakeNext(&first, drops, false, &n);
+  EXPECT_EQ(b2.sequence(), 2u);
+  EXPECT_EQ(b2.strings_size(), 0) << "already sent on this stream";
+
+  // A new stream starts over: its first batch carries what it uses.
+  for (int i = 7; i <= 9; ++i) Add(&b, ApiRecord(kNrtExecute, i));
+  StreamInterning second;
+  const nrtprof::EventBatch b3 = b.TakeNext(&second, drops, false, &n);
+  EXPECT_EQ(b3.sequence(), 1u);
+  ASSERT_EQ(b3.strings_size(), 1);
+  EXPECT_EQ(b3.strings(0).value(), "nrt_execute");
+}
+
+TEST_F(BatcherTest, StackFramesTravelWithTheirStack) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  uintptr_t storage[sizeof(Record) / sizeof(uintptr_t) + 1];
+  Record* r = reinterpret_cast<Record*>(storage);
+  *r = ApiRecord(kNrtExecute, 1);
+  r->stack_depth = 1;
+  r->frames()[0] = 5;
+  Add(&b, *r);
+  Add(&b, *r);
+  b.SealAll();
+  StreamInterning stream;
+  size_t n = 0;
+  const nrtprof::EventBatch batch = b.TakeNext(&stream, {}, false, &n);
+  ASSERT_EQ(batch.stacks_size(), 1);
+  ASSERT_EQ(batch.stacks(0).frame_iids_size(), 1);
+  std::set<std::string> sent;
+  for (const auto& s : batch.strings()) sent.insert(s.value());
+  EXPECT_EQ(sent, (std::set<std::string>{"nrt_execute", "fn5 (m+0x1)"}));
+}
+
+TEST_F(BatcherTest, TheFinalBatchIsTheLastOneOrAnEmptyOne) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  for (int i = 1; i <= 4; ++i) Add(&b, ApiRecord(kNrtExecute, i));
+  b.SealAll();
+  StreamInterning stream;
+  size_t n = 0;
+  EXPECT_FALSE(b.TakeNext(&stream, {}, true, &n).final());
+  EXPECT_TRUE(b.TakeNext(&stream, {}, true, &n).final());
+  const nrtprof::EventBatch empty = b.TakeNext(&stream, {}, true, &n);
+  EXPECT_TRUE(empty.final());
+  EXPECT_EQ(empty.events_size(), 0);
+  EXPECT_EQ(empty.sequence(), 3u);
+}
+
+TEST_F(BatcherTest, PastTheBoundTheOldestEventsAreDiscardedAndCounted) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  for (int i = 1; i <= 10; ++i) Add(&b, ApiRecord(kNrtExecute, i));
+  EXPECT_EQ(b.pending_events(), 10u);
+  EXPECT_EQ(b.EnforceBounds(), 3u) << "one batch of 3: 7 remain";
+  EXPECT_EQ(b.pending_events(), 7u);
+  StreamInterning stream;
+  size_t n = 0;
+  EXPECT_EQ(b.TakeNext(&stream, {}, false, &n).events(0).correlation_id(), 4u);
+  EXPECT_EQ(b.DiscardAll(), 4u);
+  EXPECT_EQ(b.pending_events(), 0u);
+}
+
+TEST_F(BatcherTest, ModelsTravelAloneAndLoseTheirBytesPastTheBound) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  for (uint64_t h : {1, 2}) {
+    nrtprof::LoadedModel m;
+    m.set_model_handle(h);
+    m.set_model_file("12345678");
+    m.set_size(8);
+    b.AddModel(m);
+  }
+  EXPECT_EQ(b.EnforceBounds(), 0u);
+  StreamInterning stream;
+  size_t n = 0;
+  const nrtprof::EventBatch first = b.TakeNext(&stream, {}, false, &n);
+  ASSERT_EQ(first.models_size(), 1);
+  EXPECT_EQ(first.models(0).model_file(), "") << "16 bytes pending, 10 allowed: the oldest";
+  EXPECT_EQ(first.models(0).size(), 8u);
+  EXPECT_EQ(b.TakeNext(&stream, {}, false, &n).models(0).model_file(), "12345678");
+}
+
+}  // namespace
+}  // namespace nrtprof::shim

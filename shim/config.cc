@@ -1,0 +1,116 @@
+#include "shim/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/record.h"
+
+namespace nrtprof::shim {
+namespace {
+
+void Report(ReportFn report, const char* name, const char* value, const char* expected,
+            const char* fallback) {
+  char line[512];
+  snprintf(line, sizeof(line), "nrtprof: %s='%.64s' is not %s; using %s\n", name, value,
+           expected, fallback);
+  report(line);
+}
+
+// An unsigned decimal integer, the whole string.
+bool ParseUnsigned(const char* s, uint64_t max, uint64_t* out) {
+  if (s[0] < '0' || s[0] > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v > max) return false;
+  *out = v;
+  return true;
+}
+
+bool CopyString(const char* s, char* dst, size_t size) {
+  const size_t n = strnlen(s, size);
+  if (n == size) return false;
+  memcpy(dst, s, n + 1);
+  return true;
+}
+
+uint32_t RoundUpToPowerOfTwo(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+void ParseConfig(GetenvFn get, ReportFn report, Config* config) {
+  *config = Config();
+  char fallback[64];
+
+  if (const char* v = get("NRTPROF_DISABLE"); v != nullptr) {
+    if (strcmp(v, "1") == 0) {
+      config->disabled = true;
+    } else if (strcmp(v, "0") != 0 && v[0] != '\0') {
+      Report(report, "NRTPROF_DISABLE", v, "1 or 0", "0 (profiling on)");
+    }
+  }
+  if (const char* v = get("NRTPROF_ADDR"); v != nullptr) {
+    if (!CopyString(v, config->addr, sizeof(config->addr))) {
+      Report(report, "NRTPROF_ADDR", v, "an address under 512 bytes", "the default socket");
+    }
+  }
+  if (const char* v = get("NRTPROF_CAPTURE"); v != nullptr) {
+    if (!CopyString(v, config->capture_id, sizeof(config->capture_id))) {
+      Report(report, "NRTPROF_CAPTURE", v, "a capture id under 256 bytes", "none");
+    }
+  }
+  if (const char* v = get("NRTPROF_STACKS"); v != nullptr && v[0] != '\0') {
+    uint64_t depth = 0;
+    if (ParseUnsigned(v, kMaxStackDepth, &depth)) {
+      config->stack_depth = static_cast<uint32_t>(depth);
+    } else {
+      Report(report, "NRTPROF_STACKS", v, "a depth from 0 to 64", "0 (no stacks)");
+    }
+  }
+  if (const char* v = get("NRTPROF_MODE"); v != nullptr && v[0] != '\0') {
+    if (strcmp(v, "lossless") == 0) {
+      config->requested_mode = ShimMode::kLossless;
+      report(
+          "nrtprof: NRTPROF_MODE=lossless: spooling to disk is not implemented yet; running "
+          "best_effort\n");
+    } else if (strcmp(v, "best_effort") != 0) {
+      Report(report, "NRTPROF_MODE", v, "best_effort or lossless", "best_effort");
+    }
+  }
+  if (const char* v = get("NRTPROF_RING_EVENTS"); v != nullptr && v[0] != '\0') {
+    uint64_t n = 0;
+    if (ParseUnsigned(v, kMaxRingEvents, &n) && n >= kMinRingEvents) {
+      config->ring_events = RoundUpToPowerOfTwo(static_cast<uint32_t>(n));
+    } else {
+      snprintf(fallback, sizeof(fallback), "%u", config->ring_events);
+      Report(report, "NRTPROF_RING_EVENTS", v, "a count from 64 to 4194304", fallback);
+    }
+  }
+  if (const char* v = get("NRTPROF_FLUSH_TIMEOUT_MS"); v != nullptr && v[0] != '\0') {
+    uint64_t ms = 0;
+    if (ParseUnsigned(v, kMaxFlushTimeoutMs, &ms)) {
+      config->flush_timeout_ms = static_cast<uint32_t>(ms);
+    } else {
+      snprintf(fallback, sizeof(fallback), "%u", config->flush_timeout_ms);
+      Report(report, "NRTPROF_FLUSH_TIMEOUT_MS", v, "milliseconds from 0 to 600000", fallback);
+    }
+  }
+  if (const char* v = get("NRTPROF_MAX_MODEL_BYTES"); v != nullptr && v[0] != '\0') {
+    uint64_t bytes = 0;
+    if (ParseUnsigned(v, kMaxModelBytesLimit, &bytes)) {
+      config->max_model_bytes = bytes;
+    } else {
+      snprintf(fallback, sizeof(fallback), "%llu",
+               static_cast<unsigned long long>(config->max_model_bytes));
+      Report(report, "NRTPROF_MAX_MODEL_BYTES", v, "bytes from 0 to 1073741824", fallback);
+    }
+  }
+}
+
+}  // namespace nrtprof::shim

@@ -1,0 +1,45 @@
+// The shim's configuration, from NRTPROF_* environment variables (shim/README.md has the
+// table). Read once, at the first use of the shim in a process.
+//
+// A malformed value never breaks the program: ParseConfig reports one line through `report`
+// and uses the default. Plain data with fixed-size strings, so the shim's core (which avoids
+// the C++ runtime) can hold it; parsing allocates nothing.
+#ifndef NRTPROF_SHIM_CONFIG_H_
+#define NRTPROF_SHIM_CONFIG_H_
+
+#include <stdint.h>
+
+namespace nrtprof::shim {
+
+enum class ShimMode : uint8_t {
+  kBestEffort = 0,
+  // Accepted, but spooling is a later issue: the shim behaves as best effort.
+  kLossless = 1,
+};
+
+struct Config {
+  bool disabled = false;          // NRTPROF_DISABLE=1: pass every call straight through
+  char addr[512] = {};            // NRTPROF_ADDR; empty: the default socket (common/address.h)
+  char capture_id[256] = {};      // NRTPROF_CAPTURE
+  uint32_t stack_depth = 0;       // NRTPROF_STACKS, 0..kMaxStackDepth
+  ShimMode requested_mode = ShimMode::kBestEffort;  // NRTPROF_MODE
+  uint32_t ring_events = 16384;   // NRTPROF_RING_EVENTS, rounded up to a power of two
+  uint32_t flush_timeout_ms = 2000;               // NRTPROF_FLUSH_TIMEOUT_MS
+  uint64_t max_model_bytes = 64ull << 20;         // NRTPROF_MAX_MODEL_BYTES
+};
+
+inline constexpr uint32_t kMinRingEvents = 64;
+inline constexpr uint32_t kMaxRingEvents = 1u << 22;
+inline constexpr uint32_t kMaxFlushTimeoutMs = 600000;
+inline constexpr uint64_t kMaxModelBytesLimit = 1ull << 30;
+
+using GetenvFn = const char* (*)(const char* name);
+using ReportFn = void (*)(const char* line);
+
+// Fills *config from the variables `get` returns (null: unset). Each malformed value is one
+// call to `report` with a line ending in '\n'.
+void ParseConfig(GetenvFn get, ReportFn report, Config* config);
+
+}  // namespace nrtprof::shim
+
+#endif  // NRTPROF_SHIM_CONFIG_H_

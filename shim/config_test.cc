@@ -1,0 +1,110 @@
+#include "shim/config.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::shim {
+namespace {
+
+std::map<std::string, std::string>* g_env;
+std::vector<std::string>* g_lines;
+
+const char* FakeGetenv(const char* name) {
+  auto it = g_env->find(name);
+  return it == g_env->end() ? nullptr : it->second.c_str();
+}
+void Collect(const char* line) { g_lines->push_back(line); }
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_env = &env_;
+    g_lines = &lines_;
+  }
+  Config Parse() {
+    Config config;
+    ParseConfig(&FakeGetenv, &Collect, &config);
+    return config;
+  }
+  std::map<std::string, std::string> env_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(ConfigTest, DefaultsWhenNothingIsSet) {
+  const Config c = Parse();
+  EXPECT_FALSE(c.disabled);
+  EXPECT_STREQ(c.addr, "");
+  EXPECT_STREQ(c.capture_id, "");
+  EXPECT_EQ(c.stack_depth, 0u);
+  EXPECT_EQ(c.requested_mode, ShimMode::kBestEffort);
+  EXPECT_EQ(c.ring_events, 16384u);
+  EXPECT_EQ(c.flush_timeout_ms, 2000u);
+  EXPECT_EQ(c.max_model_bytes, 64ull << 20);
+  EXPECT_TRUE(lines_.empty());
+}
+
+TEST_F(ConfigTest, ReadsEveryVariable) {
+  env_ = {{"NRTPROF_DISABLE", "1"},          {"NRTPROF_ADDR", "unix:/tmp/x.sock"},
+          {"NRTPROF_CAPTURE", "cap-1"},      {"NRTPROF_STACKS", "64"},
+          {"NRTPROF_MODE", "best_effort"},   {"NRTPROF_RING_EVENTS", "1000"},
+          {"NRTPROF_FLUSH_TIMEOUT_MS", "0"}, {"NRTPROF_MAX_MODEL_BYTES", "0"}};
+  const Config c = Parse();
+  EXPECT_TRUE(c.disabled);
+  EXPECT_STREQ(c.addr, "unix:/tmp/x.sock");
+  EXPECT_STREQ(c.capture_id, "cap-1");
+  EXPECT_EQ(c.stack_depth, 64u);
+  EXPECT_EQ(c.ring_events, 1024u) << "rounded up to a power of two";
+  EXPECT_EQ(c.flush_timeout_ms, 0u);
+  EXPECT_EQ(c.max_model_bytes, 0u);
+  EXPECT_TRUE(lines_.empty());
+}
+
+TEST_F(ConfigTest, EachMalformedValueIsOneLineAndTheDefault) {
+  env_ = {{"NRTPROF_DISABLE", "yes"},          {"NRTPROF_STACKS", "65"},
+          {"NRTPROF_MODE", "fast"},            {"NRTPROF_RING_EVENTS", "8"},
+          {"NRTPROF_FLUSH_TIMEOUT_MS", "-1"},  {"NRTPROF_MAX_MODEL_BYTES", "1e6"}};
+  const Config c = Parse();
+  EXPECT_FALSE(c.disabled);
+  EXPECT_EQ(c.stack_depth, 0u);
+  EXPECT_EQ(c.ring_events, 16384u);
+  EXPECT_EQ(c.flush_timeout_ms, 2000u);
+  EXPECT_EQ(c.max_model_bytes, 64ull << 20);
+  ASSERT_EQ(lines_.size(), 6u);
+  EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_DISABLE='yes' is not 1 or 0; using 0 (profiling on)\n");
+  EXPECT_EQ(lines_[1], "nrtprof: NRTPROF_STACKS='65' is not a depth from 0 to 64; using 0 (no stacks)\n");
+  EXPECT_EQ(lines_[2], "nrtprof: NRTPROF_MODE='fast' is not best_effort or lossless; using best_effort\n");
+  EXPECT_EQ(lines_[3], "nrtprof: NRTPROF_RING_EVENTS='8' is not a count from 64 to 4194304; using 16384\n");
+  EXPECT_EQ(lines_[4], "nrtprof: NRTPROF_FLUSH_TIMEOUT_MS='-1' is not milliseconds from 0 to 600000; using 2000\n");
+  EXPECT_EQ(lines_[5], "nrtprof: NRTPROF_MAX_MODEL_BYTES='1e6' is not bytes from 0 to 1073741824; using 67108864\n");
+}
+
+TEST_F(ConfigTest, NumbersMustBeWholeAndInRange) {
+  for (const char* bad : {"", " 5", "5 ", "+5", "0x10", "99999999999999999999999"}) {
+    env_ = {{"NRTPROF_STACKS", bad}};
+    lines_.clear();
+    EXPECT_EQ(Parse().stack_depth, 0u) << bad;
+    EXPECT_EQ(lines_.size(), bad[0] == '\0' ? 0u : 1u) << "'" << bad << "'";
+  }
+}
+
+TEST_F(ConfigTest, LosslessIsAcceptedButSaysSpoolingIsNotThereYet) {
+  env_ = {{"NRTPROF_MODE", "lossless"}};
+  const Config c = Parse();
+  EXPECT_EQ(c.requested_mode, ShimMode::kLossless);
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("not implemented yet; running best_effort"), std::string::npos);
+}
+
+TEST_F(ConfigTest, OverlongStringsAreRejected) {
+  env_ = {{"NRTPROF_ADDR", std::string(600, 'a')}, {"NRTPROF_CAPTURE", std::string(300, 'c')}};
+  const Config c = Parse();
+  EXPECT_STREQ(c.addr, "");
+  EXPECT_STREQ(c.capture_id, "");
+  EXPECT_EQ(lines_.size(), 2u);
+}
+
+}  // namespace
+}  // namespace nrtprof::shim

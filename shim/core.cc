@@ -1,0 +1,287 @@
+#include "shim/core.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace nrtprof::shim::core {
+
+CoreState g_core;
+std::atomic<int> g_phase{kUninit};
+std::atomic<const BackendApi*> g_backend{nullptr};
+std::atomic<void*> g_real[kNumApiFunctions];
+std::atomic<void*> g_nrt_handle{nullptr};
+NRTPROF_TLS ThreadState* t_state = nullptr;
+NRTPROF_TLS int t_in_call = 0;
+
+namespace {
+
+// Taken only by the lazy start (first use in a process) and re-initialized in a fork child.
+pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+pthread_key_t g_thread_key;
+bool g_process_hooks_registered = false;  // guarded by g_start_mu
+std::atomic<uint32_t> g_missing_reported{0};
+std::atomic<int> g_fork_note_printed{0};
+std::atomic<int> g_disabled_by_env{-1};
+
+void WriteStderr(const char* line) {
+  ssize_t ignored = write(STDERR_FILENO, line, strlen(line));
+  (void)ignored;
+}
+
+const char* Getenv(const char* name) { return getenv(name); }
+
+// The core's loaded code, from its program headers.
+int FindCoreText(struct dl_phdr_info* info, size_t, void* data) {
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&g_core);
+  uintptr_t begin = UINTPTR_MAX, end = 0;
+  bool contains_self = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    const uintptr_t b = info->dlpi_addr + ph.p_vaddr, e = b + ph.p_memsz;
+    if (self >= b && self < e) contains_self = true;
+    if (b < begin) begin = b;
+    if (e > end) end = e;
+  }
+  if (!contains_self) return 0;
+  auto* range = static_cast<uintptr_t*>(data);
+  range[0] = begin;
+  range[1] = end;
+  return 1;
+}
+
+void OnThreadExit(void* state) {
+  auto* ts = static_cast<ThreadState*>(state);
+  if (t_state == ts) t_state = kDeadThread;
+  ts->retired.store(1, std::memory_order_release);
+}
+
+void CreateThreadKey() { pthread_key_create(&g_thread_key, &OnThreadExit); }
+
+void AtExit() {
+  if (g_phase.load(std::memory_order_acquire) != kStarted) return;
+  const BackendApi* backend = g_backend.load(std::memory_order_acquire);
+  // Calls the exiting thread might still make (other atexit handlers) pass straight through.
+  t_in_call = 1;
+  backend->exit_flush();
+  g_phase.store(kExited, std::memory_order_release);
+}
+
+// Whether AtForkPrepare asked the backend to hold off (the phase may not change meanwhile:
+// the forking thread is in fork()).
+bool g_fork_prepared = false;
+
+void AtForkPrepare() {
+  g_fork_prepared = g_phase.load(std::memory_order_acquire) == kStarted;
+  if (g_fork_prepared) g_backend.load(std::memory_order_acquire)->atfork_prepare();
+}
+
+void AtForkParent() {
+  if (g_fork_prepared) g_backend.load(std::memory_order_acquire)->atfork_parent();
+  g_fork_prepared = false;
+}
+
+// In the child of fork(): only the forking thread exists. The parent's rings, backend
+// threads and gRPC objects are forgotten (leaked), never touched.
+void AtForkChild() {
+  t_state = nullptr;
+  t_in_call = 0;
+  pthread_mutex_init(&g_start_mu, nullptr);
+  pthread_mutex_init(&g_core.registry_mu, nullptr);
+  g_core.threads = nullptr;
+  g_core.lost_records.store(0, std::memory_order_relaxed);
+  g_core.next_correlation_id.store(1, std::memory_order_relaxed);
+  if (g_fork_prepared && g_phase.load(std::memory_order_relaxed) == kStarted) {
+    g_fork_prepared = false;
+    const BackendApi* backend = g_backend.load(std::memory_order_relaxed);
+    if (backend->atfork_child()) {
+      g_core.recording.store(1, std::memory_order_relaxed);
+      g_phase.store(kConfigured, std::memory_order_release);
+    } else {
+      g_core.recording.store(0, std::memory_order_relaxed);
+      g_phase.store(kForkedChild, std::memory_order_release);
+    }
+  }
+}
+
+void ConfigureLocked() {
+  ParseConfig(&Getenv, &WriteStderr, &g_core.config);
+  g_core.real_dlsym = RealDlsym();
+  g_core.real_functions = g_real;
+  uintptr_t range[2] = {0, 0};
+  dl_iterate_phdr(&FindCoreText, range);
+  g_core.core_text_begin = range[0];
+  g_core.core_text_end = range[1];
+  // Record from the start; the daemon's CaptureControl may turn it off.
+  g_core.recording.store(1, std::memory_order_relaxed);
+  g_phase.store(g_core.config.disabled ? kDisabled : kConfigured, std::memory_order_release);
+}
+
+// Loads the backend from the core's own folder and starts it.
+void StartBackendLocked() {
+  char path[4096];
+  Dl_info info;
+  path[0] = '\0';
+  if (dladdr(reinterpret_cast<void*>(&g_core), &info) != 0 && info.dli_fname != nullptr) {
+    const char* slash = strrchr(info.dli_fname, '/');
+    const int dir_len = slash == nullptr ? 0 : static_cast<int>(slash - info.dli_fname + 1);
+    snprintf(path, sizeof(path), "%.*s%s", dir_len, info.dli_fname, kBackendLibraryName);
+  } else {
+    snprintf(path, sizeof(path), "%s", kBackendLibraryName);
+  }
+  char line[4600];
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    snprintf(line, sizeof(line), "nrtprof: cannot load %s (%s); not profiling this process\n",
+             path, error != nullptr ? error : "unknown error");
+    WriteStderr(line);
+    g_phase.store(kDisabled, std::memory_order_release);
+    return;
+  }
+  auto start = reinterpret_cast<BackendStartFn>(g_core.real_dlsym(handle, kBackendStartSymbol));
+  const BackendApi* backend = start != nullptr ? start(&g_core) : nullptr;
+  if (backend == nullptr || backend->abi_version != kShimAbiVersion) {
+    snprintf(line, sizeof(line),
+             "nrtprof: %s is not the backend of this libnrtprof_shim.so; not profiling this "
+             "process\n",
+             path);
+    WriteStderr(line);
+    g_phase.store(kDisabled, std::memory_order_release);
+    return;
+  }
+  g_backend.store(backend, std::memory_order_release);
+  if (!g_process_hooks_registered) {
+    g_process_hooks_registered = true;
+    pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild);
+    atexit(&AtExit);
+  }
+  g_phase.store(kStarted, std::memory_order_release);
+}
+
+}  // namespace
+
+DlsymFn RealDlsym();  // dlsym_hook.cc
+
+bool DisabledByEnvironment() {
+  int disabled = g_disabled_by_env.load(std::memory_order_relaxed);
+  if (disabled < 0) {
+    const char* v = getenv("NRTPROF_DISABLE");
+    disabled = v != nullptr && v[0] == '1' && v[1] == '\0' ? 1 : 0;
+    g_disabled_by_env.store(disabled, std::memory_order_relaxed);
+  }
+  return disabled == 1;
+}
+
+void* ResolveReal(ApiFunction f) {
+  const uint32_t bit = 1u << f;
+  if ((g_missing_reported.load(std::memory_order_relaxed) & bit) != 0) return nullptr;
+  DlsymFn real_dlsym = RealDlsym();
+  void* p = real_dlsym != nullptr ? real_dlsym(RTLD_NEXT, ApiFunctionName(f)) : nullptr;
+  if (p == nullptr && real_dlsym != nullptr) {
+    if (void* handle = g_nrt_handle.load(std::memory_order_acquire); handle != nullptr) {
+      p = real_dlsym(handle, ApiFunctionName(f));
+    }
+  }
+  if (p != nullptr) {
+    void* expected = nullptr;
+    g_real[f].compare_exchange_strong(expected, p, std::memory_order_acq_rel);
+    return g_real[f].load(std::memory_order_acquire);
+  }
+  if ((g_missing_reported.fetch_or(bit, std::memory_order_relaxed) & bit) == 0) {
+    char line[256];
+    snprintf(line, sizeof(line),
+             "nrtprof: the loaded libnrt has no %s; calls to it fail with NRT_FAILURE\n",
+             ApiFunctionName(f));
+    WriteStderr(line);
+  }
+  return nullptr;
+}
+
+bool ConfigureSlow() {
+  pthread_mutex_lock(&g_start_mu);
+  if (g_phase.load(std::memory_order_acquire) == kUninit) ConfigureLocked();
+  const int phase = g_phase.load(std::memory_order_acquire);
+  pthread_mutex_unlock(&g_start_mu);
+  return phase == kConfigured || phase == kStarted;
+}
+
+bool StartSlow() {
+  int phase = g_phase.load(std::memory_order_acquire);
+  if (phase == kForkedChild) {
+    if (g_fork_note_printed.exchange(1, std::memory_order_relaxed) == 0) {
+      char line[256];
+      snprintf(line, sizeof(line),
+               "nrtprof: process %d was forked from a profiled process; its libnrt calls are "
+               "not recorded (gRPC cannot be used after fork)\n",
+               static_cast<int>(getpid()));
+      WriteStderr(line);
+    }
+    return false;
+  }
+  if (phase != kUninit && phase != kConfigured) return false;
+  pthread_mutex_lock(&g_start_mu);
+  if (g_phase.load(std::memory_order_acquire) == kUninit) ConfigureLocked();
+  if (g_phase.load(std::memory_order_acquire) == kConfigured) StartBackendLocked();
+  phase = g_phase.load(std::memory_order_acquire);
+  pthread_mutex_unlock(&g_start_mu);
+  return phase == kStarted;
+}
+
+ThreadState* CreateThreadState() {
+  if (!EnsureConfigured()) return nullptr;
+  const Config& config = g_core.config;
+  const size_t ring_bytes =
+      (EventRing::BytesFor(config.ring_events, config.stack_depth) + EventRing::kAlign - 1) &
+      ~(EventRing::kAlign - 1);
+  void* ring_memory = aligned_alloc(EventRing::kAlign, ring_bytes);
+  auto* ts = static_cast<ThreadState*>(calloc(1, sizeof(ThreadState)));
+  if (ring_memory == nullptr || ts == nullptr) {
+    free(ring_memory);
+    free(ts);
+    t_state = kDeadThread;
+    g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  ts->ring = EventRing::Create(ring_memory, config.ring_events, config.stack_depth);
+  new (&ts->retired) std::atomic<int>(0);
+  ts->tid = static_cast<uint32_t>(gettid());
+  pthread_once(&g_key_once, &CreateThreadKey);
+  pthread_setspecific(g_thread_key, ts);
+  pthread_mutex_lock(&g_core.registry_mu);
+  ts->next = g_core.threads;
+  g_core.threads = ts;
+  pthread_mutex_unlock(&g_core.registry_mu);
+  t_state = ts;
+  return ts;
+}
+
+void CaptureStack(Record* record, uint32_t capacity) {
+  int (*backtrace)(void**, int) = g_core.backtrace.load(std::memory_order_relaxed);
+  uint32_t depth = g_core.config.stack_depth;
+  if (depth > capacity) depth = capacity;
+  if (backtrace == nullptr || depth == 0) return;
+  constexpr int kSlack = 8;  // the core's own frames, skipped below
+  void* frames[kMaxStackDepth + kSlack];
+  const int n = backtrace(frames, static_cast<int>(depth) + kSlack);
+  auto in_core = [](void* frame) {
+    const uintptr_t pc = reinterpret_cast<uintptr_t>(frame);
+    return pc >= g_core.core_text_begin && pc < g_core.core_text_end;
+  };
+  // The unwinder's own frame may come first, then the core's: the program's start after.
+  int i = 0;
+  while (i < n && !in_core(frames[i])) ++i;
+  while (i < n && in_core(frames[i])) ++i;
+  if (i >= n) i = 0;
+  uint32_t kept = 0;
+  for (; i < n && kept < depth; ++i) record->frames()[kept++] = reinterpret_cast<uintptr_t>(frames[i]);
+  record->stack_depth = kept;
+}
+
+}  // namespace nrtprof::shim::core

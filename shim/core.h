@@ -1,0 +1,160 @@
+// The core of libnrtprof_shim.so: process-wide state, lazy start of the backend, per-thread
+// state and the one shape every interposed call takes (ApiCall). Used by interpose.cc (the
+// nrt_* wrappers and annotation ranges) and dlsym_hook.cc.
+//
+// Constraints, because the core is preloaded into every process a profiled command starts:
+// no C++ runtime (no operator new, no exceptions, no guarded statics), no thread, socket or
+// file until the first libnrt call, and on the hot path no lock, no allocation and no system
+// call but the clock. Everything here is constant-initialized so that it works before the
+// core's own constructors run (another library's constructor may call dlsym or libnrt first).
+#ifndef NRTPROF_SHIM_CORE_H_
+#define NRTPROF_SHIM_CORE_H_
+
+#include <stdint.h>
+
+#include <atomic>
+
+#include "common/clock.h"
+#include "shim/core_state.h"
+#include "shim/record.h"
+
+namespace nrtprof::shim::core {
+
+#define NRTPROF_TLS __thread __attribute__((tls_model("initial-exec")))
+#define NRTPROF_HIDDEN __attribute__((visibility("hidden")))
+
+// Lifecycle of the shim in this process.
+enum Phase : int {
+  kUninit = 0,       // nothing read yet
+  kConfigured = 1,   // environment read; rings may exist; backend not loaded
+  kStarted = 2,      // backend running
+  kDisabled = 3,     // NRTPROF_DISABLE=1, or the backend could not load: pass-through
+  kExited = 4,       // the exit flush ran: pass-through
+  kForkedChild = 5,  // a child forked after the parent started the backend: pass-through
+};
+
+extern CoreState g_core NRTPROF_HIDDEN;
+extern std::atomic<int> g_phase NRTPROF_HIDDEN;
+extern std::atomic<const BackendApi*> g_backend NRTPROF_HIDDEN;
+extern std::atomic<void*> g_real[kNumApiFunctions] NRTPROF_HIDDEN;
+// The handle through which the program's dlsym last found a wrapped function.
+extern std::atomic<void*> g_nrt_handle NRTPROF_HIDDEN;
+
+extern NRTPROF_TLS ThreadState* t_state NRTPROF_HIDDEN;
+// Non-zero while this thread is inside an interposed call: nested calls (the runtime calling
+// its own exported functions) pass straight through.
+extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;
+
+// t_state of a thread whose exit destructor ran: record nothing more.
+inline ThreadState* const kDeadThread = reinterpret_cast<ThreadState*>(1);
+
+// The libc dlsym (resolved once through dlvsym); null only if libc has none.
+using DlsymFn = void* (*)(void*, const char*);
+DlsymFn RealDlsym() NRTPROF_HIDDEN;
+// NRTPROF_DISABLE=1, read without allocating (the dlsym hook needs it before configuration).
+bool DisabledByEnvironment() NRTPROF_HIDDEN;
+
+// The runtime's function `f`, resolved once; null (reported once on stderr) if absent.
+void* ResolveReal(ApiFunction f) NRTPROF_HIDDEN;
+inline void* RealAddress(ApiFunction f) {
+  void* p = g_real[f].load(std::memory_order_acquire);
+  return __builtin_expect(p != nullptr, 1) ? p : ResolveReal(f);
+}
+#define NRTPROF_REAL(f, fn) reinterpret_cast<decltype(&fn)>(::nrtprof::shim::core::RealAddress(f))
+
+// Slow paths of the lazy start; true if the phase they reach allows it.
+bool ConfigureSlow() NRTPROF_HIDDEN;
+bool StartSlow() NRTPROF_HIDDEN;
+
+// Environment read and recording possible (rings may be created).
+inline bool EnsureConfigured() {
+  const int phase = g_phase.load(std::memory_order_acquire);
+  if (__builtin_expect(phase == kStarted || phase == kConfigured, 1)) return true;
+  return phase == kUninit ? ConfigureSlow() : false;
+}
+
+// Backend running (started now if this is the first libnrt call).
+inline bool EnsureStarted() {
+  const int phase = g_phase.load(std::memory_order_acquire);
+  if (__builtin_expect(phase == kStarted, 1)) return true;
+  return StartSlow();
+}
+
+// The backend if it is already running; never starts it.
+inline const BackendApi* RunningBackend() {
+  if (g_phase.load(std::memory_order_acquire) != kStarted) return nullptr;
+  return g_backend.load(std::memory_order_acquire);
+}
+
+ThreadState* CreateThreadState() NRTPROF_HIDDEN;
+
+// This thread's state, created at its first event; null if it cannot record.
+inline ThreadState* GetThreadState() {
+  ThreadState* ts = t_state;
+  if (__builtin_expect(reinterpret_cast<uintptr_t>(ts) > 1, 1)) return ts;
+  if (ts == kDeadThread) {
+    g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  return CreateThreadState();
+}
+
+// Fills the record's frames with the program's call stack (NRTPROF_STACKS).
+void CaptureStack(Record* record, uint32_t capacity) NRTPROF_HIDDEN;
+
+// One interposed call: reentrancy guard, a reserved record stamped at entry, End() stamps the
+// exit and hands the record for the call's fields, Commit() publishes it. The guard is held
+// for the object's life so that the runtime's own calls to exported functions nest.
+class ApiCall {
+ public:
+  explicit ApiCall(ApiFunction f) {
+    if (t_in_call != 0) return;
+    t_in_call = 1;
+    owner_ = true;
+    if (!EnsureStarted() || g_core.recording.load(std::memory_order_relaxed) == 0) return;
+    ThreadState* ts = GetThreadState();
+    if (ts == nullptr) return;
+    Record* r = ts->ring->TryReserve();
+    if (r == nullptr) {
+      ts->ring->CountDrop();
+      return;
+    }
+    r->Clear(RecordKind::kApiCall);
+    r->api = f;
+    r->tid = ts->tid;
+    r->correlation_id = g_core.next_correlation_id.fetch_add(1, std::memory_order_relaxed);
+    if (g_core.config.stack_depth != 0) CaptureStack(r, ts->ring->stack_capacity());
+    ring_ = ts->ring;
+    record_ = r;
+    r->start_ns = MonotonicNs();
+  }
+  ~ApiCall() {
+    if (owner_) t_in_call = 0;
+  }
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+
+  // Stamps the exit; the record to fill, or null if this call is not recorded.
+  Record* End() {
+    if (record_ != nullptr) record_->end_ns = MonotonicNs();
+    return record_;
+  }
+  void Commit(int32_t status) {
+    record_->status = status;
+    ring_->Commit();
+    record_ = nullptr;
+  }
+  // True if this call is the outermost interposed call on its thread.
+  bool outermost() const { return owner_; }
+
+ private:
+  bool owner_ = false;
+  EventRing* ring_ = nullptr;
+  Record* record_ = nullptr;
+};
+
+inline uint64_t Handle(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace nrtprof::shim::core
+
+#endif  // NRTPROF_SHIM_CORE_H_

@@ -1,0 +1,117 @@
+// What the shim's two libraries share.
+//
+// libnrtprof_shim.so (the "core", LD_PRELOADed into every process) holds the interposed
+// functions, the dlsym hook, the per-thread rings and this CoreState; it depends on libc only,
+// so that the shells, compilers and interpreters a profiled command starts pay almost nothing.
+// At the first libnrt call it dlopen()s libnrtprof_shim_backend.so (RTLD_LOCAL, next to the
+// core) with gRPC, protobuf and libunwind behind it, calls nrtprof_backend_start(&core) and
+// from then on calls it through the BackendApi it returns. Both are built from one tree:
+// kShimAbiVersion guards against mixing builds.
+//
+// Thread-safety: as annotated per field. The core owns every object here; the backend may
+// free retired ThreadStates (unlinked under registry_mu).
+#ifndef NRTPROF_SHIM_CORE_STATE_H_
+#define NRTPROF_SHIM_CORE_STATE_H_
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "nrt/nrt.h"
+#include "nrt/nrt_sys_trace.h"
+#include "shim/config.h"
+#include "shim/event_ring.h"
+#include "shim/record.h"
+
+namespace nrtprof::shim {
+
+inline constexpr uint32_t kShimAbiVersion = 1;
+inline constexpr const char kShimVersion[] = "0.1.0";
+inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
+inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
+
+// Annotation ranges open on one thread; deeper ones are counted but not kept.
+inline constexpr uint32_t kMaxRangeDepth = 64;
+
+struct RangeFrame {
+  uint64_t start_ns;
+  uint8_t flags;
+  uint8_t name_len;
+  char name[kRecordNameBytes];
+};
+
+// One application thread that recorded an event. Allocated at its first event; the thread
+// writes only its ring and range stack. At thread exit a pthread key destructor sets
+// `retired`; the flusher then drains the ring, unlinks the state and frees both.
+struct ThreadState {
+  EventRing* ring;          // malloc'ed with the state; the state owns it
+  uint32_t tid;
+  uint32_t range_depth;     // may exceed kMaxRangeDepth
+  std::atomic<int> retired; // release-stored by the owning thread's exit
+  ThreadState* next;        // CoreState::threads list, guarded by registry_mu
+  RangeFrame ranges[kMaxRangeDepth];
+};
+
+struct CoreState {
+  uint32_t abi_version = kShimAbiVersion;
+  Config config;  // set once before the backend starts; read-only after
+
+  // The libc dlsym the hook forwards to: lookups that must not come back to the shim.
+  void* (*real_dlsym)(void* handle, const char* name) = nullptr;
+  // The runtime's functions (the wrapped ones, indexed by ApiFunction), once resolved.
+  std::atomic<void*>* real_functions = nullptr;
+
+  pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+  ThreadState* threads = nullptr;  // guarded by registry_mu
+
+  // Records lost outside any live ring: rings already freed, threads past their exit, ranges
+  // nested deeper than kMaxRangeDepth. Part of DropCounters.ring_full.
+  std::atomic<uint64_t> lost_records{0};
+  // Wrappers record while this is 1 (relaxed loads on the hot path).
+  std::atomic<int> recording{0};
+  std::atomic<uint64_t> next_correlation_id{1};
+  // Set by the backend when NRTPROF_STACKS asks for stacks: libunwind's unw_backtrace.
+  std::atomic<int (*)(void**, int)> backtrace{nullptr};
+  // The core's own code, so stacks start at the program's frame, not the wrapper's.
+  uintptr_t core_text_begin = 0;
+  uintptr_t core_text_end = 0;
+};
+
+// What the backend does for the core. Every function is safe to call from any application
+// thread; none throws.
+struct BackendApi {
+  uint32_t abi_version;
+  // After a successful nrt_init: start the profiler's system trace.
+  void (*on_runtime_init)();
+  // Around the real nrt_close: the first fetches the device events the runtime would discard
+  // and holds off the flusher's fetches until the second.
+  void (*before_runtime_close)();
+  void (*after_runtime_close)();
+  // After a successful nrt_load (and while recording): ship the model file once.
+  void (*on_model_loaded)(uint64_t model_handle, const void* bytes, size_t size);
+  // The program's own nrt_sys_trace_* calls, arbitrated against the profiler's capture.
+  NRT_STATUS (*sys_trace_start)(nrt_sys_trace_config_t* options);
+  NRT_STATUS (*sys_trace_stop)();
+  NRT_STATUS (*sys_trace_fetch_events)(char** buffer, size_t* written_size,
+                                       const nrt_sys_trace_fetch_options_t* options);
+  // True if `buffer` was one the backend handed out (and is now freed).
+  bool (*sys_trace_buffer_free)(char* buffer);
+  // exit(): drain, fetch, send the final batch, wait for its ack; bounded by
+  // NRTPROF_FLUSH_TIMEOUT_MS.
+  void (*exit_flush)();
+  // Around fork(): the first keeps the flusher out of the runtime while the process forks
+  // (a child must not inherit a runtime lock held by a thread it does not have).
+  void (*atfork_prepare)();
+  void (*atfork_parent)();
+  // In the child of fork(): forget the parent's threads and connection without touching
+  // them. Returns true if the child may start the backend again at its next libnrt call.
+  bool (*atfork_child)();
+};
+
+using BackendStartFn = const BackendApi* (*)(CoreState* core);
+
+}  // namespace nrtprof::shim
+
+#endif  // NRTPROF_SHIM_CORE_STATE_H_

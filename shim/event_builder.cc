@@ -1,0 +1,88 @@
+#include "shim/event_builder.h"
+
+#include <string_view>
+
+#include "shim/utf8.h"
+
+namespace nrtprof::shim {
+
+EventBuilder::EventBuilder(StringTable* strings, StackTable* stacks)
+    : strings_(strings), stacks_(stacks) {}
+
+uint32_t EventBuilder::RecordNameIid(const Record& record) {
+  std::string_view name(record.name, record.name_len);
+  if (record.flags & kRecordNameTruncated) name = TrimIncompleteUtf8Tail(name);
+  return name.empty() ? 0 : strings_->Intern(name);
+}
+
+void EventBuilder::Build(const Record& record, nrtprof::Event* event) {
+  event->set_start_ns(record.start_ns);
+  event->set_duration_ns(record.end_ns > record.start_ns ? record.end_ns - record.start_ns : 0);
+  event->set_tid(record.tid);
+  event->set_nc_idx(record.nc_idx);
+  if (record.kind == RecordKind::kRange) {
+    event->set_kind(nrtprof::EVENT_RANGE);
+    event->set_name_iid(RecordNameIid(record));
+    event->set_depth(record.depth);
+    return;
+  }
+  BuildApiCall(record, event);
+}
+
+void EventBuilder::BuildApiCall(const Record& record, nrtprof::Event* event) {
+  event->set_kind(nrtprof::EVENT_API_CALL);
+  const unsigned api = record.api < kNumApiFunctions ? record.api : 0;
+  if (api_name_iids_[api] == 0) api_name_iids_[api] = strings_->Intern(ApiFunctionName(api));
+  event->set_name_iid(api_name_iids_[api]);
+  event->set_correlation_id(record.correlation_id);
+  event->set_status(record.status);
+  event->set_bytes(record.bytes);
+  event->set_model_handle(record.model_handle);
+  event->set_tensor_handle(record.tensor_handle);
+  event->set_tensor_handle2(record.tensor_handle2);
+  event->set_repeat(record.repeat);
+  event->set_placement(record.placement);
+  if (record.stack_depth > 0) {
+    event->set_stack_iid(stacks_->Intern(record.frames(), record.stack_depth));
+  }
+
+  const uint64_t tensor = record.tensor_handle;
+  switch (api) {
+    case kNrtTensorAllocate:
+    case kNrtTensorAllocateEmpty:
+    case kNrtTensorAllocateSlice: {
+      const uint32_t name = RecordNameIid(record);
+      event->set_tensor_name_iid(name);
+      if (record.status == 0 && tensor != 0 && name != 0 &&
+          tensor_names_.size() < kMaxTrackedTensors) {
+        tensor_names_[tensor] = name;
+      }
+      break;
+    }
+    case kNrtAddTensorToTensorSet: {
+      // The tensor's own name if known, else the name it takes in the set.
+      auto it = tensor_names_.find(tensor);
+      event->set_tensor_name_iid(it != tensor_names_.end() ? it->second : RecordNameIid(record));
+      break;
+    }
+    case kNrtTensorFree: {
+      auto it = tensor_names_.find(tensor);
+      if (it != tensor_names_.end()) {
+        event->set_tensor_name_iid(it->second);
+        tensor_names_.erase(it);
+      }
+      break;
+    }
+    case kNrtClose:
+      tensor_names_.clear();  // the runtime frees every tensor
+      break;
+    default:
+      if (tensor != 0) {
+        auto it = tensor_names_.find(tensor);
+        if (it != tensor_names_.end()) event->set_tensor_name_iid(it->second);
+      }
+      break;
+  }
+}
+
+}  // namespace nrtprof::shim

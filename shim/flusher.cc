@@ -1,0 +1,344 @@
+#include "shim/flusher.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/clock.h"
+#include "shim/process_info.h"
+#include "shim/symbolizer.h"
+
+namespace nrtprof::shim {
+namespace {
+
+constexpr uint64_t kFirstBackoffNs = 100'000'000;
+constexpr uint64_t kMaxBackoffNs = 5'000'000'000;
+
+// The runtime's system-trace functions, found in the libnrt the program's calls went to (it
+// may be dlopen()ed RTLD_LOCAL, out of reach of a global look-up).
+SysTraceFunctions ResolveSysTrace(CoreState* core) {
+  SysTraceFunctions f;
+  void* known = nullptr;
+  for (unsigned i = 0; i < kNumApiFunctions && known == nullptr; ++i) {
+    known = core->real_functions[i].load(std::memory_order_acquire);
+  }
+  void* handle = nullptr;
+  Dl_info info;
+  if (known != nullptr && dladdr(known, &info) != 0 && info.dli_fname != nullptr) {
+    handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }
+  if (handle == nullptr) handle = dlopen("libnrt.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  auto find = [&](const char* name) -> void* {
+    return handle != nullptr ? core->real_dlsym(handle, name) : nullptr;
+  };
+  auto wrapped = [&](ApiFunction fn) -> void* {
+    void* p = core->real_functions[fn].load(std::memory_order_acquire);
+    return p != nullptr ? p : find(ApiFunctionName(fn));
+  };
+  f.config_allocate = reinterpret_cast<decltype(f.config_allocate)>(
+      find("nrt_sys_trace_config_allocate"));
+  f.config_free =
+      reinterpret_cast<decltype(f.config_free)>(find("nrt_sys_trace_config_free"));
+  f.config_set_max_events_per_nc = reinterpret_cast<decltype(f.config_set_max_events_per_nc)>(
+      find("nrt_sys_trace_config_set_max_events_per_nc"));
+  f.start = reinterpret_cast<decltype(f.start)>(wrapped(kNrtSysTraceStart));
+  f.stop = reinterpret_cast<decltype(f.stop)>(wrapped(kNrtSysTraceStop));
+  f.fetch_events = reinterpret_cast<decltype(f.fetch_events)>(wrapped(kNrtSysTraceFetchEvents));
+  f.buffer_free = reinterpret_cast<decltype(f.buffer_free)>(wrapped(kNrtSysTraceBufferFree));
+  // Failed look-ups leave a message for dlerror(); the program's next dlerror() is its own.
+  dlerror();
+  return f;
+}
+
+// Roughly how many events a document holds, for what is dropped unparsed.
+uint64_t CountEvents(const std::string& json) {
+  uint64_t n = 0;
+  for (size_t at = json.find("\"type\":"); at != std::string::npos;
+       at = json.find("\"type\":", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+Flusher::Flusher(CoreState* core, std::string target)
+    : core_(core),
+      target_(std::move(target)),
+      arbiter_(
+          kOwnMaxEventsPerCore, [core] { return ResolveSysTrace(core); },
+          [this](uint64_t generation, std::string json) {
+            OnDocument(generation, std::move(json));
+          }),
+      stacks_(&strings_, &SymbolizeReturnAddress),
+      builder_(&strings_, &stacks_),
+      device_parser_(&strings_),
+      batcher_(Batcher::Options(), &strings_, &stacks_),
+      max_message_bytes_(std::max<uint64_t>(4ull << 20, core->config.max_model_bytes + (1 << 20))) {}
+
+void Flusher::Start() {
+  // Signals sent to the process must reach the program's threads, not this one nor gRPC's
+  // (created now, they inherit this mask).
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  // The channel (and with it gRPC's threads) is created here, on the program's first libnrt
+  // call, so that whether a forked child may use gRPC never depends on timing.
+  grpc_started_.store(true, std::memory_order_release);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+  stub_ = nrtprof::Collector::NewStub(channel_);
+  std::thread thread([this] { Run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  thread.detach();
+}
+
+void Flusher::OnModelLoaded(uint64_t model_handle, const void* bytes, size_t size) {
+  nrtprof::LoadedModel model;
+  model.set_model_handle(model_handle);
+  model.set_size(size);
+  if (size <= core_->config.max_model_bytes) {
+    model.set_model_file(std::string(static_cast<const char*>(bytes), size));
+  }
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  models_.push_back(std::move(model));
+}
+
+void Flusher::OnDocument(uint64_t generation, std::string json) {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (document_bytes_ + json.size() > kMaxQueuedDocumentBytes) {
+    documents_dropped_ += CountEvents(json);
+    return;
+  }
+  document_bytes_ += json.size();
+  documents_.push_back({generation, std::move(json)});
+}
+
+void Flusher::FinalFlush(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(final_mu_);
+  final_requested_ = true;
+  final_deadline_ = deadline;
+  final_cv_.notify_all();
+  // A little past the deadline: the flusher closes the stream within it.
+  final_cv_.wait_until(lock, deadline + std::chrono::milliseconds(100),
+                       [this] { return final_done_; });
+}
+
+void Flusher::Run() {
+  pthread_setname_np(pthread_self(), "nrtprof-flush");
+  while (true) {
+    bool final = false;
+    Clock::time_point deadline;
+    {
+      std::lock_guard<std::mutex> lock(final_mu_);
+      final = final_requested_;
+      deadline = final_deadline_;
+    }
+    if (final) {
+      Final(deadline);
+      std::lock_guard<std::mutex> lock(final_mu_);
+      final_done_ = true;
+      final_cv_.notify_all();
+      return;
+    }
+    Tick(/*final=*/false, Clock::now());
+    std::unique_lock<std::mutex> lock(final_mu_);
+    final_cv_.wait_for(lock, std::chrono::nanoseconds(kTickNs),
+                       [this] { return final_requested_; });
+  }
+}
+
+void Flusher::Tick(bool final, Clock::time_point deadline) {
+  const uint64_t now = MonotonicNs();
+  if (final || now >= next_fetch_ns_) {
+    arbiter_.Poll(final);
+    next_fetch_ns_ = now + kTickNs;
+  }
+  ParseDocuments(now);
+  DrainRings(now);
+  TakeModels();
+  if (final) {
+    batcher_.SealAll();
+  } else {
+    batcher_.SealIfDue(now);
+  }
+  ServiceStream(now, final, deadline);
+  SendReady(final);
+  daemon_away_ += batcher_.EnforceBounds();
+}
+
+void Flusher::ParseDocuments(uint64_t now_ns) {
+  std::deque<QueuedDocument> documents;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    documents.swap(documents_);
+    document_bytes_ = 0;
+  }
+  const bool capturing = core_->recording.load(std::memory_order_relaxed) != 0;
+  for (QueuedDocument& doc : documents) {
+    DeviceTraceOutput out;
+    std::string error;
+    if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
+    for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
+      batcher_.AddClockSync(sync, now_ns);
+    }
+    if (!capturing) continue;
+    for (nrtprof::Event& event : out.events) batcher_.AddEvent(now_ns)->Swap(&event);
+  }
+}
+
+void Flusher::DrainRings(uint64_t now_ns) {
+  threads_snapshot_.clear();
+  pthread_mutex_lock(&core_->registry_mu);
+  for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) {
+    threads_snapshot_.push_back(ts);
+  }
+  pthread_mutex_unlock(&core_->registry_mu);
+  for (ThreadState* ts : threads_snapshot_) {
+    // Read before draining: a retired thread has committed its last record.
+    const bool retired = ts->retired.load(std::memory_order_acquire) != 0;
+    ts->ring->Drain([&](const Record& record) { builder_.Build(record, batcher_.AddEvent(now_ns)); });
+    if (!retired) continue;
+    pthread_mutex_lock(&core_->registry_mu);
+    for (ThreadState** link = &core_->threads; *link != nullptr; link = &(*link)->next) {
+      if (*link == ts) {
+        *link = ts->next;
+        break;
+      }
+    }
+    pthread_mutex_unlock(&core_->registry_mu);
+    freed_rings_dropped_ += ts->ring->dropped();
+    free(ts->ring);
+    free(ts);
+  }
+}
+
+void Flusher::TakeModels() {
+  std::vector<nrtprof::LoadedModel> models;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    models.swap(models_);
+  }
+  for (nrtprof::LoadedModel& model : models) batcher_.AddModel(std::move(model));
+}
+
+nrtprof::DropCounters Flusher::Drops() {
+  uint64_t ring_full = freed_rings_dropped_ + core_->lost_records.load(std::memory_order_relaxed);
+  pthread_mutex_lock(&core_->registry_mu);
+  for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) {
+    ring_full += ts->ring->dropped();
+  }
+  pthread_mutex_unlock(&core_->registry_mu);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    ring_full += documents_dropped_;
+  }
+  nrtprof::DropCounters drops;
+  drops.set_ring_full(ring_full);
+  drops.set_daemon_away(daemon_away_);
+  drops.set_device_overwritten(device_parser_.overwritten_total());
+  drops.set_oversized(oversized_);
+  return drops;
+}
+
+void Flusher::OnControl(const nrtprof::CaptureControl& control) {
+  // With NRTPROF_CAPTURE the process records from its start, whatever the daemon says.
+  if (core_->config.capture_id[0] != '\0') return;
+  core_->recording.store(control.capturing() ? 1 : 0, std::memory_order_relaxed);
+}
+
+void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
+  // Batches the daemon did not acknowledge may be lost: count them, never resend (the daemon
+  // could not tell a resent batch from a new one).
+  for (const Unacked& u : unacked_) daemon_away_ += u.events;
+  unacked_.clear();
+  stream_->Close(deadline, /*graceful=*/false);
+  stream_.reset();
+  backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
+  next_attempt_ns_ = now_ns + backoff_ns_;
+}
+
+void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline) {
+  if (stream_ != nullptr) {
+    const uint64_t acked = stream_->acked();
+    while (!unacked_.empty() && unacked_.front().sequence <= acked) unacked_.pop_front();
+    if (stream_->heard_from_daemon()) backoff_ns_ = 0;
+    if (stream_->broken()) AbandonStream(now_ns, final ? deadline : Clock::now());
+  }
+  if (stream_ != nullptr) return;
+  if (final) {
+    // At exit one attempt is made at once, whatever the backoff says, and only one.
+    if (final_attempt_made_) return;
+    final_attempt_made_ = true;
+  } else if (now_ns < next_attempt_ns_) {
+    return;
+  }
+  nrtprof::ShimMessage hello;
+  *hello.mutable_hello() = BuildHello(core_->config);
+  stream_ = std::make_unique<CollectorStream>(
+      stub_.get(), std::move(hello),
+      [this](const nrtprof::CaptureControl& control) { OnControl(control); });
+  interning_ = StreamInterning();
+  unacked_.clear();
+  final_sent_ = false;
+}
+
+void Flusher::SendReady(bool final) {
+  if (stream_ == nullptr || stream_->broken()) return;
+  while (unacked_.size() < kMaxUnackedBatches &&
+         (batcher_.has_ready() || (final && !final_sent_))) {
+    size_t events = 0;
+    nrtprof::ShimMessage message;
+    nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), final, &events);
+    message.mutable_batch()->Swap(&batch);
+    if (message.ByteSizeLong() > max_message_bytes_) {
+      // Keep the sequence without a gap: send the batch's frame, count what it carried.
+      oversized_ += events;
+      message.mutable_batch()->clear_events();
+      message.mutable_batch()->clear_models();
+      message.mutable_batch()->mutable_drops()->set_oversized(oversized_);
+      events = 0;
+    }
+    const uint64_t sequence = message.batch().sequence();
+    if (message.batch().final()) {
+      final_sent_ = true;
+      final_sequence_ = sequence;
+    }
+    stream_->Send(std::move(message));
+    unacked_.push_back({sequence, events});
+  }
+}
+
+void Flusher::Final(Clock::time_point deadline) {
+  arbiter_.Poll(/*final=*/true);
+  const uint64_t now = MonotonicNs();
+  ParseDocuments(now);
+  DrainRings(now);
+  TakeModels();
+  batcher_.SealAll();
+  ServiceStream(now, /*final=*/true, deadline);
+  // Everything, then the final batch; when too many batches wait for an ack, wait for one.
+  while (stream_ != nullptr && !final_sent_ && Clock::now() < deadline) {
+    SendReady(/*final=*/true);
+    if (final_sent_) break;
+    if (!unacked_.empty()) stream_->WaitForAck(unacked_.front().sequence, deadline);
+    ServiceStream(MonotonicNs(), /*final=*/true, deadline);
+  }
+  bool acknowledged = false;
+  if (stream_ != nullptr && final_sent_) {
+    acknowledged = stream_->WaitForAck(final_sequence_, deadline);
+  }
+  if (stream_ != nullptr) {
+    stream_->Close(deadline, /*graceful=*/acknowledged);
+    stream_.reset();
+  }
+}
+
+}  // namespace nrtprof::shim

@@ -1,0 +1,136 @@
+// The backend's one thread: every `kTickNs` it fetches device events (through the arbiter),
+// drains every thread's ring, turns records and device documents into events, batches them
+// and streams them to the daemon, reconnecting with backoff. It never makes the program wait:
+// the program's threads only hand it model files and device documents through short
+// mutex-guarded queues (on calls that are not the hot path).
+//
+// With no daemon, pending events are kept up to a bound and then counted as dropped
+// (daemon_away). At exit, FinalFlush() sends everything with final=true and waits for the ack
+// within NRTPROF_FLUSH_TIMEOUT_MS.
+//
+// Thread-safety: all public methods may be called from any thread. Objects of this class are
+// never destroyed (the process's exit and fork may happen at any time; see backend.cc).
+#ifndef NRTPROF_SHIM_FLUSHER_H_
+#define NRTPROF_SHIM_FLUSHER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "shim/batcher.h"
+#include "shim/collector_stream.h"
+#include "shim/core_state.h"
+#include "shim/device_trace.h"
+#include "shim/event_builder.h"
+#include "shim/proto_lite/nrtprof.grpc.pb.h"
+#include "shim/stack_table.h"
+#include "shim/string_table.h"
+#include "shim/sys_trace_arbiter.h"
+
+namespace nrtprof::shim {
+
+class Flusher {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr uint64_t kTickNs = 100'000'000;
+  static constexpr uint64_t kOwnMaxEventsPerCore = 1 << 16;
+  static constexpr size_t kMaxUnackedBatches = 64;
+  static constexpr uint64_t kMaxQueuedDocumentBytes = 64ull << 20;
+
+  // `target`: a gRPC target (unix:/path). `core` outlives the flusher.
+  Flusher(CoreState* core, std::string target);
+  Flusher(const Flusher&) = delete;
+  Flusher& operator=(const Flusher&) = delete;
+
+  // Starts the thread, with every signal blocked so that signals reach the program's threads.
+  void Start();
+
+  SysTraceArbiter* arbiter() { return &arbiter_; }
+  // A model file the program loaded; copied (up to NRTPROF_MAX_MODEL_BYTES) now.
+  void OnModelLoaded(uint64_t model_handle, const void* bytes, size_t size);
+  // exit(): everything sent with final=true and acked, or the deadline.
+  void FinalFlush(Clock::time_point deadline);
+  // True once the flusher has created its gRPC channel (gRPC is then unusable after fork).
+  bool grpc_started() const { return grpc_started_.load(std::memory_order_acquire); }
+
+ private:
+  struct QueuedDocument {
+    uint64_t generation;
+    std::string json;
+  };
+  struct Unacked {
+    uint64_t sequence;
+    size_t events;
+  };
+
+  void Run();
+  void Tick(bool final, Clock::time_point deadline);
+  void OnDocument(uint64_t generation, std::string json);
+  void ParseDocuments(uint64_t now_ns);
+  void DrainRings(uint64_t now_ns);
+  void TakeModels();
+  void ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline);
+  void SendReady(bool final);
+  void OnControl(const nrtprof::CaptureControl& control);
+  nrtprof::DropCounters Drops();
+  void AbandonStream(uint64_t now_ns, Clock::time_point deadline);
+  void Final(Clock::time_point deadline);
+
+  CoreState* const core_;
+  const std::string target_;
+  SysTraceArbiter arbiter_;
+
+  // Handed over by the program's threads.
+  std::mutex queue_mu_;
+  std::deque<QueuedDocument> documents_ ABSL_GUARDED_BY(queue_mu_);
+  uint64_t document_bytes_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  uint64_t documents_dropped_ ABSL_GUARDED_BY(queue_mu_) = 0;  // their events, estimated
+  std::vector<nrtprof::LoadedModel> models_ ABSL_GUARDED_BY(queue_mu_);
+
+  // The final flush's hand-shake with the exiting thread.
+  std::mutex final_mu_;
+  std::condition_variable final_cv_;
+  bool final_requested_ ABSL_GUARDED_BY(final_mu_) = false;
+  bool final_done_ ABSL_GUARDED_BY(final_mu_) = false;
+  Clock::time_point final_deadline_ ABSL_GUARDED_BY(final_mu_);
+
+  std::atomic<bool> grpc_started_{false};
+
+  // Flusher thread only.
+  StringTable strings_;
+  StackTable stacks_;
+  EventBuilder builder_;
+  DeviceTraceParser device_parser_;
+  Batcher batcher_;
+  std::vector<ThreadState*> threads_snapshot_;
+  uint64_t freed_rings_dropped_ = 0;
+  uint64_t daemon_away_ = 0;
+  uint64_t oversized_ = 0;
+  uint64_t next_fetch_ns_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<nrtprof::Collector::Stub> stub_;
+  std::unique_ptr<CollectorStream> stream_;
+  StreamInterning interning_;
+  std::deque<Unacked> unacked_;
+  bool final_sent_ = false;
+  bool final_attempt_made_ = false;
+  uint64_t final_sequence_ = 0;
+  uint64_t next_attempt_ns_ = 0;
+  uint64_t backoff_ns_ = 0;
+  uint64_t max_message_bytes_ = 0;
+};
+
+}  // namespace nrtprof::shim
+
+#endif  // NRTPROF_SHIM_FLUSHER_H_

@@ -1,0 +1,445 @@
+// The interposed libnrt functions and the annotation entry points.
+//
+// Every wrapper has one shape: resolve the real function (once) → ApiCall (reentrancy guard,
+// record reserved and stamped) → the real call → End() (exit stamp) → the call's fields →
+// Commit(). The real result is returned untouched. What is not on the hot path (starting the
+// device trace at nrt_init, copying a model at nrt_load, fetching device events before
+// nrt_close) happens outside the timed window.
+#include "shim/interpose.h"
+
+#include <string.h>
+
+#include "nrt/nrt.h"
+#include "nrt/nrt_sys_trace.h"
+#include "shim/core.h"
+
+using nrtprof::shim::ApiFunction;
+using nrtprof::shim::Record;
+using nrtprof::shim::core::ApiCall;
+using nrtprof::shim::core::Handle;
+
+namespace sc = nrtprof::shim::core;
+namespace ns = nrtprof::shim;
+
+#define NRTPROF_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+inline int32_t Status(NRT_STATUS s) { return static_cast<int32_t>(s); }
+
+// Bytes named by a batch of tensor reads or writes.
+uint64_t BatchBytes(const nrt_tensor_batch_t* batches, uint64_t num_batches) {
+  uint64_t bytes = 0;
+  if (batches == nullptr) return 0;
+  for (uint64_t b = 0; b < num_batches; ++b) {
+    if (batches[b].ops == nullptr) continue;
+    for (uint32_t i = 0; i < batches[b].num_ops; ++i) bytes += batches[b].ops[i].size;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// ---- Lifecycle ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_init(nrt_framework_type_t framework, const char* fw_version,
+                                   const char* fal_version) {
+  auto real = NRTPROF_REAL(ns::kNrtInit, nrt_init);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtInit);
+  const NRT_STATUS status = real(framework, fw_version, fal_version);
+  if (call.End() != nullptr) call.Commit(Status(status));
+  if (status == NRT_SUCCESS && call.outermost()) {
+    if (const ns::BackendApi* backend = sc::RunningBackend()) backend->on_runtime_init();
+  }
+  return status;
+}
+
+NRTPROF_EXPORT void nrt_close() {
+  auto real = NRTPROF_REAL(ns::kNrtClose, nrt_close);
+  if (real == nullptr) return;
+  if (sc::t_in_call != 0) {
+    real();
+    return;
+  }
+  // The runtime discards its system trace at close: fetch what is left first.
+  const ns::BackendApi* backend = sc::EnsureStarted() ? sc::RunningBackend() : nullptr;
+  if (backend != nullptr) backend->before_runtime_close();
+  {
+    ApiCall call(ns::kNrtClose);
+    real();
+    if (call.End() != nullptr) call.Commit(Status(NRT_SUCCESS));
+  }
+  if (backend != nullptr) backend->after_runtime_close();
+}
+
+// ---- Models ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc,
+                                   int32_t vnc_count, nrt_model_t** model) {
+  auto real = NRTPROF_REAL(ns::kNrtLoad, nrt_load);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtLoad);
+  const NRT_STATUS status = real(neff_bytes, size, vnc, vnc_count, model);
+  const uint64_t handle = status == NRT_SUCCESS && model != nullptr ? Handle(*model) : 0;
+  if (Record* r = call.End()) {
+    r->bytes = size;
+    r->nc_idx = vnc;
+    r->model_handle = handle;
+    call.Commit(Status(status));
+    if (handle != 0 && neff_bytes != nullptr) {
+      if (const ns::BackendApi* backend = sc::RunningBackend()) {
+        backend->on_model_loaded(handle, neff_bytes, size);
+      }
+    }
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_unload(nrt_model_t* model) {
+  auto real = NRTPROF_REAL(ns::kNrtUnload, nrt_unload);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtUnload);
+  const NRT_STATUS status = real(model);
+  if (Record* r = call.End()) {
+    r->model_handle = Handle(model);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// ---- Execution ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set,
+                                      nrt_tensor_set_t* output_set) {
+  auto real = NRTPROF_REAL(ns::kNrtExecute, nrt_execute);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtExecute);
+  const NRT_STATUS status = real(model, input_set, output_set);
+  if (Record* r = call.End()) {
+    r->model_handle = Handle(model);
+    r->repeat = 1;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_execute_repeat(nrt_model_t* model,
+                                             const nrt_tensor_set_t* input_set,
+                                             nrt_tensor_set_t* output_set, int repeat_count) {
+  auto real = NRTPROF_REAL(ns::kNrtExecuteRepeat, nrt_execute_repeat);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtExecuteRepeat);
+  const NRT_STATUS status = real(model, input_set, output_set, repeat_count);
+  if (Record* r = call.End()) {
+    r->model_handle = Handle(model);
+    r->repeat = repeat_count > 0 ? static_cast<uint32_t>(repeat_count) : 0;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// ---- Tensors ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t tensor_placement, int vnc,
+                                              size_t size, const char* name,
+                                              nrt_tensor_t** tensor) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorAllocate, nrt_tensor_allocate);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorAllocate);
+  const NRT_STATUS status = real(tensor_placement, vnc, size, name, tensor);
+  if (Record* r = call.End()) {
+    r->placement = static_cast<int32_t>(tensor_placement);
+    r->nc_idx = vnc;
+    r->bytes = size;
+    r->SetName(name);
+    r->tensor_handle = status == NRT_SUCCESS && tensor != nullptr ? Handle(*tensor) : 0;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate_empty(const char* name, nrt_tensor_t** tensor) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorAllocateEmpty, nrt_tensor_allocate_empty);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorAllocateEmpty);
+  const NRT_STATUS status = real(name, tensor);
+  if (Record* r = call.End()) {
+    r->SetName(name);
+    r->tensor_handle = status == NRT_SUCCESS && tensor != nullptr ? Handle(*tensor) : 0;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_attach_buffer(nrt_tensor_t* tensor, void* buffer,
+                                                   size_t size) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorAttachBuffer, nrt_tensor_attach_buffer);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorAttachBuffer);
+  const NRT_STATUS status = real(tensor, buffer, size);
+  if (Record* r = call.End()) {
+    r->tensor_handle = Handle(tensor);
+    r->bytes = size;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t* tensor_source,
+                                                    size_t offset, size_t size, const char* name,
+                                                    nrt_tensor_t** tensor_slice) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorAllocateSlice, nrt_tensor_allocate_slice);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorAllocateSlice);
+  const NRT_STATUS status = real(tensor_source, offset, size, name, tensor_slice);
+  if (Record* r = call.End()) {
+    r->SetName(name);
+    r->bytes = size;
+    r->tensor_handle =
+        status == NRT_SUCCESS && tensor_slice != nullptr ? Handle(*tensor_slice) : 0;
+    r->tensor_handle2 = Handle(tensor_source);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT void nrt_tensor_free(nrt_tensor_t** tensor) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorFree, nrt_tensor_free);
+  if (real == nullptr) return;
+  const uint64_t handle = tensor != nullptr ? Handle(*tensor) : 0;
+  ApiCall call(ns::kNrtTensorFree);
+  real(tensor);
+  if (Record* r = call.End()) {
+    r->tensor_handle = handle;
+    call.Commit(Status(NRT_SUCCESS));
+  }
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_read(const nrt_tensor_t* tensor, void* buf, size_t offset,
+                                          size_t size) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorRead, nrt_tensor_read);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorRead);
+  const NRT_STATUS status = real(tensor, buf, offset, size);
+  if (Record* r = call.End()) {
+    r->tensor_handle = Handle(tensor);
+    r->bytes = size;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_write(nrt_tensor_t* tensor, const void* buf, size_t offset,
+                                           size_t size) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorWrite, nrt_tensor_write);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorWrite);
+  const NRT_STATUS status = real(tensor, buf, offset, size);
+  if (Record* r = call.End()) {
+    r->tensor_handle = Handle(tensor);
+    r->bytes = size;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_read_batch(const nrt_tensor_batch_t* batches,
+                                                uint64_t num_batches, bool unsafe) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorReadBatch, nrt_tensor_read_batch);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorReadBatch);
+  const NRT_STATUS status = real(batches, num_batches, unsafe);
+  if (Record* r = call.End()) {
+    r->tensor_handle = batches != nullptr && num_batches > 0 ? Handle(batches[0].tensor) : 0;
+    r->bytes = BatchBytes(batches, num_batches);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_write_batch(const nrt_tensor_batch_t* batches,
+                                                 uint64_t num_batches, bool unsafe) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorWriteBatch, nrt_tensor_write_batch);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorWriteBatch);
+  const NRT_STATUS status = real(batches, num_batches, unsafe);
+  if (Record* r = call.End()) {
+    r->tensor_handle = batches != nullptr && num_batches > 0 ? Handle(batches[0].tensor) : 0;
+    r->bytes = BatchBytes(batches, num_batches);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_copy(const nrt_tensor_t* src, size_t src_offset,
+                                          nrt_tensor_t* dst, size_t dst_offset, size_t size) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorCopy, nrt_tensor_copy);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorCopy);
+  const NRT_STATUS status = real(src, src_offset, dst, dst_offset, size);
+  if (Record* r = call.End()) {
+    r->tensor_handle = Handle(src);
+    r->tensor_handle2 = Handle(dst);
+    r->bytes = size;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_tensor_memset(nrt_tensor_t* tensor, uint64_t offset, int value,
+                                            size_t size) {
+  auto real = NRTPROF_REAL(ns::kNrtTensorMemset, nrt_tensor_memset);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtTensorMemset);
+  const NRT_STATUS status = real(tensor, offset, value, size);
+  if (Record* r = call.End()) {
+    r->tensor_handle = Handle(tensor);
+    r->bytes = size;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// ---- Tensor sets ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_allocate_tensor_set(nrt_tensor_set_t** result) {
+  auto real = NRTPROF_REAL(ns::kNrtAllocateTensorSet, nrt_allocate_tensor_set);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtAllocateTensorSet);
+  const NRT_STATUS status = real(result);
+  if (call.End() != nullptr) call.Commit(Status(status));
+  return status;
+}
+
+NRTPROF_EXPORT void nrt_destroy_tensor_set(nrt_tensor_set_t** tensor_set) {
+  auto real = NRTPROF_REAL(ns::kNrtDestroyTensorSet, nrt_destroy_tensor_set);
+  if (real == nullptr) return;
+  ApiCall call(ns::kNrtDestroyTensorSet);
+  real(tensor_set);
+  if (call.End() != nullptr) call.Commit(Status(NRT_SUCCESS));
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_add_tensor_to_tensor_set(nrt_tensor_set_t* tensor_set,
+                                                       const char* tensor_name,
+                                                       nrt_tensor_t* tensor) {
+  auto real = NRTPROF_REAL(ns::kNrtAddTensorToTensorSet, nrt_add_tensor_to_tensor_set);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtAddTensorToTensorSet);
+  const NRT_STATUS status = real(tensor_set, tensor_name, tensor);
+  if (Record* r = call.End()) {
+    r->tensor_handle = Handle(tensor);
+    r->SetName(tensor_name);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// ---- The program's own system trace: arbitrated with the profiler's, not recorded ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_sys_trace_start(nrt_sys_trace_config_t* options) {
+  auto real = NRTPROF_REAL(ns::kNrtSysTraceStart, nrt_sys_trace_start);
+  if (real == nullptr) return NRT_FAILURE;
+  const ns::BackendApi* backend = sc::t_in_call == 0 ? sc::RunningBackend() : nullptr;
+  return backend != nullptr ? backend->sys_trace_start(options) : real(options);
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_sys_trace_stop() {
+  auto real = NRTPROF_REAL(ns::kNrtSysTraceStop, nrt_sys_trace_stop);
+  if (real == nullptr) return NRT_FAILURE;
+  const ns::BackendApi* backend = sc::t_in_call == 0 ? sc::RunningBackend() : nullptr;
+  return backend != nullptr ? backend->sys_trace_stop() : real();
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_sys_trace_fetch_events(
+    char** buffer, size_t* written_size, const nrt_sys_trace_fetch_options_t* options) {
+  auto real = NRTPROF_REAL(ns::kNrtSysTraceFetchEvents, nrt_sys_trace_fetch_events);
+  if (real == nullptr) return NRT_FAILURE;
+  const ns::BackendApi* backend = sc::t_in_call == 0 ? sc::RunningBackend() : nullptr;
+  return backend != nullptr ? backend->sys_trace_fetch_events(buffer, written_size, options)
+                            : real(buffer, written_size, options);
+}
+
+NRTPROF_EXPORT void nrt_sys_trace_buffer_free(char* buffer) {
+  auto real = NRTPROF_REAL(ns::kNrtSysTraceBufferFree, nrt_sys_trace_buffer_free);
+  const ns::BackendApi* backend = sc::RunningBackend();
+  if (backend != nullptr && backend->sys_trace_buffer_free(buffer)) return;
+  if (real != nullptr) real(buffer);
+}
+
+// ---- Annotations (client/include/nrtprof/annotate.h) ----
+
+NRTPROF_EXPORT void nrtprof_range_push(const char* name) {
+  if (sc::t_in_call != 0) return;
+  ns::ThreadState* ts = sc::GetThreadState();
+  if (ts == nullptr) return;
+  const uint32_t depth = ts->range_depth++;
+  if (depth >= ns::kMaxRangeDepth) return;
+  ns::RangeFrame& frame = ts->ranges[depth];
+  // Copied now: the caller may free the name before the pop.
+  frame.flags = 0;
+  Record::CopyName(name, frame.name, &frame.name_len, &frame.flags);
+  frame.start_ns = nrtprof::MonotonicNs();
+}
+
+NRTPROF_EXPORT void nrtprof_range_pop(void) {
+  if (sc::t_in_call != 0) return;
+  ns::ThreadState* ts = sc::t_state;
+  if (reinterpret_cast<uintptr_t>(ts) <= 1 || ts->range_depth == 0) return;  // unmatched
+  const uint32_t depth = --ts->range_depth;
+  const uint64_t end_ns = nrtprof::MonotonicNs();
+  if (depth >= ns::kMaxRangeDepth) {
+    sc::g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (sc::g_core.recording.load(std::memory_order_relaxed) == 0) return;
+  Record* r = ts->ring->TryReserve();
+  if (r == nullptr) {
+    ts->ring->CountDrop();
+    return;
+  }
+  const ns::RangeFrame& frame = ts->ranges[depth];
+  r->Clear(ns::RecordKind::kRange);
+  r->tid = ts->tid;
+  r->depth = depth;
+  r->start_ns = frame.start_ns;
+  r->end_ns = end_ns;
+  r->flags = frame.flags;
+  r->name_len = frame.name_len;
+  memcpy(r->name, frame.name, frame.name_len);
+  ts->ring->Commit();
+}
+
+namespace nrtprof::shim::core {
+
+void* WrapperAddress(ApiFunction f) {
+  static void* const kWrappers[kNumApiFunctions] = {
+      reinterpret_cast<void*>(&nrt_init),
+      reinterpret_cast<void*>(&nrt_close),
+      reinterpret_cast<void*>(&nrt_load),
+      reinterpret_cast<void*>(&nrt_unload),
+      reinterpret_cast<void*>(&nrt_execute),
+      reinterpret_cast<void*>(&nrt_execute_repeat),
+      reinterpret_cast<void*>(&nrt_tensor_allocate),
+      reinterpret_cast<void*>(&nrt_tensor_allocate_empty),
+      reinterpret_cast<void*>(&nrt_tensor_attach_buffer),
+      reinterpret_cast<void*>(&nrt_tensor_allocate_slice),
+      reinterpret_cast<void*>(&nrt_tensor_free),
+      reinterpret_cast<void*>(&nrt_tensor_read),
+      reinterpret_cast<void*>(&nrt_tensor_write),
+      reinterpret_cast<void*>(&nrt_tensor_read_batch),
+      reinterpret_cast<void*>(&nrt_tensor_write_batch),
+      reinterpret_cast<void*>(&nrt_tensor_copy),
+      reinterpret_cast<void*>(&nrt_tensor_memset),
+      reinterpret_cast<void*>(&nrt_allocate_tensor_set),
+      reinterpret_cast<void*>(&nrt_destroy_tensor_set),
+      reinterpret_cast<void*>(&nrt_add_tensor_to_tensor_set),
+      reinterpret_cast<void*>(&nrt_sys_trace_start),
+      reinterpret_cast<void*>(&nrt_sys_trace_stop),
+      reinterpret_cast<void*>(&nrt_sys_trace_fetch_events),
+      reinterpret_cast<void*>(&nrt_sys_trace_buffer_free),
+  };
+  return f < kNumApiFunctions ? kWrappers[f] : nullptr;
+}
+
+}  // namespace nrtprof::shim::core

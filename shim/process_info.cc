@@ -1,0 +1,88 @@
+#include "shim/process_info.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/clock.h"
+#include "shim/core_state.h"
+#include "shim/utf8.h"
+
+namespace nrtprof::shim {
+namespace {
+
+std::string ReadFile(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> SplitCommandLine(const std::string& cmdline) {
+  std::vector<std::string> args;
+  size_t start = 0;
+  while (start < cmdline.size()) {
+    size_t end = cmdline.find('\0', start);
+    if (end == std::string::npos) end = cmdline.size();
+    args.push_back(SanitizeUtf8(std::string_view(cmdline).substr(start, end - start)));
+    start = end + 1;
+  }
+  return args;
+}
+
+uint64_t ProcessStartRealtimeNs(const std::string& proc_stat, long clock_ticks_per_second,
+                                uint64_t realtime_now_ns, uint64_t boottime_now_ns) {
+  // Field 2 (comm) is in parentheses and may hold spaces: count fields after the last ')'.
+  const size_t paren = proc_stat.rfind(')');
+  if (paren == std::string::npos || clock_ticks_per_second <= 0) return 0;
+  std::istringstream fields(proc_stat.substr(paren + 1));
+  std::string field;
+  // After comm: state is field 3, starttime is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return 0;
+  }
+  const uint64_t ticks = strtoull(field.c_str(), nullptr, 10);
+  const uint64_t since_boot_ns =
+      ticks / static_cast<uint64_t>(clock_ticks_per_second) * 1000000000ull +
+      ticks % static_cast<uint64_t>(clock_ticks_per_second) * 1000000000ull /
+          static_cast<uint64_t>(clock_ticks_per_second);
+  if (realtime_now_ns < boottime_now_ns) return 0;
+  return realtime_now_ns - boottime_now_ns + since_boot_ns;
+}
+
+nrtprof::Hello BuildHello(const Config& config) {
+  nrtprof::Hello hello;
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) hello.set_host(SanitizeUtf8(host));
+  hello.set_boot_id(SanitizeUtf8(Trim(ReadFile("/proc/sys/kernel/random/boot_id"))));
+  hello.set_pid(static_cast<uint32_t>(getpid()));
+  hello.set_ppid(static_cast<uint32_t>(getppid()));
+  hello.set_process_start_ns(ProcessStartRealtimeNs(ReadFile("/proc/self/stat"),
+                                                    sysconf(_SC_CLK_TCK), RealtimeNs(),
+                                                    ClockNs(CLOCK_BOOTTIME)));
+  char exe[PATH_MAX + 1] = {};
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) hello.set_executable(SanitizeUtf8(std::string_view(exe, static_cast<size_t>(n))));
+  for (std::string& arg : SplitCommandLine(ReadFile("/proc/self/cmdline"))) {
+    hello.add_command_line(std::move(arg));
+  }
+  hello.set_shim_version(kShimVersion);
+  hello.mutable_clock()->set_monotonic_ns(MonotonicNs());
+  hello.mutable_clock()->set_realtime_ns(RealtimeNs());
+  hello.set_capture_id(SanitizeUtf8(config.capture_id));
+  // Lossless is accepted but not implemented: the shim behaves, and says it is, best effort.
+  hello.set_mode(nrtprof::MODE_BEST_EFFORT);
+  return hello;
+}
+
+}  // namespace nrtprof::shim

@@ -1,0 +1,199 @@
+#include "shim/sys_trace_arbiter.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::shim {
+namespace {
+
+// A runtime with the real one's rules: one capture at a time, each event handed out once,
+// events of a stopped capture fetchable until the next start.
+struct FakeRuntime {
+  bool recording = false;
+  bool ever_started = false;
+  uint64_t max_events = 0;
+  std::vector<std::string> pending;
+  int starts = 0;
+  bool fail_next_start = false;
+  std::vector<std::string> errors;
+
+  void Event(const std::string& name) {
+    if (recording) pending.push_back(name);
+  }
+};
+FakeRuntime* g_rt = nullptr;
+
+struct nrt_sys_trace_config_fake {
+  uint64_t max_events = 0;
+};
+
+NRT_STATUS ConfigAllocate(nrt_sys_trace_config_t** c) {
+  *c = reinterpret_cast<nrt_sys_trace_config_t*>(new nrt_sys_trace_config_fake());
+  return NRT_SUCCESS;
+}
+void ConfigFree(nrt_sys_trace_config_t* c) {
+  delete reinterpret_cast<nrt_sys_trace_config_fake*>(c);
+}
+void ConfigSetMax(nrt_sys_trace_config_t* c, uint64_t n) {
+  reinterpret_cast<nrt_sys_trace_config_fake*>(c)->max_events = n;
+}
+NRT_STATUS Start(nrt_sys_trace_config_t* c) {
+  if (g_rt->fail_next_start) {
+    g_rt->fail_next_start = false;
+    g_rt->errors.push_back("bad config");
+    return NRT_INVALID;
+  }
+  if (g_rt->recording) {
+    g_rt->errors.push_back("already started");
+    return NRT_INVALID;
+  }
+  g_rt->recording = true;
+  g_rt->ever_started = true;
+  g_rt->pending.clear();
+  g_rt->max_events = c != nullptr ? reinterpret_cast<nrt_sys_trace_config_fake*>(c)->max_events : 0;
+  ++g_rt->starts;
+  return NRT_SUCCESS;
+}
+NRT_STATUS Stop() {
+  if (!g_rt->recording) {
+    g_rt->errors.push_back("not started");
+    return NRT_INVALID;
+  }
+  g_rt->recording = false;
+  return NRT_SUCCESS;
+}
+NRT_STATUS Fetch(char** buffer, size_t* size, const nrt_sys_trace_fetch_options_t*) {
+  if (!g_rt->ever_started) {
+    g_rt->errors.push_back("never started");
+    return NRT_INVALID;
+  }
+  std::string doc;
+  for (const auto& e : g_rt->pending) doc += e + ";";
+  g_rt->pending.clear();
+  *buffer = strdup(doc.c_str());
+  *size = doc.size();
+  return NRT_SUCCESS;
+}
+void BufferFree(char* b) { free(b); }
+
+SysTraceFunctions Fakes() {
+  SysTraceFunctions f;
+  f.config_allocate = &ConfigAllocate;
+  f.config_free = &ConfigFree;
+  f.config_set_max_events_per_nc = &ConfigSetMax;
+  f.start = &Start;
+  f.stop = &Stop;
+  f.fetch_events = &Fetch;
+  f.buffer_free = &BufferFree;
+  return f;
+}
+
+class ArbiterTest : public ::testing::Test {
+ protected:
+  ArbiterTest()
+      : arbiter_(1 << 16, [] { return Fakes(); },
+                 [this](uint64_t generation, std::string json) {
+                   if (!json.empty()) profiler_.push_back(std::to_string(generation) + ":" + json);
+                 }) {
+    g_rt = &rt_;
+  }
+
+  // What the program's fetch returns.
+  std::string AppFetch(NRT_STATUS* status = nullptr) {
+    char* buffer = nullptr;
+    size_t size = 0;
+    const NRT_STATUS s = arbiter_.AppFetch(&buffer, &size, nullptr);
+    if (status != nullptr) *status = s;
+    if (s != NRT_SUCCESS) return "<error>";
+    std::string doc(buffer, size);
+    if (!arbiter_.AppBufferFree(buffer)) BufferFree(buffer);
+    return doc;
+  }
+
+  FakeRuntime rt_;
+  std::vector<std::string> profiler_;
+  SysTraceArbiter arbiter_;
+};
+
+TEST_F(ArbiterTest, TheProfilerCapturesBetweenInitAndClose) {
+  arbiter_.OnRuntimeInit();
+  EXPECT_TRUE(arbiter_.own_capture_running());
+  EXPECT_EQ(rt_.max_events, 1u << 16);
+  rt_.Event("a");
+  arbiter_.Poll(false);
+  rt_.Event("b");
+  // Close: what is left is fetched before the runtime discards it.
+  arbiter_.BeforeRuntimeClose();
+  rt_.recording = false;
+  arbiter_.AfterRuntimeClose();
+  EXPECT_FALSE(arbiter_.own_capture_running());
+  EXPECT_EQ(profiler_, (std::vector<std::string>{"1:a;", "1:b;"}));
+  EXPECT_TRUE(rt_.errors.empty());
+}
+
+TEST_F(ArbiterTest, TheProgramsCaptureSeesExactlyItsOwnEventsAndTheProfilerACopy) {
+  arbiter_.OnRuntimeInit();
+  rt_.Event("before");
+  ASSERT_EQ(arbiter_.AppStart(nullptr), NRT_SUCCESS);
+  EXPECT_FALSE(arbiter_.own_capture_running());
+  rt_.Event("mine1");
+  arbiter_.Poll(false);  // the flusher must not steal the program's events
+  rt_.Event("mine2");
+  EXPECT_EQ(AppFetch(), "mine1;mine2;");
+  rt_.Event("mine3");
+  ASSERT_EQ(arbiter_.AppStop(), NRT_SUCCESS);
+  EXPECT_TRUE(arbiter_.own_capture_running()) << "the profiler's capture resumes";
+  // The stopped capture's leftovers are still the program's to fetch, once.
+  EXPECT_EQ(AppFetch(), "mine3;");
+  rt_.Event("after");
+  arbiter_.Poll(false);
+  EXPECT_EQ(profiler_, (std::vector<std::string>{"1:before;", "2:mine1;mine2;", "2:mine3;",
+                                                 "3:after;"}));
+  EXPECT_TRUE(rt_.errors.empty());
+}
+
+TEST_F(ArbiterTest, TheProgramGetsTheRuntimesOwnAnswerWhenItHasNoCapture) {
+  arbiter_.OnRuntimeInit();
+  rt_.Event("profiled");
+  // Stopping a capture it never started fails, as without the profiler.
+  EXPECT_EQ(arbiter_.AppStop(), NRT_INVALID);
+  EXPECT_EQ(rt_.errors, (std::vector<std::string>{"not started"}));
+  EXPECT_TRUE(arbiter_.own_capture_running());
+  // A fetch without a capture sees none of the profiler's events.
+  EXPECT_EQ(AppFetch(), "");
+  EXPECT_EQ(profiler_, (std::vector<std::string>{"1:profiled;"}));
+  // Starting twice fails the second time, as without the profiler.
+  ASSERT_EQ(arbiter_.AppStart(nullptr), NRT_SUCCESS);
+  EXPECT_EQ(arbiter_.AppStart(nullptr), NRT_INVALID);
+}
+
+TEST_F(ArbiterTest, AFailedProgramStartLeavesTheProfilersCaptureRunning) {
+  arbiter_.OnRuntimeInit();
+  rt_.fail_next_start = true;
+  EXPECT_EQ(arbiter_.AppStart(nullptr), NRT_INVALID);
+  EXPECT_TRUE(arbiter_.own_capture_running());
+  rt_.Event("still profiled");
+  arbiter_.Poll(false);
+  EXPECT_EQ(profiler_.back(), "2:still profiled;");
+}
+
+TEST_F(ArbiterTest, AtExitTheProgramsCaptureIsFetchedToo) {
+  arbiter_.OnRuntimeInit();
+  ASSERT_EQ(arbiter_.AppStart(nullptr), NRT_SUCCESS);
+  rt_.Event("unfetched");
+  arbiter_.Poll(/*final=*/true);
+  EXPECT_EQ(profiler_, (std::vector<std::string>{"2:unfetched;"}));
+}
+
+TEST_F(ArbiterTest, BeforeInitTheProgramsCallsGoStraightToTheRuntime) {
+  EXPECT_EQ(AppFetch(), "<error>");
+  EXPECT_EQ(rt_.errors, (std::vector<std::string>{"never started"}));
+  EXPECT_FALSE(arbiter_.own_capture_running());
+}
+
+}  // namespace
+}  // namespace nrtprof::shim

@@ -1,0 +1,74 @@
+// A stand-in for nrtprofd's Collector service in the shim's tests: a gRPC server (callback
+// API) on a unix socket that records every ShimMessage per stream and acknowledges each batch.
+// Test-only. Thread-safe.
+#ifndef NRTPROF_SHIM_TESTING_FAKE_COLLECTOR_H_
+#define NRTPROF_SHIM_TESTING_FAKE_COLLECTOR_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proto/nrtprof.grpc.pb.h"
+
+namespace nrtprof::shim::testing {
+
+// Everything one shim stream sent.
+struct RecordedStream {
+  std::vector<nrtprof::ShimMessage> messages;
+  bool done = false;
+
+  const nrtprof::Hello* hello() const;
+  std::vector<const nrtprof::EventBatch*> batches() const;
+  // The stream's interned strings, from every batch.
+  std::map<uint32_t, std::string> strings() const;
+  std::map<uint32_t, std::vector<uint32_t>> stacks() const;
+  std::vector<nrtprof::Event> events() const;
+  // The events of `kind`, with name_iid resolved through the stream's strings.
+  std::vector<std::pair<std::string, nrtprof::Event>> Named(nrtprof::EventKind kind) const;
+  const nrtprof::EventBatch* last_batch() const;
+};
+
+class FakeCollector {
+ public:
+  struct Options {
+    bool ack = true;  // false: a daemon that reads but never acknowledges
+    std::optional<nrtprof::CaptureControl> control;  // sent when a stream opens
+  };
+
+  FakeCollector(const std::string& socket_path, Options options);
+  ~FakeCollector();
+  FakeCollector(const FakeCollector&) = delete;
+  FakeCollector& operator=(const FakeCollector&) = delete;
+
+  // Waits until `n` streams have ended; false on timeout.
+  bool WaitForFinishedStreams(size_t n, std::chrono::milliseconds timeout);
+  std::vector<RecordedStream> streams();
+  size_t streams_opened();
+
+ private:
+  class Service;
+  class Reactor;
+
+  void OnMessage(size_t stream, const nrtprof::ShimMessage& message);
+  void OnDone(size_t stream);
+  size_t NewStream();
+
+  const Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RecordedStream> streams_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace nrtprof::shim::testing
+
+#endif  // NRTPROF_SHIM_TESTING_FAKE_COLLECTOR_H_

@@ -1,0 +1,37 @@
+// Runs a program the way a user would, for the shim's integration tests: a changed
+// environment, stdout and stderr captured, a time bound (the process is killed past it).
+// Test-only.
+#ifndef NRTPROF_SHIM_TESTING_SUBPROCESS_H_
+#define NRTPROF_SHIM_TESTING_SUBPROCESS_H_
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nrtprof::shim::testing {
+
+struct ProcessResult {
+  int pid = -1;
+  int exit_code = -1;   // when it exited
+  int term_signal = 0;  // when a signal ended it
+  bool timed_out = false;
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Variables mapped to nullopt are removed from the environment.
+using EnvChanges = std::map<std::string, std::optional<std::string>>;
+
+ProcessResult RunProcess(const std::vector<std::string>& argv, const EnvChanges& env,
+                         std::chrono::milliseconds timeout);
+
+// An absolute path for a runfile given relative to the workspace (e.g. "shim/x").
+std::string Runfile(const std::string& path);
+// A fresh folder under TEST_TMPDIR.
+std::string TempDir(const std::string& name);
+
+}  // namespace nrtprof::shim::testing
+
+#endif  // NRTPROF_SHIM_TESTING_SUBPROCESS_H_
