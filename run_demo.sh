@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
 # The main job: the RMSNorm demo on the simulated Neuron runtime, all three variants (naive
-# eager ops, one fused kernel, the ops compiled into one model), each printing its device time
-# per iteration. Installs what is missing first; safe to run twice.
+# eager ops, one fused kernel, the ops compiled into one model), each run under the profiler
+# (`nrtprof run`), printing its device time and the profiler's table of where that time went.
+# Installs what is missing first; safe to run twice (each run replaces the demo's captures).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 ./third_party/install_debian_deps.sh
-echo "nrtprof: building the examples and the simulated runtime (bazel build //examples/...)"
-bazel build --noshow_progress //examples/... 2>&1 | grep -vE '^(INFO|Loading|Analyzing|Target|  bazel-bin)' || true
-test -x bazel-bin/examples/rmsnorm || { echo "nrtprof: build failed" >&2; exit 1; }
+echo "nrtprof: building the profiler, the examples and the simulated runtime"
+bazel build --noshow_progress //client:nrtprof //daemon:nrtprofd //shim:libnrtprof_shim.so \
+  //examples/... 2>&1 | grep -vE '^(INFO|Loading|Analyzing|Target|  bazel-bin)' || true
+for f in bazel-bin/client/nrtprof bazel-bin/examples/rmsnorm; do
+  test -x "$f" || { echo "nrtprof: build failed ($f missing)" >&2; exit 1; }
+done
 
 iters="${NRTPROF_DEMO_ITERS:-20}"
+captures="$PWD/nrtprof-captures"
 declare -A ms
 for variant in naive fused compiled; do
+  out="$captures/rmsnorm-$variant"
+  rm -rf "$out"
   echo
-  echo "\$ bazel-bin/examples/rmsnorm --variant $variant --iters $iters"
-  out="$(bazel-bin/examples/rmsnorm --variant "$variant" --iters "$iters")"
-  echo "$out"
-  ms[$variant]="$(echo "$out" | awk '/device time per iteration/ {print $5}')"
+  echo "\$ bazel-bin/client/nrtprof run --out nrtprof-captures/rmsnorm-$variant -- bazel-bin/examples/rmsnorm --variant $variant --iters $iters"
+  log="$(mktemp)"
+  bazel-bin/client/nrtprof run --out "$out" -- \
+    bazel-bin/examples/rmsnorm --variant "$variant" --iters "$iters" 2>&1 | tee "$log"
+  ms[$variant]="$(awk '/device time per iteration/ {print $5}' "$log")"
+  rm -f "$log"
 done
 echo
 awk -v n="${ms[naive]}" -v f="${ms[fused]}" -v c="${ms[compiled]}" 'BEGIN {
   printf "RMSNorm 4x512 bf16, device time per iteration: naive %.3f ms, fused %.3f ms, compiled %.3f ms\n", n, f, c
   printf "(public reference: 2.355 ms, 0.403 ms, 0.376 ms). Compiled runs in 1/%.1f of the naive time.\n", n / c
 }'
+echo "Open nrtprof-captures/rmsnorm-naive/trace.pftrace in https://ui.perfetto.dev (\"Open trace file\")"
+echo "to see the three lanes: framework ops, runtime calls, and the NeuronCore's executions."
