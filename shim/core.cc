@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace nrtprof::shim::core {
@@ -189,6 +190,8 @@ void* ResolveReal(ApiFunction f) {
       p = real_dlsym(handle, ApiFunctionName(f));
     }
   }
+  // A failed look-up leaves a message for dlerror(): the program's next dlerror() is its own.
+  if (p == nullptr) dlerror();
   if (p != nullptr) {
     void* expected = nullptr;
     g_real[f].compare_exchange_strong(expected, p, std::memory_order_acq_rel);
@@ -215,7 +218,8 @@ bool ConfigureSlow() {
 bool StartSlow() {
   int phase = g_phase.load(std::memory_order_acquire);
   if (phase == kForkedChild) {
-    if (g_fork_note_printed.exchange(1, std::memory_order_relaxed) == 0) {
+    if (g_fork_note_printed.load(std::memory_order_relaxed) == 0 &&
+        g_fork_note_printed.exchange(1, std::memory_order_relaxed) == 0) {
       char line[256];
       snprintf(line, sizeof(line),
                "nrtprof: process %d was forked from a profiled process; its libnrt calls are "
@@ -237,18 +241,20 @@ bool StartSlow() {
 ThreadState* CreateThreadState() {
   if (!EnsureConfigured()) return nullptr;
   const Config& config = g_core.config;
-  const size_t ring_bytes =
-      (EventRing::BytesFor(config.ring_events, config.stack_depth) + EventRing::kAlign - 1) &
-      ~(EventRing::kAlign - 1);
-  void* ring_memory = aligned_alloc(EventRing::kAlign, ring_bytes);
+  const size_t ring_bytes = EventRing::BytesFor(config.ring_events, config.stack_depth);
+  // Populated now, at the thread's first event: a page touched for the first time by the hot
+  // path would cost a fault (about a microsecond) every few dozen records.
+  void* ring_memory = mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   auto* ts = static_cast<ThreadState*>(calloc(1, sizeof(ThreadState)));
-  if (ring_memory == nullptr || ts == nullptr) {
-    free(ring_memory);
+  if (ring_memory == MAP_FAILED || ts == nullptr) {
+    if (ring_memory != MAP_FAILED) munmap(ring_memory, ring_bytes);
     free(ts);
     t_state = kDeadThread;
     g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
+  ts->ring_bytes = ring_bytes;
   ts->ring = EventRing::Create(ring_memory, config.ring_events, config.stack_depth);
   new (&ts->retired) std::atomic<int>(0);
   ts->tid = static_cast<uint32_t>(gettid());

@@ -77,6 +77,7 @@ inline bool EnsureConfigured() {
 inline bool EnsureStarted() {
   const int phase = g_phase.load(std::memory_order_acquire);
   if (__builtin_expect(phase == kStarted, 1)) return true;
+  if (phase == kDisabled || phase == kExited) return false;
   return StartSlow();
 }
 

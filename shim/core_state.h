@@ -44,9 +44,11 @@ struct RangeFrame {
 
 // One application thread that recorded an event. Allocated at its first event; the thread
 // writes only its ring and range stack. At thread exit a pthread key destructor sets
-// `retired`; the flusher then drains the ring, unlinks the state and frees both.
+// `retired`; the flusher then drains the ring, unlinks the state, unmaps the ring and frees
+// the state.
 struct ThreadState {
-  EventRing* ring;          // malloc'ed with the state; the state owns it
+  EventRing* ring;          // mmap()ed (ring_bytes) at the thread's first event; owned here
+  size_t ring_bytes;
   uint32_t tid;
   uint32_t range_depth;     // may exceed kMaxRangeDepth
   std::atomic<int> retired; // release-stored by the owning thread's exit

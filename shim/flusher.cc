@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -77,8 +78,7 @@ Flusher::Flusher(CoreState* core, std::string target)
       stacks_(&strings_, &SymbolizeReturnAddress),
       builder_(&strings_, &stacks_),
       device_parser_(&strings_),
-      batcher_(Batcher::Options(), &strings_, &stacks_),
-      max_message_bytes_(std::max<uint64_t>(4ull << 20, core->config.max_model_bytes + (1 << 20))) {}
+      batcher_(Batcher::Options(), &strings_, &stacks_) {}
 
 void Flusher::Start() {
   // Signals sent to the process must reach the program's threads, not this one nor gRPC's
@@ -104,7 +104,7 @@ void Flusher::OnModelLoaded(uint64_t model_handle, const void* bytes, size_t siz
   nrtprof::LoadedModel model;
   model.set_model_handle(model_handle);
   model.set_size(size);
-  if (size <= core_->config.max_model_bytes) {
+  if (size <= std::min(core_->config.max_model_bytes, kMaxModelFileBytes)) {
     model.set_model_file(std::string(static_cast<const char*>(bytes), size));
   }
   std::lock_guard<std::mutex> lock(queue_mu_);
@@ -148,29 +148,22 @@ void Flusher::Run() {
       final_cv_.notify_all();
       return;
     }
-    Tick(/*final=*/false, Clock::now());
+    Tick();
     std::unique_lock<std::mutex> lock(final_mu_);
     final_cv_.wait_for(lock, std::chrono::nanoseconds(kTickNs),
                        [this] { return final_requested_; });
   }
 }
 
-void Flusher::Tick(bool final, Clock::time_point deadline) {
+void Flusher::Tick() {
   const uint64_t now = MonotonicNs();
-  if (final || now >= next_fetch_ns_) {
-    arbiter_.Poll(final);
-    next_fetch_ns_ = now + kTickNs;
-  }
+  arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   DrainRings(now);
   TakeModels();
-  if (final) {
-    batcher_.SealAll();
-  } else {
-    batcher_.SealIfDue(now);
-  }
-  ServiceStream(now, final, deadline);
-  SendReady(final);
+  batcher_.SealIfDue(now);
+  ServiceStream(now, /*final=*/false, Clock::now());
+  SendReady(/*final=*/false);
   daemon_away_ += batcher_.EnforceBounds();
 }
 
@@ -215,7 +208,7 @@ void Flusher::DrainRings(uint64_t now_ns) {
     }
     pthread_mutex_unlock(&core_->registry_mu);
     freed_rings_dropped_ += ts->ring->dropped();
-    free(ts->ring);
+    munmap(ts->ring, ts->ring_bytes);
     free(ts);
   }
 }
@@ -298,7 +291,7 @@ void Flusher::SendReady(bool final) {
     nrtprof::ShimMessage message;
     nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), final, &events);
     message.mutable_batch()->Swap(&batch);
-    if (message.ByteSizeLong() > max_message_bytes_) {
+    if (message.ByteSizeLong() > kMaxMessageBytes) {
       // Keep the sequence without a gap: send the batch's frame, count what it carried.
       oversized_ += events;
       message.mutable_batch()->clear_events();

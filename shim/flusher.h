@@ -44,9 +44,16 @@ class Flusher {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr uint64_t kTickNs = 100'000'000;
-  static constexpr uint64_t kOwnMaxEventsPerCore = 1 << 16;
+  // The profiler's system-trace capacity per NeuronCore: the runtime's own default. The
+  // runtime allocates it at each start (about 6 ms per 32768 events per core in the simulator),
+  // and the flusher empties it every kTickNs; what overflows is counted (device_overwritten).
+  static constexpr uint64_t kOwnMaxEventsPerCore = 1 << 15;
   static constexpr size_t kMaxUnackedBatches = 64;
   static constexpr uint64_t kMaxQueuedDocumentBytes = 64ull << 20;
+  // The daemon refuses a ShimMessage over 64 MiB (and with it the stream): no batch is sent
+  // larger, and a model file ships only if it leaves room for the rest of its batch.
+  static constexpr uint64_t kMaxMessageBytes = 64ull << 20;
+  static constexpr uint64_t kMaxModelFileBytes = kMaxMessageBytes - (1ull << 20);
 
   // `target`: a gRPC target (unix:/path). `core` outlives the flusher.
   Flusher(CoreState* core, std::string target);
@@ -75,7 +82,7 @@ class Flusher {
   };
 
   void Run();
-  void Tick(bool final, Clock::time_point deadline);
+  void Tick();
   void OnDocument(uint64_t generation, std::string json);
   void ParseDocuments(uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
@@ -117,7 +124,6 @@ class Flusher {
   uint64_t freed_rings_dropped_ = 0;
   uint64_t daemon_away_ = 0;
   uint64_t oversized_ = 0;
-  uint64_t next_fetch_ns_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Collector::Stub> stub_;
   std::unique_ptr<CollectorStream> stream_;
@@ -128,7 +134,6 @@ class Flusher {
   uint64_t final_sequence_ = 0;
   uint64_t next_attempt_ns_ = 0;
   uint64_t backoff_ns_ = 0;
-  uint64_t max_message_bytes_ = 0;
 };
 
 }  // namespace nrtprof::shim

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -356,6 +357,41 @@ TEST_F(ShimTest, ADaemonThatNeverAcknowledgesDelaysExitOnlyByTheFlushBound) {
   const RecordedStream stream = OnlyStream();
   ASSERT_NE(stream.last_batch(), nullptr);
   EXPECT_TRUE(stream.last_batch()->final());
+}
+
+TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
+  StartCollector();
+  // About two seconds of device time: the daemon restarts while the program runs.
+  constexpr int kIters = 800;
+  EnvChanges env = Profiled();
+  env["NRT_SIM_TIME_SCALE"] = "1";
+  ProcessResult run;
+  std::thread program([&] { run = RunProcess(Rmsnorm(kIters), env, kRunTimeout); });
+  // Past the model files (a batch each) and some executions.
+  ASSERT_TRUE(collector_->WaitForBatches(12, kStreamTimeout));
+  std::unique_ptr<FakeCollector> first = std::move(collector_);
+  first->Stop();    // the daemon goes away mid-stream...
+  StartCollector();  // ...and comes back on the same socket
+  program.join();
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
+  const auto streams = collector_->streams();
+  ASSERT_EQ(streams.size(), 1u);
+  const RecordedStream& after = streams.front();
+  ExpectWellFormed(after);
+  EXPECT_EQ(after.hello()->pid(), static_cast<uint32_t>(run.pid));
+  EXPECT_TRUE(after.last_batch()->final());
+  EXPECT_EQ(Count(after.Named(nrtprof::EVENT_API_CALL), "nrt_close"), 1u);
+  // Every execution reached one of the daemons or is counted as lost, and none twice.
+  const std::vector<RecordedStream> before = first->streams();
+  ASSERT_EQ(before.size(), 1u);
+  const size_t executes_before = Count(before[0].Named(nrtprof::EVENT_API_CALL), "nrt_execute");
+  const size_t executes_after = Count(after.Named(nrtprof::EVENT_API_CALL), "nrt_execute");
+  const size_t total = 6 * (kIters + 1);
+  EXPECT_GT(executes_before, 0u);
+  EXPECT_GT(executes_after, 0u);
+  EXPECT_LE(executes_before + executes_after, total);
+  EXPECT_GE(executes_before + executes_after + after.last_batch()->drops().daemon_away(), total);
 }
 
 TEST_F(ShimTest, DisabledPassesEverythingThrough) {

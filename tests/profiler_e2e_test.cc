@@ -3,6 +3,11 @@
 // files a user opens afterwards: the table, trace.pftrace (read with our declaration of
 // Perfetto's trace protos), trace.json and the artifacts.
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
@@ -365,6 +370,57 @@ TEST(ProfilerEndToEnd, SummaryCommandResortsASavedCapture) {
   const Result from_trace = RunProcess({Runfile("client/nrtprof"), "summary", out + "/trace.pftrace"}, kEnv);
   EXPECT_EQ(from_trace.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(from_trace.out, "aten::mul"));
+}
+
+// A standing daemon, as an operator runs one: `nrtprof run --addr` uses it, and
+// `nrtprof status` reports what it received and wrote.
+TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
+  const std::string dir = TempDir("standing");
+  const std::string socket = dir + "/nrtprofd.sock";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t daemon = fork();
+  if (daemon == 0) {
+    close(ready[0]);
+    const std::string binary = Runfile("daemon/nrtprofd");
+    const std::string socket_flag = "--socket=" + socket;
+    const std::string ready_flag = "--ready_fd=" + std::to_string(ready[1]);
+    const std::string root_flag = "--output_root=" + dir;
+    execl(binary.c_str(), binary.c_str(), socket_flag.c_str(), ready_flag.c_str(),
+          root_flag.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(ready[1]);
+  char buf[8] = {};
+  pollfd pfd{ready[0], POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 20000), 1);
+  ASSERT_GT(read(ready[0], buf, sizeof(buf)), 0);
+  close(ready[0]);
+
+  const std::string addr = "unix:" + socket;
+  const Result before = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr}, kEnv);
+  EXPECT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_TRUE(absl::StrContains(before.out, "captures written:    0")) << before.out;
+
+  const Result run = RunProcess({Runfile("client/nrtprof"), "run", "--addr", addr, "--out",
+                                 dir + "/capture", "--", Runfile("examples/rmsnorm"),
+                                 "--variant", "fused", "--iters", "3"},
+                                kEnv);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(absl::StrContains(run.err, "private to this run")) << run.err;
+  EXPECT_TRUE(Exists(dir + "/capture/trace.pftrace"));
+
+  const Result after = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr}, kEnv);
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_TRUE(absl::StrContains(after.out, "captures written:    1")) << after.out;
+  EXPECT_TRUE(absl::StrContains(after.out, "events dropped:      0")) << after.out;
+  EXPECT_FALSE(absl::StrContains(after.out, "events received:     0\n")) << after.out;
+
+  kill(daemon, SIGTERM);
+  int status = 0;
+  waitpid(daemon, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(Exists(socket));  // removed on the way out
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ class FakeCollector::Reactor
     if (!ok) {
       std::lock_guard<std::mutex> lock(mu_);
       finishing_ = true;
-      if (!writing_) Finish(grpc::Status::OK);
+      if (!writing_) FinishOnceLocked();
       return;
     }
     owner_->OnMessage(stream_, in_);
@@ -94,7 +94,7 @@ class FakeCollector::Reactor
       return;
     }
     writing_ = false;
-    if (finishing_ || !ok) Finish(grpc::Status::OK);
+    if (finishing_ || !ok) FinishOnceLocked();
   }
 
   void OnDone() override {
@@ -113,6 +113,12 @@ class FakeCollector::Reactor
     }
   }
 
+  void FinishOnceLocked() {
+    if (finished_) return;
+    finished_ = true;
+    Finish(grpc::Status::OK);
+  }
+
   FakeCollector* const owner_;
   const size_t stream_;
   nrtprof::ShimMessage in_;
@@ -120,6 +126,7 @@ class FakeCollector::Reactor
   std::deque<nrtprof::DaemonMessage> outbox_;
   bool writing_ = false;
   bool finishing_ = false;
+  bool finished_ = false;
 };
 
 class FakeCollector::Service : public nrtprof::Collector::CallbackService {
@@ -143,8 +150,11 @@ FakeCollector::FakeCollector(const std::string& socket_path, Options options)
   server_ = builder.BuildAndStart();
 }
 
-FakeCollector::~FakeCollector() {
+FakeCollector::~FakeCollector() { Stop(); }
+
+void FakeCollector::Stop() {
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
 }
 
 size_t FakeCollector::NewStream() {
@@ -164,6 +174,16 @@ void FakeCollector::OnDone(size_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
   streams_[stream].done = true;
   cv_.notify_all();
+}
+
+bool FakeCollector::WaitForBatches(size_t n, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] {
+    for (const auto& s : streams_) {
+      if (s.batches().size() >= n) return true;
+    }
+    return false;
+  });
 }
 
 bool FakeCollector::WaitForFinishedStreams(size_t n, std::chrono::milliseconds timeout) {

@@ -48,6 +48,10 @@ class FakeCollector {
   FakeCollector(const FakeCollector&) = delete;
   FakeCollector& operator=(const FakeCollector&) = delete;
 
+  // Shuts the server down (streams end, the socket closes); what was recorded stays.
+  void Stop();
+  // Waits until some stream has received `n` batches; false on timeout.
+  bool WaitForBatches(size_t n, std::chrono::milliseconds timeout);
   // Waits until `n` streams have ended; false on timeout.
   bool WaitForFinishedStreams(size_t n, std::chrono::milliseconds timeout);
   std::vector<RecordedStream> streams();
