@@ -372,11 +372,38 @@ TEST(ProfilerEndToEnd, SummaryCommandResortsASavedCapture) {
   EXPECT_TRUE(absl::StrContains(from_trace.out, "aten::mul"));
 }
 
+// --stacks: each runtime call carries its call site, symbolized ("function (module+0xoffset)").
+TEST(ProfilerEndToEnd, CallStacksNameTheCallSite) {
+  const std::string out = TempDir("stacks");
+  const Result r = RunProcess({Runfile("client/nrtprof"), "run", "--stacks", "8", "--out", out,
+                               "--", Runfile("examples/rmsnorm"), "--variant", "fused",
+                               "--iters", "2"},
+                              kEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const google::protobuf::Struct doc = ParseJson(ReadFile(out + "/trace.json"));
+  size_t executes = 0, with_stack = 0;
+  for (const auto& v : doc.fields().at("traceEvents").list_value().values()) {
+    const auto& e = v.struct_value();
+    if (Str(e, "name") != "nrt_execute" || Str(e, "ph") != "X") continue;
+    ++executes;
+    auto args = e.fields().find("args");
+    if (args == e.fields().end()) continue;
+    const std::string stack = Str(args->second.struct_value(), "stack");
+    // The example's own frames: the call site in rmsnorm's Execute() helper.
+    if (absl::StrContains(stack, "rmsnorm")) ++with_stack;
+  }
+  EXPECT_EQ(executes, 3u);
+  EXPECT_EQ(with_stack, executes);
+}
+
 // A standing daemon, as an operator runs one: `nrtprof run --addr` uses it, and
 // `nrtprof status` reports what it received and wrote.
 TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
   const std::string dir = TempDir("standing");
-  const std::string socket = dir + "/nrtprofd.sock";
+  // Unix socket paths are limited to 107 bytes, which TEST_TMPDIR can exceed.
+  char socket_dir[] = "/tmp/nrtprof-e2e-XXXXXX";
+  ASSERT_NE(mkdtemp(socket_dir), nullptr);
+  const std::string socket = std::string(socket_dir) + "/nrtprofd.sock";
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   const pid_t daemon = fork();
@@ -421,6 +448,7 @@ TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
   waitpid(daemon, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_FALSE(Exists(socket));  // removed on the way out
+  rmdir(socket_dir);
 }
 
 }  // namespace
