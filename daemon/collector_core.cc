@@ -88,16 +88,6 @@ nrtprof::CaptureControl Control(bool capturing, const std::string& capture_id,
   return c;
 }
 
-void Add(const DropCounts& from, DropCounts* to) {
-  to->ring_full += from.ring_full;
-  to->daemon_away += from.daemon_away;
-  to->spool_full += from.spool_full;
-  to->device_overwritten += from.device_overwritten;
-  to->oversized += from.oversized;
-  to->daemon_overflow += from.daemon_overflow;
-  to->no_clock_sync += from.no_clock_sync;
-}
-
 }  // namespace
 
 CollectorClock* SystemClock() {
@@ -210,7 +200,7 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   std::shared_ptr<Stream> s = it->second;
   streams_.erase(it);
   std::lock_guard<std::mutex> stream_lock(s->mu);
-  Add(s->ingest.drops(), &closed_drops_);
+  closed_drops_ += s->ingest.drops();
   auto capture = captures_.find(s->capture_id);
   if (!s->capture_id.empty() && capture != captures_.end()) {
     Capture& c = *capture->second;
@@ -393,7 +383,7 @@ nrtprof::StatusReply CollectorCore::Status() {
     p->set_capture_id(s->capture_id);
     std::lock_guard<std::mutex> stream_lock(s->mu);
     p->set_events_received(s->ingest.events_received());
-    Add(s->ingest.drops(), &drops);
+    drops += s->ingest.drops();
   }
   for (auto [reason, events] : std::initializer_list<std::pair<const char*, uint64_t>>{
            {"ring_full", drops.ring_full},

@@ -25,16 +25,6 @@ bool CountsAsDeviceTime(const DeviceEvent& d) {
          (d.kind == DeviceEventKind::kExecution || d.kind == DeviceEventKind::kDma);
 }
 
-void AddDrops(const DropCounts& from, DropCounts* to) {
-  to->ring_full += from.ring_full;
-  to->daemon_away += from.daemon_away;
-  to->spool_full += from.spool_full;
-  to->device_overwritten += from.device_overwritten;
-  to->oversized += from.oversized;
-  to->daemon_overflow += from.daemon_overflow;
-  to->no_clock_sync += from.no_clock_sync;
-}
-
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
                       Summary* summary) {
   std::unordered_map<uint64_t, const RangeEvent*> range_by_id;
@@ -98,7 +88,7 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
       }
     }
   }
-  AddDrops(p.drops, &summary->drops);
+  summary->drops += p.drops;
 }
 
 // ---- Formatting ------------------------------------------------------------------------

@@ -83,6 +83,16 @@ struct DropCounts {
     return ring_full + daemon_away + spool_full + device_overwritten + oversized +
            daemon_overflow + no_clock_sync;
   }
+  DropCounts& operator+=(const DropCounts& o) {
+    ring_full += o.ring_full;
+    daemon_away += o.daemon_away;
+    spool_full += o.spool_full;
+    device_overwritten += o.device_overwritten;
+    oversized += o.oversized;
+    daemon_overflow += o.daemon_overflow;
+    no_clock_sync += o.no_clock_sync;
+    return *this;
+  }
 };
 
 struct ProcessTrace {
