@@ -372,6 +372,24 @@ TEST(ProfilerEndToEnd, SummaryCommandResortsASavedCapture) {
   EXPECT_TRUE(absl::StrContains(from_trace.out, "aten::mul"));
 }
 
+// Several processes in one capture: a shell starting two programs at once. The shell itself
+// never calls libnrt, so it never connects.
+TEST(ProfilerEndToEnd, TwoProcessesInOneCapture) {
+  const std::string out = TempDir("two");
+  const std::string rmsnorm = Runfile("examples/rmsnorm");
+  const Result r = Profile(
+      out, {"/bin/sh", "-c",
+            rmsnorm + " --variant fused --iters 2 & " + rmsnorm +
+                " --variant compiled --iters 2 --core 1; wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 2 processes")) << r.err;
+  const auto rows = SummaryRows(out);
+  ASSERT_TRUE(rows.count("aten::rms_norm") && rows.count("CompiledFunction"));
+  EXPECT_EQ(Num(rows.at("aten::rms_norm"), "calls"), 3);
+  EXPECT_EQ(Num(rows.at("CompiledFunction"), "calls"), 3);
+  EXPECT_EQ(Num(rows.at("rmsnorm"), "calls"), 4);
+}
+
 // --stacks: each runtime call carries its call site, symbolized ("function (module+0xoffset)").
 TEST(ProfilerEndToEnd, CallStacksNameTheCallSite) {
   const std::string out = TempDir("stacks");
