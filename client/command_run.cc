@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "client/daemon_connection.h"
 #include "client/flags.h"
@@ -92,6 +93,18 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
   return 1;
 }
 
+// Whether execvp() could start `command`: checked before any capture exists, so a typo costs
+// one line and leaves nothing behind.
+bool Runnable(const std::string& command) {
+  if (command.find('/') != std::string::npos) return access(command.c_str(), X_OK) == 0;
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", command);
+    if (access(candidate.c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int RunCommand(int argc, char** argv) {
@@ -101,6 +114,9 @@ int RunCommand(int argc, char** argv) {
   if (stacks < 0 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
   std::vector<char*> command(args.begin() + 1, args.end());
   command.push_back(nullptr);
+  if (!Runnable(command[0])) {
+    return Fail(absl::StrCat("cannot run '", command[0], "': not an executable file"), 127);
+  }
 
   absl::StatusOr<std::string> shim = Locate("shim/libnrtprof_shim.so", "NRTPROF_SHIM");
   if (!shim.ok()) return Fail(std::string(shim.status().message()));
@@ -137,6 +153,10 @@ int RunCommand(int argc, char** argv) {
     fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
             std::string(s.message()).c_str());
     return code;
+  }
+  if (files.processes() == 0) {
+    fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
+            command[0]);
   }
   fprintf(stderr, "\n%s\n", files.summary_text().c_str());
   fprintf(stderr, "nrtprof: %llu events from %u process%s, %llu dropped; files in %s:\n",

@@ -340,6 +340,8 @@ TEST(ProfilerEndToEnd, CliErrorsAreOneLine) {
            {nrtprof, "frobnicate"},
            {nrtprof, "run"},
            {nrtprof, "run", "--stacks", "99", "--", "/bin/true"},
+           {nrtprof, "run", "--", "/nonexistent/program"},
+           {nrtprof, "run", "--", "no-such-program-on-path"},
            {nrtprof, "summary", "/nonexistent"},
            {nrtprof, "summary", "/etc/hostname"},
            {nrtprof, "summary", TempDir("empty"), "--sort", "bogus"},
