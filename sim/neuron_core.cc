@@ -48,10 +48,14 @@ uint64_t NeuronCore::Run(uint64_t duration_ns,
     start = std::max(clock_->Now(), busy_until_ns_);
     busy_until_ns_ = start + duration_ns;
   }
+  // The host waits the modelled time times the scale from when this job got the core. (Not
+  // from its device start: at a scale below 1 the device clock runs ahead of the host's, and
+  // waiting for it would undo the scaling.)
+  const uint64_t acquired = MonotonicNs();
   work(start);
   if (time_scale_ > 0) {
     const double wait = static_cast<double>(duration_ns) * time_scale_;
-    SleepUntilMonotonic(clock_->ToHost(start) + static_cast<uint64_t>(std::llround(wait)));
+    SleepUntilMonotonic(acquired + static_cast<uint64_t>(std::llround(wait)));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

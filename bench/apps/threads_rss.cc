@@ -1,0 +1,47 @@
+// A program with many threads that each make a few libnrt calls, then report the process's
+// peak resident memory (VmHWM). bench/run runs it with and without the shim: the difference is
+// what the profiler costs a 64-thread process in memory.
+//   usage: threads_rss THREADS CALLS_PER_THREAD
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nrt/nrt.h"
+#include "nrtprof/annotate.h"
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? atoi(argv[1]) : 64;
+  const int calls = argc > 2 ? atoi(argv[2]) : 100;
+  if (threads < 1 || calls < 1) {
+    fprintf(stderr, "usage: threads_rss THREADS CALLS_PER_THREAD\n");
+    return 2;
+  }
+  if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 1;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([calls] {
+      nrt_tensor_t* host = nullptr;
+      if (nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, -1, 64, "t", &host) != NRT_SUCCESS) {
+        return;
+      }
+      char buf[64] = {};
+      for (int i = 0; i < calls; ++i) {
+        nrtprof::ScopedRange range("step");
+        nrt_tensor_write(host, buf, 0, sizeof(buf));
+      }
+      nrt_tensor_free(&host);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) printf("threads %d %s\n", threads, line.c_str());
+  }
+  nrt_close();
+  return 0;
+}
