@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# The per-call cost of nrtprof, measured with Google Benchmark (bench/micro/micro_bench.cc): the
+# same binary run once per configuration, configurations interleaved in rounds so that a slow
+# minute of this shared VM hits them all alike, and the medians printed side by side:
+#
+#   plain              no tracer
+#   nrtprof            under the shim, via `nrtprof run` against a private nrtprofd, stacks off
+#   nrtprof_stacks16   the same with NRTPROF_STACKS=16 (`nrtprof run --stacks 16`)
+#   lttng              under the LTTng-UST peer (bench/lttng/run_lttng.sh --record): one event
+#                      per call
+#   lttng_entry_exit   the peer with an entry event as well, as LTTng gets durations
+#
+# Every run's loss is checked: the calls the benchmark made against what each tool recorded,
+# and the tool's own count of what it dropped or discarded.
+#
+#   bench/micro/run_micro.sh [--rounds N] [--repetitions N] [--calls N] [--settle_ms MS]
+#                            [--configs LIST|all] [--no-build] [--out DIR]
+#
+# Defaults: plain,nrtprof,nrtprof_stacks16 (bench/lttng/run_lttng.sh runs the LTTng side by
+# side; `--configs all` puts all five in one table); 3 rounds x 5 repetitions x 10000 calls,
+# 150 ms settle: about 15 s per configuration. Raw results (Google Benchmark JSON,
+# summary.json, LTTng counts) stay in --out (default: a new /tmp/nrtprof-micro.XXXXXX); the
+# traces themselves are deleted once counted (NRTPROF_BENCH_KEEP_TRACES=1 keeps them).
+# NRTPROF_RING_EVENTS, if set, reaches the shim. Prints figures; asserts nothing about time.
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT" || exit 2
+
+rounds=3
+repetitions=5
+calls=10000
+settle_ms=150
+configs=""
+build=1
+out=""
+
+usage() {
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 2
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --repetitions) repetitions="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --calls) calls="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --settle_ms) settle_ms="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --configs) configs="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --no-build) build=0; shift ;;
+    --out) out="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    -h | --help) usage ;;
+    *) echo "run_micro.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+for n in "$rounds" "$repetitions" "$calls"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "run_micro.sh: '$n' is not a positive number" >&2; exit 2; }
+done
+[[ "$settle_ms" =~ ^[0-9]+$ ]] || { echo "run_micro.sh: '$settle_ms' is not a number" >&2; exit 2; }
+
+have_lttng=0
+if command -v lttng >/dev/null && command -v lttng-sessiond >/dev/null &&
+  command -v babeltrace2 >/dev/null && { [ -f /usr/include/x86_64-linux-gnu/lttng/tracepoint.h ] ||
+  [ -f /usr/include/lttng/tracepoint.h ]; }; then
+  have_lttng=1
+fi
+[ -z "$configs" ] && configs="plain,nrtprof,nrtprof_stacks16"
+[ "$configs" = all ] && configs="plain,nrtprof,nrtprof_stacks16,lttng,lttng_entry_exit"
+IFS=, read -r -a config_list <<<"$configs"
+needs_lttng=0
+needs_nrtprof=0
+for c in "${config_list[@]}"; do
+  case "$c" in
+    plain) ;;
+    nrtprof | nrtprof_stacks16) needs_nrtprof=1 ;;
+    lttng | lttng_entry_exit) needs_lttng=1 ;;
+    *) echo "run_micro.sh: unknown configuration '$c'" >&2; exit 2 ;;
+  esac
+done
+if [ "$needs_lttng" = 1 ] && [ "$have_lttng" = 0 ]; then
+  echo "run_micro.sh: LTTng configurations need: apt-get install -y lttng-tools" \
+    "liblttng-ust-dev babeltrace2" >&2
+  exit 3
+fi
+
+started=$(date +%s)
+if [ "$build" = 1 ]; then
+  targets=(//bench:micro_bench)
+  [ "$needs_nrtprof" = 1 ] && targets+=(//shim:shim //daemon:nrtprofd //client:nrtprof)
+  [ "$needs_lttng" = 1 ] && targets+=(//bench:libnrtprof_peer.so)
+  echo "run_micro.sh: bazel build --config=opt ${targets[*]}" >&2
+  bazel build --config=opt --noshow_progress "${targets[@]}" 2>&1 | grep -E '^(ERROR|WARNING)' >&2
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "run_micro.sh: build failed" >&2; exit 1; }
+fi
+# The opt configuration's own output folder: bazel-bin follows whichever configuration the last
+# build in this tree used, and others build here too.
+BIN="$ROOT/bazel-out/k8-opt/bin"
+BENCH="$BIN/bench/micro_bench"
+[ -x "$BENCH" ] || { echo "run_micro.sh: $BENCH not built" >&2; exit 1; }
+
+if [ -z "$out" ]; then
+  out="$(mktemp -d /tmp/nrtprof-micro.XXXXXX)"
+else
+  mkdir -p "$out" || exit 2
+  out="$(cd "$out" && pwd)"
+fi
+
+daemon_pid=""
+sessiond_state="$out/lttng-sessiond.started"
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+  if [ -n "$daemon_pid" ]; then
+    kill "$daemon_pid" 2>/dev/null
+    wait "$daemon_pid" 2>/dev/null
+  fi
+  # Only a session daemon this run started is stopped, by its pid.
+  if [ -s "$sessiond_state" ]; then
+    local pid
+    pid="$(cat "$sessiond_state")"
+    rm -f "$sessiond_state"
+    if kill "$pid" 2>/dev/null; then
+      for _ in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+      done
+    fi
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A private nrtprofd on a socket of this run, so that no other daemon's load or captures mix in.
+# Its per-process event limit is raised above what one benchmark process makes (~300k).
+if [ "$needs_nrtprof" = 1 ]; then
+  socket="$out/nrtprofd.sock"
+  ready="$out/nrtprofd.ready"
+  rm -f "$socket" "$ready"
+  mkfifo "$ready" || exit 2
+  "$BIN/daemon/nrtprofd" --socket="$socket" --output_root="$out/captures" \
+    --max_events_per_process=100000000 --ready_fd=3 3>"$ready" 2>"$out/nrtprofd.log" &
+  daemon_pid=$!
+  line=""
+  read -r -t 30 line <"$ready"
+  rm -f "$ready"
+  if [ "$line" != "ready" ]; then
+    echo "run_micro.sh: nrtprofd did not start:" >&2
+    cat "$out/nrtprofd.log" >&2
+    exit 1
+  fi
+fi
+
+export NRT_SIM_TIME_SCALE=0
+{
+  echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-16384 (default)} events per thread, flusher every" \
+    "100 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
+  echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource \
+    2>/dev/null || echo '?'); TSC flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|tsc_reliable' \
+    /proc/cpuinfo | sort -u | tr '\n' ' ')"
+} >"$out/settings.txt"
+export NRTPROF_LTTNG_SESSIOND_STATE="$sessiond_state"
+export NRTPROF_LTTNG_PEER="$BIN/bench/libnrtprof_peer.so"
+bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
+  --benchmark_format=json)
+traced_only=(--benchmark_filter='^(nrt_|range_)')
+
+run_one() {
+  local config="$1" dir="$2"
+  mkdir -p "$dir"
+  case "$config" in
+    plain)
+      "$BENCH" "${bench_args[@]}" >"$dir/bench.json" 2>"$dir/stderr"
+      ;;
+    nrtprof | nrtprof_stacks16)
+      local stacks=0
+      [ "$config" = nrtprof_stacks16 ] && stacks=16
+      NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$BIN/shim/libnrtprof_shim.so" \
+        "$BIN/client/nrtprof" run --out "$dir/capture" \
+        --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" "${traced_only[@]}" \
+        >"$dir/bench.json" 2>"$dir/stderr"
+      local code=$?
+      stat -c %s "$dir/capture/trace.pftrace" >"$dir/trace_bytes" 2>/dev/null
+      [ "${NRTPROF_BENCH_KEEP_TRACES:-0}" = 1 ] ||
+        rm -f "$dir/capture/trace.pftrace" "$dir/capture/trace.json"
+      return "$code"
+      ;;
+    lttng | lttng_entry_exit)
+      local flag=()
+      [ "$config" = lttng_entry_exit ] && flag=(--entry-exit)
+      "$ROOT/bench/lttng/run_lttng.sh" --record "$dir" "${flag[@]}" -- \
+        "$BENCH" "${bench_args[@]}" "${traced_only[@]}"
+      local code=$?
+      mv "$dir/stdout" "$dir/bench.json" 2>/dev/null
+      return "$code"
+      ;;
+  esac
+}
+
+echo "run_micro.sh: $rounds rounds of ${config_list[*]}; $repetitions repetitions x $calls" \
+  "calls each; results in $out" >&2
+for ((round = 1; round <= rounds; round++)); do
+  for config in "${config_list[@]}"; do
+    t0=$(date +%s%N)
+    if ! run_one "$config" "$out/round$round/$config"; then
+      echo "run_micro.sh: round $round, $config failed; see $out/round$round/$config/stderr" >&2
+    fi
+    t1=$(date +%s%N)
+    printf 'run_micro.sh: round %d %-17s %5.1f s\n' "$round" "$config" \
+      "$(((t1 - t0) / 1000000000)).$((((t1 - t0) / 100000000) % 10))" >&2
+  done
+done
+
+python3 "$ROOT/bench/micro/micro_report.py" --rounds "$rounds" --configs "$configs" "$out"
+code=$?
+echo "run_micro.sh: done in $(($(date +%s) - started)) s; raw results in $out" >&2
+exit "$code"
