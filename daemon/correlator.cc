@@ -205,6 +205,7 @@ class ProcessCorrelator {
     for (const IngestedModel& m : in_.models) out_.models.push_back(m.file);
 
     std::vector<const IngestedEvent*> ranges, calls, device;
+    device.reserve(in_.events.size());
     for (const IngestedEvent& e : in_.events) {
       switch (e.kind) {
         case nrtprof::EVENT_RANGE:
@@ -265,6 +266,7 @@ class ProcessCorrelator {
       return a->depth < b->depth;
     });
     std::vector<size_t> open;  // indices in out_.ranges, outermost first
+    out_.ranges.reserve(ranges.size());
     for (const IngestedEvent* e : ranges) {
       if (!out_.ranges.empty() && out_.ranges.back().tid != e->tid) open.clear();
       const uint64_t end = End(e->start_ns, e->duration_ns);
@@ -290,6 +292,8 @@ class ProcessCorrelator {
       if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
       return a->correlation_id < b->correlation_id;
     });
+    out_.calls.reserve(calls.size());
+    call_sources_.reserve(calls.size());
     for (const IngestedEvent* e : calls) {
       ApiCall c;
       c.correlation_id = NextId();
@@ -330,6 +334,8 @@ class ProcessCorrelator {
   void BuildDevice(const std::vector<const IngestedEvent*>& device) {
     std::unordered_map<uint64_t, uint64_t> trace_id;  // wire device_id -> DeviceEvent id
     std::vector<uint64_t> wire_parent;
+    out_.device.reserve(device.size());
+    wire_parent.reserve(device.size());
     for (const IngestedEvent* e : device) {
       uint64_t start = 0;
       if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/huge_page_allocator.h"
 #include "daemon/trace_model.h"
 #include "proto/nrtprof.pb.h"
 
@@ -63,6 +64,9 @@ struct IngestedEvent {
   uint64_t exec_id = 0;
 };
 
+// A capture's events: millions of records, so in huge pages (huge_page_allocator.h).
+using IngestedEvents = std::vector<IngestedEvent, HugePageAllocator<IngestedEvent>>;
+
 struct ClockSyncPoint {
   int32_t nc_idx = 0;
   uint64_t device_ns = 0;
@@ -79,7 +83,7 @@ struct ProcessCapture {
   nrtprof::Hello hello;
   std::unordered_map<uint32_t, std::string> strings;           // the stream's, whole
   std::unordered_map<uint32_t, std::vector<uint32_t>> stacks;  // iid -> frame string iids
-  std::vector<IngestedEvent> events;  // received during the capture, in arrival order
+  IngestedEvents events;  // received during the capture, in arrival order
   // nrt_load / nrt_tensor_allocate / nrt_tensor_free calls since the stream began, also from
   // before the capture: the correlator needs a handle's placement even when it was allocated
   // earlier.
@@ -154,7 +158,7 @@ class ProcessIngest {
 
   // The capture in progress, if capturing_.
   bool capturing_ = false;
-  std::vector<IngestedEvent> events_;
+  IngestedEvents events_;
   DropCounts drops_at_begin_;
   uint64_t received_at_begin_ = 0;
   uint64_t missing_at_begin_ = 0;

@@ -1,8 +1,12 @@
 #include "daemon/perfetto_writer.h"
 
-#include <algorithm>
+#include <zlib.h>
+
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -15,15 +19,55 @@
 namespace nrtprof::daemon {
 namespace {
 
-using perfetto::protos::DebugAnnotation;
 using perfetto::protos::TracePacket;
 using perfetto::protos::TrackDescriptor;
-using perfetto::protos::TrackEvent;
 
 constexpr uint32_t kMonotonic = perfetto::protos::BUILTIN_CLOCK_MONOTONIC;
 constexpr uint32_t kRealtime = perfetto::protos::BUILTIN_CLOCK_REALTIME;
 constexpr char kCaptureEventName[] = "nrtprof capture";
 
+// Uncompressed records gathered into one compressed_packets bundle. Perfetto wants each bundle
+// packet under 512 KiB; deflate never grows data by more than a few bytes per 16 KiB, so a
+// bundle of this much input always fits.
+constexpr size_t kBundleBytes = 256 << 10;
+
+// Field numbers, from proto/perfetto_trace.proto (each checked against Perfetto's protos).
+constexpr uint32_t kTracePacketField = 1;  // Trace.packet
+namespace packet {
+constexpr uint32_t kTimestamp = 8;
+constexpr uint32_t kTimestampClockId = 58;
+constexpr uint32_t kTrackEvent = 11;
+constexpr uint32_t kSequenceId = 10;
+constexpr uint32_t kInternedData = 12;
+constexpr uint32_t kSequenceFlags = 13;
+constexpr uint32_t kCompressedPackets = 50;
+}  // namespace packet
+namespace track_event {
+constexpr uint32_t kDebugAnnotations = 4;
+constexpr uint32_t kType = 9;
+constexpr uint32_t kNameIid = 10;
+constexpr uint32_t kTrackUuid = 11;
+constexpr uint32_t kFlowIds = 47;
+constexpr uint32_t kTerminatingFlowIds = 48;
+}  // namespace track_event
+namespace annotation {
+constexpr uint32_t kNameIid = 1;
+constexpr uint32_t kUintValue = 3;
+constexpr uint32_t kIntValue = 4;
+constexpr uint32_t kStringValue = 6;
+}  // namespace annotation
+namespace interned {
+constexpr uint32_t kEventNames = 2;
+constexpr uint32_t kAnnotationNames = 3;
+constexpr uint32_t kIid = 1;   // EventName.iid, DebugAnnotationName.iid
+constexpr uint32_t kName = 2;  // EventName.name, DebugAnnotationName.name
+}  // namespace interned
+
+constexpr uint32_t kVarint = 0;
+constexpr uint32_t kFixed64 = 1;
+constexpr uint32_t kLengthDelimited = 2;
+
+// The protobuf wire encoding of the fields we write, appended to a string.
 void AppendVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
     out->push_back(static_cast<char>(v | 0x80));
@@ -32,76 +76,95 @@ void AppendVarint(uint64_t v, std::string* out) {
   out->push_back(static_cast<char>(v));
 }
 
-// Appends packets to the file as `Trace.packet` records, all on one sequence, and keeps that
-// sequence's interning tables (event names, annotation names).
-class PacketStream {
+void AppendTag(uint32_t field, uint32_t wire_type, std::string* out) {
+  AppendVarint((uint64_t{field} << 3) | wire_type, out);
+}
+
+void AppendVarintField(uint32_t field, uint64_t v, std::string* out) {
+  AppendTag(field, kVarint, out);
+  AppendVarint(v, out);
+}
+
+void AppendBytesField(uint32_t field, std::string_view bytes, std::string* out) {
+  AppendTag(field, kLengthDelimited, out);
+  AppendVarint(bytes.size(), out);
+  out->append(bytes.data(), bytes.size());
+}
+
+void AppendFixed64Field(uint32_t field, uint64_t v, std::string* out) {
+  AppendTag(field, kFixed64, out);
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
+// deflated in bundles (compressed_packets) unless the level is 0.
+class PacketSink {
  public:
-  explicit PacketStream(AtomicFile* file) : file_(file) {}
+  PacketSink(AtomicFile* file, int deflate_level) : file_(file), level_(deflate_level) {}
+  ~PacketSink() {
+    if (zlib_ready_) deflateEnd(&zs_);
+  }
+  PacketSink(const PacketSink&) = delete;
+  PacketSink& operator=(const PacketSink&) = delete;
 
-  absl::Status Write(TracePacket* packet) {
-    packet->set_trusted_packet_sequence_id(PerfettoWriter::kSequenceId);
-    if (first_) {
-      packet->set_sequence_flags(TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
-      packet->set_first_packet_on_sequence(true);
-      first_ = false;
-    } else {
-      packet->set_sequence_flags(TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  absl::Status Add(std::string_view packet_bytes) {
+    if (level_ > 0 && packet_bytes.size() > kBundleBytes) {
+      // Too big for a bundle (a huge command line): flush what is pending, then write this
+      // one as it is, so the order of packets stays the order of the file.
+      absl::Status s = Flush();
+      record_.clear();
+      AppendBytesField(kTracePacketField, packet_bytes, &record_);
+      return s.ok() ? file_->Append(record_) : s;
     }
-    record_.clear();
-    record_.push_back(0x0a);  // Trace field 1 (packet), length-delimited
-    AppendVarint(packet->ByteSizeLong(), &record_);
-    packet->AppendToString(&record_);
-    return file_->Append(record_);
+    AppendBytesField(kTracePacketField, packet_bytes, &pending_);
+    if (pending_.size() >= kBundleBytes) return Flush();
+    return absl::OkStatus();
   }
 
-  // The iid of an event name; a name seen for the first time is added to `packet`'s
-  // interned data, so its definition travels in the first packet that uses it.
-  uint64_t EventNameIid(const std::string& name, TracePacket* packet) {
-    auto [it, added] = event_names_.emplace(name, event_names_.size() + 1);
-    if (added) {
-      auto* entry = packet->mutable_interned_data()->add_event_names();
-      entry->set_iid(it->second);
-      entry->set_name(name);
-    }
-    return it->second;
-  }
-
-  uint64_t AnnotationNameIid(const char* name, TracePacket* packet) {
-    auto [it, added] = annotation_names_.emplace(name, annotation_names_.size() + 1);
-    if (added) {
-      auto* entry = packet->mutable_interned_data()->add_debug_annotation_names();
-      entry->set_iid(it->second);
-      entry->set_name(name);
-    }
-    return it->second;
+  // Writes what is pending; after it, the file ends at a record boundary.
+  absl::Status Flush() {
+    if (pending_.empty()) return absl::OkStatus();
+    absl::Status s = level_ > 0 ? WriteBundle() : file_->Append(pending_);
+    pending_.clear();
+    return s;
   }
 
  private:
-  AtomicFile* file_;
-  bool first_ = true;
-  std::unordered_map<std::string, uint64_t> event_names_;
-  std::unordered_map<std::string, uint64_t> annotation_names_;
-  std::string record_;
-};
-
-void AddAnnotations(const std::vector<SliceArg>& args, PacketStream* stream, TracePacket* packet,
-                    TrackEvent* event) {
-  for (const SliceArg& arg : args) {
-    DebugAnnotation* a = event->add_debug_annotations();
-    a->set_name_iid(stream->AnnotationNameIid(arg.name, packet));
-    switch (arg.type) {
-      case SliceArg::Type::kString:
-        a->set_string_value(arg.string_value);
-        break;
-      case SliceArg::Type::kUint:
-        a->set_uint_value(arg.uint_value);
-        break;
-      case SliceArg::Type::kInt:
-        a->set_int_value(arg.int_value);
-        break;
+  absl::Status WriteBundle() {
+    if (!zlib_ready_) {
+      zs_ = {};
+      if (deflateInit(&zs_, level_) != Z_OK) return absl::InternalError("deflateInit failed");
+      zlib_ready_ = true;
+    } else {
+      deflateReset(&zs_);
     }
+    deflated_.resize(deflateBound(&zs_, pending_.size()));
+    zs_.next_in = reinterpret_cast<Bytef*>(pending_.data());
+    zs_.avail_in = static_cast<uInt>(pending_.size());
+    zs_.next_out = reinterpret_cast<Bytef*>(deflated_.data());
+    zs_.avail_out = static_cast<uInt>(deflated_.size());
+    if (deflate(&zs_, Z_FINISH) != Z_STREAM_END) return absl::InternalError("deflate failed");
+    deflated_.resize(deflated_.size() - zs_.avail_out);
+    // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
+    std::string packet_header;
+    AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
+    AppendVarint(deflated_.size(), &packet_header);
+    record_.clear();
+    AppendTag(kTracePacketField, kLengthDelimited, &record_);
+    AppendVarint(packet_header.size() + deflated_.size(), &record_);
+    record_ += packet_header;
+    absl::Status s = file_->Append(record_);
+    return s.ok() ? file_->Append(deflated_) : s;
   }
-}
+
+  AtomicFile* const file_;
+  const int level_;
+  std::string pending_;  // records not yet written
+  std::string deflated_;
+  std::string record_;
+  z_stream zs_{};
+  bool zlib_ready_ = false;
+};
 
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -114,41 +177,75 @@ std::string ProcessName(const ProcessTrace& p) {
   return "";
 }
 
-// One timestamped packet to write: a slice's begin or end on a track, or a process's
-// capture instant.
-struct Edge {
-  enum Kind : uint8_t { kBegin, kEnd, kCaptureInstant };
-  uint64_t ts = 0;
+// Where timestamped packets come from, in the order the tracks were written: a process's
+// capture instant, or a lane's begin/end sequence. Equal timestamps go in this order, so that
+// each lane's own begin/end order (LaneEdges) is kept.
+struct EdgeSource {
   uint64_t track_uuid = 0;
-  Kind kind = kBegin;
-  const LaneSlice* slice = nullptr;       // kBegin, kEnd
-  const ProcessTrace* process = nullptr;  // kCaptureInstant
+  const Lane* lane = nullptr;  // a lane's edges ...
+  std::vector<SliceEdge> edges;
+  const ProcessTrace* process = nullptr;  // ... or a process's capture instant
+  uint64_t instant_ns = 0;
+  size_t next = 0;
+
+  bool done() const { return lane != nullptr ? next >= edges.size() : next > 0; }
+  uint64_t ts() const { return lane != nullptr ? edges[next].ts : instant_ns; }
 };
 
 class TraceEncoder {
  public:
-  TraceEncoder(const Trace& trace, AtomicFile* file) : trace_(trace), stream_(file) {}
+  TraceEncoder(const Trace& trace, AtomicFile* file, int deflate_level)
+      : trace_(trace), sink_(file, deflate_level) {}
 
   absl::Status Encode() {
     TraceLanes lanes = BuildLanes(trace_);
+    last_ts_ = lanes.first_ns;
     absl::Status s = WriteClockSnapshot(lanes.first_ns);
     for (const ProcessLanes& p : lanes.processes) {
       if (s.ok()) s = WriteTracks(p, lanes.first_ns);
     }
-    // Time order across the whole file; the stable sort keeps each track's begin/end order
-    // (LaneEdges) for equal timestamps.
-    std::stable_sort(edges_.begin(), edges_.end(),
-                     [](const Edge& a, const Edge& b) { return a.ts < b.ts; });
-    for (const Edge& e : edges_) {
-      if (!s.ok()) break;
-      s = WriteEdge(e);
+    // Time order across the whole file: a merge of the sources, each already in time order;
+    // ties go to the source written first.
+    using Head = std::pair<uint64_t, size_t>;  // (ts, source)
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
     }
+    while (s.ok() && !heads.empty()) {
+      const size_t i = heads.top().second;
+      heads.pop();
+      s = WriteEdge(sources_[i]);
+      ++sources_[i].next;
+      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
+    }
+    if (s.ok()) s = sink_.Flush();
     return s;
   }
 
  private:
-  // The first packet: puts the file's timestamps on CLOCK_MONOTONIC (see docs/trace_format.md)
-  // and, when known, ties them to wall-clock time.
+  // Sequence id and flags of every packet: the first clears the sequence's incremental state
+  // (interning tables, defaults), every later one depends on it.
+  void AddSequenceFields(TracePacket* packet) {
+    packet->set_trusted_packet_sequence_id(PerfettoWriter::kSequenceId);
+    if (first_packet_) {
+      packet->set_sequence_flags(TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
+      packet->set_first_packet_on_sequence(true);
+      first_packet_ = false;
+    } else {
+      packet->set_sequence_flags(TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+    }
+  }
+
+  absl::Status WriteMessage(TracePacket* packet) {
+    AddSequenceFields(packet);
+    message_.clear();
+    packet->AppendToString(&message_);
+    return sink_.Add(message_);
+  }
+
+  // The first packet: puts the file's timestamps on CLOCK_MONOTONIC (see docs/trace_format.md),
+  // ties them to wall-clock time when known, and declares the sequence's incremental clock,
+  // which every later timestamp uses.
   absl::Status WriteClockSnapshot(uint64_t first_ns) {
     TracePacket packet;
     packet.set_timestamp(first_ns);
@@ -164,8 +261,13 @@ class TraceEncoder {
       realtime->set_clock_id(kRealtime);
       realtime->set_timestamp(first_ns + static_cast<uint64_t>(offset));
     }
+    auto* delta = snapshot->add_clocks();
+    delta->set_clock_id(PerfettoWriter::kDeltaClockId);
+    delta->set_timestamp(first_ns);
+    delta->set_is_incremental(true);
     snapshot->set_primary_trace_clock(perfetto::protos::BUILTIN_CLOCK_MONOTONIC);
-    return stream_.Write(&packet);
+    packet.mutable_trace_packet_defaults()->set_timestamp_clock_id(PerfettoWriter::kDeltaClockId);
+    return WriteMessage(&packet);
   }
 
   absl::Status WriteTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name) {
@@ -174,19 +276,18 @@ class TraceEncoder {
     track->set_uuid(uuid);
     if (parent_uuid != 0) track->set_parent_uuid(parent_uuid);
     track->set_name(name);
-    return stream_.Write(&packet);
+    return WriteMessage(&packet);
   }
 
   // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty.
   absl::Status WriteLane(const Lane& lane, uint64_t parent_uuid) {
     if (lane.slices.empty()) return absl::OkStatus();
     uint64_t uuid = next_uuid_++;
-    absl::Status s = WriteTrack(uuid, parent_uuid, LaneKindName(lane.kind));
-    for (const SliceEdge& e : LaneEdges(lane)) {
-      edges_.push_back(
-          {e.ts, uuid, e.begin ? Edge::kBegin : Edge::kEnd, &lane.slices[e.slice], nullptr});
-    }
-    return s;
+    EdgeSource& source = sources_.emplace_back();
+    source.track_uuid = uuid;
+    source.lane = &lane;
+    source.edges = LaneEdges(lane);
+    return WriteTrack(uuid, parent_uuid, LaneKindName(lane.kind));
   }
 
   absl::Status WriteTracks(const ProcessLanes& lanes, uint64_t trace_first_ns) {
@@ -201,9 +302,11 @@ class TraceEncoder {
     std::string name = ProcessName(p);
     if (!name.empty()) process->set_process_name(name);
     for (const std::string& arg : p.command_line) process->add_cmdline(arg);
-    absl::Status s = stream_.Write(&packet);
-    edges_.push_back({lanes.has_events ? lanes.first_ns : trace_first_ns, process_uuid,
-                      Edge::kCaptureInstant, nullptr, &p});
+    absl::Status s = WriteMessage(&packet);
+    EdgeSource& instant = sources_.emplace_back();
+    instant.track_uuid = process_uuid;
+    instant.process = &p;
+    instant.instant_ns = lanes.has_events ? lanes.first_ns : trace_first_ns;
 
     for (const ThreadLanes& t : lanes.threads) {
       uint64_t thread_uuid = next_uuid_++;
@@ -215,7 +318,7 @@ class TraceEncoder {
       thread->set_pid(pid);
       thread->set_tid(static_cast<int32_t>(t.tid));
       if (t.name != nullptr) thread->set_thread_name(*t.name);
-      if (s.ok()) s = stream_.Write(&packet);
+      if (s.ok()) s = WriteMessage(&packet);
       if (s.ok()) s = WriteLane(t.framework, thread_uuid);
       if (s.ok()) s = WriteLane(t.runtime, thread_uuid);
     }
@@ -228,37 +331,110 @@ class TraceEncoder {
     return s;
   }
 
-  absl::Status WriteEdge(const Edge& e) {
-    packet_.Clear();
-    packet_.set_timestamp(e.ts);
-    packet_.set_timestamp_clock_id(kMonotonic);
-    TrackEvent* event = packet_.mutable_track_event();
-    event->set_track_uuid(e.track_uuid);
-    switch (e.kind) {
-      case Edge::kBegin:
-        event->set_type(TrackEvent::TYPE_SLICE_BEGIN);
-        event->set_name_iid(stream_.EventNameIid(*e.slice->name, &packet_));
-        AddAnnotations(e.slice->args, &stream_, &packet_, event);
-        for (uint64_t id : e.slice->flow_ids) event->add_flow_ids(id);
-        for (uint64_t id : e.slice->terminating_flow_ids) event->add_terminating_flow_ids(id);
-        break;
-      case Edge::kEnd:
-        event->set_type(TrackEvent::TYPE_SLICE_END);
-        break;
-      case Edge::kCaptureInstant:
-        event->set_type(TrackEvent::TYPE_INSTANT);
-        event->set_name_iid(stream_.EventNameIid(kCaptureEventName, &packet_));
-        AddAnnotations(CaptureArgs(trace_, *e.process), &stream_, &packet_, event);
-        break;
+  // The iid of an event name; a name seen for the first time is defined in this packet's
+  // interned data, so its definition travels in the first packet that uses it.
+  uint64_t EventNameIid(std::string_view name) {
+    auto [it, added] = event_names_.emplace(name, event_names_.size() + 1);
+    if (added) AddInternedEntry(interned::kEventNames, it->second, name);
+    return it->second;
+  }
+
+  uint64_t AnnotationNameIid(const char* name) {
+    auto known = annotation_name_ptrs_.find(name);
+    if (known != annotation_name_ptrs_.end()) return known->second;
+    auto [it, added] = annotation_names_.emplace(name, annotation_names_.size() + 1);
+    if (added) AddInternedEntry(interned::kAnnotationNames, it->second, name);
+    annotation_name_ptrs_.emplace(name, it->second);
+    return it->second;
+  }
+
+  void AddInternedEntry(uint32_t table, uint64_t iid, std::string_view name) {
+    entry_.clear();
+    AppendVarintField(interned::kIid, iid, &entry_);
+    AppendBytesField(interned::kName, name, &entry_);
+    AppendBytesField(table, entry_, &interned_);
+  }
+
+  void AddAnnotations(const std::vector<SliceArg>& args) {
+    for (const SliceArg& arg : args) {
+      annotation_.clear();
+      AppendVarintField(annotation::kNameIid, AnnotationNameIid(arg.name), &annotation_);
+      switch (arg.type) {
+        case SliceArg::Type::kString:
+          AppendBytesField(annotation::kStringValue, arg.string_value, &annotation_);
+          break;
+        case SliceArg::Type::kUint:
+          AppendVarintField(annotation::kUintValue, arg.uint_value, &annotation_);
+          break;
+        case SliceArg::Type::kInt:
+          AppendVarintField(annotation::kIntValue, static_cast<uint64_t>(arg.int_value),
+                            &annotation_);
+          break;
+      }
+      AppendBytesField(track_event::kDebugAnnotations, annotation_, &event_);
     }
-    return stream_.Write(&packet_);
+  }
+
+  // One track_event packet: a slice's begin or end, or a process's capture instant.
+  absl::Status WriteEdge(const EdgeSource& source) {
+    event_.clear();
+    interned_.clear();
+    uint64_t ts = 0;
+    if (source.lane != nullptr) {
+      const SliceEdge& e = source.edges[source.next];
+      ts = e.ts;
+      if (e.begin) {
+        const LaneSlice& slice = source.lane->slices[e.slice];
+        AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
+                          &event_);
+        AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
+        AppendVarintField(track_event::kNameIid, EventNameIid(*slice.name), &event_);
+        AddAnnotations(slice.args);
+        for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
+        for (uint64_t id : slice.terminating_flow_ids) {
+          AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
+        }
+      } else {
+        // The innermost open slice of the track ends: nothing else to say.
+        AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_END,
+                          &event_);
+        AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
+      }
+    } else {
+      ts = source.instant_ns;
+      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
+      AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
+      AppendVarintField(track_event::kNameIid, EventNameIid(kCaptureEventName), &event_);
+      AddAnnotations(CaptureArgs(trace_, *source.process));
+    }
+
+    packet_.clear();
+    if (ts >= last_ts_) {
+      AppendVarintField(packet::kTimestamp, ts - last_ts_, &packet_);  // on the delta clock
+      last_ts_ = ts;
+    } else {
+      // Never happens for a trace in time order; kept exact anyway, off the delta clock.
+      AppendVarintField(packet::kTimestamp, ts, &packet_);
+      AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
+    }
+    AppendBytesField(packet::kTrackEvent, event_, &packet_);
+    if (!interned_.empty()) AppendBytesField(packet::kInternedData, interned_, &packet_);
+    AppendVarintField(packet::kSequenceId, PerfettoWriter::kSequenceId, &packet_);
+    AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
+    return sink_.Add(packet_);
   }
 
   const Trace& trace_;
-  PacketStream stream_;
+  PacketSink sink_;
+  bool first_packet_ = true;
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
-  std::vector<Edge> edges_;
-  TracePacket packet_;  // reused: its buffers outlive each Clear()
+  uint64_t last_ts_ = 0;    // the delta clock's reading
+  std::vector<EdgeSource> sources_;
+  std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's strings
+  std::unordered_map<std::string_view, uint64_t> annotation_names_;
+  std::unordered_map<const char*, uint64_t> annotation_name_ptrs_;  // static names, by address
+  // Scratch buffers, reused from packet to packet.
+  std::string event_, interned_, entry_, annotation_, packet_, message_;
 };
 
 }  // namespace
@@ -268,7 +444,7 @@ absl::Status PerfettoWriter::Write(const Trace& trace, const std::string& output
   AtomicFile file;
   absl::Status s = file.Open(absl::StrCat(output_dir, "/", kFileName));
   if (!s.ok()) return s;
-  s = TraceEncoder(trace, &file).Encode();
+  s = TraceEncoder(trace, &file, options_.deflate_level).Encode();
   if (!s.ok()) return s;  // the temporary file goes with `file`
   s = file.Commit();
   if (!s.ok()) return s;

@@ -3,12 +3,16 @@
 // "runtime" tracks, and each NeuronCore with its "executions" and "DMA" tracks, flow arrows
 // from each framework range through the runtime call to the device work it caused, and an
 // "nrtprof capture" instant on the process track that carries the capture id and the
-// process's drop counters. docs/trace_format.md ("trace.pftrace") is the full layout.
+// process's drop counters. docs/trace_format.md ("trace.pftrace") is the full layout and the
+// encoding: one packet sequence with interned names, timestamps as deltas on an incremental
+// clock, and the packets deflated in bundles (`compressed_packets`), as Perfetto's own
+// tracing service writes them with compression on.
 //
 // Thread-safe: keeps no state between calls; Write() may run for several captures at once.
 #ifndef NRTPROF_DAEMON_PERFETTO_WRITER_H_
 #define NRTPROF_DAEMON_PERFETTO_WRITER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,9 +27,23 @@ class PerfettoWriter : public TraceSink {
 
   // The one trusted_packet_sequence_id of every packet in the file.
   static constexpr uint32_t kSequenceId = 1;
+  // The sequence's clock: incremental, in nanoseconds, MONOTONIC at the clock snapshot.
+  static constexpr uint32_t kDeltaClockId = 64;
+
+  struct Options {
+    // zlib level of the compressed_packets bundles, 1 (fastest) to 9; 0 writes the packets
+    // as they are, uncompressed.
+    int deflate_level = 1;
+  };
+
+  PerfettoWriter() = default;
+  explicit PerfettoWriter(Options options) : options_(options) {}
 
   absl::Status Write(const Trace& trace, const std::string& output_dir,
                      std::vector<std::string>* files) override;
+
+ private:
+  Options options_;
 };
 
 }  // namespace nrtprof::daemon

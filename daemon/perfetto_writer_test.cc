@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/perfetto_trace_reader.h"
 #include "daemon/writer_test_util.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -33,7 +34,8 @@ struct Slice {
 };
 
 struct ReadBack {
-  perfetto::protos::Trace trace;
+  perfetto::protos::Trace trace;  // bundles expanded
+  size_t bundles = 0;
   std::map<uint64_t, perfetto::protos::TrackDescriptor> tracks;
   std::map<uint64_t, std::vector<Slice>> slices;  // by track uuid, in begin order
   std::vector<std::pair<uint64_t, Slice>> instants;
@@ -65,19 +67,22 @@ void ExpectNoUnknownFields(const google::protobuf::Message& m, const std::string
 
 ReadBack Read(const std::string& bytes) {
   ReadBack r;
-  EXPECT_TRUE(r.trace.ParseFromString(bytes));
+  absl::StatusOr<ReadTrace> read = ReadPerfettoTrace(bytes);
+  EXPECT_TRUE(read.ok()) << read.status();
+  if (!read.ok()) return r;
+  r.trace = std::move(read->trace);
+  r.bundles = read->bundles;
+  const std::vector<uint64_t>& times = read->times;  // MONOTONIC ns, through the clocks
   std::map<uint64_t, std::string> names, arg_names;
   std::map<uint64_t, std::vector<Slice>> open;
   std::map<uint64_t, uint64_t> last_ts;
   for (int i = 0; i < r.trace.packet_size(); ++i) {
     const TracePacket& p = r.trace.packet(i);
+    const uint64_t ts = times[i];
     ExpectNoUnknownFields(p, absl::StrCat("packet ", i));
     EXPECT_EQ(p.trusted_packet_sequence_id(), PerfettoWriter::kSequenceId);
     EXPECT_EQ(p.sequence_flags(), i == 0 ? TracePacket::SEQ_INCREMENTAL_STATE_CLEARED
                                          : TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-    if (p.has_timestamp()) {
-      EXPECT_EQ(p.timestamp_clock_id(), 3u) << "packet " << i;
-    }
     for (const auto& n : p.interned_data().event_names()) {
       EXPECT_TRUE(names.emplace(n.iid(), n.name()).second) << "iid redefined: " << n.iid();
     }
@@ -92,14 +97,14 @@ ReadBack Read(const std::string& bytes) {
     const TrackEvent& e = p.track_event();
     uint64_t track = e.track_uuid();
     EXPECT_TRUE(r.tracks.count(track)) << "event before its track descriptor";
-    EXPECT_GE(p.timestamp(), last_ts[track]) << "events out of order on track " << track;
-    last_ts[track] = p.timestamp();
+    EXPECT_GE(ts, last_ts[track]) << "events out of order on track " << track;
+    last_ts[track] = ts;
     Slice s;
     if (e.type() != TrackEvent::TYPE_SLICE_END) {
       EXPECT_TRUE(e.has_name_iid());
       EXPECT_TRUE(names.count(e.name_iid())) << "name used before it was interned";
       s.name = names[e.name_iid()];
-      s.start = p.timestamp();
+      s.start = ts;
       s.flows.assign(e.flow_ids().begin(), e.flow_ids().end());
       s.terminating_flows.assign(e.terminating_flow_ids().begin(), e.terminating_flow_ids().end());
       for (const auto& a : e.debug_annotations()) {
@@ -118,7 +123,7 @@ ReadBack Read(const std::string& bytes) {
         if (stack.empty()) break;
         Slice done = stack.back();
         stack.pop_back();
-        done.end = p.timestamp();
+        done.end = ts;
         r.slices[track].push_back(done);
         break;
       }
@@ -166,10 +171,11 @@ const Slice* Find(const ReadBack& r, uint64_t track, const std::string& name) {
   return nullptr;
 }
 
-ReadBack WriteAndRead(const Trace& t, const std::string& dir_name) {
+ReadBack WriteAndRead(const Trace& t, const std::string& dir_name,
+                      PerfettoWriter::Options options = {}) {
   std::string dir = TempDir(dir_name);
   std::vector<std::string> files;
-  absl::Status s = PerfettoWriter().Write(t, dir, &files);
+  absl::Status s = PerfettoWriter(options).Write(t, dir, &files);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(files, std::vector<std::string>{"trace.pftrace"});
   return Read(ReadFile(dir + "/trace.pftrace"));
@@ -355,45 +361,16 @@ TEST(PerfettoWriterTest, EqualTimestampsAndOverhangsStayWellNested) {
   EXPECT_EQ(by_name["second"].start, 130u);
 }
 
-TEST(PerfettoWriterTest, EveryPacketBoundaryIsAValidTrace) {
-  std::string dir = TempDir("prefix");
-  std::vector<std::string> files;
-  ASSERT_TRUE(PerfettoWriter().Write(SmallTrace(), dir, &files).ok());
-  std::string bytes = ReadFile(dir + "/trace.pftrace");
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  int packets = 0;
-  while (in.CurrentPosition() < static_cast<int>(bytes.size())) {
-    ASSERT_EQ(in.ReadTag(), 0x0au) << "every record is Trace.packet";
-    uint32_t size = 0;
-    ASSERT_TRUE(in.ReadVarint32(&size));
-    ASSERT_TRUE(in.Skip(static_cast<int>(size)));
-    ++packets;
-    perfetto::protos::Trace prefix;
-    ASSERT_TRUE(prefix.ParseFromArray(bytes.data(), in.CurrentPosition()));
-    EXPECT_EQ(prefix.packet_size(), packets);
-  }
-  EXPECT_GT(packets, 10);
-}
-
-TEST(PerfettoWriterTest, UnwritableFolderIsAnErrorAndNamesTheFile) {
-  std::vector<std::string> files;
-  absl::Status s = PerfettoWriter().Write(SmallTrace(), TempDir("x") + "/missing", &files);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("trace.pftrace"), std::string::npos) << s;
-  EXPECT_TRUE(files.empty());
-}
-
-// Not a benchmark: records the size a user can expect, asserts only that it was written.
-TEST(PerfettoWriterTest, FileSizePerEvent) {
+// `iterations` steps of a one-thread training loop: a framework range, its nrt_execute, the
+// execution with two engine ops.
+Trace ManyIterations(int iterations) {
   Trace t;
   t.capture_id = "size";
   ProcessTrace p;
   p.pid = 1;
-  const int kIterations = 2000;
   uint64_t ts = 1'000'000'000'000;
   uint64_t next_id = 1;
-  for (int i = 0; i < kIterations; ++i) {
+  for (int i = 0; i < iterations; ++i) {
     uint64_t range = next_id++;
     p.ranges.push_back({range, "aten::linear", 2, ts, 100'000, 0, 0});
     ApiCall c;
@@ -427,22 +404,134 @@ TEST(PerfettoWriterTest, FileSizePerEvent) {
       o.duration_ns = 25'000;
       p.device.push_back(o);
     }
-    ts += 200'000;
+    ts += 200'000 + static_cast<uint64_t>(i % 7) * 13;
   }
-  const size_t events = p.ranges.size() + p.calls.size() + p.device.size();
   t.processes.push_back(p);
-  std::string dir = TempDir("size");
+  return t;
+}
+
+size_t EventsOf(const Trace& t) {
+  size_t n = 0;
+  for (const ProcessTrace& p : t.processes) n += p.ranges.size() + p.calls.size() + p.device.size();
+  return n;
+}
+
+// Records are top-level Trace.packet fields, compressed bundles or not: a file cut at any
+// record boundary is a valid trace with every packet before the cut.
+void ExpectEveryRecordBoundaryIsAValidTrace(const std::string& bytes, int* records) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(1 << 30);
+  *records = 0;
+  int packets = 0;
+  while (in.CurrentPosition() < static_cast<int>(bytes.size())) {
+    ASSERT_EQ(in.ReadTag(), 0x0au) << "every record is Trace.packet";
+    uint32_t size = 0;
+    ASSERT_TRUE(in.ReadVarint32(&size));
+    ASSERT_TRUE(in.Skip(static_cast<int>(size)));
+    ++*records;
+    absl::StatusOr<ReadTrace> prefix =
+        ReadPerfettoTrace(bytes.substr(0, static_cast<size_t>(in.CurrentPosition())));
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    EXPECT_GT(prefix->trace.packet_size(), packets);
+    packets = prefix->trace.packet_size();
+  }
+}
+
+TEST(PerfettoWriterTest, EveryPacketBoundaryIsAValidTrace) {
+  std::string dir = TempDir("prefix");
   std::vector<std::string> files;
-  ASSERT_TRUE(PerfettoWriter().Write(t, dir, &files).ok());
-  std::string bytes = ReadFile(dir + "/trace.pftrace");
-  ReadBack r = Read(bytes);
-  size_t slices = 0;
-  for (const auto& [track, list] : r.slices) slices += list.size();
-  EXPECT_EQ(slices, events);
-  double per_event = static_cast<double>(bytes.size()) / events;
-  std::cout << "trace.pftrace: " << bytes.size() << " bytes for " << events << " events, "
-            << per_event << " bytes/event\n";
-  testing::Test::RecordProperty("bytes_per_event", std::to_string(per_event));
+  ASSERT_TRUE(PerfettoWriter({.deflate_level = 0}).Write(SmallTrace(), dir, &files).ok());
+  int records = 0;
+  ExpectEveryRecordBoundaryIsAValidTrace(ReadFile(dir + "/trace.pftrace"), &records);
+  EXPECT_GT(records, 10);  // uncompressed: a record per packet
+
+  dir = TempDir("prefix_bundles");
+  files.clear();
+  ASSERT_TRUE(PerfettoWriter().Write(ManyIterations(6000), dir, &files).ok());
+  const std::string bytes = ReadFile(dir + "/trace.pftrace");
+  ExpectEveryRecordBoundaryIsAValidTrace(bytes, &records);
+  EXPECT_GT(records, 2);  // several bundles
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  while (in.CurrentPosition() < static_cast<int>(bytes.size())) {
+    in.ReadTag();
+    uint32_t size = 0;
+    in.ReadVarint32(&size);
+    EXPECT_LT(size, 512u << 10) << "Perfetto wants compressed bundles under 512 KiB";
+    in.Skip(static_cast<int>(size));
+  }
+}
+
+// The compressed and the uncompressed file say the same thing, and both put every timestamp
+// on the sequence's incremental clock, each a delta from the packet before.
+TEST(PerfettoWriterTest, TimestampsAreDeltasAndCompressionChangesNothingElse) {
+  const Trace t = ManyIterations(3000);
+  ReadBack plain = WriteAndRead(t, "plain", {.deflate_level = 0});
+  ReadBack packed = WriteAndRead(t, "packed");
+  EXPECT_EQ(plain.bundles, 0u);
+  EXPECT_GT(packed.bundles, 0u);
+  ASSERT_EQ(plain.trace.packet_size(), packed.trace.packet_size());
+  for (int i = 0; i < plain.trace.packet_size(); ++i) {
+    ASSERT_EQ(plain.trace.packet(i).SerializeAsString(), packed.trace.packet(i).SerializeAsString())
+        << "packet " << i;
+  }
+  const TracePacket& first = plain.trace.packet(0);
+  EXPECT_EQ(first.trace_packet_defaults().timestamp_clock_id(), PerfettoWriter::kDeltaClockId);
+  bool declared = false;
+  for (const auto& c : first.clock_snapshot().clocks()) {
+    if (c.clock_id() != PerfettoWriter::kDeltaClockId) continue;
+    declared = true;
+    EXPECT_TRUE(c.is_incremental());
+    EXPECT_EQ(c.timestamp(), 1'000'000'000'000u);  // the first event's time
+  }
+  EXPECT_TRUE(declared);
+  uint64_t largest = 0;
+  for (int i = 1; i < plain.trace.packet_size(); ++i) {
+    const TracePacket& p = plain.trace.packet(i);
+    if (!p.has_timestamp()) continue;
+    EXPECT_FALSE(p.has_timestamp_clock_id()) << "packet " << i << " is on the default clock";
+    largest = std::max<uint64_t>(largest, p.timestamp());
+  }
+  EXPECT_LT(largest, 200'000u) << "deltas, not absolute times";
+  // And the times they add up to are the trace's: the last iteration's range starts where
+  // ManyIterations put it.
+  uint64_t last_start = 1'000'000'000'000;
+  for (int i = 0; i < 2999; ++i) last_start += 200'000 + static_cast<uint64_t>(i % 7) * 13;
+  const std::vector<Slice>& ranges = plain.slices.begin()->second;  // the framework track
+  ASSERT_EQ(ranges.size(), 3000u);
+  EXPECT_EQ(ranges.back().name, "aten::linear");
+  EXPECT_EQ(ranges.back().start, last_start);
+  EXPECT_EQ(ranges.back().end, last_start + 100'000);
+}
+
+TEST(PerfettoWriterTest, UnwritableFolderIsAnErrorAndNamesTheFile) {
+  std::vector<std::string> files;
+  absl::Status s = PerfettoWriter().Write(SmallTrace(), TempDir("x") + "/missing", &files);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("trace.pftrace"), std::string::npos) << s;
+  EXPECT_TRUE(files.empty());
+}
+
+// Not a benchmark: records the size a user can expect, asserts only that it was written.
+TEST(PerfettoWriterTest, FileSizePerEvent) {
+  const Trace t = ManyIterations(2000);
+  const size_t events = EventsOf(t);
+  for (int level : {0, 1}) {
+    std::string dir = TempDir(absl::StrCat("size", level));
+    std::vector<std::string> files;
+    ASSERT_TRUE(PerfettoWriter({.deflate_level = level}).Write(t, dir, &files).ok());
+    std::string bytes = ReadFile(dir + "/trace.pftrace");
+    ReadBack r = Read(bytes);
+    size_t slices = 0;
+    for (const auto& [track, list] : r.slices) slices += list.size();
+    EXPECT_EQ(slices, events);
+    double per_event = static_cast<double>(bytes.size()) / events;
+    std::cout << "trace.pftrace (deflate level " << level << "): " << bytes.size() << " bytes for "
+              << events << " events, " << per_event << " bytes/event\n";
+    testing::Test::RecordProperty(absl::StrCat("bytes_per_event_level", level),
+                                  std::to_string(per_event));
+  }
 }
 
 }  // namespace

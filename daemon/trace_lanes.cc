@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -47,6 +48,7 @@ SliceArg IntArg(const char* name, int64_t value) {
 
 std::vector<SliceArg> CallArgs(const ApiCall& c) {
   std::vector<SliceArg> args;
+  args.reserve(6);  // enough for all but the rarest calls: one allocation per slice
   args.push_back(IntArg("status", c.status));
   args.push_back(UintArg("correlation_id", c.correlation_id));
   if (c.bytes != 0) args.push_back(UintArg("bytes", c.bytes));
@@ -59,17 +61,26 @@ std::vector<SliceArg> CallArgs(const ApiCall& c) {
   return args;
 }
 
+// Work inside an execution (parent != 0) shares the execution's model, correlation id and
+// submitting thread: those are on the execution's slice only. An engine op is drawn inside its
+// execution, so its exec_id is left out too; a DMA sits on another track and keeps its exec_id
+// to say which execution it served.
 std::vector<SliceArg> DeviceArgs(const DeviceEvent& e) {
   std::vector<SliceArg> args;
-  if (!e.model_name.empty()) args.push_back(StringArg("model", e.model_name));
-  if (e.kind != DeviceEventKind::kDma || e.exec_id != 0) {
-    args.push_back(UintArg("exec_id", e.exec_id));
-  }
+  const bool child = e.parent != 0;
+  const bool dma = e.kind == DeviceEventKind::kDma;
+  args.reserve(5);  // the most a device slice has
+  if (!child && !e.model_name.empty()) args.push_back(StringArg("model", e.model_name));
+  if (dma ? e.exec_id != 0 : !child) args.push_back(UintArg("exec_id", e.exec_id));
   if (!e.engine.empty()) args.push_back(StringArg("engine", e.engine));
-  if (e.kind == DeviceEventKind::kDma) args.push_back(UintArg("bytes", e.bytes));
+  if (dma) args.push_back(UintArg("bytes", e.bytes));
   if (!e.tensor_name.empty()) args.push_back(StringArg("tensor", e.tensor_name));
-  if (e.correlation_id != 0) args.push_back(UintArg("correlation_id", e.correlation_id));
-  if (e.submitting_tid != 0) args.push_back(UintArg("submitting_tid", e.submitting_tid));
+  if (!child && e.correlation_id != 0) {
+    args.push_back(UintArg("correlation_id", e.correlation_id));
+  }
+  if (!child && e.submitting_tid != 0) {
+    args.push_back(UintArg("submitting_tid", e.submitting_tid));
+  }
   return args;
 }
 
@@ -122,7 +133,28 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   std::vector<LaneSlice*> call_slice(p.calls.size(), nullptr);
   std::vector<LaneSlice*> device_slice(p.device.size(), nullptr);
 
+  // Each lane's pending slices, reserved from a first count: moving millions of them while a
+  // vector grows was a good part of the time.
   std::map<uint32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> threads;
+  std::map<int32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> cores;
+  {
+    std::map<uint32_t, std::pair<size_t, size_t>> per_thread;
+    std::map<int32_t, std::pair<size_t, size_t>> per_core;
+    for (const RangeEvent& r : p.ranges) ++per_thread[r.tid].first;
+    for (const ApiCall& c : p.calls) ++per_thread[c.tid].second;
+    for (const DeviceEvent& e : p.device) {
+      auto& n = per_core[e.nc_idx];
+      ++(e.kind == DeviceEventKind::kDma ? n.second : n.first);
+    }
+    for (const auto& [tid, n] : per_thread) {
+      threads[tid].first.reserve(n.first);
+      threads[tid].second.reserve(n.second);
+    }
+    for (const auto& [nc, n] : per_core) {
+      cores[nc].first.reserve(n.first);
+      cores[nc].second.reserve(n.second);
+    }
+  }
   for (size_t i = 0; i < p.ranges.size(); ++i) {
     const RangeEvent& r = p.ranges[i];
     PendingSlice s;
@@ -141,7 +173,6 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     s.back_pointer = &call_slice[i];
     threads[c.tid].second.push_back(std::move(s));
   }
-  std::map<int32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> cores;
   for (size_t i = 0; i < p.device.size(); ++i) {
     const DeviceEvent& e = p.device[i];
     PendingSlice s;
@@ -184,18 +215,32 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
 
   // Flows: one per correlation id, range -> call -> executions/transfers, in time order.
   std::unordered_map<uint64_t, size_t> range_by_id;
+  range_by_id.reserve(p.ranges.size());
   for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace(p.ranges[i].id, i);
-  std::unordered_map<uint64_t, std::vector<LaneSlice*>> device_by_correlation;
+  // The device flow steps by correlation id, then start time (then trace order): each call's
+  // steps are one run of this list, found by binary search.
+  struct DeviceStep {
+    uint64_t correlation_id;
+    uint64_t start_ns;
+    size_t index;
+  };
+  std::vector<DeviceStep> steps;
   for (size_t i = 0; i < p.device.size(); ++i) {
     const DeviceEvent& e = p.device[i];
     if (e.correlation_id != 0 && IsDeviceFlowStep(e)) {
-      device_by_correlation[e.correlation_id].push_back(device_slice[i]);
+      steps.push_back({e.correlation_id, device_slice[i]->start_ns, i});
     }
   }
+  auto step_order = [](const DeviceStep& a, const DeviceStep& b) {
+    return std::tie(a.correlation_id, a.start_ns, a.index) <
+           std::tie(b.correlation_id, b.start_ns, b.index);
+  };
+  std::sort(steps.begin(), steps.end(), step_order);
+  std::vector<LaneSlice*> chain;
   for (size_t i = 0; i < p.calls.size(); ++i) {
     const ApiCall& call = p.calls[i];
     if (call.correlation_id == 0) continue;
-    std::vector<LaneSlice*> chain;
+    chain.clear();
     if (call.range != 0) {
       auto r = range_by_id.find(call.range);
       if (r != range_by_id.end() && p.ranges[r->second].tid == call.tid) {
@@ -203,13 +248,10 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
       }
     }
     chain.push_back(call_slice[i]);
-    auto d = device_by_correlation.find(call.correlation_id);
-    if (d != device_by_correlation.end()) {
-      std::vector<LaneSlice*> device = d->second;
-      std::stable_sort(device.begin(), device.end(), [](const LaneSlice* a, const LaneSlice* b) {
-        return a->start_ns < b->start_ns;
-      });
-      chain.insert(chain.end(), device.begin(), device.end());
+    auto step = std::lower_bound(steps.begin(), steps.end(), DeviceStep{call.correlation_id, 0, 0},
+                                 step_order);
+    for (; step != steps.end() && step->correlation_id == call.correlation_id; ++step) {
+      chain.push_back(device_slice[step->index]);
     }
     if (chain.size() < 2) continue;
     uint64_t flow = (*next_flow_id)++;

@@ -206,5 +206,66 @@ TEST(BuildLanesTest, CaptureArgsCarryEveryDropCounter) {
   EXPECT_EQ(counters.count("drops.device_overwritten"), 1u);
 }
 
+// What a slice's arguments say, as text.
+std::map<std::string, std::string> ArgsOf(const LaneSlice& s) {
+  std::map<std::string, std::string> args;
+  for (const SliceArg& a : s.args) {
+    args[a.name] = a.type == SliceArg::Type::kString ? a.string_value
+                   : a.type == SliceArg::Type::kUint ? std::to_string(a.uint_value)
+                                                     : std::to_string(a.int_value);
+  }
+  return args;
+}
+
+TEST(BuildLanesTest, WorkInsideAnExecutionLeavesTheSharedArgumentsToIt) {
+  Trace t = OneProcess();
+  ProcessTrace& p = t.processes[0];
+  DeviceEvent& exec = p.device[0];
+  exec.model_name = "mlp";
+  exec.exec_id = 9;
+  exec.submitting_tid = 11;
+  DeviceEvent& io = p.device[1];
+  io.model_name = "mlp";
+  io.exec_id = 9;
+  io.submitting_tid = 11;
+  io.bytes = 4096;
+  io.tensor_name = "input";
+  DeviceEvent op = exec;
+  op.id = 7;
+  op.kind = DeviceEventKind::kEngineOp;
+  op.name = "mul";
+  op.engine = "vector";
+  op.parent = 5;
+  op.start_ns = 1250;
+  op.duration_ns = 20;
+  p.device.push_back(op);
+  DeviceEvent orphan = op;  // its execution was lost: nothing to share with
+  orphan.id = 8;
+  orphan.parent = 0;
+  orphan.start_ns = 1600;
+  p.device.push_back(orphan);
+
+  TraceLanes lanes = BuildLanes(t);
+  const CoreLanes& core = lanes.processes[0].cores[0];
+  ASSERT_EQ(core.executions.slices.size(), 3u);
+  EXPECT_EQ(ArgsOf(core.executions.slices[0]),
+            (std::map<std::string, std::string>{{"model", "mlp"},
+                                                {"exec_id", "9"},
+                                                {"correlation_id", "77"},
+                                                {"submitting_tid", "11"}}));
+  EXPECT_EQ(ArgsOf(core.executions.slices[1]),
+            (std::map<std::string, std::string>{{"engine", "vector"}}));
+  EXPECT_EQ(ArgsOf(core.executions.slices[2]),
+            (std::map<std::string, std::string>{{"model", "mlp"},
+                                                {"exec_id", "9"},
+                                                {"engine", "vector"},
+                                                {"correlation_id", "77"},
+                                                {"submitting_tid", "11"}}));
+  // A DMA of the execution is on the DMA track, away from it: its exec_id says whose it is.
+  EXPECT_EQ(ArgsOf(core.dma.slices[0]),
+            (std::map<std::string, std::string>{
+                {"exec_id", "9"}, {"bytes", "4096"}, {"tensor", "input"}}));
+}
+
 }  // namespace
 }  // namespace nrtprof::daemon

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "daemon/perfetto_trace_reader.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -90,8 +91,11 @@ struct PerfettoView {
 
 PerfettoView ReadPerfetto(const std::string& path) {
   PerfettoView view;
-  perfetto::protos::Trace trace;
-  EXPECT_TRUE(trace.ParseFromString(ReadFile(path))) << path;
+  // As trace processor reads it: compressed bundles expanded into their packets.
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(ReadFile(path));
+  EXPECT_TRUE(read.ok()) << path << ": " << read.status();
+  if (!read.ok()) return view;
+  const perfetto::protos::Trace& trace = read->trace;
   std::map<uint64_t, std::string> names;
   std::vector<perfetto::protos::TrackEvent> events;
   for (const auto& packet : trace.packet()) {

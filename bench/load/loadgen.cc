@@ -135,6 +135,10 @@ class ShimStream {
     const grpc::Status status = stream_->Finish();
     if (!status.ok() && !failed_) {
       Fail(absl::StrCat("stream ended with ", status.error_message()), failed);
+    } else if (!failed_ && acked_ != process_.last_sequence()) {
+      Fail(absl::StrCat("the daemon acknowledged batches up to ", acked_.load(), " of ",
+                        process_.last_sequence()),
+           failed);
     }
   }
 
