@@ -9,19 +9,30 @@
 namespace nrtprof::shim {
 namespace {
 
-Record ApiRecord(ApiFunction api, uint64_t correlation, uint64_t tensor = 0,
-                 const char* name = nullptr, int32_t status = 0) {
-  Record r;
-  r.Clear(RecordKind::kApiCall);
+// A record with room after it for a stack and a name, as a ring slot holds it.
+struct Slotted {
+  alignas(Record) unsigned char storage[kMaxRecordSlots * kRecordSlotBytes] = {};
+  Record& r() { return *reinterpret_cast<Record*>(storage); }
+};
+
+Slotted NewRecord(RecordKind kind) {
+  Slotted s;
+  s.r().Clear(kind, kMaxRecordSlots);
+  return s;
+}
+
+Slotted ApiRecord(ApiFunction api, uint64_t correlation, uint64_t tensor = 0,
+                  const char* name = nullptr, int32_t status = 0) {
+  Slotted s = NewRecord(RecordKind::kApiCall);
+  Record& r = s.r();
   r.api = api;
-  r.tid = 77;
   r.correlation_id = correlation;
-  r.start_ns = 1000 * correlation;
-  r.end_ns = r.start_ns + 10;
-  r.tensor_handle = tensor;
+  r.start_ticks = 1000 * correlation;
+  r.end_ticks = r.start_ticks + 10;
+  r.handle = tensor;
   r.status = status;
-  r.SetName(name);
-  return r;
+  r.SetName(name, kRecordNameBytes);
+  return s;
 }
 
 class BatchingTest : public ::testing::Test {
@@ -30,23 +41,25 @@ class BatchingTest : public ::testing::Test {
       : stacks_(&strings_, [](uintptr_t pc) { return "fn" + std::to_string(pc) + " (m+0x1)"; }),
         builder_(&strings_, &stacks_) {}
 
-  nrtprof::Event Build(const Record& r) {
+  nrtprof::Event Build(Slotted s) {
     nrtprof::Event e;
-    builder_.Build(r, &e);
+    builder_.Build(s.r(), /*tid=*/77, clock_, &e);
     return e;
   }
 
+  // Ticks are nanoseconds here; tick_clock_test covers the TSC's conversion.
+  const TickConverter clock_{TickSource::kMonotonic};
   StringTable strings_;
   StackTable stacks_;
   EventBuilder builder_;
 };
 
 TEST_F(BatchingTest, AnApiCallRecordBecomesARuntimeLaneEvent) {
-  Record r = ApiRecord(kNrtExecute, 5);
-  r.model_handle = 0xabc;
-  r.repeat = 1;
-  r.status = 1003;
-  const nrtprof::Event e = Build(r);
+  Slotted s = ApiRecord(kNrtExecute, 5);
+  s.r().handle = 0xabc;
+  s.r().aux = 1;
+  s.r().status = 1003;
+  const nrtprof::Event e = Build(s);
   EXPECT_EQ(e.kind(), nrtprof::EVENT_API_CALL);
   EXPECT_EQ(strings_.Get(e.name_iid()), "nrt_execute");
   EXPECT_EQ(e.start_ns(), 5000u);
@@ -76,13 +89,12 @@ TEST_F(BatchingTest, TensorCallsCarryTheNameTheirTensorWasAllocatedWith) {
 }
 
 TEST_F(BatchingTest, ARangeRecordKeepsItsNameAndDepth) {
-  Record r;
-  r.Clear(RecordKind::kRange);
-  r.SetName("aten::mul");
-  r.depth = 2;
-  r.start_ns = 100;
-  r.end_ns = 250;
-  const nrtprof::Event e = Build(r);
+  Slotted s = NewRecord(RecordKind::kRange);
+  s.r().SetName("aten::mul", kRecordNameBytes);
+  s.r().depth = 2;
+  s.r().start_ticks = 100;
+  s.r().end_ticks = 250;
+  const nrtprof::Event e = Build(s);
   EXPECT_EQ(e.kind(), nrtprof::EVENT_RANGE);
   EXPECT_EQ(strings_.Get(e.name_iid()), "aten::mul");
   EXPECT_EQ(e.depth(), 2u);
@@ -92,20 +104,17 @@ TEST_F(BatchingTest, ARangeRecordKeepsItsNameAndDepth) {
 TEST_F(BatchingTest, ATruncatedNameLosesAnIncompleteCharacter) {
   std::string name(kRecordNameBytes - 1, 'a');
   name += "\xE2\x82\xAC";  // the euro sign straddles the bound
-  Record r;
-  r.Clear(RecordKind::kRange);
-  r.SetName(name.c_str());
-  EXPECT_EQ(strings_.Get(Build(r).name_iid()), std::string(kRecordNameBytes - 1, 'a'));
+  Slotted s = NewRecord(RecordKind::kRange);
+  s.r().SetName(name.c_str(), kRecordNameBytes);
+  EXPECT_EQ(strings_.Get(Build(s).name_iid()), std::string(kRecordNameBytes - 1, 'a'));
 }
 
 TEST_F(BatchingTest, StacksAreInternedAndSymbolized) {
-  uintptr_t storage[sizeof(Record) / sizeof(uintptr_t) + 2];
-  Record* r = reinterpret_cast<Record*>(storage);
-  *r = ApiRecord(kNrtExecute, 1);
-  r->stack_depth = 2;
-  r->frames()[0] = 11;
-  r->frames()[1] = 22;
-  const nrtprof::Event e = Build(*r);
+  Slotted s = ApiRecord(kNrtExecute, 1);
+  s.r().stack_depth = 2;
+  s.r().frames()[0] = 11;
+  s.r().frames()[1] = 22;
+  const nrtprof::Event e = Build(s);
   ASSERT_EQ(e.stack_iid(), 1u);
   ASSERT_EQ(stacks_.FrameIids(1).size(), 2u);
   EXPECT_EQ(strings_.Get(stacks_.FrameIids(1)[1]), "fn22 (m+0x1)");
@@ -121,7 +130,9 @@ class BatcherTest : public BatchingTest {
     o.max_pending_model_bytes = 10;
     return o;
   }
-  void Add(Batcher* b, const Record& r, uint64_t now = 0) { builder_.Build(r, b->AddEvent(now)); }
+  void Add(Batcher* b, Slotted s, uint64_t now = 0) {
+    builder_.Build(s.r(), 77, clock_, b->AddEvent(now));
+  }
 };
 
 TEST_F(BatcherTest, BatchesSealWhenFullOrOld) {
@@ -165,13 +176,11 @@ TEST_F(BatcherTest, EachStreamGetsEveryStringOnceWithTheFirstBatchThatUsesIt) {
 
 TEST_F(BatcherTest, StackFramesTravelWithTheirStack) {
   Batcher b(SmallBatches(), &strings_, &stacks_);
-  uintptr_t storage[sizeof(Record) / sizeof(uintptr_t) + 1];
-  Record* r = reinterpret_cast<Record*>(storage);
-  *r = ApiRecord(kNrtExecute, 1);
-  r->stack_depth = 1;
-  r->frames()[0] = 5;
-  Add(&b, *r);
-  Add(&b, *r);
+  Slotted s = ApiRecord(kNrtExecute, 1);
+  s.r().stack_depth = 1;
+  s.r().frames()[0] = 5;
+  Add(&b, s);
+  Add(&b, s);
   b.SealAll();
   StreamInterning stream;
   size_t n = 0;

@@ -92,6 +92,17 @@ void ParseConfig(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_RING_EVENTS", v, "a count from 64 to 4194304", fallback);
     }
   }
+  if (const char* v = get("NRTPROF_CLOCK"); v != nullptr && v[0] != '\0') {
+    if (strcmp(v, "auto") == 0) {
+      config->clock = ClockChoice::kAuto;
+    } else if (strcmp(v, "tsc") == 0) {
+      config->clock = ClockChoice::kTsc;
+    } else if (strcmp(v, "monotonic") == 0) {
+      config->clock = ClockChoice::kMonotonic;
+    } else {
+      Report(report, "NRTPROF_CLOCK", v, "auto, tsc or monotonic", "auto");
+    }
+  }
   if (const char* v = get("NRTPROF_FLUSH_TIMEOUT_MS"); v != nullptr && v[0] != '\0') {
     uint64_t ms = 0;
     if (ParseUnsigned(v, kMaxFlushTimeoutMs, &ms)) {

@@ -17,13 +17,23 @@ enum class ShimMode : uint8_t {
   kLossless = 1,
 };
 
+// NRTPROF_CLOCK: what the hot path timestamps with (tick_clock.h).
+enum class ClockChoice : uint8_t {
+  kAuto = 0,       // the TSC where it is invariant, else CLOCK_MONOTONIC
+  kTsc = 1,        // the TSC, if invariant (else CLOCK_MONOTONIC, said once on stderr)
+  kMonotonic = 2,  // clock_gettime(CLOCK_MONOTONIC)
+};
+
 struct Config {
   bool disabled = false;          // NRTPROF_DISABLE=1: pass every call straight through
   char addr[512] = {};            // NRTPROF_ADDR; empty: the default socket (common/address.h)
   char capture_id[256] = {};      // NRTPROF_CAPTURE
   uint32_t stack_depth = 0;       // NRTPROF_STACKS, 0..kMaxStackDepth
   ShimMode requested_mode = ShimMode::kBestEffort;  // NRTPROF_MODE
-  uint32_t ring_events = 16384;   // NRTPROF_RING_EVENTS, rounded up to a power of two
+  // NRTPROF_RING_EVENTS: 64-byte slots per thread's ring (an event takes one, plus one per 64
+  // bytes of its stack and name), rounded up to a power of two.
+  uint32_t ring_events = 32768;
+  ClockChoice clock = ClockChoice::kAuto;         // NRTPROF_CLOCK
   uint32_t flush_timeout_ms = 2000;               // NRTPROF_FLUSH_TIMEOUT_MS
   uint64_t max_model_bytes = 64ull << 20;         // NRTPROF_MAX_MODEL_BYTES
 };

@@ -40,7 +40,7 @@ TEST_F(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_STREQ(c.capture_id, "");
   EXPECT_EQ(c.stack_depth, 0u);
   EXPECT_EQ(c.requested_mode, ShimMode::kBestEffort);
-  EXPECT_EQ(c.ring_events, 16384u);
+  EXPECT_EQ(c.ring_events, 32768u);
   EXPECT_EQ(c.flush_timeout_ms, 2000u);
   EXPECT_EQ(c.max_model_bytes, 64ull << 20);
   EXPECT_TRUE(lines_.empty());
@@ -69,14 +69,14 @@ TEST_F(ConfigTest, EachMalformedValueIsOneLineAndTheDefault) {
   const Config c = Parse();
   EXPECT_FALSE(c.disabled);
   EXPECT_EQ(c.stack_depth, 0u);
-  EXPECT_EQ(c.ring_events, 16384u);
+  EXPECT_EQ(c.ring_events, 32768u);
   EXPECT_EQ(c.flush_timeout_ms, 2000u);
   EXPECT_EQ(c.max_model_bytes, 64ull << 20);
   ASSERT_EQ(lines_.size(), 6u);
   EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_DISABLE='yes' is not 1 or 0; using 0 (profiling on)\n");
   EXPECT_EQ(lines_[1], "nrtprof: NRTPROF_STACKS='65' is not a depth from 0 to 64; using 0 (no stacks)\n");
   EXPECT_EQ(lines_[2], "nrtprof: NRTPROF_MODE='fast' is not best_effort or lossless; using best_effort\n");
-  EXPECT_EQ(lines_[3], "nrtprof: NRTPROF_RING_EVENTS='8' is not a count from 64 to 4194304; using 16384\n");
+  EXPECT_EQ(lines_[3], "nrtprof: NRTPROF_RING_EVENTS='8' is not a count from 64 to 4194304; using 32768\n");
   EXPECT_EQ(lines_[4], "nrtprof: NRTPROF_FLUSH_TIMEOUT_MS='-1' is not milliseconds from 0 to 600000; using 2000\n");
   EXPECT_EQ(lines_[5], "nrtprof: NRTPROF_MAX_MODEL_BYTES='1e6' is not bytes from 0 to 1073741824; using 67108864\n");
 }
@@ -96,6 +96,18 @@ TEST_F(ConfigTest, LosslessIsAcceptedButSaysSpoolingIsNotThereYet) {
   EXPECT_EQ(c.requested_mode, ShimMode::kLossless);
   ASSERT_EQ(lines_.size(), 1u);
   EXPECT_NE(lines_[0].find("not implemented yet; running best_effort"), std::string::npos);
+}
+
+TEST_F(ConfigTest, TheClockIsAutoTscOrMonotonic) {
+  EXPECT_EQ(Parse().clock, ClockChoice::kAuto);
+  env_ = {{"NRTPROF_CLOCK", "tsc"}};
+  EXPECT_EQ(Parse().clock, ClockChoice::kTsc);
+  env_ = {{"NRTPROF_CLOCK", "monotonic"}};
+  EXPECT_EQ(Parse().clock, ClockChoice::kMonotonic);
+  env_ = {{"NRTPROF_CLOCK", "hpet"}};
+  EXPECT_EQ(Parse().clock, ClockChoice::kAuto);
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_CLOCK='hpet' is not auto, tsc or monotonic; using auto\n");
 }
 
 TEST_F(ConfigTest, OverlongStringsAreRejected) {

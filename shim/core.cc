@@ -113,6 +113,13 @@ void AtForkChild() {
 
 void ConfigureLocked() {
   ParseConfig(&Getenv, &WriteStderr, &g_core.config);
+  g_core.tick_source = g_core.config.clock == ClockChoice::kMonotonic ? TickSource::kMonotonic
+                       : HasInvariantTsc()                            ? TickSource::kTsc
+                       : TickSource::kMonotonic;
+  if (g_core.config.clock == ClockChoice::kTsc && g_core.tick_source != TickSource::kTsc) {
+    WriteStderr("nrtprof: NRTPROF_CLOCK=tsc: this CPU has no invariant time-stamp counter; "
+                "using CLOCK_MONOTONIC\n");
+  }
   g_core.real_dlsym = RealDlsym();
   g_core.real_functions = g_real;
   uintptr_t range[2] = {0, 0};
@@ -241,11 +248,12 @@ bool StartSlow() {
 ThreadState* CreateThreadState() {
   if (!EnsureConfigured()) return nullptr;
   const Config& config = g_core.config;
-  const size_t ring_bytes = EventRing::BytesFor(config.ring_events, config.stack_depth);
-  // Populated now, at the thread's first event: a page touched for the first time by the hot
-  // path would cost a fault (about a microsecond) every few dozen records.
-  void* ring_memory = mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  const size_t ring_bytes = EventRing::BytesFor(config.ring_events);
+  // Only the ring's first pages are faulted in now; the flusher faults in more ahead of the
+  // producer as the thread records (FaultInSlots), so a thread that records little costs
+  // little memory and the hot path rarely touches a page for the first time.
+  void* ring_memory =
+      mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   auto* ts = static_cast<ThreadState*>(calloc(1, sizeof(ThreadState)));
   if (ring_memory == MAP_FAILED || ts == nullptr) {
     if (ring_memory != MAP_FAILED) munmap(ring_memory, ring_bytes);
@@ -255,7 +263,8 @@ ThreadState* CreateThreadState() {
     return nullptr;
   }
   ts->ring_bytes = ring_bytes;
-  ts->ring = EventRing::Create(ring_memory, config.ring_events, config.stack_depth);
+  ts->ring = EventRing::Create(ring_memory, config.ring_events);
+  FaultInSlots(ts->ring, kInitialFaultInSlots);
   new (&ts->retired) std::atomic<int>(0);
   ts->tid = static_cast<uint32_t>(gettid());
   pthread_once(&g_key_once, &CreateThreadKey);
@@ -268,10 +277,9 @@ ThreadState* CreateThreadState() {
   return ts;
 }
 
-void CaptureStack(Record* record, uint32_t capacity) {
+void CaptureStack(Record* record, uint32_t depth) {
   int (*backtrace)(void**, int) = g_core.backtrace.load(std::memory_order_relaxed);
-  uint32_t depth = g_core.config.stack_depth;
-  if (depth > capacity) depth = capacity;
+  if (depth > kMaxStackDepth) depth = kMaxStackDepth;
   if (backtrace == nullptr || depth == 0) return;
   constexpr int kSlack = 8;  // the core's own frames, skipped below
   void* frames[kMaxStackDepth + kSlack];
@@ -287,7 +295,7 @@ void CaptureStack(Record* record, uint32_t capacity) {
   if (i >= n) i = 0;
   uint32_t kept = 0;
   for (; i < n && kept < depth; ++i) record->frames()[kept++] = reinterpret_cast<uintptr_t>(frames[i]);
-  record->stack_depth = kept;
+  record->stack_depth = static_cast<uint8_t>(kept);
 }
 
 }  // namespace nrtprof::shim::core

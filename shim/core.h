@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "shim/core_state.h"
 #include "shim/record.h"
+#include "shim/tick_clock.h"
 
 namespace nrtprof::shim::core {
 
@@ -100,34 +101,50 @@ inline ThreadState* GetThreadState() {
   return CreateThreadState();
 }
 
-// Fills the record's frames with the program's call stack (NRTPROF_STACKS).
-void CaptureStack(Record* record, uint32_t capacity) NRTPROF_HIDDEN;
+// Fills the record's frames with the program's call stack, at most `depth` frames.
+void CaptureStack(Record* record, uint32_t depth) NRTPROF_HIDDEN;
+
+// The next correlation id of this thread. Ids are handed to threads in blocks, so the hot path
+// takes no shared cache line: unique in the process, increasing on each thread.
+inline uint64_t NextCorrelationId(ThreadState* ts) {
+  if (__builtin_expect(ts->next_correlation_id == ts->correlation_block_end, 0)) {
+    ts->next_correlation_id =
+        g_core.next_correlation_id.fetch_add(kCorrelationBlock, std::memory_order_relaxed);
+    ts->correlation_block_end = ts->next_correlation_id + kCorrelationBlock;
+  }
+  return ts->next_correlation_id++;
+}
+
+inline uint64_t Ticks() { return ReadTicks(g_core.tick_source); }
 
 // One interposed call: reentrancy guard, a reserved record stamped at entry, End() stamps the
 // exit and hands the record for the call's fields, Commit() publishes it. The guard is held
 // for the object's life so that the runtime's own calls to exported functions nest.
+// `name_room`: bytes of a name the call will store (NameRoom of the name argument), 0 if none.
 class ApiCall {
  public:
-  explicit ApiCall(ApiFunction f) {
+  explicit ApiCall(ApiFunction f, uint32_t name_room = 0) {
     if (t_in_call != 0) return;
     t_in_call = 1;
     owner_ = true;
     if (!EnsureStarted() || g_core.recording.load(std::memory_order_relaxed) == 0) return;
     ThreadState* ts = GetThreadState();
     if (ts == nullptr) return;
-    Record* r = ts->ring->TryReserve();
+    const uint32_t frames = g_core.config.stack_depth;
+    const uint32_t slots = RecordSlots(frames, name_room);
+    Record* r = ts->ring->TryReserve(slots);
     if (r == nullptr) {
       ts->ring->CountDrop();
       return;
     }
-    r->Clear(RecordKind::kApiCall);
+    r->Clear(RecordKind::kApiCall, slots);
     r->api = f;
-    r->tid = ts->tid;
-    r->correlation_id = g_core.next_correlation_id.fetch_add(1, std::memory_order_relaxed);
-    if (g_core.config.stack_depth != 0) CaptureStack(r, ts->ring->stack_capacity());
+    r->correlation_id = NextCorrelationId(ts);
+    if (frames != 0) CaptureStack(r, frames);
     ring_ = ts->ring;
     record_ = r;
-    r->start_ns = MonotonicNs();
+    name_room_ = name_room;
+    r->start_ticks = Ticks();
   }
   ~ApiCall() {
     if (owner_) t_in_call = 0;
@@ -137,12 +154,17 @@ class ApiCall {
 
   // Stamps the exit; the record to fill, or null if this call is not recorded.
   Record* End() {
-    if (record_ != nullptr) record_->end_ns = MonotonicNs();
+    if (record_ != nullptr) record_->end_ticks = Ticks();
     return record_;
   }
+  // Copies the call's name (as much as the constructor made room for).
+  void SetName(const char* name) { record_->SetName(name, name_room_); }
   void Commit(int32_t status) {
-    record_->status = status;
-    ring_->Commit();
+    Record* r = record_;
+    r->status = status;
+    // The slots the record really used: its frames and its name.
+    r->slots = static_cast<uint8_t>(RecordSlots(r->stack_depth, r->name_len));
+    ring_->Commit(r);
     record_ = nullptr;
   }
   // True if this call is the outermost interposed call on its thread.
@@ -150,6 +172,7 @@ class ApiCall {
 
  private:
   bool owner_ = false;
+  uint32_t name_room_ = 0;
   EventRing* ring_ = nullptr;
   Record* record_ = nullptr;
 };

@@ -24,19 +24,27 @@
 #include "shim/config.h"
 #include "shim/event_ring.h"
 #include "shim/record.h"
+#include "shim/tick_clock.h"
 
 namespace nrtprof::shim {
 
-inline constexpr uint32_t kShimAbiVersion = 1;
+inline constexpr uint32_t kShimAbiVersion = 2;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
+
+// Correlation ids a thread takes from CoreState::next_correlation_id at a time.
+inline constexpr uint64_t kCorrelationBlock = 4096;
+
+// Slots of a new ring faulted in at the thread's first event (16 KiB); the flusher faults in
+// more ahead of what the thread writes.
+inline constexpr uint64_t kInitialFaultInSlots = 256;
 
 // Annotation ranges open on one thread; deeper ones are counted but not kept.
 inline constexpr uint32_t kMaxRangeDepth = 64;
 
 struct RangeFrame {
-  uint64_t start_ns;
+  uint64_t start_ticks;
   uint8_t flags;
   uint8_t name_len;
   char name[kRecordNameBytes];
@@ -51,6 +59,8 @@ struct ThreadState {
   size_t ring_bytes;
   uint32_t tid;
   uint32_t range_depth;     // may exceed kMaxRangeDepth
+  uint64_t next_correlation_id;    // this thread's block of ids: next, and one past the last
+  uint64_t correlation_block_end;
   std::atomic<int> retired; // release-stored by the owning thread's exit
   ThreadState* next;        // CoreState::threads list, guarded by registry_mu
   RangeFrame ranges[kMaxRangeDepth];
@@ -59,6 +69,8 @@ struct ThreadState {
 struct CoreState {
   uint32_t abi_version = kShimAbiVersion;
   Config config;  // set once before the backend starts; read-only after
+  // What records' ticks are (tick_clock.h); set with config.
+  TickSource tick_source = TickSource::kMonotonic;
 
   // The libc dlsym the hook forwards to: lookups that must not come back to the shim.
   void* (*real_dlsym)(void* handle, const char* name) = nullptr;

@@ -10,15 +10,16 @@ EventBuilder::EventBuilder(StringTable* strings, StackTable* stacks)
     : strings_(strings), stacks_(stacks) {}
 
 uint32_t EventBuilder::RecordNameIid(const Record& record) {
-  std::string_view name(record.name, record.name_len);
+  std::string_view name(record.name(), record.name_len);
   if (record.flags & kRecordNameTruncated) name = TrimIncompleteUtf8Tail(name);
   return name.empty() ? 0 : strings_->Intern(name);
 }
 
-void EventBuilder::Build(const Record& record, nrtprof::Event* event) {
-  event->set_start_ns(record.start_ns);
-  event->set_duration_ns(record.end_ns > record.start_ns ? record.end_ns - record.start_ns : 0);
-  event->set_tid(record.tid);
+void EventBuilder::Build(const Record& record, uint32_t tid, const TickConverter& clock,
+                         nrtprof::Event* event) {
+  event->set_start_ns(clock.ToNs(record.start_ticks));
+  event->set_duration_ns(clock.DurationNs(record.start_ticks, record.end_ticks));
+  event->set_tid(tid);
   event->set_nc_idx(record.nc_idx);
   if (record.kind == RecordKind::kRange) {
     event->set_kind(nrtprof::EVENT_RANGE);
@@ -37,16 +38,36 @@ void EventBuilder::BuildApiCall(const Record& record, nrtprof::Event* event) {
   event->set_correlation_id(record.correlation_id);
   event->set_status(record.status);
   event->set_bytes(record.bytes);
-  event->set_model_handle(record.model_handle);
-  event->set_tensor_handle(record.tensor_handle);
-  event->set_tensor_handle2(record.tensor_handle2);
-  event->set_repeat(record.repeat);
-  event->set_placement(record.placement);
+  // The record's two handle fields, by call (record.h).
+  uint64_t tensor = 0;
+  switch (api) {
+    case kNrtLoad:
+    case kNrtUnload:
+      event->set_model_handle(record.handle);
+      break;
+    case kNrtExecute:
+    case kNrtExecuteRepeat:
+      event->set_model_handle(record.handle);
+      event->set_repeat(static_cast<uint32_t>(record.aux));
+      break;
+    case kNrtTensorAllocate:
+      tensor = record.handle;
+      event->set_placement(static_cast<int32_t>(static_cast<int64_t>(record.aux)));
+      break;
+    case kNrtTensorAllocateSlice:
+    case kNrtTensorCopy:
+      tensor = record.handle;
+      event->set_tensor_handle2(record.aux);
+      break;
+    default:
+      tensor = record.handle;
+      break;
+  }
+  event->set_tensor_handle(tensor);
   if (record.stack_depth > 0) {
     event->set_stack_iid(stacks_->Intern(record.frames(), record.stack_depth));
   }
 
-  const uint64_t tensor = record.tensor_handle;
   switch (api) {
     case kNrtTensorAllocate:
     case kNrtTensorAllocateEmpty:

@@ -13,6 +13,7 @@
 #include "shim/record.h"
 #include "shim/stack_table.h"
 #include "shim/string_table.h"
+#include "shim/tick_clock.h"
 
 namespace nrtprof::shim {
 
@@ -24,7 +25,9 @@ class EventBuilder {
   EventBuilder(const EventBuilder&) = delete;
   EventBuilder& operator=(const EventBuilder&) = delete;
 
-  void Build(const Record& record, nrtprof::Event* event);
+  // `tid`: the thread whose ring held the record; `clock` turns its ticks into nanoseconds.
+  void Build(const Record& record, uint32_t tid, const TickConverter& clock,
+             nrtprof::Event* event);
 
  private:
   uint32_t RecordNameIid(const Record& record);

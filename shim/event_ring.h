@@ -1,18 +1,22 @@
-// A fixed-size single-producer single-consumer ring of Records: one per application thread,
-// written by that thread's interposed calls and drained by the flusher thread.
+// A fixed-size single-producer single-consumer ring of 64-byte slots: one per application
+// thread, written by that thread's interposed calls and drained by the flusher thread. A record
+// takes one slot, plus the slots its call stack and name need (record.h); a record that would
+// not fit before the end of the ring is preceded by a pad record that fills the rest.
 //
 // The producer never blocks, locks, allocates or makes a system call: a full ring refuses the
-// record and the producer counts it as dropped (DropCounters.ring_full). Slots have a fixed
-// stride of sizeof(Record) plus room for `stack_capacity` return addresses.
+// record and the producer counts it as dropped (DropCounters.ring_full).
 //
-// Thread-safety: TryReserve/Commit/CountDrop from the one producer thread only; Drain from the
-// one consumer thread only; dropped() from anywhere. Memory comes from the caller (Create) so
-// the shim's core can allocate it without the C++ runtime; the ring has no destructor to run.
+// Thread-safety: TryReserve/Commit/CountDrop from the one producer thread only; Drain and
+// populated_slots/set_populated_slots from the one consumer thread only; dropped() and
+// written_slots() from anywhere. Memory comes from the caller (Create) so the shim's core can
+// allocate it without the C++ runtime; the ring has no destructor to run.
 #ifndef NRTPROF_SHIM_EVENT_RING_H_
 #define NRTPROF_SHIM_EVENT_RING_H_
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <new>
@@ -25,73 +29,125 @@ class EventRing {
  public:
   static constexpr size_t kAlign = 64;
 
-  // `capacity` must be a power of two.
-  static size_t SlotBytes(uint32_t stack_capacity) {
-    return sizeof(Record) + stack_capacity * sizeof(uintptr_t);
+  static size_t BytesFor(uint32_t capacity_slots) {
+    return sizeof(EventRing) + static_cast<size_t>(capacity_slots) * kRecordSlotBytes;
   }
-  static size_t BytesFor(uint32_t capacity, uint32_t stack_capacity) {
-    return sizeof(EventRing) + static_cast<size_t>(capacity) * SlotBytes(stack_capacity);
-  }
-  // Builds a ring in `memory`: BytesFor() bytes aligned to kAlign.
-  static EventRing* Create(void* memory, uint32_t capacity, uint32_t stack_capacity) {
-    return new (memory) EventRing(capacity, stack_capacity);
+  // Builds a ring in `memory`: BytesFor() bytes aligned to kAlign. `capacity_slots` must be a
+  // power of two, at least 2 * kMaxRecordSlots.
+  static EventRing* Create(void* memory, uint32_t capacity_slots) {
+    return new (memory) EventRing(capacity_slots);
   }
 
   EventRing(const EventRing&) = delete;
   EventRing& operator=(const EventRing&) = delete;
 
   uint32_t capacity() const { return capacity_; }
-  uint32_t stack_capacity() const { return stack_capacity_; }
 
-  // Producer: the next free slot, or nullptr if the ring is full. The slot is the caller's
-  // until Commit(); at most one slot is reserved at a time.
-  Record* TryReserve() {
+  // Producer: a record with room for `slots` slots (1 to kMaxRecordSlots), or nullptr if the
+  // ring is full. The record is the caller's until Commit(); at most one is reserved at a time.
+  Record* TryReserve(uint32_t slots) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - cached_tail_ >= capacity_) {
+    const uint32_t offset = static_cast<uint32_t>(head & (capacity_ - 1));
+    // A record never wraps: the slots left before the end are padded over.
+    const uint32_t pad = capacity_ - offset < slots ? capacity_ - offset : 0;
+    if (head + pad + slots - cached_tail_ > capacity_) {
       cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (head - cached_tail_ >= capacity_) return nullptr;
+      if (head + pad + slots - cached_tail_ > capacity_) return nullptr;
+    }
+    if (pad != 0) {
+      Record* p = Slot(head);
+      p->kind = RecordKind::kPad;
+      p->slots = static_cast<uint8_t>(pad);
+      head_.store(head + pad, std::memory_order_release);
+      return Slot(head + pad);
     }
     return Slot(head);
   }
-  // Producer: publishes the reserved slot to the consumer.
-  void Commit() { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  // Producer: publishes the reserved record, which takes record->slots slots (no more than
+  // were reserved).
+  void Commit(const Record* record) {
+    head_.store(head_.load(std::memory_order_relaxed) + record->slots, std::memory_order_release);
+  }
   // Producer: one record could not be stored.
   void CountDrop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
 
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Slots ever committed (pads included): how far the producer has come.
+  uint64_t written_slots() const { return head_.load(std::memory_order_acquire); }
 
   // Consumer: calls fn(const Record&) for each committed record, oldest first, then frees
-  // their slots. Returns how many.
+  // their slots. Returns how many records.
   template <typename Fn>
   size_t Drain(Fn&& fn) {
     const uint64_t tail = tail_.load(std::memory_order_relaxed);
     const uint64_t head = head_.load(std::memory_order_acquire);
-    for (uint64_t i = tail; i != head; ++i) fn(static_cast<const Record&>(*Slot(i)));
+    size_t n = 0;
+    for (uint64_t i = tail; i < head;) {
+      const Record& r = *Slot(i);
+      const uint32_t slots = r.slots == 0 ? 1 : r.slots;  // never stalls on a bad record
+      if (r.kind != RecordKind::kPad) {
+        fn(r);
+        ++n;
+      }
+      i += slots;
+    }
     tail_.store(head, std::memory_order_release);
-    return static_cast<size_t>(head - tail);
+    return n;
   }
 
+  // Consumer: how many slots from the ring's start are known to be backed by memory (the
+  // flusher faults pages in ahead of the producer, so the hot path rarely touches a new page).
+  uint64_t populated_slots() const { return populated_slots_; }
+  void set_populated_slots(uint64_t slots) { populated_slots_ = slots; }
+  // Consumer: written_slots() as of the consumer's previous look, for its own pacing.
+  uint64_t seen_written_slots() const { return seen_written_slots_; }
+  void set_seen_written_slots(uint64_t slots) { seen_written_slots_ = slots; }
+  // The first slot's address, for the consumer's page work.
+  char* slot_memory() { return reinterpret_cast<char*>(this) + sizeof(EventRing); }
+
  private:
-  EventRing(uint32_t capacity, uint32_t stack_capacity)
-      : capacity_(capacity), stack_capacity_(stack_capacity),
-        slot_bytes_(SlotBytes(stack_capacity)) {}
+  explicit EventRing(uint32_t capacity) : capacity_(capacity) {}
 
   Record* Slot(uint64_t index) {
-    char* base = reinterpret_cast<char*>(this) + sizeof(EventRing);
-    return reinterpret_cast<Record*>(base + (index & (capacity_ - 1)) * slot_bytes_);
+    return reinterpret_cast<Record*>(slot_memory() + (index & (capacity_ - 1)) * kRecordSlotBytes);
   }
 
   const uint32_t capacity_;
-  const uint32_t stack_capacity_;
-  const size_t slot_bytes_;
   // Producer's side.
   alignas(kAlign) std::atomic<uint64_t> head_{0};  // next slot to write
   uint64_t cached_tail_ = 0;                       // last tail the producer saw
   std::atomic<uint64_t> dropped_{0};
   // Consumer's side.
   alignas(kAlign) std::atomic<uint64_t> tail_{0};  // next slot to read
+  uint64_t populated_slots_ = 0;
+  uint64_t seen_written_slots_ = 0;
   // The slots follow the object; sizeof(EventRing) is a multiple of kAlign.
 };
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Faults in the ring's memory up to slot `until_slots` (at most its capacity), from where the
+// last call stopped, so that the producer finds those pages present. One madvise() call; on a
+// kernel without MADV_POPULATE_WRITE it gives up for good and pages fault in as written.
+// Called by the producer before the ring is shared, then by the consumer only.
+inline void FaultInSlots(EventRing* ring, uint64_t until_slots) {
+  if (until_slots > ring->capacity()) until_slots = ring->capacity();
+  const uint64_t from = ring->populated_slots();
+  if (until_slots <= from) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin =
+      reinterpret_cast<uintptr_t>(ring->slot_memory() + from * kRecordSlotBytes) & ~(page - 1);
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(ring->slot_memory() + until_slots * kRecordSlotBytes) + page -
+       1) & ~(page - 1);
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
+    ring->set_populated_slots(ring->capacity());
+    return;
+  }
+  ring->set_populated_slots(until_slots);
+}
 
 }  // namespace nrtprof::shim
 

@@ -1,6 +1,10 @@
 #include "shim/event_ring.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <string>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -15,22 +19,22 @@ struct FreeDeleter {
 };
 using RingPtr = std::unique_ptr<EventRing, FreeDeleter>;
 
-RingPtr MakeRing(uint32_t capacity, uint32_t stack_capacity = 0) {
-  const size_t bytes = (EventRing::BytesFor(capacity, stack_capacity) + EventRing::kAlign - 1) &
-                       ~(EventRing::kAlign - 1);
-  return RingPtr(EventRing::Create(aligned_alloc(EventRing::kAlign, bytes), capacity,
-                                   stack_capacity));
+RingPtr MakeRing(uint32_t capacity) {
+  const size_t bytes =
+      (EventRing::BytesFor(capacity) + EventRing::kAlign - 1) & ~(EventRing::kAlign - 1);
+  return RingPtr(EventRing::Create(aligned_alloc(EventRing::kAlign, bytes), capacity));
 }
 
-bool Push(EventRing* ring, uint64_t id) {
-  Record* r = ring->TryReserve();
+// A record of `slots` slots carrying `id`.
+bool Push(EventRing* ring, uint64_t id, uint32_t slots = 1) {
+  Record* r = ring->TryReserve(slots);
   if (r == nullptr) {
     ring->CountDrop();
     return false;
   }
-  r->Clear(RecordKind::kApiCall);
+  r->Clear(RecordKind::kApiCall, slots);
   r->correlation_id = id;
-  ring->Commit();
+  ring->Commit(r);
   return true;
 }
 
@@ -41,62 +45,121 @@ std::vector<uint64_t> DrainIds(EventRing* ring) {
 }
 
 TEST(EventRingTest, RecordsComeOutInOrderAcrossTheWrap) {
-  RingPtr ring = MakeRing(8);
+  RingPtr ring = MakeRing(64);
   uint64_t next = 1;
   std::vector<uint64_t> seen;
   for (int round = 0; round < 5; ++round) {
-    for (int i = 0; i < 6; ++i) ASSERT_TRUE(Push(ring.get(), next++));
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(Push(ring.get(), next++));
     for (uint64_t id : DrainIds(ring.get())) seen.push_back(id);
   }
-  ASSERT_EQ(seen.size(), 30u);
+  ASSERT_EQ(seen.size(), 250u);
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
   EXPECT_EQ(ring->dropped(), 0u);
 }
 
 TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
-  RingPtr ring = MakeRing(4);
-  for (uint64_t i = 1; i <= 4; ++i) ASSERT_TRUE(Push(ring.get(), i));
-  EXPECT_FALSE(Push(ring.get(), 5));
-  EXPECT_FALSE(Push(ring.get(), 6));
+  RingPtr ring = MakeRing(64);
+  for (uint64_t i = 1; i <= 64; ++i) ASSERT_TRUE(Push(ring.get(), i));
+  EXPECT_FALSE(Push(ring.get(), 65));
+  EXPECT_FALSE(Push(ring.get(), 66));
   EXPECT_EQ(ring->dropped(), 2u);
-  EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{1, 2, 3, 4}));
+  std::vector<uint64_t> expected;
+  for (uint64_t i = 1; i <= 64; ++i) expected.push_back(i);
+  EXPECT_EQ(DrainIds(ring.get()), expected);
   // Room again once drained.
-  EXPECT_TRUE(Push(ring.get(), 7));
-  EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{7}));
+  EXPECT_TRUE(Push(ring.get(), 67));
+  EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{67}));
 }
 
-TEST(EventRingTest, StackFramesTravelWithTheirRecord) {
-  RingPtr ring = MakeRing(4, 3);
-  for (uintptr_t n = 1; n <= 3; ++n) {
-    Record* r = ring->TryReserve();
+// Records of several slots never straddle the end: a pad fills the rest, the consumer skips
+// it, and a ring with room only for the pad refuses the record.
+TEST(EventRingTest, RecordsOfSeveralSlotsWrapWithAPad) {
+  RingPtr ring = MakeRing(64);
+  for (uint64_t i = 1; i <= 20; ++i) ASSERT_TRUE(Push(ring.get(), i, 3));  // 60 slots
+  EXPECT_EQ(DrainIds(ring.get()).size(), 20u);
+  // 4 slots are left before the end: a 5-slot record pads them and starts at slot 0.
+  ASSERT_TRUE(Push(ring.get(), 21, 5));
+  EXPECT_EQ(ring->written_slots(), 60u + 4u + 5u);
+  ASSERT_TRUE(Push(ring.get(), 22, 1));
+  EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{21, 22}));
+  // 11 slots free, but only 5 of them before the end: an 11-slot record would need the pad
+  // as well, so it is refused.
+  for (uint64_t i = 0; i < 53; ++i) ASSERT_TRUE(Push(ring.get(), 100 + i));
+  EXPECT_FALSE(Push(ring.get(), 999, 11));
+  EXPECT_EQ(ring->dropped(), 1u);
+  EXPECT_EQ(DrainIds(ring.get()).size(), 53u);
+}
+
+TEST(EventRingTest, StackFramesAndNamesTravelWithTheirRecord) {
+  RingPtr ring = MakeRing(64);
+  for (uintptr_t n = 1; n <= 30; ++n) {
+    const uint32_t slots = RecordSlots(3, 9);
+    Record* r = ring->TryReserve(slots);
     ASSERT_NE(r, nullptr);
-    r->Clear(RecordKind::kApiCall);
+    r->Clear(RecordKind::kApiCall, slots);
     r->stack_depth = 3;
     for (uintptr_t f = 0; f < 3; ++f) r->frames()[f] = n * 100 + f;
-    ring->Commit();
+    r->SetName("aten::mul", 9);
+    ring->Commit(r);
   }
   uintptr_t n = 1;
   ring->Drain([&](const Record& r) {
     ASSERT_EQ(r.stack_depth, 3u);
     for (uintptr_t f = 0; f < 3; ++f) EXPECT_EQ(r.frames()[f], n * 100 + f);
+    EXPECT_EQ(std::string(r.name(), r.name_len), "aten::mul");
     ++n;
   });
-  EXPECT_EQ(n, 4u);
+  EXPECT_EQ(n, 31u);
 }
 
 TEST(EventRingTest, NamesAreCopiedBoundedAndMarkedWhenCut) {
-  Record r;
-  r.Clear(RecordKind::kRange);
-  r.SetName("aten::mul");
-  EXPECT_EQ(std::string(r.name, r.name_len), "aten::mul");
+  alignas(Record) unsigned char storage[kMaxRecordSlots * kRecordSlotBytes];
+  Record& r = *reinterpret_cast<Record*>(storage);
+  r.Clear(RecordKind::kRange, kMaxRecordSlots);
+  r.SetName("aten::mul", kRecordNameBytes);
+  EXPECT_EQ(std::string(r.name(), r.name_len), "aten::mul");
   EXPECT_EQ(r.flags & kRecordNameTruncated, 0);
   const std::string longer(200, 'x');
-  r.SetName(longer.c_str());
+  EXPECT_EQ(NameRoom(longer.c_str()), kRecordNameBytes);
+  r.SetName(longer.c_str(), NameRoom(longer.c_str()));
   EXPECT_EQ(r.name_len, kRecordNameBytes);
   EXPECT_NE(r.flags & kRecordNameTruncated, 0);
-  r.SetName(nullptr);
+  r.SetName(nullptr, kRecordNameBytes);
   EXPECT_EQ(r.name_len, 0);
   EXPECT_EQ(r.flags & kRecordNameTruncated, 0);
+  EXPECT_EQ(NameRoom(nullptr), 0u);
+  EXPECT_EQ(RecordSlots(0, 0), 1u);
+  EXPECT_EQ(RecordSlots(0, 64), 2u);
+  EXPECT_EQ(RecordSlots(0, 65), 3u);
+  EXPECT_EQ(RecordSlots(16, 0), 3u);
+}
+
+// A thread's ring costs memory only as it is used: the flusher's FaultInSlots brings pages in
+// ahead of the producer, from where it stopped.
+TEST(EventRingTest, PagesAreFaultedInOnlyAsFarAsAsked) {
+  const uint32_t capacity = 4096;  // 256 KiB of slots
+  const size_t bytes = EventRing::BytesFor(capacity);
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  EventRing* ring = EventRing::Create(memory, capacity);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto resident_pages = [&] {
+    std::vector<unsigned char> v((bytes + page - 1) / page);
+    EXPECT_EQ(mincore(memory, bytes, v.data()), 0);
+    size_t n = 0;
+    for (unsigned char c : v) n += c & 1;
+    return n;
+  };
+  const size_t before = resident_pages();  // the ring's header page
+  FaultInSlots(ring, 256);
+  const size_t after_16k = resident_pages();
+  EXPECT_GE(after_16k - before, 16384 / page);
+  EXPECT_LE(after_16k, before + 16384 / page + 1);
+  EXPECT_EQ(ring->populated_slots(), 256u);
+  FaultInSlots(ring, 100000);  // capped at the ring's end
+  EXPECT_EQ(ring->populated_slots(), capacity);
+  EXPECT_GE(resident_pages(), bytes / page);
+  munmap(memory, bytes);
 }
 
 // Several producer threads, each with its own ring, and one consumer draining all of them

@@ -133,6 +133,7 @@ void Flusher::FinalFlush(Clock::time_point deadline) {
 
 void Flusher::Run() {
   pthread_setname_np(pthread_self(), "nrtprof-flush");
+  clock_.emplace(core_->tick_source);
   while (true) {
     bool final = false;
     Clock::time_point deadline;
@@ -194,11 +195,18 @@ void Flusher::DrainRings(uint64_t now_ns) {
     threads_snapshot_.push_back(ts);
   }
   pthread_mutex_unlock(&core_->registry_mu);
+  clock_->Anchor();
   for (ThreadState* ts : threads_snapshot_) {
     // Read before draining: a retired thread has committed its last record.
     const bool retired = ts->retired.load(std::memory_order_acquire) != 0;
-    ts->ring->Drain([&](const Record& record) { builder_.Build(record, batcher_.AddEvent(now_ns)); });
-    if (!retired) continue;
+    const uint32_t tid = ts->tid;
+    ts->ring->Drain([&](const Record& record) {
+      builder_.Build(record, tid, *clock_, batcher_.AddEvent(now_ns));
+    });
+    if (!retired) {
+      FaultInAhead(ts->ring);
+      continue;
+    }
     pthread_mutex_lock(&core_->registry_mu);
     for (ThreadState** link = &core_->threads; *link != nullptr; link = &(*link)->next) {
       if (*link == ts) {
@@ -211,6 +219,16 @@ void Flusher::DrainRings(uint64_t now_ns) {
     munmap(ts->ring, ts->ring_bytes);
     free(ts);
   }
+}
+
+void Flusher::FaultInAhead(EventRing* ring) {
+  if (ring->populated_slots() >= ring->capacity()) return;
+  // Room for twice what the thread wrote since the last tick, and at least 16 KiB, past where
+  // it is now.
+  const uint64_t written = ring->written_slots();
+  const uint64_t recent = written - ring->seen_written_slots();
+  ring->set_seen_written_slots(written);
+  FaultInSlots(ring, written + std::max<uint64_t>(kInitialFaultInSlots, 2 * recent));
 }
 
 void Flusher::TakeModels() {

@@ -22,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -37,6 +38,7 @@
 #include "shim/stack_table.h"
 #include "shim/string_table.h"
 #include "shim/sys_trace_arbiter.h"
+#include "shim/tick_clock.h"
 
 namespace nrtprof::shim {
 
@@ -86,6 +88,8 @@ class Flusher {
   void OnDocument(uint64_t generation, std::string json);
   void ParseDocuments(uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
+  // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots).
+  static void FaultInAhead(EventRing* ring);
   void TakeModels();
   void ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline);
   void SendReady(bool final);
@@ -115,6 +119,7 @@ class Flusher {
   std::atomic<bool> grpc_started_{false};
 
   // Flusher thread only.
+  std::optional<TickConverter> clock_;  // made when the thread starts (its first rate takes 2 ms)
   StringTable strings_;
   StackTable stacks_;
   EventBuilder builder_;

@@ -85,7 +85,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t 
   if (Record* r = call.End()) {
     r->bytes = size;
     r->nc_idx = vnc;
-    r->model_handle = handle;
+    r->handle = handle;
     call.Commit(Status(status));
     if (handle != 0 && neff_bytes != nullptr) {
       if (const ns::BackendApi* backend = sc::RunningBackend()) {
@@ -102,7 +102,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_unload(nrt_model_t* model) {
   ApiCall call(ns::kNrtUnload);
   const NRT_STATUS status = real(model);
   if (Record* r = call.End()) {
-    r->model_handle = Handle(model);
+    r->handle = Handle(model);
     call.Commit(Status(status));
   }
   return status;
@@ -117,8 +117,8 @@ NRTPROF_EXPORT NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t
   ApiCall call(ns::kNrtExecute);
   const NRT_STATUS status = real(model, input_set, output_set);
   if (Record* r = call.End()) {
-    r->model_handle = Handle(model);
-    r->repeat = 1;
+    r->handle = Handle(model);
+    r->aux = 1;
     call.Commit(Status(status));
   }
   return status;
@@ -132,8 +132,8 @@ NRTPROF_EXPORT NRT_STATUS nrt_execute_repeat(nrt_model_t* model,
   ApiCall call(ns::kNrtExecuteRepeat);
   const NRT_STATUS status = real(model, input_set, output_set, repeat_count);
   if (Record* r = call.End()) {
-    r->model_handle = Handle(model);
-    r->repeat = repeat_count > 0 ? static_cast<uint32_t>(repeat_count) : 0;
+    r->handle = Handle(model);
+    r->aux = repeat_count > 0 ? static_cast<uint64_t>(repeat_count) : 0;
     call.Commit(Status(status));
   }
   return status;
@@ -146,14 +146,14 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t tensor_plac
                                               nrt_tensor_t** tensor) {
   auto real = NRTPROF_REAL(ns::kNrtTensorAllocate, nrt_tensor_allocate);
   if (real == nullptr) return NRT_FAILURE;
-  ApiCall call(ns::kNrtTensorAllocate);
+  ApiCall call(ns::kNrtTensorAllocate, ns::NameRoom(name));
   const NRT_STATUS status = real(tensor_placement, vnc, size, name, tensor);
   if (Record* r = call.End()) {
-    r->placement = static_cast<int32_t>(tensor_placement);
+    r->aux = static_cast<uint64_t>(static_cast<int64_t>(tensor_placement));
     r->nc_idx = vnc;
     r->bytes = size;
-    r->SetName(name);
-    r->tensor_handle = status == NRT_SUCCESS && tensor != nullptr ? Handle(*tensor) : 0;
+    call.SetName(name);
+    r->handle = status == NRT_SUCCESS && tensor != nullptr ? Handle(*tensor) : 0;
     call.Commit(Status(status));
   }
   return status;
@@ -162,11 +162,11 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t tensor_plac
 NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate_empty(const char* name, nrt_tensor_t** tensor) {
   auto real = NRTPROF_REAL(ns::kNrtTensorAllocateEmpty, nrt_tensor_allocate_empty);
   if (real == nullptr) return NRT_FAILURE;
-  ApiCall call(ns::kNrtTensorAllocateEmpty);
+  ApiCall call(ns::kNrtTensorAllocateEmpty, ns::NameRoom(name));
   const NRT_STATUS status = real(name, tensor);
   if (Record* r = call.End()) {
-    r->SetName(name);
-    r->tensor_handle = status == NRT_SUCCESS && tensor != nullptr ? Handle(*tensor) : 0;
+    call.SetName(name);
+    r->handle = status == NRT_SUCCESS && tensor != nullptr ? Handle(*tensor) : 0;
     call.Commit(Status(status));
   }
   return status;
@@ -179,7 +179,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_attach_buffer(nrt_tensor_t* tensor, void* b
   ApiCall call(ns::kNrtTensorAttachBuffer);
   const NRT_STATUS status = real(tensor, buffer, size);
   if (Record* r = call.End()) {
-    r->tensor_handle = Handle(tensor);
+    r->handle = Handle(tensor);
     r->bytes = size;
     call.Commit(Status(status));
   }
@@ -191,14 +191,14 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_allocate_slice(const nrt_tensor_t* tensor_s
                                                     nrt_tensor_t** tensor_slice) {
   auto real = NRTPROF_REAL(ns::kNrtTensorAllocateSlice, nrt_tensor_allocate_slice);
   if (real == nullptr) return NRT_FAILURE;
-  ApiCall call(ns::kNrtTensorAllocateSlice);
+  ApiCall call(ns::kNrtTensorAllocateSlice, ns::NameRoom(name));
   const NRT_STATUS status = real(tensor_source, offset, size, name, tensor_slice);
   if (Record* r = call.End()) {
-    r->SetName(name);
+    call.SetName(name);
     r->bytes = size;
-    r->tensor_handle =
+    r->handle =
         status == NRT_SUCCESS && tensor_slice != nullptr ? Handle(*tensor_slice) : 0;
-    r->tensor_handle2 = Handle(tensor_source);
+    r->aux = Handle(tensor_source);
     call.Commit(Status(status));
   }
   return status;
@@ -211,7 +211,7 @@ NRTPROF_EXPORT void nrt_tensor_free(nrt_tensor_t** tensor) {
   ApiCall call(ns::kNrtTensorFree);
   real(tensor);
   if (Record* r = call.End()) {
-    r->tensor_handle = handle;
+    r->handle = handle;
     call.Commit(Status(NRT_SUCCESS));
   }
 }
@@ -223,7 +223,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_read(const nrt_tensor_t* tensor, void* buf,
   ApiCall call(ns::kNrtTensorRead);
   const NRT_STATUS status = real(tensor, buf, offset, size);
   if (Record* r = call.End()) {
-    r->tensor_handle = Handle(tensor);
+    r->handle = Handle(tensor);
     r->bytes = size;
     call.Commit(Status(status));
   }
@@ -237,7 +237,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_write(nrt_tensor_t* tensor, const void* buf
   ApiCall call(ns::kNrtTensorWrite);
   const NRT_STATUS status = real(tensor, buf, offset, size);
   if (Record* r = call.End()) {
-    r->tensor_handle = Handle(tensor);
+    r->handle = Handle(tensor);
     r->bytes = size;
     call.Commit(Status(status));
   }
@@ -251,7 +251,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_read_batch(const nrt_tensor_batch_t* batche
   ApiCall call(ns::kNrtTensorReadBatch);
   const NRT_STATUS status = real(batches, num_batches, unsafe);
   if (Record* r = call.End()) {
-    r->tensor_handle = batches != nullptr && num_batches > 0 ? Handle(batches[0].tensor) : 0;
+    r->handle = batches != nullptr && num_batches > 0 ? Handle(batches[0].tensor) : 0;
     r->bytes = BatchBytes(batches, num_batches);
     call.Commit(Status(status));
   }
@@ -265,7 +265,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_write_batch(const nrt_tensor_batch_t* batch
   ApiCall call(ns::kNrtTensorWriteBatch);
   const NRT_STATUS status = real(batches, num_batches, unsafe);
   if (Record* r = call.End()) {
-    r->tensor_handle = batches != nullptr && num_batches > 0 ? Handle(batches[0].tensor) : 0;
+    r->handle = batches != nullptr && num_batches > 0 ? Handle(batches[0].tensor) : 0;
     r->bytes = BatchBytes(batches, num_batches);
     call.Commit(Status(status));
   }
@@ -279,8 +279,8 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_copy(const nrt_tensor_t* src, size_t src_of
   ApiCall call(ns::kNrtTensorCopy);
   const NRT_STATUS status = real(src, src_offset, dst, dst_offset, size);
   if (Record* r = call.End()) {
-    r->tensor_handle = Handle(src);
-    r->tensor_handle2 = Handle(dst);
+    r->handle = Handle(src);
+    r->aux = Handle(dst);
     r->bytes = size;
     call.Commit(Status(status));
   }
@@ -294,7 +294,7 @@ NRTPROF_EXPORT NRT_STATUS nrt_tensor_memset(nrt_tensor_t* tensor, uint64_t offse
   ApiCall call(ns::kNrtTensorMemset);
   const NRT_STATUS status = real(tensor, offset, value, size);
   if (Record* r = call.End()) {
-    r->tensor_handle = Handle(tensor);
+    r->handle = Handle(tensor);
     r->bytes = size;
     call.Commit(Status(status));
   }
@@ -325,11 +325,11 @@ NRTPROF_EXPORT NRT_STATUS nrt_add_tensor_to_tensor_set(nrt_tensor_set_t* tensor_
                                                        nrt_tensor_t* tensor) {
   auto real = NRTPROF_REAL(ns::kNrtAddTensorToTensorSet, nrt_add_tensor_to_tensor_set);
   if (real == nullptr) return NRT_FAILURE;
-  ApiCall call(ns::kNrtAddTensorToTensorSet);
+  ApiCall call(ns::kNrtAddTensorToTensorSet, ns::NameRoom(tensor_name));
   const NRT_STATUS status = real(tensor_set, tensor_name, tensor);
   if (Record* r = call.End()) {
-    r->tensor_handle = Handle(tensor);
-    r->SetName(tensor_name);
+    r->handle = Handle(tensor);
+    call.SetName(tensor_name);
     call.Commit(Status(status));
   }
   return status;
@@ -378,8 +378,8 @@ NRTPROF_EXPORT void nrtprof_range_push(const char* name) {
   ns::RangeFrame& frame = ts->ranges[depth];
   // Copied now: the caller may free the name before the pop.
   frame.flags = 0;
-  Record::CopyName(name, frame.name, &frame.name_len, &frame.flags);
-  frame.start_ns = nrtprof::MonotonicNs();
+  Record::CopyName(name, ns::kRecordNameBytes, frame.name, &frame.name_len, &frame.flags);
+  frame.start_ticks = sc::Ticks();
 }
 
 NRTPROF_EXPORT void nrtprof_range_pop(void) {
@@ -387,27 +387,27 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   ns::ThreadState* ts = sc::t_state;
   if (reinterpret_cast<uintptr_t>(ts) <= 1 || ts->range_depth == 0) return;  // unmatched
   const uint32_t depth = --ts->range_depth;
-  const uint64_t end_ns = nrtprof::MonotonicNs();
+  const uint64_t end_ticks = sc::Ticks();
   if (depth >= ns::kMaxRangeDepth) {
     sc::g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (sc::g_core.recording.load(std::memory_order_relaxed) == 0) return;
-  Record* r = ts->ring->TryReserve();
+  const ns::RangeFrame& frame = ts->ranges[depth];
+  const uint32_t slots = ns::RecordSlots(0, frame.name_len);
+  Record* r = ts->ring->TryReserve(slots);
   if (r == nullptr) {
     ts->ring->CountDrop();
     return;
   }
-  const ns::RangeFrame& frame = ts->ranges[depth];
-  r->Clear(ns::RecordKind::kRange);
-  r->tid = ts->tid;
-  r->depth = depth;
-  r->start_ns = frame.start_ns;
-  r->end_ns = end_ns;
+  r->Clear(ns::RecordKind::kRange, slots);
+  r->depth = static_cast<uint16_t>(depth);
+  r->start_ticks = frame.start_ticks;
+  r->end_ticks = end_ticks;
   r->flags = frame.flags;
   r->name_len = frame.name_len;
-  memcpy(r->name, frame.name, frame.name_len);
-  ts->ring->Commit();
+  memcpy(r->name(), frame.name, frame.name_len);
+  ts->ring->Commit(r);
 }
 
 namespace nrtprof::shim::core {

@@ -88,9 +88,14 @@ inline int ApiFunctionFromName(const char* name) {
 }
 
 enum class RecordKind : uint8_t {
+  kPad = 0,      // unused slots before the ring wraps; skipped by the consumer
   kApiCall = 1,  // EVENT_API_CALL
   kRange = 2,    // EVENT_RANGE
 };
+
+// A ring holds 64-byte slots. A record is one slot; its call stack (NRTPROF_STACKS) and its
+// name, when it has one, take the slots right after it: frames first, then the name bytes.
+inline constexpr size_t kRecordSlotBytes = 64;
 
 // Bytes of a name kept in a record; longer names are cut (kRecordNameTruncated).
 inline constexpr size_t kRecordNameBytes = 96;
@@ -99,69 +104,86 @@ inline constexpr uint8_t kRecordNameTruncated = 1;
 // The most frames NRTPROF_STACKS may ask for.
 inline constexpr uint32_t kMaxStackDepth = 64;
 
-struct Record {
+// Slots a record needs for `frames` return addresses and `name_bytes` of name.
+inline constexpr uint32_t RecordSlots(uint32_t frames, uint32_t name_bytes) {
+  return 1 + static_cast<uint32_t>((frames * sizeof(uintptr_t) + name_bytes + kRecordSlotBytes - 1) /
+                                   kRecordSlotBytes);
+}
+// The most slots one record may take.
+inline constexpr uint32_t kMaxRecordSlots = RecordSlots(kMaxStackDepth, kRecordNameBytes);
+
+// One event as the hot path writes it: 64 bytes, one cache line. Which handle fields mean what
+// depends on `api` (event_builder.cc maps them to the wire's fields). Timestamps are in the
+// process's tick clock (shim/tick_clock.h), turned into CLOCK_MONOTONIC nanoseconds off the
+// program's threads.
+struct alignas(8) Record {
   RecordKind kind;
   uint8_t api;          // ApiFunction, for API calls
   uint8_t flags;        // kRecordName*
-  uint8_t name_len;     // bytes of `name` in use
-  uint32_t stack_depth; // frames following the record in its slot
-  uint32_t tid;
-  uint32_t depth;       // ranges: nesting depth, 0 outermost
-  uint32_t repeat;      // nrt_execute(_repeat)
+  uint8_t name_len;     // bytes of name() in use
+  uint8_t slots;        // slots this record takes, itself included
+  uint8_t stack_depth;  // frames() in use
+  uint16_t depth;       // ranges: nesting depth, 0 outermost
   int32_t status;       // NRT_STATUS
   int32_t nc_idx;       // -1 when the call does not name a NeuronCore
-  int32_t placement;    // nrt_tensor_allocate
-  uint64_t start_ns;    // CLOCK_MONOTONIC
-  uint64_t end_ns;
+  uint64_t start_ticks;
+  uint64_t end_ticks;
   uint64_t correlation_id;
   uint64_t bytes;
-  uint64_t model_handle;
-  uint64_t tensor_handle;
-  uint64_t tensor_handle2;
-  // Range name; allocation calls: the tensor's name; nrt_add_tensor_to_tensor_set: the name
-  // the tensor takes in the set.
-  char name[kRecordNameBytes];
+  // nrt_load/unload/execute(_repeat): the model; tensor calls: the tensor (a slice: the new
+  // slice; a copy: the source).
+  uint64_t handle;
+  // nrt_execute(_repeat): the repeat count; nrt_tensor_allocate: the placement; a slice: its
+  // source tensor; a copy: the destination.
+  uint64_t aux;
 
-  // The stack_depth return addresses stored right after the record, innermost first.
+  // Return addresses, innermost first, in the slots after the record.
   uintptr_t* frames() { return reinterpret_cast<uintptr_t*>(this + 1); }
   const uintptr_t* frames() const { return reinterpret_cast<const uintptr_t*>(this + 1); }
+  // The name bytes, after the frames; room for them was reserved with the record.
+  char* name() { return reinterpret_cast<char*>(frames() + stack_depth); }
+  const char* name() const { return reinterpret_cast<const char*>(frames() + stack_depth); }
 
-  // Copies at most kRecordNameBytes of the NUL-terminated `s` (null: empty).
-  void SetName(const char* s) { CopyName(s, name, &name_len, &flags); }
+  // Copies at most `room` (<= kRecordNameBytes) bytes of the NUL-terminated `s` (null: empty).
+  void SetName(const char* s, uint32_t room) { CopyName(s, room, name(), &name_len, &flags); }
 
   // The bounded copy behind SetName, for other holders of a name (range frames).
-  static void CopyName(const char* s, char* dst, uint8_t* len, uint8_t* flags) {
+  static void CopyName(const char* s, uint32_t room, char* dst, uint8_t* len, uint8_t* flags) {
     *flags = static_cast<uint8_t>(*flags & ~kRecordNameTruncated);
     if (s == nullptr) {
       *len = 0;
       return;
     }
-    const size_t n = strnlen(s, kRecordNameBytes + 1);
-    const size_t kept = n > kRecordNameBytes ? kRecordNameBytes : n;
-    if (n > kRecordNameBytes) *flags = static_cast<uint8_t>(*flags | kRecordNameTruncated);
+    const size_t n = strnlen(s, room + 1);
+    const size_t kept = n > room ? room : n;
+    if (n > room) *flags = static_cast<uint8_t>(*flags | kRecordNameTruncated);
     memcpy(dst, s, kept);
     *len = static_cast<uint8_t>(kept);
   }
 
-  // Every field but the name bytes, to what an event without that field carries.
-  void Clear(RecordKind k) {
+  // Every field, to what an event without that field carries; `slots` as reserved.
+  void Clear(RecordKind k, uint32_t reserved_slots) {
     kind = k;
     api = 0;
     flags = 0;
     name_len = 0;
+    slots = static_cast<uint8_t>(reserved_slots);
     stack_depth = 0;
-    tid = 0;
     depth = 0;
-    repeat = 0;
     status = 0;
     nc_idx = -1;
-    placement = 0;
-    start_ns = end_ns = correlation_id = bytes = 0;
-    model_handle = tensor_handle = tensor_handle2 = 0;
+    start_ticks = end_ticks = correlation_id = bytes = handle = aux = 0;
   }
 };
 
-static_assert(sizeof(Record) % alignof(uintptr_t) == 0, "frames must be aligned");
+static_assert(sizeof(Record) == kRecordSlotBytes, "a record is one slot");
+static_assert(kMaxRecordSlots < 256, "slots fits in a byte");
+
+// How many bytes of a name a record with room for `s` should reserve: its length, at most
+// kRecordNameBytes (one more byte tells the copy that the name was cut).
+inline uint32_t NameRoom(const char* s) {
+  return s == nullptr ? 0 : static_cast<uint32_t>(strnlen(s, kRecordNameBytes));
+}
 
 }  // namespace nrtprof::shim
 

@@ -575,7 +575,7 @@ TEST_F(ShimTest, AMalformedSettingIsOneLineOnStderrAndTheDefault) {
   EXPECT_EQ(run.out, plain.out);
   EXPECT_EQ(run.err, plain.err +
                          "nrtprof: NRTPROF_RING_EVENTS='lots' is not a count from 64 to "
-                         "4194304; using 16384\n");
+                         "4194304; using 32768\n");
   const RecordedStream stream = OnlyStream();
   ExpectNoDrops(stream);
   EXPECT_EQ(Count(stream.Named(nrtprof::EVENT_API_CALL), "nrt_execute"), 24u);

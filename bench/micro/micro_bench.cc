@@ -39,11 +39,12 @@
 namespace {
 
 // Calls per repetition of a traced benchmark. nrtprof records one event per call (a range is
-// one event at its pop), and its default ring holds 16384 per thread; LTTng writes about 25
+// one event at its pop), and its default ring holds 32768 64-byte slots per thread (a call
+// takes one, a named range two); LTTng writes about 25
 // bytes per event into the channel's sub-buffers.
 int64_t g_calls = 10000;
 int g_settle_ms = 150;
-// Warm-up: 60000 writes, the shim's 16384-event ring 3.7 times over, LTTng's 1 MiB 1.5 times.
+// Warm-up: 60000 writes, the shim's 32768-slot ring 1.8 times over, LTTng's 1 MiB 1.5 times.
 int g_warm_chunks = 6;
 // Clock reads per repetition: untraced, so they may run long enough to be steady.
 constexpr int64_t kClockReads = 1000000;

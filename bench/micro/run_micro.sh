@@ -150,7 +150,7 @@ fi
 
 export NRT_SIM_TIME_SCALE=0
 {
-  echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-16384 (default)} events per thread, flusher every" \
+  echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-32768 (default)} 64-byte slots per thread, flusher every" \
     "100 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
   echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource \
     2>/dev/null || echo '?'); TSC flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|tsc_reliable' \
