@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -158,19 +159,28 @@ void SysTrace::RecordSyncPoints() {
 void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, bool* first) {
   static const std::string pid = std::to_string(getpid());
   Ring& ring = *rings_[nc];
-  std::lock_guard<std::mutex> lock(ring.mu);
-  const size_t cap = ring.slots.size();
-  size_t n = ring.size;
-  if (max_events != 0 && max_events < n) n = static_cast<size_t>(max_events);
-  for (size_t i = 0; i < n; ++i) {
-    TraceEvent& e = ring.slots[(ring.head + i) % cap];
+  // The events are moved out under the ring's lock and formatted after it: executions on this
+  // core record into the ring meanwhile, and must not wait for a fetch's JSON.
+  std::vector<TraceEvent> taken;
+  {
+    std::lock_guard<std::mutex> lock(ring.mu);
+    const size_t cap = ring.slots.size();
+    size_t n = ring.size;
+    if (max_events != 0 && max_events < n) n = static_cast<size_t>(max_events);
+    taken.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      TraceEvent& e = ring.slots[(ring.head + i) % cap];
+      taken.push_back(std::move(e));
+      e = TraceEvent{};  // release strings now, not at the next overwrite
+    }
+    if (cap != 0) ring.head = (ring.head + n) % cap;
+    ring.size -= n;
+  }
+  for (const TraceEvent& e : taken) {
     if (!*first) json->push_back(',');
     *first = false;
     AppendEventJson(e, pid, json);
-    e = TraceEvent{};  // release strings now, not at the next overwrite
   }
-  if (cap != 0) ring.head = (ring.head + n) % cap;
-  ring.size -= n;
 }
 
 absl::Status SysTrace::Fetch(const TraceFetchOptions& options, std::string* json) {

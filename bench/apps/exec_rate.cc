@@ -3,14 +3,23 @@
 // the shim to measure the throughput a busy program loses to the profiler. With
 // NRT_SIM_TIME_SCALE=0.25 each execution of this model takes ~91 us on the host: about 10,000
 // calls per second, the reference rate.
-//   usage: exec_rate SECONDS
+//
+// With --sys_trace the program runs the runtime's system trace itself, as a profiler would
+// (started after nrt_init, fetched every 100 ms from a second thread, JSON freed unread): what
+// the runtime's own device tracing costs, without nrtprof.
+//   usage: exec_rate SECONDS [--sys_trace]
 #include <time.h>
 
 #include <cstdio>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
 #include "nrt/nrt.h"
+#include "nrt/nrt_sys_trace.h"
 #include "sim/model_format.h"
 #include "sim/model_text.h"
 
@@ -33,8 +42,9 @@ void Check(NRT_STATUS s, const char* what) {
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? atof(argv[1]) : 5.0;
-  if (!(seconds > 0)) {
-    fprintf(stderr, "usage: exec_rate SECONDS\n");
+  const bool sys_trace = argc > 2 && strcmp(argv[2], "--sys_trace") == 0;
+  if (!(seconds > 0) || argc > 3 || (argc == 3 && !sys_trace)) {
+    fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace]\n");
     return 2;
   }
   auto model = nrtsim::ParseModelText(
@@ -55,6 +65,25 @@ int main(int argc, char** argv) {
   Check(nrt_add_tensor_to_tensor_set(in, "a", a), "add");
   Check(nrt_add_tensor_to_tensor_set(in, "b", b), "add");
   Check(nrt_add_tensor_to_tensor_set(outs, "out", out), "add");
+  std::atomic<bool> done{false};
+  std::thread fetcher;
+  if (sys_trace) {
+    nrt_sys_trace_config_t* config = nullptr;
+    Check(nrt_sys_trace_config_allocate(&config), "nrt_sys_trace_config_allocate");
+    nrt_sys_trace_config_set_defaults(config);
+    Check(nrt_sys_trace_start(config), "nrt_sys_trace_start");
+    nrt_sys_trace_config_free(config);
+    fetcher = std::thread([&done] {
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        char* buffer = nullptr;
+        size_t size = 0;
+        if (nrt_sys_trace_fetch_events(&buffer, &size, nullptr) == NRT_SUCCESS) {
+          nrt_sys_trace_buffer_free(buffer);
+        }
+      }
+    });
+  }
   Check(nrt_execute(m, in, outs), "warm-up nrt_execute");
   const double start = Now();
   uint64_t calls = 0;
@@ -65,6 +94,11 @@ int main(int argc, char** argv) {
   const double elapsed = Now() - start;
   printf("calls %llu seconds %.3f rate %.1f\n", static_cast<unsigned long long>(calls), elapsed,
          calls / elapsed);
+  if (sys_trace) {
+    done.store(true);
+    fetcher.join();
+    nrt_sys_trace_stop();
+  }
   nrt_close();
   return 0;
 }
