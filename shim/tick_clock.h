@@ -16,6 +16,9 @@
 
 #include <stdint.h>
 
+#include <algorithm>
+#include <deque>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <x86intrin.h>
@@ -51,9 +54,12 @@ inline uint64_t ReadTicks(TickSource source) {
   return MonotonicNs();
 }
 
-// Ticks to CLOCK_MONOTONIC nanoseconds: ns = anchor_ns + (ticks - anchor_ticks) * rate, the
-// anchor taken at the latest Anchor() and the rate measured from the first anchor to the
-// latest (so it grows more exact as the process runs).
+// Ticks to CLOCK_MONOTONIC nanoseconds, as one continuous, increasing, piecewise-linear
+// function. Each Anchor() starts a segment where the previous one leaves off, with a rate that
+// is the TSC's measured rate (first anchor to latest) plus a slew that closes the gap to
+// CLOCK_MONOTONIC over the next kSlewNs. A tick count converts to the same nanoseconds whenever
+// it is converted (before or after later anchors), so that events recorded on one thread keep
+// their nesting however the flusher's drains fall between them.
 class TickConverter {
  public:
   explicit TickConverter(TickSource source) : source_(source) { Anchor(); }
@@ -63,40 +69,63 @@ class TickConverter {
     if (source_ == TickSource::kMonotonic) return;
     uint64_t ticks = 0, ns = 0;
     ReadPair(&ticks, &ns);
-    if (first_ticks_ == 0) {
+    if (segments_.empty()) {
       first_ticks_ = ticks;
       first_ns_ = ns;
+      base_rate_ = MeasureRate();
+      segments_.push_back({ticks, static_cast<int64_t>(ns), base_rate_});
+      return;
     }
-    // Until the first and latest anchors are far enough apart to measure the rate, keep the
-    // last good rate (or a nominal one: a first drain soon after the start).
-    if (ticks > first_ticks_ && ns - first_ns_ >= kMinRateSpanNs) {
-      ns_per_tick_ = static_cast<double>(ns - first_ns_) / static_cast<double>(ticks - first_ticks_);
-    } else if (ns_per_tick_ == 0) {
-      ns_per_tick_ = MeasureRate();
+    const Segment& last = segments_.back();
+    if (ticks <= last.ticks) return;
+    if (ns - first_ns_ >= kMinRateSpanNs && ticks > first_ticks_) {
+      base_rate_ = static_cast<double>(ns - first_ns_) / static_cast<double>(ticks - first_ticks_);
     }
-    anchor_ticks_ = ticks;
-    anchor_ns_ = ns;
+    const int64_t mapped = Map(last, ticks);
+    const double error_ns = static_cast<double>(static_cast<int64_t>(ns) - mapped);
+    double rate = base_rate_ + error_ns * base_rate_ / static_cast<double>(kSlewNs);
+    if (rate < base_rate_ * 0.5) rate = base_rate_ * 0.5;
+    if (rate > base_rate_ * 1.5) rate = base_rate_ * 1.5;
+    segments_.push_back({ticks, mapped, rate});
+    if (segments_.size() > kMaxSegments) segments_.pop_front();
   }
 
   uint64_t ToNs(uint64_t ticks) const {
     if (source_ == TickSource::kMonotonic) return ticks;
-    const double delta = static_cast<double>(static_cast<int64_t>(ticks - anchor_ticks_)) *
-                         ns_per_tick_;
-    const int64_t ns = static_cast<int64_t>(anchor_ns_) + static_cast<int64_t>(delta);
+    // The segment the tick falls in: the last that starts at or before it (the first, for a
+    // tick older than every segment kept).
+    auto it = std::upper_bound(segments_.begin(), segments_.end(), ticks,
+                               [](uint64_t t, const Segment& s) { return t < s.ticks; });
+    const Segment& seg = it == segments_.begin() ? segments_.front() : *(it - 1);
+    const int64_t ns = Map(seg, ticks);
     return ns > 0 ? static_cast<uint64_t>(ns) : 0;
   }
-  // A duration in ticks, in nanoseconds.
+  // A duration in ticks, in nanoseconds: the difference of the converted ends, so that what
+  // nests in ticks nests in nanoseconds.
   uint64_t DurationNs(uint64_t start_ticks, uint64_t end_ticks) const {
     if (end_ticks <= start_ticks) return 0;
     if (source_ == TickSource::kMonotonic) return end_ticks - start_ticks;
-    return static_cast<uint64_t>(static_cast<double>(end_ticks - start_ticks) * ns_per_tick_);
+    const uint64_t start = ToNs(start_ticks), end = ToNs(end_ticks);
+    return end > start ? end - start : 0;
   }
 
   TickSource source() const { return source_; }
-  double ns_per_tick() const { return source_ == TickSource::kMonotonic ? 1.0 : ns_per_tick_; }
+  double ns_per_tick() const { return source_ == TickSource::kMonotonic ? 1.0 : base_rate_; }
 
  private:
+  struct Segment {
+    uint64_t ticks;  // where it starts
+    int64_t ns;      // what that tick converts to
+    double rate;     // nanoseconds per tick
+  };
   static constexpr uint64_t kMinRateSpanNs = 20'000'000;  // 20 ms
+  static constexpr uint64_t kSlewNs = 100'000'000;        // about one flush interval
+  static constexpr size_t kMaxSegments = 4096;            // minutes of anchors
+
+  static int64_t Map(const Segment& seg, uint64_t ticks) {
+    const double delta = static_cast<double>(static_cast<int64_t>(ticks - seg.ticks)) * seg.rate;
+    return seg.ns + static_cast<int64_t>(delta);
+  }
 
   // The tick count and CLOCK_MONOTONIC read as close together as this thread can: the tightest
   // of a few tries, the counter taken between two clock reads.
@@ -125,8 +154,8 @@ class TickConverter {
 
   const TickSource source_;
   uint64_t first_ticks_ = 0, first_ns_ = 0;
-  uint64_t anchor_ticks_ = 0, anchor_ns_ = 0;
-  double ns_per_tick_ = 0;
+  double base_rate_ = 1.0;
+  std::deque<Segment> segments_;
 };
 
 }  // namespace nrtprof::shim

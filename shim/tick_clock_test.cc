@@ -57,5 +57,34 @@ TEST(TickClockTest, ARateFromALongerSpanReplacesTheFirstGuess) {
   EXPECT_NEAR(measured / truth, 1.0, 0.01);
 }
 
+// A call recorded inside a range must stay inside it, however the flusher's re-anchoring falls
+// between converting the call and converting the range.
+TEST(TickClockTest, ATickConvertsTheSameBeforeAndAfterLaterAnchors) {
+  if (!HasInvariantTsc()) GTEST_SKIP() << "no invariant TSC on this CPU";
+  TickConverter clock(TickSource::kTsc);
+  const uint64_t range_start = ReadTicks(TickSource::kTsc);
+  const uint64_t call_start = ReadTicks(TickSource::kTsc);
+  const uint64_t call_end = ReadTicks(TickSource::kTsc);
+  SleepNs(5'000'000);
+  clock.Anchor();
+  const uint64_t call_start_ns = clock.ToNs(call_start), call_end_ns = clock.ToNs(call_end);
+  for (int i = 0; i < 5; ++i) {
+    SleepNs(5'000'000);
+    clock.Anchor();
+    EXPECT_EQ(clock.ToNs(call_start), call_start_ns);
+    EXPECT_EQ(clock.ToNs(call_end), call_end_ns);
+  }
+  const uint64_t range_end = ReadTicks(TickSource::kTsc);
+  clock.Anchor();
+  EXPECT_LE(clock.ToNs(range_start), call_start_ns);
+  EXPECT_GE(clock.ToNs(range_end), call_end_ns);
+  // Increasing across segment boundaries.
+  uint64_t previous = 0;
+  for (uint64_t t = range_start; t < range_end; t += (range_end - range_start) / 1000 + 1) {
+    EXPECT_GE(clock.ToNs(t), previous);
+    previous = clock.ToNs(t);
+  }
+}
+
 }  // namespace
 }  // namespace nrtprof::shim

@@ -1,7 +1,10 @@
 // A program with many threads that each make a few libnrt calls, then report the process's
 // peak resident memory (VmHWM). bench/run runs it with and without the shim: the difference is
 // what the profiler costs a 64-thread process in memory.
-//   usage: threads_rss THREADS CALLS_PER_THREAD
+// With --sys_trace the program starts the runtime's system trace itself, as the profiler does
+// (nrtprof is not involved): the part of the difference that is the runtime's own trace
+// buffers.
+//   usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,16 +14,25 @@
 #include <vector>
 
 #include "nrt/nrt.h"
+#include "nrt/nrt_sys_trace.h"
 #include "nrtprof/annotate.h"
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 64;
   const int calls = argc > 2 ? atoi(argv[2]) : 100;
-  if (threads < 1 || calls < 1) {
-    fprintf(stderr, "usage: threads_rss THREADS CALLS_PER_THREAD\n");
+  const bool sys_trace = argc > 3 && strcmp(argv[3], "--sys_trace") == 0;
+  if (threads < 1 || calls < 1 || argc > 4 || (argc == 4 && !sys_trace)) {
+    fprintf(stderr, "usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace]\n");
     return 2;
   }
   if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 1;
+  if (sys_trace) {
+    nrt_sys_trace_config_t* config = nullptr;
+    if (nrt_sys_trace_config_allocate(&config) != NRT_SUCCESS) return 1;
+    nrt_sys_trace_config_set_defaults(config);
+    if (nrt_sys_trace_start(config) != NRT_SUCCESS) return 1;
+    nrt_sys_trace_config_free(config);
+  }
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([calls] {
@@ -41,6 +53,15 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmHWM:", 0) == 0) printf("threads %d %s\n", threads, line.c_str());
+  }
+  // Now (not peak): anonymous memory is the process's own; file-backed pages (libraries'
+  // code and read-only data) are shared with every process that maps the same files.
+  status.clear();
+  status.seekg(0);
+  while (std::getline(status, line)) {
+    if (line.rfind("RssAnon:", 0) == 0 || line.rfind("RssFile:", 0) == 0) {
+      fprintf(stderr, "threads %d %s\n", threads, line.c_str());
+    }
   }
   nrt_close();
   return 0;
