@@ -252,6 +252,9 @@ int NrtprofdMain(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A file size limit reached while writing a trace is a failed write (EFBIG), reported like a
+  // full disk, not the daemon's death.
+  signal(SIGXFSZ, SIG_IGN);
 
   std::string error;
   if (!ParseFlags(argc, argv, &error)) {

@@ -1,0 +1,423 @@
+// Faults around a profiled program (issue 5): the daemon absent, killed and restarted, stopped,
+// unreachable; the program forking, exec'ing, spawning 1,000 threads, calling exit() from a
+// thread, dying of SIGTERM, dlclose()ing libnrt; the disk filling up under the daemon. In every
+// case the program's output and exit code are what they are without the profiler, and what
+// the profiler lost is counted, never silent.
+//
+// Real processes throughout: the shim preloaded into tests/fault_client, a real nrtprofd on a
+// unix socket, the simulated runtime.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::Exists;
+using testing::ReadFile;
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+using testing::TempDir;
+
+extern "C" char** environ;
+
+const std::map<std::string, std::string> kPlainEnv = {
+    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+
+const char kAddModel[] =
+    "model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\nout = add(a, b)\n";
+
+std::string Model() {
+  static const std::string path = [] {
+    const std::string dir = TempDir("model");
+    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
+    FILE* f = fopen(txt.c_str(), "w");
+    fputs(kAddModel, f);
+    fclose(f);
+    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return neff;
+  }();
+  return path;
+}
+
+std::vector<std::string> Client(const std::string& mode, int n = -1) {
+  std::vector<std::string> argv = {Runfile("tests/fault_client"), Runfile("sim/libnrt.so.1"),
+                                   Model(), mode};
+  if (n >= 0) argv.push_back(std::to_string(n));
+  return argv;
+}
+
+uint64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void SleepMs(int ms) { usleep(static_cast<useconds_t>(ms) * 1000); }
+
+// A process started in the background, its output in files.
+class Background {
+ public:
+  Background(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const std::string& dir, int fsize_limit = 0, int ready_fd_for_child = -1) {
+    out_path_ = dir + "/out";
+    err_path_ = dir + "/err";
+    pid_ = fork();
+    if (pid_ == 0) {
+      for (const auto& [k, v] : env) {
+        if (v.empty()) {
+          unsetenv(k.c_str());
+        } else {
+          setenv(k.c_str(), v.c_str(), 1);
+        }
+      }
+      const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      if (fsize_limit > 0) {
+        rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
+        setrlimit(RLIMIT_FSIZE, &limit);
+      }
+      (void)ready_fd_for_child;
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the process; its exit code (128 + signal if a signal ended it).
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  bool Running() {
+    int status = 0;
+    return pid_ > 0 && waitpid(pid_, &status, WNOHANG) == 0;
+  }
+  std::string out() const { return ReadFile(out_path_); }
+  std::string err() const { return ReadFile(err_path_); }
+  ~Background() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string out_path_, err_path_;
+};
+
+// A standing nrtprofd on a socket of the test's own, started (and restarted) by the test.
+class Daemon {
+ public:
+  explicit Daemon(const std::string& name) : dir_(TempDir(name)) {
+    char socket_dir[] = "/tmp/nrtprof-fault-XXXXXX";  // socket paths are limited to 107 bytes
+    EXPECT_NE(mkdtemp(socket_dir), nullptr);
+    socket_dir_ = socket_dir;
+    socket_ = socket_dir_ + "/nrtprofd.sock";
+  }
+  ~Daemon() {
+    Stop(SIGKILL);
+    unlink(socket_.c_str());
+    rmdir(socket_dir_.c_str());
+  }
+
+  // Starts nrtprofd and waits until it listens; false if it did not.
+  bool Start(int fsize_limit = 0) {
+    int ready[2];
+    if (pipe(ready) != 0) return false;
+    log_ = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(ready[0]);
+      const int log = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(log, 2);
+      if (fsize_limit > 0) {
+        rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
+        setrlimit(RLIMIT_FSIZE, &limit);
+      }
+      const std::string binary = Runfile("daemon/nrtprofd");
+      const std::string socket_flag = "--socket=" + socket_;
+      const std::string ready_flag = "--ready_fd=" + std::to_string(ready[1]);
+      const std::string root_flag = "--output_root=" + dir_ + "/captures";
+      execl(binary.c_str(), binary.c_str(), socket_flag.c_str(), ready_flag.c_str(),
+            root_flag.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(ready[1]);
+    pollfd pfd{ready[0], POLLIN, 0};
+    char buf[8] = {};
+    const bool ok = poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf)) > 0;
+    close(ready[0]);
+    return ok;
+  }
+  // Sends `sig`; for SIGKILL and SIGTERM, waits for the exit and returns its code.
+  int Stop(int sig) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+
+  std::string addr() const { return "unix:" + socket_; }
+  std::string dir() const { return dir_; }
+  std::string log() const { return ReadFile(log_); }
+
+  // `nrtprof status`'s figure on the line starting with `label`, or -1.
+  int64_t StatusFigure(const std::string& label) {
+    const Result r = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr()}, kPlainEnv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+      line = absl::StripLeadingAsciiWhitespace(line);
+      if (!absl::ConsumePrefix(&line, label)) continue;
+      line = absl::StripLeadingAsciiWhitespace(line);
+      int64_t n = -1;
+      std::vector<std::string> words = absl::StrSplit(line, ' ');
+      if (!words.empty() && absl::SimpleAtoi(words[0], &n)) return n;
+    }
+    ADD_FAILURE() << "no '" << label << "' in:\n" << r.out;
+    return -1;
+  }
+
+ private:
+  std::string dir_, socket_dir_, socket_, log_;
+  pid_t pid_ = -1;
+  int starts_ = 0;
+};
+
+// The shim preloaded directly (as `nrtprof run` does), talking to `addr`, recording from the
+// start as capture `capture`.
+std::map<std::string, std::string> ShimEnv(const std::string& addr, const std::string& capture,
+                                           const std::string& time_scale = "0") {
+  return {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+          {"NRTPROF_ADDR", addr},
+          {"NRTPROF_CAPTURE", capture},
+          {"NRTPROF_FLUSH_TIMEOUT_MS", "500"},
+          {"NRT_SIM_TIME_SCALE", time_scale}};
+}
+
+Result Profiled(const std::string& out, const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--out", out, "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return RunProcess(argv, kPlainEnv);
+}
+
+// ---- The daemon misbehaves ----
+
+TEST(FaultTest, DaemonAbsentAtStart) {
+  const std::string dir = TempDir("absent");
+  const Result plain = RunProcess(Client("steady", 200), kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const Result r =
+      RunProcess(Client("steady", 200), ShimEnv("unix:" + dir + "/nobody.sock", "absent"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_TRUE(absl::StrContains(plain.out, "checksum ")) << plain.out;
+}
+
+TEST(FaultTest, UnwritableSocketPath) {
+  // The program runs as without the profiler...
+  const Result plain = RunProcess(Client("steady", 50), kPlainEnv);
+  const Result r = RunProcess(Client("steady", 50),
+                              ShimEnv("unix:/proc/self/nonexistent/nrtprofd.sock", "unwritable"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  // ...and a daemon told to listen there refuses in one line.
+  const Result d = RunProcess({Runfile("daemon/nrtprofd"), "--socket=/proc/self/nonexistent/x.sock"},
+                              kPlainEnv);
+  EXPECT_NE(d.exit_code, 0);
+  const std::string err(absl::StripTrailingAsciiWhitespace(d.err));
+  EXPECT_FALSE(err.empty());
+  EXPECT_EQ(err.find('\n'), std::string::npos) << d.err;
+}
+
+// kill -9 in the middle of a run, a new daemon on the same socket: the program's results are
+// untouched, its shim finds the new daemon, and the new daemon hears from it.
+TEST(FaultTest, DaemonKilledAndRestartedMidRun) {
+  Daemon daemon("killed");
+  ASSERT_TRUE(daemon.Start());
+  const Result plain = RunProcess(Client("steady", 1500), kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0);
+  const std::string dir = TempDir("killed-run");
+  Background program(Client("steady", 1500), ShimEnv(daemon.addr(), "killed", "1"), dir);
+  SleepMs(300);
+  ASSERT_TRUE(program.Running()) << "the program should run for over a second";
+  EXPECT_EQ(daemon.Stop(SIGKILL), 128 + SIGKILL);
+  SleepMs(100);
+  ASSERT_TRUE(daemon.Start()) << "a new daemon starts over the dead one's socket: " << daemon.log();
+  EXPECT_EQ(program.Wait(), 0) << program.err();
+  EXPECT_EQ(program.out(), plain.out);
+  EXPECT_GT(daemon.StatusFigure("events received:"), 0) << "the shim reconnected";
+}
+
+// SIGSTOP for 10 s: a stopped daemon never makes the program wait (beyond the bounded exit
+// flush), and when it continues it serves the next program.
+TEST(FaultTest, DaemonStoppedForTenSeconds) {
+  Daemon daemon("stopped");
+  ASSERT_TRUE(daemon.Start());
+  const Result plain = RunProcess(Client("steady", 300), kPlainEnv);
+  const uint64_t stopped_at = NowMs();
+  daemon.Signal(SIGSTOP);
+  const Result r = RunProcess(Client("steady", 300), ShimEnv(daemon.addr(), "stopped", "1"));
+  const uint64_t program_done = NowMs();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  // The program finished while the daemon was still stopped.
+  EXPECT_LT(program_done - stopped_at, 10000u);
+  if (program_done - stopped_at < 10000) SleepMs(static_cast<int>(10000 - (program_done - stopped_at)));
+  daemon.Signal(SIGCONT);
+  const std::string out = TempDir("after-stop");
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--out", out, "--"};
+  for (const std::string& a : Client("steady", 20)) argv.push_back(a);
+  const Result next = RunProcess(argv, kPlainEnv);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_TRUE(Exists(out + "/trace.pftrace")) << next.err;
+}
+
+// ---- The program does unusual things ----
+
+struct ProgramCase {
+  std::string name;
+  std::vector<std::string> argv;
+  int exit_code;
+};
+
+TEST(FaultTest, ProgramsBehaveAsWithoutTheProfiler) {
+  for (const ProgramCase& c : std::vector<ProgramCase>{
+           {"threads", Client("threads", 1000), 0},
+           {"exit_from_thread", Client("exit_from_thread"), 3},
+           {"sigterm", Client("sigterm", 20), 128 + SIGTERM},
+           {"dlclose", Client("dlclose", 20), 0},
+           {"fork_exec", Client("fork_exec", 20), 0},
+       }) {
+    const Result plain = RunProcess(c.argv, kPlainEnv);
+    EXPECT_EQ(plain.exit_code, c.exit_code) << c.name << ": " << plain.err;
+    const std::string out = TempDir("program-" + c.name);
+    const Result r = Profiled(out, c.argv);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.name << ": " << r.err;
+    EXPECT_EQ(r.out, plain.out) << c.name;
+    EXPECT_FALSE(absl::StrContains(r.err, "Segmentation")) << c.name << ": " << r.err;
+  }
+}
+
+// The trace of a program that dlclose()d libnrt and opened it again holds both halves' calls.
+TEST(FaultTest, DlcloseAndReopenAreBothRecorded) {
+  const std::string out = TempDir("dlclose-trace");
+  const Result r = Profiled(out, Client("dlclose", 20));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string summary = ReadFile(out + "/summary.csv");
+  bool found = false;
+  for (absl::string_view line : absl::StrSplit(summary, '\n')) {
+    if (!absl::StartsWith(line, "nrt_execute,")) continue;
+    found = true;
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    EXPECT_EQ(cells.back(), "40") << line;
+  }
+  EXPECT_TRUE(found) << summary;
+}
+
+// 1,000 short threads: every call of every thread is in the trace or counted as dropped.
+TEST(FaultTest, AThousandShortThreadsLoseNothingUncounted) {
+  const std::string out = TempDir("threads-trace");
+  const Result r = Profiled(out, Client("threads", 1000));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string summary = ReadFile(out + "/summary.csv");
+  std::map<std::string, int64_t> calls;
+  for (absl::string_view line : absl::StrSplit(summary, '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    int64_t n = 0;
+    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
+  }
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"), "Events dropped: 0"))
+      << ReadFile(out + "/summary.txt");
+  EXPECT_EQ(calls["nrt_tensor_allocate"], 1000 + 3);  // the threads' and the session's
+  EXPECT_EQ(calls["nrt_tensor_write"], 1000);
+  EXPECT_EQ(calls["nrt_tensor_read"], 1000);
+  EXPECT_EQ(calls["nrt_tensor_free"], 1000);
+}
+
+// ---- The disk fills up while a trace is written ----
+
+// The daemon may write files of at most 64 KiB (RLIMIT_FSIZE, as a nearly full disk would
+// refuse): a small capture is written whole; a large one fails with an error the user sees,
+// and leaves no torn file behind: whatever trace file its folder holds is complete.
+TEST(FaultTest, AFullDiskNeverLeavesACorruptTrace) {
+  Daemon daemon("diskfull");
+  ASSERT_TRUE(daemon.Start(/*fsize_limit=*/64 * 1024));
+  const auto run = [&](const std::string& out, const std::vector<std::string>& command) {
+    std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                     "--out", out, "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return RunProcess(argv, kPlainEnv);
+  };
+  const auto complete = [&](const std::string& out) {
+    if (Exists(out + "/trace.json")) {
+      const Result json = RunProcess({"/usr/bin/python3", "-c",
+                                      "import json,sys; json.load(open(sys.argv[1]))",
+                                      out + "/trace.json"},
+                                     kPlainEnv);
+      EXPECT_EQ(json.exit_code, 0) << out << ": " << json.err;
+    }
+    if (Exists(out + "/trace.pftrace")) {
+      const Result pf = RunProcess(
+          {Runfile("client/nrtprof"), "summary", out + "/trace.pftrace", "--format", "csv"},
+          kPlainEnv);
+      EXPECT_EQ(pf.exit_code, 0) << out << ": " << pf.err;
+      EXPECT_TRUE(absl::StrContains(pf.out, "nrt_execute,")) << pf.out;
+    }
+    const Result ls = RunProcess({"/bin/ls", "-a", out}, kPlainEnv);
+    EXPECT_FALSE(absl::StrContains(ls.out, "tmp")) << "a temporary file left in " << out << ":\n"
+                                                   << ls.out;
+  };
+  const std::string small_out = daemon.dir() + "/small";
+  const Result small = run(small_out, Client("steady", 3));
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_TRUE(Exists(small_out + "/trace.pftrace"));
+  complete(small_out);
+
+  const std::string large_out = daemon.dir() + "/large";
+  const Result large = run(large_out, Client("steady", 3000));
+  EXPECT_TRUE(absl::StrContains(large.out, "checksum ")) << "the program itself ran: " << large.err;
+  // `nrtprof run` exits with the program's code; the failed capture is said on stderr.
+  EXPECT_EQ(large.exit_code, 0) << large.err;
+  EXPECT_TRUE(absl::StrContains(large.err, "nrtprof run: the capture was not written")) << large.err;
+  complete(large_out);
+  // The daemon lives on and serves the next capture.
+  const std::string next_out = daemon.dir() + "/next";
+  const Result next = run(next_out, Client("steady", 3));
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  complete(next_out);
+}
+
+}  // namespace
+}  // namespace nrtprof
