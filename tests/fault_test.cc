@@ -141,6 +141,69 @@ TEST(FaultTest, DaemonKilledAndRestartedMidRun) {
   EXPECT_GT(daemon.StatusFigure("events received:"), 0) << "the shim reconnected";
 }
 
+// Calls per libnrt function in a capture's summary.csv.
+std::map<std::string, int64_t> CallsByName(const std::string& capture_dir) {
+  std::map<std::string, int64_t> calls;
+  for (absl::string_view line : absl::StrSplit(ReadFile(capture_dir + "/summary.csv"), '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    int64_t n = 0;
+    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
+  }
+  return calls;
+}
+
+// Lossless mode, the daemon killed -9 mid-capture and started again: the new daemon carries
+// the capture on (its manifest), the shim spools while no daemon listens, and the trace holds
+// every call the program made.
+TEST(FaultTest, LosslessLosesNothingToADaemonKilledMidCapture) {
+  Daemon daemon("lossless-killed");
+  ASSERT_TRUE(daemon.Start());
+  const Result plain = RunProcess(Client("steady", 1500), kPlainEnv);
+  const std::string dir = TempDir("lossless-run");
+  const std::string out = dir + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--mode", "lossless", "--out", out, "--"};
+  for (const std::string& a : Client("steady", 1500)) argv.push_back(a);
+  Background run(argv, {{"NRT_SIM_TIME_SCALE", "1"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}},
+                 dir);
+  SleepMs(400);
+  ASSERT_TRUE(run.Running());
+  EXPECT_EQ(daemon.Stop(SIGKILL), 128 + SIGKILL);
+  SleepMs(300);
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  EXPECT_EQ(run.Wait(), 0) << run.err();
+  EXPECT_EQ(run.out(), plain.out);
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "was in progress when the daemon stopped"))
+      << daemon.log();
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_EQ(calls.count("nrt_execute") ? calls.at("nrt_execute") : 0, 1500) << run.err();
+  EXPECT_EQ(calls.count("nrt_tensor_write") ? calls.at("nrt_tensor_write") : 0, 3000);
+  EXPECT_EQ(calls.count("nrt_tensor_read") ? calls.at("nrt_tensor_read") : 0, 1500);
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"), "Events dropped: 0"))
+      << ReadFile(out + "/summary.txt");
+  // The spool is gone once the trace is written.
+  const Result ls = RunProcess({"/bin/ls", "-A", daemon.spool_dir()}, kPlainEnv);
+  EXPECT_EQ(ls.out, "") << ls.out;
+}
+
+// A spool that reaches its bound: what did not fit is counted (spool_full), never written
+// past the bound, and the trace says so.
+TEST(FaultTest, AFullSpoolIsCountedNotUnbounded) {
+  Daemon daemon("spool-full");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("spool-full") + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--mode", "lossless", "--out", out, "--"};
+  for (const std::string& a : Client("steady", 3000)) argv.push_back(a);
+  const Result r = RunProcess(argv, {{"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""},
+                                     {"LD_PRELOAD", ""}, {"NRTPROF_SPOOL_MAX_BYTES", "65536"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string summary = ReadFile(out + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(summary, "spool_full")) << summary;
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_LT(calls.count("nrt_execute") ? calls.at("nrt_execute") : 0, 3000) << summary;
+}
+
 // SIGSTOP for 10 s: a stopped daemon never makes the program wait (beyond the bounded exit
 // flush), and when it continues it serves the next program.
 TEST(FaultTest, DaemonStoppedForTenSeconds) {

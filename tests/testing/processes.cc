@@ -84,13 +84,13 @@ Daemon::Daemon(const std::string& name) : dir_(TempDir(name)) {
 Daemon::~Daemon() {
   Stop(SIGKILL);
   unlink(socket_.c_str());
-  rmdir(socket_dir_.c_str());
+  RunProcess({"/bin/rm", "-rf", socket_dir_});
 }
 
 bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit) {
   int ready[2];
   if (pipe(ready) != 0) return false;
-  log_ = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
+  const std::string log = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
   std::vector<std::string> argv = {Runfile("daemon/nrtprofd"), "--socket=" + socket_,
                                    "--ready_fd=" + std::to_string(ready[1]),
                                    "--output_root=" + dir_ + "/captures"};
@@ -98,7 +98,7 @@ bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit) 
   pid_ = fork();
   if (pid_ == 0) {
     close(ready[0]);
-    dup2(open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    dup2(open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
     if (fsize_limit > 0) {
       const rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
       setrlimit(RLIMIT_FSIZE, &limit);
@@ -126,7 +126,11 @@ void Daemon::Signal(int sig) {
   if (pid_ > 0) kill(pid_, sig);
 }
 
-std::string Daemon::log() const { return ReadFile(log_); }
+std::string Daemon::log() const {
+  std::string all;
+  for (int i = 1; i <= starts_; ++i) all += ReadFile(dir_ + "/nrtprofd." + std::to_string(i) + ".log");
+  return all;
+}
 
 int64_t Daemon::StatusFigure(const std::string& label) {
   const Result r = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr()},

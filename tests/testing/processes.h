@@ -57,12 +57,15 @@ class Daemon {
   pid_t pid() const { return pid_; }
   std::string addr() const { return "unix:" + socket_; }
   std::string dir() const { return dir_; }
+  // Its spool folder: spool/ beside the socket (the daemon's default).
+  std::string spool_dir() const { return socket_dir_ + "/spool"; }
+  // What it wrote on stderr, all its starts together.
   std::string log() const;
   // `nrtprof status`'s figure on the line that starts with `label`, or -1 (a test failure).
   int64_t StatusFigure(const std::string& label);
 
  private:
-  std::string dir_, socket_dir_, socket_, log_;
+  std::string dir_, socket_dir_, socket_;
   pid_t pid_ = -1;
   int starts_ = 0;
 };
