@@ -279,14 +279,15 @@ nrtprof::DropCounters Flusher::Drops() {
     ring_full += ts->ring->dropped();
   }
   pthread_mutex_unlock(&core_->registry_mu);
+  uint64_t device_lost = device_parser_.overwritten_total();
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    ring_full += documents_dropped_;
+    device_lost += documents_dropped_;  // device events fetched but never parsed
   }
   nrtprof::DropCounters drops;
   drops.set_ring_full(ring_full);
   drops.set_daemon_away(daemon_away_);
-  drops.set_device_overwritten(device_parser_.overwritten_total());
+  drops.set_device_overwritten(device_lost);
   drops.set_oversized(oversized_);
   drops.set_spool_full(spool_full_);
   return drops;
