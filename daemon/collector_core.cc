@@ -418,7 +418,7 @@ nrtprof::StatusReply CollectorCore::Status() {
 }
 
 std::vector<std::string> CollectorCore::RecoverCaptures() {
-  std::vector<std::string> lines;
+  std::vector<std::string> lines = RemoveOrphanSpools(options_.spool_dir);
   std::vector<CaptureManifest> manifests = ReadCaptureManifests(options_.spool_dir, &lines);
   std::lock_guard<std::mutex> lock(mu_);
   for (CaptureManifest& m : manifests) {

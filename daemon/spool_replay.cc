@@ -1,6 +1,8 @@
 #include "daemon/spool_replay.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -135,6 +137,26 @@ void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
                      processes->end());
     processes->push_back(ingest.TakeCapture());
   }
+}
+
+std::vector<std::string> RemoveOrphanSpools(const std::string& spool_dir) {
+  std::vector<std::string> lines;
+  if (spool_dir.empty()) return lines;
+  const std::vector<std::string> names = FilesIn(spool_dir);
+  for (const std::string& name : names) {
+    const std::string capture = CaptureOfSpoolFile(name);
+    if (capture.empty()) continue;
+    if (std::find(names.begin(), names.end(), capture + kManifestSuffix) != names.end()) continue;
+    // <capture>.<pid>.<start>.spool: a process still alive may still be writing it.
+    const std::vector<std::string> parts = absl::StrSplit(name, '.');
+    int pid = 0;
+    if (parts.size() < 4 || !absl::SimpleAtoi(parts[parts.size() - 3], &pid) || pid <= 0) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (unlink((spool_dir + "/" + name).c_str()) == 0) {
+      lines.push_back(absl::StrCat("removed spool ", name, ": its capture is not in progress and its process is gone"));
+    }
+  }
+  return lines;
 }
 
 void RemoveCaptureSpool(const std::string& spool_dir, const std::string& capture_id) {

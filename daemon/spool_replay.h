@@ -40,6 +40,10 @@ void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
                  const IngestLimits& limits, std::vector<ProcessCapture>* processes,
                  std::vector<std::string>* problems);
 
+// Removes the spool files of captures that have no manifest (no daemon will read them) whose
+// process is gone; returns a line for each, for the log.
+std::vector<std::string> RemoveOrphanSpools(const std::string& spool_dir);
+
 // Removes the capture's manifest and spool files once its trace is written.
 void RemoveCaptureSpool(const std::string& spool_dir, const std::string& capture_id);
 

@@ -148,5 +148,23 @@ TEST(SpoolReplayTest, ManifestsComeBackAndAreRemovedWithTheSpools) {
   EXPECT_TRUE(processes.empty()) << "the spool went with the manifest";
 }
 
+TEST(SpoolReplayTest, OrphanSpoolsOfGoneProcessesAreRemoved) {
+  const std::string dir = TempDir();
+  // No manifest for "cap": a spool of a live process (this one) stays, one of a process that
+  // cannot exist goes; a capture with a manifest keeps its spools.
+  SpoolWriter live, gone, kept;
+  std::string error;
+  ASSERT_TRUE(live.Open(dir, SpoolFileName("cap", static_cast<uint32_t>(getpid()), 1), 1 << 20, &error));
+  ASSERT_TRUE(gone.Open(dir, SpoolFileName("cap", 0x7ffffff0u, 1), 1 << 20, &error));
+  ASSERT_TRUE(kept.Open(dir, SpoolFileName("other", 0x7ffffff0u, 1), 1 << 20, &error));
+  ASSERT_TRUE(WriteCaptureManifest(dir, {"other", "/out", 0}).ok());
+  const std::vector<std::string> lines = RemoveOrphanSpools(dir);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(SpoolFileName("cap", 0x7ffffff0u, 1)), std::string::npos) << lines[0];
+  EXPECT_EQ(access(live.path().c_str(), F_OK), 0);
+  EXPECT_NE(access(gone.path().c_str(), F_OK), 0);
+  EXPECT_EQ(access(kept.path().c_str(), F_OK), 0);
+}
+
 }  // namespace
 }  // namespace nrtprof::daemon
