@@ -207,6 +207,7 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
     Capture& c = *capture->second;
     c.members.erase(std::find(c.members.begin(), c.members.end(), s.get()));
     c.finished.push_back(s->ingest.TakeCapture());
+    c.finished.back().stream_closed = true;
   }
   cv_.notify_all();
 }

@@ -257,6 +257,13 @@ TEST_F(CollectorCoreTest, AClosedStreamCountsAsDone) {
   absl::StatusOr<nrtprof::CaptureFiles> files = stopped.get();
   ASSERT_TRUE(files.ok()) << files.status();
   EXPECT_EQ(Pids(sink_.traces[0]), (std::set<uint32_t>{7, 8}));
+  // The crashed one is marked: what it never sent is missing, and the table says so.
+  for (const ProcessTrace& p : sink_.traces[0].processes) {
+    EXPECT_EQ(p.cut_off, p.pid == 7) << p.pid;
+  }
+  EXPECT_NE(files->summary_text().find("Processes cut off: 1 ended before their last events"),
+            std::string::npos)
+      << files->summary_text();
 }
 
 TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {

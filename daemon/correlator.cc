@@ -202,6 +202,7 @@ class ProcessCorrelator {
     out_.drops = in_.drops;
     out_.events_received = in_.events_received;
     out_.batches_missing = in_.batches_missing;
+    out_.cut_off = in_.stream_closed && !in_.final;
     for (const IngestedModel& m : in_.models) out_.models.push_back(m.file);
 
     std::vector<const IngestedEvent*> ranges, calls, device;

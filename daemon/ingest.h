@@ -96,6 +96,7 @@ struct ProcessCapture {
   // CLOCK_REALTIME - CLOCK_MONOTONIC from the latest clock sample; 0 if none came.
   int64_t realtime_offset_ns = 0;
   bool final = false;  // the process said it was exiting
+  bool stream_closed = false;  // the stream ended before the capture was taken
 };
 
 class ProcessIngest {

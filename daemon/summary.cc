@@ -89,6 +89,7 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     }
   }
   summary->drops += p.drops;
+  if (p.cut_off) ++summary->cut_off_processes;
 }
 
 // ---- Formatting ------------------------------------------------------------------------
@@ -185,6 +186,11 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
                     " in ", s.uncorrelated_device_events, " device events (in no row)\n");
   }
   absl::StrAppend(&out, "Events dropped: ", s.drops.total(), DropsDetail(s.drops), "\n");
+  if (s.cut_off_processes != 0) {
+    absl::StrAppend(&out, "Processes cut off: ", s.cut_off_processes,
+                    " ended before their last events arrived (killed, or the exit flush ran out "
+                    "of time); what they had not sent is missing and not counted above\n");
+  }
   return out;
 }
 
@@ -266,6 +272,7 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
                   ",\n  \"self_device_total_ns\": ", s.self_device_total_ns,
                   ",\n  \"uncorrelated_device_events\": ", s.uncorrelated_device_events,
                   ",\n  \"uncorrelated_device_ns\": ", s.uncorrelated_device_ns,
+                  ",\n  \"cut_off_processes\": ", s.cut_off_processes,
                   ",\n  \"events_dropped\": {\"total\": ", d.total(),
                   ", \"ring_full\": ", d.ring_full, ", \"daemon_away\": ", d.daemon_away,
                   ", \"spool_full\": ", d.spool_full,
@@ -602,7 +609,8 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   }
   for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
            {"uncorrelated_device_events", &s.uncorrelated_device_events},
-           {"uncorrelated_device_ns", &s.uncorrelated_device_ns}}) {
+           {"uncorrelated_device_ns", &s.uncorrelated_device_ns},
+           {"cut_off_processes", &s.cut_off_processes}}) {
     if (absl::Status st = Count(*doc, key, false, field); !st.ok()) return st;
   }
   if (const Json* d = doc->Find("events_dropped"); d != nullptr) {

@@ -52,6 +52,9 @@ struct Summary {
   uint64_t uncorrelated_device_events = 0;
   uint64_t uncorrelated_device_ns = 0;
   DropCounts drops;  // summed over the processes
+  // Processes whose stream ended without their final batch: their last events are missing,
+  // uncounted (ProcessTrace::cut_off).
+  uint64_t cut_off_processes = 0;
 };
 
 enum class SummarySortKey { kSelfDevice, kDeviceTotal, kSelfCpu, kCpuTotal, kCalls, kName };

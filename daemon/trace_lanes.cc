@@ -434,6 +434,7 @@ std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
   for (const DropCounter& c : DropCounters(p.drops)) args.push_back(UintArg(c.arg_name, c.value));
   args.push_back(UintArg("device_uncorrelated", p.device_uncorrelated));
   args.push_back(UintArg("batches_missing", p.batches_missing));
+  args.push_back(UintArg("cut_off", p.cut_off ? 1 : 0));
   return args;
 }
 

@@ -113,6 +113,9 @@ struct ProcessTrace {
   // Batches the shim numbered but the daemon never received (sequence gaps): their events are
   // missing and not in `drops`, since their count is unknown.
   uint64_t batches_missing = 0;
+  // The process's stream ended without its final batch (it died, or its exit flush ran out of
+  // time): what it had not sent yet is missing and not in `drops`, since its count is unknown.
+  bool cut_off = false;
 };
 
 struct Trace {

@@ -2,13 +2,13 @@
 
 load("//common:copts.bzl", "NRTPROF_COPTS")
 
-def load_test(name, processes_threads_rate_seconds, size = "medium", tags = []):
+def load_test(name, processes_threads_rate_seconds, mode = "best_effort", size = "medium", tags = []):
     native.cc_test(
         name = name,
         size = size,
         srcs = ["load_test.cc"],
         copts = NRTPROF_COPTS,
-        env = {"NRTPROF_LOAD": processes_threads_rate_seconds},
+        env = {"NRTPROF_LOAD": processes_threads_rate_seconds, "NRTPROF_LOAD_MODE": mode},
         tags = tags,
         data = [
             ":fault_client",

@@ -3,9 +3,10 @@
 // are right (each checks its own), every runtime call the programs made is in the trace or
 // counted as dropped, and the daemon's memory stays within a bound of what it holds.
 //
-// NRTPROF_LOAD="P,T,R,S" sets the load (tests/BUILD: a small one in the suite, the issue's
-// 64,8,1000,60 as //tests:load_test_full). Device events are not in the accounting: the
-// programs cannot count what the runtime records for them.
+// NRTPROF_LOAD="P,T,R,S" sets the load and NRTPROF_LOAD_MODE the shim's mode (tests/BUILD: a
+// small load in the suite, the 64,8,1000,60 as //tests:load_test_full and
+// load_test_full_lossless). Device events are not in the accounting: the programs cannot count
+// what the runtime records for them.
 #include <signal.h>
 #include <unistd.h>
 
@@ -83,7 +84,9 @@ TEST(LoadTest, EveryCallIsInTheTraceOrCountedAndTheDaemonStaysBounded) {
   Daemon daemon("load-daemon");
   ASSERT_TRUE(daemon.Start({"--max_events_per_process=4000000"}));
   const std::string out = dir + "/capture";
-  Background run({Runfile("client/nrtprof"), "run", "--addr", daemon.addr(), "--out", out, "--",
+  const char* mode = getenv("NRTPROF_LOAD_MODE");
+  Background run({Runfile("client/nrtprof"), "run", "--addr", daemon.addr(), "--mode",
+                  mode != nullptr && mode[0] != '\0' ? mode : "best_effort", "--out", out, "--",
                   "/bin/sh", script},
                  {{"NRT_SIM_TIME_SCALE", "0.1"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}}, dir);
   int64_t peak_rss_kib = 0;
@@ -121,8 +124,19 @@ TEST(LoadTest, EveryCallIsInTheTraceOrCountedAndTheDaemonStaysBounded) {
       static_cast<uint64_t>(Number(drops, "ring_full") + Number(drops, "daemon_away") +
                             Number(drops, "oversized") + Number(drops, "spool_full"));
   EXPECT_EQ(Number(drops, "daemon_overflow"), 0) << "the daemon's per-process bound was reached";
-  EXPECT_EQ(recorded + host_dropped, calls)
-      << "recorded " << recorded << ", dropped " << host_dropped << ", made " << calls;
+  // Exact while nothing is dropped on the way: the drop counters count the events of dropped
+  // batches, device events among them, so with drops the sum can only be compared, not equal.
+  EXPECT_EQ(Number(summary, "cut_off_processes"), 0) << "processes ended before all they had was sent";
+  if (host_dropped == 0) {
+    EXPECT_EQ(recorded, calls) << "nothing dropped, yet calls are missing";
+  } else {
+    EXPECT_GE(recorded + host_dropped, calls)
+        << "recorded " << recorded << ", dropped " << host_dropped << ", made " << calls;
+  }
+  printf("drops: ring_full %.0f, daemon_away %.0f, oversized %.0f, spool_full %.0f, "
+         "device_overwritten %.0f\n",
+         Number(drops, "ring_full"), Number(drops, "daemon_away"), Number(drops, "oversized"),
+         Number(drops, "spool_full"), Number(drops, "device_overwritten"));
 
   // The daemon holds what it received and not much more: at most 1 KiB an event over a
   // 256 MiB base.
