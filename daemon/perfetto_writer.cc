@@ -194,11 +194,11 @@ struct EdgeSource {
 
 class TraceEncoder {
  public:
-  TraceEncoder(const Trace& trace, AtomicFile* file, int deflate_level)
-      : trace_(trace), sink_(file, deflate_level) {}
+  TraceEncoder(const Trace& trace, const TraceLanes& lanes, AtomicFile* file, int deflate_level)
+      : trace_(trace), lanes_(lanes), sink_(file, deflate_level) {}
 
   absl::Status Encode() {
-    TraceLanes lanes = BuildLanes(trace_);
+    const TraceLanes& lanes = lanes_;
     last_ts_ = lanes.first_ns;
     absl::Status s = WriteClockSnapshot(lanes.first_ns);
     for (const ProcessLanes& p : lanes.processes) {
@@ -340,11 +340,13 @@ class TraceEncoder {
   }
 
   uint64_t AnnotationNameIid(const char* name) {
-    auto known = annotation_name_ptrs_.find(name);
-    if (known != annotation_name_ptrs_.end()) return known->second;
+    // A few dozen static names at most: a scan of their addresses beats hashing the text.
+    for (const auto& [ptr, iid] : annotation_name_ptrs_) {
+      if (ptr == name) return iid;
+    }
     auto [it, added] = annotation_names_.emplace(name, annotation_names_.size() + 1);
     if (added) AddInternedEntry(interned::kAnnotationNames, it->second, name);
-    annotation_name_ptrs_.emplace(name, it->second);
+    annotation_name_ptrs_.emplace_back(name, it->second);
     return it->second;
   }
 
@@ -389,7 +391,8 @@ class TraceEncoder {
                           &event_);
         AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
         AppendVarintField(track_event::kNameIid, EventNameIid(*slice.name), &event_);
-        AddAnnotations(slice.args);
+        SliceArgs(slice, &args_, &arg_text_);
+        AddAnnotations(args_);
         for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
         for (uint64_t id : slice.terminating_flow_ids) {
           AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
@@ -425,6 +428,7 @@ class TraceEncoder {
   }
 
   const Trace& trace_;
+  const TraceLanes& lanes_;
   PacketSink sink_;
   bool first_packet_ = true;
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
@@ -432,19 +436,22 @@ class TraceEncoder {
   std::vector<EdgeSource> sources_;
   std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's strings
   std::unordered_map<std::string_view, uint64_t> annotation_names_;
-  std::unordered_map<const char*, uint64_t> annotation_name_ptrs_;  // static names, by address
+  std::vector<std::pair<const char*, uint64_t>> annotation_name_ptrs_;  // static names
   // Scratch buffers, reused from packet to packet.
+  std::vector<SliceArg> args_;
+  std::string arg_text_;
   std::string event_, interned_, entry_, annotation_, packet_, message_;
 };
 
 }  // namespace
 
-absl::Status PerfettoWriter::Write(const Trace& trace, const std::string& output_dir,
-                                   std::vector<std::string>* files) {
+absl::Status PerfettoWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                                        const std::string& output_dir,
+                                        std::vector<std::string>* files) {
   AtomicFile file;
   absl::Status s = file.Open(absl::StrCat(output_dir, "/", kFileName));
   if (!s.ok()) return s;
-  s = TraceEncoder(trace, &file, options_.deflate_level).Encode();
+  s = TraceEncoder(trace, lanes, &file, options_.deflate_level).Encode();
   if (!s.ok()) return s;  // the temporary file goes with `file`
   s = file.Commit();
   if (!s.ok()) return s;

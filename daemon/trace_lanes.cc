@@ -22,11 +22,11 @@ uint64_t EndOf(uint64_t start, uint64_t duration) {
              : start + duration;
 }
 
-SliceArg StringArg(const char* name, std::string value) {
+SliceArg StringArg(const char* name, std::string_view value) {
   SliceArg a;
   a.name = name;
   a.type = SliceArg::Type::kString;
-  a.string_value = std::move(value);
+  a.string_value = value;
   return a;
 }
 
@@ -46,67 +46,66 @@ SliceArg IntArg(const char* name, int64_t value) {
   return a;
 }
 
-std::vector<SliceArg> CallArgs(const ApiCall& c) {
-  std::vector<SliceArg> args;
-  args.reserve(6);  // enough for all but the rarest calls: one allocation per slice
-  args.push_back(IntArg("status", c.status));
-  args.push_back(UintArg("correlation_id", c.correlation_id));
-  if (c.bytes != 0) args.push_back(UintArg("bytes", c.bytes));
-  if (!c.model_name.empty()) args.push_back(StringArg("model", c.model_name));
-  if (!c.tensor_name.empty()) args.push_back(StringArg("tensor", c.tensor_name));
-  if (c.nc_idx >= 0) args.push_back(IntArg("nc", c.nc_idx));
-  if (c.repeat != 0) args.push_back(UintArg("repeat", c.repeat));
+void CallArgs(const ApiCall& c, std::vector<SliceArg>* args, std::string* text) {
+  args->push_back(IntArg("status", c.status));
+  args->push_back(UintArg("correlation_id", c.correlation_id));
+  if (c.bytes != 0) args->push_back(UintArg("bytes", c.bytes));
+  if (!c.model_name.empty()) args->push_back(StringArg("model", c.model_name));
+  if (!c.tensor_name.empty()) args->push_back(StringArg("tensor", c.tensor_name));
+  if (c.nc_idx >= 0) args->push_back(IntArg("nc", c.nc_idx));
+  if (c.repeat != 0) args->push_back(UintArg("repeat", c.repeat));
   // Innermost frame first, as a call site reads: "f <- caller <- caller's caller".
-  if (!c.stack.empty()) args.push_back(StringArg("stack", absl::StrJoin(c.stack, " <- ")));
-  return args;
+  if (!c.stack.empty()) {
+    *text = absl::StrJoin(c.stack, " <- ");
+    args->push_back(StringArg("stack", *text));
+  }
 }
 
 // Work inside an execution (parent != 0) shares the execution's model, correlation id and
 // submitting thread: those are on the execution's slice only. An engine op is drawn inside its
 // execution, so its exec_id is left out too; a DMA sits on another track and keeps its exec_id
 // to say which execution it served.
-std::vector<SliceArg> DeviceArgs(const DeviceEvent& e) {
-  std::vector<SliceArg> args;
+void DeviceArgs(const DeviceEvent& e, std::vector<SliceArg>* args) {
   const bool child = e.parent != 0;
   const bool dma = e.kind == DeviceEventKind::kDma;
-  args.reserve(5);  // the most a device slice has
-  if (!child && !e.model_name.empty()) args.push_back(StringArg("model", e.model_name));
-  if (dma ? e.exec_id != 0 : !child) args.push_back(UintArg("exec_id", e.exec_id));
-  if (!e.engine.empty()) args.push_back(StringArg("engine", e.engine));
-  if (dma) args.push_back(UintArg("bytes", e.bytes));
-  if (!e.tensor_name.empty()) args.push_back(StringArg("tensor", e.tensor_name));
+  if (!child && !e.model_name.empty()) args->push_back(StringArg("model", e.model_name));
+  if (dma ? e.exec_id != 0 : !child) args->push_back(UintArg("exec_id", e.exec_id));
+  if (!e.engine.empty()) args->push_back(StringArg("engine", e.engine));
+  if (dma) args->push_back(UintArg("bytes", e.bytes));
+  if (!e.tensor_name.empty()) args->push_back(StringArg("tensor", e.tensor_name));
   if (!child && e.correlation_id != 0) {
-    args.push_back(UintArg("correlation_id", e.correlation_id));
+    args->push_back(UintArg("correlation_id", e.correlation_id));
   }
   if (!child && e.submitting_tid != 0) {
-    args.push_back(UintArg("submitting_tid", e.submitting_tid));
+    args->push_back(UintArg("submitting_tid", e.submitting_tid));
   }
-  return args;
 }
 
 // One slice before nesting: where it comes from and its raw interval.
 struct PendingSlice {
   NestInterval interval;
   const std::string* name = nullptr;
-  std::vector<SliceArg> args;
+  const ApiCall* call = nullptr;
+  const DeviceEvent* device = nullptr;
   LaneSlice** back_pointer = nullptr;  // where to record the slice's final address, if wanted
 };
 
 // Nests `pending` into `lane`; records each slice's address through its back_pointer.
 // The lane's slices vector must not grow afterwards.
-void FillLane(std::vector<PendingSlice> pending, Lane* lane) {
+void FillLane(const std::vector<PendingSlice>& pending, Lane* lane) {
   std::vector<NestInterval> intervals;
   intervals.reserve(pending.size());
   for (const PendingSlice& p : pending) intervals.push_back(p.interval);
   std::vector<size_t> order = NestIntervals(&intervals);
   lane->slices.resize(order.size());
   for (size_t k = 0; k < order.size(); ++k) {
-    PendingSlice& p = pending[order[k]];
+    const PendingSlice& p = pending[order[k]];
     LaneSlice& s = lane->slices[k];
     s.name = p.name;
     s.start_ns = intervals[order[k]].start_ns;
     s.end_ns = intervals[order[k]].end_ns;
-    s.args = std::move(p.args);
+    s.call = p.call;
+    s.device = p.device;
     if (p.back_pointer != nullptr) *p.back_pointer = &s;
   }
 }
@@ -169,7 +168,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     // Runtime calls never nest (the shim does not record calls made inside a call), so no ids.
     s.interval = {c.start_ns, EndOf(c.start_ns, c.duration_ns), 0, 0};
     s.name = &c.name;
-    s.args = CallArgs(c);
+    s.call = &c;
     s.back_pointer = &call_slice[i];
     threads[c.tid].second.push_back(std::move(s));
   }
@@ -180,7 +179,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
     s.interval = {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent};
     s.name = &e.name;
-    s.args = DeviceArgs(e);
+    s.device = &e;
     s.back_pointer = &device_slice[i];
     auto& lanes = cores[e.nc_idx];
     (is_dma ? lanes.second : lanes.first).push_back(std::move(s));
@@ -195,8 +194,8 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     if (name != p.thread_names.end() && !name->second.empty()) lanes.name = &name->second;
     lanes.framework.kind = LaneKind::kFramework;
     lanes.runtime.kind = LaneKind::kRuntime;
-    FillLane(std::move(pending.first), &lanes.framework);
-    FillLane(std::move(pending.second), &lanes.runtime);
+    FillLane(pending.first, &lanes.framework);
+    FillLane(pending.second, &lanes.runtime);
     NoteStart(lanes.framework, &out);
     NoteStart(lanes.runtime, &out);
   }
@@ -207,8 +206,8 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     lanes.nc_idx = nc;
     lanes.executions.kind = LaneKind::kExecutions;
     lanes.dma.kind = LaneKind::kDma;
-    FillLane(std::move(pending.first), &lanes.executions);
-    FillLane(std::move(pending.second), &lanes.dma);
+    FillLane(pending.first, &lanes.executions);
+    FillLane(pending.second, &lanes.dma);
     NoteStart(lanes.executions, &out);
     NoteStart(lanes.dma, &out);
   }
@@ -399,6 +398,7 @@ TraceLanes BuildLanes(const Trace& trace) {
   TraceLanes out;
   uint64_t next_flow_id = 1;
   bool any = false;
+  out.processes.reserve(trace.processes.size());
   for (const ProcessTrace& p : trace.processes) {
     out.processes.push_back(BuildProcessLanes(p, &next_flow_id));
     const ProcessLanes& lanes = out.processes.back();
@@ -408,7 +408,14 @@ TraceLanes BuildLanes(const Trace& trace) {
     }
   }
   if (!any) out.first_ns = trace.start_ns;
+  out.flows = next_flow_id - 1;
   return out;
+}
+
+void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text) {
+  args->clear();
+  if (slice.call != nullptr) CallArgs(*slice.call, args, text);
+  if (slice.device != nullptr) DeviceArgs(*slice.device, args);
 }
 
 std::vector<DropCounter> DropCounters(const DropCounts& d) {
