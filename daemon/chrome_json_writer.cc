@@ -154,10 +154,14 @@ class JsonEncoder {
       const size_t i = heads.top().second;
       heads.pop();
       Source& source = sources_[i];
-      AppendEntries(source);
-      ++source.next;
+      // A source stays in front while its next entry still sorts before every other head.
+      do {
+        AppendEntries(source);
+        ++source.next;
+        s = MaybeFlush();
+      } while (s.ok() && !source.done() &&
+               (heads.empty() || Head{source.ts(), i} < heads.top()));
       if (!source.done()) heads.push({source.ts(), i});
-      s = MaybeFlush();
     }
     if (!s.ok()) return s;
     out_.append("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");

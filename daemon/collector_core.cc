@@ -340,7 +340,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
 
   // Correlating and writing take a while: no lock, so streams and other captures go on.
-  const Trace trace = Correlate(capture->id, capture->finished,
+  const Trace trace = Correlate(capture->id, std::move(capture->finished),
                                 clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
   // The raw events are in the Trace now: give their memory back before the writers take theirs.
   std::vector<ProcessCapture>().swap(capture->finished);

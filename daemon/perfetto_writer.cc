@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <queue>
 #include <string>
@@ -67,33 +69,68 @@ constexpr uint32_t kVarint = 0;
 constexpr uint32_t kFixed64 = 1;
 constexpr uint32_t kLengthDelimited = 2;
 
-// The protobuf wire encoding of the fields we write, appended to a string.
-void AppendVarint(uint64_t v, std::string* out) {
+// A byte buffer written through a raw pointer: room for a whole field is made once, then its
+// bytes are stored without a check each, as protobuf's own encoders do (appending to a
+// std::string byte by byte, or field by field, was a good part of the writer's time).
+class Bytes {
+ public:
+  void clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  char* data() { return buf_.data(); }
+  absl::string_view view() const { return absl::string_view(buf_.data(), size_); }
+  std::string_view std_view() const { return std::string_view(buf_.data(), size_); }
+  // At least n bytes writable from the returned pointer, until Commit.
+  char* Room(size_t n) {
+    if (size_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, size_ + n));
+    return buf_.data() + size_;
+  }
+  void Commit(const char* end) { size_ = static_cast<size_t>(end - buf_.data()); }
+
+ private:
+  std::string buf_;  // its size is the capacity; size_ bytes are in use
+  size_t size_ = 0;
+};
+
+// The protobuf wire encoding of the fields we write, appended to a Bytes.
+constexpr size_t kMaxVarint = 10;
+
+char* PutVarint(uint64_t v, char* p) {
   while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
+    *p++ = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<char>(v));
+  *p++ = static_cast<char>(v);
+  return p;
 }
 
-void AppendTag(uint32_t field, uint32_t wire_type, std::string* out) {
-  AppendVarint((uint64_t{field} << 3) | wire_type, out);
+char* PutTag(uint32_t field, uint32_t wire_type, char* p) {
+  return PutVarint((uint64_t{field} << 3) | wire_type, p);
 }
 
-void AppendVarintField(uint32_t field, uint64_t v, std::string* out) {
-  AppendTag(field, kVarint, out);
-  AppendVarint(v, out);
+void AppendVarint(uint64_t v, Bytes* out) { out->Commit(PutVarint(v, out->Room(kMaxVarint))); }
+
+void AppendTag(uint32_t field, uint32_t wire_type, Bytes* out) {
+  out->Commit(PutTag(field, wire_type, out->Room(kMaxVarint)));
 }
 
-void AppendBytesField(uint32_t field, std::string_view bytes, std::string* out) {
-  AppendTag(field, kLengthDelimited, out);
-  AppendVarint(bytes.size(), out);
-  out->append(bytes.data(), bytes.size());
+void AppendVarintField(uint32_t field, uint64_t v, Bytes* out) {
+  char* p = PutTag(field, kVarint, out->Room(2 * kMaxVarint));
+  out->Commit(PutVarint(v, p));
 }
 
-void AppendFixed64Field(uint32_t field, uint64_t v, std::string* out) {
-  AppendTag(field, kFixed64, out);
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+// `bytes` must not be in *out.
+void AppendBytesField(uint32_t field, std::string_view bytes, Bytes* out) {
+  char* p = PutTag(field, kLengthDelimited, out->Room(2 * kMaxVarint + bytes.size()));
+  p = PutVarint(bytes.size(), p);
+  if (!bytes.empty()) memcpy(p, bytes.data(), bytes.size());
+  out->Commit(p + bytes.size());
+}
+
+void AppendFixed64Field(uint32_t field, uint64_t v, Bytes* out) {
+  char* p = PutTag(field, kFixed64, out->Room(kMaxVarint + 8));
+  for (int i = 0; i < 8; ++i) *p++ = static_cast<char>(v >> (8 * i));
+  out->Commit(p);
 }
 
 // Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
@@ -114,7 +151,7 @@ class PacketSink {
       absl::Status s = Flush();
       record_.clear();
       AppendBytesField(kTracePacketField, packet_bytes, &record_);
-      return s.ok() ? file_->Append(record_) : s;
+      return s.ok() ? file_->Append(record_.view()) : s;
     }
     AppendBytesField(kTracePacketField, packet_bytes, &pending_);
     if (pending_.size() >= kBundleBytes) return Flush();
@@ -124,7 +161,7 @@ class PacketSink {
   // Writes what is pending; after it, the file ends at a record boundary.
   absl::Status Flush() {
     if (pending_.empty()) return absl::OkStatus();
-    absl::Status s = level_ > 0 ? WriteBundle() : file_->Append(pending_);
+    absl::Status s = level_ > 0 ? WriteBundle() : file_->Append(pending_.view());
     pending_.clear();
     return s;
   }
@@ -146,22 +183,24 @@ class PacketSink {
     if (deflate(&zs_, Z_FINISH) != Z_STREAM_END) return absl::InternalError("deflate failed");
     deflated_.resize(deflated_.size() - zs_.avail_out);
     // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
-    std::string packet_header;
+    Bytes packet_header;
     AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
     AppendVarint(deflated_.size(), &packet_header);
     record_.clear();
     AppendTag(kTracePacketField, kLengthDelimited, &record_);
     AppendVarint(packet_header.size() + deflated_.size(), &record_);
-    record_ += packet_header;
-    absl::Status s = file_->Append(record_);
+    char* p = record_.Room(packet_header.size());
+    memcpy(p, packet_header.data(), packet_header.size());
+    record_.Commit(p + packet_header.size());
+    absl::Status s = file_->Append(record_.view());
     return s.ok() ? file_->Append(deflated_) : s;
   }
 
   AtomicFile* const file_;
   const int level_;
-  std::string pending_;  // records not yet written
+  Bytes pending_;  // records not yet written
   std::string deflated_;
-  std::string record_;
+  Bytes record_;
   z_stream zs_{};
   bool zlib_ready_ = false;
 };
@@ -214,9 +253,14 @@ class TraceEncoder {
     while (s.ok() && !heads.empty()) {
       const size_t i = heads.top().second;
       heads.pop();
-      s = WriteEdge(sources_[i]);
-      ++sources_[i].next;
-      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
+      EdgeSource& source = sources_[i];
+      // A source stays in front while its next edge still sorts before every other head.
+      do {
+        s = WriteEdge(source);
+        ++source.next;
+      } while (s.ok() && !source.done() &&
+               (heads.empty() || Head{source.ts(), i} < heads.top()));
+      if (!source.done()) heads.push({source.ts(), i});
     }
     if (s.ok()) s = sink_.Flush();
     return s;
@@ -354,7 +398,7 @@ class TraceEncoder {
     entry_.clear();
     AppendVarintField(interned::kIid, iid, &entry_);
     AppendBytesField(interned::kName, name, &entry_);
-    AppendBytesField(table, entry_, &interned_);
+    AppendBytesField(table, entry_.std_view(), &interned_);
   }
 
   void AddAnnotations(const std::vector<SliceArg>& args) {
@@ -373,7 +417,7 @@ class TraceEncoder {
                             &annotation_);
           break;
       }
-      AppendBytesField(track_event::kDebugAnnotations, annotation_, &event_);
+      AppendBytesField(track_event::kDebugAnnotations, annotation_.std_view(), &event_);
     }
   }
 
@@ -420,11 +464,13 @@ class TraceEncoder {
       AppendVarintField(packet::kTimestamp, ts, &packet_);
       AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
     }
-    AppendBytesField(packet::kTrackEvent, event_, &packet_);
-    if (!interned_.empty()) AppendBytesField(packet::kInternedData, interned_, &packet_);
+    AppendBytesField(packet::kTrackEvent, event_.std_view(), &packet_);
+    if (!interned_.empty()) {
+      AppendBytesField(packet::kInternedData, interned_.std_view(), &packet_);
+    }
     AppendVarintField(packet::kSequenceId, PerfettoWriter::kSequenceId, &packet_);
     AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
-    return sink_.Add(packet_);
+    return sink_.Add(packet_.std_view());
   }
 
   const Trace& trace_;
@@ -440,7 +486,8 @@ class TraceEncoder {
   // Scratch buffers, reused from packet to packet.
   std::vector<SliceArg> args_;
   std::string arg_text_;
-  std::string event_, interned_, entry_, annotation_, packet_, message_;
+  Bytes event_, interned_, entry_, annotation_, packet_;
+  std::string message_;
 };
 
 }  // namespace

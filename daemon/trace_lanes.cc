@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -213,9 +212,14 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   }
 
   // Flows: one per correlation id, range -> call -> executions/transfers, in time order.
-  std::unordered_map<uint64_t, size_t> range_by_id;
+  // Range ids to indices, sorted (the correlator numbers ranges in order, so usually they are
+  // already); for an id given twice, the first range is the one named.
+  std::vector<std::pair<uint64_t, size_t>> range_by_id;
   range_by_id.reserve(p.ranges.size());
-  for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace(p.ranges[i].id, i);
+  for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace_back(p.ranges[i].id, i);
+  if (!std::is_sorted(range_by_id.begin(), range_by_id.end())) {
+    std::sort(range_by_id.begin(), range_by_id.end());
+  }
   // The device flow steps by correlation id, then start time (then trace order): each call's
   // steps are one run of this list, found by binary search.
   struct DeviceStep {
@@ -234,15 +238,19 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     return std::tie(a.correlation_id, a.start_ns, a.index) <
            std::tie(b.correlation_id, b.start_ns, b.index);
   };
-  std::sort(steps.begin(), steps.end(), step_order);
+  if (!std::is_sorted(steps.begin(), steps.end(), step_order)) {
+    std::sort(steps.begin(), steps.end(), step_order);
+  }
   std::vector<LaneSlice*> chain;
   for (size_t i = 0; i < p.calls.size(); ++i) {
     const ApiCall& call = p.calls[i];
     if (call.correlation_id == 0) continue;
     chain.clear();
     if (call.range != 0) {
-      auto r = range_by_id.find(call.range);
-      if (r != range_by_id.end() && p.ranges[r->second].tid == call.tid) {
+      auto r = std::lower_bound(range_by_id.begin(), range_by_id.end(),
+                                std::pair<uint64_t, size_t>{call.range, 0});
+      if (r != range_by_id.end() && r->first == call.range &&
+          p.ranges[r->second].tid == call.tid) {
         chain.push_back(range_slice[r->second]);
       }
     }
@@ -281,49 +289,66 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
   const size_t n = iv.size();
   for (NestInterval& v : iv) v.end_ns = std::max(v.end_ns, v.start_ns);
 
-  // Declared parents within this set of intervals, and each interval's declared depth.
-  std::unordered_map<uint64_t, size_t> by_id;
-  for (size_t i = 0; i < n; ++i) {
-    if (iv[i].id != 0) by_id.emplace(iv[i].id, i);
-  }
+  // Declared parents within this set of intervals, and each interval's declared depth. Lanes
+  // without any (runtime calls, DMA) skip all of it: every depth is 0.
   constexpr size_t kNone = std::numeric_limits<size_t>::max();
   std::vector<size_t> parent(n, kNone);
-  for (size_t i = 0; i < n; ++i) {
-    if (iv[i].parent_id == 0) continue;
-    auto it = by_id.find(iv[i].parent_id);
-    if (it != by_id.end() && it->second != i) parent[i] = it->second;
-  }
-  std::vector<int> depth(n, -1);
-  std::vector<size_t> path;
-  for (size_t i = 0; i < n; ++i) {
-    // Walk up to the first interval of known depth (or the root), then fill in on the way back.
-    path.clear();
-    size_t j = i;
-    while (j != kNone && depth[j] == -1 && static_cast<int>(path.size()) <= kMaxDeclaredDepth) {
-      depth[j] = -2;  // on the current path: meeting it again means a cycle
-      path.push_back(j);
-      j = parent[j];
+  std::vector<int> depth(n, 0);
+  const bool any_parent = std::any_of(iv.begin(), iv.end(),
+                                      [](const NestInterval& v) { return v.parent_id != 0; });
+  if (any_parent) {
+    // Ids to indices, sorted (for an id given twice, the first interval is the one named).
+    std::vector<std::pair<uint64_t, size_t>> by_id;
+    by_id.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (iv[i].id != 0) by_id.emplace_back(iv[i].id, i);
     }
-    int base = (j == kNone || depth[j] < 0) ? -1 : depth[j];
-    if (j != kNone && depth[j] < 0) parent[path.back()] = kNone;  // cut a cycle or overlong chain
-    for (size_t k = path.size(); k-- > 0;) depth[path[k]] = ++base;
-  }
+    if (!std::is_sorted(by_id.begin(), by_id.end())) std::sort(by_id.begin(), by_id.end());
+    for (size_t i = 0; i < n; ++i) {
+      if (iv[i].parent_id == 0) continue;
+      auto it = std::lower_bound(by_id.begin(), by_id.end(),
+                                 std::pair<uint64_t, size_t>{iv[i].parent_id, 0});
+      if (it != by_id.end() && it->first == iv[i].parent_id && it->second != i) {
+        parent[i] = it->second;
+      }
+    }
+    std::fill(depth.begin(), depth.end(), -1);
+    std::vector<size_t> path;
+    int max_depth = 0;
+    for (size_t i = 0; i < n; ++i) {
+      // Walk up to the first interval of known depth (or the root), then fill in on the way
+      // back.
+      path.clear();
+      size_t j = i;
+      while (j != kNone && depth[j] == -1 && static_cast<int>(path.size()) <= kMaxDeclaredDepth) {
+        depth[j] = -2;  // on the current path: meeting it again means a cycle
+        path.push_back(j);
+        j = parent[j];
+      }
+      int base = (j == kNone || depth[j] < 0) ? -1 : depth[j];
+      if (j != kNone && depth[j] < 0) parent[path.back()] = kNone;  // cut a cycle or overlong chain
+      for (size_t k = path.size(); k-- > 0;) depth[path[k]] = ++base;
+      max_depth = std::max(max_depth, base);
+    }
 
-  // Children into their declared parents, parents first so a chain clamps all the way down.
-  std::vector<size_t> by_depth(n);
-  for (size_t i = 0; i < n; ++i) by_depth[i] = i;
-  std::stable_sort(by_depth.begin(), by_depth.end(),
-                   [&](size_t a, size_t b) { return depth[a] < depth[b]; });
-  for (size_t i : by_depth) {
-    if (parent[i] == kNone) continue;
-    const NestInterval& p = iv[parent[i]];
-    NestInterval& v = iv[i];
-    if (v.start_ns > p.end_ns || v.end_ns < p.start_ns) {
-      parent[i] = kNone;  // nowhere near its parent: keep its own times, nest by time only
-      continue;
+    // Children into their declared parents, parents first so a chain clamps all the way down
+    // (in depth order, by a counting sort: depths are small).
+    std::vector<size_t> first_of_depth(static_cast<size_t>(max_depth) + 2, 0);
+    for (size_t i = 0; i < n; ++i) ++first_of_depth[static_cast<size_t>(depth[i]) + 1];
+    for (size_t d = 1; d < first_of_depth.size(); ++d) first_of_depth[d] += first_of_depth[d - 1];
+    std::vector<size_t> by_depth(n);
+    for (size_t i = 0; i < n; ++i) by_depth[first_of_depth[static_cast<size_t>(depth[i])]++] = i;
+    for (size_t i : by_depth) {
+      if (parent[i] == kNone) continue;
+      const NestInterval& p = iv[parent[i]];
+      NestInterval& v = iv[i];
+      if (v.start_ns > p.end_ns || v.end_ns < p.start_ns) {
+        parent[i] = kNone;  // nowhere near its parent: keep its own times, nest by time only
+        continue;
+      }
+      v.start_ns = std::clamp(v.start_ns, p.start_ns, p.end_ns);
+      v.end_ns = std::clamp(v.end_ns, v.start_ns, p.end_ns);
     }
-    v.start_ns = std::clamp(v.start_ns, p.start_ns, p.end_ns);
-    v.end_ns = std::clamp(v.end_ns, v.start_ns, p.end_ns);
   }
   auto is_declared_descendant = [&](size_t child, size_t ancestor) {
     for (size_t j = parent[child]; j != kNone; j = parent[j]) {
@@ -334,11 +359,15 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
 
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  auto begins_before = [&](size_t a, size_t b) {
     if (iv[a].start_ns != iv[b].start_ns) return iv[a].start_ns < iv[b].start_ns;
     if (iv[a].end_ns != iv[b].end_ns) return iv[a].end_ns > iv[b].end_ns;
     return depth[a] < depth[b];
-  });
+  };
+  // Lanes mostly come in begin order already; sorting them again would change nothing.
+  if (!std::is_sorted(order.begin(), order.end(), begins_before)) {
+    std::stable_sort(order.begin(), order.end(), begins_before);
+  }
 
   // One pass with the stack of open slices; LaneEdges() replays the same rule.
   std::vector<size_t> open;
