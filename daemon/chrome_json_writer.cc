@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <queue>
@@ -51,42 +52,60 @@ size_t Utf8SequenceLength(absl::string_view s, size_t i) {
   return n;
 }
 
-// v in decimal, as absl::StrAppend writes it, without its generality.
-void AppendDecimal(uint64_t v, std::string* out) {
+// The fixed-format pieces of an entry are put together in a buffer on the stack and appended
+// at once: appending them piece by piece was most of the writer's time.
+
+// v in decimal, as absl::StrAppend writes it (at most 20 bytes).
+char* PutDecimal(uint64_t v, char* p) {
   char buf[20];
   char* end = buf + sizeof(buf);
-  char* p = end;
+  char* q = end;
   do {
-    *--p = static_cast<char>('0' + v % 10);
+    *--q = static_cast<char>('0' + v % 10);
     v /= 10;
   } while (v != 0);
-  out->append(p, static_cast<size_t>(end - p));
+  const size_t n = static_cast<size_t>(end - q);
+  memcpy(p, q, n);
+  return p + n;
 }
 
-// ns as microseconds with three decimals: exact, whatever the magnitude.
-void AppendMicros(uint64_t ns, std::string* out) {
-  char buf[24];
-  char* end = buf + sizeof(buf);
-  char* p = end;
-  uint64_t frac = ns % 1000;
-  for (int i = 0; i < 3; ++i, frac /= 10) *--p = static_cast<char>('0' + frac % 10);
-  *--p = '.';
-  uint64_t whole = ns / 1000;
-  do {
-    *--p = static_cast<char>('0' + whole % 10);
-    whole /= 10;
-  } while (whole != 0);
-  out->append(p, static_cast<size_t>(end - p));
+// ns as microseconds with three decimals: exact, whatever the magnitude (at most 24 bytes).
+char* PutMicros(uint64_t ns, char* p) {
+  p = PutDecimal(ns / 1000, p);
+  const uint64_t frac = ns % 1000;
+  *p++ = '.';
+  *p++ = static_cast<char>('0' + frac / 100);
+  *p++ = static_cast<char>('0' + frac / 10 % 10);
+  *p++ = static_cast<char>('0' + frac % 10);
+  return p;
 }
 
-void AppendJsonInt(int64_t v, std::string* out) {
-  if (v >= 0) return AppendJsonUint(static_cast<uint64_t>(v), out);
-  uint64_t magnitude = 0 - static_cast<uint64_t>(v);
-  if (magnitude <= kMaxExactJsonInteger) {
-    absl::StrAppend(out, v);
-  } else {
-    absl::StrAppend(out, "\"", v, "\"");
-  }
+// A string literal, without its terminating NUL.
+template <size_t N>
+char* PutLiteral(const char (&text)[N], char* p) {
+  memcpy(p, text, N - 1);
+  return p + N - 1;
+}
+
+// An unsigned integer as a JSON number, or as a decimal string beyond 2^53 (at most 22 bytes).
+char* PutJsonUint(uint64_t v, char* p) {
+  if (v <= kMaxExactJsonInteger) return PutDecimal(v, p);
+  *p++ = '"';
+  p = PutDecimal(v, p);
+  *p++ = '"';
+  return p;
+}
+
+// A signed integer likewise (at most 23 bytes).
+char* PutJsonInt(int64_t v, char* p) {
+  if (v >= 0) return PutJsonUint(static_cast<uint64_t>(v), p);
+  const uint64_t magnitude = 0 - static_cast<uint64_t>(v);
+  const bool quoted = magnitude > kMaxExactJsonInteger;
+  if (quoted) *p++ = '"';
+  *p++ = '-';
+  p = PutDecimal(magnitude, p);
+  if (quoted) *p++ = '"';
+  return p;
 }
 
 void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
@@ -96,18 +115,22 @@ void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
     if (!first) out->push_back(',');
     first = false;
     AppendJsonString(a.name, out);
-    out->push_back(':');
+    char buf[32];
+    char* p = buf;
+    *p++ = ':';
     switch (a.type) {
       case SliceArg::Type::kString:
+        out->push_back(':');
         AppendJsonString(absl::string_view(a.string_value.data(), a.string_value.size()), out);
-        break;
+        continue;
       case SliceArg::Type::kUint:
-        AppendJsonUint(a.uint_value, out);
+        p = PutJsonUint(a.uint_value, p);
         break;
       case SliceArg::Type::kInt:
-        AppendJsonInt(a.int_value, out);
+        p = PutJsonInt(a.int_value, p);
         break;
     }
+    out->append(buf, static_cast<size_t>(p - buf));
   }
   out->push_back('}');
 }
@@ -159,8 +182,7 @@ class JsonEncoder {
         AppendEntries(source);
         ++source.next;
         s = MaybeFlush();
-      } while (s.ok() && !source.done() &&
-               (heads.empty() || Head{source.ts(), i} < heads.top()));
+      } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
       if (!source.done()) heads.push({source.ts(), i});
     }
     if (!s.ok()) return s;
@@ -228,26 +250,28 @@ class JsonEncoder {
     }
   }
 
-  // ",\"pid\":P,\"tid\":T,\"ts\":" then the time.
-  void AppendWhere(const Source& source, uint64_t ts) {
-    out_.append(",\"pid\":");
-    AppendDecimal(source.pid, &out_);
-    out_.append(",\"tid\":");
-    AppendDecimal(source.tid, &out_);
-    out_.append(",\"ts\":");
-    AppendMicros(ts, &out_);
+  // ,"pid":P,"tid":T,"ts":TS (at most 70 bytes).
+  static char* PutWhere(const Source& source, uint64_t ts, char* p) {
+    p = PutLiteral(",\"pid\":", p);
+    p = PutDecimal(source.pid, p);
+    p = PutLiteral(",\"tid\":", p);
+    p = PutDecimal(source.tid, p);
+    p = PutLiteral(",\"ts\":", p);
+    return PutMicros(ts, p);
   }
 
   // The source's next entry: a capture instant, or a slice and its flow events. A flow begins
   // at its earliest slice ("s"), passes through the middle ones ("t") and ends at the slice
   // that lists it as terminating ("f", bound to that enclosing slice).
   void AppendEntries(const Source& source) {
+    char buf[160];
     if (source.lane == nullptr) {
       Separator();
-      out_.append("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"");
-      out_.append(kCaptureEventName);
-      out_.append("\"");
-      AppendWhere(source, source.instant_ns);
+      char* p = PutLiteral("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"", buf);
+      p = PutLiteral(kCaptureEventName, p);
+      *p++ = '"';
+      p = PutWhere(source, source.instant_ns, p);
+      out_.append(buf, static_cast<size_t>(p - buf));
       AppendArgs(CaptureArgs(trace_, *source.process), &out_);
       out_.push_back('}');
       return;
@@ -258,9 +282,10 @@ class JsonEncoder {
     out_.append(LaneKindName(source.lane->kind));
     out_.append("\",\"name\":");
     AppendJsonString(*slice.name, &out_);
-    AppendWhere(source, slice.start_ns);
-    out_.append(",\"dur\":");
-    AppendMicros(slice.end_ns - slice.start_ns, &out_);
+    char* p = PutWhere(source, slice.start_ns, buf);
+    p = PutLiteral(",\"dur\":", p);
+    p = PutMicros(slice.end_ns - slice.start_ns, p);
+    out_.append(buf, static_cast<size_t>(p - buf));
     SliceArgs(slice, &args_, &arg_text_);
     if (!args_.empty()) AppendArgs(args_, &out_);
     out_.push_back('}');
@@ -273,17 +298,19 @@ class JsonEncoder {
     if (!terminates) phase = id < flow_started_.size() && flow_started_[id] ? 't' : 's';
     if (id < flow_started_.size()) flow_started_[id] = true;
     Separator();
-    out_.append("{\"ph\":\"");
-    out_.push_back(phase);
-    out_.append("\",\"cat\":\"");
-    out_.append(kFlowCategory);
-    out_.append("\",\"name\":\"");
-    out_.append(kFlowName);
-    out_.append("\",\"id\":");
-    AppendDecimal(id, &out_);
-    AppendWhere(source, ts);
-    if (phase == 'f') out_.append(",\"bp\":\"e\"");
-    out_.push_back('}');
+    char buf[192];
+    char* p = PutLiteral("{\"ph\":\"", buf);
+    *p++ = phase;
+    p = PutLiteral("\",\"cat\":\"", p);
+    p = PutLiteral(kFlowCategory, p);
+    p = PutLiteral("\",\"name\":\"", p);
+    p = PutLiteral(kFlowName, p);
+    p = PutLiteral("\",\"id\":", p);
+    p = PutDecimal(id, p);
+    p = PutWhere(source, ts, p);
+    if (phase == 'f') p = PutLiteral(",\"bp\":\"e\"", p);
+    *p++ = '}';
+    out_.append(buf, static_cast<size_t>(p - buf));
   }
 
   void AppendOtherData() {
@@ -398,11 +425,8 @@ void AppendJsonString(absl::string_view s, std::string* out) {
 }
 
 void AppendJsonUint(uint64_t v, std::string* out) {
-  if (v <= kMaxExactJsonInteger) {
-    AppendDecimal(v, out);
-  } else {
-    absl::StrAppend(out, "\"", v, "\"");
-  }
+  char buf[24];
+  out->append(buf, static_cast<size_t>(PutJsonUint(v, buf) - buf));
 }
 
 absl::Status ChromeJsonWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,

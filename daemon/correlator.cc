@@ -40,18 +40,32 @@ uint32_t DmaChannel(const std::string& name) {
 
 uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
 
-// The process's string table, with "" for 0 and unknown ids.
+// The process's string table, with "" for 0 and unknown ids. The shim numbers its strings
+// from 1 up, so the ids are looked up in a vector indexed by id (a few lookups per event);
+// a table with ids far beyond its size stays a hash lookup.
 class Strings {
  public:
-  explicit Strings(const std::unordered_map<uint32_t, std::string>& table) : table_(table) {}
+  explicit Strings(const std::unordered_map<uint32_t, std::string>& table) : table_(table) {
+    uint32_t max_iid = 0;
+    for (const auto& [iid, value] : table) max_iid = std::max(max_iid, iid);
+    if (max_iid <= 2 * table.size() + 1024) {
+      dense_.assign(size_t{max_iid} + 1, Empty());
+      for (const auto& [iid, value] : table) dense_[iid] = &value;
+    }
+  }
   const std::string& operator()(uint32_t iid) const {
-    static const std::string* const kEmpty = new std::string();
+    if (!dense_.empty()) return iid < dense_.size() ? *dense_[iid] : *Empty();
     auto it = table_.find(iid);
-    return it == table_.end() ? *kEmpty : it->second;
+    return it == table_.end() ? *Empty() : it->second;
   }
 
  private:
+  static const std::string* Empty() {
+    static const std::string* const kEmpty = new std::string();
+    return kEmpty;
+  }
   const std::unordered_map<uint32_t, std::string>& table_;
+  std::vector<const std::string*> dense_;  // by iid, when the ids are dense
 };
 
 // Device clock -> host clock for one process, from its sync points.

@@ -258,8 +258,7 @@ class TraceEncoder {
       do {
         s = WriteEdge(source);
         ++source.next;
-      } while (s.ok() && !source.done() &&
-               (heads.empty() || Head{source.ts(), i} < heads.top()));
+      } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
       if (!source.done()) heads.push({source.ts(), i});
     }
     if (s.ok()) s = sink_.Flush();

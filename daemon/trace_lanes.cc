@@ -249,8 +249,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     if (call.range != 0) {
       auto r = std::lower_bound(range_by_id.begin(), range_by_id.end(),
                                 std::pair<uint64_t, size_t>{call.range, 0});
-      if (r != range_by_id.end() && r->first == call.range &&
-          p.ranges[r->second].tid == call.tid) {
+      if (r != range_by_id.end() && r->first == call.range && p.ranges[r->second].tid == call.tid) {
         chain.push_back(range_slice[r->second]);
       }
     }
@@ -294,8 +293,8 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
   constexpr size_t kNone = std::numeric_limits<size_t>::max();
   std::vector<size_t> parent(n, kNone);
   std::vector<int> depth(n, 0);
-  const bool any_parent = std::any_of(iv.begin(), iv.end(),
-                                      [](const NestInterval& v) { return v.parent_id != 0; });
+  const bool any_parent =
+      std::any_of(iv.begin(), iv.end(), [](const NestInterval& v) { return v.parent_id != 0; });
   if (any_parent) {
     // Ids to indices, sorted (for an id given twice, the first interval is the one named).
     std::vector<std::pair<uint64_t, size_t>> by_id;

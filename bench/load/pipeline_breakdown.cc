@@ -177,8 +177,7 @@ int Main() {
     printf("  %-30s %8.3f s %8.0f ns/event %10.0f events/s\n", phase, seconds, seconds / n * 1e9,
            n / seconds);
   };
-  printf("nrtprof_pipeline_breakdown: %" PRIu64
-         " events from %u processes, one core, CPU time\n",
+  printf("nrtprof_pipeline_breakdown: %" PRIu64 " events from %u processes, one core, CPU time\n",
          total, processes);
   row("decode (protobuf parse)", decode_s);
   row("ingest (ProcessIngest)", ingest_s);
