@@ -346,10 +346,14 @@ class ProcessCorrelator {
   }
 
   void BuildDevice(const std::vector<const IngestedEvent*>& device) {
-    std::unordered_map<uint64_t, uint64_t> trace_id;  // wire device_id -> DeviceEvent id
+    // Wire device_id -> DeviceEvent id, sorted by wire id (for an id sent twice, the later
+    // event is the one named, as a map overwritten in order would say).
+    std::vector<std::pair<uint64_t, uint64_t>> trace_id;
     std::vector<uint64_t> wire_parent;
     out_.device.reserve(device.size());
     wire_parent.reserve(device.size());
+    trace_id.reserve(device.size());
+    first_device_id_ = *next_id_;
     for (const IngestedEvent* e : device) {
       uint64_t start = 0;
       if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
@@ -371,17 +375,27 @@ class ProcessCorrelator {
       d.bytes = e->bytes;
       d.tensor_name = str_(e->tensor_name_iid);
       d.submitting_tid = e->tid;
-      if (e->device_id != 0) trace_id[e->device_id] = d.id;
+      if (e->device_id != 0) trace_id.emplace_back(e->device_id, d.id);
       wire_parent.push_back(e->device_parent_id);
       out_.device.push_back(std::move(d));
+    }
+    // Trace ids grow with the index, so a stable sort by wire id keeps the later of equal ids
+    // last; the lookup takes the last of a run.
+    auto by_wire_id = [](const std::pair<uint64_t, uint64_t>& a,
+                         const std::pair<uint64_t, uint64_t>& b) { return a.first < b.first; };
+    if (!std::is_sorted(trace_id.begin(), trace_id.end(), by_wire_id)) {
+      std::stable_sort(trace_id.begin(), trace_id.end(), by_wire_id);
     }
     // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
     // host-initiated, whatever their name says.
     for (size_t i = 0; i < out_.device.size(); ++i) {
       if (wire_parent[i] == 0) continue;
       orphan_or_child_.push_back(i);
-      auto parent = trace_id.find(wire_parent[i]);
-      if (parent != trace_id.end()) out_.device[i].parent = parent->second;
+      auto after = std::upper_bound(trace_id.begin(), trace_id.end(),
+                                    std::pair<uint64_t, uint64_t>{wire_parent[i], 0}, by_wire_id);
+      if (after != trace_id.begin() && (after - 1)->first == wire_parent[i]) {
+        out_.device[i].parent = (after - 1)->second;
+      }
     }
   }
 
@@ -507,15 +521,18 @@ class ProcessCorrelator {
         }
       }
     }
-    // Work inside an execution belongs to the execution's call.
-    std::unordered_map<uint64_t, uint64_t> correlation;  // DeviceEvent id -> correlation id
-    for (const DeviceEvent& d : out_.device) {
-      if (d.correlation_id != 0) correlation[d.id] = d.correlation_id;
-    }
+    // Work inside an execution belongs to the execution's call: the one it was matched to
+    // above. Device events are still in the order BuildDevice numbered them, so the event with
+    // id `first_device_id_ + k` is at k. Only events without a parent were matched, and this
+    // pass changes only events with one: work inside work takes nothing, whatever the order.
     for (DeviceEvent& d : out_.device) {
-      if (d.parent == 0) continue;
-      auto it = correlation.find(d.parent);
-      if (it != correlation.end()) d.correlation_id = it->second;
+      if (d.parent < first_device_id_ || d.parent - first_device_id_ >= out_.device.size()) {
+        continue;
+      }
+      const DeviceEvent& parent = out_.device[d.parent - first_device_id_];
+      if (parent.id == d.parent && parent.parent == 0 && parent.correlation_id != 0) {
+        d.correlation_id = parent.correlation_id;
+      }
     }
   }
 
@@ -683,6 +700,7 @@ class ProcessCorrelator {
   ProcessTrace out_;
   std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
   std::vector<size_t> orphan_or_child_;             // device events with a wire parent
+  uint64_t first_device_id_ = 0;                    // the id of out_.device[0] (BuildDevice)
 };
 
 // A process that reconnected during the capture (its stream broke, the shim opened another)
