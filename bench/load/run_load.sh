@@ -92,7 +92,7 @@ BEGIN {
   cpu = v("daemon_cpu_ingest_s") + v("daemon_cpu_stop_s")
   printf "%-8s %9d %9d %9d %7d %12.0f %11.0f %8.2f %12.0f %6.0f MiB %8.0f %5.0f MiB %8.2f %8.1f\n",
     streams, v("sent"), v("received"), v("in_trace"), v("dropped"), v("ingest_eps"),
-    v("e2e_eps"), v("stop_s"), cpu > 0 ? v("sent") / cpu : 0, v("daemon_hwm_kb") / 1024,
+    v("e2e_eps"), v("stop_s"), (cpu > 0 ? v("sent") / cpu : 0), v("daemon_hwm_kb") / 1024,
     v("daemon_hwm_kb") * 1024 / v("sent"), v("daemon_rss_after_kb") / 1024, v("pftrace_bpe"),
     v("json_bpe")
 }' "$work/results"
