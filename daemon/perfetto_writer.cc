@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <string>
 #include <string_view>
@@ -222,13 +223,20 @@ std::string ProcessName(const ProcessTrace& p) {
 struct EdgeSource {
   uint64_t track_uuid = 0;
   const Lane* lane = nullptr;  // a lane's edges ...
-  std::vector<SliceEdge> edges;
+  std::optional<LaneEdgeCursor> edges;
   const ProcessTrace* process = nullptr;  // ... or a process's capture instant
   uint64_t instant_ns = 0;
-  size_t next = 0;
+  bool instant_written = false;
 
-  bool done() const { return lane != nullptr ? next >= edges.size() : next > 0; }
-  uint64_t ts() const { return lane != nullptr ? edges[next].ts : instant_ns; }
+  bool done() const { return lane != nullptr ? edges->done() : instant_written; }
+  uint64_t ts() const { return lane != nullptr ? edges->edge().ts : instant_ns; }
+  void Advance() {
+    if (lane != nullptr) {
+      edges->Advance();
+    } else {
+      instant_written = true;
+    }
+  }
 };
 
 class TraceEncoder {
@@ -257,7 +265,7 @@ class TraceEncoder {
       // A source stays in front while its next edge still sorts before every other head.
       do {
         s = WriteEdge(source);
-        ++source.next;
+        source.Advance();
       } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
       if (!source.done()) heads.push({source.ts(), i});
     }
@@ -329,7 +337,7 @@ class TraceEncoder {
     EdgeSource& source = sources_.emplace_back();
     source.track_uuid = uuid;
     source.lane = &lane;
-    source.edges = LaneEdges(lane);
+    source.edges.emplace(&lane);
     return WriteTrack(uuid, parent_uuid, LaneKindName(lane.kind));
   }
 
@@ -426,7 +434,7 @@ class TraceEncoder {
     interned_.clear();
     uint64_t ts = 0;
     if (source.lane != nullptr) {
-      const SliceEdge& e = source.edges[source.next];
+      const SliceEdge& e = source.edges->edge();
       ts = e.ts;
       if (e.begin) {
         const LaneSlice& slice = source.lane->slices[e.slice];

@@ -402,22 +402,27 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
   return order;
 }
 
+void LaneEdgeCursor::Advance() {
+  const std::vector<LaneSlice>& slices = lane_->slices;
+  // The innermost open slice ends before the next one begins if it ends by then (or nothing
+  // is left to begin); otherwise the next one begins inside it.
+  if (!open_.empty() && (next_slice_ >= slices.size() ||
+                         slices[open_.back()].end_ns <= slices[next_slice_].start_ns)) {
+    edge_ = {slices[open_.back()].end_ns, false, open_.back()};
+    open_.pop_back();
+  } else if (next_slice_ < slices.size()) {
+    edge_ = {slices[next_slice_].start_ns, true, next_slice_};
+    open_.push_back(next_slice_++);
+  } else {
+    done_ = true;
+  }
+}
+
 std::vector<SliceEdge> LaneEdges(const Lane& lane) {
   std::vector<SliceEdge> edges;
   edges.reserve(lane.slices.size() * 2);
-  std::vector<size_t> open;
-  for (size_t i = 0; i < lane.slices.size(); ++i) {
-    const LaneSlice& s = lane.slices[i];
-    while (!open.empty() && lane.slices[open.back()].end_ns <= s.start_ns) {
-      edges.push_back({lane.slices[open.back()].end_ns, false, open.back()});
-      open.pop_back();
-    }
-    edges.push_back({s.start_ns, true, i});
-    open.push_back(i);
-  }
-  while (!open.empty()) {
-    edges.push_back({lane.slices[open.back()].end_ns, false, open.back()});
-    open.pop_back();
+  for (LaneEdgeCursor cursor(&lane); !cursor.done(); cursor.Advance()) {
+    edges.push_back(cursor.edge());
   }
   return edges;
 }

@@ -156,6 +156,23 @@ struct SliceEdge {
 };
 std::vector<SliceEdge> LaneEdges(const Lane& lane);
 
+// The same sequence one edge at a time, holding only the open slices (a writer of a big trace
+// would otherwise hold every lane's edges at once). `lane` must outlive the cursor.
+class LaneEdgeCursor {
+ public:
+  explicit LaneEdgeCursor(const Lane* lane) : lane_(lane) { Advance(); }
+  bool done() const { return done_; }
+  const SliceEdge& edge() const { return edge_; }  // if !done()
+  void Advance();
+
+ private:
+  const Lane* lane_;
+  size_t next_slice_ = 0;
+  std::vector<size_t> open_;  // begun, not ended; innermost last
+  SliceEdge edge_;
+  bool done_ = false;
+};
+
 // The nesting rule shared by every lane, exposed for its tests. An interval may name a
 // declared parent (parent_id == another interval's id). On return *intervals are adjusted and
 // the result lists them in begin order, forming a proper tree:
