@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -50,15 +51,23 @@ void AppendChild(const DeviceEvent& e, std::string* out) {
 }
 
 // The .ntff.json document: a JSON array of executions in (pid, start) order.
-std::string DeviceTraceJson(
-    std::vector<Execution> executions,
-    const std::unordered_map<const DeviceEvent*, std::vector<const DeviceEvent*>>& children) {
+// (execution, work inside it), by execution then by start (ties in trace order).
+using ChildList = std::vector<std::pair<const DeviceEvent*, const DeviceEvent*>>;
+
+bool ChildOrder(const std::pair<const DeviceEvent*, const DeviceEvent*>& a,
+                const std::pair<const DeviceEvent*, const DeviceEvent*>& b) {
+  if (a.first != b.first) return std::less<const DeviceEvent*>()(a.first, b.first);
+  return a.second->start_ns < b.second->start_ns;
+}
+
+std::string DeviceTraceJson(std::vector<Execution> executions, const ChildList& children) {
   std::stable_sort(executions.begin(), executions.end(),
                    [](const Execution& a, const Execution& b) {
                      if (a.process->pid != b.process->pid) return a.process->pid < b.process->pid;
                      return a.event->start_ns < b.event->start_ns;
                    });
   std::string out = "[";
+  std::vector<const DeviceEvent*> ops, dma;
   for (size_t i = 0; i < executions.size(); ++i) {
     const DeviceEvent& e = *executions[i].event;
     out.append(i == 0 ? "\n" : ",\n");
@@ -75,12 +84,15 @@ std::string DeviceTraceJson(
     out.append(",\"submitting_tid\":");
     AppendJsonUint(e.submitting_tid, &out);
     AppendTimes(e, &out);
-    std::vector<const DeviceEvent*> ops, dma;
-    auto it = children.find(&e);
-    if (it != children.end()) {
-      for (const DeviceEvent* c : it->second) {
-        (c->kind == DeviceEventKind::kDma ? dma : ops).push_back(c);
-      }
+    ops.clear();
+    dma.clear();
+    auto run = std::lower_bound(
+        children.begin(), children.end(), &e,
+        [](const std::pair<const DeviceEvent*, const DeviceEvent*>& c, const DeviceEvent* x) {
+          return std::less<const DeviceEvent*>()(c.first, x);
+        });
+    for (; run != children.end() && run->first == &e; ++run) {
+      (run->second->kind == DeviceEventKind::kDma ? dma : ops).push_back(run->second);
     }
     out.append(",\"ops\":[");
     for (size_t k = 0; k < ops.size(); ++k) {
@@ -113,7 +125,7 @@ absl::Status ArtifactWriter::Write(const Trace& trace, const std::string& output
                                    std::vector<std::string>* files) {
   std::map<std::string, const std::string*> neff;                          // hash -> bytes
   std::map<std::pair<std::string, int32_t>, std::vector<Execution>> ntff;  // (hash, nc)
-  std::unordered_map<const DeviceEvent*, std::vector<const DeviceEvent*>> children;
+  ChildList children;
 
   for (const ProcessTrace& p : trace.processes) {
     // A model's executions name it; the first whole copy loaded under that name gives its hash.
@@ -136,14 +148,13 @@ absl::Status ArtifactWriter::Write(const Trace& trace, const std::string& output
         ntff[{hash, e.nc_idx}].push_back({&p, &e});
       } else if (e.parent != 0) {
         auto parent = execution_by_id.find(e.parent);
-        if (parent != execution_by_id.end()) children[parent->second].push_back(&e);
+        if (parent != execution_by_id.end()) children.emplace_back(parent->second, &e);
       }
     }
   }
-  for (auto& [execution, list] : children) {
-    std::stable_sort(list.begin(), list.end(), [](const DeviceEvent* a, const DeviceEvent* b) {
-      return a->start_ns < b->start_ns;
-    });
+  // Usually in order already: each execution's work follows it in the trace, by start.
+  if (!std::is_sorted(children.begin(), children.end(), ChildOrder)) {
+    std::stable_sort(children.begin(), children.end(), ChildOrder);
   }
 
   absl::Status first_error;

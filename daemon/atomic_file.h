@@ -1,12 +1,14 @@
 // A file that appears whole or not at all: written under a temporary name in the same folder
 // (NAME.tmp.PID.N), flushed, then renamed over NAME on Commit(). A writer destroyed before
 // Commit() removes its temporary file, so readers only ever see the old complete file or the
-// new complete one. Writes are buffered in large blocks.
+// new complete one. Writes are buffered in large blocks, and their writeback to the disk is
+// started as they go, so that the fsync of Commit() waits for little.
 //
 // Not thread-safe: one writer per file.
 #ifndef NRTPROF_DAEMON_ATOMIC_FILE_H_
 #define NRTPROF_DAEMON_ATOMIC_FILE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -34,7 +36,9 @@ class AtomicFile {
   std::string temp_path_;
   int fd_ = -1;
   std::string buffer_;
-  absl::Status error_;  // the first write error, reported by Commit()
+  uint64_t written_ = 0;            // bytes written to fd_
+  uint64_t writeback_started_ = 0;  // bytes whose writeback was asked for
+  absl::Status error_;              // the first write error, reported by Commit()
 };
 
 // Open, Append(contents), Commit.

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <map>
+#include <queue>
 #include <set>
 #include <string>
 #include <utility>
@@ -49,23 +52,60 @@ size_t Utf8SequenceLength(absl::string_view s, size_t i) {
   return n;
 }
 
-// ns as microseconds with three decimals: exact, whatever the magnitude.
-void AppendMicros(uint64_t ns, std::string* out) {
-  uint64_t frac = ns % 1000;
-  absl::StrAppend(out, ns / 1000, ".");
-  out->push_back(static_cast<char>('0' + frac / 100));
-  out->push_back(static_cast<char>('0' + frac / 10 % 10));
-  out->push_back(static_cast<char>('0' + frac % 10));
+// The fixed-format pieces of an entry are put together in a buffer on the stack and appended
+// at once: appending them piece by piece was most of the writer's time.
+
+// v in decimal, as absl::StrAppend writes it (at most 20 bytes).
+char* PutDecimal(uint64_t v, char* p) {
+  char buf[20];
+  char* end = buf + sizeof(buf);
+  char* q = end;
+  do {
+    *--q = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  const size_t n = static_cast<size_t>(end - q);
+  memcpy(p, q, n);
+  return p + n;
 }
 
-void AppendJsonInt(int64_t v, std::string* out) {
-  if (v >= 0) return AppendJsonUint(static_cast<uint64_t>(v), out);
-  uint64_t magnitude = 0 - static_cast<uint64_t>(v);
-  if (magnitude <= kMaxExactJsonInteger) {
-    absl::StrAppend(out, v);
-  } else {
-    absl::StrAppend(out, "\"", v, "\"");
-  }
+// ns as microseconds with three decimals: exact, whatever the magnitude (at most 24 bytes).
+char* PutMicros(uint64_t ns, char* p) {
+  p = PutDecimal(ns / 1000, p);
+  const uint64_t frac = ns % 1000;
+  *p++ = '.';
+  *p++ = static_cast<char>('0' + frac / 100);
+  *p++ = static_cast<char>('0' + frac / 10 % 10);
+  *p++ = static_cast<char>('0' + frac % 10);
+  return p;
+}
+
+// A string literal, without its terminating NUL.
+template <size_t N>
+char* PutLiteral(const char (&text)[N], char* p) {
+  memcpy(p, text, N - 1);
+  return p + N - 1;
+}
+
+// An unsigned integer as a JSON number, or as a decimal string beyond 2^53 (at most 22 bytes).
+char* PutJsonUint(uint64_t v, char* p) {
+  if (v <= kMaxExactJsonInteger) return PutDecimal(v, p);
+  *p++ = '"';
+  p = PutDecimal(v, p);
+  *p++ = '"';
+  return p;
+}
+
+// A signed integer likewise (at most 23 bytes).
+char* PutJsonInt(int64_t v, char* p) {
+  if (v >= 0) return PutJsonUint(static_cast<uint64_t>(v), p);
+  const uint64_t magnitude = 0 - static_cast<uint64_t>(v);
+  const bool quoted = magnitude > kMaxExactJsonInteger;
+  if (quoted) *p++ = '"';
+  *p++ = '-';
+  p = PutDecimal(magnitude, p);
+  if (quoted) *p++ = '"';
+  return p;
 }
 
 void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
@@ -75,18 +115,22 @@ void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
     if (!first) out->push_back(',');
     first = false;
     AppendJsonString(a.name, out);
-    out->push_back(':');
+    char buf[32];
+    char* p = buf;
+    *p++ = ':';
     switch (a.type) {
       case SliceArg::Type::kString:
-        AppendJsonString(a.string_value, out);
-        break;
+        out->push_back(':');
+        AppendJsonString(absl::string_view(a.string_value.data(), a.string_value.size()), out);
+        continue;
       case SliceArg::Type::kUint:
-        AppendJsonUint(a.uint_value, out);
+        p = PutJsonUint(a.uint_value, p);
         break;
       case SliceArg::Type::kInt:
-        AppendJsonInt(a.int_value, out);
+        p = PutJsonInt(a.int_value, p);
         break;
     }
+    out->append(buf, static_cast<size_t>(p - buf));
   }
   out->push_back('}');
 }
@@ -96,38 +140,50 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// One timestamped entry of traceEvents, kept small until it is written out.
-struct Record {
-  enum Kind : uint8_t { kSlice, kFlow, kCaptureInstant };
-  uint64_t ts = 0;
+// Where timestamped entries of traceEvents come from, in the order the lanes were named: a
+// process's capture instant, or a lane's slices (each followed by its flow events). Each source
+// is in time order; merging them with ties to the source named first gives the file's time
+// order, in which an enclosing slice comes before the slices and flow events that begin with
+// it, so each flow binds to the right slice.
+struct Source {
   uint32_t pid = 0;
   uint32_t tid = 0;
-  Kind kind = kSlice;
-  char phase = 'X';  // flows: 's', 't' or 'f'
-  LaneKind lane = LaneKind::kRuntime;
-  uint64_t flow_id = 0;
-  const LaneSlice* slice = nullptr;
-  const ProcessTrace* process = nullptr;
+  const Lane* lane = nullptr;             // a lane's slices ...
+  const ProcessTrace* process = nullptr;  // ... or a process's capture instant
+  uint64_t instant_ns = 0;
+  size_t next = 0;
+
+  bool done() const { return lane != nullptr ? next >= lane->slices.size() : next > 0; }
+  uint64_t ts() const { return lane != nullptr ? lane->slices[next].start_ns : instant_ns; }
 };
 
 class JsonEncoder {
  public:
-  JsonEncoder(const Trace& trace, AtomicFile* file) : trace_(trace), file_(file) {}
+  JsonEncoder(const Trace& trace, const TraceLanes& lanes, AtomicFile* file)
+      : trace_(trace), lanes_(lanes), file_(file) {}
 
   absl::Status Encode() {
-    TraceLanes lanes = BuildLanes(trace_);
+    out_.reserve(kFlushBytes + (64 << 10));
     out_.append("{\"traceEvents\":[\n");
-    for (const ProcessLanes& p : lanes.processes) AddProcess(p, lanes.first_ns);
-    AssignFlowPhases();
-    // Time order; the stable sort keeps, at equal times, an enclosing slice before the
-    // slices and flow events that begin with it, so each flow binds to the right slice.
-    std::stable_sort(records_.begin(), records_.end(),
-                     [](const Record& a, const Record& b) { return a.ts < b.ts; });
+    for (const ProcessLanes& p : lanes_.processes) AddProcess(p, lanes_.first_ns);
+    flow_started_.assign(lanes_.flows + 1, false);
+    using Head = std::pair<uint64_t, size_t>;  // (ts, source)
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
+    }
     absl::Status s;
-    for (const Record& r : records_) {
-      if (!s.ok()) break;
-      AppendRecord(r);
-      s = MaybeFlush();
+    while (s.ok() && !heads.empty()) {
+      const size_t i = heads.top().second;
+      heads.pop();
+      Source& source = sources_[i];
+      // A source stays in front while its next entry still sorts before every other head.
+      do {
+        AppendEntries(source);
+        ++source.next;
+        s = MaybeFlush();
+      } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
+      if (!source.done()) heads.push({source.ts(), i});
     }
     if (!s.ok()) return s;
     out_.append("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");
@@ -158,31 +214,16 @@ class JsonEncoder {
                     ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", tid, "}}");
   }
 
-  // Gives the lane the next synthetic tid of its process, names it, and queues its slices and
-  // their flow events (each right after its slice).
+  // Gives the lane the next synthetic tid of its process, names it, and makes it a source.
   void AddLane(const Lane& lane, uint32_t pid, const std::string& label, uint32_t* next_tid) {
     if (lane.slices.empty()) return;
     uint32_t tid = (*next_tid)++;
     AppendName(pid, tid, "thread_name", label);
     AppendSortIndex(pid, tid);
-    for (const LaneSlice& s : lane.slices) {
-      Record r;
-      r.ts = s.start_ns;
-      r.pid = pid;
-      r.tid = tid;
-      r.lane = lane.kind;
-      r.slice = &s;
-      records_.push_back(r);
-      auto add_flow = [&](uint64_t id) {
-        Record f = r;
-        f.kind = Record::kFlow;
-        f.flow_id = id;
-        flows_[id].push_back(records_.size());
-        records_.push_back(f);
-      };
-      for (uint64_t id : s.flow_ids) add_flow(id);
-      for (uint64_t id : s.terminating_flow_ids) add_flow(id);
-    }
+    Source& source = sources_.emplace_back();
+    source.pid = pid;
+    source.tid = tid;
+    source.lane = &lane;
   }
 
   void AddProcess(const ProcessLanes& lanes, uint64_t trace_first_ns) {
@@ -192,12 +233,10 @@ class JsonEncoder {
                                                  : "";
     if (name.empty()) name = absl::StrCat("pid ", p.pid);
     AppendName(p.pid, 0, "process_name", name);
-    Record capture;
-    capture.kind = Record::kCaptureInstant;
-    capture.ts = lanes.has_events ? lanes.first_ns : trace_first_ns;
+    Source& capture = sources_.emplace_back();
     capture.pid = p.pid;
     capture.process = &p;
-    records_.push_back(capture);
+    capture.instant_ns = lanes.has_events ? lanes.first_ns : trace_first_ns;
     uint32_t next_tid = 1;  // 0 is the process itself
     for (const ThreadLanes& t : lanes.threads) {
       std::string thread =
@@ -211,52 +250,67 @@ class JsonEncoder {
     }
   }
 
-  // A flow begins at its earliest slice ("s"), passes through the middle ones ("t") and ends
-  // at the slice that lists it as terminating ("f", bound to that enclosing slice).
-  void AssignFlowPhases() {
-    for (auto& [id, indices] : flows_) {
-      std::stable_sort(indices.begin(), indices.end(),
-                       [&](size_t a, size_t b) { return records_[a].ts < records_[b].ts; });
-      for (size_t k = 0; k < indices.size(); ++k) {
-        Record& r = records_[indices[k]];
-        const auto& ends = r.slice->terminating_flow_ids;
-        bool terminates = std::find(ends.begin(), ends.end(), id) != ends.end();
-        r.phase = terminates ? 'f' : (k == 0 ? 's' : 't');
-      }
-    }
+  // ,"pid":P,"tid":T,"ts":TS (at most 70 bytes).
+  static char* PutWhere(const Source& source, uint64_t ts, char* p) {
+    p = PutLiteral(",\"pid\":", p);
+    p = PutDecimal(source.pid, p);
+    p = PutLiteral(",\"tid\":", p);
+    p = PutDecimal(source.tid, p);
+    p = PutLiteral(",\"ts\":", p);
+    return PutMicros(ts, p);
   }
 
-  void AppendRecord(const Record& r) {
-    Separator();
-    switch (r.kind) {
-      case Record::kSlice:
-        out_.append("{\"ph\":\"X\",\"cat\":\"");
-        out_.append(LaneKindName(r.lane));
-        out_.append("\",\"name\":");
-        AppendJsonString(*r.slice->name, &out_);
-        absl::StrAppend(&out_, ",\"pid\":", r.pid, ",\"tid\":", r.tid, ",\"ts\":");
-        AppendMicros(r.ts, &out_);
-        out_.append(",\"dur\":");
-        AppendMicros(r.slice->end_ns - r.slice->start_ns, &out_);
-        if (!r.slice->args.empty()) AppendArgs(r.slice->args, &out_);
-        out_.push_back('}');
-        break;
-      case Record::kFlow:
-        absl::StrAppend(&out_, "{\"ph\":\"", std::string(1, r.phase), "\",\"cat\":\"",
-                        kFlowCategory, "\",\"name\":\"", kFlowName, "\",\"id\":", r.flow_id,
-                        ",\"pid\":", r.pid, ",\"tid\":", r.tid, ",\"ts\":");
-        AppendMicros(r.ts, &out_);
-        if (r.phase == 'f') out_.append(",\"bp\":\"e\"");
-        out_.push_back('}');
-        break;
-      case Record::kCaptureInstant:
-        absl::StrAppend(&out_, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"",
-                        kCaptureEventName, "\",\"pid\":", r.pid, ",\"tid\":0,\"ts\":");
-        AppendMicros(r.ts, &out_);
-        AppendArgs(CaptureArgs(trace_, *r.process), &out_);
-        out_.push_back('}');
-        break;
+  // The source's next entry: a capture instant, or a slice and its flow events. A flow begins
+  // at its earliest slice ("s"), passes through the middle ones ("t") and ends at the slice
+  // that lists it as terminating ("f", bound to that enclosing slice).
+  void AppendEntries(const Source& source) {
+    char buf[160];
+    if (source.lane == nullptr) {
+      Separator();
+      char* p = PutLiteral("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"", buf);
+      p = PutLiteral(kCaptureEventName, p);
+      *p++ = '"';
+      p = PutWhere(source, source.instant_ns, p);
+      out_.append(buf, static_cast<size_t>(p - buf));
+      AppendArgs(CaptureArgs(trace_, *source.process), &out_);
+      out_.push_back('}');
+      return;
     }
+    const LaneSlice& slice = source.lane->slices[source.next];
+    Separator();
+    out_.append("{\"ph\":\"X\",\"cat\":\"");
+    out_.append(LaneKindName(source.lane->kind));
+    out_.append("\",\"name\":");
+    AppendJsonString(*slice.name, &out_);
+    char* p = PutWhere(source, slice.start_ns, buf);
+    p = PutLiteral(",\"dur\":", p);
+    p = PutMicros(slice.end_ns - slice.start_ns, p);
+    out_.append(buf, static_cast<size_t>(p - buf));
+    SliceArgs(slice, &args_, &arg_text_);
+    if (!args_.empty()) AppendArgs(args_, &out_);
+    out_.push_back('}');
+    for (uint64_t id : slice.flow_ids) AppendFlow(source, slice.start_ns, id, false);
+    for (uint64_t id : slice.terminating_flow_ids) AppendFlow(source, slice.start_ns, id, true);
+  }
+
+  void AppendFlow(const Source& source, uint64_t ts, uint64_t id, bool terminates) {
+    char phase = 'f';
+    if (!terminates) phase = id < flow_started_.size() && flow_started_[id] ? 't' : 's';
+    if (id < flow_started_.size()) flow_started_[id] = true;
+    Separator();
+    char buf[192];
+    char* p = PutLiteral("{\"ph\":\"", buf);
+    *p++ = phase;
+    p = PutLiteral("\",\"cat\":\"", p);
+    p = PutLiteral(kFlowCategory, p);
+    p = PutLiteral("\",\"name\":\"", p);
+    p = PutLiteral(kFlowName, p);
+    p = PutLiteral("\",\"id\":", p);
+    p = PutDecimal(id, p);
+    p = PutWhere(source, ts, p);
+    if (phase == 'f') p = PutLiteral(",\"bp\":\"e\"", p);
+    *p++ = '}';
+    out_.append(buf, static_cast<size_t>(p - buf));
   }
 
   void AppendOtherData() {
@@ -298,11 +352,15 @@ class JsonEncoder {
   }
 
   const Trace& trace_;
+  const TraceLanes& lanes_;
   AtomicFile* file_;
   std::string out_;
   bool first_event_ = true;
-  std::vector<Record> records_;
-  std::map<uint64_t, std::vector<size_t>> flows_;  // flow id -> its records
+  std::vector<Source> sources_;
+  std::vector<bool> flow_started_;  // by flow id: an entry of the flow is written
+  // Scratch, reused from slice to slice.
+  std::vector<SliceArg> args_;
+  std::string arg_text_;
 };
 
 }  // namespace
@@ -312,6 +370,18 @@ void AppendJsonString(absl::string_view s, std::string* out) {
   out->push_back('"');
   size_t i = 0;
   while (i < s.size()) {
+    // Runs of printable ASCII, the whole of nearly every name, go in one append.
+    size_t run = i;
+    while (run < s.size()) {
+      const unsigned char r = static_cast<unsigned char>(s[run]);
+      if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out->append(s.data() + i, run - i);
+      i = run;
+      continue;
+    }
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c == '"' || c == '\\') {
       out->push_back('\\');
@@ -355,19 +425,17 @@ void AppendJsonString(absl::string_view s, std::string* out) {
 }
 
 void AppendJsonUint(uint64_t v, std::string* out) {
-  if (v <= kMaxExactJsonInteger) {
-    absl::StrAppend(out, v);
-  } else {
-    absl::StrAppend(out, "\"", v, "\"");
-  }
+  char buf[24];
+  out->append(buf, static_cast<size_t>(PutJsonUint(v, buf) - buf));
 }
 
-absl::Status ChromeJsonWriter::Write(const Trace& trace, const std::string& output_dir,
-                                     std::vector<std::string>* files) {
+absl::Status ChromeJsonWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                                          const std::string& output_dir,
+                                          std::vector<std::string>* files) {
   AtomicFile file;
   absl::Status s = file.Open(absl::StrCat(output_dir, "/", kFileName));
   if (!s.ok()) return s;
-  s = JsonEncoder(trace, &file).Encode();
+  s = JsonEncoder(trace, lanes, &file).Encode();
   if (!s.ok()) return s;
   s = file.Commit();
   if (!s.ok()) return s;

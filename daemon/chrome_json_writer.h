@@ -3,7 +3,8 @@
 // and flow arrows as trace.pftrace (both draw daemon/trace_lanes.h), each lane as a thread of
 // its own with a synthetic tid; docs/trace_format.md ("trace.json") is the full mapping.
 //
-// Thread-safe: keeps no state between calls; Write() may run for several captures at once.
+// Thread-safe: keeps no state between calls; Write() and WriteLanes() may run for several captures
+// at once.
 #ifndef NRTPROF_DAEMON_CHROME_JSON_WRITER_H_
 #define NRTPROF_DAEMON_CHROME_JSON_WRITER_H_
 
@@ -12,16 +13,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "daemon/trace_lanes.h"
 #include "daemon/trace_sink.h"
 
 namespace nrtprof::daemon {
 
-class ChromeJsonWriter : public TraceSink {
+class ChromeJsonWriter : public LaneSink {
  public:
   static constexpr const char* kFileName = "trace.json";
 
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
-                     std::vector<std::string>* files) override;
+  absl::Status WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                          const std::string& output_dir, std::vector<std::string>* files) override;
 };
 
 // Appends `s` as a JSON string literal, quotes included, valid whatever the bytes: quote and

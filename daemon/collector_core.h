@@ -107,6 +107,7 @@ class CollectorCore {
 
   void Join(Stream* stream, Capture* capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
   std::string NewCaptureId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CollectorOptions options_;

@@ -40,18 +40,32 @@ uint32_t DmaChannel(const std::string& name) {
 
 uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
 
-// The process's string table, with "" for 0 and unknown ids.
+// The process's string table, with "" for 0 and unknown ids. The shim numbers its strings
+// from 1 up, so the ids are looked up in a vector indexed by id (a few lookups per event);
+// a table with ids far beyond its size stays a hash lookup.
 class Strings {
  public:
-  explicit Strings(const std::unordered_map<uint32_t, std::string>& table) : table_(table) {}
+  explicit Strings(const std::unordered_map<uint32_t, std::string>& table) : table_(table) {
+    uint32_t max_iid = 0;
+    for (const auto& [iid, value] : table) max_iid = std::max(max_iid, iid);
+    if (max_iid <= 2 * table.size() + 1024) {
+      dense_.assign(size_t{max_iid} + 1, Empty());
+      for (const auto& [iid, value] : table) dense_[iid] = &value;
+    }
+  }
   const std::string& operator()(uint32_t iid) const {
-    static const std::string* const kEmpty = new std::string();
+    if (!dense_.empty()) return iid < dense_.size() ? *dense_[iid] : *Empty();
     auto it = table_.find(iid);
-    return it == table_.end() ? *kEmpty : it->second;
+    return it == table_.end() ? *Empty() : it->second;
   }
 
  private:
+  static const std::string* Empty() {
+    static const std::string* const kEmpty = new std::string();
+    return kEmpty;
+  }
   const std::unordered_map<uint32_t, std::string>& table_;
+  std::vector<const std::string*> dense_;  // by iid, when the ids are dense
 };
 
 // Device clock -> host clock for one process, from its sync points.
@@ -333,10 +347,14 @@ class ProcessCorrelator {
   }
 
   void BuildDevice(const std::vector<const IngestedEvent*>& device) {
-    std::unordered_map<uint64_t, uint64_t> trace_id;  // wire device_id -> DeviceEvent id
+    // Wire device_id -> DeviceEvent id, sorted by wire id (for an id sent twice, the later
+    // event is the one named, as a map overwritten in order would say).
+    std::vector<std::pair<uint64_t, uint64_t>> trace_id;
     std::vector<uint64_t> wire_parent;
     out_.device.reserve(device.size());
     wire_parent.reserve(device.size());
+    trace_id.reserve(device.size());
+    first_device_id_ = *next_id_;
     for (const IngestedEvent* e : device) {
       uint64_t start = 0;
       if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
@@ -358,17 +376,27 @@ class ProcessCorrelator {
       d.bytes = e->bytes;
       d.tensor_name = str_(e->tensor_name_iid);
       d.submitting_tid = e->tid;
-      if (e->device_id != 0) trace_id[e->device_id] = d.id;
+      if (e->device_id != 0) trace_id.emplace_back(e->device_id, d.id);
       wire_parent.push_back(e->device_parent_id);
       out_.device.push_back(std::move(d));
+    }
+    // Trace ids grow with the index, so a stable sort by wire id keeps the later of equal ids
+    // last; the lookup takes the last of a run.
+    auto by_wire_id = [](const std::pair<uint64_t, uint64_t>& a,
+                         const std::pair<uint64_t, uint64_t>& b) { return a.first < b.first; };
+    if (!std::is_sorted(trace_id.begin(), trace_id.end(), by_wire_id)) {
+      std::stable_sort(trace_id.begin(), trace_id.end(), by_wire_id);
     }
     // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
     // host-initiated, whatever their name says.
     for (size_t i = 0; i < out_.device.size(); ++i) {
       if (wire_parent[i] == 0) continue;
       orphan_or_child_.push_back(i);
-      auto parent = trace_id.find(wire_parent[i]);
-      if (parent != trace_id.end()) out_.device[i].parent = parent->second;
+      auto after = std::upper_bound(trace_id.begin(), trace_id.end(),
+                                    std::pair<uint64_t, uint64_t>{wire_parent[i], 0}, by_wire_id);
+      if (after != trace_id.begin() && (after - 1)->first == wire_parent[i]) {
+        out_.device[i].parent = (after - 1)->second;
+      }
     }
   }
 
@@ -494,15 +522,18 @@ class ProcessCorrelator {
         }
       }
     }
-    // Work inside an execution belongs to the execution's call.
-    std::unordered_map<uint64_t, uint64_t> correlation;  // DeviceEvent id -> correlation id
-    for (const DeviceEvent& d : out_.device) {
-      if (d.correlation_id != 0) correlation[d.id] = d.correlation_id;
-    }
+    // Work inside an execution belongs to the execution's call: the one it was matched to
+    // above. Device events are still in the order BuildDevice numbered them, so the event with
+    // id `first_device_id_ + k` is at k. Only events without a parent were matched, and this
+    // pass changes only events with one: work inside work takes nothing, whatever the order.
     for (DeviceEvent& d : out_.device) {
-      if (d.parent == 0) continue;
-      auto it = correlation.find(d.parent);
-      if (it != correlation.end()) d.correlation_id = it->second;
+      if (d.parent < first_device_id_ || d.parent - first_device_id_ >= out_.device.size()) {
+        continue;
+      }
+      const DeviceEvent& parent = out_.device[d.parent - first_device_id_];
+      if (parent.id == d.parent && parent.parent == 0 && parent.correlation_id != 0) {
+        d.correlation_id = parent.correlation_id;
+      }
     }
   }
 
@@ -617,15 +648,49 @@ class ProcessCorrelator {
     return End(out_.ranges[i].start_ns, out_.ranges[i].duration_ns);
   }
 
+  // By (core, start, executions before their work, longer first, id): ids are unique, so the
+  // order is total. Sorted as small keys, then the events moved once each into place (sorting
+  // the 200-byte events themselves was a third of the correlator's time).
   void SortDevice() {
-    std::sort(out_.device.begin(), out_.device.end(),
-              [](const DeviceEvent& a, const DeviceEvent& b) {
-                if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
-                if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-                if ((a.parent == 0) != (b.parent == 0)) return a.parent == 0;
-                if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
-                return a.id < b.id;
-              });
+    struct Key {
+      int32_t nc_idx;
+      bool child;
+      uint64_t start_ns;
+      uint64_t duration_ns;
+      uint64_t id;
+      size_t index;
+    };
+    std::vector<DeviceEvent>& device = out_.device;
+    const size_t n = device.size();
+    std::vector<Key> keys(n);
+    for (size_t i = 0; i < n; ++i) {
+      const DeviceEvent& d = device[i];
+      keys[i] = {d.nc_idx, d.parent != 0, d.start_ns, d.duration_ns, d.id, i};
+    }
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
+      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+      if (a.child != b.child) return !a.child;
+      if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
+      return a.id < b.id;
+    });
+    // Position k takes the event at keys[k].index: follow each cycle of that permutation.
+    std::vector<bool> placed(n, false);
+    for (size_t start = 0; start < n; ++start) {
+      if (placed[start] || keys[start].index == start) continue;
+      DeviceEvent held = std::move(device[start]);
+      size_t k = start;
+      for (;;) {
+        placed[k] = true;
+        const size_t from = keys[k].index;
+        if (from == start) {
+          device[k] = std::move(held);
+          break;
+        }
+        device[k] = std::move(device[from]);
+        k = from;
+      }
+    }
   }
 
   const ProcessCapture& in_;
@@ -636,6 +701,7 @@ class ProcessCorrelator {
   ProcessTrace out_;
   std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
   std::vector<size_t> orphan_or_child_;             // device events with a wire parent
+  uint64_t first_device_id_ = 0;                    // the id of out_.device[0] (BuildDevice)
 };
 
 // A process that reconnected during the capture (its stream broke, the shim opened another)
@@ -674,10 +740,10 @@ void Merge(ProcessTrace from, ProcessTrace* into) {
   into->batches_missing += from.batches_missing;
 }
 
-}  // namespace
-
-Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>& processes,
-                int64_t realtime_offset_ns) {
+// `consumed`, if not null, is `processes`, whose events may be freed once used.
+Trace CorrelateProcesses(const std::string& capture_id,
+                         const std::vector<ProcessCapture>& processes, int64_t realtime_offset_ns,
+                         std::vector<ProcessCapture>* consumed) {
   Trace trace;
   trace.capture_id = capture_id;
   trace.realtime_offset_ns = realtime_offset_ns;
@@ -698,6 +764,14 @@ Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>
       have_offset = true;
     }
     ProcessTrace p = ProcessCorrelator(processes[i], &next_id).Build();
+    if (consumed != nullptr) {
+      ProcessCapture& done = (*consumed)[i];
+      IngestedEvents().swap(done.events);
+      std::vector<IngestedEvent>().swap(done.handle_events);
+      std::unordered_map<uint32_t, std::string>().swap(done.strings);
+      std::unordered_map<uint32_t, std::vector<uint32_t>>().swap(done.stacks);
+      std::vector<IngestedModel>().swap(done.models);
+    }
     if (n > 0 && key(order[n - 1]) == key(i)) {
       Merge(std::move(p), &trace.processes.back());
     } else {
@@ -719,6 +793,18 @@ Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>
     trace.end_ns = end;
   }
   return trace;
+}
+
+}  // namespace
+
+Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>& processes,
+                int64_t realtime_offset_ns) {
+  return CorrelateProcesses(capture_id, processes, realtime_offset_ns, nullptr);
+}
+
+Trace Correlate(const std::string& capture_id, std::vector<ProcessCapture>&& processes,
+                int64_t realtime_offset_ns) {
+  return CorrelateProcesses(capture_id, processes, realtime_offset_ns, &processes);
 }
 
 }  // namespace nrtprof::daemon

@@ -35,6 +35,11 @@ namespace nrtprof::daemon {
 // sample.
 Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>& processes,
                 int64_t realtime_offset_ns);
+// The same Trace, from captures the correlator may consume: each process's events are freed as
+// soon as its part of the Trace is built, so a capture's raw events and its Trace are never all
+// held at once. `processes` keep their Hello and counters, not their events.
+Trace Correlate(const std::string& capture_id, std::vector<ProcessCapture>&& processes,
+                int64_t realtime_offset_ns);
 
 // How far outside a call's span a device event may lie and still be matched by containment.
 inline constexpr uint64_t kContainmentSlackNs = 1'000'000;

@@ -191,6 +191,46 @@ TEST(CorrelatorTest, ExecutionsMatchTheirCallsInOrderPerThread) {
   EXPECT_EQ(t.end_ns, 1100 * kUs);
 }
 
+// Work sent before its execution (batches carry device events in the order the runtime's
+// trace returns them) still lands inside it, and the work of an execution that was lost stays
+// uncorrelated; a consumed capture gives the same Trace as a borrowed one.
+TEST(CorrelatorTest, WorkFindsItsExecutionWhateverTheOrderTheyCameIn) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  b.Call(1, "nrt_execute", 600 * kUs, 500 * kUs);
+  b.Op(1, 620 * kUs, 5 * kUs, 32, 31);  // before its execution
+  b.Op(1, 20 * kUs, 5 * kUs, 12, 11);
+  b.Exec(1, 10 * kUs, 400 * kUs, 11);
+  b.Exec(1, 610 * kUs, 400 * kUs, 31);
+  b.Op(1, 630 * kUs, 5 * kUs, 33, 99);  // its execution was lost
+  const ProcessCapture capture = b.Build();
+  const Trace t = Correlate("c", std::vector<ProcessCapture>{capture}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  const std::vector<const DeviceEvent*> ops = Device(p, "mul");
+  ASSERT_EQ(execs.size(), 2u);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0]->parent, execs[0]->id);
+  EXPECT_EQ(ops[0]->correlation_id, CallNamed(p, "nrt_execute", 0).correlation_id);
+  EXPECT_EQ(ops[1]->parent, execs[1]->id);
+  EXPECT_EQ(ops[1]->correlation_id, CallNamed(p, "nrt_execute", 1).correlation_id);
+  EXPECT_EQ(ops[2]->parent, 0u);
+  EXPECT_EQ(ops[2]->correlation_id, 0u);
+  EXPECT_EQ(p.device_uncorrelated, 1u);
+
+  const std::vector<ProcessCapture> kept{capture};
+  const Trace borrowed = Correlate("c", kept, 0);
+  EXPECT_EQ(kept[0].events.size(), 7u);  // borrowed: left as it was
+  const ProcessTrace& q = OnlyProcess(borrowed);
+  ASSERT_EQ(q.device.size(), p.device.size());
+  for (size_t i = 0; i < p.device.size(); ++i) {
+    EXPECT_EQ(q.device[i].id, p.device[i].id);
+    EXPECT_EQ(q.device[i].parent, p.device[i].parent);
+    EXPECT_EQ(q.device[i].correlation_id, p.device[i].correlation_id);
+    EXPECT_EQ(q.device[i].start_ns, p.device[i].start_ns);
+  }
+}
+
 TEST(CorrelatorTest, ExecuteRepeatTakesRepeatExecutions) {
   ProcessBuilder b;
   b.Call(1, "nrt_execute_repeat", 0, 2 * kMs).repeat = 3;

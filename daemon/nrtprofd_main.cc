@@ -30,6 +30,7 @@
 #include "daemon/control_service.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
+#include "daemon/trace_lanes.h"
 #include "daemon/trace_sink.h"
 #include "grpcpp/grpcpp.h"
 
@@ -232,8 +233,11 @@ absl::Status PrepareOutputRoot(const std::string& root) {
 
 std::unique_ptr<TraceSink> ProductionSink() {
   std::vector<std::unique_ptr<TraceSink>> sinks;
-  sinks.push_back(std::make_unique<PerfettoWriter>());
-  sinks.push_back(std::make_unique<ChromeJsonWriter>());
+  // The two traces draw the same lanes: laid out once for both.
+  std::vector<std::unique_ptr<LaneSink>> traces;
+  traces.push_back(std::make_unique<PerfettoWriter>());
+  traces.push_back(std::make_unique<ChromeJsonWriter>());
+  sinks.push_back(std::make_unique<LaneSinkGroup>(std::move(traces)));
   sinks.push_back(std::make_unique<SummarySink>());
   sinks.push_back(std::make_unique<ArtifactWriter>());
   return std::make_unique<CompositeSink>(std::move(sinks));

@@ -2,8 +2,11 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <string>
 #include <string_view>
@@ -67,33 +70,68 @@ constexpr uint32_t kVarint = 0;
 constexpr uint32_t kFixed64 = 1;
 constexpr uint32_t kLengthDelimited = 2;
 
-// The protobuf wire encoding of the fields we write, appended to a string.
-void AppendVarint(uint64_t v, std::string* out) {
+// A byte buffer written through a raw pointer: room for a whole field is made once, then its
+// bytes are stored without a check each, as protobuf's own encoders do (appending to a
+// std::string byte by byte, or field by field, was a good part of the writer's time).
+class Bytes {
+ public:
+  void clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  char* data() { return buf_.data(); }
+  absl::string_view view() const { return absl::string_view(buf_.data(), size_); }
+  std::string_view std_view() const { return std::string_view(buf_.data(), size_); }
+  // At least n bytes writable from the returned pointer, until Commit.
+  char* Room(size_t n) {
+    if (size_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, size_ + n));
+    return buf_.data() + size_;
+  }
+  void Commit(const char* end) { size_ = static_cast<size_t>(end - buf_.data()); }
+
+ private:
+  std::string buf_;  // its size is the capacity; size_ bytes are in use
+  size_t size_ = 0;
+};
+
+// The protobuf wire encoding of the fields we write, appended to a Bytes.
+constexpr size_t kMaxVarint = 10;
+
+char* PutVarint(uint64_t v, char* p) {
   while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
+    *p++ = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<char>(v));
+  *p++ = static_cast<char>(v);
+  return p;
 }
 
-void AppendTag(uint32_t field, uint32_t wire_type, std::string* out) {
-  AppendVarint((uint64_t{field} << 3) | wire_type, out);
+char* PutTag(uint32_t field, uint32_t wire_type, char* p) {
+  return PutVarint((uint64_t{field} << 3) | wire_type, p);
 }
 
-void AppendVarintField(uint32_t field, uint64_t v, std::string* out) {
-  AppendTag(field, kVarint, out);
-  AppendVarint(v, out);
+void AppendVarint(uint64_t v, Bytes* out) { out->Commit(PutVarint(v, out->Room(kMaxVarint))); }
+
+void AppendTag(uint32_t field, uint32_t wire_type, Bytes* out) {
+  out->Commit(PutTag(field, wire_type, out->Room(kMaxVarint)));
 }
 
-void AppendBytesField(uint32_t field, std::string_view bytes, std::string* out) {
-  AppendTag(field, kLengthDelimited, out);
-  AppendVarint(bytes.size(), out);
-  out->append(bytes.data(), bytes.size());
+void AppendVarintField(uint32_t field, uint64_t v, Bytes* out) {
+  char* p = PutTag(field, kVarint, out->Room(2 * kMaxVarint));
+  out->Commit(PutVarint(v, p));
 }
 
-void AppendFixed64Field(uint32_t field, uint64_t v, std::string* out) {
-  AppendTag(field, kFixed64, out);
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+// `bytes` must not be in *out.
+void AppendBytesField(uint32_t field, std::string_view bytes, Bytes* out) {
+  char* p = PutTag(field, kLengthDelimited, out->Room(2 * kMaxVarint + bytes.size()));
+  p = PutVarint(bytes.size(), p);
+  if (!bytes.empty()) memcpy(p, bytes.data(), bytes.size());
+  out->Commit(p + bytes.size());
+}
+
+void AppendFixed64Field(uint32_t field, uint64_t v, Bytes* out) {
+  char* p = PutTag(field, kFixed64, out->Room(kMaxVarint + 8));
+  for (int i = 0; i < 8; ++i) *p++ = static_cast<char>(v >> (8 * i));
+  out->Commit(p);
 }
 
 // Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
@@ -114,7 +152,7 @@ class PacketSink {
       absl::Status s = Flush();
       record_.clear();
       AppendBytesField(kTracePacketField, packet_bytes, &record_);
-      return s.ok() ? file_->Append(record_) : s;
+      return s.ok() ? file_->Append(record_.view()) : s;
     }
     AppendBytesField(kTracePacketField, packet_bytes, &pending_);
     if (pending_.size() >= kBundleBytes) return Flush();
@@ -124,7 +162,7 @@ class PacketSink {
   // Writes what is pending; after it, the file ends at a record boundary.
   absl::Status Flush() {
     if (pending_.empty()) return absl::OkStatus();
-    absl::Status s = level_ > 0 ? WriteBundle() : file_->Append(pending_);
+    absl::Status s = level_ > 0 ? WriteBundle() : file_->Append(pending_.view());
     pending_.clear();
     return s;
   }
@@ -146,22 +184,24 @@ class PacketSink {
     if (deflate(&zs_, Z_FINISH) != Z_STREAM_END) return absl::InternalError("deflate failed");
     deflated_.resize(deflated_.size() - zs_.avail_out);
     // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
-    std::string packet_header;
+    Bytes packet_header;
     AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
     AppendVarint(deflated_.size(), &packet_header);
     record_.clear();
     AppendTag(kTracePacketField, kLengthDelimited, &record_);
     AppendVarint(packet_header.size() + deflated_.size(), &record_);
-    record_ += packet_header;
-    absl::Status s = file_->Append(record_);
+    char* p = record_.Room(packet_header.size());
+    memcpy(p, packet_header.data(), packet_header.size());
+    record_.Commit(p + packet_header.size());
+    absl::Status s = file_->Append(record_.view());
     return s.ok() ? file_->Append(deflated_) : s;
   }
 
   AtomicFile* const file_;
   const int level_;
-  std::string pending_;  // records not yet written
+  Bytes pending_;  // records not yet written
   std::string deflated_;
-  std::string record_;
+  Bytes record_;
   z_stream zs_{};
   bool zlib_ready_ = false;
 };
@@ -183,22 +223,29 @@ std::string ProcessName(const ProcessTrace& p) {
 struct EdgeSource {
   uint64_t track_uuid = 0;
   const Lane* lane = nullptr;  // a lane's edges ...
-  std::vector<SliceEdge> edges;
+  std::optional<LaneEdgeCursor> edges;
   const ProcessTrace* process = nullptr;  // ... or a process's capture instant
   uint64_t instant_ns = 0;
-  size_t next = 0;
+  bool instant_written = false;
 
-  bool done() const { return lane != nullptr ? next >= edges.size() : next > 0; }
-  uint64_t ts() const { return lane != nullptr ? edges[next].ts : instant_ns; }
+  bool done() const { return lane != nullptr ? edges->done() : instant_written; }
+  uint64_t ts() const { return lane != nullptr ? edges->edge().ts : instant_ns; }
+  void Advance() {
+    if (lane != nullptr) {
+      edges->Advance();
+    } else {
+      instant_written = true;
+    }
+  }
 };
 
 class TraceEncoder {
  public:
-  TraceEncoder(const Trace& trace, AtomicFile* file, int deflate_level)
-      : trace_(trace), sink_(file, deflate_level) {}
+  TraceEncoder(const Trace& trace, const TraceLanes& lanes, AtomicFile* file, int deflate_level)
+      : trace_(trace), lanes_(lanes), sink_(file, deflate_level) {}
 
   absl::Status Encode() {
-    TraceLanes lanes = BuildLanes(trace_);
+    const TraceLanes& lanes = lanes_;
     last_ts_ = lanes.first_ns;
     absl::Status s = WriteClockSnapshot(lanes.first_ns);
     for (const ProcessLanes& p : lanes.processes) {
@@ -214,9 +261,13 @@ class TraceEncoder {
     while (s.ok() && !heads.empty()) {
       const size_t i = heads.top().second;
       heads.pop();
-      s = WriteEdge(sources_[i]);
-      ++sources_[i].next;
-      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
+      EdgeSource& source = sources_[i];
+      // A source stays in front while its next edge still sorts before every other head.
+      do {
+        s = WriteEdge(source);
+        source.Advance();
+      } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
+      if (!source.done()) heads.push({source.ts(), i});
     }
     if (s.ok()) s = sink_.Flush();
     return s;
@@ -286,7 +337,7 @@ class TraceEncoder {
     EdgeSource& source = sources_.emplace_back();
     source.track_uuid = uuid;
     source.lane = &lane;
-    source.edges = LaneEdges(lane);
+    source.edges.emplace(&lane);
     return WriteTrack(uuid, parent_uuid, LaneKindName(lane.kind));
   }
 
@@ -340,11 +391,13 @@ class TraceEncoder {
   }
 
   uint64_t AnnotationNameIid(const char* name) {
-    auto known = annotation_name_ptrs_.find(name);
-    if (known != annotation_name_ptrs_.end()) return known->second;
+    // A few dozen static names at most: a scan of their addresses beats hashing the text.
+    for (const auto& [ptr, iid] : annotation_name_ptrs_) {
+      if (ptr == name) return iid;
+    }
     auto [it, added] = annotation_names_.emplace(name, annotation_names_.size() + 1);
     if (added) AddInternedEntry(interned::kAnnotationNames, it->second, name);
-    annotation_name_ptrs_.emplace(name, it->second);
+    annotation_name_ptrs_.emplace_back(name, it->second);
     return it->second;
   }
 
@@ -352,7 +405,7 @@ class TraceEncoder {
     entry_.clear();
     AppendVarintField(interned::kIid, iid, &entry_);
     AppendBytesField(interned::kName, name, &entry_);
-    AppendBytesField(table, entry_, &interned_);
+    AppendBytesField(table, entry_.std_view(), &interned_);
   }
 
   void AddAnnotations(const std::vector<SliceArg>& args) {
@@ -371,7 +424,7 @@ class TraceEncoder {
                             &annotation_);
           break;
       }
-      AppendBytesField(track_event::kDebugAnnotations, annotation_, &event_);
+      AppendBytesField(track_event::kDebugAnnotations, annotation_.std_view(), &event_);
     }
   }
 
@@ -381,7 +434,7 @@ class TraceEncoder {
     interned_.clear();
     uint64_t ts = 0;
     if (source.lane != nullptr) {
-      const SliceEdge& e = source.edges[source.next];
+      const SliceEdge& e = source.edges->edge();
       ts = e.ts;
       if (e.begin) {
         const LaneSlice& slice = source.lane->slices[e.slice];
@@ -389,7 +442,8 @@ class TraceEncoder {
                           &event_);
         AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
         AppendVarintField(track_event::kNameIid, EventNameIid(*slice.name), &event_);
-        AddAnnotations(slice.args);
+        SliceArgs(slice, &args_, &arg_text_);
+        AddAnnotations(args_);
         for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
         for (uint64_t id : slice.terminating_flow_ids) {
           AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
@@ -417,14 +471,17 @@ class TraceEncoder {
       AppendVarintField(packet::kTimestamp, ts, &packet_);
       AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
     }
-    AppendBytesField(packet::kTrackEvent, event_, &packet_);
-    if (!interned_.empty()) AppendBytesField(packet::kInternedData, interned_, &packet_);
+    AppendBytesField(packet::kTrackEvent, event_.std_view(), &packet_);
+    if (!interned_.empty()) {
+      AppendBytesField(packet::kInternedData, interned_.std_view(), &packet_);
+    }
     AppendVarintField(packet::kSequenceId, PerfettoWriter::kSequenceId, &packet_);
     AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
-    return sink_.Add(packet_);
+    return sink_.Add(packet_.std_view());
   }
 
   const Trace& trace_;
+  const TraceLanes& lanes_;
   PacketSink sink_;
   bool first_packet_ = true;
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
@@ -432,19 +489,23 @@ class TraceEncoder {
   std::vector<EdgeSource> sources_;
   std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's strings
   std::unordered_map<std::string_view, uint64_t> annotation_names_;
-  std::unordered_map<const char*, uint64_t> annotation_name_ptrs_;  // static names, by address
+  std::vector<std::pair<const char*, uint64_t>> annotation_name_ptrs_;  // static names
   // Scratch buffers, reused from packet to packet.
-  std::string event_, interned_, entry_, annotation_, packet_, message_;
+  std::vector<SliceArg> args_;
+  std::string arg_text_;
+  Bytes event_, interned_, entry_, annotation_, packet_;
+  std::string message_;
 };
 
 }  // namespace
 
-absl::Status PerfettoWriter::Write(const Trace& trace, const std::string& output_dir,
-                                   std::vector<std::string>* files) {
+absl::Status PerfettoWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                                        const std::string& output_dir,
+                                        std::vector<std::string>* files) {
   AtomicFile file;
   absl::Status s = file.Open(absl::StrCat(output_dir, "/", kFileName));
   if (!s.ok()) return s;
-  s = TraceEncoder(trace, &file, options_.deflate_level).Encode();
+  s = TraceEncoder(trace, lanes, &file, options_.deflate_level).Encode();
   if (!s.ok()) return s;  // the temporary file goes with `file`
   s = file.Commit();
   if (!s.ok()) return s;

@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "daemon/trace_lanes.h"
 #include "daemon/trace_sink.h"
 
 namespace nrtprof::daemon {
 
-class PerfettoWriter : public TraceSink {
+class PerfettoWriter : public LaneSink {
  public:
   static constexpr const char* kFileName = "trace.pftrace";
 
@@ -39,8 +40,8 @@ class PerfettoWriter : public TraceSink {
   PerfettoWriter() = default;
   explicit PerfettoWriter(Options options) : options_(options) {}
 
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
-                     std::vector<std::string>* files) override;
+  absl::Status WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                          const std::string& output_dir, std::vector<std::string>* files) override;
 
  private:
   Options options_;

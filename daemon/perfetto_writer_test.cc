@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/chrome_json_writer.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "daemon/writer_test_util.h"
 #include "google/protobuf/descriptor.h"
@@ -503,6 +505,48 @@ TEST(PerfettoWriterTest, TimestampsAreDeltasAndCompressionChangesNothingElse) {
   EXPECT_EQ(ranges.back().name, "aten::linear");
   EXPECT_EQ(ranges.back().start, last_start);
   EXPECT_EQ(ranges.back().end, last_start + 100'000);
+}
+
+// The daemon lays the lanes out once for both traces (LaneSinkGroup): the files are the ones
+// each writer makes alone, byte for byte, in the order the writers were given.
+TEST(PerfettoWriterTest, OneLayoutForBothTracesGivesTheSameFiles) {
+  for (const Trace& t : {SmallTrace(), ManyIterations(700)}) {
+    const std::string alone = TempDir(absl::StrCat("alone", t.processes[0].calls.size()));
+    const std::string shared = TempDir(absl::StrCat("shared", t.processes[0].calls.size()));
+    std::vector<std::string> alone_files, shared_files;
+    ASSERT_TRUE(PerfettoWriter().Write(t, alone, &alone_files).ok());
+    ASSERT_TRUE(ChromeJsonWriter().Write(t, alone, &alone_files).ok());
+    std::vector<std::unique_ptr<LaneSink>> sinks;
+    sinks.push_back(std::make_unique<PerfettoWriter>());
+    sinks.push_back(std::make_unique<ChromeJsonWriter>());
+    ASSERT_TRUE(LaneSinkGroup(std::move(sinks)).Write(t, shared, &shared_files).ok());
+    EXPECT_EQ(shared_files, (std::vector<std::string>{"trace.pftrace", "trace.json"}));
+    EXPECT_EQ(shared_files, alone_files);
+    for (const char* file : {"trace.pftrace", "trace.json"}) {
+      const std::string bytes = ReadFile(absl::StrCat(shared, "/", file));
+      EXPECT_GT(bytes.size(), 100u) << file;
+      EXPECT_EQ(bytes, ReadFile(absl::StrCat(alone, "/", file))) << file;
+    }
+  }
+}
+
+// A failing writer of the group does not keep the others from writing; its error is returned.
+TEST(PerfettoWriterTest, OneLayoutForBothTracesReportsTheFirstError) {
+  class Failing : public LaneSink {
+   public:
+    absl::Status WriteLanes(const Trace&, const TraceLanes&, const std::string&,
+                            std::vector<std::string>*) override {
+      return absl::PermissionDeniedError("cannot write the first file");
+    }
+  };
+  std::vector<std::unique_ptr<LaneSink>> sinks;
+  sinks.push_back(std::make_unique<Failing>());
+  sinks.push_back(std::make_unique<ChromeJsonWriter>());
+  const std::string dir = TempDir("group_error");
+  std::vector<std::string> files;
+  absl::Status s = LaneSinkGroup(std::move(sinks)).Write(SmallTrace(), dir, &files);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(files, (std::vector<std::string>{"trace.json"}));
 }
 
 TEST(PerfettoWriterTest, UnwritableFolderIsAnErrorAndNamesTheFile) {

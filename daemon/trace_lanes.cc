@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -22,11 +21,11 @@ uint64_t EndOf(uint64_t start, uint64_t duration) {
              : start + duration;
 }
 
-SliceArg StringArg(const char* name, std::string value) {
+SliceArg StringArg(const char* name, std::string_view value) {
   SliceArg a;
   a.name = name;
   a.type = SliceArg::Type::kString;
-  a.string_value = std::move(value);
+  a.string_value = value;
   return a;
 }
 
@@ -46,67 +45,66 @@ SliceArg IntArg(const char* name, int64_t value) {
   return a;
 }
 
-std::vector<SliceArg> CallArgs(const ApiCall& c) {
-  std::vector<SliceArg> args;
-  args.reserve(6);  // enough for all but the rarest calls: one allocation per slice
-  args.push_back(IntArg("status", c.status));
-  args.push_back(UintArg("correlation_id", c.correlation_id));
-  if (c.bytes != 0) args.push_back(UintArg("bytes", c.bytes));
-  if (!c.model_name.empty()) args.push_back(StringArg("model", c.model_name));
-  if (!c.tensor_name.empty()) args.push_back(StringArg("tensor", c.tensor_name));
-  if (c.nc_idx >= 0) args.push_back(IntArg("nc", c.nc_idx));
-  if (c.repeat != 0) args.push_back(UintArg("repeat", c.repeat));
+void CallArgs(const ApiCall& c, std::vector<SliceArg>* args, std::string* text) {
+  args->push_back(IntArg("status", c.status));
+  args->push_back(UintArg("correlation_id", c.correlation_id));
+  if (c.bytes != 0) args->push_back(UintArg("bytes", c.bytes));
+  if (!c.model_name.empty()) args->push_back(StringArg("model", c.model_name));
+  if (!c.tensor_name.empty()) args->push_back(StringArg("tensor", c.tensor_name));
+  if (c.nc_idx >= 0) args->push_back(IntArg("nc", c.nc_idx));
+  if (c.repeat != 0) args->push_back(UintArg("repeat", c.repeat));
   // Innermost frame first, as a call site reads: "f <- caller <- caller's caller".
-  if (!c.stack.empty()) args.push_back(StringArg("stack", absl::StrJoin(c.stack, " <- ")));
-  return args;
+  if (!c.stack.empty()) {
+    *text = absl::StrJoin(c.stack, " <- ");
+    args->push_back(StringArg("stack", *text));
+  }
 }
 
 // Work inside an execution (parent != 0) shares the execution's model, correlation id and
 // submitting thread: those are on the execution's slice only. An engine op is drawn inside its
 // execution, so its exec_id is left out too; a DMA sits on another track and keeps its exec_id
 // to say which execution it served.
-std::vector<SliceArg> DeviceArgs(const DeviceEvent& e) {
-  std::vector<SliceArg> args;
+void DeviceArgs(const DeviceEvent& e, std::vector<SliceArg>* args) {
   const bool child = e.parent != 0;
   const bool dma = e.kind == DeviceEventKind::kDma;
-  args.reserve(5);  // the most a device slice has
-  if (!child && !e.model_name.empty()) args.push_back(StringArg("model", e.model_name));
-  if (dma ? e.exec_id != 0 : !child) args.push_back(UintArg("exec_id", e.exec_id));
-  if (!e.engine.empty()) args.push_back(StringArg("engine", e.engine));
-  if (dma) args.push_back(UintArg("bytes", e.bytes));
-  if (!e.tensor_name.empty()) args.push_back(StringArg("tensor", e.tensor_name));
+  if (!child && !e.model_name.empty()) args->push_back(StringArg("model", e.model_name));
+  if (dma ? e.exec_id != 0 : !child) args->push_back(UintArg("exec_id", e.exec_id));
+  if (!e.engine.empty()) args->push_back(StringArg("engine", e.engine));
+  if (dma) args->push_back(UintArg("bytes", e.bytes));
+  if (!e.tensor_name.empty()) args->push_back(StringArg("tensor", e.tensor_name));
   if (!child && e.correlation_id != 0) {
-    args.push_back(UintArg("correlation_id", e.correlation_id));
+    args->push_back(UintArg("correlation_id", e.correlation_id));
   }
   if (!child && e.submitting_tid != 0) {
-    args.push_back(UintArg("submitting_tid", e.submitting_tid));
+    args->push_back(UintArg("submitting_tid", e.submitting_tid));
   }
-  return args;
 }
 
 // One slice before nesting: where it comes from and its raw interval.
 struct PendingSlice {
   NestInterval interval;
   const std::string* name = nullptr;
-  std::vector<SliceArg> args;
+  const ApiCall* call = nullptr;
+  const DeviceEvent* device = nullptr;
   LaneSlice** back_pointer = nullptr;  // where to record the slice's final address, if wanted
 };
 
 // Nests `pending` into `lane`; records each slice's address through its back_pointer.
 // The lane's slices vector must not grow afterwards.
-void FillLane(std::vector<PendingSlice> pending, Lane* lane) {
+void FillLane(const std::vector<PendingSlice>& pending, Lane* lane) {
   std::vector<NestInterval> intervals;
   intervals.reserve(pending.size());
   for (const PendingSlice& p : pending) intervals.push_back(p.interval);
   std::vector<size_t> order = NestIntervals(&intervals);
   lane->slices.resize(order.size());
   for (size_t k = 0; k < order.size(); ++k) {
-    PendingSlice& p = pending[order[k]];
+    const PendingSlice& p = pending[order[k]];
     LaneSlice& s = lane->slices[k];
     s.name = p.name;
     s.start_ns = intervals[order[k]].start_ns;
     s.end_ns = intervals[order[k]].end_ns;
-    s.args = std::move(p.args);
+    s.call = p.call;
+    s.device = p.device;
     if (p.back_pointer != nullptr) *p.back_pointer = &s;
   }
 }
@@ -169,7 +167,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     // Runtime calls never nest (the shim does not record calls made inside a call), so no ids.
     s.interval = {c.start_ns, EndOf(c.start_ns, c.duration_ns), 0, 0};
     s.name = &c.name;
-    s.args = CallArgs(c);
+    s.call = &c;
     s.back_pointer = &call_slice[i];
     threads[c.tid].second.push_back(std::move(s));
   }
@@ -180,7 +178,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
     s.interval = {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent};
     s.name = &e.name;
-    s.args = DeviceArgs(e);
+    s.device = &e;
     s.back_pointer = &device_slice[i];
     auto& lanes = cores[e.nc_idx];
     (is_dma ? lanes.second : lanes.first).push_back(std::move(s));
@@ -195,8 +193,8 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     if (name != p.thread_names.end() && !name->second.empty()) lanes.name = &name->second;
     lanes.framework.kind = LaneKind::kFramework;
     lanes.runtime.kind = LaneKind::kRuntime;
-    FillLane(std::move(pending.first), &lanes.framework);
-    FillLane(std::move(pending.second), &lanes.runtime);
+    FillLane(pending.first, &lanes.framework);
+    FillLane(pending.second, &lanes.runtime);
     NoteStart(lanes.framework, &out);
     NoteStart(lanes.runtime, &out);
   }
@@ -207,16 +205,21 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     lanes.nc_idx = nc;
     lanes.executions.kind = LaneKind::kExecutions;
     lanes.dma.kind = LaneKind::kDma;
-    FillLane(std::move(pending.first), &lanes.executions);
-    FillLane(std::move(pending.second), &lanes.dma);
+    FillLane(pending.first, &lanes.executions);
+    FillLane(pending.second, &lanes.dma);
     NoteStart(lanes.executions, &out);
     NoteStart(lanes.dma, &out);
   }
 
   // Flows: one per correlation id, range -> call -> executions/transfers, in time order.
-  std::unordered_map<uint64_t, size_t> range_by_id;
+  // Range ids to indices, sorted (the correlator numbers ranges in order, so usually they are
+  // already); for an id given twice, the first range is the one named.
+  std::vector<std::pair<uint64_t, size_t>> range_by_id;
   range_by_id.reserve(p.ranges.size());
-  for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace(p.ranges[i].id, i);
+  for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace_back(p.ranges[i].id, i);
+  if (!std::is_sorted(range_by_id.begin(), range_by_id.end())) {
+    std::sort(range_by_id.begin(), range_by_id.end());
+  }
   // The device flow steps by correlation id, then start time (then trace order): each call's
   // steps are one run of this list, found by binary search.
   struct DeviceStep {
@@ -235,15 +238,18 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     return std::tie(a.correlation_id, a.start_ns, a.index) <
            std::tie(b.correlation_id, b.start_ns, b.index);
   };
-  std::sort(steps.begin(), steps.end(), step_order);
+  if (!std::is_sorted(steps.begin(), steps.end(), step_order)) {
+    std::sort(steps.begin(), steps.end(), step_order);
+  }
   std::vector<LaneSlice*> chain;
   for (size_t i = 0; i < p.calls.size(); ++i) {
     const ApiCall& call = p.calls[i];
     if (call.correlation_id == 0) continue;
     chain.clear();
     if (call.range != 0) {
-      auto r = range_by_id.find(call.range);
-      if (r != range_by_id.end() && p.ranges[r->second].tid == call.tid) {
+      auto r = std::lower_bound(range_by_id.begin(), range_by_id.end(),
+                                std::pair<uint64_t, size_t>{call.range, 0});
+      if (r != range_by_id.end() && r->first == call.range && p.ranges[r->second].tid == call.tid) {
         chain.push_back(range_slice[r->second]);
       }
     }
@@ -282,49 +288,66 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
   const size_t n = iv.size();
   for (NestInterval& v : iv) v.end_ns = std::max(v.end_ns, v.start_ns);
 
-  // Declared parents within this set of intervals, and each interval's declared depth.
-  std::unordered_map<uint64_t, size_t> by_id;
-  for (size_t i = 0; i < n; ++i) {
-    if (iv[i].id != 0) by_id.emplace(iv[i].id, i);
-  }
+  // Declared parents within this set of intervals, and each interval's declared depth. Lanes
+  // without any (runtime calls, DMA) skip all of it: every depth is 0.
   constexpr size_t kNone = std::numeric_limits<size_t>::max();
   std::vector<size_t> parent(n, kNone);
-  for (size_t i = 0; i < n; ++i) {
-    if (iv[i].parent_id == 0) continue;
-    auto it = by_id.find(iv[i].parent_id);
-    if (it != by_id.end() && it->second != i) parent[i] = it->second;
-  }
-  std::vector<int> depth(n, -1);
-  std::vector<size_t> path;
-  for (size_t i = 0; i < n; ++i) {
-    // Walk up to the first interval of known depth (or the root), then fill in on the way back.
-    path.clear();
-    size_t j = i;
-    while (j != kNone && depth[j] == -1 && static_cast<int>(path.size()) <= kMaxDeclaredDepth) {
-      depth[j] = -2;  // on the current path: meeting it again means a cycle
-      path.push_back(j);
-      j = parent[j];
+  std::vector<int> depth(n, 0);
+  const bool any_parent =
+      std::any_of(iv.begin(), iv.end(), [](const NestInterval& v) { return v.parent_id != 0; });
+  if (any_parent) {
+    // Ids to indices, sorted (for an id given twice, the first interval is the one named).
+    std::vector<std::pair<uint64_t, size_t>> by_id;
+    by_id.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (iv[i].id != 0) by_id.emplace_back(iv[i].id, i);
     }
-    int base = (j == kNone || depth[j] < 0) ? -1 : depth[j];
-    if (j != kNone && depth[j] < 0) parent[path.back()] = kNone;  // cut a cycle or overlong chain
-    for (size_t k = path.size(); k-- > 0;) depth[path[k]] = ++base;
-  }
+    if (!std::is_sorted(by_id.begin(), by_id.end())) std::sort(by_id.begin(), by_id.end());
+    for (size_t i = 0; i < n; ++i) {
+      if (iv[i].parent_id == 0) continue;
+      auto it = std::lower_bound(by_id.begin(), by_id.end(),
+                                 std::pair<uint64_t, size_t>{iv[i].parent_id, 0});
+      if (it != by_id.end() && it->first == iv[i].parent_id && it->second != i) {
+        parent[i] = it->second;
+      }
+    }
+    std::fill(depth.begin(), depth.end(), -1);
+    std::vector<size_t> path;
+    int max_depth = 0;
+    for (size_t i = 0; i < n; ++i) {
+      // Walk up to the first interval of known depth (or the root), then fill in on the way
+      // back.
+      path.clear();
+      size_t j = i;
+      while (j != kNone && depth[j] == -1 && static_cast<int>(path.size()) <= kMaxDeclaredDepth) {
+        depth[j] = -2;  // on the current path: meeting it again means a cycle
+        path.push_back(j);
+        j = parent[j];
+      }
+      int base = (j == kNone || depth[j] < 0) ? -1 : depth[j];
+      if (j != kNone && depth[j] < 0) parent[path.back()] = kNone;  // cut a cycle or overlong chain
+      for (size_t k = path.size(); k-- > 0;) depth[path[k]] = ++base;
+      max_depth = std::max(max_depth, base);
+    }
 
-  // Children into their declared parents, parents first so a chain clamps all the way down.
-  std::vector<size_t> by_depth(n);
-  for (size_t i = 0; i < n; ++i) by_depth[i] = i;
-  std::stable_sort(by_depth.begin(), by_depth.end(),
-                   [&](size_t a, size_t b) { return depth[a] < depth[b]; });
-  for (size_t i : by_depth) {
-    if (parent[i] == kNone) continue;
-    const NestInterval& p = iv[parent[i]];
-    NestInterval& v = iv[i];
-    if (v.start_ns > p.end_ns || v.end_ns < p.start_ns) {
-      parent[i] = kNone;  // nowhere near its parent: keep its own times, nest by time only
-      continue;
+    // Children into their declared parents, parents first so a chain clamps all the way down
+    // (in depth order, by a counting sort: depths are small).
+    std::vector<size_t> first_of_depth(static_cast<size_t>(max_depth) + 2, 0);
+    for (size_t i = 0; i < n; ++i) ++first_of_depth[static_cast<size_t>(depth[i]) + 1];
+    for (size_t d = 1; d < first_of_depth.size(); ++d) first_of_depth[d] += first_of_depth[d - 1];
+    std::vector<size_t> by_depth(n);
+    for (size_t i = 0; i < n; ++i) by_depth[first_of_depth[static_cast<size_t>(depth[i])]++] = i;
+    for (size_t i : by_depth) {
+      if (parent[i] == kNone) continue;
+      const NestInterval& p = iv[parent[i]];
+      NestInterval& v = iv[i];
+      if (v.start_ns > p.end_ns || v.end_ns < p.start_ns) {
+        parent[i] = kNone;  // nowhere near its parent: keep its own times, nest by time only
+        continue;
+      }
+      v.start_ns = std::clamp(v.start_ns, p.start_ns, p.end_ns);
+      v.end_ns = std::clamp(v.end_ns, v.start_ns, p.end_ns);
     }
-    v.start_ns = std::clamp(v.start_ns, p.start_ns, p.end_ns);
-    v.end_ns = std::clamp(v.end_ns, v.start_ns, p.end_ns);
   }
   auto is_declared_descendant = [&](size_t child, size_t ancestor) {
     for (size_t j = parent[child]; j != kNone; j = parent[j]) {
@@ -335,11 +358,15 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
 
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  auto begins_before = [&](size_t a, size_t b) {
     if (iv[a].start_ns != iv[b].start_ns) return iv[a].start_ns < iv[b].start_ns;
     if (iv[a].end_ns != iv[b].end_ns) return iv[a].end_ns > iv[b].end_ns;
     return depth[a] < depth[b];
-  });
+  };
+  // Lanes mostly come in begin order already; sorting them again would change nothing.
+  if (!std::is_sorted(order.begin(), order.end(), begins_before)) {
+    std::stable_sort(order.begin(), order.end(), begins_before);
+  }
 
   // One pass with the stack of open slices; LaneEdges() replays the same rule.
   std::vector<size_t> open;
@@ -375,22 +402,27 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
   return order;
 }
 
+void LaneEdgeCursor::Advance() {
+  const std::vector<LaneSlice>& slices = lane_->slices;
+  // The innermost open slice ends before the next one begins if it ends by then (or nothing
+  // is left to begin); otherwise the next one begins inside it.
+  if (!open_.empty() && (next_slice_ >= slices.size() ||
+                         slices[open_.back()].end_ns <= slices[next_slice_].start_ns)) {
+    edge_ = {slices[open_.back()].end_ns, false, open_.back()};
+    open_.pop_back();
+  } else if (next_slice_ < slices.size()) {
+    edge_ = {slices[next_slice_].start_ns, true, next_slice_};
+    open_.push_back(next_slice_++);
+  } else {
+    done_ = true;
+  }
+}
+
 std::vector<SliceEdge> LaneEdges(const Lane& lane) {
   std::vector<SliceEdge> edges;
   edges.reserve(lane.slices.size() * 2);
-  std::vector<size_t> open;
-  for (size_t i = 0; i < lane.slices.size(); ++i) {
-    const LaneSlice& s = lane.slices[i];
-    while (!open.empty() && lane.slices[open.back()].end_ns <= s.start_ns) {
-      edges.push_back({lane.slices[open.back()].end_ns, false, open.back()});
-      open.pop_back();
-    }
-    edges.push_back({s.start_ns, true, i});
-    open.push_back(i);
-  }
-  while (!open.empty()) {
-    edges.push_back({lane.slices[open.back()].end_ns, false, open.back()});
-    open.pop_back();
+  for (LaneEdgeCursor cursor(&lane); !cursor.done(); cursor.Advance()) {
+    edges.push_back(cursor.edge());
   }
   return edges;
 }
@@ -399,6 +431,7 @@ TraceLanes BuildLanes(const Trace& trace) {
   TraceLanes out;
   uint64_t next_flow_id = 1;
   bool any = false;
+  out.processes.reserve(trace.processes.size());
   for (const ProcessTrace& p : trace.processes) {
     out.processes.push_back(BuildProcessLanes(p, &next_flow_id));
     const ProcessLanes& lanes = out.processes.back();
@@ -408,7 +441,14 @@ TraceLanes BuildLanes(const Trace& trace) {
     }
   }
   if (!any) out.first_ns = trace.start_ns;
+  out.flows = next_flow_id - 1;
   return out;
+}
+
+void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text) {
+  args->clear();
+  if (slice.call != nullptr) CallArgs(*slice.call, args, text);
+  if (slice.device != nullptr) DeviceArgs(*slice.device, args);
 }
 
 std::vector<DropCounter> DropCounters(const DropCounts& d) {

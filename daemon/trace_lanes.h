@@ -11,10 +11,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "daemon/trace_model.h"
+#include "daemon/trace_sink.h"
 
 namespace nrtprof::daemon {
 
@@ -23,12 +29,13 @@ enum class LaneKind { kFramework, kRuntime, kExecutions, kDma };
 // "framework", "runtime", "executions", "DMA": the lane's track name.
 const char* LaneKindName(LaneKind kind);
 
-// One argument of a slice (a debug annotation in Perfetto, an "args" entry in JSON).
+// One argument of a slice (a debug annotation in Perfetto, an "args" entry in JSON). A string
+// value is a view: of the Trace, or of the text buffer SliceArgs() was given.
 struct SliceArg {
   enum class Type { kString, kUint, kInt };
   const char* name = "";  // static text
   Type type = Type::kString;
-  std::string string_value;
+  std::string_view string_value;
   uint64_t uint_value = 0;
   int64_t int_value = 0;
 };
@@ -37,12 +44,23 @@ struct LaneSlice {
   const std::string* name = nullptr;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;  // >= start_ns
-  std::vector<SliceArg> args;
+  // What the slice draws, for its arguments (SliceArgs): a runtime call, a device event, or
+  // neither (a framework range, which has none).
+  const ApiCall* call = nullptr;
+  const DeviceEvent* device = nullptr;
   // Flow arrows: ids that start or pass through this slice, and ids that end at it. A flow id
   // is unique in the trace (assigned here, one per correlation id that has two or more slices).
-  std::vector<uint64_t> flow_ids;
-  std::vector<uint64_t> terminating_flow_ids;
+  // Almost every slice has at most one of each: kept inline, so a slice costs no allocation.
+  absl::InlinedVector<uint64_t, 1> flow_ids;
+  absl::InlinedVector<uint64_t, 1> terminating_flow_ids;
 };
+
+// The arguments of a slice, replacing *args: for a runtime call its status, correlation id,
+// bytes, model, tensor, NeuronCore, repeat and call stack; for device work what it shares not
+// with its execution (see trace_lanes.cc). Computed when a writer needs them, so that the lanes
+// hold no copy. String values view the Trace, or *text (the joined call stack), which the
+// caller keeps until it is done with *args.
+void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text);
 
 struct Lane {
   LaneKind kind = LaneKind::kRuntime;
@@ -76,9 +94,45 @@ struct TraceLanes {
   std::vector<ProcessLanes> processes;  // in the Trace's order
   // Where the timeline starts: the earliest slice, else Trace::start_ns.
   uint64_t first_ns = 0;
+  // Flow ids run from 1 to `flows`.
+  uint64_t flows = 0;
 };
 
 TraceLanes BuildLanes(const Trace& trace);
+
+// A writer that draws the lanes (the Perfetto and Chrome JSON traces). Alone, it lays them out
+// for itself; in a LaneSinkGroup, the lanes are laid out once for all the group's writers.
+class LaneSink : public TraceSink {
+ public:
+  // As TraceSink::Write; `lanes` are BuildLanes(trace).
+  virtual absl::Status WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                                  const std::string& output_dir,
+                                  std::vector<std::string>* files) = 0;
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    return WriteLanes(trace, BuildLanes(trace), output_dir, files);
+  }
+};
+
+// Runs every writer on one layout of the lanes (freed when the last is done); the first error
+// is returned after all have run.
+class LaneSinkGroup : public TraceSink {
+ public:
+  explicit LaneSinkGroup(std::vector<std::unique_ptr<LaneSink>> sinks) : sinks_(std::move(sinks)) {}
+  absl::Status Write(const Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    const TraceLanes lanes = BuildLanes(trace);
+    absl::Status first;
+    for (auto& sink : sinks_) {
+      absl::Status s = sink->WriteLanes(trace, lanes, output_dir, files);
+      if (first.ok() && !s.ok()) first = s;
+    }
+    return first;
+  }
+
+ private:
+  std::vector<std::unique_ptr<LaneSink>> sinks_;
+};
 
 // Every drop counter of a process, "total" first: the one list both trace files show.
 struct DropCounter {
@@ -101,6 +155,23 @@ struct SliceEdge {
   size_t slice = 0;
 };
 std::vector<SliceEdge> LaneEdges(const Lane& lane);
+
+// The same sequence one edge at a time, holding only the open slices (a writer of a big trace
+// would otherwise hold every lane's edges at once). `lane` must outlive the cursor.
+class LaneEdgeCursor {
+ public:
+  explicit LaneEdgeCursor(const Lane* lane) : lane_(lane) { Advance(); }
+  bool done() const { return done_; }
+  const SliceEdge& edge() const { return edge_; }  // if !done()
+  void Advance();
+
+ private:
+  const Lane* lane_;
+  size_t next_slice_ = 0;
+  std::vector<size_t> open_;  // begun, not ended; innermost last
+  SliceEdge edge_;
+  bool done_ = false;
+};
 
 // The nesting rule shared by every lane, exposed for its tests. An interval may name a
 // declared parent (parent_id == another interval's id). On return *intervals are adjusted and

@@ -209,8 +209,11 @@ TEST(BuildLanesTest, CaptureArgsCarryEveryDropCounter) {
 // What a slice's arguments say, as text.
 std::map<std::string, std::string> ArgsOf(const LaneSlice& s) {
   std::map<std::string, std::string> args;
-  for (const SliceArg& a : s.args) {
-    args[a.name] = a.type == SliceArg::Type::kString ? a.string_value
+  std::vector<SliceArg> list;
+  std::string text;
+  SliceArgs(s, &list, &text);
+  for (const SliceArg& a : list) {
+    args[a.name] = a.type == SliceArg::Type::kString ? std::string(a.string_value)
                    : a.type == SliceArg::Type::kUint ? std::to_string(a.uint_value)
                                                      : std::to_string(a.int_value);
   }

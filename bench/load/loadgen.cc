@@ -333,11 +333,12 @@ int Main() {
   printf("RESULT streams=%u sent=%" PRIu64 " received=%" PRIu64 " in_trace=%" PRIu64
          " dropped=%" PRIu64
          " ingest_s=%.4f stop_s=%.4f e2e_s=%.4f ingest_eps=%.0f e2e_eps=%.0f"
-         " daemon_hwm_kb=%" PRId64
+         " daemon_hwm_kb=%" PRId64 " daemon_rss_after_kb=%" PRId64
          " daemon_cpu_ingest_s=%.3f daemon_cpu_stop_s=%.3f"
          " pftrace_bytes=%" PRId64 " json_bytes=%" PRId64 " pftrace_bpe=%.2f json_bpe=%.2f\n",
          streams, sent, status.events_received(), files.events(), files.events_dropped(), ingest_s,
-         stop_s, e2e_s, sent / ingest_s, sent / e2e_s, hwm_kb, daemon_cpu_ingest - daemon_cpu_start,
+         stop_s, e2e_s, sent / ingest_s, sent / e2e_s, hwm_kb, rss_kb,
+         daemon_cpu_ingest - daemon_cpu_start,
          daemon_cpu_stop - daemon_cpu_ingest, pftrace, json, per_event(pftrace), per_event(json));
   return failed.load() ? 1 : 0;
 }

@@ -83,19 +83,24 @@ echo "($(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed
 awk '
 function v(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
 BEGIN {
-  printf "%-8s %9s %9s %9s %7s %12s %11s %8s %9s %8s %8s %8s\n", "streams", "sent", "received",
-    "in trace", "dropped", "ingest ev/s", "e2e ev/s", "stop s", "peak RSS", "RSS B/ev",
-    "pftr B/ev", "json B/ev"
+  printf "%-8s %9s %9s %9s %7s %12s %11s %8s %12s %9s %8s %9s %8s %8s\n", "streams", "sent",
+    "received", "in trace", "dropped", "ingest ev/s", "e2e ev/s", "stop s", "e2e ev/CPU-s",
+    "peak RSS", "RSS B/ev", "RSS after", "pftr B/ev", "json B/ev"
 }
 {
   streams = v("streams"); if (v("env") != "default") streams = streams "*"
-  printf "%-8s %9d %9d %9d %7d %12.0f %11.0f %8.2f %6.0f MiB %8.0f %8.2f %8.1f\n", streams,
-    v("sent"), v("received"), v("in_trace"), v("dropped"), v("ingest_eps"), v("e2e_eps"),
-    v("stop_s"), v("daemon_hwm_kb") / 1024, v("daemon_hwm_kb") * 1024 / v("sent"),
-    v("pftrace_bpe"), v("json_bpe")
+  cpu = v("daemon_cpu_ingest_s") + v("daemon_cpu_stop_s")
+  printf "%-8s %9d %9d %9d %7d %12.0f %11.0f %8.2f %12.0f %6.0f MiB %8.0f %5.0f MiB %8.2f %8.1f\n",
+    streams, v("sent"), v("received"), v("in_trace"), v("dropped"), v("ingest_eps"),
+    v("e2e_eps"), v("stop_s"), (cpu > 0 ? v("sent") / cpu : 0), v("daemon_hwm_kb") / 1024,
+    v("daemon_hwm_kb") * 1024 / v("sent"), v("daemon_rss_after_kb") / 1024, v("pftrace_bpe"),
+    v("json_bpe")
 }' "$work/results"
 echo "  ingest: first batch sent -> last batch acknowledged; e2e: first batch -> StopCapture"
 echo "  returned (correlated, trace.pftrace, trace.json, summaries and artifacts written)."
+echo "  e2e ev/CPU-s: events per second of the daemon's own CPU time (user + system, ingest and"
+echo "  stop): the one-core rate whatever else the machine runs. RSS after: the daemon's"
+echo "  resident memory once StopCapture returned."
 echo "  * with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (malloc on transparent huge pages)"
 echo
 echo "Where the time goes: the same events through the daemon's code on one core, without gRPC"
