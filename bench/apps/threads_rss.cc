@@ -2,7 +2,7 @@
 // peak resident memory (VmHWM). bench/run runs it with and without the shim: the difference is
 // what the profiler costs a 64-thread process in memory.
 // With --sys_trace the program starts the runtime's system trace itself, as the profiler does
-// (nrtprof is not involved): the part of the difference that is the runtime's own trace
+// with the capacity nrtprof asks for (nrtprof is not involved): the part of the difference that is the runtime's own trace
 // buffers.
 //   usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace]
 #include <cstdio>
@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
     nrt_sys_trace_config_t* config = nullptr;
     if (nrt_sys_trace_config_allocate(&config) != NRT_SUCCESS) return 1;
     nrt_sys_trace_config_set_defaults(config);
+    // The capacity nrtprof asks for (shim/flusher.h: a quarter of the runtime's default).
+    nrt_sys_trace_config_set_max_events_per_nc(config, 8192);
     if (nrt_sys_trace_start(config) != NRT_SUCCESS) return 1;
     nrt_sys_trace_config_free(config);
   }
