@@ -5,20 +5,40 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
+#include "grpcpp/alarm.h"
 
 namespace nrtprof::daemon {
 namespace {
 
 // One shim's stream. Reads are handled one at a time on gRPC's callback threads; writes
 // (acks, and capture controls that the core sends from control threads) queue and go out one
-// at a time. Deletes itself in OnDone.
+// at a time. Deletes itself once gRPC is done with it (OnDone) and the Hello timer, if any, has
+// fired or been cancelled.
 class ShimStream final
     : public grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage> {
  public:
-  ShimStream(CollectorCore* core, uint64_t id) : core_(core), id_(id) { StartRead(&in_); }
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms)
+      : core_(core), id_(id) {
+    if (hello_timeout_ms != 0) {
+      holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
+      hello_timer_.Set(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(hello_timeout_ms),
+                       [this, hello_timeout_ms](bool expired) {
+                         if (expired) OnHelloTimeout(hello_timeout_ms);
+                         Release();
+                       });
+    }
+    StartRead(&in_);
+  }
 
   void OnReadDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first_read_done_ = true;
+      if (timed_out_) return;  // ended already: Finish is on its way
+    }
     if (!ok) {  // the shim closed its side, or the stream broke
       CloseInCore();
       FinishAfterWrites(grpc::Status::OK);
@@ -43,10 +63,31 @@ class ShimStream final
 
   void OnDone() override {
     CloseInCore();
-    delete this;
+    hello_timer_.Cancel();  // its callback still runs, at once
+    Release();
   }
 
  private:
+  void Release() {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = --holds_ == 0;
+    }
+    if (last) delete this;
+  }
+
+  void OnHelloTimeout(uint32_t timeout_ms) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (first_read_done_) return;
+      timed_out_ = true;
+    }
+    FinishAfterWrites(grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat("no Hello within ", timeout_ms, " ms of the stream's start")));
+  }
+
   // Before Finish: by the time the shim sees the stream's end, the daemon has counted the
   // process as gone (a capture waiting for it stops waiting). The core sends nothing more
   // after this returns.
@@ -69,6 +110,7 @@ class ShimStream final
           });
       if (!control.ok()) return ToGrpcStatus(control.status());
       hello_seen_ = true;
+      hello_timer_.Cancel();
       return grpc::Status::OK;
     }
     if (in_.msg_case() != nrtprof::ShimMessage::kBatch) {
@@ -138,13 +180,17 @@ class ShimStream final
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  bool first_read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
+  int holds_ ABSL_GUARDED_BY(mu_) = 1;  // the stream is deleted when none is left
+  grpc::Alarm hello_timer_;
 };
 
 }  // namespace
 
 grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* CollectorService::Stream(
     grpc::CallbackServerContext* context) {
-  return new ShimStream(core_, next_stream_++);
+  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms);
 }
 
 }  // namespace nrtprof::daemon

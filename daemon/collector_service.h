@@ -2,8 +2,10 @@
 // the stream to CollectorCore: the first message must be a Hello (otherwise the stream fails
 // with INVALID_ARGUMENT), then event batches, each answered by an Ack; CaptureControl messages
 // from the core go down the same stream. A message the core refuses ends that stream with the
-// core's status; other streams go on. Uses gRPC's callback API; a reactor never blocks on disk
-// (the core does no I/O on these calls).
+// core's status; other streams go on. A stream that has not sent its Hello within
+// hello_timeout_ms ends with DEADLINE_EXCEEDED, so connections that never say who they are
+// do not pile up. Uses gRPC's callback API; a reactor never blocks on disk (the core does no
+// I/O on these calls).
 //
 // Thread-safe. `core` must outlive the service and the server it is registered with.
 #ifndef NRTPROF_DAEMON_COLLECTOR_SERVICE_H_
@@ -22,9 +24,15 @@ namespace nrtprof::daemon {
 // refuses a larger one with RESOURCE_EXHAUSTED before it reaches the service.
 inline constexpr int kMaxShimMessageBytes = 64 << 20;
 
+struct CollectorServiceOptions {
+  // How long a new stream may go without its Hello; 0: forever.
+  uint32_t hello_timeout_ms = 10'000;
+};
+
 class CollectorService final : public nrtprof::Collector::CallbackService {
  public:
-  explicit CollectorService(CollectorCore* core) : core_(core) {}
+  explicit CollectorService(CollectorCore* core, CollectorServiceOptions options = {})
+      : core_(core), options_(options) {}
   CollectorService(const CollectorService&) = delete;
   CollectorService& operator=(const CollectorService&) = delete;
 
@@ -33,6 +41,7 @@ class CollectorService final : public nrtprof::Collector::CallbackService {
 
  private:
   CollectorCore* const core_;
+  const CollectorServiceOptions options_;
   std::atomic<uint64_t> next_stream_{1};
 };
 
