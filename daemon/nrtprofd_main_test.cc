@@ -20,10 +20,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.grpc.pb.h"
+#include "tests/fuzz/output_checks.h"
 
 namespace {
 
@@ -283,7 +285,7 @@ class ShimStream {
   uint64_t acked_ = 0;
 };
 
-[[maybe_unused]] std::string ReadFileText(const std::string& path) {
+std::string ReadFileText(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   std::string text = ReadAll(fd);
@@ -291,19 +293,34 @@ class ShimStream {
   return text;
 }
 
-// What python3's json module makes of a file: "ok N" with N the number of X events named
-// `name`, or its error.
-std::string PythonJsonCount(const std::string& path, const std::string& name) {
-  const std::string command = absl::StrCat(
-      "python3 -c 'import json,sys; t=json.load(open(sys.argv[1], encoding=\"utf-8\")); "
-      "print(\"ok\", sum(1 for e in t[\"traceEvents\"] if e.get(\"ph\")==\"X\" and "
-      "e.get(\"name\")==sys.argv[2]))' '",
-      path, "' '", name, "' 2>&1");
-  FILE* p = popen(command.c_str(), "r");
+// What python3's json module makes of a file: "ok " and the value of `expression` over the
+// document `t`, or python's error.
+std::string PythonJson(const std::string& path, const std::string& expression) {
+  const std::string script = absl::StrCat(
+      "import json,sys\nt=json.load(open(sys.argv[1], encoding='utf-8'))\nprint('ok', ",
+      expression, ")\n");
+  const std::string script_path = path + ".check.py";
+  {
+    const int fd = open(script_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    EXPECT_EQ(write(fd, script.data(), script.size()), static_cast<ssize_t>(script.size()));
+    close(fd);
+  }
+  FILE* p = popen(absl::StrCat("python3 '", script_path, "' '", path, "' 2>&1").c_str(), "r");
   if (p == nullptr) return "popen failed";
   const std::string out = ReadAll(fileno(p));
   pclose(p);
+  unlink(script_path.c_str());
   return std::string(absl::StripTrailingAsciiWhitespace(out));
+}
+
+// The number of X events named `name` (ASCII) in a trace.json, as python3's json module
+// reads it.
+std::string PythonJsonCount(const std::string& path, const std::string& name) {
+  std::string literal;  // `name` as a python string literal, NULs and all
+  for (unsigned char c : name) literal += absl::StrFormat("\\x%02x", c);
+  return PythonJson(path, absl::StrCat("sum(1 for e in t['traceEvents'] if e.get('ph')=='X' and "
+                                       "e.get('name')=='",
+                                       literal, "')"));
 }
 
 class NrtprofdTest : public ::testing::Test {
@@ -481,6 +498,8 @@ TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {
 
 namespace hostile {
 
+namespace fuzz = nrtprof::fuzz;
+
 // Every kind of misbehaving client at once, beside a well-behaved shim stream: each is cut off
 // or refused, and the good stream's events all land in the trace.
 TEST_F(NrtprofdTest, HostileClientsAreCutOffWithoutDisturbingAGoodStream) {
@@ -597,6 +616,135 @@ TEST_F(NrtprofdTest, TimeoutFlagsAreChecked) {
               std::string::npos)
         << err;
   }
+}
+
+}  // namespace hostile
+
+namespace hostile {
+
+// Names no program should send, through the real daemon into every file: each file stays what
+// its reader reads (python3's json module, the Perfetto reader, one table line per row), and
+// no file lands anywhere but the capture's folder.
+TEST_F(NrtprofdTest, HostileStringsLeaveEveryFileValid) {
+  DaemonRun nrtprofd = Start(Args());
+  ASSERT_TRUE(nrtprofd.ready);
+  Connect();
+  {
+    grpc::ClientContext context;
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id("strings");
+    nrtprof::StartCaptureReply reply;
+    ASSERT_TRUE(control_->StartCapture(&context, request, &reply).ok());
+  }
+  grpc::ClientContext context;
+  auto stream = collector_->Stream(&context);
+  nrtprof::ShimMessage hello = Hello();
+  const std::string nul("nul\0inside", 10);
+  hello.mutable_hello()->set_executable("/bin/" + std::string(4000, 'e') + "\n\t\"\\" + nul);
+  hello.mutable_hello()->set_host("host\"\\\x01");
+  hello.mutable_hello()->add_command_line(nul);
+  hello.mutable_hello()->add_command_line("line\nbreak");
+  hello.mutable_hello()->add_command_line(std::string(100'000, 'z'));
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(stream->Write(hello));
+  ASSERT_TRUE(stream->Read(&reply));
+
+  std::string accents;
+  for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";  // 40 'é', cut by the table's width
+  const std::vector<std::string> names = {
+      "aten::" + std::string(65536 - 6, 'x'),  // the longest string the daemon takes
+      nul,
+      "two\nlines\r\n",
+      accents,
+      "tab\tand\x7f",
+  };
+  nrtprof::ShimMessage m;
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->set_sequence(1);
+  b->set_final(true);
+  auto intern = [&](uint32_t iid, const std::string& value) {
+    nrtprof::InternedString* s = b->add_strings();
+    s->set_iid(iid);
+    s->set_value(value);
+  };
+  for (uint32_t i = 0; i < names.size(); ++i) intern(i + 1, names[i]);
+  intern(20, "nrt_execute");
+  intern(21, "\"tensor\"\\\x01" + nul);
+  intern(22, "../../../escape/" + nul);  // a model name: never a file name
+  intern(23, "nc_exec_running");
+  intern(24, "frame\n" + nul);
+  nrtprof::InternedStack* stack = b->add_stacks();
+  stack->set_iid(1);
+  stack->add_frame_iids(24);
+  stack->add_frame_iids(1);
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    nrtprof::Event* range = b->add_events();
+    range->set_kind(nrtprof::EVENT_RANGE);
+    range->set_name_iid(i + 1);
+    range->set_tid(1);
+    range->set_start_ns((i + 1) * 1'000'000);
+    range->set_duration_ns(500'000);
+  }
+  nrtprof::Event* call = b->add_events();
+  call->set_kind(nrtprof::EVENT_API_CALL);
+  call->set_name_iid(20);
+  call->set_tid(1);
+  call->set_start_ns(1'100'000);
+  call->set_duration_ns(300'000);
+  call->set_correlation_id(1);
+  call->set_repeat(1);
+  call->set_nc_idx(0);
+  call->set_tensor_name_iid(21);
+  call->set_model_name_iid(22);
+  call->set_stack_iid(1);
+  nrtprof::Event* exec = b->add_events();
+  exec->set_kind(nrtprof::EVENT_DEVICE_EXEC);
+  exec->set_name_iid(23);
+  exec->set_tid(1);
+  exec->set_start_ns(1'000'001'150'000);
+  exec->set_duration_ns(200'000);
+  exec->set_device_id(1);
+  exec->set_model_name_iid(22);
+  nrtprof::DeviceClockSync* sync = b->add_clock_syncs();
+  sync->set_nc_idx(0);
+  sync->set_device_ns(1'000'000'000'000);
+  nrtprof::LoadedModel* model = b->add_models();
+  model->set_name("../../../escape/" + nul);
+  model->set_model_file("NRTSIMNF model bytes");
+  ASSERT_TRUE(stream->Write(m));
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 1u);
+
+  nrtprof::CaptureFiles files;
+  {
+    grpc::ClientContext stop_context;
+    nrtprof::StopCaptureRequest request;
+    request.set_capture_id("strings");
+    request.set_wait_ms(30'000);
+    const grpc::Status s = control_->StopCapture(&stop_context, request, &files);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(files.events(), names.size() + 2);
+  const std::string dir = out_ + "/strings";
+  // One row per range name; the call and its execution are inside the first range.
+  EXPECT_TRUE(fuzz::CheckCaptureFolder(dir, names.size()).ok())
+      << fuzz::CheckCaptureFolder(dir, names.size());
+  for (const std::string& f : files.files()) {
+    if (f.size() > 5 && f.substr(f.size() - 5) == ".json") {
+      EXPECT_EQ(PythonJson(dir + "/" + f, "type(t).__name__"), f[0] == 'm' ? "ok list" : "ok dict")
+          << f;
+    }
+  }
+  EXPECT_EQ(PythonJsonCount(dir + "/trace.json", nul), "ok 1");
+  EXPECT_TRUE(fuzz::CheckUtf8(files.summary_text()).ok());
+  // The table in the reply and in summary.txt: one line per row whatever the names.
+  EXPECT_EQ(files.summary_text(), ReadFileText(dir + "/summary.txt"));
+  EXPECT_FALSE(Exists(folder_ + "/escape"));
+  EXPECT_FALSE(Exists(out_ + "/escape"));
+
+  stream->WritesDone();
+  kill(nrtprofd.pid, SIGTERM);
+  EXPECT_EQ(Wait(&nrtprofd), 0);
 }
 
 }  // namespace hostile
