@@ -8,29 +8,31 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
 #include "grpcpp/alarm.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 
 namespace nrtprof::daemon {
 namespace {
+
+constexpr char kStreamMethod[] = "/nrtprof.Collector/Stream";
 
 // One shim's stream. Reads are handled one at a time on gRPC's callback threads; writes
 // (acks, and capture controls that the core sends from control threads) queue and go out one
 // at a time. Deletes itself once gRPC is done with it (OnDone) and the Hello timer, if any, has
 // fired or been cancelled.
-class ShimStream final
-    : public grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage> {
+class ShimStream final : public grpc::ServerGenericBidiReactor {
  public:
-  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms)
-      : core_(core), id_(id) {
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms) : core_(core), id_(id) {
     if (hello_timeout_ms != 0) {
       holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
-      hello_timer_.Set(std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(hello_timeout_ms),
-                       [this, hello_timeout_ms](bool expired) {
-                         if (expired) OnHelloTimeout(hello_timeout_ms);
-                         Release();
-                       });
+      hello_timer_.Set(
+          std::chrono::system_clock::now() + std::chrono::milliseconds(hello_timeout_ms),
+          [this, hello_timeout_ms](bool expired) {
+            if (expired) OnHelloTimeout(hello_timeout_ms);
+            Release();
+          });
     }
-    StartRead(&in_);
+    StartRead(&in_bytes_);
   }
 
   void OnReadDone(bool ok) override {
@@ -44,13 +46,15 @@ class ShimStream final
       FinishAfterWrites(grpc::Status::OK);
       return;
     }
-    grpc::Status handled = Handle();
+    ++messages_read_;
+    grpc::Status handled = Parse();
+    if (handled.ok()) handled = Handle();
     if (!handled.ok()) {
       CloseInCore();
       FinishAfterWrites(handled);
       return;
     }
-    StartRead(&in_);
+    StartRead(&in_bytes_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -83,9 +87,9 @@ class ShimStream final
       if (first_read_done_) return;
       timed_out_ = true;
     }
-    FinishAfterWrites(grpc::Status(
-        grpc::StatusCode::DEADLINE_EXCEEDED,
-        absl::StrCat("no Hello within ", timeout_ms, " ms of the stream's start")));
+    FinishAfterWrites(
+        grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     absl::StrCat("no Hello within ", timeout_ms, " ms of the stream's start")));
   }
 
   // Before Finish: by the time the shim sees the stream's end, the daemon has counted the
@@ -94,6 +98,18 @@ class ShimStream final
   void CloseInCore() {
     if (hello_seen_ && !closed_in_core_) core_->OnStreamClosed(id_);
     closed_in_core_ = true;
+  }
+
+  grpc::Status Parse() {
+    in_.Clear();
+    grpc::ProtoBufferReader reader(&in_bytes_);
+    const bool parsed = in_.ParseFromZeroCopyStream(&reader);
+    in_bytes_.Clear();
+    if (parsed) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("message ", messages_read_,
+                                     " of the stream is not a ShimMessage (malformed, or a "
+                                     "string field that is not UTF-8)"));
   }
 
   grpc::Status Handle() {
@@ -154,9 +170,12 @@ class ShimStream final
     if (writing_) return;
     if (!out_.empty()) {
       writing_ = true;
-      const nrtprof::DaemonMessage* next = &out_.front();  // stays put until OnWriteDone
+      out_bytes_.Clear();
+      bool own_buffer;
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, nrtprof::DaemonMessage>(
+          out_.front(), &out_bytes_, &own_buffer);
       lock->unlock();
-      StartWrite(next);
+      StartWrite(&out_bytes_);  // out_bytes_ stays put until OnWriteDone
       return;
     }
     if (finishing_ && !finished_) {
@@ -169,13 +188,16 @@ class ShimStream final
 
   CollectorCore* const core_;
   const uint64_t id_;
-  nrtprof::ShimMessage in_;  // one read at a time
+  grpc::ByteBuffer in_bytes_;  // one read at a time
+  nrtprof::ShimMessage in_;    // in_bytes_, parsed
+  uint64_t messages_read_ = 0;
   // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
   bool hello_seen_ = false;
   bool closed_in_core_ = false;
 
   std::mutex mu_;
   std::deque<nrtprof::DaemonMessage> out_ ABSL_GUARDED_BY(mu_);  // front: being written
+  grpc::ByteBuffer out_bytes_ ABSL_GUARDED_BY(mu_);              // out_.front(), serialized
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -188,8 +210,19 @@ class ShimStream final
 
 }  // namespace
 
-grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* CollectorService::Stream(
-    grpc::CallbackServerContext* context) {
+grpc::ServerGenericBidiReactor* CollectorService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  if (context->method() != kStreamMethod) {
+    class Unimplemented : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Unimplemented(const std::string& method) {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                            absl::StrCat("nrtprofd has no method ", method)));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Unimplemented(context->method());
+  }
   return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms);
 }
 

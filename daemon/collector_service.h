@@ -1,6 +1,8 @@
 // The Collector gRPC service: one bidirectional stream per profiled process. It only adapts
 // the stream to CollectorCore: the first message must be a Hello (otherwise the stream fails
-// with INVALID_ARGUMENT), then event batches, each answered by an Ack; CaptureControl messages
+// with INVALID_ARGUMENT), then event batches, each answered by an Ack; a message that does not
+// parse as a ShimMessage (garbage, or a string field that is not UTF-8) ends the stream with
+// INVALID_ARGUMENT saying which message it was. CaptureControl messages
 // from the core go down the same stream. A message the core refuses ends that stream with the
 // core's status; other streams go on. A stream that has not sent its Hello within
 // hello_timeout_ms ends with DEADLINE_EXCEEDED, so connections that never say who they are
@@ -15,6 +17,7 @@
 #include <cstdint>
 
 #include "daemon/collector_core.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/nrtprof.grpc.pb.h"
 
@@ -29,15 +32,15 @@ struct CollectorServiceOptions {
   uint32_t hello_timeout_ms = 10'000;
 };
 
-class CollectorService final : public nrtprof::Collector::CallbackService {
+class CollectorService final : public grpc::CallbackGenericService {
  public:
   explicit CollectorService(CollectorCore* core, CollectorServiceOptions options = {})
       : core_(core), options_(options) {}
   CollectorService(const CollectorService&) = delete;
   CollectorService& operator=(const CollectorService&) = delete;
 
-  grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* Stream(
-      grpc::CallbackServerContext* context) override;
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
 
  private:
   CollectorCore* const core_;

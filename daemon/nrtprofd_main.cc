@@ -319,7 +319,7 @@ int NrtprofdMain(int argc, char** argv) {
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials());
-  builder.RegisterService(&collector);
+  builder.RegisterCallbackGenericService(&collector);
   builder.RegisterService(&control);
   builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
   // A peer that stops answering (a stalled or half-open connection, garbage on the socket) is
