@@ -25,8 +25,10 @@ tally() {
       tests=$(grep -o 'tests="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
       failures=$(grep -o 'failures="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
       errors=$(grep -o 'errors="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+      skipped=$(grep -o 'skipped="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
       failures=$(( ${failures:-0} + ${errors:-0} ))
-      tests=${tests:-1}
+      # A skipped case (GTEST_SKIP) ran no check: it is neither passed nor failed.
+      tests=$(( ${tests:-1} - ${skipped:-0} ))
     fi
     if [ "$status" = "PASSED" ]; then
       passed=$(( passed + tests - failures ))

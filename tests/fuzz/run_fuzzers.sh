@@ -68,11 +68,13 @@ for t in "${targets[@]}"; do
   mkdir -p "$work/corpus" "$work/artifacts"
   seeds=("tests/fuzz/corpus/$t")
   [ -d "tests/fuzz/crashes/$t" ] && seeds+=("tests/fuzz/crashes/$t")
+  dict=()
+  [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
   log="$work/fuzz.log"
   start=$(date +%s)
   "$bin/tests/fuzz/${t}_fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" "${seeds[@]}" \
-    >"$log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" "$work/corpus" \
+    "${seeds[@]}" >"$log" 2>&1
   code=$?
   elapsed=$(( $(date +%s) - start ))
   runs="$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')"
