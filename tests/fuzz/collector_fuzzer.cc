@@ -2,10 +2,9 @@
 // (fuzz_input.h) is up to four shim streams' messages; they go through CollectorCore exactly
 // as CollectorService hands them over (Hello first, then batches; a refusal, garbage or half a
 // message ends the stream), into one capture ("seed", the one the recorded seeds name), which
-// is then stopped: correlated and written by
-// the daemon's real writers into a temporary folder. Every file must then read back
-// (output_checks.h): a crash, a sanitizer report or a file that does not read back is a
-// finding.
+// is then stopped: correlated and written by the daemon's real writers into a temporary
+// folder. Every file must then read back (output_checks.h): a crash, a sanitizer report or a
+// file that does not read back is a finding.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "daemon/collector_core.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
+#include "google/protobuf/stubs/logging.h"
 #include "proto/nrtprof.pb.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/output_checks.h"
@@ -96,7 +96,12 @@ struct Slot {
 };
 
 void Run(absl::string_view input) {
-  static const std::string root = TempRoot();  // each input's folder is removed after it
+  // Each input's folder is removed after it, the root at exit.
+  static const std::string root = [] {
+    static std::string made = TempRoot();
+    atexit([] { rmdir(made.c_str()); });
+    return made;
+  }();
   static uint64_t run = 0;
   const std::string dir = absl::StrCat(root, "/", ++run);
 
@@ -163,6 +168,9 @@ void Run(absl::string_view input) {
 }  // namespace nrtprof::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // protobuf logs every string field that is not UTF-8: thousands of lines a second.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
   nrtprof::fuzz::Run(absl::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }
