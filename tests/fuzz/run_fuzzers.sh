@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for a bounded time, from its seed
-# corpus (tests/fuzz/corpus/NAME) and every input that once crashed it (tests/fuzz/crashes/NAME).
+# Builds the libFuzzer targets with clang and runs each for a bounded time from its seed
+# corpus (tests/fuzz/corpus/NAME). The inputs that once crashed a target (tests/fuzz/crashes/
+# NAME) are replayed by //tests/fuzz:NAME_replay_test in the ordinary suite, not fuzzed again:
+# some are slow by nature (a 1 GB constant), and mutating them would only slow the fuzzer.
 #
 #   tests/fuzz/run_fuzzers.sh [--seconds N] [NAME...]     (default: 60 s each, every target)
 #
-# The build has its own Bazel output base (NRTPROF_FUZZ_OUTPUT_BASE, default under ~/.cache),
-# so the default gcc build's outputs are left as they are. Each target prints one line: how
-# many inputs it ran in how long, or the crash and the path of the input that caused it (kept
-# in NRTPROF_FUZZ_OUT, default /tmp/nrtprof-fuzz-out). Ends with "N passed, N failed", one case
-# per target. The corpus in the checkout is only read: new inputs go to the output folder.
+# The build has its own Bazel output base (NRTPROF_FUZZ_OUTPUT_BASE, default under ~/.cache)
+# and makes no bazel-* links in the checkout, so the default gcc build's outputs and links are
+# left as they are. Each target prints one line: how many inputs it ran in how long, or the
+# crash and the path of the input that caused it (kept in NRTPROF_FUZZ_OUT, default
+# /tmp/nrtprof-fuzz-out). Ends with "N passed, N failed", one case per target. The corpus in
+# the checkout is only read: new inputs go to the output folder.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,7 +22,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="${2:-}"; shift 2 ;;
     --seconds=*) seconds="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run_fuzzers: unknown flag $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -47,8 +50,8 @@ labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:${t}_fuzzer"); done
 echo "fuzz: building ${targets[*]} with clang (ASan, UBSan, libFuzzer) in $output_base"
 log="$(mktemp)"
-if ! "${bazel[@]}" build --repo_env=CC=clang --config=fuzz --noshow_progress "${labels[@]}" \
-    >"$log" 2>&1; then
+if ! "${bazel[@]}" build --repo_env=CC=clang --config=fuzz --symlink_prefix=/ --noshow_progress \
+    "${labels[@]}" >"$log" 2>&1; then
   grep -vE '^(INFO|Loading|Analyzing)' "$log" | tail -40
   echo "fuzz: the build failed; every target counts as failed"
   rm -f "$log"
@@ -67,7 +70,6 @@ for t in "${targets[@]}"; do
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   seeds=("tests/fuzz/corpus/$t")
-  [ -d "tests/fuzz/crashes/$t" ] && seeds+=("tests/fuzz/crashes/$t")
   dict=()
   [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
   log="$work/fuzz.log"
