@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: every Bazel test, then the runtime's concurrency tests again under
-# ThreadSanitizer. Installs what is missing first; safe to run twice. Ends with one line,
-# "N passed, N failed", counting test cases (GoogleTest cases, or one per script test).
+# ThreadSanitizer, then each fuzz target for a bounded time (NRTPROF_FUZZ_SECONDS, default
+# 60). Installs what is missing first; safe to run twice. Ends with one line,
+# "N passed, N failed", counting test cases (GoogleTest cases, one per script test, one per
+# fuzz target).
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -23,8 +25,10 @@ tally() {
       tests=$(grep -o 'tests="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
       failures=$(grep -o 'failures="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
       errors=$(grep -o 'errors="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+      skipped=$(grep -o 'skipped="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
       failures=$(( ${failures:-0} + ${errors:-0} ))
-      tests=${tests:-1}
+      # A skipped case (GTEST_SKIP) ran no check: it is neither passed nor failed.
+      tests=$(( ${tests:-1} - ${skipped:-0} ))
     fi
     if [ "$status" = "PASSED" ]; then
       passed=$(( passed + tests - failures ))
@@ -66,6 +70,22 @@ tsan_dir="$(bazel info --config=tsan bazel-testlogs 2>/dev/null | sed 's|/testlo
 run "ThreadSanitizer" "$tsan_dir" --config=tsan \
   //sim:concurrency_test //sim:runtime_api_test //sim:sys_trace_test \
   //daemon:all //shim:event_ring_test //shim:sys_trace_arbiter_test
+
+# The libFuzzer targets (clang, ASan, UBSan), each from its seed corpus for a bounded time: a
+# crash fails its case, and the script prints the path of the input that caused it.
+echo "nrtprof: fuzzing: tests/fuzz/run_fuzzers.sh --seconds ${NRTPROF_FUZZ_SECONDS:-60}"
+fuzz_log="$(mktemp)"
+./tests/fuzz/run_fuzzers.sh --seconds "${NRTPROF_FUZZ_SECONDS:-60}" 2>&1 | tee "$fuzz_log" \
+  | grep -v -E '^([0-9]+ passed, [0-9]+ failed)?$'
+fuzz_tally="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$fuzz_log" | tail -1)"
+if [ -n "$fuzz_tally" ]; then
+  passed=$(( passed + $(echo "$fuzz_tally" | cut -d' ' -f1) ))
+  failed=$(( failed + $(echo "$fuzz_tally" | cut -d' ' -f3) ))
+else
+  echo "nrtprof: fuzzing: the fuzz script ended without its tally" >&2
+  failed=$(( failed + 1 ))
+fi
+rm -f "$fuzz_log"
 
 echo
 echo "${passed} passed, ${failed} failed"

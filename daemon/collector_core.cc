@@ -12,8 +12,10 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "daemon/correlator.h"
 #include "daemon/spool_replay.h"
@@ -42,6 +44,14 @@ class RealClock : public CollectorClock {
 };
 
 constexpr size_t kMaxCaptureIdLength = 128;
+constexpr size_t kMaxOutputDirLength = 4095;  // PATH_MAX less its NUL
+
+// Text from a client in an error message: quoted, on one line (bytes as C escapes), and not
+// all of it if it is long.
+std::string Quoted(const std::string& s) {
+  constexpr size_t kShown = 200;
+  return absl::StrCat("'", absl::CHexEscape(s.substr(0, kShown)), s.size() > kShown ? "'..." : "'");
+}
 
 // A capture id becomes a folder name: keep it to a safe alphabet.
 absl::Status CheckCaptureId(const std::string& id) {
@@ -51,8 +61,35 @@ absl::Status CheckCaptureId(const std::string& id) {
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("capture id '", id, "' must be 1 to ", kMaxCaptureIdLength,
+      absl::StrCat("capture id ", Quoted(id), " must be 1 to ", kMaxCaptureIdLength,
                    " letters, digits, '.', '_' or '-', not starting with '.' or '-'"));
+}
+
+// An output folder is the one folder it names: absolute, no NUL (which would cut the path the
+// system sees short) or other control byte, no '.' or '..' component.
+absl::Status CheckOutputDir(const std::string& dir) {
+  if (dir[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output folder ", Quoted(dir),
+                     " is relative; the daemon runs elsewhere, so name it from the root"));
+  }
+  if (dir.size() > kMaxOutputDirLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output folder ", Quoted(dir), " is longer than ", kMaxOutputDirLength, " bytes"));
+  }
+  for (char c : dir) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output folder ", Quoted(dir), " holds a NUL or control character"));
+    }
+  }
+  for (absl::string_view part : absl::StrSplit(dir, '/')) {
+    if (part == "." || part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("output folder ", Quoted(dir), " has a '",
+                                                     part, "' component; name the folder itself"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool Exists(const std::string& path) {
@@ -230,10 +267,8 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   if (!request.capture_id().empty()) {
     if (absl::Status s = CheckCaptureId(request.capture_id()); !s.ok()) return s;
   }
-  if (!request.output_dir().empty() && request.output_dir()[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("output folder '", request.output_dir(),
-                     "' is relative; the daemon runs elsewhere, so name it from the root"));
+  if (!request.output_dir().empty()) {
+    if (absl::Status s = CheckOutputDir(request.output_dir()); !s.ok()) return s;
   }
   std::string id, dir;
   {

@@ -354,6 +354,52 @@ TEST_F(CollectorCoreTest, StartCaptureRefusesBadRequests) {
   EXPECT_EQ(core_.StartCapture(request).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// Nothing a client sends becomes a path outside the folder it names: capture ids that would
+// climb out of the output root, and output folders a NUL would cut short or '..' would move,
+// are refused with one line, and nothing is made.
+TEST_F(CollectorCoreTest, StartCaptureRefusesNamesThatEscape) {
+  const std::string nul("a\0b", 3);
+  for (const std::string& id :
+       {std::string("../up"), std::string(".."), std::string("/etc"), std::string("a/b"), nul,
+        std::string(".hidden"), std::string("-flag"), std::string("new\nline"),
+        std::string(129, 'x')}) {
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id(id);
+    absl::StatusOr<nrtprof::StartCaptureReply> refused = core_.StartCapture(request);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << id;
+    const std::string message(refused.status().message());
+    EXPECT_EQ(message.rfind("capture id '", 0), 0u) << message;
+    EXPECT_NE(message.find("must be 1 to 128 letters"), std::string::npos) << message;
+    EXPECT_EQ(message.find_first_of(std::string("\n\0", 2)), std::string::npos) << message;
+  }
+  const std::string root = Options().output_root;
+  for (auto [dir, why] : std::vector<std::pair<std::string, std::string>>{
+           {root + "/x" + nul, "holds a NUL or control character"},
+           {root + "/x\n", "holds a NUL or control character"},
+           {root + "/../escape", "has a '..' component"},
+           {root + "/./x", "has a '.' component"},
+           {"relative/../x", "is relative"},
+           {"/" + std::string(5000, 'd'), "is longer than 4095 bytes"}}) {
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id("ok");
+    request.set_output_dir(dir);
+    absl::StatusOr<nrtprof::StartCaptureReply> refused = core_.StartCapture(request);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << dir;
+    const std::string message(refused.status().message());
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+    EXPECT_EQ(message.find_first_of(std::string("\n\0", 2)), std::string::npos) << message;
+    EXPECT_LT(message.size(), 400u);
+  }
+  struct stat st;
+  EXPECT_NE(stat((root + "/x").c_str(), &st), 0);
+  EXPECT_NE(stat((root + "/../escape").c_str(), &st), 0);
+  EXPECT_NE(stat((root + "/ok").c_str(), &st), 0);
+  // The refusals reserved nothing: the id is free.
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("ok");
+  EXPECT_TRUE(core_.StartCapture(request).ok());
+}
+
 TEST_F(CollectorCoreTest, StopCaptureNamesWhichOne) {
   EXPECT_EQ(Stop("").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Stop("nope").status().code(), absl::StatusCode::kNotFound);

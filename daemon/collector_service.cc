@@ -5,32 +5,56 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
+#include "grpcpp/alarm.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 
 namespace nrtprof::daemon {
 namespace {
 
+constexpr char kStreamMethod[] = "/nrtprof.Collector/Stream";
+
 // One shim's stream. Reads are handled one at a time on gRPC's callback threads; writes
 // (acks, and capture controls that the core sends from control threads) queue and go out one
-// at a time. Deletes itself in OnDone.
-class ShimStream final
-    : public grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage> {
+// at a time. Deletes itself once gRPC is done with it (OnDone) and the Hello timer, if any, has
+// fired or been cancelled.
+class ShimStream final : public grpc::ServerGenericBidiReactor {
  public:
-  ShimStream(CollectorCore* core, uint64_t id) : core_(core), id_(id) { StartRead(&in_); }
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms) : core_(core), id_(id) {
+    if (hello_timeout_ms != 0) {
+      holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
+      hello_timer_.Set(
+          std::chrono::system_clock::now() + std::chrono::milliseconds(hello_timeout_ms),
+          [this, hello_timeout_ms](bool expired) {
+            if (expired) OnHelloTimeout(hello_timeout_ms);
+            Release();
+          });
+    }
+    StartRead(&in_bytes_);
+  }
 
   void OnReadDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first_read_done_ = true;
+      if (timed_out_) return;  // ended already: Finish is on its way
+    }
     if (!ok) {  // the shim closed its side, or the stream broke
       CloseInCore();
       FinishAfterWrites(grpc::Status::OK);
       return;
     }
-    grpc::Status handled = Handle();
+    ++messages_read_;
+    grpc::Status handled = Parse();
+    if (handled.ok()) handled = Handle();
     if (!handled.ok()) {
       CloseInCore();
       FinishAfterWrites(handled);
       return;
     }
-    StartRead(&in_);
+    StartRead(&in_bytes_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -43,16 +67,49 @@ class ShimStream final
 
   void OnDone() override {
     CloseInCore();
-    delete this;
+    hello_timer_.Cancel();  // its callback still runs, at once
+    Release();
   }
 
  private:
+  void Release() {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = --holds_ == 0;
+    }
+    if (last) delete this;
+  }
+
+  void OnHelloTimeout(uint32_t timeout_ms) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (first_read_done_) return;
+      timed_out_ = true;
+    }
+    FinishAfterWrites(
+        grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     absl::StrCat("no Hello within ", timeout_ms, " ms of the stream's start")));
+  }
+
   // Before Finish: by the time the shim sees the stream's end, the daemon has counted the
   // process as gone (a capture waiting for it stops waiting). The core sends nothing more
   // after this returns.
   void CloseInCore() {
     if (hello_seen_ && !closed_in_core_) core_->OnStreamClosed(id_);
     closed_in_core_ = true;
+  }
+
+  grpc::Status Parse() {
+    in_.Clear();
+    grpc::ProtoBufferReader reader(&in_bytes_);
+    const bool parsed = in_.ParseFromZeroCopyStream(&reader);
+    in_bytes_.Clear();
+    if (parsed) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("message ", messages_read_,
+                                     " of the stream is not a ShimMessage (malformed, or a "
+                                     "string field that is not UTF-8)"));
   }
 
   grpc::Status Handle() {
@@ -69,6 +126,7 @@ class ShimStream final
           });
       if (!control.ok()) return ToGrpcStatus(control.status());
       hello_seen_ = true;
+      hello_timer_.Cancel();
       return grpc::Status::OK;
     }
     if (in_.msg_case() != nrtprof::ShimMessage::kBatch) {
@@ -112,9 +170,12 @@ class ShimStream final
     if (writing_) return;
     if (!out_.empty()) {
       writing_ = true;
-      const nrtprof::DaemonMessage* next = &out_.front();  // stays put until OnWriteDone
+      out_bytes_.Clear();
+      bool own_buffer;
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, nrtprof::DaemonMessage>(
+          out_.front(), &out_bytes_, &own_buffer);
       lock->unlock();
-      StartWrite(next);
+      StartWrite(&out_bytes_);  // out_bytes_ stays put until OnWriteDone
       return;
     }
     if (finishing_ && !finished_) {
@@ -127,24 +188,42 @@ class ShimStream final
 
   CollectorCore* const core_;
   const uint64_t id_;
-  nrtprof::ShimMessage in_;  // one read at a time
+  grpc::ByteBuffer in_bytes_;  // one read at a time
+  nrtprof::ShimMessage in_;    // in_bytes_, parsed
+  uint64_t messages_read_ = 0;
   // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
   bool hello_seen_ = false;
   bool closed_in_core_ = false;
 
   std::mutex mu_;
   std::deque<nrtprof::DaemonMessage> out_ ABSL_GUARDED_BY(mu_);  // front: being written
+  grpc::ByteBuffer out_bytes_ ABSL_GUARDED_BY(mu_);              // out_.front(), serialized
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  bool first_read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
+  int holds_ ABSL_GUARDED_BY(mu_) = 1;  // the stream is deleted when none is left
+  grpc::Alarm hello_timer_;
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* CollectorService::Stream(
-    grpc::CallbackServerContext* context) {
-  return new ShimStream(core_, next_stream_++);
+grpc::ServerGenericBidiReactor* CollectorService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  if (context->method() != kStreamMethod) {
+    class Unimplemented : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Unimplemented(const std::string& method) {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                            absl::StrCat("nrtprofd has no method ", method)));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Unimplemented(context->method());
+  }
+  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms);
 }
 
 }  // namespace nrtprof::daemon

@@ -88,7 +88,7 @@ class CollectorServiceTest : public ::testing::Test {
     control_ = std::make_unique<ControlService>(core_.get());
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
-    builder.RegisterService(collector_.get());
+    builder.RegisterCallbackGenericService(collector_.get());
     builder.RegisterService(control_.get());
     builder.SetMaxReceiveMessageSize(kTestMaxMessageBytes);
     server_ = builder.BuildAndStart();
@@ -227,6 +227,43 @@ TEST_F(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
   nrtprof::StatusReply daemon;
   ASSERT_TRUE(control_stub_->Status(&status_context, nrtprof::StatusRequest(), &daemon).ok());
   EXPECT_EQ(daemon.processes_size(), 0);  // both closed and forgotten
+}
+
+// A message that does not parse (here: a string field that is not UTF-8, which proto3 refuses)
+// ends that stream with an error saying so; the daemon keeps nothing of it and other streams
+// go on. (It used to end with OK: a typed gRPC service sees a failed parse as the stream's end.)
+TEST_F(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
+  grpc::ClientContext good_context;
+  auto good = collector_stub_->Stream(&good_context);
+  ASSERT_TRUE(good->Write(HelloMessage(11)));
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(good->Read(&reply));
+
+  grpc::ClientContext context;
+  auto stream = collector_stub_->Stream(&context);
+  ASSERT_TRUE(stream->Write(HelloMessage(12)));
+  ASSERT_TRUE(stream->Read(&reply));
+  nrtprof::ShimMessage bad = BatchMessage(1);
+  bad.mutable_batch()->mutable_strings(0)->set_value("nrt_\xff\xfe");
+  stream->Write(bad);
+  EXPECT_FALSE(stream->Read(&reply));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "message 2 of the stream is not a ShimMessage (malformed, or a string field that is "
+            "not UTF-8)");
+
+  ASSERT_TRUE(good->Write(BatchMessage(1)));
+  ASSERT_TRUE(good->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 1u);
+  grpc::ClientContext status_context;
+  nrtprof::StatusReply daemon;
+  ASSERT_TRUE(control_stub_->Status(&status_context, nrtprof::StatusRequest(), &daemon).ok());
+  EXPECT_EQ(daemon.processes_size(), 1);
+  EXPECT_EQ(daemon.events_received(), 1u);
+  good->WritesDone();
+  EXPECT_FALSE(good->Read(&reply));
+  EXPECT_TRUE(good->Finish().ok());
 }
 
 TEST_F(CollectorServiceTest, ControlErrorsKeepCodeAndMessage) {

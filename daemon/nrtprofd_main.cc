@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ ABSL_FLAG(std::string, spool_dir, "",
 ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
           "events kept per process and capture; beyond it they are counted as dropped "
           "(daemon_overflow)");
+ABSL_FLAG(uint32_t, hello_timeout_ms, 10'000,
+          "a stream that has not sent its Hello by then is ended (DEADLINE_EXCEEDED)");
+ABSL_FLAG(uint32_t, client_timeout_ms, 20'000,
+          "a connection that has not finished its handshake, or has not answered a keepalive "
+          "ping, within this is closed; connections are pinged as often");
 
 namespace nrtprof::daemon {
 namespace {
@@ -53,10 +59,11 @@ namespace {
 constexpr char kVersion[] = "0.1.0";
 constexpr char kUsage[] =
     "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
-    "[--max_events_per_process N]";
+    "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+constexpr uint32_t kMaxTimeoutMs = 24 * 3600 * 1000;
 
 struct StartError {
   std::string message;
@@ -78,8 +85,13 @@ std::string Parent(const std::string& path) {
 // Sets the flags from argv through absl's flag registry, so that a bad flag is one line and
 // exit code 2 (absl::ParseCommandLine would exit 1).
 bool ParseFlags(int argc, char** argv, std::string* error) {
-  static const std::set<std::string> kFlags = {"socket", "output_root", "ready_fd",
-                                               "max_events_per_process", "spool_dir"};
+  static const std::set<std::string> kFlags = {"socket",
+                                               "output_root",
+                                               "ready_fd",
+                                               "max_events_per_process",
+                                               "spool_dir",
+                                               "hello_timeout_ms",
+                                               "client_timeout_ms"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
@@ -121,6 +133,14 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
     *error = "--max_events_per_process must be at least 1";
     return false;
+  }
+  for (auto [name, value] : {std::pair<const char*, uint32_t>{"hello_timeout_ms",
+                                                              absl::GetFlag(FLAGS_hello_timeout_ms)},
+                             {"client_timeout_ms", absl::GetFlag(FLAGS_client_timeout_ms)}}) {
+    if (value == 0 || value > kMaxTimeoutMs) {
+      *error = absl::StrCat("--", name, " must be 1 to ", kMaxTimeoutMs, " ms");
+      return false;
+    }
   }
   return true;
 }
@@ -274,7 +294,11 @@ int NrtprofdMain(int argc, char** argv) {
           "  --max_events_per_process N     events kept per process and capture (default "
           "2000000)\n"
           "  --spool_dir DIR                lossless shims' spool files and capture manifests "
-          "(default: spool/ beside the socket)\n",
+          "(default: spool/ beside the socket)\n"
+          "  --hello_timeout_ms N           end a stream that sends no Hello within N ms "
+          "(default 10000)\n"
+          "  --client_timeout_ms N          close a connection that does not finish its "
+          "handshake or answer a keepalive ping within N ms (default 20000)\n",
           kUsage, DefaultSocketPath().c_str());
       return 0;
     }
@@ -313,14 +337,25 @@ int NrtprofdMain(int argc, char** argv) {
   std::unique_ptr<TraceSink> sink = ProductionSink();
   CollectorCore core(options, sink.get(), SystemClock());
   for (const std::string& line : core.RecoverCaptures()) options.log(line);
-  CollectorService collector(&core);
+  CollectorServiceOptions collector_options;
+  collector_options.hello_timeout_ms = absl::GetFlag(FLAGS_hello_timeout_ms);
+  CollectorService collector(&core, collector_options);
   ControlService control(&core);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials());
-  builder.RegisterService(&collector);
+  builder.RegisterCallbackGenericService(&collector);
   builder.RegisterService(&control);
   builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
+  // A peer that stops answering (a stalled or half-open connection, garbage on the socket) is
+  // closed instead of holding its stream and its half-received message forever. A live shim
+  // answers pings from gRPC's own threads, however idle the program.
+  const int client_timeout_ms = static_cast<int>(absl::GetFlag(FLAGS_client_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, client_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, client_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Owner and group only, from the moment the socket exists (the chmod after is for umasks
   // that remove group bits).
   const mode_t old_umask = umask(0117);

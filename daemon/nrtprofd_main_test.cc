@@ -1,5 +1,6 @@
 // nrtprofd as a user runs it: the real binary, started with a readiness fd, talked to over its
 // unix socket, stopped with SIGTERM.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -13,14 +14,19 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.grpc.pb.h"
+#include "tests/fuzz/output_checks.h"
 
 namespace {
 
@@ -155,6 +161,167 @@ nrtprof::ShimMessage Batch(bool final) {
   sync->set_device_ns(1'000'000'000'000);
   sync->set_host_monotonic_ns(0);
   return m;
+}
+
+// A connection to the daemon's socket that speaks no gRPC of its own: the test writes bytes.
+int RawConnect(const std::string& socket_path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strcpy(addr.sun_path, socket_path.c_str());
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  timeval limit{60, 0};  // a daemon that never closes fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  return fd;
+}
+
+// Reads what the daemon sends until it closes the connection: true if it did.
+bool ClosedByDaemon(int fd) {
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    if (n < 0 && errno != EINTR) return false;  // EAGAIN: the 60 s limit
+  }
+}
+
+// HTTP/2 as a gRPC client opens a Collector.Stream call (RFC 7540 frames, RFC 7541 literal
+// headers), then the first `sent` bytes of a gRPC message that says it is `length` bytes.
+std::string HalfAMessage(uint32_t length, size_t sent) {
+  auto frame = [](uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+    std::string f;
+    for (int shift : {16, 8, 0}) f += static_cast<char>(payload.size() >> shift);
+    f += static_cast<char>(type);
+    f += static_cast<char>(flags);
+    for (int shift : {24, 16, 8, 0}) f += static_cast<char>(stream >> shift);
+    return f + payload;
+  };
+  std::string headers;
+  for (auto [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {":method", "POST"},
+           {":scheme", "http"},
+           {":path", "/nrtprof.Collector/Stream"},
+           {":authority", "localhost"},
+           {"content-type", "application/grpc"},
+           {"te", "trailers"}}) {
+    headers += '\0';  // literal, not indexed, new name
+    headers += static_cast<char>(name.size());
+    headers += name;
+    headers += static_cast<char>(value.size());
+    headers += value;
+  }
+  std::string grpc_message(1, '\0');  // not compressed
+  for (int shift : {24, 16, 8, 0}) grpc_message += static_cast<char>(length >> shift);
+  grpc_message += std::string(sent, '\x0a');
+  return std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(4, 0, 0, "") +
+         frame(1, 0x4, 1, headers) + frame(0, 0, 1, grpc_message);
+}
+
+// A batch of `n` aten::mul ranges, each around an nrt_execute call, as a shim sends them.
+nrtprof::ShimMessage Ranges(uint64_t sequence, int n, bool final) {
+  nrtprof::ShimMessage m;
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->set_sequence(sequence);
+  b->set_final(final);
+  if (sequence == 1) {
+    const char* strings[] = {"aten::mul", "nrt_execute"};
+    for (uint32_t i = 0; i < 2; ++i) {
+      nrtprof::InternedString* s = b->add_strings();
+      s->set_iid(i + 1);
+      s->set_value(strings[i]);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const uint64_t t = (sequence * 1000 + i) * 1'000'000;
+    nrtprof::Event* range = b->add_events();
+    range->set_kind(nrtprof::EVENT_RANGE);
+    range->set_name_iid(1);
+    range->set_tid(1);
+    range->set_start_ns(t);
+    range->set_duration_ns(500'000);
+    nrtprof::Event* call = b->add_events();
+    call->set_kind(nrtprof::EVENT_API_CALL);
+    call->set_name_iid(2);
+    call->set_tid(1);
+    call->set_start_ns(t + 100'000);
+    call->set_duration_ns(300'000);
+    call->set_correlation_id(sequence * 1000 + i + 1);
+    call->set_repeat(1);
+    call->set_nc_idx(0);
+  }
+  return m;
+}
+
+// A well-behaved shim's stream: a reader thread always waiting on the daemon, as the shim's
+// reactor does (so the stream answers keepalive pings like a real one).
+class ShimStream {
+ public:
+  ShimStream(nrtprof::Collector::Stub* stub, uint32_t pid) {
+    stream_ = stub->Stream(&context_);
+    nrtprof::ShimMessage hello = Hello();
+    hello.mutable_hello()->set_pid(pid);
+    stream_->Write(hello);
+    reader_ = std::thread([this] {
+      nrtprof::DaemonMessage m;
+      while (stream_->Read(&m)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (m.has_ack()) acked_ = std::max(acked_, m.ack().sequence());
+      }
+    });
+  }
+  bool Write(const nrtprof::ShimMessage& m) { return stream_->Write(m); }
+  // Closes the stream; returns its status and the highest sequence acknowledged.
+  grpc::Status Finish(uint64_t* acked) {
+    stream_->WritesDone();
+    reader_.join();
+    *acked = acked_;
+    return stream_->Finish();
+  }
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<nrtprof::ShimMessage, nrtprof::DaemonMessage>> stream_;
+  std::thread reader_;
+  std::mutex mu_;
+  uint64_t acked_ = 0;
+};
+
+std::string ReadFileText(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text = ReadAll(fd);
+  close(fd);
+  return text;
+}
+
+// What python3's json module makes of a file: "ok " and the value of `expression` over the
+// document `t`, or python's error.
+std::string PythonJson(const std::string& path, const std::string& expression) {
+  const std::string script = absl::StrCat(
+      "import json,sys\nt=json.load(open(sys.argv[1], encoding='utf-8'))\nprint('ok', ",
+      expression, ")\n");
+  const std::string script_path = path + ".check.py";
+  {
+    const int fd = open(script_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    EXPECT_EQ(write(fd, script.data(), script.size()), static_cast<ssize_t>(script.size()));
+    close(fd);
+  }
+  FILE* p = popen(absl::StrCat("python3 '", script_path, "' '", path, "' 2>&1").c_str(), "r");
+  if (p == nullptr) return "popen failed";
+  const std::string out = ReadAll(fileno(p));
+  pclose(p);
+  unlink(script_path.c_str());
+  return std::string(absl::StripTrailingAsciiWhitespace(out));
+}
+
+// The number of X events named `name` (ASCII) in a trace.json, as python3's json module
+// reads it.
+std::string PythonJsonCount(const std::string& path, const std::string& name) {
+  std::string literal;  // `name` as a python string literal, NULs and all
+  for (unsigned char c : name) literal += absl::StrFormat("\\x%02x", c);
+  return PythonJson(path, absl::StrCat("sum(1 for e in t['traceEvents'] if e.get('ph')=='X' and "
+                                       "e.get('name')=='",
+                                       literal, "')"));
 }
 
 class NrtprofdTest : public ::testing::Test {
@@ -329,3 +496,265 @@ TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {
 }
 
 }  // namespace
+
+namespace hostile {
+
+namespace fuzz = nrtprof::fuzz;
+
+// Every kind of misbehaving client at once, beside a well-behaved shim stream: each is cut off
+// or refused, and the good stream's events all land in the trace.
+TEST_F(NrtprofdTest, HostileClientsAreCutOffWithoutDisturbingAGoodStream) {
+  std::vector<std::string> args = Args();
+  args.push_back("--hello_timeout_ms=500");
+  args.push_back("--client_timeout_ms=1000");
+  DaemonRun nrtprofd = Start(args);
+  ASSERT_TRUE(nrtprofd.ready);
+  Connect();
+  {
+    grpc::ClientContext context;
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id("hostile");
+    nrtprof::StartCaptureReply reply;
+    ASSERT_TRUE(control_->StartCapture(&context, request, &reply).ok());
+  }
+  constexpr int kPerBatch = 50;
+  ShimStream good(collector_.get(), 100);
+  ASSERT_TRUE(good.Write(Ranges(1, kPerBatch, false)));
+
+  // Garbage on the socket: not HTTP/2 at all.
+  const int garbage = RawConnect(socket_);
+  const std::string junk = "GET / HTTP/1.1\r\nHost: nrtprofd\r\n\r\n" + std::string(4096, '\xff');
+  ASSERT_EQ(write(garbage, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  // Half a message: a Collector.Stream call whose first message stops 10 bytes into 1000.
+  const int half = RawConnect(socket_);
+  const std::string partial = HalfAMessage(1000, 10);
+  ASSERT_EQ(write(half, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));
+  // A connection that never says anything.
+  const int silent = RawConnect(socket_);
+  // A gRPC stream that never sends its Hello.
+  grpc::ClientContext mute_context;
+  auto mute = collector_->Stream(&mute_context);
+  // A stream that says Hello and then nothing, ever: a process that joins and never finishes.
+  ShimStream idle(collector_.get(), 200);
+
+  ASSERT_TRUE(good.Write(Ranges(2, kPerBatch, false)));
+  nrtprof::DaemonMessage reply;
+  EXPECT_FALSE(mute->Read(&reply));
+  const grpc::Status mute_status = mute->Finish();
+  EXPECT_EQ(mute_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(mute_status.error_message(), "no Hello within 500 ms of the stream's start");
+  EXPECT_TRUE(ClosedByDaemon(garbage));
+  EXPECT_TRUE(ClosedByDaemon(half));
+  EXPECT_TRUE(ClosedByDaemon(silent));
+  for (int fd : {garbage, half, silent}) close(fd);
+
+  ASSERT_TRUE(good.Write(Ranges(3, kPerBatch, true)));
+  nrtprof::CaptureFiles files;
+  {
+    grpc::ClientContext context;
+    nrtprof::StopCaptureRequest request;
+    request.set_capture_id("hostile");
+    request.set_wait_ms(2000);  // the idle process never sends its final batch
+    const grpc::Status s = control_->StopCapture(&context, request, &files);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  uint64_t acked = 0;
+  EXPECT_TRUE(good.Finish(&acked).ok());
+  EXPECT_EQ(acked, 3u);
+  EXPECT_EQ(files.processes(), 2u);  // the good one and the idle one
+  EXPECT_EQ(files.events(), 3u * 2 * kPerBatch);
+  EXPECT_EQ(files.events_dropped(), 0u);
+  EXPECT_EQ(PythonJsonCount(out_ + "/hostile/trace.json", "aten::mul"),
+            absl::StrCat("ok ", 3 * kPerBatch));
+  EXPECT_NE(files.summary_text().find(absl::StrCat(" ", 3 * kPerBatch, "\n")), std::string::npos)
+      << files.summary_text();
+
+  // The process that never finishes does not hold the daemon up either.
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  uint64_t idle_acked = 0;
+  idle.Finish(&idle_acked);
+}
+
+// A message over the daemon's 64 MiB limit ends that stream with RESOURCE_EXHAUSTED naming
+// the limit; another stream goes on.
+TEST_F(NrtprofdTest, OversizedMessageIsRefusedWithTheLimit) {
+  if (dlsym(RTLD_DEFAULT, "__tsan_init") != nullptr) {
+    // 64 MiB through gRPC takes minutes under ThreadSanitizer; collector_service_test refuses
+    // an oversized message there, with a 1 MiB limit.
+    GTEST_SKIP() << "too slow under ThreadSanitizer";
+  }
+  DaemonRun nrtprofd = Start(Args());
+  ASSERT_TRUE(nrtprofd.ready);
+  Connect();
+  ShimStream good(collector_.get(), 100);
+  ASSERT_TRUE(good.Write(Ranges(1, 1, false)));
+
+  // Another process: its own connection.
+  auto big_channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+  auto big_stub = nrtprof::Collector::NewStub(big_channel);
+  grpc::ClientContext context;
+  auto big = big_stub->Stream(&context);
+  ASSERT_TRUE(big->Write(Hello()));
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(big->Read(&reply));
+  nrtprof::ShimMessage huge = Ranges(1, 1, false);
+  huge.mutable_batch()->add_models()->set_model_file(std::string((64 << 20) + 1, 'x'));
+  big->Write(huge);
+  EXPECT_FALSE(big->Read(&reply));
+  const grpc::Status refused = big->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("67108864"), std::string::npos)
+      << refused.error_message();
+
+  ASSERT_TRUE(good.Write(Ranges(2, 1, true)));
+  uint64_t acked = 0;
+  EXPECT_TRUE(good.Finish(&acked).ok());
+  EXPECT_EQ(acked, 2u);
+  kill(nrtprofd.pid, SIGTERM);
+  EXPECT_EQ(Wait(&nrtprofd), 0);
+}
+
+TEST_F(NrtprofdTest, TimeoutFlagsAreChecked) {
+  for (const char* flag : {"--hello_timeout_ms=0", "--client_timeout_ms=0",
+                           "--client_timeout_ms=90000000", "--hello_timeout_ms=soon"}) {
+    std::string err;
+    EXPECT_EQ(RunToExit({flag}, &err), 2) << flag;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find(std::string(flag).substr(2, std::string(flag).find('=') - 2)),
+              std::string::npos)
+        << err;
+  }
+}
+
+}  // namespace hostile
+
+namespace hostile {
+
+// Names no program should send, through the real daemon into every file: each file stays what
+// its reader reads (python3's json module, the Perfetto reader, one table line per row), and
+// no file lands anywhere but the capture's folder.
+TEST_F(NrtprofdTest, HostileStringsLeaveEveryFileValid) {
+  DaemonRun nrtprofd = Start(Args());
+  ASSERT_TRUE(nrtprofd.ready);
+  Connect();
+  {
+    grpc::ClientContext context;
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id("strings");
+    nrtprof::StartCaptureReply reply;
+    ASSERT_TRUE(control_->StartCapture(&context, request, &reply).ok());
+  }
+  grpc::ClientContext context;
+  auto stream = collector_->Stream(&context);
+  nrtprof::ShimMessage hello = Hello();
+  const std::string nul("nul\0inside", 10);
+  hello.mutable_hello()->set_executable("/bin/" + std::string(4000, 'e') + "\n\t\"\\" + nul);
+  hello.mutable_hello()->set_host("host\"\\\x01");
+  hello.mutable_hello()->add_command_line(nul);
+  hello.mutable_hello()->add_command_line("line\nbreak");
+  hello.mutable_hello()->add_command_line(std::string(100'000, 'z'));
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(stream->Write(hello));
+  ASSERT_TRUE(stream->Read(&reply));
+
+  std::string accents;
+  for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";  // 40 'é', cut by the table's width
+  const std::vector<std::string> names = {
+      "aten::" + std::string(65536 - 6, 'x'),  // the longest string the daemon takes
+      nul,
+      "two\nlines\r\n",
+      accents,
+      "tab\tand\x7f",
+  };
+  nrtprof::ShimMessage m;
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->set_sequence(1);
+  b->set_final(true);
+  auto intern = [&](uint32_t iid, const std::string& value) {
+    nrtprof::InternedString* s = b->add_strings();
+    s->set_iid(iid);
+    s->set_value(value);
+  };
+  for (uint32_t i = 0; i < names.size(); ++i) intern(i + 1, names[i]);
+  intern(20, "nrt_execute");
+  intern(21, "\"tensor\"\\\x01" + nul);
+  intern(22, "../../../escape/" + nul);  // a model name: never a file name
+  intern(23, "nc_exec_running");
+  intern(24, "frame\n" + nul);
+  nrtprof::InternedStack* stack = b->add_stacks();
+  stack->set_iid(1);
+  stack->add_frame_iids(24);
+  stack->add_frame_iids(1);
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    nrtprof::Event* range = b->add_events();
+    range->set_kind(nrtprof::EVENT_RANGE);
+    range->set_name_iid(i + 1);
+    range->set_tid(1);
+    range->set_start_ns((i + 1) * 1'000'000);
+    range->set_duration_ns(500'000);
+  }
+  nrtprof::Event* call = b->add_events();
+  call->set_kind(nrtprof::EVENT_API_CALL);
+  call->set_name_iid(20);
+  call->set_tid(1);
+  call->set_start_ns(1'100'000);
+  call->set_duration_ns(300'000);
+  call->set_correlation_id(1);
+  call->set_repeat(1);
+  call->set_nc_idx(0);
+  call->set_tensor_name_iid(21);
+  call->set_model_name_iid(22);
+  call->set_stack_iid(1);
+  nrtprof::Event* exec = b->add_events();
+  exec->set_kind(nrtprof::EVENT_DEVICE_EXEC);
+  exec->set_name_iid(23);
+  exec->set_tid(1);
+  exec->set_start_ns(1'000'001'150'000);
+  exec->set_duration_ns(200'000);
+  exec->set_device_id(1);
+  exec->set_model_name_iid(22);
+  nrtprof::DeviceClockSync* sync = b->add_clock_syncs();
+  sync->set_nc_idx(0);
+  sync->set_device_ns(1'000'000'000'000);
+  nrtprof::LoadedModel* model = b->add_models();
+  model->set_name("../../../escape/" + nul);
+  model->set_model_file("NRTSIMNF model bytes");
+  ASSERT_TRUE(stream->Write(m));
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 1u);
+
+  nrtprof::CaptureFiles files;
+  {
+    grpc::ClientContext stop_context;
+    nrtprof::StopCaptureRequest request;
+    request.set_capture_id("strings");
+    request.set_wait_ms(30'000);
+    const grpc::Status s = control_->StopCapture(&stop_context, request, &files);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(files.events(), names.size() + 2);
+  const std::string dir = out_ + "/strings";
+  // One row per range name; the call and its execution are inside the first range.
+  EXPECT_TRUE(fuzz::CheckCaptureFolder(dir, names.size()).ok())
+      << fuzz::CheckCaptureFolder(dir, names.size());
+  for (const std::string& f : files.files()) {
+    if (f.size() > 5 && f.substr(f.size() - 5) == ".json") {
+      EXPECT_EQ(PythonJson(dir + "/" + f, "type(t).__name__"), f[0] == 'm' ? "ok list" : "ok dict")
+          << f;
+    }
+  }
+  EXPECT_EQ(PythonJsonCount(dir + "/trace.json", nul), "ok 1");
+  EXPECT_TRUE(fuzz::CheckUtf8(files.summary_text()).ok());
+  // The table in the reply and in summary.txt: one line per row whatever the names.
+  EXPECT_EQ(files.summary_text(), ReadFileText(dir + "/summary.txt"));
+  EXPECT_FALSE(Exists(folder_ + "/escape"));
+  EXPECT_FALSE(Exists(out_ + "/escape"));
+
+  stream->WritesDone();
+  kill(nrtprofd.pid, SIGTERM);
+  EXPECT_EQ(Wait(&nrtprofd), 0);
+}
+
+}  // namespace hostile

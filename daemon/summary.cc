@@ -142,12 +142,65 @@ std::string DropsDetail(const DropCounts& d) {
   return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
 }
 
+// The length of the well-formed UTF-8 character at s[i] (no overlong forms, surrogates or code
+// points past U+10FFFF), or 0.
+size_t Utf8Length(const std::string& s, size_t i) {
+  const unsigned char c = s[i];
+  if (c < 0x80) return 1;
+  const size_t n = c >= 0xf0 && c < 0xf5   ? 4
+                   : c >= 0xe0 && c < 0xf0 ? 3
+                   : c >= 0xc2 && c < 0xe0 ? 2
+                                           : 0;
+  bool valid = n != 0 && i + n <= s.size();
+  for (size_t k = 1; valid && k < n; ++k) {
+    valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+  }
+  if (valid && n == 3) {
+    const unsigned char c1 = s[i + 1];
+    valid = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+  } else if (valid && n == 4) {
+    const unsigned char c1 = s[i + 1];
+    valid = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+  }
+  return valid ? n : 0;
+}
+
+// A name as the text table shows it: on one line whatever it holds (control characters as
+// \n, \t, \0, \x7f...), bytes that are not UTF-8 as U+FFFD, and cut to `width` bytes ending
+// in "..." at a character boundary if longer.
+std::string TableName(const std::string& name, size_t width) {
+  std::string shown;
+  for (size_t i = 0; i < name.size();) {
+    const unsigned char c = name[i];
+    if (c < 0x20 || c == 0x7f) {
+      shown += c == '\n'   ? "\\n"
+               : c == '\t' ? "\\t"
+               : c == '\r' ? "\\r"
+               : c == 0    ? "\\0"
+                           : absl::StrFormat("\\x%02x", c);
+      ++i;
+    } else if (const size_t n = Utf8Length(name, i); n != 0) {
+      shown.append(name, i, n);
+      i += n;
+    } else {
+      shown += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+    }
+  }
+  if (shown.size() <= width) return shown;
+  size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xc0) == 0x80) --cut;
+  return shown.substr(0, cut) + "...";
+}
+
 std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   // PyTorch's layout: right-aligned columns two spaces apart, dashed rules, the name column as
   // wide as the longest name plus 4, at most 55 (longer names end in "...").
   constexpr size_t kMaxNameWidth = 55;
   size_t name_width = 4;
-  for (const SummaryRow& r : rows) name_width = std::max(name_width, r.name.size());
+  for (const SummaryRow& r : rows) {
+    name_width = std::max(name_width, TableName(r.name, kMaxNameWidth).size());
+  }
   name_width = std::min(name_width + 4, kMaxNameWidth);
   const std::vector<std::string> headers = {
       "Name",          "Self CPU",     "CPU total",       "Self NEURON",
@@ -170,12 +223,10 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
 
   std::string out = rule + line(headers) + rule;
   for (const SummaryRow& r : rows) {
-    std::string name = r.name;
-    if (name.size() > name_width) name = name.substr(0, name_width - 3) + "...";
     out +=
-        line({name, FormatDuration(r.self_cpu_ns), FormatDuration(r.cpu_total_ns),
-              FormatDuration(r.self_device_ns), Percent(r.self_device_ns, s.self_device_total_ns),
-              FormatDuration(r.device_total_ns),
+        line({TableName(r.name, name_width), FormatDuration(r.self_cpu_ns),
+              FormatDuration(r.cpu_total_ns), FormatDuration(r.self_device_ns),
+              Percent(r.self_device_ns, s.self_device_total_ns), FormatDuration(r.device_total_ns),
               FormatDuration(Average(r.device_total_ns, r.calls)), absl::StrCat(r.calls)});
   }
   out += rule;
@@ -228,29 +279,12 @@ std::string JsonString(const std::string& s) {
     } else if (c < 0x20) {
       out += absl::StrFormat("\\u%04x", c);
       ++i;
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
+    } else if (const size_t n = Utf8Length(s, i); n != 0) {
+      out.append(s, i, n);
+      i += n;
     } else {
-      const size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-      bool valid = n != 0 && i + n <= s.size();
-      for (size_t k = 1; valid && k < n; ++k) {
-        valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-      }
-      if (valid && n == 3) {  // no overlong forms, no surrogates
-        const unsigned char c1 = s[i + 1];
-        valid = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
-      } else if (valid && n == 4) {
-        const unsigned char c1 = s[i + 1];
-        valid = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
-      }
-      if (valid) {
-        out.append(s, i, n);
-        i += n;
-      } else {
-        out += "\\ufffd";
-        ++i;
-      }
+      out += "\\ufffd";
+      ++i;
     }
   }
   return out + "\"";

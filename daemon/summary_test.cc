@@ -218,6 +218,50 @@ TEST(SummaryTest, LongNamesAreCut) {
   EXPECT_EQ(lines[3].size(), lines[0].size());
 }
 
+// Found by the fuzz tests: a name holding a newline or a NUL broke the table's one line per
+// row, and a long name of multi-byte characters was cut inside a character (invalid UTF-8,
+// which a proto3 string in StopCapture's reply cannot carry).
+TEST(SummaryTest, HostileNamesStayOnOneLineAsUtf8) {
+  TraceBuilder b(1);
+  std::string accents;
+  for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";  // 'é' x 40: 80 bytes
+  b.Range("two\nlines", 0, 1);
+  b.Range(std::string("nul\0tab\t\x7f", 9), 2, 1);
+  b.Range("x" + accents, 4, 1);
+  b.Range("bad\xff", 6, 1);
+  Trace t;
+  t.processes.push_back(b.process());
+  const std::string text = FormatSummary(ComputeSummary(t), SummarySortKey::kName);
+  const std::vector<std::string> lines = Lines(text);
+  ASSERT_EQ(lines.size(), 11u) << text;  // rule, header, rule, 4 rows, rule, 3 closing lines
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_NE(lines[3].find("bad\xef\xbf\xbd "), std::string::npos) << lines[3];
+  EXPECT_NE(lines[4].find("nul\\0tab\\t\\x7f "), std::string::npos) << lines[4];
+  EXPECT_NE(lines[5].find("two\\nlines "), std::string::npos) << lines[5];
+  // Cut at 52 bytes would split an 'é': the cut is at 51, a character boundary.
+  std::string cut = "x";
+  for (int i = 0; i < 25; ++i) cut += "\xc3\xa9";
+  EXPECT_NE(lines[6].find(" " + cut + "...  "), std::string::npos) << lines[6];
+  // The JSON form keeps names as they are: the CLI prints the same table from it.
+  absl::StatusOr<Summary> back = ParseSummaryJson(
+      FormatSummary(ComputeSummary(t), SummarySortKey::kName, SummaryFormat::kJson));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(FormatSummary(*back, SummarySortKey::kName), text);
+}
+
+TEST(SummaryTest, JsonNeverPassesBytesThatAreNotUtf8) {
+  TraceBuilder b(1);
+  b.Range("\xf8\x80\x80 \xff\xbf\xbf", 0, 1);  // lead bytes no UTF-8 character starts with
+  Trace t;
+  t.processes.push_back(b.process());
+  absl::StatusOr<Summary> back = ParseSummaryJson(
+      FormatSummary(ComputeSummary(t), SummarySortKey::kName, SummaryFormat::kJson));
+  ASSERT_TRUE(back.ok()) << back.status();
+  std::string want;
+  for (int i = 0; i < 3; ++i) want += "\xef\xbf\xbd";
+  EXPECT_EQ(back->rows[0].name, want + " " + want);
+}
+
 TEST(SummaryTest, SortKeysAndLimit) {
   const Summary s = ComputeSummary(AnnotatedTrace());
   auto first_names = [&](SummarySortKey key, int limit) {

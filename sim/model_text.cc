@@ -23,6 +23,7 @@ namespace {
 // ValidateModel()'s element limit, checked here as well so that `fill` never sizes a buffer
 // from an unchecked shape.
 constexpr uint64_t kMaxTensorElements = uint64_t{1} << 28;
+constexpr uint64_t kMaxTotalBytes = uint64_t{2} << 30;  // ValidateModel()'s, the device's
 
 using Shape = std::vector<uint32_t>;
 
@@ -150,6 +151,7 @@ class Parser {
   std::vector<int> tensor_line_;                        // where each tensor was defined
   std::vector<int> written_line_;                       // where each was assigned, or 0
   std::vector<int> op_line_;
+  uint64_t declared_bytes_ = 0;  // of the tensors declared so far (Declaration)
 };
 
 absl::StatusOr<Model> Parser::Run(absl::string_view text) {
@@ -215,8 +217,18 @@ absl::Status Parser::Declaration(TensorKind kind, absl::string_view rest) {
   absl::string_view after;
   absl::Status status = ParseShape(shape_text, &t.shape, &after);
   if (!status.ok()) return status;
+  // What the tensors declared so far take, as ValidateModel() adds it up, so that constants
+  // past the device's 2 GiB are refused before their bytes are made (a few lines of `fill`
+  // would otherwise ask for any amount of memory).
+  uint64_t elements = 1;
+  for (uint32_t d : t.shape) elements = std::min(elements * d, kMaxTensorElements + 1);
+  if (elements <= kMaxTensorElements) declared_bytes_ += elements * DTypeSize(t.dtype);
   if (kind == TensorKind::kConstant) {
     if (after.empty() || after[0] != '=') return Error("expected '= values' after the shape");
+    if (declared_bytes_ > kMaxTotalBytes) {
+      return Error(absl::StrCat("constant ", t.name, ": tensors up to here need ",
+                                declared_bytes_, " bytes (at most 2 GiB)"));
+    }
     status = ParseValues(absl::StripAsciiWhitespace(after.substr(1)), &t);
     if (!status.ok()) return status;
   } else if (!after.empty()) {
@@ -259,7 +271,14 @@ absl::Status Parser::ParseValues(absl::string_view text, TensorDef* t) {
   auto [first, fill_value] = SplitWord(text);
   if (first == "fill") {
     if (!ParseFinite(fill_value, &v)) return Error(absl::StrCat("bad number '", fill_value, "'"));
-    for (uint64_t i = 0; i < count; ++i) AppendValue(v, t->dtype, &t->data);
+    // One element, then doubling copies: a 2^28-element fill is a few large memcpys.
+    AppendValue(v, t->dtype, &t->data);
+    const size_t element = t->data.size();
+    t->data.resize(count * element);
+    for (size_t filled = element; filled < t->data.size(); filled *= 2) {
+      std::memcpy(t->data.data() + filled, t->data.data(),
+                  std::min(filled, t->data.size() - filled));
+    }
     return absl::OkStatus();
   }
   std::vector<absl::string_view> items = absl::StrSplit(text, ',');

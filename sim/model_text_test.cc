@@ -212,6 +212,38 @@ TEST(ParseModelTextTest, RejectsBadConstants) {
             "line 2: constant c has more than 2^28 elements");
 }
 
+// Found by the model text fuzzer: a few lines of `fill` could ask for any amount of memory
+// before ValidateModel() added up the tensors, and filled byte by byte (a 2^28-element
+// constant took seconds). Now the constant that takes the model past the device's 2 GiB is
+// refused before its bytes exist, and a fill is a few large copies.
+TEST(ParseModelTextTest, RefusesConstantsPastTwoGibBeforeMakingThem) {
+  EXPECT_EQ(Error("model m\ninput a fp32 [268435456]\ninput b fp32 [16384,16384]\n"
+                  "const c fp32 [2] = fill 1\n"),
+            "line 4: constant c: tensors up to here need 2147483656 bytes (at most 2 GiB)");
+  // A tensor over 2^28 elements is not counted: ValidateModel() names it, as before.
+  EXPECT_EQ(Error("model m\ninput a bf16 [2,268435456]\nconst c bf16 [3] = 1, 2, 3\n"),
+            "line 2: tensor 0 (a): shape [2,268435456] has more than 2^28 elements");
+}
+
+TEST(ParseModelTextTest, FillsEveryElement) {
+  const Model m = Parse(R"(model fill
+input x fp32 [3,1000,7]
+const w fp32 [3,1000,7] = fill 1.5
+const v bf16 [5] = fill -2
+output y fp32 [3,1000,7]
+y = mul(x, w)
+)");
+  const std::vector<uint8_t>& w = Tensor(m, "w").data;
+  ASSERT_EQ(w.size(), 3u * 1000 * 7 * 4);
+  for (size_t i = 0; i < w.size(); i += 4) {
+    ASSERT_THAT(std::vector<uint8_t>(w.begin() + i, w.begin() + i + 4),
+                ElementsAre(0x00, 0x00, 0xc0, 0x3f))
+        << "element " << i / 4;
+  }
+  EXPECT_THAT(Tensor(m, "v").data,
+              ElementsAre(0x00, 0xc0, 0x00, 0xc0, 0x00, 0xc0, 0x00, 0xc0, 0x00, 0xc0));
+}
+
 TEST(ParseModelTextTest, RejectsBadOpStatements) {
   EXPECT_EQ(Error(WithHeader("y = frob(x)\n")), "line 4: unknown op 'frob'");
   EXPECT_EQ(Error(WithHeader("y = gelu(z)\n")), "line 4: unknown tensor 'z'");

@@ -10,6 +10,7 @@ PACKAGES=(
   libabsl-dev libunwind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                  # a few end-to-end tests drive programs through ctypes and parse JSON
+  clang libclang-rt-14-dev # the libFuzzer targets (tests/fuzz): clang 14, libFuzzer, ASan, UBSan
 )
 
 missing=()

@@ -1,0 +1,176 @@
+// libFuzzer target: the daemon from a shim message's bytes to the capture's files. Each input
+// (fuzz_input.h) is up to four shim streams' messages; they go through CollectorCore exactly
+// as CollectorService hands them over (Hello first, then batches; a refusal, garbage or half a
+// message ends the stream), into one capture ("seed", the one the recorded seeds name), which
+// is then stopped: correlated and written by the daemon's real writers into a temporary
+// folder. Every file must then read back (output_checks.h): a crash, a sanitizer report or a
+// file that does not read back is a finding.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <ftw.h>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/artifact_writer.h"
+#include "daemon/chrome_json_writer.h"
+#include "daemon/collector_core.h"
+#include "daemon/perfetto_writer.h"
+#include "daemon/summary.h"
+#include "google/protobuf/stubs/logging.h"
+#include "proto/nrtprof.pb.h"
+#include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/output_checks.h"
+
+namespace nrtprof::fuzz {
+namespace {
+
+using daemon::CollectorCore;
+
+// Time moves on by a microsecond a reading; nothing waits.
+class FuzzClock : public daemon::CollectorClock {
+ public:
+  uint64_t MonotonicNs() override { return now_ += 1000; }
+  int64_t RealtimeNs() override { return 1'700'000'000'000'000'000 + now_; }
+  void WaitUntil(std::condition_variable*, std::unique_lock<std::mutex>*, uint64_t) override {
+    now_ += 1'000'000'000;
+  }
+
+ private:
+  uint64_t now_ = 1'000'000'000;
+};
+
+std::string TempRoot() {
+  const char* shm = "/dev/shm";
+  std::string templ = absl::StrCat(access(shm, W_OK) == 0 ? shm : "/tmp", "/nrtprof-fuzz-XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) {
+    perror("mkdtemp");
+    abort();
+  }
+  return templ;
+}
+
+void RemoveTree(const std::string& path) {
+  nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+[[noreturn]] void Finding(const std::string& what) {
+  fprintf(stderr, "collector_fuzzer: %s\n", what.c_str());
+  abort();
+}
+
+// The daemon's writers (nrtprofd_main.cc's ProductionSink), noting how many rows the
+// summary of the trace they were given has.
+class CheckedSink : public daemon::TraceSink {
+ public:
+  CheckedSink() {
+    std::vector<std::unique_ptr<daemon::TraceSink>> sinks;
+    sinks.push_back(std::make_unique<daemon::PerfettoWriter>());
+    sinks.push_back(std::make_unique<daemon::ChromeJsonWriter>());
+    sinks.push_back(std::make_unique<daemon::SummarySink>());
+    sinks.push_back(std::make_unique<daemon::ArtifactWriter>());
+    writers_ = std::make_unique<daemon::CompositeSink>(std::move(sinks));
+  }
+  absl::Status Write(const daemon::Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    rows = daemon::ComputeSummary(trace).rows.size();
+    return writers_->Write(trace, output_dir, files);
+  }
+  size_t rows = 0;
+
+ private:
+  std::unique_ptr<daemon::TraceSink> writers_;
+};
+
+// One slot of the input's four streams, as CollectorService's ShimStream keeps it.
+struct Slot {
+  CollectorCore::StreamId id = 0;
+  bool open = false;        // the stream exists (it may not have said Hello yet)
+  bool hello_seen = false;
+};
+
+void Run(absl::string_view input) {
+  // Each input's folder is removed after it, the root at exit.
+  static const std::string root = [] {
+    static std::string made = TempRoot();
+    atexit([] { rmdir(made.c_str()); });
+    return made;
+  }();
+  static uint64_t run = 0;
+  const std::string dir = absl::StrCat(root, "/", ++run);
+
+  daemon::CollectorOptions options;
+  options.address = "unix:/fuzz.sock";
+  options.output_root = root;
+  options.daemon_version = "fuzz";
+  CheckedSink sink;
+  FuzzClock clock;
+  CollectorCore core(options, &sink, &clock);
+
+  nrtprof::StartCaptureRequest start;
+  start.set_capture_id("seed");  // as the recorded streams name it (NRTPROF_CAPTURE)
+  start.set_output_dir(dir);
+  start.set_stack_depth(8);
+  if (absl::StatusOr<nrtprof::StartCaptureReply> s = core.StartCapture(start); !s.ok()) {
+    Finding(absl::StrCat("StartCapture: ", s.status().ToString()));
+  }
+
+  Slot slots[kStreams];
+  CollectorCore::StreamId next_id = 1;
+  auto close = [&](Slot* slot) {
+    if (slot->hello_seen) core.OnStreamClosed(slot->id);
+    *slot = Slot();
+  };
+  for (const FuzzRecord& r : SplitRecords(input)) {
+    Slot* slot = &slots[r.stream];
+    if (!slot->open) {
+      slot->open = true;
+      slot->id = next_id++;
+    }
+    nrtprof::ShimMessage m;
+    bool keep = !r.truncated && m.ParseFromArray(r.message.data(), r.message.size());
+    if (keep && !slot->hello_seen) {
+      keep = m.msg_case() == nrtprof::ShimMessage::kHello &&
+             core.OnHello(slot->id, m.hello(), [](const nrtprof::CaptureControl&) {}).ok();
+      slot->hello_seen = keep;
+    } else if (keep) {
+      keep = m.msg_case() == nrtprof::ShimMessage::kBatch && core.OnBatch(slot->id, m.batch()).ok();
+    }
+    if (!keep || r.close_after) close(slot);
+    if (r.status_after) core.Status();
+  }
+
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("seed");
+  stop.set_wait_ms(1);
+  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+  for (Slot& slot : slots) close(&slot);
+  if (!files.ok()) Finding(absl::StrCat("StopCapture: ", files.status().ToString()));
+  if (absl::Status s = CheckUtf8(files->summary_text()); !s.ok()) {
+    Finding(absl::StrCat("the summary table in StopCapture's reply: ", s.ToString()));
+  }
+  if (absl::Status s = CheckCaptureFolder(dir, sink.rows); !s.ok()) Finding(s.ToString());
+  if (getenv("NRTPROF_FUZZ_VERBOSE") != nullptr) {
+    fprintf(stderr, "collector_fuzzer: %u processes, %llu events, %zu rows, %d files\n",
+            files->processes(), static_cast<unsigned long long>(files->events()), sink.rows,
+            files->files_size());
+  }
+  RemoveTree(dir);
+}
+
+}  // namespace
+}  // namespace nrtprof::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // protobuf logs every string field that is not UTF-8: thousands of lines a second.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
+  nrtprof::fuzz::Run(absl::string_view(reinterpret_cast<const char*>(data), size));
+  return 0;
+}
