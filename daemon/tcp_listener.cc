@@ -1,0 +1,103 @@
+#include "daemon/tcp_listener.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/address.h"
+#include "common/credential_files.h"
+
+namespace nrtprof::daemon {
+
+absl::Status CheckTcpListenerFlags(const TcpListenerFlags& flags) {
+  if (flags.listen.empty()) {
+    if (!flags.cert_file.empty() || !flags.key_file.empty() || !flags.token_file.empty() ||
+        !flags.client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_cert, --tls_key, --token_file and --tls_client_ca are for --listen; the unix "
+          "socket needs none");
+    }
+    return absl::OkStatus();
+  }
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(flags.listen, &host, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen '", flags.listen, "' is not HOST:PORT (e.g. 0.0.0.0:7878, [::]:7878, 127.0.0.1:0)"));
+  }
+  if (flags.cert_file.empty() || flags.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--listen needs TLS: give --tls_cert=PEM and --tls_key=PEM, and --token_file=PATH or "
+        "--tls_client_ca=PEM; nrtprofd never listens on TCP in plaintext");
+  }
+  if (flags.token_file.empty() && flags.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--listen needs a way to check callers: give --token_file=PATH (a bearer token) or "
+        "--tls_client_ca=PEM (client certificates), or both");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListenerFlags& flags,
+                                                                CollectorService* collector,
+                                                                ControlService* control) {
+  absl::StatusOr<std::string> cert = ReadPemFile(flags.cert_file, "--tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(flags.key_file, "--tls_key");
+  if (!key.ok()) return key.status();
+  std::string token;
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> read = ReadTokenFile(flags.token_file, "--token_file");
+    if (!read.ok()) return read.status();
+    token = *std::move(read);
+  }
+  grpc::SslServerCredentialsOptions tls;
+  tls.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  if (!flags.client_ca_file.empty()) {
+    absl::StatusOr<std::string> client_ca = ReadPemFile(flags.client_ca_file, "--tls_client_ca");
+    if (!client_ca.ok()) return client_ca.status();
+    tls.pem_root_certs = *std::move(client_ca);
+    tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+
+  std::unique_ptr<TcpListener> listener(new TcpListener(token, collector, control));
+  listener->security_ = "TLS";
+  if (!token.empty()) listener->security_ += ", bearer token";
+  if (!flags.client_ca_file.empty()) listener->security_ += ", client certificate";
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags.listen, grpc::SslServerCredentials(tls), &port);
+  // Without this, gRPC binds with SO_REUSEPORT, and a second daemon on the same port would
+  // quietly take half the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(&listener->collector_);
+  builder.RegisterService(&listener->control_);
+  builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
+  listener->server_ = builder.BuildAndStart();
+  if (listener->server_ == nullptr || port == 0) {
+    if (listener->server_ != nullptr) listener->server_->Shutdown();
+    listener->shut_down_ = true;
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", flags.listen,
+                     " (port in use, address not local, or --tls_cert and --tls_key do not "
+                     "make a certificate and its key)"));
+  }
+  std::string host;
+  int ignored = 0;
+  SplitHostPort(flags.listen, &host, &ignored);
+  listener->address_ = host.find(':') != std::string::npos
+                           ? absl::StrCat("[", host, "]:", port)
+                           : absl::StrCat(host, ":", port);
+  return listener;
+}
+
+void TcpListener::Shutdown(std::chrono::system_clock::time_point deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->Shutdown(deadline);
+  server_->Wait();
+}
+
+TcpListener::~TcpListener() { Shutdown(std::chrono::system_clock::now()); }
+
+}  // namespace nrtprof::daemon
