@@ -1,12 +1,45 @@
 #include "daemon/tcp_listener.h"
 
+#include <grpc/support/log.h>
+
+#include <mutex>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/address.h"
 #include "common/credential_files.h"
 
 namespace nrtprof::daemon {
+namespace {
+
+// gRPC's own log lines while the listener starts: a failure to bind becomes our one line,
+// with the reason taken from them, instead of gRPC's multi-line dump.
+std::mutex g_start_log_mu;
+std::string* g_start_log = nullptr;  // guarded by g_start_log_mu
+
+void CaptureStartLog(gpr_log_func_args* args) {
+  std::lock_guard<std::mutex> lock(g_start_log_mu);
+  if (g_start_log != nullptr && args->severity == GPR_LOG_SEVERITY_ERROR) {
+    absl::StrAppend(g_start_log, args->message, "\n");
+  }
+}
+
+std::string BindFailureReason(const std::string& log) {
+  const std::string os_error = "os_error:\"";
+  if (const size_t at = log.find(os_error); at != std::string::npos) {
+    const size_t begin = at + os_error.size();
+    return log.substr(begin, log.find('"', begin) - begin);
+  }
+  if (absl::StrContains(log, "Invalid private key") ||
+      absl::StrContains(log, "Invalid cert chain") ||
+      absl::StrContains(log, "Handshaker factory creation failed")) {
+    return "--tls_cert and --tls_key are not a certificate and its private key";
+  }
+  return "gRPC could not bind it";
+}
+
+}  // namespace
 
 absl::Status CheckTcpListenerFlags(const TcpListenerFlags& flags) {
   if (flags.listen.empty()) {
@@ -73,14 +106,23 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListene
   builder.RegisterService(&listener->collector_);
   builder.RegisterService(&listener->control_);
   builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
+  std::string start_log;
+  {
+    std::lock_guard<std::mutex> lock(g_start_log_mu);
+    g_start_log = &start_log;
+  }
+  gpr_set_log_function(&CaptureStartLog);
   listener->server_ = builder.BuildAndStart();
+  gpr_set_log_function(nullptr);  // gRPC's default again
+  {
+    std::lock_guard<std::mutex> lock(g_start_log_mu);
+    g_start_log = nullptr;
+  }
   if (listener->server_ == nullptr || port == 0) {
     if (listener->server_ != nullptr) listener->server_->Shutdown();
     listener->shut_down_ = true;
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", flags.listen,
-                     " (port in use, address not local, or --tls_cert and --tls_key do not "
-                     "make a certificate and its key)"));
+        absl::StrCat("cannot listen on ", flags.listen, ": ", BindFailureReason(start_log)));
   }
   std::string host;
   int ignored = 0;

@@ -10,6 +10,7 @@ PACKAGES=(
   libabsl-dev libunwind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                  # a few end-to-end tests drive programs through ctypes and parse JSON
+  openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
 )
 
 missing=()
