@@ -8,6 +8,7 @@ PACKAGES=(
   g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libunwind-dev
+  libssl-dev               # the shim backend initializes gRPC's OpenSSL itself (shim/backend.cc)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                  # a few end-to-end tests drive programs through ctypes and parse JSON
   openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
