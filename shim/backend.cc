@@ -160,11 +160,16 @@ bool LoadTls(const Config& config, const std::string& address, DaemonTransport* 
 }  // namespace
 }  // namespace nrtprof::shim
 
-// Null if the shim cannot run in this process; the core then passes every call through.
+// Null, after one line on stderr saying why, if the shim cannot run in this process; the core
+// then passes every call through.
 extern "C" __attribute__((visibility("default"))) const nrtprof::shim::BackendApi*
 nrtprof_backend_start(nrtprof::shim::CoreState* core) {
   using namespace nrtprof::shim;
-  if (core == nullptr || core->abi_version != kShimAbiVersion) return nullptr;
+  if (core == nullptr || core->abi_version != kShimAbiVersion) {
+    Report(std::string("nrtprof: ") + kBackendLibraryName +
+           " is not from the build of this libnrtprof_shim.so; not profiling this process\n");
+    return nullptr;
+  }
   const std::string address = core->config.addr[0] != '\0' ? std::string(core->config.addr)
                                                            : nrtprof::DefaultSocketPath();
   DaemonTransport transport;

@@ -124,6 +124,7 @@ struct BackendApi {
   bool (*atfork_child)();
 };
 
+// Returns null after one line on stderr saying why the backend declines the process.
 using BackendStartFn = const BackendApi* (*)(CoreState* core);
 
 }  // namespace nrtprof::shim
