@@ -49,8 +49,8 @@ TlsPaths TlsPathsFromFlags() {
   return paths;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(
-    const std::string& address, const TlsPaths& paths) {
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(const std::string& address,
+                                                                         const TlsPaths& paths) {
   switch (KindOf(address)) {
     case AddressKind::kUnix:
       return grpc::InsecureChannelCredentials();
@@ -63,7 +63,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(
   const bool has_client_cert = !paths.cert.empty() && !paths.key.empty();
   if (paths.ca.empty() || (paths.token_file.empty() && !has_client_cert)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        address, " is a TCP address, which needs TLS: give --tls_ca=PEM (the CA that signed the "
+        address,
+        " is a TCP address, which needs TLS: give --tls_ca=PEM (the CA that signed the "
         "daemon's certificate) and --token_file=PATH (or --tls_cert and --tls_key), or set "
         "NRTPROF_TLS_CA and NRTPROF_TOKEN_FILE"));
   }

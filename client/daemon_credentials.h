@@ -27,8 +27,8 @@ TlsPaths TlsPathsFromFlags();
 // Plaintext for a unix socket; for a TCP address, TLS that verifies the daemon with paths.ca
 // and sends the token (and the client certificate, if any). InvalidArgument when a TCP address
 // lacks them or the address is not one; the files' own errors otherwise. One line each.
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(
-    const std::string& address, const TlsPaths& paths);
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsFor(const std::string& address,
+                                                                         const TlsPaths& paths);
 
 }  // namespace nrtprof::cli
 

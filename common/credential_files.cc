@@ -75,10 +75,9 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path, absl::string_
     }
   }
   if (token.size() < kMinTokenBytes || token.size() > kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": the token in ", path, " has ",
-                                                   token.size(), " characters; it needs ",
-                                                   kMinTokenBytes, " to ", kMaxTokenBytes,
-                                                   " (e.g. openssl rand -hex 32)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": the token in ", path, " has ", token.size(), " characters; it needs ",
+                     kMinTokenBytes, " to ", kMaxTokenBytes, " (e.g. openssl rand -hex 32)"));
   }
   return token;
 }
@@ -97,8 +96,7 @@ bool ConstantTimeEquals(absl::string_view presented, absl::string_view expected)
   // sets a bit. volatile keeps the compiler from ending the loop early.
   volatile unsigned char diff = presented.size() == expected.size() ? 0 : 1;
   for (size_t i = 0; i < expected.size(); ++i) {
-    const unsigned char got =
-        i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    const unsigned char got = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
     diff = diff | (got ^ static_cast<unsigned char>(expected[i]));
   }
   return diff == 0;

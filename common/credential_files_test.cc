@@ -57,8 +57,8 @@ TEST(TokenFile, RefusesBadContents) {
 }
 
 TEST(PemFile, NeedsAPemBlock) {
-  EXPECT_TRUE(ReadPemFile(WriteFile("ca.pem", "-----BEGIN CERTIFICATE-----\nAA==\n", 0644), "x")
-                  .ok());
+  EXPECT_TRUE(
+      ReadPemFile(WriteFile("ca.pem", "-----BEGIN CERTIFICATE-----\nAA==\n", 0644), "x").ok());
   absl::StatusOr<std::string> bad = ReadPemFile(WriteFile("bad.pem", "hello", 0644), "--tls_ca");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("is not a PEM file"), std::string::npos);

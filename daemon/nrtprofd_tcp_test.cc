@@ -244,8 +244,7 @@ TEST_F(NrtprofdTcpTest, ListenWithoutTlsOrACallerCheckIsRefusedBeforeListening) 
   };
   for (const Case& c : std::vector<Case>{
            {{"--listen=127.0.0.1:0"}, "--listen needs TLS: give --tls_cert=PEM and --tls_key=PEM"},
-           {{"--listen=127.0.0.1:0", "--tls_cert=" + tls_.server_cert},
-            "--listen needs TLS"},
+           {{"--listen=127.0.0.1:0", "--tls_cert=" + tls_.server_cert}, "--listen needs TLS"},
            {{"--listen=127.0.0.1:0", "--tls_cert=" + tls_.server_cert,
              "--tls_key=" + tls_.server_key},
             "--listen needs a way to check callers"},
@@ -428,8 +427,8 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
       << refusals[0];
   EXPECT_TRUE(absl::EndsWith(refusals[0], ": wrong bearer token")) << refusals[0];
   EXPECT_TRUE(absl::EndsWith(refusals[1], ": no bearer token")) << refusals[1];
-  EXPECT_EQ(refusals[2].rfind("nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:", 0),
-            0u)
+  EXPECT_EQ(
+      refusals[2].rfind("nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:", 0), 0u)
       << refusals[2];
   EXPECT_EQ(err.find(tls_.token), std::string::npos);
   EXPECT_EQ(err.find(tls_.wrong_token), std::string::npos);
@@ -439,8 +438,8 @@ TEST_F(NrtprofdTcpTest, PlaintextAndUntrustingClientsCannotConnect) {
   DaemonRun nrtprofd = Start(TcpArgs(tls_.token_file));
   ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
   const int port = PortOf(nrtprofd);
-  const grpc::Status plaintext = CallStatus(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  const grpc::Status plaintext = CallStatus(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
   // A client that trusts another CA does not take the daemon's certificate (nor send it the
   // token).
@@ -460,8 +459,7 @@ TEST_F(NrtprofdTcpTest, MutualTlsTakesClientsWithACertificateOfItsCa) {
   DaemonRun nrtprofd = Start(args);
   ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
   const int port = PortOf(nrtprofd);
-  EXPECT_TRUE(
-      CallStatus(TlsChannel(port, tls_.ca, "", tls_.client_cert, tls_.client_key)).ok());
+  EXPECT_TRUE(CallStatus(TlsChannel(port, tls_.ca, "", tls_.client_cert, tls_.client_key)).ok());
   EXPECT_FALSE(CallStatus(TlsChannel(port, tls_.ca, "")).ok());  // no client certificate
   kill(nrtprofd.pid, SIGTERM);
   std::string err;
@@ -508,7 +506,7 @@ TEST_F(NrtprofdTcpTest, RefusesAPortAnotherDaemonListensOn) {
   std::string err;
   EXPECT_EQ(RunToExit(args, &err), 1);
   EXPECT_EQ(err, absl::StrCat("nrtprofd: cannot listen on 127.0.0.1:", port,
-                               ": Address already in use\n"));
+                              ": Address already in use\n"));
   kill(first.pid, SIGTERM);
   EXPECT_EQ(Wait(&first), 0);
 }

@@ -54,8 +54,9 @@ absl::Status CheckTcpListenerFlags(const TcpListenerFlags& flags) {
   std::string host;
   int port = 0;
   if (!SplitHostPort(flags.listen, &host, &port)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen '", flags.listen, "' is not HOST:PORT (e.g. 0.0.0.0:7878, [::]:7878, 127.0.0.1:0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen '", flags.listen,
+                     "' is not HOST:PORT (e.g. 0.0.0.0:7878, [::]:7878, 127.0.0.1:0)"));
   }
   if (flags.cert_file.empty() || flags.key_file.empty()) {
     return absl::InvalidArgumentError(
@@ -127,9 +128,8 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListene
   std::string host;
   int ignored = 0;
   SplitHostPort(flags.listen, &host, &ignored);
-  listener->address_ = host.find(':') != std::string::npos
-                           ? absl::StrCat("[", host, "]:", port)
-                           : absl::StrCat(host, ":", port);
+  listener->address_ = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                                           : absl::StrCat(host, ":", port);
   return listener;
 }
 

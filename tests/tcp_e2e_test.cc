@@ -26,8 +26,8 @@ namespace {
 using testing::Exists;
 using testing::ReadFile;
 using testing::Result;
-using testing::RunProcess;
 using testing::Runfile;
+using testing::RunProcess;
 using testing::TempDir;
 using testing::TlsFiles;
 
@@ -145,11 +145,10 @@ TEST_F(TcpEndToEnd, RunOverTlsWithTheTokenWritesTheTrace) {
   EXPECT_TRUE(absl::StrContains(before.out, "captures written:    0")) << before.out;
 
   const std::string out = folder_ + "/remote-capture";  // written by the daemon, as nobody
-  const Result run = RunProcess(
-      {Runfile("client/nrtprof"), "run", "--addr", addr_, "--tls_ca", tls_.ca, "--token_file",
-       tls_.token_file, "--out", out, "--", Runfile("examples/rmsnorm"), "--variant", "fused",
-       "--iters", "3"},
-      kEnv);
+  const Result run = RunProcess({Runfile("client/nrtprof"), "run", "--addr", addr_, "--tls_ca",
+                                 tls_.ca, "--token_file", tls_.token_file, "--out", out, "--",
+                                 Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
+                                kEnv);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(absl::StrContains(run.out, "-> OK")) << run.out;  // the program's own output
   EXPECT_TRUE(absl::StrContains(run.err, "(daemon " + addr_ + ")")) << run.err;
@@ -172,11 +171,10 @@ TEST_F(TcpEndToEnd, RunOverTlsWithTheTokenWritesTheTrace) {
 TEST_F(TcpEndToEnd, AWrongTokenIsRefusedAndTheProgramRunsUnprofiled) {
   // The CLI is refused before it runs anything.
   const std::string out = TempDir("wrong") + "/capture";
-  const Result run = RunProcess(
-      {Runfile("client/nrtprof"), "run", "--addr", addr_, "--tls_ca", tls_.ca, "--token_file",
-       tls_.wrong_token_file, "--out", out, "--", Runfile("examples/rmsnorm"), "--variant",
-       "fused", "--iters", "3"},
-      kEnv);
+  const Result run = RunProcess({Runfile("client/nrtprof"), "run", "--addr", addr_, "--tls_ca",
+                                 tls_.ca, "--token_file", tls_.wrong_token_file, "--out", out, "--",
+                                 Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
+                                kEnv);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.err, "nrtprof run: nrtprofd refused the call: wrong bearer token\n");
   EXPECT_EQ(run.out, "");
@@ -184,8 +182,8 @@ TEST_F(TcpEndToEnd, AWrongTokenIsRefusedAndTheProgramRunsUnprofiled) {
 
   // A program whose shim has the wrong token runs as without the profiler, says so once, and
   // the daemon stores nothing of it.
-  const Result plain = RunProcess(
-      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"}, kEnv);
+  const Result plain =
+      RunProcess({Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"}, kEnv);
   const Result refused = Preloaded({{"NRTPROF_TLS_CA", tls_.ca},
                                     {"NRTPROF_TOKEN_FILE", tls_.wrong_token_file},
                                     {"NRTPROF_CAPTURE", "uninvited"}});
@@ -201,11 +199,9 @@ TEST_F(TcpEndToEnd, AWrongTokenIsRefusedAndTheProgramRunsUnprofiled) {
 
   const std::string err = StopDaemon();
   // One line per refused call: the CLI's Status, the shim's one stream.
-  EXPECT_EQ(CountLines(err, "nrtprofd: refused /nrtprof.Control/Status from ipv4:127.0.0.1:"),
-            1u)
+  EXPECT_EQ(CountLines(err, "nrtprofd: refused /nrtprof.Control/Status from ipv4:127.0.0.1:"), 1u)
       << err;
-  EXPECT_EQ(CountLines(err, "nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:"),
-            1u)
+  EXPECT_EQ(CountLines(err, "nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:"), 1u)
       << err;
   EXPECT_EQ(CountLines(err, ": wrong bearer token"), 2u) << err;
   EXPECT_FALSE(absl::StrContains(err, tls_.token));
@@ -213,8 +209,8 @@ TEST_F(TcpEndToEnd, AWrongTokenIsRefusedAndTheProgramRunsUnprofiled) {
 }
 
 TEST_F(TcpEndToEnd, WithoutTlsSettingsTcpIsRefusedByTheShimAndTheCli) {
-  const Result plain = RunProcess(
-      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"}, kEnv);
+  const Result plain =
+      RunProcess({Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"}, kEnv);
   const Result shim = Preloaded({{"NRTPROF_TOKEN_FILE", tls_.token_file}});  // no CA
   EXPECT_EQ(shim.exit_code, 0);
   EXPECT_EQ(shim.out, plain.out);
@@ -226,19 +222,19 @@ TEST_F(TcpEndToEnd, WithoutTlsSettingsTcpIsRefusedByTheShimAndTheCli) {
   const Result cli = Status({"--addr", addr_, "--tls_ca", tls_.ca});  // no token
   EXPECT_EQ(cli.exit_code, 2);
   EXPECT_EQ(CountLines(cli.err, ""), 2u) << cli.err;  // one line and the final empty one
-  EXPECT_TRUE(absl::StartsWith(cli.err, "nrtprof status: " + addr_ +
-                                            " is a TCP address, which needs TLS"))
+  EXPECT_TRUE(
+      absl::StartsWith(cli.err, "nrtprof status: " + addr_ + " is a TCP address, which needs TLS"))
       << cli.err;
 
   // A token file others can read is refused by the shim as by the daemon.
   ASSERT_EQ(chmod(tls_.wrong_token_file.c_str(), 0644), 0);
-  const Result open_token = Preloaded(
-      {{"NRTPROF_TLS_CA", tls_.ca}, {"NRTPROF_TOKEN_FILE", tls_.wrong_token_file}});
+  const Result open_token =
+      Preloaded({{"NRTPROF_TLS_CA", tls_.ca}, {"NRTPROF_TOKEN_FILE", tls_.wrong_token_file}});
   EXPECT_EQ(open_token.exit_code, 0);
   EXPECT_EQ(open_token.out, plain.out);
-  EXPECT_TRUE(absl::StartsWith(open_token.err, "nrtprof: NRTPROF_TOKEN_FILE: " +
-                                                   tls_.wrong_token_file +
-                                                   " is accessible by group or others"))
+  EXPECT_TRUE(
+      absl::StartsWith(open_token.err, "nrtprof: NRTPROF_TOKEN_FILE: " + tls_.wrong_token_file +
+                                           " is accessible by group or others"))
       << open_token.err;
   EXPECT_EQ(CountLines(open_token.err, ""), 2u) << open_token.err;
   // None of them reached the daemon.
@@ -246,8 +242,8 @@ TEST_F(TcpEndToEnd, WithoutTlsSettingsTcpIsRefusedByTheShimAndTheCli) {
 }
 
 TEST_F(TcpEndToEnd, AShimThatDoesNotTrustTheDaemonSendsNothing) {
-  const Result plain = RunProcess(
-      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"}, kEnv);
+  const Result plain =
+      RunProcess({Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"}, kEnv);
   const Result shim =
       Preloaded({{"NRTPROF_TLS_CA", tls_.other_ca}, {"NRTPROF_TOKEN_FILE", tls_.token_file}});
   EXPECT_EQ(shim.exit_code, 0);

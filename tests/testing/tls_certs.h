@@ -10,10 +10,10 @@
 namespace nrtprof::testing {
 
 struct TlsFiles {
-  std::string ca;              // PEM
+  std::string ca;  // PEM
   std::string server_cert, server_key;
   std::string client_cert, client_key;
-  std::string other_ca;        // trusts nothing the daemon presents
+  std::string other_ca;                       // trusts nothing the daemon presents
   std::string token_file, token;              // the daemon's
   std::string wrong_token_file, wrong_token;  // a well-formed token that is not it
 };
