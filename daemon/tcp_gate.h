@@ -7,7 +7,13 @@
 // file permissions guard it.
 //
 // The gated services forward to the ones the unix socket serves (a gRPC service object can
-// belong to one server only). An RPC the gate does not forward does not exist on TCP.
+// belong to one server only). An RPC the gate does not forward does not exist on TCP
+// (UNIMPLEMENTED): a new Control RPC is closed on TCP until it is added here.
+//
+// Why not a grpc::AuthMetadataProcessor on the TLS credentials: gRPC calls it with the
+// metadata and the connection's TLS properties only, without the peer's address (tried), so
+// its refusals could not say who was refused. The gate runs where ServerContext::peer() is
+// known, before the service's handler and, for Collector.Stream, before any message is read.
 //
 // Thread-safe. The gate must outlive the gated services, and they the server.
 #ifndef NRTPROF_DAEMON_TCP_GATE_H_
