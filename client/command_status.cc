@@ -42,8 +42,13 @@ int StatusCommand(int argc, char** argv) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(status.status().message()).c_str());
     return 1;
   }
-  printf("daemon:              %s (nrtprofd %s)\n", status->address().c_str(),
-         status->daemon_version().c_str());
+  if (KindOf(address) == AddressKind::kTcp) {
+    printf("daemon:              %s over TLS (nrtprofd %s; its local socket %s)\n",
+           address.c_str(), status->daemon_version().c_str(), status->address().c_str());
+  } else {
+    printf("daemon:              %s (nrtprofd %s)\n", status->address().c_str(),
+           status->daemon_version().c_str());
+  }
   printf("uptime:              %.1f s\n", status->uptime_ms() / 1000.0);
   printf("connected processes: %d\n", status->processes_size());
   for (const ConnectedProcess& p : status->processes()) {

@@ -143,6 +143,9 @@ TEST_F(TcpEndToEnd, RunOverTlsWithTheTokenWritesTheTrace) {
       Status({"--addr", addr_, "--tls_ca", tls_.ca, "--token_file", tls_.token_file});
   EXPECT_EQ(before.exit_code, 0) << before.err;
   EXPECT_TRUE(absl::StrContains(before.out, "captures written:    0")) << before.out;
+  EXPECT_TRUE(
+      absl::StrContains(before.out, "daemon:              " + addr_ + " over TLS (nrtprofd "))
+      << before.out;
 
   const std::string out = folder_ + "/remote-capture";  // written by the daemon, as nobody
   const Result run = RunProcess({Runfile("client/nrtprof"), "run", "--addr", addr_, "--tls_ca",
