@@ -366,23 +366,12 @@ int NrtprofdMain(int argc, char** argv) {
   const std::string output_root = Absolute(absl::GetFlag(FLAGS_output_root));
   if (output_root.empty()) return Fail("--output_root must not be empty", 2);
 
-  CollectorOptions options;
-  options.address = "unix:" + socket_path;
-  options.output_root = output_root;
-  options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
-  options.daemon_version = kVersion;
-  std::unique_ptr<TraceSink> sink = ProductionSink();
-  CollectorCore core(options, sink.get(), SystemClock());
-  CollectorService collector(&core);
-  ControlService control(&core);
-
-  // TCP first, while the daemon may still be root (a port below 1024, files only root reads);
-  // its gate stays closed until the daemon runs as --user. Then everything it creates on disk
-  // (socket folder, socket, captures) belongs to that user.
+  // TCP first, while the daemon may still be root (a port below 1024, files only root reads),
+  // behind a closed gate. Then the daemon becomes --user, and everything it makes from here on
+  // (socket folder, socket, captures) belongs to that user. The gate opens last.
   std::unique_ptr<TcpListener> tcp;
   if (!tcp_flags.listen.empty()) {
-    absl::StatusOr<std::unique_ptr<TcpListener>> started =
-        TcpListener::Start(tcp_flags, &collector, &control);
+    absl::StatusOr<std::unique_ptr<TcpListener>> started = TcpListener::Start(tcp_flags);
     if (!started.ok()) return Fail(std::string(started.status().message()), 1);
     tcp = *std::move(started);
   }
@@ -401,6 +390,16 @@ int NrtprofdMain(int argc, char** argv) {
     return Fail(std::string(s.message()), 1);
   }
 
+  CollectorOptions options;
+  options.address = "unix:" + socket_path;
+  options.output_root = output_root;
+  options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
+  options.daemon_version = kVersion;
+  std::unique_ptr<TraceSink> sink = ProductionSink();
+  CollectorCore core(options, sink.get(), SystemClock());
+  CollectorService collector(&core);
+  ControlService control(&core);
+
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials());
   builder.RegisterService(&collector);
@@ -417,7 +416,7 @@ int NrtprofdMain(int argc, char** argv) {
     return Fail(absl::StrCat("cannot set the permissions of ", socket_path, ": ", strerror(errno)),
                 1);
   }
-  if (tcp != nullptr) tcp->Open();
+  if (tcp != nullptr) tcp->Open(&collector, &control);
 
   if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
     const std::string ready =

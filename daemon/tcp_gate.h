@@ -15,7 +15,8 @@
 // its refusals could not say who was refused. The gate runs where ServerContext::peer() is
 // known, before the service's handler and, for Collector.Stream, before any message is read.
 //
-// Thread-safe. The gate must outlive the gated services, and they the server.
+// Thread-safe. The gate must outlive the gated services, and they the server; the services
+// they forward to are attached before the gate opens and must outlive the server.
 #ifndef NRTPROF_DAEMON_TCP_GATE_H_
 #define NRTPROF_DAEMON_TCP_GATE_H_
 
@@ -37,6 +38,7 @@ class TcpGate {
   TcpGate& operator=(const TcpGate&) = delete;
 
   // Until Open(), every call gets UNAVAILABLE: the daemon is still starting (dropping root).
+  // What is written before Open() is seen by every call Check() lets through.
   void Open() { open_.store(true, std::memory_order_release); }
 
   // OK, or the status to end the call with (UNAUTHENTICATED after one line on stderr).
@@ -49,20 +51,23 @@ class TcpGate {
 
 class GatedCollectorService final : public nrtprof::Collector::CallbackService {
  public:
-  GatedCollectorService(const TcpGate* gate, CollectorService* inner)
-      : gate_(gate), inner_(inner) {}
+  explicit GatedCollectorService(const TcpGate* gate) : gate_(gate) {}
+  // Before the gate opens.
+  void Attach(CollectorService* inner) { inner_ = inner; }
 
   grpc::ServerBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage>* Stream(
       grpc::CallbackServerContext* context) override;
 
  private:
   const TcpGate* const gate_;
-  CollectorService* const inner_;
+  CollectorService* inner_ = nullptr;
 };
 
 class GatedControlService final : public nrtprof::Control::Service {
  public:
-  GatedControlService(const TcpGate* gate, ControlService* inner) : gate_(gate), inner_(inner) {}
+  explicit GatedControlService(const TcpGate* gate) : gate_(gate) {}
+  // Before the gate opens.
+  void Attach(ControlService* inner) { inner_ = inner; }
 
   grpc::Status StartCapture(grpc::ServerContext* context,
                             const nrtprof::StartCaptureRequest* request,
@@ -74,7 +79,7 @@ class GatedControlService final : public nrtprof::Control::Service {
 
  private:
   const TcpGate* const gate_;
-  ControlService* const inner_;
+  ControlService* inner_ = nullptr;
 };
 
 }  // namespace nrtprof::daemon

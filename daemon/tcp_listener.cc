@@ -71,9 +71,7 @@ absl::Status CheckTcpListenerFlags(const TcpListenerFlags& flags) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListenerFlags& flags,
-                                                                CollectorService* collector,
-                                                                ControlService* control) {
+absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListenerFlags& flags) {
   absl::StatusOr<std::string> cert = ReadPemFile(flags.cert_file, "--tls_cert");
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPemFile(flags.key_file, "--tls_key");
@@ -93,7 +91,7 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListene
     tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
 
-  std::unique_ptr<TcpListener> listener(new TcpListener(token, collector, control));
+  std::unique_ptr<TcpListener> listener(new TcpListener(token));
   listener->security_ = "TLS";
   if (!token.empty()) listener->security_ += ", bearer token";
   if (!flags.client_ca_file.empty()) listener->security_ += ", client certificate";
@@ -131,6 +129,12 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Start(const TcpListene
   listener->address_ = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
                                                            : absl::StrCat(host, ":", port);
   return listener;
+}
+
+void TcpListener::Open(CollectorService* collector, ControlService* control) {
+  collector_.Attach(collector);
+  control_.Attach(control);
+  gate_.Open();
 }
 
 void TcpListener::Shutdown(std::chrono::system_clock::time_point deadline) {

@@ -2,10 +2,11 @@
 // only secured: TLS with the daemon's certificate (--tls_cert, --tls_key) and, for every call,
 // a bearer token (--token_file) or a client certificate signed by --tls_client_ca (mutual TLS),
 // or both. Its calls go through a TcpGate (tcp_gate.h) to the services the unix socket serves.
-// It has a gRPC server of its own, so that it can be bound before the daemon drops root and
-// before the unix socket is made as the user the daemon runs as.
+// It has a gRPC server of its own, bound before the daemon drops root, and opened to the
+// services only once the daemon runs as its user and has made its socket, folders and core.
 //
-// Not thread-safe (the daemon's main thread drives it). The services must outlive it.
+// Not thread-safe (the daemon's main thread drives it). The services given to Open() must
+// outlive it, or its Shutdown().
 #ifndef NRTPROF_DAEMON_TCP_LISTENER_H_
 #define NRTPROF_DAEMON_TCP_LISTENER_H_
 
@@ -38,9 +39,7 @@ class TcpListener {
  public:
   // Reads the files, binds and starts serving behind a closed gate (calls get UNAVAILABLE until
   // Open()). Errors are one line.
-  static absl::StatusOr<std::unique_ptr<TcpListener>> Start(const TcpListenerFlags& flags,
-                                                            CollectorService* collector,
-                                                            ControlService* control);
+  static absl::StatusOr<std::unique_ptr<TcpListener>> Start(const TcpListenerFlags& flags);
   TcpListener(const TcpListener&) = delete;
   TcpListener& operator=(const TcpListener&) = delete;
   ~TcpListener();
@@ -50,13 +49,14 @@ class TcpListener {
   // How callers are checked: "TLS, bearer token", "TLS, client certificate" or both.
   const std::string& security() const { return security_; }
 
-  void Open() { gate_.Open(); }
+  // From now on, calls that pass the gate go to these services.
+  void Open(CollectorService* collector, ControlService* control);
   // Ends the calls in progress at `deadline` and stops listening.
   void Shutdown(std::chrono::system_clock::time_point deadline);
 
  private:
-  TcpListener(std::string token, CollectorService* collector, ControlService* control)
-      : gate_(std::move(token)), collector_(&gate_, collector), control_(&gate_, control) {}
+  explicit TcpListener(std::string token)
+      : gate_(std::move(token)), collector_(&gate_), control_(&gate_) {}
 
   TcpGate gate_;
   GatedCollectorService collector_;
