@@ -28,13 +28,16 @@
 ABSL_FLAG(std::string, out, "",
           "folder for the capture's files (default: ./nrtprof-captures/CAPTURE_ID)");
 ABSL_FLAG(int, stacks, 0, "call-stack depth recorded for each runtime call, 0 (off) to 64");
+ABSL_FLAG(std::string, mode, "",
+          "best_effort (the default, or NRTPROF_MODE) or lossless: every batch also spooled to "
+          "disk, so a daemon that is away or restarts loses nothing");
 
 namespace nrtprof::cli {
 namespace {
 
 constexpr char kRunUsage[] =
-    "nrtprof run [--out DIR] [--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]] -- "
-    "CMD ARGS...";
+    "nrtprof run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS "
+    "[--tls_ca PEM --token_file PATH]] -- CMD ARGS...";
 
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof run: %s\n", line.c_str());
@@ -70,7 +73,8 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls
 
 // Runs argv with the profiler's environment; returns its exit code (128 + signal if killed).
 int RunChild(const std::vector<char*>& argv, const std::string& shim, const std::string& address,
-             const TlsPaths& tls, const std::string& capture_id, int stacks) {
+             const TlsPaths& tls, const StartCaptureReply& capture, int stacks,
+             const std::string& mode) {
   const pid_t pid = fork();
   if (pid < 0) return Fail("fork failed", 127);
   if (pid == 0) {
@@ -94,8 +98,10 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
         }
       }
     }
-    setenv("NRTPROF_CAPTURE", capture_id.c_str(), 1);
+    setenv("NRTPROF_CAPTURE", capture.capture_id().c_str(), 1);
     setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
+    setenv("NRTPROF_MODE", mode.c_str(), 1);
+    if (!capture.spool_dir().empty()) setenv("NRTPROF_SPOOL_DIR", capture.spool_dir().c_str(), 1);
     execvp(argv[0], argv.data());
     fprintf(stderr, "nrtprof run: cannot run '%s': %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -135,6 +141,14 @@ int RunCommand(int argc, char** argv) {
   if (args.size() < 2) return Fail(absl::StrCat("no command to run; usage: ", kRunUsage), 2);
   const int stacks = absl::GetFlag(FLAGS_stacks);
   if (stacks < 0 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
+  std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode.empty()) {
+    const char* env = getenv("NRTPROF_MODE");
+    mode = env != nullptr && env[0] != '\0' ? env : "best_effort";
+  }
+  if (mode != "best_effort" && mode != "lossless") {
+    return Fail(absl::StrCat("--mode '", mode, "' is not best_effort or lossless"), 2);
+  }
   std::vector<char*> command(args.begin() + 1, args.end());
   command.push_back(nullptr);
   if (!Runnable(command[0])) {
@@ -167,16 +181,27 @@ int RunCommand(int argc, char** argv) {
           connection.private_daemon() ? ", private to this run" : "");
 
   const int code =
-      RunChild(command, *shim, connection.address(), tls, capture.capture_id(), stacks);
+      RunChild(command, *shim, connection.address(), tls, capture, stacks, mode);
 
   StopCaptureRequest stop;
   stop.set_capture_id(capture.capture_id());
   stop.set_wait_ms(10000);
   CaptureFiles files;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  const absl::Status s =
-      FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
+  absl::Status s;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    s = FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
+  }
+  if (s.code() == absl::StatusCode::kUnavailable && !connection.private_daemon()) {
+    // A standing daemon that restarted carries the capture on (its manifest); wait for it.
+    fprintf(stderr, "nrtprof run: the daemon at %s is away; waiting up to 30 s for it\n",
+            connection.address().c_str());
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    s = FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
+  }
   if (!s.ok()) {
     fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
             std::string(s.message()).c_str());

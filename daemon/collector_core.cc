@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "daemon/correlator.h"
+#include "daemon/spool_replay.h"
 #include "daemon/summary.h"
 
 namespace nrtprof::daemon {
@@ -271,6 +272,12 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   }
   Capture& c = *it->second;
   c.starting = false;
+  // So that a daemon started after this one dies carries the capture on (lossless mode).
+  if (absl::Status m = WriteCaptureManifest(options_.spool_dir, {id, dir, c.stack_depth});
+      !m.ok() && options_.log) {
+    options_.log(absl::StrCat("capture '", id, "': ", m.message(),
+                              "; it will not survive a restart of the daemon"));
+  }
   const nrtprof::CaptureControl start = Control(true, id, c.stack_depth);
   for (auto& [stream_id, s] : streams_) {
     if (!s->capture_id.empty()) continue;  // in another capture
@@ -281,6 +288,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   nrtprof::StartCaptureReply reply;
   reply.set_capture_id(id);
   reply.set_output_dir(dir);
+  reply.set_spool_dir(options_.spool_dir);
   return reply;
 }
 
@@ -340,6 +348,12 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
 
   // Correlating and writing take a while: no lock, so streams and other captures go on.
+  // Lossless processes: their spool files hold everything they produced.
+  std::vector<std::string> problems;
+  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems);
+  for (const std::string& p : problems) {
+    if (options_.log) options_.log(absl::StrCat("capture '", capture->id, "': ", p));
+  }
   const Trace trace = Correlate(capture->id, capture->finished,
                                 clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
   // The raw events are in the Trace now: give their memory back before the writers take theirs.
@@ -348,6 +362,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   files.set_output_dir(capture->output_dir);
   std::vector<std::string> written;
   absl::Status wrote = sink_->Write(trace, capture->output_dir, &written);
+  RemoveCaptureSpool(options_.spool_dir, capture->id);
   for (const std::string& f : written) files.add_files(f);
   files.set_summary_text(FormatSummary(ComputeSummary(trace)));
   uint64_t events = 0, dropped = 0;
@@ -400,6 +415,25 @@ nrtprof::StatusReply CollectorCore::Status() {
   }
   reply.set_captures_written(captures_written_);
   return reply;
+}
+
+std::vector<std::string> CollectorCore::RecoverCaptures() {
+  std::vector<std::string> lines = RemoveOrphanSpools(options_.spool_dir);
+  std::vector<CaptureManifest> manifests = ReadCaptureManifests(options_.spool_dir, &lines);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (CaptureManifest& m : manifests) {
+    if (!CheckCaptureId(m.capture_id).ok() || captures_.count(m.capture_id) != 0) continue;
+    auto c = std::make_unique<Capture>();
+    c->id = m.capture_id;
+    c->output_dir = m.output_dir;
+    c->stack_depth = m.stack_depth;
+    c->number = ++captures_started_;
+    c->starting = false;
+    lines.push_back(absl::StrCat("capture '", c->id, "' (to ", c->output_dir,
+                                 ") was in progress when the daemon stopped; it goes on"));
+    captures_[m.capture_id] = std::move(c);
+  }
+  return lines;
 }
 
 absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {

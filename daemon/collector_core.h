@@ -53,6 +53,11 @@ struct CollectorOptions {
   std::string output_root;  // a capture without an output_dir writes to output_root/CAPTURE_ID
   IngestLimits limits;
   std::string daemon_version;
+  // Lossless mode's folder (spool_replay.h): capture manifests and the shims' spool files.
+  // Empty: no manifests, no spools read.
+  std::string spool_dir;
+  // Where the core says what the daemon's log should (one line each); null: nowhere.
+  std::function<void(const std::string&)> log;
 };
 
 class CollectorCore {
@@ -85,6 +90,11 @@ class CollectorCore {
   // correlation and the sinks. An empty capture_id names the one capture in progress.
   absl::StatusOr<nrtprof::CaptureFiles> StopCapture(const nrtprof::StopCaptureRequest& request);
   nrtprof::StatusReply Status();
+
+  // At the daemon's start: the captures a predecessor had in progress (their manifests in the
+  // spool folder) are in progress again, so their processes rejoin them and their spools are
+  // read when they stop. Returns what it found, a line each, for the log.
+  std::vector<std::string> RecoverCaptures();
 
   // For the daemon's exit: refuses new captures, stops and writes every capture in progress
   // (waiting up to wait_ms for each one's processes) and waits for stops already under way.

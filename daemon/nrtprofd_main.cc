@@ -45,6 +45,9 @@ ABSL_FLAG(std::string, output_root, "nrtprof-captures",
 ABSL_FLAG(int, ready_fd, -1,
           "file descriptor to write \"ready\\n\" to once listening (\"ready HOST:PORT\\n\" "
           "with --listen)");
+ABSL_FLAG(std::string, spool_dir, "",
+          "lossless mode's folder: capture manifests and the shims' spool files (default: "
+          "spool/ beside the socket)");
 ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
           "events kept per process and capture; beyond it they are counted as dropped "
           "(daemon_overflow)");
@@ -92,7 +95,7 @@ std::string Parent(const std::string& path) {
 // exit code 2 (absl::ParseCommandLine would exit 1).
 bool ParseFlags(int argc, char** argv, std::string* error) {
   static const std::set<std::string> kFlags = {
-      "socket",   "output_root", "ready_fd",   "max_events_per_process", "listen",
+      "socket",   "output_root", "ready_fd",   "max_events_per_process", "spool_dir", "listen",
       "tls_cert", "tls_key",     "token_file", "tls_client_ca",          "user"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -337,6 +340,8 @@ int NrtprofdMain(int argc, char** argv) {
           "(\"ready HOST:PORT\\n\" with --listen)\n"
           "  --max_events_per_process N     events kept per process and capture (default "
           "2000000)\n"
+          "  --spool_dir DIR                lossless shims' spool files and capture manifests "
+          "(default: spool/ beside the socket)\n"
           "  --listen HOST:PORT             also listen on TCP (port 0: any free port), TLS only\n"
           "  --tls_cert PEM, --tls_key PEM  the daemon's certificate chain and key (--listen)\n"
           "  --token_file PATH              one line: the bearer token TCP calls must carry "
@@ -390,13 +395,25 @@ int NrtprofdMain(int argc, char** argv) {
     return Fail(std::string(s.message()), 1);
   }
 
+  std::string spool_dir = absl::GetFlag(FLAGS_spool_dir);
+  spool_dir = spool_dir.empty() ? Parent(socket_path) + "/spool" : Absolute(spool_dir);
+  if (mkdir(spool_dir.c_str(), 0770) == 0) {
+    chmod(spool_dir.c_str(), 0770);
+  } else if (errno != EEXIST) {
+    return Fail(absl::StrCat("cannot create the spool folder ", spool_dir, ": ", strerror(errno)),
+                1);
+  }
+
   CollectorOptions options;
   options.address = "unix:" + socket_path;
   options.output_root = output_root;
+  options.spool_dir = spool_dir;
+  options.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
   options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
   options.daemon_version = kVersion;
   std::unique_ptr<TraceSink> sink = ProductionSink();
   CollectorCore core(options, sink.get(), SystemClock());
+  for (const std::string& line : core.RecoverCaptures()) options.log(line);
   CollectorService collector(&core);
   ControlService control(&core);
 

@@ -44,7 +44,20 @@ uint32_t RoundUpToPowerOfTwo(uint32_t v) {
 
 }  // namespace
 
+static void ParseVariables(GetenvFn get, ReportFn report, Config* config);
+
 void ParseConfig(GetenvFn get, ReportFn report, Config* config) {
+  ParseVariables(get, report, config);
+  // A spool file is named by its capture: without one, lossless cannot be.
+  if (config->requested_mode == ShimMode::kLossless && config->capture_id[0] == '\0') {
+    report(
+        "nrtprof: NRTPROF_MODE=lossless needs NRTPROF_CAPTURE (nrtprof run sets it); running "
+        "best_effort\n");
+    config->requested_mode = ShimMode::kBestEffort;
+  }
+}
+
+static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
   *config = Config();
   char fallback[64];
 
@@ -93,9 +106,6 @@ void ParseConfig(GetenvFn get, ReportFn report, Config* config) {
   if (const char* v = get("NRTPROF_MODE"); v != nullptr && v[0] != '\0') {
     if (strcmp(v, "lossless") == 0) {
       config->requested_mode = ShimMode::kLossless;
-      report(
-          "nrtprof: NRTPROF_MODE=lossless: spooling to disk is not implemented yet; running "
-          "best_effort\n");
     } else if (strcmp(v, "best_effort") != 0) {
       Report(report, "NRTPROF_MODE", v, "best_effort or lossless", "best_effort");
     }
@@ -127,6 +137,23 @@ void ParseConfig(GetenvFn get, ReportFn report, Config* config) {
     } else {
       snprintf(fallback, sizeof(fallback), "%u", config->flush_timeout_ms);
       Report(report, "NRTPROF_FLUSH_TIMEOUT_MS", v, "milliseconds from 0 to 600000", fallback);
+    }
+  }
+  if (const char* v = get("NRTPROF_SPOOL_DIR"); v != nullptr) {
+    if (v[0] != '\0' && (v[0] != '/' || !CopyString(v, config->spool_dir, sizeof(config->spool_dir)))) {
+      Report(report, "NRTPROF_SPOOL_DIR", v, "an absolute path under 512 bytes",
+             "/tmp/nrtprof-UID/spool");
+      config->spool_dir[0] = '\0';
+    }
+  }
+  if (const char* v = get("NRTPROF_SPOOL_MAX_BYTES"); v != nullptr && v[0] != '\0') {
+    uint64_t bytes = 0;
+    if (ParseUnsigned(v, kMaxSpoolBytes, &bytes) && bytes >= kMinSpoolBytes) {
+      config->spool_max_bytes = bytes;
+    } else {
+      snprintf(fallback, sizeof(fallback), "%llu",
+               static_cast<unsigned long long>(config->spool_max_bytes));
+      Report(report, "NRTPROF_SPOOL_MAX_BYTES", v, "bytes from 65536 to 2^40", fallback);
     }
   }
   if (const char* v = get("NRTPROF_MAX_MODEL_BYTES"); v != nullptr && v[0] != '\0') {

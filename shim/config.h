@@ -13,7 +13,8 @@ namespace nrtprof::shim {
 
 enum class ShimMode : uint8_t {
   kBestEffort = 0,
-  // Accepted, but spooling is a later issue: the shim behaves as best effort.
+  // Every batch is also appended to a spool file (common/spool_file.h) that the daemon reads
+  // when the capture stops. Needs a capture id (NRTPROF_CAPTURE) to name the file.
   kLossless = 1,
 };
 
@@ -42,12 +43,16 @@ struct Config {
   ClockChoice clock = ClockChoice::kAuto;         // NRTPROF_CLOCK
   uint32_t flush_timeout_ms = 2000;               // NRTPROF_FLUSH_TIMEOUT_MS
   uint64_t max_model_bytes = 64ull << 20;         // NRTPROF_MAX_MODEL_BYTES
+  char spool_dir[512] = {};       // NRTPROF_SPOOL_DIR; empty: /tmp/nrtprof-UID/spool
+  uint64_t spool_max_bytes = 1ull << 30;          // NRTPROF_SPOOL_MAX_BYTES
 };
 
 inline constexpr uint32_t kMinRingEvents = 64;
 inline constexpr uint32_t kMaxRingEvents = 1u << 22;
 inline constexpr uint32_t kMaxFlushTimeoutMs = 600000;
 inline constexpr uint64_t kMaxModelBytesLimit = 1ull << 30;
+inline constexpr uint64_t kMinSpoolBytes = 1ull << 16;
+inline constexpr uint64_t kMaxSpoolBytes = 1ull << 40;
 
 using GetenvFn = const char* (*)(const char* name);
 using ReportFn = void (*)(const char* line);

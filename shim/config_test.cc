@@ -90,12 +90,31 @@ TEST_F(ConfigTest, NumbersMustBeWholeAndInRange) {
   }
 }
 
-TEST_F(ConfigTest, LosslessIsAcceptedButSaysSpoolingIsNotThereYet) {
+TEST_F(ConfigTest, LosslessNeedsACapture) {
+  env_ = {{"NRTPROF_MODE", "lossless"}, {"NRTPROF_CAPTURE", "cap-1"}};
+  EXPECT_EQ(Parse().requested_mode, ShimMode::kLossless);
+  EXPECT_TRUE(lines_.empty());
   env_ = {{"NRTPROF_MODE", "lossless"}};
-  const Config c = Parse();
-  EXPECT_EQ(c.requested_mode, ShimMode::kLossless);
+  EXPECT_EQ(Parse().requested_mode, ShimMode::kBestEffort);
   ASSERT_EQ(lines_.size(), 1u);
-  EXPECT_NE(lines_[0].find("not implemented yet; running best_effort"), std::string::npos);
+  EXPECT_EQ(lines_[0],
+            "nrtprof: NRTPROF_MODE=lossless needs NRTPROF_CAPTURE (nrtprof run sets it); running "
+            "best_effort\n");
+}
+
+TEST_F(ConfigTest, TheSpoolFolderIsAbsoluteAndItsBoundInRange) {
+  env_ = {{"NRTPROF_SPOOL_DIR", "/var/spool/x"}, {"NRTPROF_SPOOL_MAX_BYTES", "1048576"}};
+  Config c = Parse();
+  EXPECT_STREQ(c.spool_dir, "/var/spool/x");
+  EXPECT_EQ(c.spool_max_bytes, 1048576u);
+  EXPECT_TRUE(lines_.empty());
+  env_ = {{"NRTPROF_SPOOL_DIR", "relative/x"}, {"NRTPROF_SPOOL_MAX_BYTES", "100"}};
+  c = Parse();
+  EXPECT_STREQ(c.spool_dir, "");
+  EXPECT_EQ(c.spool_max_bytes, 1ull << 30);
+  ASSERT_EQ(lines_.size(), 2u);
+  EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_SPOOL_DIR='relative/x' is not an absolute path under 512 bytes; using /tmp/nrtprof-UID/spool\n");
+  EXPECT_EQ(lines_[1], "nrtprof: NRTPROF_SPOOL_MAX_BYTES='100' is not bytes from 65536 to 2^40; using 1073741824\n");
 }
 
 TEST_F(ConfigTest, TheClockIsAutoTscOrMonotonic) {

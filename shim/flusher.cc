@@ -149,6 +149,7 @@ void Flusher::FinalFlush(Clock::time_point deadline) {
 void Flusher::Run() {
   pthread_setname_np(pthread_self(), "nrtprof-flush");
   clock_.emplace(core_->tick_source);
+  OpenSpool();
   while (true) {
     bool final = false;
     Clock::time_point deadline;
@@ -169,6 +170,37 @@ void Flusher::Run() {
     final_cv_.wait_for(lock, std::chrono::nanoseconds(kTickNs),
                        [this] { return final_requested_; });
   }
+}
+
+nrtprof::Hello Flusher::Hello() {
+  nrtprof::Hello hello = BuildHello(core_->config);
+  // The start time is worked out from clocks that move between reads: the first one names the
+  // process in every Hello (the daemon matches a spool file to its streams by it).
+  if (process_start_ns_ == 0) process_start_ns_ = hello.process_start_ns();
+  hello.set_process_start_ns(process_start_ns_);
+  return hello;
+}
+
+void Flusher::OpenSpool() {
+  if (core_->config.requested_mode != ShimMode::kLossless) return;
+  nrtprof::ShimMessage hello;
+  *hello.mutable_hello() = Hello();
+  const std::string dir =
+      core_->config.spool_dir[0] != '\0' ? core_->config.spool_dir : DefaultSpoolDir();
+  auto spool = std::make_unique<SpoolWriter>();
+  std::string error;
+  if (!spool->Open(dir,
+                   SpoolFileName(hello.hello().capture_id(), hello.hello().pid(),
+                                 hello.hello().process_start_ns()),
+                   core_->config.spool_max_bytes, &error) ||
+      !spool->Append(hello.SerializeAsString())) {
+    if (error.empty()) error = "cannot write the spool file";
+    const std::string line = "nrtprof: NRTPROF_MODE=lossless: " + error + "; running best_effort\n";
+    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    return;
+  }
+  spool_ = std::move(spool);
 }
 
 void Flusher::Tick() {
@@ -262,15 +294,17 @@ nrtprof::DropCounters Flusher::Drops() {
     ring_full += ts->ring->dropped();
   }
   pthread_mutex_unlock(&core_->registry_mu);
+  uint64_t device_lost = device_parser_.overwritten_total();
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    ring_full += documents_dropped_;
+    device_lost += documents_dropped_;  // device events fetched but never parsed
   }
   nrtprof::DropCounters drops;
   drops.set_ring_full(ring_full);
   drops.set_daemon_away(daemon_away_);
-  drops.set_device_overwritten(device_parser_.overwritten_total());
+  drops.set_device_overwritten(device_lost);
   drops.set_oversized(oversized_);
+  drops.set_spool_full(spool_full_);
   return drops;
 }
 
@@ -283,7 +317,10 @@ void Flusher::OnControl(const nrtprof::CaptureControl& control) {
 void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
   // Batches the daemon did not acknowledge may be lost: count them, never resend (the daemon
   // could not tell a resent batch from a new one).
-  for (const Unacked& u : unacked_) daemon_away_ += u.events;
+  // In lossless mode they are in the spool file: not lost.
+  if (spool_ == nullptr) {
+    for (const Unacked& u : unacked_) daemon_away_ += u.events;
+  }
   unacked_.clear();
   stream_->Close(deadline, /*graceful=*/false);
   NoteRefusal();
@@ -320,7 +357,8 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
     return;
   }
   nrtprof::ShimMessage hello;
-  *hello.mutable_hello() = BuildHello(core_->config);
+  *hello.mutable_hello() = Hello();
+  if (spool_ == nullptr) hello.mutable_hello()->set_mode(nrtprof::MODE_BEST_EFFORT);
   stream_ = std::make_unique<CollectorStream>(
       stub_.get(), std::move(hello),
       [this](const nrtprof::CaptureControl& control) { OnControl(control); });
@@ -330,9 +368,18 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
 }
 
 void Flusher::SendReady(bool final) {
-  if (stream_ == nullptr || stream_->broken()) return;
-  while (unacked_.size() < kMaxUnackedBatches &&
-         (batcher_.has_ready() || (final && !final_sent_))) {
+  // Best effort keeps batches until a stream takes them; lossless spools them as they are
+  // ready, and sends them too when a stream is there.
+  while (batcher_.has_ready() || (final && !final_sent_)) {
+    bool connected = stream_ != nullptr && !stream_->broken();
+    if (connected && unacked_.size() >= kMaxUnackedBatches) {
+      if (spool_ == nullptr) break;  // wait for acks
+      // A daemon this far behind (or stopped): the spool carries on alone, and a new stream
+      // is tried after the backoff.
+      AbandonStream(MonotonicNs(), Clock::now());
+      connected = false;
+    }
+    if (!connected && spool_ == nullptr) break;
     size_t events = 0;
     nrtprof::ShimMessage message;
     nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), final, &events);
@@ -345,17 +392,34 @@ void Flusher::SendReady(bool final) {
       message.mutable_batch()->mutable_drops()->set_oversized(oversized_);
       events = 0;
     }
+    if (spool_ != nullptr && !spool_->Append(message.SerializeAsString())) {
+      // The spool's bound (or the disk) is reached: the daemon reads lossless processes from
+      // their spools, so what this batch carried is lost. Counted, and the count goes into
+      // the spool's reserve in an event-less copy of the batch (strings and stacks kept, so
+      // later batches still find them).
+      spool_full_ += events;
+      message.mutable_batch()->mutable_drops()->set_spool_full(spool_full_);
+      nrtprof::ShimMessage counts = message;
+      counts.mutable_batch()->clear_events();
+      counts.mutable_batch()->clear_models();
+      counts.mutable_batch()->clear_clock_syncs();
+      spool_->Append(counts.SerializeAsString(), /*reserve=*/true);
+    }
     const uint64_t sequence = message.batch().sequence();
     if (message.batch().final()) {
       final_sent_ = true;
       final_sequence_ = sequence;
     }
+    if (!connected) continue;
     stream_->Send(std::move(message));
     unacked_.push_back({sequence, events});
   }
 }
 
 void Flusher::Final(Clock::time_point deadline) {
+  // Lossless: everything is on disk once spooled, so the exit waits only briefly for the
+  // daemon to acknowledge (it reads the spool if not).
+  if (spool_ != nullptr) deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
   arbiter_.Poll(/*final=*/true);
   const uint64_t now = MonotonicNs();
   ParseDocuments(now);
@@ -363,6 +427,7 @@ void Flusher::Final(Clock::time_point deadline) {
   TakeModels();
   batcher_.SealAll();
   ServiceStream(now, /*final=*/true, deadline);
+  if (stream_ == nullptr) SendReady(/*final=*/true);  // lossless: into the spool
   // Everything, then the final batch; when too many batches wait for an ack, wait for one.
   while (stream_ != nullptr && !final_sent_ && Clock::now() < deadline) {
     SendReady(/*final=*/true);

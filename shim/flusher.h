@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/spool_file.h"
 #include "shim/batcher.h"
 #include "shim/collector_stream.h"
 #include "shim/core_state.h"
@@ -108,6 +109,11 @@ class Flusher {
   void OnControl(const nrtprof::CaptureControl& control);
   nrtprof::DropCounters Drops();
   void AbandonStream(uint64_t now_ns, Clock::time_point deadline);
+  // Lossless mode: the spool file, with the process's Hello first; null (best effort) if the
+  // mode is best effort or the file could not be made (said once on stderr).
+  void OpenSpool();
+  // This process's Hello, with the same process_start_ns every time.
+  nrtprof::Hello Hello();
   // After a stream closed: if the daemon refused its credentials, says so once and stops.
   void NoteRefusal();
   void Final(Clock::time_point deadline);
@@ -143,6 +149,9 @@ class Flusher {
   uint64_t freed_rings_dropped_ = 0;
   uint64_t daemon_away_ = 0;
   uint64_t oversized_ = 0;
+  std::unique_ptr<SpoolWriter> spool_;
+  uint64_t process_start_ns_ = 0;
+  uint64_t spool_full_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Collector::Stub> stub_;
   std::unique_ptr<CollectorStream> stream_;

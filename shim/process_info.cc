@@ -80,8 +80,9 @@ nrtprof::Hello BuildHello(const Config& config) {
   hello.mutable_clock()->set_monotonic_ns(MonotonicNs());
   hello.mutable_clock()->set_realtime_ns(RealtimeNs());
   hello.set_capture_id(SanitizeUtf8(config.capture_id));
-  // Lossless is accepted but not implemented: the shim behaves, and says it is, best effort.
-  hello.set_mode(nrtprof::MODE_BEST_EFFORT);
+  // The flusher says best effort instead if the spool file could not be made.
+  hello.set_mode(config.requested_mode == ShimMode::kLossless ? nrtprof::MODE_LOSSLESS
+                                                              : nrtprof::MODE_BEST_EFFORT);
   return hello;
 }
 

@@ -39,7 +39,7 @@ TEST(ProcessInfoTest, HelloDescribesThisProcess) {
   EXPECT_EQ(hello.boot_id().size(), 36u);
   EXPECT_EQ(hello.shim_version(), "0.1.0");
   EXPECT_EQ(hello.capture_id(), "cap");
-  EXPECT_EQ(hello.mode(), nrtprof::MODE_BEST_EFFORT) << "lossless is not implemented yet";
+  EXPECT_EQ(hello.mode(), nrtprof::MODE_LOSSLESS);
   EXPECT_GT(hello.process_start_ns(), 0u);
   EXPECT_LE(hello.process_start_ns(), hello.clock().realtime_ns());
   EXPECT_FALSE(hello.host().empty());

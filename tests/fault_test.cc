@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
 
 namespace nrtprof {
@@ -37,8 +38,8 @@ using testing::Result;
 using testing::RunProcess;
 using testing::Runfile;
 using testing::TempDir;
-
-extern "C" char** environ;
+using testing::Background;
+using testing::Daemon;
 
 const std::map<std::string, std::string> kPlainEnv = {
     {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
@@ -74,145 +75,6 @@ uint64_t NowMs() {
 }
 
 void SleepMs(int ms) { usleep(static_cast<useconds_t>(ms) * 1000); }
-
-// A process started in the background, its output in files.
-class Background {
- public:
-  Background(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-             const std::string& dir, int fsize_limit = 0, int ready_fd_for_child = -1) {
-    out_path_ = dir + "/out";
-    err_path_ = dir + "/err";
-    pid_ = fork();
-    if (pid_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) {
-          unsetenv(k.c_str());
-        } else {
-          setenv(k.c_str(), v.c_str(), 1);
-        }
-      }
-      const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, 1);
-      dup2(err, 2);
-      if (fsize_limit > 0) {
-        rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
-        setrlimit(RLIMIT_FSIZE, &limit);
-      }
-      (void)ready_fd_for_child;
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  // Waits for the process; its exit code (128 + signal if a signal ended it).
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  bool Running() {
-    int status = 0;
-    return pid_ > 0 && waitpid(pid_, &status, WNOHANG) == 0;
-  }
-  std::string out() const { return ReadFile(out_path_); }
-  std::string err() const { return ReadFile(err_path_); }
-  ~Background() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string out_path_, err_path_;
-};
-
-// A standing nrtprofd on a socket of the test's own, started (and restarted) by the test.
-class Daemon {
- public:
-  explicit Daemon(const std::string& name) : dir_(TempDir(name)) {
-    char socket_dir[] = "/tmp/nrtprof-fault-XXXXXX";  // socket paths are limited to 107 bytes
-    EXPECT_NE(mkdtemp(socket_dir), nullptr);
-    socket_dir_ = socket_dir;
-    socket_ = socket_dir_ + "/nrtprofd.sock";
-  }
-  ~Daemon() {
-    Stop(SIGKILL);
-    unlink(socket_.c_str());
-    rmdir(socket_dir_.c_str());
-  }
-
-  // Starts nrtprofd and waits until it listens; false if it did not.
-  bool Start(int fsize_limit = 0) {
-    int ready[2];
-    if (pipe(ready) != 0) return false;
-    log_ = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(ready[0]);
-      const int log = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(log, 2);
-      if (fsize_limit > 0) {
-        rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
-        setrlimit(RLIMIT_FSIZE, &limit);
-      }
-      const std::string binary = Runfile("daemon/nrtprofd");
-      const std::string socket_flag = "--socket=" + socket_;
-      const std::string ready_flag = "--ready_fd=" + std::to_string(ready[1]);
-      const std::string root_flag = "--output_root=" + dir_ + "/captures";
-      execl(binary.c_str(), binary.c_str(), socket_flag.c_str(), ready_flag.c_str(),
-            root_flag.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(ready[1]);
-    pollfd pfd{ready[0], POLLIN, 0};
-    char buf[8] = {};
-    const bool ok = poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf)) > 0;
-    close(ready[0]);
-    return ok;
-  }
-  // Sends `sig`; for SIGKILL and SIGTERM, waits for the exit and returns its code.
-  int Stop(int sig) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-
-  std::string addr() const { return "unix:" + socket_; }
-  std::string dir() const { return dir_; }
-  std::string log() const { return ReadFile(log_); }
-
-  // `nrtprof status`'s figure on the line starting with `label`, or -1.
-  int64_t StatusFigure(const std::string& label) {
-    const Result r = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr()}, kPlainEnv);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
-      line = absl::StripLeadingAsciiWhitespace(line);
-      if (!absl::ConsumePrefix(&line, label)) continue;
-      line = absl::StripLeadingAsciiWhitespace(line);
-      int64_t n = -1;
-      std::vector<std::string> words = absl::StrSplit(line, ' ');
-      if (!words.empty() && absl::SimpleAtoi(words[0], &n)) return n;
-    }
-    ADD_FAILURE() << "no '" << label << "' in:\n" << r.out;
-    return -1;
-  }
-
- private:
-  std::string dir_, socket_dir_, socket_, log_;
-  pid_t pid_ = -1;
-  int starts_ = 0;
-};
 
 // The shim preloaded directly (as `nrtprof run` does), talking to `addr`, recording from the
 // start as capture `capture`.
@@ -277,6 +139,69 @@ TEST(FaultTest, DaemonKilledAndRestartedMidRun) {
   EXPECT_EQ(program.Wait(), 0) << program.err();
   EXPECT_EQ(program.out(), plain.out);
   EXPECT_GT(daemon.StatusFigure("events received:"), 0) << "the shim reconnected";
+}
+
+// Calls per libnrt function in a capture's summary.csv.
+std::map<std::string, int64_t> CallsByName(const std::string& capture_dir) {
+  std::map<std::string, int64_t> calls;
+  for (absl::string_view line : absl::StrSplit(ReadFile(capture_dir + "/summary.csv"), '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    int64_t n = 0;
+    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
+  }
+  return calls;
+}
+
+// Lossless mode, the daemon killed -9 mid-capture and started again: the new daemon carries
+// the capture on (its manifest), the shim spools while no daemon listens, and the trace holds
+// every call the program made.
+TEST(FaultTest, LosslessLosesNothingToADaemonKilledMidCapture) {
+  Daemon daemon("lossless-killed");
+  ASSERT_TRUE(daemon.Start());
+  const Result plain = RunProcess(Client("steady", 1500), kPlainEnv);
+  const std::string dir = TempDir("lossless-run");
+  const std::string out = dir + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--mode", "lossless", "--out", out, "--"};
+  for (const std::string& a : Client("steady", 1500)) argv.push_back(a);
+  Background run(argv, {{"NRT_SIM_TIME_SCALE", "1"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}},
+                 dir);
+  SleepMs(400);
+  ASSERT_TRUE(run.Running());
+  EXPECT_EQ(daemon.Stop(SIGKILL), 128 + SIGKILL);
+  SleepMs(300);
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  EXPECT_EQ(run.Wait(), 0) << run.err();
+  EXPECT_EQ(run.out(), plain.out);
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "was in progress when the daemon stopped"))
+      << daemon.log();
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_EQ(calls.count("nrt_execute") ? calls.at("nrt_execute") : 0, 1500) << run.err();
+  EXPECT_EQ(calls.count("nrt_tensor_write") ? calls.at("nrt_tensor_write") : 0, 3000);
+  EXPECT_EQ(calls.count("nrt_tensor_read") ? calls.at("nrt_tensor_read") : 0, 1500);
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"), "Events dropped: 0"))
+      << ReadFile(out + "/summary.txt");
+  // The spool is gone once the trace is written.
+  const Result ls = RunProcess({"/bin/ls", "-A", daemon.spool_dir()}, kPlainEnv);
+  EXPECT_EQ(ls.out, "") << ls.out;
+}
+
+// A spool that reaches its bound: what did not fit is counted (spool_full), never written
+// past the bound, and the trace says so.
+TEST(FaultTest, AFullSpoolIsCountedNotUnbounded) {
+  Daemon daemon("spool-full");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("spool-full") + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--mode", "lossless", "--out", out, "--"};
+  for (const std::string& a : Client("steady", 3000)) argv.push_back(a);
+  const Result r = RunProcess(argv, {{"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""},
+                                     {"LD_PRELOAD", ""}, {"NRTPROF_SPOOL_MAX_BYTES", "65536"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string summary = ReadFile(out + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(summary, "spool_full")) << summary;
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_LT(calls.count("nrt_execute") ? calls.at("nrt_execute") : 0, 3000) << summary;
 }
 
 // SIGSTOP for 10 s: a stopped daemon never makes the program wait (beyond the bounded exit
@@ -373,7 +298,7 @@ TEST(FaultTest, AThousandShortThreadsLoseNothingUncounted) {
 // and leaves no torn file behind: whatever trace file its folder holds is complete.
 TEST(FaultTest, AFullDiskNeverLeavesACorruptTrace) {
   Daemon daemon("diskfull");
-  ASSERT_TRUE(daemon.Start(/*fsize_limit=*/64 * 1024));
+  ASSERT_TRUE(daemon.Start({}, /*fsize_limit=*/64 * 1024));
   const auto run = [&](const std::string& out, const std::vector<std::string>& command) {
     std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
                                      "--out", out, "--"};

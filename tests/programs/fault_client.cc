@@ -10,10 +10,15 @@
 //     dlclose N         N executions, nrt_close, dlclose, 200 ms without the library, then it
 //                       all again
 //     fork_exec N       N executions, fork, the child execs `echo child`, N more in the parent
+//     load T,R,S        T threads, each with its own tensors, executing R times a second for S
+//                       seconds (as fast as it can when it falls behind), every result
+//                       checked; prints the libnrt calls it made, all threads together
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -123,6 +128,71 @@ int Fail(const char* what) {
   return 1;
 }
 
+// Wraps an Api so that every call made through it is counted: each is one runtime-lane event
+// the profiler should record (or count as dropped).
+std::atomic<uint64_t> g_calls{0};
+
+bool Counted(bool ok, int calls) {
+  g_calls.fetch_add(static_cast<uint64_t>(calls));
+  return ok;
+}
+
+// One thread of the load mode: its own tensors on the core (thread % 2), paced executions.
+bool LoadThread(const Api& api, nrt_model_t* model, int thread, int rate, int seconds,
+                uint64_t* executions) {
+  nrt_tensor_t *a = nullptr, *b = nullptr, *out = nullptr;
+  nrt_tensor_set_t *in = nullptr, *outs = nullptr;
+  const int core = 0;
+  if (!Counted(api.allocate(NRT_TENSOR_PLACEMENT_DEVICE, core, 16, "a", &a) == NRT_SUCCESS &&
+                   api.allocate(NRT_TENSOR_PLACEMENT_DEVICE, core, 16, "b", &b) == NRT_SUCCESS &&
+                   api.allocate(NRT_TENSOR_PLACEMENT_DEVICE, core, 16, "out", &out) == NRT_SUCCESS &&
+                   api.allocate_set(&in) == NRT_SUCCESS && api.allocate_set(&outs) == NRT_SUCCESS &&
+                   api.add_to_set(in, "a", a) == NRT_SUCCESS &&
+                   api.add_to_set(in, "b", b) == NRT_SUCCESS &&
+                   api.add_to_set(outs, "out", out) == NRT_SUCCESS,
+               8)) {
+    return false;
+  }
+  const uint64_t period_ns = 1000000000ull / static_cast<uint64_t>(rate);
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t next = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
+  const uint64_t end = next + static_cast<uint64_t>(seconds) * 1000000000ull;
+  for (uint64_t i = 0;; ++i) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const uint64_t t = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
+    if (t >= end) break;
+    if (t < next) {
+      const timespec at{static_cast<time_t>(next / 1000000000ull),
+                        static_cast<long>(next % 1000000000ull)};
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr);
+    } else if (t > next + 100000000ull) {
+      next = t;  // over 100 ms behind: run on from now, no burst to catch up
+    }
+    next += period_ns;
+    const float va = static_cast<float>(thread), vb = static_cast<float>(i % 1000);
+    const float ain[4] = {va, va, va, va}, bin[4] = {vb, vb, vb, vb};
+    float result[4] = {};
+    const bool ok = api.write(a, ain, 0, sizeof(ain)) == NRT_SUCCESS &&
+                    api.write(b, bin, 0, sizeof(bin)) == NRT_SUCCESS &&
+                    api.execute(model, in, outs) == NRT_SUCCESS &&
+                    api.read(out, result, 0, sizeof(result)) == NRT_SUCCESS;
+    if (!Counted(ok, 4)) return false;
+    for (float v : result) {
+      if (v != va + vb) {
+        fprintf(stderr, "fault_client: thread %d got %f, not %f\n", thread, v, va + vb);
+        return false;
+      }
+    }
+    ++*executions;
+  }
+  api.free_tensor(&a);
+  api.free_tensor(&b);
+  api.free_tensor(&out);
+  g_calls.fetch_add(3);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,6 +261,33 @@ int main(int argc, char** argv) {
     printf("checksum %.1f\n", checksum);
     again.close();
     return 0;
+  } else if (mode == "load") {
+    int threads = 0, rate = 0, seconds = 0;
+    if (argc < 5 || sscanf(argv[4], "%d,%d,%d", &threads, &rate, &seconds) != 3 || threads < 1 ||
+        rate < 1 || seconds < 1) {
+      fprintf(stderr, "fault_client: load wants THREADS,RATE,SECONDS\n");
+      return 2;
+    }
+    // The session's own calls: init, load, three allocations, two sets, three adds.
+    g_calls.store(10);
+    std::vector<std::thread> pool;
+    std::vector<uint64_t> executions(threads, 0);
+    std::atomic<int> failed{0};
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        if (!LoadThread(api, s.model, t, rate, seconds, &executions[t])) failed.fetch_add(1);
+      });
+    }
+    uint64_t total = 0;
+    for (int t = 0; t < threads; ++t) {
+      pool[t].join();
+      total += executions[t];
+    }
+    api.close();
+    g_calls.fetch_add(1);
+    printf("executions %llu calls %llu failed_threads %d\n", static_cast<unsigned long long>(total),
+           static_cast<unsigned long long>(g_calls.load()), failed.load());
+    return failed.load() == 0 ? 0 : 1;
   } else if (mode == "fork_exec") {
     if (!Run(api, s, n, &checksum)) return Fail("executing");
     fflush(stdout);

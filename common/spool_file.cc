@@ -1,0 +1,144 @@
+#include "common/spool_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace nrtprof {
+
+namespace {
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string DefaultSpoolDir() { return "/tmp/nrtprof-" + std::to_string(getuid()) + "/spool"; }
+
+std::string SpoolFileName(std::string_view capture_id, uint32_t pid, uint64_t process_start_ns) {
+  return std::string(capture_id) + "." + std::to_string(pid) + "." +
+         std::to_string(process_start_ns) + ".spool";
+}
+
+std::string CaptureOfSpoolFile(std::string_view name) {
+  constexpr std::string_view kSuffix = ".spool";
+  if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) {
+    return "";
+  }
+  name.remove_suffix(kSuffix.size());
+  // <capture>.<pid>.<start>: the last two dot-separated parts are numbers.
+  for (int part = 0; part < 2; ++part) {
+    const size_t dot = name.rfind('.');
+    if (dot == std::string_view::npos || dot + 1 == name.size()) return "";
+    for (char c : name.substr(dot + 1)) {
+      if (c < '0' || c > '9') return "";
+    }
+    name = name.substr(0, dot);
+  }
+  return std::string(name);
+}
+
+SpoolWriter::~SpoolWriter() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool SpoolWriter::Open(const std::string& dir, const std::string& name, uint64_t max_bytes,
+                       std::string* error) {
+  if (mkdir(dir.c_str(), 0770) == 0) {
+    chmod(dir.c_str(), 0770);  // whatever the umask: the daemon's group reads the files
+  } else if (errno != EEXIST) {
+    *error = "cannot create spool folder " + dir + ": " + strerror(errno);
+    return false;
+  }
+  path_ = dir + "/" + name;
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd_ < 0) {
+    *error = "cannot create spool file " + path_ + ": " + strerror(errno);
+    return false;
+  }
+  max_bytes_ = max_bytes;
+  if (!WriteAll(fd_, kSpoolMagic, kSpoolMagicBytes)) {
+    *error = "cannot write spool file " + path_ + ": " + strerror(errno);
+    close(fd_);
+    fd_ = -1;
+    unlink(path_.c_str());
+    return false;
+  }
+  bytes_ = kSpoolMagicBytes;
+  return true;
+}
+
+bool SpoolWriter::Append(std::string_view record, bool reserve) {
+  if (fd_ < 0 || record.size() > kMaxSpoolRecordBytes) return false;
+  const uint64_t size = 4 + record.size();
+  const uint64_t bound = reserve || max_bytes_ < 2 * kReserveBytes ? max_bytes_ : max_bytes_ - kReserveBytes;
+  if (bytes_ + size > bound) return false;
+  const uint32_t n = static_cast<uint32_t>(record.size());
+  const unsigned char header[4] = {static_cast<unsigned char>(n), static_cast<unsigned char>(n >> 8),
+                                   static_cast<unsigned char>(n >> 16),
+                                   static_cast<unsigned char>(n >> 24)};
+  if (!WriteAll(fd_, reinterpret_cast<const char*>(header), 4) ||
+      !WriteAll(fd_, record.data(), record.size())) {
+    // A full disk: cut the partial record off so the file stays readable to its end.
+    if (ftruncate(fd_, static_cast<off_t>(bytes_)) == 0) lseek(fd_, static_cast<off_t>(bytes_), SEEK_SET);
+    return false;
+  }
+  bytes_ += size;
+  return true;
+}
+
+bool ReadSpool(const std::string& path, SpoolContents* contents, std::string* error) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  std::string data;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) data.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (n < 0) {
+    *error = "cannot read " + path + ": " + strerror(errno);
+    return false;
+  }
+  if (data.size() < kSpoolMagicBytes || data.compare(0, kSpoolMagicBytes, kSpoolMagic) != 0) {
+    *error = path + " is not a spool file";
+    return false;
+  }
+  contents->records.clear();
+  contents->torn_tail = false;
+  size_t at = kSpoolMagicBytes;
+  while (at < data.size()) {
+    if (data.size() - at < 4) {
+      contents->torn_tail = true;
+      break;
+    }
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data() + at);
+    const uint32_t size = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+    if (size > kMaxSpoolRecordBytes) {
+      *error = path + ": a record of " + std::to_string(size) + " bytes, over the limit";
+      return false;
+    }
+    if (data.size() - at - 4 < size) {
+      contents->torn_tail = true;
+      break;
+    }
+    contents->records.emplace_back(data, at + 4, size);
+    at += 4 + size;
+  }
+  return true;
+}
+
+}  // namespace nrtprof

@@ -1,0 +1,163 @@
+#include "tests/testing/processes.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof::testing {
+
+namespace {
+
+// In a forked child: the environment changes, then exec; never returns.
+[[noreturn]] void Exec(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env) {
+  for (const auto& [k, v] : env) {
+    if (v.empty()) {
+      unsetenv(k.c_str());
+    } else {
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+}  // namespace
+
+Background::Background(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env, const std::string& dir)
+    : out_path_(dir + "/out"), err_path_(dir + "/err") {
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+    dup2(open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    Exec(argv, env);
+  }
+}
+
+Background::~Background() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    Wait();
+  }
+}
+
+int Background::Wait() {
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return ExitCode(status);
+}
+
+bool Background::Running() {
+  int status = 0;
+  return pid_ > 0 && waitpid(pid_, &status, WNOHANG) == 0;
+}
+
+std::string Background::out() const { return ReadFile(out_path_); }
+std::string Background::err() const { return ReadFile(err_path_); }
+
+Daemon::Daemon(const std::string& name) : dir_(TempDir(name)) {
+  char socket_dir[] = "/tmp/nrtprof-test-XXXXXX";
+  EXPECT_NE(mkdtemp(socket_dir), nullptr);
+  socket_dir_ = socket_dir;
+  socket_ = socket_dir_ + "/nrtprofd.sock";
+}
+
+Daemon::~Daemon() {
+  Stop(SIGKILL);
+  unlink(socket_.c_str());
+  RunProcess({"/bin/rm", "-rf", socket_dir_});
+}
+
+bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit) {
+  int ready[2];
+  if (pipe(ready) != 0) return false;
+  const std::string log = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
+  std::vector<std::string> argv = {Runfile("daemon/nrtprofd"), "--socket=" + socket_,
+                                   "--ready_fd=" + std::to_string(ready[1]),
+                                   "--output_root=" + dir_ + "/captures"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    close(ready[0]);
+    dup2(open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    if (fsize_limit > 0) {
+      const rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
+      setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    Exec(argv, {});
+  }
+  close(ready[1]);
+  pollfd pfd{ready[0], POLLIN, 0};
+  char buf[8] = {};
+  const bool ok = poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf)) > 0;
+  close(ready[0]);
+  return ok;
+}
+
+int Daemon::Stop(int sig) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return ExitCode(status);
+}
+
+void Daemon::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+std::string Daemon::log() const {
+  std::string all;
+  for (int i = 1; i <= starts_; ++i) all += ReadFile(dir_ + "/nrtprofd." + std::to_string(i) + ".log");
+  return all;
+}
+
+int64_t Daemon::StatusFigure(const std::string& label) {
+  const Result r = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr()},
+                              {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, label)) continue;
+    line = absl::StripLeadingAsciiWhitespace(line);
+    const std::vector<std::string> words = absl::StrSplit(line, ' ');
+    int64_t n = -1;
+    if (!words.empty() && absl::SimpleAtoi(words[0], &n)) return n;
+  }
+  ADD_FAILURE() << "no '" << label << "' in:\n" << r.out;
+  return -1;
+}
+
+int64_t ProcessMemoryKib(pid_t pid, const std::string& field) {
+  const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    if (!absl::ConsumePrefix(&line, field)) continue;
+    line = absl::StripAsciiWhitespace(line);
+    absl::ConsumeSuffix(&line, " kB");
+    int64_t kib = -1;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) return kib;
+  }
+  return -1;
+}
+
+}  // namespace nrtprof::testing
