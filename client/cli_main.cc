@@ -15,12 +15,14 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"run", RunCommand, "run [--out DIR] [--stacks N] [--addr ADDRESS] -- CMD ARGS...\n"
-                        "      run CMD under the profiler and print where its device time went"},
+    {"run", RunCommand,
+     "run [--out DIR] [--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]] -- CMD "
+     "ARGS...\n"
+     "      run CMD under the profiler and print where its device time went"},
     {"summary", SummaryCommand,
      "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]\n"
      "      the key_averages table of a capture, re-sorted or re-formatted"},
-    {"status", StatusCommand, "status [--addr ADDRESS]\n"
+    {"status", StatusCommand, "status [--addr ADDRESS [--tls_ca PEM --token_file PATH]]\n"
                               "      the daemon's address, uptime, processes, events and drops"},
 };
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "client/daemon_connection.h"
+#include "client/daemon_credentials.h"
 #include "client/flags.h"
 #include "client/locate.h"
 #include "common/address.h"
@@ -35,8 +36,8 @@ namespace nrtprof::cli {
 namespace {
 
 constexpr char kRunUsage[] =
-    "nrtprof run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS] -- CMD "
-    "ARGS...";
+    "nrtprof run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS "
+    "[--tls_ca PEM --token_file PATH]] -- CMD ARGS...";
 
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof run: %s\n", line.c_str());
@@ -49,13 +50,18 @@ std::string Absolute(const std::string& path) {
   return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
 }
 
-// A daemon to talk to: the one named by --addr or NRTPROF_ADDR (which must answer), else the
-// per-user default if one answers, else a private one for this run.
-absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon() {
+// A daemon to talk to: the one named by --addr or NRTPROF_ADDR (which must answer; over TLS
+// for a TCP address), else the per-user default if one answers, else a private one for this
+// run.
+absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls) {
   const std::string flag = absl::GetFlag(FLAGS_addr);
   const char* env = getenv("NRTPROF_ADDR");
   if (!flag.empty() || (env != nullptr && env[0] != '\0')) {
-    return DaemonConnection::Connect(flag.empty() ? DaemonAddress() : ToGrpcTarget(flag), 2000);
+    const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        CredentialsFor(address, tls);
+    if (!credentials.ok()) return credentials.status();
+    return DaemonConnection::Connect(address, 2000, *credentials);
   }
   absl::StatusOr<std::unique_ptr<DaemonConnection>> running =
       DaemonConnection::Connect(DaemonAddress(), 300);
@@ -67,7 +73,8 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon() {
 
 // Runs argv with the profiler's environment; returns its exit code (128 + signal if killed).
 int RunChild(const std::vector<char*>& argv, const std::string& shim, const std::string& address,
-             const StartCaptureReply& capture, int stacks, const std::string& mode) {
+             const TlsPaths& tls, const StartCaptureReply& capture, int stacks,
+             const std::string& mode) {
   const pid_t pid = fork();
   if (pid < 0) return Fail("fork failed", 127);
   if (pid == 0) {
@@ -76,6 +83,21 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
         preload != nullptr && preload[0] != '\0' ? absl::StrCat(shim, ":", preload) : shim;
     setenv("LD_PRELOAD", preloads.c_str(), 1);
     setenv("NRTPROF_ADDR", address.c_str(), 1);
+    if (KindOf(address) == AddressKind::kTcp) {
+      // What this run checked the daemon with, as absolute paths: the shim reads the same files.
+      const std::pair<const char*, std::string> tls_env[] = {
+          {"NRTPROF_TLS_CA", tls.ca},
+          {"NRTPROF_TOKEN_FILE", tls.token_file},
+          {"NRTPROF_TLS_CERT", tls.cert},
+          {"NRTPROF_TLS_KEY", tls.key}};
+      for (const auto& [name, path] : tls_env) {
+        if (path.empty()) {
+          unsetenv(name);
+        } else {
+          setenv(name, path.c_str(), 1);
+        }
+      }
+    }
     setenv("NRTPROF_CAPTURE", capture.capture_id().c_str(), 1);
     setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
     setenv("NRTPROF_MODE", mode.c_str(), 1);
@@ -135,8 +157,12 @@ int RunCommand(int argc, char** argv) {
 
   absl::StatusOr<std::string> shim = Locate("shim/libnrtprof_shim.so", "NRTPROF_SHIM");
   if (!shim.ok()) return Fail(std::string(shim.status().message()));
-  absl::StatusOr<std::unique_ptr<DaemonConnection>> daemon = FindDaemon();
-  if (!daemon.ok()) return Fail(std::string(daemon.status().message()));
+  const TlsPaths tls = TlsPathsFromFlags();
+  absl::StatusOr<std::unique_ptr<DaemonConnection>> daemon = FindDaemon(tls);
+  if (!daemon.ok()) {
+    return Fail(std::string(daemon.status().message()),
+                daemon.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   DaemonConnection& connection = **daemon;
 
   StartCaptureRequest start;
@@ -154,7 +180,8 @@ int RunCommand(int argc, char** argv) {
           capture.output_dir().c_str(), connection.address().c_str(),
           connection.private_daemon() ? ", private to this run" : "");
 
-  const int code = RunChild(command, *shim, connection.address(), capture, stacks, mode);
+  const int code =
+      RunChild(command, *shim, connection.address(), tls, capture, stacks, mode);
 
   StopCaptureRequest stop;
   stop.set_capture_id(capture.capture_id());

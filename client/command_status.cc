@@ -7,11 +7,13 @@
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
 #include "client/daemon_connection.h"
+#include "client/daemon_credentials.h"
 #include "client/flags.h"
 #include "common/address.h"
 
 ABSL_FLAG(std::string, addr, "",
-          "daemon address (unix:/path or /path); default $NRTPROF_ADDR or the per-user socket");
+          "daemon address (unix:/path, /path, or HOST:PORT with TLS); default $NRTPROF_ADDR or "
+          "the per-user socket");
 
 namespace nrtprof::cli {
 
@@ -23,8 +25,14 @@ int StatusCommand(int argc, char** argv) {
   }
   const std::string flag = absl::GetFlag(FLAGS_addr);
   const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      CredentialsFor(address, TlsPathsFromFlags());
+  if (!credentials.ok()) {
+    fprintf(stderr, "nrtprof status: %s\n", std::string(credentials.status().message()).c_str());
+    return credentials.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
   absl::StatusOr<std::unique_ptr<DaemonConnection>> connection =
-      DaemonConnection::Connect(address, 2000);
+      DaemonConnection::Connect(address, 2000, *credentials);
   if (!connection.ok()) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(connection.status().message()).c_str());
     return 1;
@@ -34,8 +42,13 @@ int StatusCommand(int argc, char** argv) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(status.status().message()).c_str());
     return 1;
   }
-  printf("daemon:              %s (nrtprofd %s)\n", status->address().c_str(),
-         status->daemon_version().c_str());
+  if (KindOf(address) == AddressKind::kTcp) {
+    printf("daemon:              %s over TLS (nrtprofd %s; its local socket %s)\n",
+           address.c_str(), status->daemon_version().c_str(), status->address().c_str());
+  } else {
+    printf("daemon:              %s (nrtprofd %s)\n", status->address().c_str(),
+           status->daemon_version().c_str());
+  }
   printf("uptime:              %.1f s\n", status->uptime_ms() / 1000.0);
   printf("connected processes: %d\n", status->processes_size());
   for (const ConnectedProcess& p : status->processes()) {

@@ -20,14 +20,21 @@ absl::Status FromGrpc(const grpc::Status& status, const std::string& address) {
   if (status.ok()) return absl::OkStatus();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (KindOf(address) == AddressKind::kTcp) {
+      return absl::UnavailableError(
+          absl::StrCat("no daemon answers at ", address, ": ", status.error_message()));
+    }
     return absl::UnavailableError(absl::StrCat("no daemon answers at ", address));
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::Connect(
-    const std::string& address, int timeout_ms) {
-  auto channel = grpc::CreateChannel(ToGrpcTarget(address), grpc::InsecureChannelCredentials());
+    const std::string& address, int timeout_ms,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  auto channel = grpc::CreateChannel(
+      ToGrpcTarget(address),
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials());
   std::unique_ptr<DaemonConnection> connection(
       new DaemonConnection(address, Control::NewStub(channel)));
   absl::StatusOr<StatusReply> status = connection->Status(timeout_ms);

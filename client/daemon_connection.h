@@ -12,15 +12,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
 #include "proto/nrtprof.grpc.pb.h"
 
 namespace nrtprof::cli {
 
 class DaemonConnection {
  public:
-  // Connects to `address` and checks that a daemon answers Status within `timeout_ms`.
-  static absl::StatusOr<std::unique_ptr<DaemonConnection>> Connect(const std::string& address,
-                                                                   int timeout_ms);
+  // Connects to `address` with `credentials` (null: plaintext, for a unix socket) and checks
+  // that a daemon answers Status within `timeout_ms`.
+  static absl::StatusOr<std::unique_ptr<DaemonConnection>> Connect(
+      const std::string& address, int timeout_ms,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   // Starts `daemon_path` on a socket in a fresh private folder, waits for its readiness line,
   // and connects. The daemon is stopped (SIGTERM, then waited for) when this object goes.
   static absl::StatusOr<std::unique_ptr<DaemonConnection>> StartPrivate(
@@ -43,8 +46,8 @@ class DaemonConnection {
   std::string private_dir_;
 };
 
-// grpc::Status to absl::Status, keeping the message (and "no daemon at ADDRESS" for
-// UNAVAILABLE).
+// grpc::Status to absl::Status, keeping the message (and "no daemon answers at ADDRESS" for
+// UNAVAILABLE, with gRPC's reason for a TCP address: a TLS failure says so).
 absl::Status FromGrpc(const grpc::Status& status, const std::string& address);
 
 }  // namespace nrtprof::cli

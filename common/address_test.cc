@@ -32,5 +32,36 @@ TEST(Address, SocketPaths) {
   EXPECT_EQ(ToGrpcTarget("localhost:7000"), "localhost:7000");
 }
 
+TEST(Address, Kinds) {
+  EXPECT_EQ(KindOf("unix:/a/b"), AddressKind::kUnix);
+  EXPECT_EQ(KindOf("/a/b"), AddressKind::kUnix);
+  EXPECT_EQ(KindOf("127.0.0.1:7000"), AddressKind::kTcp);
+  EXPECT_EQ(KindOf("localhost:7000"), AddressKind::kTcp);
+  EXPECT_EQ(KindOf("dns:///collector.example:443"), AddressKind::kTcp);
+  EXPECT_EQ(KindOf("ipv6:[::1]:7000"), AddressKind::kTcp);
+  EXPECT_EQ(KindOf("[::1]:7000"), AddressKind::kTcp);
+  EXPECT_EQ(KindOf("localhost"), AddressKind::kInvalid);
+  EXPECT_EQ(KindOf("localhost:0"), AddressKind::kInvalid);  // nothing to dial
+  EXPECT_EQ(KindOf("localhost:70000"), AddressKind::kInvalid);
+  EXPECT_EQ(KindOf("::1:7000"), AddressKind::kInvalid);
+  EXPECT_EQ(KindOf("nrtprofd.sock"), AddressKind::kInvalid);
+  EXPECT_EQ(KindOf(""), AddressKind::kInvalid);
+}
+
+TEST(Address, HostAndPort) {
+  std::string host;
+  int port = -1;
+  ASSERT_TRUE(SplitHostPort("127.0.0.1:0", &host, &port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 0);
+  ASSERT_TRUE(SplitHostPort("[::1]:9", &host, &port));
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 9);
+  EXPECT_FALSE(SplitHostPort(":80", &host, &port));
+  EXPECT_FALSE(SplitHostPort("host:", &host, &port));
+  EXPECT_FALSE(SplitHostPort("host:-1", &host, &port));
+  EXPECT_FALSE(SplitHostPort("host:x1", &host, &port));
+}
+
 }  // namespace
 }  // namespace nrtprof

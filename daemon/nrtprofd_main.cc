@@ -1,7 +1,9 @@
 #include "daemon/nrtprofd_main.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <string>
@@ -32,6 +35,7 @@
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
+#include "daemon/tcp_listener.h"
 #include "daemon/trace_sink.h"
 #include "grpcpp/grpcpp.h"
 
@@ -40,7 +44,9 @@ ABSL_FLAG(std::string, socket, "",
           "/tmp/nrtprof-UID/nrtprofd.sock)");
 ABSL_FLAG(std::string, output_root, "nrtprof-captures",
           "folder for the captures that name no folder of their own (each in output_root/ID)");
-ABSL_FLAG(int, ready_fd, -1, "file descriptor to write \"ready\\n\" to once listening");
+ABSL_FLAG(int, ready_fd, -1,
+          "file descriptor to write \"ready\\n\" to once listening (\"ready HOST:PORT\\n\" "
+          "with --listen)");
 ABSL_FLAG(std::string, spool_dir, "",
           "lossless mode's folder: capture manifests and the shims' spool files (default: "
           "spool/ beside the socket)");
@@ -52,6 +58,16 @@ ABSL_FLAG(uint32_t, hello_timeout_ms, 10'000,
 ABSL_FLAG(uint32_t, client_timeout_ms, 20'000,
           "a connection that has not finished its handshake, or has not answered a keepalive "
           "ping, within this is closed; connections are pinged as often");
+ABSL_FLAG(std::string, listen, "",
+          "also listen on TCP at HOST:PORT (port 0: any free one), with TLS only");
+ABSL_FLAG(std::string, tls_cert, "", "PEM file: the daemon's TLS certificate chain (--listen)");
+ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert");
+ABSL_FLAG(std::string, token_file, "",
+          "file of one line: the bearer token every call on TCP must carry (mode 0600)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM file: the CA whose client certificates TCP callers must present (mutual TLS)");
+ABSL_FLAG(std::string, user, "",
+          "user to run as once the sockets are bound; needed to --listen when started as root");
 
 namespace nrtprof::daemon {
 namespace {
@@ -59,7 +75,9 @@ namespace {
 constexpr char kVersion[] = "0.1.0";
 constexpr char kUsage[] =
     "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
-    "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N]";
+    "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
+    "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
+    "[--user NAME]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -85,13 +103,11 @@ std::string Parent(const std::string& path) {
 // Sets the flags from argv through absl's flag registry, so that a bad flag is one line and
 // exit code 2 (absl::ParseCommandLine would exit 1).
 bool ParseFlags(int argc, char** argv, std::string* error) {
-  static const std::set<std::string> kFlags = {"socket",
-                                               "output_root",
-                                               "ready_fd",
-                                               "max_events_per_process",
-                                               "spool_dir",
-                                               "hello_timeout_ms",
-                                               "client_timeout_ms"};
+  static const std::set<std::string> kFlags = {
+      "socket",     "output_root",   "ready_fd",         "max_events_per_process",
+      "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
+      "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
+      "user"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
@@ -147,10 +163,10 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
 
 // The socket's path from --socket: PATH, unix:PATH or unix://PATH; relative paths from the
 // current folder.
-bool SocketPath(std::string* path, std::string* error) {
+bool SocketPath(uid_t uid, std::string* path, std::string* error) {
   const std::string flag = absl::GetFlag(FLAGS_socket);
   if (flag.empty()) {
-    *path = DefaultSocketPath();
+    *path = DefaultSocketPath(uid);
   } else if (flag.rfind("unix:", 0) == 0 || flag[0] == '/') {
     *path = SocketPathOf(flag);
   } else if (flag.find(':') == std::string::npos) {
@@ -268,6 +284,58 @@ int Fail(const std::string& message, int code) {
   return code;
 }
 
+// The user --user names.
+struct RunAs {
+  std::string name;
+  uid_t uid;
+  gid_t gid;
+};
+
+// Checks --user against who started the daemon: root must name one to listen on TCP, and only
+// root can become another user. Returns false with a flag error (exit 2).
+bool ResolveUser(bool listens_on_tcp, std::optional<RunAs>* run_as, std::string* error) {
+  const std::string name = absl::GetFlag(FLAGS_user);
+  if (name.empty()) {
+    if (listens_on_tcp && geteuid() == 0) {
+      *error =
+          "refusing to listen on TCP as root: give --user=NAME, the user to run as once the "
+          "sockets are bound";
+      return false;
+    }
+    return true;
+  }
+  const passwd* pw = getpwnam(name.c_str());
+  if (pw == nullptr) {
+    *error = absl::StrCat("--user '", name, "': no such user");
+    return false;
+  }
+  if (pw->pw_uid == 0) {
+    *error = absl::StrCat("--user '", name, "' is root; name an unprivileged user");
+    return false;
+  }
+  if (geteuid() != 0 && pw->pw_uid != geteuid()) {
+    *error = absl::StrCat("--user '", name, "': only root can run nrtprofd as another user");
+    return false;
+  }
+  *run_as = RunAs{pw->pw_name, pw->pw_uid, pw->pw_gid};
+  return true;
+}
+
+// Becomes `user` (its groups, its group, then the user), and checks that root cannot be had
+// back. glibc applies each change to every thread, gRPC's included.
+absl::Status DropPrivileges(const RunAs& user) {
+  if (geteuid() != 0) return absl::OkStatus();  // already that user (ResolveUser)
+  if (initgroups(user.name.c_str(), user.gid) != 0 || setgid(user.gid) != 0 ||
+      setuid(user.uid) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot become user ", user.name, ": ", strerror(errno)));
+  }
+  if (setuid(0) == 0 || getuid() != user.uid || geteuid() != user.uid || getegid() != user.gid) {
+    return absl::InternalError(absl::StrCat("dropping root for user ", user.name, " failed"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int NrtprofdMain(int argc, char** argv) {
@@ -290,7 +358,8 @@ int NrtprofdMain(int argc, char** argv) {
           "%s\n\n  --socket PATH                  unix socket (default %s)\n"
           "  --output_root DIR              captures without a folder of their own go to "
           "DIR/ID (default ./nrtprof-captures)\n"
-          "  --ready_fd N                   write \"ready\\n\" to fd N once listening\n"
+          "  --ready_fd N                   write \"ready\\n\" to fd N once listening "
+          "(\"ready HOST:PORT\\n\" with --listen)\n"
           "  --max_events_per_process N     events kept per process and capture (default "
           "2000000)\n"
           "  --spool_dir DIR                lossless shims' spool files and capture manifests "
@@ -298,16 +367,50 @@ int NrtprofdMain(int argc, char** argv) {
           "  --hello_timeout_ms N           end a stream that sends no Hello within N ms "
           "(default 10000)\n"
           "  --client_timeout_ms N          close a connection that does not finish its "
-          "handshake or answer a keepalive ping within N ms (default 20000)\n",
+          "handshake or answer a keepalive ping within N ms (default 20000)\n"
+          "  --listen HOST:PORT             also listen on TCP (port 0: any free port), TLS only\n"
+          "  --tls_cert PEM, --tls_key PEM  the daemon's certificate chain and key (--listen)\n"
+          "  --token_file PATH              one line: the bearer token TCP calls must carry "
+          "(mode 0600)\n"
+          "  --tls_client_ca PEM            TCP callers must present a certificate this CA "
+          "signed\n"
+          "  --user NAME                    run as NAME once the sockets are bound (root must "
+          "give it to --listen)\n",
           kUsage, DefaultSocketPath().c_str());
       return 0;
     }
     return Fail(error, 2);
   }
+  TcpListenerFlags tcp_flags;
+  tcp_flags.listen = absl::GetFlag(FLAGS_listen);
+  tcp_flags.cert_file = Absolute(absl::GetFlag(FLAGS_tls_cert));
+  tcp_flags.key_file = Absolute(absl::GetFlag(FLAGS_tls_key));
+  tcp_flags.token_file = Absolute(absl::GetFlag(FLAGS_token_file));
+  tcp_flags.client_ca_file = Absolute(absl::GetFlag(FLAGS_tls_client_ca));
+  if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
+    return Fail(std::string(s.message()), 2);
+  }
+  std::optional<RunAs> run_as;
+  if (!ResolveUser(!tcp_flags.listen.empty(), &run_as, &error)) return Fail(error, 2);
   std::string socket_path;
-  if (!SocketPath(&socket_path, &error)) return Fail(error, 2);
+  if (!SocketPath(run_as ? run_as->uid : getuid(), &socket_path, &error)) return Fail(error, 2);
   const std::string output_root = Absolute(absl::GetFlag(FLAGS_output_root));
   if (output_root.empty()) return Fail("--output_root must not be empty", 2);
+
+  // TCP first, while the daemon may still be root (a port below 1024, files only root reads),
+  // behind a closed gate. Then the daemon becomes --user, and everything it makes from here on
+  // (socket folder, socket, captures) belongs to that user. The gate opens last.
+  std::unique_ptr<TcpListener> tcp;
+  if (!tcp_flags.listen.empty()) {
+    absl::StatusOr<std::unique_ptr<TcpListener>> started = TcpListener::Start(tcp_flags);
+    if (!started.ok()) return Fail(std::string(started.status().message()), 1);
+    tcp = *std::move(started);
+  }
+  if (run_as) {
+    if (absl::Status s = DropPrivileges(*run_as); !s.ok()) {
+      return Fail(std::string(s.message()), 1);
+    }
+  }
 
   if (absl::Status s = PrepareSocketFolder(socket_path, absl::GetFlag(FLAGS_socket).empty());
       !s.ok()) {
@@ -367,15 +470,23 @@ int NrtprofdMain(int argc, char** argv) {
     return Fail(absl::StrCat("cannot set the permissions of ", socket_path, ": ", strerror(errno)),
                 1);
   }
+  if (tcp != nullptr) tcp->Open(&collector, &control);
 
   if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
-    const char ready[] = "ready\n";
-    if (write(fd, ready, sizeof(ready) - 1) != sizeof(ready) - 1) {
+    const std::string ready =
+        tcp != nullptr ? absl::StrCat("ready ", tcp->address(), "\n") : std::string("ready\n");
+    if (write(fd, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) {
       fprintf(stderr, "nrtprofd: cannot write to --ready_fd %d: %s\n", fd, strerror(errno));
     }
     close(fd);
   }
-  if (isatty(STDERR_FILENO)) {
+  if (tcp != nullptr) {
+    // Always, not only on a terminal: where a remote daemon listens, and how it lets callers
+    // in, belongs in its log.
+    fprintf(stderr, "nrtprofd %s: listening on %s (%s) and %s%s%s\n", kVersion,
+            tcp->address().c_str(), tcp->security().c_str(), options.address.c_str(),
+            run_as ? ", as user " : "", run_as ? run_as->name.c_str() : "");
+  } else if (isatty(STDERR_FILENO)) {
     fprintf(stderr, "nrtprofd %s: listening on %s; captures go to %s\n", kVersion,
             options.address.c_str(), output_root.c_str());
   }
@@ -385,6 +496,7 @@ int NrtprofdMain(int argc, char** argv) {
   }
   // Captures first, while the shims can still deliver their last events; then the streams.
   const absl::Status written = core.Shutdown(kShutdownWaitMs);
+  if (tcp != nullptr) tcp->Shutdown(std::chrono::system_clock::now());
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   unlink(socket_path.c_str());

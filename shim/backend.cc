@@ -15,14 +15,19 @@
 // first libnrt call; a child forked before it, and every program started by exec, is profiled
 // normally.
 #define UNW_LOCAL_ONLY
+#include <grpc/support/log.h>
 #include <libunwind.h>
+#include <openssl/crypto.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "common/address.h"
+#include "common/credential_files.h"
 #include "shim/core_state.h"
 #include "shim/flusher.h"
 
@@ -87,28 +92,114 @@ void Report(const std::string& line) {
   (void)ignored;
 }
 
+// With TLS, gRPC logs every failed handshake (a daemon certificate the CA did not sign, say) on
+// the program's stderr, once per reconnection. The first is said once in the profiler's words;
+// the rest are dropped. Everything else gRPC logs is printed as gRPC would.
+std::string* g_tls_target = nullptr;  // set before the log function, never freed
+std::atomic<bool> g_tls_failure_said{false};
+
+void LogForTls(gpr_log_func_args* args) {
+  const char* file = args->file != nullptr ? args->file : "";
+  if (strstr(file, "ssl_transport_security") != nullptr ||
+      strstr(file, "security_handshaker") != nullptr || strstr(file, "ssl_utils") != nullptr) {
+    if (!g_tls_failure_said.exchange(true)) {
+      Report("nrtprof: TLS with the daemon at " + *g_tls_target + " failed: " + args->message +
+             " (is NRTPROF_TLS_CA the CA that signed its certificate?); retrying quietly\n");
+    }
+    return;
+  }
+  const char* slash = strrchr(file, '/');
+  char line[64];
+  snprintf(line, sizeof(line), ":%d] ", args->line);
+  Report(std::string(gpr_log_severity_string(args->severity)).substr(0, 1) + " " +
+         (slash != nullptr ? slash + 1 : file) + line + args->message + "\n");
+}
+
+// TLS for a TCP daemon, from NRTPROF_TLS_CA and NRTPROF_TOKEN_FILE (or NRTPROF_TLS_CERT and
+// NRTPROF_TLS_KEY). False after one line on stderr if they are missing or unreadable. The
+// files are read here, once, at the first libnrt call, like the backend library itself.
+bool LoadTls(const Config& config, const std::string& address, DaemonTransport* transport) {
+  const bool has_cert = config.tls_cert[0] != '\0', has_key = config.tls_key[0] != '\0';
+  if (config.tls_ca[0] == '\0' || (config.token_file[0] == '\0' && !(has_cert && has_key))) {
+    Report("nrtprof: NRTPROF_ADDR=" + address +
+           " is a TCP address, which needs TLS: set NRTPROF_TLS_CA (the CA that signed the "
+           "daemon's certificate) and NRTPROF_TOKEN_FILE (or NRTPROF_TLS_CERT and "
+           "NRTPROF_TLS_KEY); not profiling this process\n");
+    return false;
+  }
+  if (has_cert != has_key) {
+    Report("nrtprof: NRTPROF_TLS_CERT and NRTPROF_TLS_KEY go together; not profiling this "
+           "process\n");
+    return false;
+  }
+  auto fail = [](const absl::Status& status) {
+    Report("nrtprof: " + std::string(status.message()) + "; not profiling this process\n");
+    return false;
+  };
+  transport->tls = true;
+  absl::StatusOr<std::string> ca = nrtprof::ReadPemFile(config.tls_ca, "NRTPROF_TLS_CA");
+  if (!ca.ok()) return fail(ca.status());
+  transport->ca_pem = *std::move(ca);
+  if (config.token_file[0] != '\0') {
+    absl::StatusOr<std::string> token =
+        nrtprof::ReadTokenFile(config.token_file, "NRTPROF_TOKEN_FILE");
+    if (!token.ok()) return fail(token.status());
+    transport->token = *std::move(token);
+  }
+  if (has_cert) {
+    absl::StatusOr<std::string> cert = nrtprof::ReadPemFile(config.tls_cert, "NRTPROF_TLS_CERT");
+    if (!cert.ok()) return fail(cert.status());
+    absl::StatusOr<std::string> key = nrtprof::ReadPemFile(config.tls_key, "NRTPROF_TLS_KEY");
+    if (!key.ok()) return fail(key.status());
+    transport->cert_pem = *std::move(cert);
+    transport->key_pem = *std::move(key);
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace nrtprof::shim
 
-// Null if the shim cannot run in this process; the core then passes every call through.
+// Null, after one line on stderr saying why, if the shim cannot run in this process; the core
+// then passes every call through.
 extern "C" __attribute__((visibility("default"))) const nrtprof::shim::BackendApi*
 nrtprof_backend_start(nrtprof::shim::CoreState* core) {
   using namespace nrtprof::shim;
-  if (core == nullptr || core->abi_version != kShimAbiVersion) return nullptr;
+  if (core == nullptr || core->abi_version != kShimAbiVersion) {
+    Report(std::string("nrtprof: ") + kBackendLibraryName +
+           " is not from the build of this libnrtprof_shim.so; not profiling this process\n");
+    return nullptr;
+  }
   const std::string address = core->config.addr[0] != '\0' ? std::string(core->config.addr)
                                                            : nrtprof::DefaultSocketPath();
-  const std::string target = nrtprof::ToGrpcTarget(address);
-  if (target.rfind("unix:", 0) != 0) {
-    Report("nrtprof: NRTPROF_ADDR=" + address +
-           ": only unix sockets are supported (remote daemons need TLS, not implemented yet); "
-           "not profiling this process\n");
-    return nullptr;
+  DaemonTransport transport;
+  transport.target = nrtprof::ToGrpcTarget(address);
+  switch (nrtprof::KindOf(address)) {
+    case nrtprof::AddressKind::kUnix:
+      break;
+    case nrtprof::AddressKind::kTcp:
+      if (!LoadTls(core->config, address, &transport)) return nullptr;
+      break;
+    case nrtprof::AddressKind::kInvalid:
+      Report("nrtprof: NRTPROF_ADDR=" + address +
+             " is not an address (unix:/path, /path, HOST:PORT or dns:///HOST:PORT); not "
+             "profiling this process\n");
+      return nullptr;
   }
   g_core = core;
   if (core->config.stack_depth > 0) {
     core->backtrace.store(&unw_backtrace, std::memory_order_release);
   }
-  g_flusher = new Flusher(core, target);
+  if (transport.tls) {
+    // OpenSSL frees its global state in an atexit handler it registers when first initialized:
+    // here, after the core's exit handler, so it would run first and the exit flush would find
+    // TLS gone (tried: SIGSEGV and "g_ssl_ctx_ex_factory_index != -1" aborts in gRPC at exit).
+    // Initialized first without it, OpenSSL is cleaned up when the process ends.
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+    g_tls_target = new std::string(transport.target);
+    gpr_set_log_function(&LogForTls);
+  }
+  g_flusher = new Flusher(core, std::move(transport));
   g_flusher->Start();
   return &kBackendApi;
 }

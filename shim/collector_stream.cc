@@ -14,6 +14,7 @@ struct CollectorStream::Shared {
   bool read_ended = false;                  // guarded by mu
   bool done = false;                        // OnDone ran; guarded by mu
   bool heard = false;                       // guarded by mu
+  bool unauthenticated = false;             // ended with UNAUTHENTICATED; guarded by mu
   uint64_t acked = 0;                       // guarded by mu
   ControlFn on_control;
 };
@@ -81,11 +82,12 @@ class CollectorStream::Reactor
     StartRead(&incoming_);
   }
 
-  void OnDone(const grpc::Status&) override {
+  void OnDone(const grpc::Status& status) override {
     std::shared_ptr<Shared> shared = shared_;
     {
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->done = true;
+      shared->unauthenticated = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
       shared->broken = true;
       shared->cv.notify_all();
     }
@@ -140,6 +142,11 @@ bool CollectorStream::broken() {
 bool CollectorStream::heard_from_daemon() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return shared_->heard;
+}
+
+bool CollectorStream::refused_by_daemon() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->unauthenticated;
 }
 
 bool CollectorStream::WaitForAck(uint64_t sequence, Clock::time_point deadline) {

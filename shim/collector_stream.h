@@ -48,6 +48,9 @@ class CollectorStream {
   bool broken();
   // True once the daemon answered anything (the stream reached it).
   bool heard_from_daemon();
+  // True once the stream has ended with UNAUTHENTICATED: the daemon refused this process's
+  // token (or its TCP listener wants one it was not given).
+  bool refused_by_daemon();
   // Waits until the daemon acknowledged `sequence`, the stream broke or the deadline passed;
   // true if acknowledged.
   bool WaitForAck(uint64_t sequence, Clock::time_point deadline);

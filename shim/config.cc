@@ -73,6 +73,23 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_ADDR", v, "an address under 512 bytes", "the default socket");
     }
   }
+  struct PathVariable {
+    const char* name;
+    char* dst;
+    size_t size;
+  };
+  const PathVariable paths[] = {
+      {"NRTPROF_TLS_CA", config->tls_ca, sizeof(config->tls_ca)},
+      {"NRTPROF_TOKEN_FILE", config->token_file, sizeof(config->token_file)},
+      {"NRTPROF_TLS_CERT", config->tls_cert, sizeof(config->tls_cert)},
+      {"NRTPROF_TLS_KEY", config->tls_key, sizeof(config->tls_key)},
+  };
+  for (const PathVariable& p : paths) {
+    const char* v = get(p.name);
+    if (v != nullptr && !CopyString(v, p.dst, p.size)) {
+      Report(report, p.name, v, "a path under 512 bytes", "none");
+    }
+  }
   if (const char* v = get("NRTPROF_CAPTURE"); v != nullptr) {
     if (!CopyString(v, config->capture_id, sizeof(config->capture_id))) {
       Report(report, "NRTPROF_CAPTURE", v, "a capture id under 256 bytes", "none");

@@ -28,6 +28,12 @@ enum class ClockChoice : uint8_t {
 struct Config {
   bool disabled = false;          // NRTPROF_DISABLE=1: pass every call straight through
   char addr[512] = {};            // NRTPROF_ADDR; empty: the default socket (common/address.h)
+  // A TCP NRTPROF_ADDR needs TLS: the CA that signed the daemon's certificate, and a bearer
+  // token file or a client certificate and key (mutual TLS). Paths; the backend reads them.
+  char tls_ca[512] = {};          // NRTPROF_TLS_CA
+  char token_file[512] = {};      // NRTPROF_TOKEN_FILE
+  char tls_cert[512] = {};        // NRTPROF_TLS_CERT
+  char tls_key[512] = {};         // NRTPROF_TLS_KEY
   char capture_id[256] = {};      // NRTPROF_CAPTURE
   uint32_t stack_depth = 0;       // NRTPROF_STACKS, 0..kMaxStackDepth
   ShimMode requested_mode = ShimMode::kBestEffort;  // NRTPROF_MODE

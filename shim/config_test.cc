@@ -137,5 +137,30 @@ TEST_F(ConfigTest, OverlongStringsAreRejected) {
   EXPECT_EQ(lines_.size(), 2u);
 }
 
+TEST_F(ConfigTest, ReadsTheTlsPaths) {
+  env_ = {{"NRTPROF_ADDR", "collector.example:7878"},
+          {"NRTPROF_TLS_CA", "/etc/nrtprof/ca.pem"},
+          {"NRTPROF_TOKEN_FILE", "/home/u/.nrtprof/token"},
+          {"NRTPROF_TLS_CERT", "/etc/nrtprof/client.pem"},
+          {"NRTPROF_TLS_KEY", "/etc/nrtprof/client.key"}};
+  const Config c = Parse();
+  EXPECT_STREQ(c.addr, "collector.example:7878");
+  EXPECT_STREQ(c.tls_ca, "/etc/nrtprof/ca.pem");
+  EXPECT_STREQ(c.token_file, "/home/u/.nrtprof/token");
+  EXPECT_STREQ(c.tls_cert, "/etc/nrtprof/client.pem");
+  EXPECT_STREQ(c.tls_key, "/etc/nrtprof/client.key");
+  EXPECT_TRUE(lines_.empty());
+}
+
+TEST_F(ConfigTest, ATlsPathTooLongIsReportedAndUnset) {
+  env_ = {{"NRTPROF_TOKEN_FILE", "/" + std::string(600, 'a')}};
+  const Config c = Parse();
+  EXPECT_STREQ(c.token_file, "");
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_EQ(lines_[0].rfind("nrtprof: NRTPROF_TOKEN_FILE='/aaa", 0), 0u) << lines_[0];
+  EXPECT_NE(lines_[0].find("is not a path under 512 bytes; using none\n"), std::string::npos)
+      << lines_[0];
+}
+
 }  // namespace
 }  // namespace nrtprof::shim

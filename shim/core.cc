@@ -155,6 +155,11 @@ void StartBackendLocked() {
   }
   auto start = reinterpret_cast<BackendStartFn>(g_core.real_dlsym(handle, kBackendStartSymbol));
   const BackendApi* backend = start != nullptr ? start(&g_core) : nullptr;
+  if (start != nullptr && backend == nullptr) {
+    // The backend declined this process (its settings, a build mismatch) and said why.
+    g_phase.store(kDisabled, std::memory_order_release);
+    return;
+  }
   if (backend == nullptr || backend->abi_version != kShimAbiVersion) {
     snprintf(line, sizeof(line),
              "nrtprof: %s is not the backend of this libnrtprof_shim.so; not profiling this "

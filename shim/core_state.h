@@ -28,7 +28,7 @@
 
 namespace nrtprof::shim {
 
-inline constexpr uint32_t kShimAbiVersion = 2;
+inline constexpr uint32_t kShimAbiVersion = 3;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -124,6 +124,7 @@ struct BackendApi {
   bool (*atfork_child)();
 };
 
+// Returns null after one line on stderr saying why the backend declines the process.
 using BackendStartFn = const BackendApi* (*)(CoreState* core);
 
 }  // namespace nrtprof::shim

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -67,9 +68,9 @@ uint64_t CountEvents(const std::string& json) {
 
 }  // namespace
 
-Flusher::Flusher(CoreState* core, std::string target)
+Flusher::Flusher(CoreState* core, DaemonTransport transport)
     : core_(core),
-      target_(std::move(target)),
+      transport_(std::move(transport)),
       arbiter_(
           kOwnMaxEventsPerCore, [core] { return ResolveSysTrace(core); },
           [this](uint64_t generation, std::string json) {
@@ -93,7 +94,21 @@ void Flusher::Start() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (transport_.tls) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = std::move(transport_.ca_pem);
+    tls.pem_cert_chain = std::move(transport_.cert_pem);
+    tls.pem_private_key = std::move(transport_.key_pem);
+    credentials = grpc::SslCredentials(tls);
+    if (!transport_.token.empty()) {
+      // Sent as "authorization: Bearer TOKEN" on every call, only over TLS.
+      credentials = grpc::CompositeChannelCredentials(
+          credentials, grpc::AccessTokenCredentials(transport_.token));
+    }
+    transport_.token.clear();
+  }
+  channel_ = grpc::CreateCustomChannel(transport_.target, credentials, args);
   stub_ = nrtprof::Collector::NewStub(channel_);
   std::thread thread([this] { Run(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -308,9 +323,22 @@ void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
   }
   unacked_.clear();
   stream_->Close(deadline, /*graceful=*/false);
+  NoteRefusal();
   stream_.reset();
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
   next_attempt_ns_ = now_ns + backoff_ns_;
+}
+
+void Flusher::NoteRefusal() {
+  if (refused_ || !stream_->refused_by_daemon()) return;
+  // Credentials the daemon refused once it refuses every time: stop asking, stop recording.
+  refused_ = true;
+  core_->recording.store(0, std::memory_order_relaxed);
+  const std::string line = "nrtprof: the daemon at " + transport_.target +
+                           " refused this process's credentials (UNAUTHENTICATED); not "
+                           "profiling it\n";
+  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
 }
 
 void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline) {
@@ -320,7 +348,7 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
     if (stream_->heard_from_daemon()) backoff_ns_ = 0;
     if (stream_->broken()) AbandonStream(now_ns, final ? deadline : Clock::now());
   }
-  if (stream_ != nullptr) return;
+  if (stream_ != nullptr || refused_) return;
   if (final) {
     // At exit one attempt is made at once, whatever the backoff says, and only one.
     if (final_attempt_made_) return;
@@ -420,6 +448,7 @@ void Flusher::Final(Clock::time_point deadline) {
   }
   if (stream_ != nullptr) {
     stream_->Close(deadline, /*graceful=*/acknowledged);
+    NoteRefusal();
     stream_.reset();
   }
 }

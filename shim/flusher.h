@@ -43,6 +43,17 @@
 
 namespace nrtprof::shim {
 
+// How the flusher reaches the daemon: plaintext on a unix socket, or TLS on TCP, verifying the
+// daemon with `ca_pem` and sending `token` as "authorization: Bearer TOKEN" and/or presenting
+// a client certificate.
+struct DaemonTransport {
+  std::string target;  // a gRPC target: unix:/path, HOST:PORT, dns:///HOST:PORT
+  bool tls = false;
+  std::string ca_pem;
+  std::string token;                // empty: none
+  std::string cert_pem, key_pem;    // empty: no client certificate
+};
+
 class Flusher {
  public:
   using Clock = std::chrono::steady_clock;
@@ -59,8 +70,8 @@ class Flusher {
   static constexpr uint64_t kMaxMessageBytes = 64ull << 20;
   static constexpr uint64_t kMaxModelFileBytes = kMaxMessageBytes - (1ull << 20);
 
-  // `target`: a gRPC target (unix:/path). `core` outlives the flusher.
-  Flusher(CoreState* core, std::string target);
+  // `core` outlives the flusher.
+  Flusher(CoreState* core, DaemonTransport transport);
   Flusher(const Flusher&) = delete;
   Flusher& operator=(const Flusher&) = delete;
 
@@ -103,10 +114,12 @@ class Flusher {
   void OpenSpool();
   // This process's Hello, with the same process_start_ns every time.
   nrtprof::Hello Hello();
+  // After a stream closed: if the daemon refused its credentials, says so once and stops.
+  void NoteRefusal();
   void Final(Clock::time_point deadline);
 
   CoreState* const core_;
-  const std::string target_;
+  DaemonTransport transport_;  // its secrets are dropped once the channel has them
   SysTraceArbiter arbiter_;
 
   // Handed over by the program's threads.
@@ -149,6 +162,8 @@ class Flusher {
   uint64_t final_sequence_ = 0;
   uint64_t next_attempt_ns_ = 0;
   uint64_t backoff_ns_ = 0;
+  // The daemon refused this process's credentials: no more attempts, nothing recorded.
+  bool refused_ = false;
 };
 
 }  // namespace nrtprof::shim

@@ -8,9 +8,11 @@ PACKAGES=(
   g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libunwind-dev
+  libssl-dev               # the shim backend initializes gRPC's OpenSSL itself (shim/backend.cc)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                  # a few end-to-end tests drive programs through ctypes and parse JSON
   clang libclang-rt-14-dev # the libFuzzer targets (tests/fuzz): clang 14, libFuzzer, ASan, UBSan
+  openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
 )
 
 missing=()

@@ -1,0 +1,514 @@
+// nrtprofd's TCP listener as a remote shim or CLI meets it: the real binary with --listen on
+// 127.0.0.1 (port 0), certificates and tokens made with openssl for the test, real TLS clients.
+// As root (CI), the daemon must drop to --user=nobody, which the sandbox's user namespace
+// forbids: the target runs unsandboxed (BUILD).
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/nrtprof.grpc.pb.h"
+#include "tests/testing/tls_certs.h"
+
+namespace {
+
+using nrtprof::testing::TlsFiles;
+
+constexpr char kDaemon[] = "daemon/nrtprofd";
+
+void RemoveTree(const std::string& path) {
+  nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, n);
+  }
+  return out;
+}
+
+std::string ReadFileText(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text = ReadAll(fd);
+  close(fd);
+  return text;
+}
+
+struct DaemonRun {
+  pid_t pid = -1;
+  int stderr_fd = -1;
+  bool ready = false;
+  std::string ready_line;  // "ready\n", or "ready HOST:PORT\n" with --listen
+};
+
+// Starts nrtprofd with `args` and --ready_fd; returns once it said "ready" or exited.
+DaemonRun Start(const std::vector<std::string>& args) {
+  int ready[2], err[2];
+  EXPECT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+  std::vector<std::string> argv = {kDaemon};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back(absl::StrCat("--ready_fd=", ready[1]));
+  std::vector<char*> c_argv;
+  for (std::string& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  DaemonRun run;
+  run.pid = fork();
+  if (run.pid == 0) {
+    dup2(err[1], STDERR_FILENO);
+    fcntl(ready[1], F_SETFD, 0);
+    execv(kDaemon, c_argv.data());
+    _exit(127);
+  }
+  close(ready[1]);
+  close(err[1]);
+  run.ready_line = ReadAll(ready[0]);  // EOF once the daemon closed it or exited
+  close(ready[0]);
+  run.ready = absl::StartsWith(run.ready_line, "ready") && absl::EndsWith(run.ready_line, "\n");
+  run.stderr_fd = err[0];
+  return run;
+}
+
+int Wait(DaemonRun* run, std::string* err = nullptr) {
+  int status = 0;
+  waitpid(run->pid, &status, 0);
+  const std::string text = ReadAll(run->stderr_fd);
+  close(run->stderr_fd);
+  if (err != nullptr) *err = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int RunToExit(const std::vector<std::string>& args, std::string* err) {
+  DaemonRun run = Start(args);
+  EXPECT_FALSE(run.ready);
+  return Wait(&run, err);
+}
+
+mode_t Mode(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_mode & 0777 : 0;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+nrtprof::ShimMessage Hello() {
+  nrtprof::ShimMessage m;
+  m.mutable_hello()->set_pid(4242);
+  m.mutable_hello()->set_executable("/bin/remote_app");
+  return m;
+}
+
+// One range and one call.
+nrtprof::ShimMessage Batch(bool final) {
+  nrtprof::ShimMessage m;
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->set_sequence(1);
+  b->set_final(final);
+  const char* strings[] = {"aten::mul", "nrt_execute"};
+  for (uint32_t i = 0; i < 2; ++i) {
+    nrtprof::InternedString* s = b->add_strings();
+    s->set_iid(i + 1);
+    s->set_value(strings[i]);
+  }
+  nrtprof::Event* range = b->add_events();
+  range->set_kind(nrtprof::EVENT_RANGE);
+  range->set_name_iid(1);
+  range->set_tid(1);
+  range->set_start_ns(1'000'000);
+  range->set_duration_ns(600'000);
+  nrtprof::Event* call = b->add_events();
+  call->set_kind(nrtprof::EVENT_API_CALL);
+  call->set_name_iid(2);
+  call->set_tid(1);
+  call->set_start_ns(1'100'000);
+  call->set_duration_ns(400'000);
+  call->set_correlation_id(1);
+  call->set_repeat(1);
+  call->set_nc_idx(0);
+  return m;
+}
+
+// The stderr of a daemon that did not become ready (it has exited).
+std::string WhyNotReady(DaemonRun* run) {
+  std::string err;
+  Wait(run, &err);
+  return err;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// A TLS channel to 127.0.0.1:port that trusts `ca`, sends `token` (if any) as
+// "authorization: Bearer TOKEN" and presents a client certificate (if any).
+std::shared_ptr<grpc::Channel> TlsChannel(int port, const std::string& ca, const std::string& token,
+                                          const std::string& cert = "",
+                                          const std::string& key = "") {
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = nrtprof::testing::ReadPem(ca);
+  if (!cert.empty()) {
+    tls.pem_cert_chain = nrtprof::testing::ReadPem(cert);
+    tls.pem_private_key = nrtprof::testing::ReadPem(key);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(tls);
+  if (!token.empty()) {
+    credentials =
+        grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+  }
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), credentials);
+}
+
+grpc::Status CallStatus(const std::shared_ptr<grpc::Channel>& channel,
+                        nrtprof::StatusReply* reply = nullptr) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  nrtprof::StatusReply ignored;
+  return nrtprof::Control::NewStub(channel)->Status(&context, nrtprof::StatusRequest(),
+                                                    reply != nullptr ? reply : &ignored);
+}
+
+class NrtprofdTcpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A short folder of our own: socket paths are limited to 107 bytes.
+    char templ[] = "/tmp/nrtprofd-tcp-XXXXXX";
+    ASSERT_NE(mkdtemp(templ), nullptr);
+    folder_ = templ;
+    socket_ = folder_ + "/sock/nrtprofd.sock";
+    out_ = folder_ + "/captures";
+    const std::string certs = folder_ + "/certs";
+    ASSERT_EQ(mkdir(certs.c_str(), 0700), 0);
+    std::string error;
+    ASSERT_TRUE(nrtprof::testing::MakeTlsFiles(certs, &tls_, &error)) << error;
+    // As root the daemon runs as nobody, which must be able to make the socket and captures.
+    if (geteuid() == 0) {
+      ASSERT_EQ(chmod(folder_.c_str(), 0777), 0);
+    }
+  }
+  // Listening on 127.0.0.1, any port, checking `token_file` (if any); as nobody when root.
+  std::vector<std::string> TcpArgs(const std::string& token_file) {
+    std::vector<std::string> args = Args();
+    for (const std::string& a :
+         {std::string("--listen=127.0.0.1:0"), "--tls_cert=" + tls_.server_cert,
+          "--tls_key=" + tls_.server_key}) {
+      args.push_back(a);
+    }
+    if (!token_file.empty()) args.push_back("--token_file=" + token_file);
+    if (geteuid() == 0) args.push_back("--user=nobody");
+    return args;
+  }
+  // The port from "ready 127.0.0.1:PORT\n"; 0 if the line is not that.
+  static int PortOf(const DaemonRun& run) {
+    const std::string prefix = "ready 127.0.0.1:";
+    if (run.ready_line.rfind(prefix, 0) != 0) return 0;
+    return atoi(run.ready_line.c_str() + prefix.size());
+  }
+  void TearDown() override { RemoveTree(folder_); }
+  std::vector<std::string> Args() {
+    return {"--socket", socket_, absl::StrCat("--output_root=", out_)};
+  }
+  void Connect() {
+    channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+  }
+  std::string folder_, socket_, out_;
+  std::shared_ptr<grpc::Channel> channel_;
+  TlsFiles tls_;
+};
+
+TEST_F(NrtprofdTcpTest, ListenWithoutTlsOrACallerCheckIsRefusedBeforeListening) {
+  struct Case {
+    std::vector<std::string> extra;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--listen=127.0.0.1:0"}, "--listen needs TLS: give --tls_cert=PEM and --tls_key=PEM"},
+           {{"--listen=127.0.0.1:0", "--tls_cert=" + tls_.server_cert}, "--listen needs TLS"},
+           {{"--listen=127.0.0.1:0", "--tls_cert=" + tls_.server_cert,
+             "--tls_key=" + tls_.server_key},
+            "--listen needs a way to check callers"},
+           {{"--listen=7878", "--tls_cert=" + tls_.server_cert, "--tls_key=" + tls_.server_key,
+             "--token_file=" + tls_.token_file},
+            "--listen '7878' is not HOST:PORT"},
+           {{"--token_file=" + tls_.token_file},
+            "--tls_cert, --tls_key, --token_file and --tls_client_ca are for --listen"},
+       }) {
+    std::vector<std::string> args = Args();
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    std::string err;
+    EXPECT_EQ(RunToExit(args, &err), 2) << c.extra[0];
+    EXPECT_EQ(Lines(err).size(), 1u) << err;
+    EXPECT_EQ(err.rfind(std::string("nrtprofd: ") + c.message, 0), 0u) << err;
+    EXPECT_FALSE(Exists(socket_)) << "nothing may listen: " << c.extra[0];
+  }
+}
+
+TEST_F(NrtprofdTcpTest, ATokenFileOthersCanReadIsRefused) {
+  ASSERT_EQ(chmod(tls_.token_file.c_str(), 0644), 0);
+  std::string err;
+  EXPECT_EQ(RunToExit(TcpArgs(tls_.token_file), &err), 1);
+  EXPECT_EQ(err, "nrtprofd: --token_file: " + tls_.token_file +
+                     " is accessible by group or others (mode 0644); a token must be private: "
+                     "chmod 600 " +
+                     tls_.token_file + "\n");
+  EXPECT_EQ(err.find(tls_.token), std::string::npos);
+  EXPECT_FALSE(Exists(socket_));
+}
+
+TEST_F(NrtprofdTcpTest, RootMustNameAnotherUserToListenOnTcp) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  std::vector<std::string> args = TcpArgs(tls_.token_file);
+  args.pop_back();  // --user=nobody
+  std::string err;
+  EXPECT_EQ(RunToExit(args, &err), 2);
+  EXPECT_EQ(err,
+            "nrtprofd: refusing to listen on TCP as root: give --user=NAME, the user to run as "
+            "once the sockets are bound\n");
+  EXPECT_FALSE(Exists(socket_));
+  for (const char* user : {"--user=root", "--user=no-such-user-nrtprof"}) {
+    std::vector<std::string> with_user = args;
+    with_user.push_back(user);
+    EXPECT_EQ(RunToExit(with_user, &err), 2) << user;
+    EXPECT_EQ(Lines(err).size(), 1u) << err;
+  }
+  // The unix socket alone still runs as root.
+  DaemonRun unix_only = Start(Args());
+  ASSERT_TRUE(unix_only.ready) << WhyNotReady(&unix_only);
+  kill(unix_only.pid, SIGTERM);
+  EXPECT_EQ(Wait(&unix_only), 0);
+}
+
+TEST_F(NrtprofdTcpTest, DropsRootToTheUserBeforeMakingTheSocket) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  DaemonRun nrtprofd = Start(TcpArgs(tls_.token_file));
+  ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
+  const std::string status = ReadFileText("/proc/" + std::to_string(nrtprofd.pid) + "/status");
+  EXPECT_NE(status.find("\nUid:\t65534\t65534\t65534\t65534\n"), std::string::npos) << status;
+  EXPECT_NE(status.find("\nGid:\t65534\t65534\t65534\t65534\n"), std::string::npos) << status;
+  struct stat st;
+  ASSERT_EQ(stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(Mode(folder_ + "/sock"), 0770u);
+  // It serves as nobody: a capture over TCP is written, by nobody.
+  std::shared_ptr<grpc::Channel> channel = TlsChannel(PortOf(nrtprofd), tls_.ca, tls_.token);
+  auto control = nrtprof::Control::NewStub(channel);
+  grpc::ClientContext start_context;
+  nrtprof::StartCaptureRequest start;
+  start.set_capture_id("dropped");
+  nrtprof::StartCaptureReply started;
+  ASSERT_TRUE(control->StartCapture(&start_context, start, &started).ok());
+  grpc::ClientContext stop_context;
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("dropped");
+  nrtprof::CaptureFiles files;
+  const grpc::Status stopped = control->StopCapture(&stop_context, stop, &files);
+  ASSERT_TRUE(stopped.ok()) << stopped.error_message();
+  ASSERT_EQ(stat((out_ + "/dropped/summary.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  EXPECT_NE(err.find(", as user nobody"), std::string::npos) << err;
+  EXPECT_FALSE(Exists(socket_));
+}
+
+TEST_F(NrtprofdTcpTest, ServesTcpCallsThatCarryTheToken) {
+  DaemonRun nrtprofd = Start(TcpArgs(tls_.token_file));
+  ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
+  const int port = PortOf(nrtprofd);
+  ASSERT_GT(port, 0) << nrtprofd.ready_line;
+  std::shared_ptr<grpc::Channel> channel = TlsChannel(port, tls_.ca, tls_.token);
+  auto control = nrtprof::Control::NewStub(channel);
+  auto collector = nrtprof::Collector::NewStub(channel);
+
+  grpc::ClientContext start_context;
+  nrtprof::StartCaptureRequest start;
+  start.set_capture_id("remote");
+  nrtprof::StartCaptureReply started;
+  ASSERT_TRUE(control->StartCapture(&start_context, start, &started).ok());
+  grpc::ClientContext stream_context;
+  auto stream = collector->Stream(&stream_context);
+  nrtprof::DaemonMessage reply;
+  ASSERT_TRUE(stream->Write(Hello()));
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_TRUE(reply.control().capturing());
+  ASSERT_TRUE(stream->Write(Batch(/*final=*/true)));
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 1u);
+  grpc::ClientContext stop_context;
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("remote");
+  stop.set_wait_ms(30'000);
+  nrtprof::CaptureFiles files;
+  const grpc::Status stopped = control->StopCapture(&stop_context, stop, &files);
+  ASSERT_TRUE(stopped.ok()) << stopped.error_message();
+  EXPECT_EQ(files.processes(), 1u);
+  EXPECT_EQ(files.events(), 2u);
+  EXPECT_TRUE(Exists(out_ + "/remote/trace.pftrace"));
+  stream->WritesDone();
+
+  // The unix socket asks for no token: its permissions guard it.
+  Connect();
+  nrtprof::StatusReply status;
+  ASSERT_TRUE(CallStatus(channel_, &status).ok());
+  EXPECT_EQ(status.captures_written(), 1u);
+
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  // One line: where it listens and how.
+  EXPECT_EQ(Lines(err).size(), 1u) << err;
+  EXPECT_NE(err.find("listening on 127.0.0.1:" + std::to_string(port) + " (TLS, bearer token)"),
+            std::string::npos)
+      << err;
+}
+
+TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
+  DaemonRun nrtprofd = Start(TcpArgs(tls_.token_file));
+  ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
+  const int port = PortOf(nrtprofd);
+
+  const grpc::Status wrong = CallStatus(TlsChannel(port, tls_.ca, tls_.wrong_token));
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED) << wrong.error_message();
+  EXPECT_EQ(wrong.error_message(), "nrtprofd refused the call: wrong bearer token");
+  const grpc::Status none = CallStatus(TlsChannel(port, tls_.ca, ""));
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << none.error_message();
+  EXPECT_EQ(none.error_message(), "nrtprofd refused the call: no bearer token");
+
+  // A shim's stream with a wrong token: refused before its Hello is read; nothing is stored.
+  {
+    auto collector = nrtprof::Collector::NewStub(TlsChannel(port, tls_.ca, tls_.wrong_token));
+    grpc::ClientContext context;
+    auto stream = collector->Stream(&context);
+    stream->Write(Hello());  // may or may not get out before the refusal
+    stream->Write(Batch(/*final=*/true));
+    nrtprof::DaemonMessage reply;
+    EXPECT_FALSE(stream->Read(&reply));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  Connect();
+  nrtprof::StatusReply status;
+  ASSERT_TRUE(CallStatus(channel_, &status).ok());
+  EXPECT_EQ(status.processes_size(), 0);
+  EXPECT_EQ(status.events_received(), 0u);
+
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  std::vector<std::string> refusals;
+  for (const std::string& line : Lines(err)) {
+    if (line.find("refused") != std::string::npos) refusals.push_back(line);
+  }
+  ASSERT_EQ(refusals.size(), 3u) << err;  // one line per refused call
+  EXPECT_EQ(refusals[0].rfind("nrtprofd: refused /nrtprof.Control/Status from ipv4:127.0.0.1:", 0),
+            0u)
+      << refusals[0];
+  EXPECT_TRUE(absl::EndsWith(refusals[0], ": wrong bearer token")) << refusals[0];
+  EXPECT_TRUE(absl::EndsWith(refusals[1], ": no bearer token")) << refusals[1];
+  EXPECT_EQ(
+      refusals[2].rfind("nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:", 0), 0u)
+      << refusals[2];
+  EXPECT_EQ(err.find(tls_.token), std::string::npos);
+  EXPECT_EQ(err.find(tls_.wrong_token), std::string::npos);
+}
+
+TEST_F(NrtprofdTcpTest, PlaintextAndUntrustingClientsCannotConnect) {
+  DaemonRun nrtprofd = Start(TcpArgs(tls_.token_file));
+  ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
+  const int port = PortOf(nrtprofd);
+  const grpc::Status plaintext = CallStatus(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
+  // A client that trusts another CA does not take the daemon's certificate (nor send it the
+  // token).
+  const grpc::Status other_ca = CallStatus(TlsChannel(port, tls_.other_ca, tls_.token));
+  EXPECT_EQ(other_ca.error_code(), grpc::StatusCode::UNAVAILABLE) << other_ca.error_message();
+  // The daemon still serves the right client.
+  EXPECT_TRUE(CallStatus(TlsChannel(port, tls_.ca, tls_.token)).ok());
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  EXPECT_EQ(err.find("refused"), std::string::npos) << err;  // no call got through TLS
+}
+
+TEST_F(NrtprofdTcpTest, MutualTlsTakesClientsWithACertificateOfItsCa) {
+  std::vector<std::string> args = TcpArgs("");
+  args.push_back("--tls_client_ca=" + tls_.ca);
+  DaemonRun nrtprofd = Start(args);
+  ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
+  const int port = PortOf(nrtprofd);
+  EXPECT_TRUE(CallStatus(TlsChannel(port, tls_.ca, "", tls_.client_cert, tls_.client_key)).ok());
+  EXPECT_FALSE(CallStatus(TlsChannel(port, tls_.ca, "")).ok());  // no client certificate
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  EXPECT_NE(err.find("(TLS, client certificate)"), std::string::npos) << err;
+
+  // Both: the certificate and the token.
+  args.push_back("--token_file=" + tls_.token_file);
+  DaemonRun both = Start(args);
+  ASSERT_TRUE(both.ready) << WhyNotReady(&both);
+  const int both_port = PortOf(both);
+  EXPECT_EQ(CallStatus(TlsChannel(both_port, tls_.ca, "", tls_.client_cert, tls_.client_key))
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(
+      CallStatus(TlsChannel(both_port, tls_.ca, tls_.token, tls_.client_cert, tls_.client_key))
+          .ok());
+  kill(both.pid, SIGTERM);
+  EXPECT_EQ(Wait(&both), 0);
+}
+
+TEST_F(NrtprofdTcpTest, AKeyThatIsNotTheCertificatesIsOneLine) {
+  std::vector<std::string> args = TcpArgs(tls_.token_file);
+  for (std::string& a : args) {
+    if (a == "--tls_key=" + tls_.server_key) a = "--tls_key=" + tls_.client_key;
+  }
+  std::string err;
+  EXPECT_EQ(RunToExit(args, &err), 1);
+  EXPECT_EQ(err,
+            "nrtprofd: cannot listen on 127.0.0.1:0: --tls_cert and --tls_key are not a "
+            "certificate and its private key\n");
+  EXPECT_FALSE(Exists(socket_));
+}
+
+TEST_F(NrtprofdTcpTest, RefusesAPortAnotherDaemonListensOn) {
+  DaemonRun first = Start(TcpArgs(tls_.token_file));
+  ASSERT_TRUE(first.ready) << WhyNotReady(&first);
+  const int port = PortOf(first);
+  std::vector<std::string> args = TcpArgs(tls_.token_file);
+  for (std::string& a : args) {
+    if (a == "--listen=127.0.0.1:0") a = absl::StrCat("--listen=127.0.0.1:", port);
+    if (a == socket_) a = folder_ + "/second.sock";
+  }
+  std::string err;
+  EXPECT_EQ(RunToExit(args, &err), 1);
+  EXPECT_EQ(err, absl::StrCat("nrtprofd: cannot listen on 127.0.0.1:", port,
+                              ": Address already in use\n"));
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(Wait(&first), 0);
+}
+
+}  // namespace
