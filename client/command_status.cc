@@ -64,6 +64,13 @@ int StatusCommand(int argc, char** argv) {
   for (const DropReason& d : status->dropped()) {
     printf("  %-20s %llu\n", d.reason().c_str(), static_cast<unsigned long long>(d.events()));
   }
+  if (dropped != 0) {
+    const nrtprof::LaneDrops& lanes = status->dropped_by_lane();
+    printf("  by lane:           framework %llu, runtime %llu, hardware %llu\n",
+           static_cast<unsigned long long>(lanes.framework()),
+           static_cast<unsigned long long>(lanes.runtime()),
+           static_cast<unsigned long long>(lanes.hardware()));
+  }
   printf("captures written:    %llu\n",
          static_cast<unsigned long long>(status->captures_written()));
   return 0;

@@ -462,6 +462,9 @@ nrtprof::StatusReply CollectorCore::Status() {
     d->set_reason(reason);
     d->set_events(events);
   }
+  reply.mutable_dropped_by_lane()->set_framework(drops.by_lane.framework);
+  reply.mutable_dropped_by_lane()->set_runtime(drops.by_lane.runtime);
+  reply.mutable_dropped_by_lane()->set_hardware(drops.by_lane.hardware);
   reply.set_captures_written(captures_written_);
   return reply;
 }

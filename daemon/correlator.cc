@@ -359,6 +359,7 @@ class ProcessCorrelator {
       uint64_t start = 0;
       if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
         ++out_.drops.no_clock_sync;
+        ++out_.drops.by_lane.hardware;
         continue;
       }
       DeviceEvent d;
@@ -727,14 +728,7 @@ void Merge(ProcessTrace from, ProcessTrace* into) {
                      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
                      return (a.parent == 0) > (b.parent == 0);
                    });
-  DropCounts& d = into->drops;
-  d.ring_full += from.drops.ring_full;
-  d.daemon_away += from.drops.daemon_away;
-  d.spool_full += from.drops.spool_full;
-  d.device_overwritten += from.drops.device_overwritten;
-  d.oversized += from.drops.oversized;
-  d.daemon_overflow += from.drops.daemon_overflow;
-  d.no_clock_sync += from.drops.no_clock_sync;
+  into->drops += from.drops;
   into->events_received += from.events_received;
   into->device_uncorrelated += from.device_uncorrelated;
   into->batches_missing += from.batches_missing;

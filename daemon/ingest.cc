@@ -54,6 +54,18 @@ bool IsHandleFunction(const std::string& name) {
          name == kNrtTensorFree;
 }
 
+// The lane an event of `kind` is drawn in.
+uint64_t& LaneOf(nrtprof::EventKind kind, LaneDropCounts* lanes) {
+  switch (kind) {
+    case nrtprof::EVENT_RANGE:
+      return lanes->framework;
+    case nrtprof::EVENT_API_CALL:
+      return lanes->runtime;
+    default:
+      return lanes->hardware;
+  }
+}
+
 DropCounts Subtract(const DropCounts& a, const DropCounts& b) {
   auto sub = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
   DropCounts d;
@@ -64,6 +76,9 @@ DropCounts Subtract(const DropCounts& a, const DropCounts& b) {
   d.oversized = sub(a.oversized, b.oversized);
   d.daemon_overflow = sub(a.daemon_overflow, b.daemon_overflow);
   d.no_clock_sync = sub(a.no_clock_sync, b.no_clock_sync);
+  d.by_lane.framework = sub(a.by_lane.framework, b.by_lane.framework);
+  d.by_lane.runtime = sub(a.by_lane.runtime, b.by_lane.runtime);
+  d.by_lane.hardware = sub(a.by_lane.hardware, b.by_lane.hardware);
   return d;
 }
 
@@ -245,6 +260,7 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
       events_.push_back(record);
     } else {
       ++daemon_overflow_;
+      LaneOf(record.kind, &daemon_overflow_by_lane_) += 1;
     }
   }
   for (const nrtprof::DeviceClockSync& sync : batch.clock_syncs()) {
@@ -272,6 +288,10 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
   shim_drops_.set_device_overwritten(
       std::max(shim_drops_.device_overwritten(), d.device_overwritten()));
   shim_drops_.set_oversized(std::max(shim_drops_.oversized(), d.oversized()));
+  nrtprof::LaneDrops* lanes = shim_drops_.mutable_by_lane();
+  lanes->set_framework(std::max(lanes->framework(), d.by_lane().framework()));
+  lanes->set_runtime(std::max(lanes->runtime(), d.by_lane().runtime()));
+  lanes->set_hardware(std::max(lanes->hardware(), d.by_lane().hardware()));
   if (batch.clock().monotonic_ns() != 0 && batch.clock().realtime_ns() != 0) {
     realtime_offset_ns_ =
         static_cast<int64_t>(batch.clock().realtime_ns() - batch.clock().monotonic_ns());
@@ -308,6 +328,10 @@ DropCounts ProcessIngest::drops() const {
   d.device_overwritten = shim_drops_.device_overwritten();
   d.oversized = shim_drops_.oversized();
   d.daemon_overflow = daemon_overflow_;
+  d.by_lane.framework = shim_drops_.by_lane().framework();
+  d.by_lane.runtime = shim_drops_.by_lane().runtime();
+  d.by_lane.hardware = shim_drops_.by_lane().hardware();
+  d.by_lane += daemon_overflow_by_lane_;
   return d;
 }
 

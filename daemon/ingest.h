@@ -150,6 +150,7 @@ class ProcessIngest {
   uint64_t batches_missing_ = 0;
   nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
   uint64_t daemon_overflow_ = 0;
+  LaneDropCounts daemon_overflow_by_lane_;
   std::vector<ClockSyncPoint> clock_syncs_;
   std::vector<IngestedEvent> handle_events_;
   std::vector<IngestedModel> models_;

@@ -181,12 +181,17 @@ TEST(IngestTest, EventsOverTheBoundAreCountedAsDaemonOverflow) {
   b.set_sequence(1);
   AddString(&b, 1, "nrt_execute");
   for (int i = 0; i < 5; ++i) AddCall(&b, 1, 100 * i);
+  AddCall(&b, 1, 600)->set_kind(nrtprof::EVENT_RANGE);
   ASSERT_TRUE(in.OnBatch(b).ok());
-  EXPECT_EQ(in.drops().daemon_overflow, 2u);
+  EXPECT_EQ(in.drops().daemon_overflow, 3u);
   ProcessCapture c = in.TakeCapture();
   EXPECT_EQ(c.events.size(), 3u);
-  EXPECT_EQ(c.drops.daemon_overflow, 2u);
-  EXPECT_EQ(c.events_received, 5u);
+  EXPECT_EQ(c.drops.daemon_overflow, 3u);
+  // By lane: two runtime calls and the range over the bound.
+  EXPECT_EQ(c.drops.by_lane.runtime, 2u);
+  EXPECT_EQ(c.drops.by_lane.framework, 1u);
+  EXPECT_EQ(c.drops.by_lane.hardware, 0u);
+  EXPECT_EQ(c.events_received, 6u);
 }
 
 TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
@@ -194,12 +199,15 @@ TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   nrtprof::EventBatch b1;
   b1.set_sequence(1);
   b1.mutable_drops()->set_ring_full(5);  // before the capture
+  b1.mutable_drops()->mutable_by_lane()->set_runtime(5);
   ASSERT_TRUE(in.OnBatch(b1).ok());
   in.BeginCapture();
   nrtprof::EventBatch b2;
   b2.set_sequence(2);
   b2.mutable_drops()->set_ring_full(8);
   b2.mutable_drops()->set_device_overwritten(3);
+  b2.mutable_drops()->mutable_by_lane()->set_runtime(8);
+  b2.mutable_drops()->mutable_by_lane()->set_hardware(3);
   ASSERT_TRUE(in.OnBatch(b2).ok());
   nrtprof::EventBatch b3;
   b3.set_sequence(3);  // counters absent: they stay as they were
@@ -208,6 +216,9 @@ TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   ProcessCapture c = in.TakeCapture();
   EXPECT_EQ(c.drops.ring_full, 3u);  // only what was lost during the capture
   EXPECT_EQ(c.drops.device_overwritten, 3u);
+  EXPECT_EQ(c.drops.by_lane.runtime, 3u);
+  EXPECT_EQ(c.drops.by_lane.hardware, 3u);
+  EXPECT_EQ(c.drops.by_lane.total(), c.drops.total());
 }
 
 TEST(IngestTest, EventsOutsideACaptureAreNotKeptButHandlesAre) {

@@ -237,6 +237,13 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
                     " in ", s.uncorrelated_device_events, " device events (in no row)\n");
   }
   absl::StrAppend(&out, "Events dropped: ", s.drops.total(), DropsDetail(s.drops), "\n");
+  if (s.drops.total() != 0) {
+    // Host and device events are lost for the same reasons: the lanes say which were lost,
+    // so a reader can check the runtime calls against what the program made.
+    const LaneDropCounts& l = s.drops.by_lane;
+    absl::StrAppend(&out, "Events dropped by lane: framework ", l.framework, ", runtime ",
+                    l.runtime, ", hardware ", l.hardware, "\n");
+  }
   if (s.cut_off_processes != 0) {
     absl::StrAppend(&out, "Processes cut off: ", s.cut_off_processes,
                     " ended before their last events arrived (killed, or the exit flush ran out "
@@ -312,7 +319,10 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
                   ", \"spool_full\": ", d.spool_full,
                   ", \"device_overwritten\": ", d.device_overwritten,
                   ", \"oversized\": ", d.oversized, ", \"daemon_overflow\": ", d.daemon_overflow,
-                  ", \"no_clock_sync\": ", d.no_clock_sync, "}\n}\n");
+                  ", \"no_clock_sync\": ", d.no_clock_sync, "}",
+                  ",\n  \"events_dropped_by_lane\": {\"framework\": ", d.by_lane.framework,
+                  ", \"runtime\": ", d.by_lane.runtime, ", \"hardware\": ", d.by_lane.hardware,
+                  "}\n}\n");
   return out;
 }
 
@@ -660,6 +670,17 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
              {"oversized", &c.oversized},
              {"daemon_overflow", &c.daemon_overflow},
              {"no_clock_sync", &c.no_clock_sync}}) {
+      if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
+    }
+  }
+  if (const Json* d = doc->Find("events_dropped_by_lane"); d != nullptr) {
+    if (d->type != Json::kObject) {
+      return absl::InvalidArgumentError(
+          "summary.json: \"events_dropped_by_lane\" is not an object");
+    }
+    LaneDropCounts& c = s.drops.by_lane;
+    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+             {"framework", &c.framework}, {"runtime", &c.runtime}, {"hardware", &c.hardware}}) {
       if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
     }
   }

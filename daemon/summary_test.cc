@@ -77,6 +77,9 @@ Trace AnnotatedTrace() {
   b.Device(DeviceEventKind::kExecution, "nc_exec_running", 7 * kUs, 0);  // uncorrelated
   b.process().drops.ring_full = 3;
   b.process().drops.device_overwritten = 2;
+  b.process().drops.by_lane.framework = 1;
+  b.process().drops.by_lane.runtime = 2;
+  b.process().drops.by_lane.hardware = 2;
   Trace t;
   t.capture_id = "cap";
   t.processes.push_back(b.process());
@@ -181,7 +184,7 @@ std::vector<std::string> Lines(const std::string& text) {
 TEST(SummaryTest, TextTable) {
   const std::string text = FormatSummary(ComputeSummary(AnnotatedTrace()));
   const std::vector<std::string> lines = Lines(text);
-  ASSERT_EQ(lines.size(), 12u) << text;  // rule, header, rule, 4 rows, rule, 4 closing lines
+  ASSERT_EQ(lines.size(), 13u) << text;  // rule, header, rule, 4 rows, rule, 5 closing lines
   EXPECT_EQ(lines[0].find_first_not_of("- "), std::string::npos);
   for (const char* header : {"Name", "Self CPU", "CPU total", "Self NEURON", "Self NEURON %",
                              "NEURON total", "NEURON time avg", "# of Calls"}) {
@@ -201,6 +204,7 @@ TEST(SummaryTest, TextTable) {
   EXPECT_EQ(lines[9], "Self NEURON time total: 330.000us");
   EXPECT_EQ(lines[10], "Uncorrelated NEURON time: 7.000us in 1 device events (in no row)");
   EXPECT_EQ(lines[11], "Events dropped: 5 (ring_full 3, device_overwritten 2)");
+  EXPECT_EQ(lines[12], "Events dropped by lane: framework 1, runtime 2, hardware 2");
 }
 
 TEST(SummaryTest, NoDropsStillSaysSo) {

@@ -461,6 +461,9 @@ std::vector<DropCounter> DropCounters(const DropCounts& d) {
       {"oversized", "drops.oversized", d.oversized},
       {"daemon_overflow", "drops.daemon_overflow", d.daemon_overflow},
       {"no_clock_sync", "drops.no_clock_sync", d.no_clock_sync},
+      {"by_lane.framework", "drops.by_lane.framework", d.by_lane.framework},
+      {"by_lane.runtime", "drops.by_lane.runtime", d.by_lane.runtime},
+      {"by_lane.hardware", "drops.by_lane.hardware", d.by_lane.hardware},
   };
 }
 

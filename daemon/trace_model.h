@@ -68,6 +68,20 @@ struct LoadedModelFile {
   uint64_t size = 0;
 };
 
+// Events lost, by lane (the lanes of the trace: ranges, runtime calls, device events).
+struct LaneDropCounts {
+  uint64_t framework = 0;
+  uint64_t runtime = 0;
+  uint64_t hardware = 0;
+  uint64_t total() const { return framework + runtime + hardware; }
+  LaneDropCounts& operator+=(const LaneDropCounts& o) {
+    framework += o.framework;
+    runtime += o.runtime;
+    hardware += o.hardware;
+    return *this;
+  }
+};
+
 struct DropCounts {
   uint64_t ring_full = 0;
   uint64_t daemon_away = 0;
@@ -79,6 +93,9 @@ struct DropCounts {
   uint64_t daemon_overflow = 0;
   // Device events of a process that sent no clock sync point: they cannot be placed in time.
   uint64_t no_clock_sync = 0;
+  // The same events by lane: by_lane.total() == total() when every shim reports its lanes
+  // (a shim older than the field reports none).
+  LaneDropCounts by_lane;
   uint64_t total() const {
     return ring_full + daemon_away + spool_full + device_overwritten + oversized +
            daemon_overflow + no_clock_sync;
@@ -91,6 +108,7 @@ struct DropCounts {
     oversized += o.oversized;
     daemon_overflow += o.daemon_overflow;
     no_clock_sync += o.no_clock_sync;
+    by_lane += o.by_lane;
     return *this;
   }
 };

@@ -24,6 +24,26 @@ bool Sent(const std::vector<bool>& sent, uint32_t iid) {
 
 }  // namespace
 
+void LaneCounts::Add(nrtprof::EventKind kind, uint64_t n) {
+  switch (kind) {
+    case nrtprof::EVENT_RANGE:
+      framework += n;
+      break;
+    case nrtprof::EVENT_API_CALL:
+      runtime += n;
+      break;
+    default:
+      hardware += n;
+      break;
+  }
+}
+
+LaneCounts LaneCounts::Of(const nrtprof::EventBatch& batch) {
+  LaneCounts counts;
+  for (const nrtprof::Event& e : batch.events()) counts.Add(e.kind());
+  return counts;
+}
+
 Batcher::Batcher(const Options& options, const StringTable* strings, const StackTable* stacks)
     : options_(options), strings_(strings), stacks_(stacks) {}
 
@@ -97,7 +117,7 @@ void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* s
 
 nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
                                       const nrtprof::DropCounters& drops, bool final,
-                                      size_t* events) {
+                                      LaneCounts* events) {
   nrtprof::EventBatch batch;
   if (!ready_.empty()) {
     nrtprof::EventBatch& in = ready_.front();
@@ -109,7 +129,7 @@ nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
     batch.mutable_models()->Swap(in.mutable_models());
     ready_.pop_front();
   }
-  *events = static_cast<size_t>(batch.events_size());
+  *events = LaneCounts::Of(batch);
   batch.set_sequence(stream->next_sequence++);
   *batch.mutable_drops() = drops;
   batch.mutable_clock()->set_monotonic_ns(MonotonicNs());
@@ -118,15 +138,15 @@ nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
   return batch;
 }
 
-uint64_t Batcher::EnforceBounds() {
-  uint64_t discarded = 0;
+LaneCounts Batcher::EnforceBounds() {
+  LaneCounts discarded;
   // Oldest first; the model batches and the event batches have separate bounds.
   for (auto it = ready_.begin(); it != ready_.end() && pending_events() > options_.max_pending_events;) {
     if (it->events_size() == 0) {
       ++it;
       continue;
     }
-    discarded += it->events_size();
+    discarded += LaneCounts::Of(*it);
     pending_events_ -= it->events_size();
     pending_model_bytes_ -= ModelBytes(*it);
     it = ready_.erase(it);
@@ -141,9 +161,10 @@ uint64_t Batcher::EnforceBounds() {
   return discarded;
 }
 
-uint64_t Batcher::DiscardAll() {
+LaneCounts Batcher::DiscardAll() {
   SealAll();
-  const uint64_t discarded = pending_events_;
+  LaneCounts discarded;
+  for (const nrtprof::EventBatch& batch : ready_) discarded += LaneCounts::Of(batch);
   ready_.clear();
   pending_events_ = 0;
   pending_model_bytes_ = 0;

@@ -25,6 +25,24 @@
 
 namespace nrtprof::shim {
 
+// Events by lane (EventKind), for the drop counters' by_lane.
+struct LaneCounts {
+  uint64_t framework = 0;  // EVENT_RANGE
+  uint64_t runtime = 0;    // EVENT_API_CALL
+  uint64_t hardware = 0;   // EVENT_DEVICE_*
+
+  uint64_t total() const { return framework + runtime + hardware; }
+  void Add(nrtprof::EventKind kind, uint64_t n = 1);
+  LaneCounts& operator+=(const LaneCounts& o) {
+    framework += o.framework;
+    runtime += o.runtime;
+    hardware += o.hardware;
+    return *this;
+  }
+  // The batch's events, by lane.
+  static LaneCounts Of(const nrtprof::EventBatch& batch);
+};
+
 struct StreamInterning {
   uint64_t next_sequence = 1;
   std::vector<bool> strings_sent;  // by string iid
@@ -60,14 +78,14 @@ class Batcher {
 
   // The oldest sealed batch, stamped for `stream`, or, if none is sealed and `final` is set,
   // an empty one. `final` marks the batch as the last one when no other is sealed.
-  // `events` receives how many events it carries.
+  // `events` receives how many events it carries, by lane.
   nrtprof::EventBatch TakeNext(StreamInterning* stream, const nrtprof::DropCounters& drops,
-                               bool final, size_t* events);
+                               bool final, LaneCounts* events);
 
   // Enforces the bounds; returns the events discarded.
-  uint64_t EnforceBounds();
+  LaneCounts EnforceBounds();
   // Discards everything pending (the process is leaving with no daemon); returns the events.
-  uint64_t DiscardAll();
+  LaneCounts DiscardAll();
 
  private:
   void Seal();

@@ -153,9 +153,10 @@ TEST_F(BatcherTest, EachStreamGetsEveryStringOnceWithTheFirstBatchThatUsesIt) {
   nrtprof::DropCounters drops;
   drops.set_ring_full(3);
   StreamInterning first;
-  size_t n = 0;
+  LaneCounts n;
   const nrtprof::EventBatch b1 = b.TakeNext(&first, drops, false, &n);
-  EXPECT_EQ(n, 3u);
+  EXPECT_EQ(n.runtime, 3u);
+  EXPECT_EQ(n.total(), 3u);
   EXPECT_EQ(b1.sequence(), 1u);
   EXPECT_EQ(b1.strings_size(), 2u);
   EXPECT_EQ(b1.drops().ring_full(), 3u);
@@ -183,7 +184,7 @@ TEST_F(BatcherTest, StackFramesTravelWithTheirStack) {
   Add(&b, s);
   b.SealAll();
   StreamInterning stream;
-  size_t n = 0;
+  LaneCounts n;
   const nrtprof::EventBatch batch = b.TakeNext(&stream, {}, false, &n);
   ASSERT_EQ(batch.stacks_size(), 1);
   ASSERT_EQ(batch.stacks(0).frame_iids_size(), 1);
@@ -197,7 +198,7 @@ TEST_F(BatcherTest, TheFinalBatchIsTheLastOneOrAnEmptyOne) {
   for (int i = 1; i <= 4; ++i) Add(&b, ApiRecord(kNrtExecute, i));
   b.SealAll();
   StreamInterning stream;
-  size_t n = 0;
+  LaneCounts n;
   EXPECT_FALSE(b.TakeNext(&stream, {}, true, &n).final());
   EXPECT_TRUE(b.TakeNext(&stream, {}, true, &n).final());
   const nrtprof::EventBatch empty = b.TakeNext(&stream, {}, true, &n);
@@ -210,13 +211,35 @@ TEST_F(BatcherTest, PastTheBoundTheOldestEventsAreDiscardedAndCounted) {
   Batcher b(SmallBatches(), &strings_, &stacks_);
   for (int i = 1; i <= 10; ++i) Add(&b, ApiRecord(kNrtExecute, i));
   EXPECT_EQ(b.pending_events(), 10u);
-  EXPECT_EQ(b.EnforceBounds(), 3u) << "one batch of 3: 7 remain";
+  EXPECT_EQ(b.EnforceBounds().runtime, 3u) << "one batch of 3: 7 remain";
   EXPECT_EQ(b.pending_events(), 7u);
   StreamInterning stream;
-  size_t n = 0;
+  LaneCounts n;
   EXPECT_EQ(b.TakeNext(&stream, {}, false, &n).events(0).correlation_id(), 4u);
-  EXPECT_EQ(b.DiscardAll(), 4u);
+  EXPECT_EQ(b.DiscardAll().runtime, 4u);
   EXPECT_EQ(b.pending_events(), 0u);
+}
+
+// What is discarded is counted by lane, so a reader can check the runtime lane's calls
+// exactly even when device events are lost beside them.
+TEST_F(BatcherTest, DiscardedEventsAreCountedByLane) {
+  Batcher b(SmallBatches(), &strings_, &stacks_);
+  Add(&b, ApiRecord(kNrtExecute, 1));
+  Add(&b, NewRecord(RecordKind::kRange));
+  b.AddEvent(0)->set_kind(nrtprof::EVENT_DEVICE_EXEC);  // seals the first batch of 3
+  for (int i = 2; i <= 8; ++i) Add(&b, ApiRecord(kNrtExecute, i));
+  b.AddEvent(0)->set_kind(nrtprof::EVENT_DEVICE_DMA);
+  ASSERT_EQ(b.pending_events(), 11u);
+  // Two sealed batches go (6 events), leaving 5 of the 7 allowed.
+  const LaneCounts first = b.EnforceBounds();
+  EXPECT_EQ(first.framework, 1u);
+  EXPECT_EQ(first.runtime, 4u);
+  EXPECT_EQ(first.hardware, 1u);
+  const LaneCounts rest = b.DiscardAll();
+  EXPECT_EQ(rest.framework, 0u);
+  EXPECT_EQ(rest.runtime, 4u);
+  EXPECT_EQ(rest.hardware, 1u);
+  EXPECT_EQ(rest.total(), 5u);
 }
 
 TEST_F(BatcherTest, ModelsTravelAloneAndLoseTheirBytesPastTheBound) {
@@ -228,9 +251,9 @@ TEST_F(BatcherTest, ModelsTravelAloneAndLoseTheirBytesPastTheBound) {
     m.set_size(8);
     b.AddModel(m);
   }
-  EXPECT_EQ(b.EnforceBounds(), 0u);
+  EXPECT_EQ(b.EnforceBounds().total(), 0u);
   StreamInterning stream;
-  size_t n = 0;
+  LaneCounts n;
   const nrtprof::EventBatch first = b.TakeNext(&stream, {}, false, &n);
   ASSERT_EQ(first.models_size(), 1);
   EXPECT_EQ(first.models(0).model_file(), "") << "16 bytes pending, 10 allowed: the oldest";

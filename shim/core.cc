@@ -96,7 +96,8 @@ void AtForkChild() {
   pthread_mutex_init(&g_start_mu, nullptr);
   pthread_mutex_init(&g_core.registry_mu, nullptr);
   g_core.threads = nullptr;
-  g_core.lost_records.store(0, std::memory_order_relaxed);
+  g_core.lost_calls.store(0, std::memory_order_relaxed);
+  g_core.lost_ranges.store(0, std::memory_order_relaxed);
   g_core.next_correlation_id.store(1, std::memory_order_relaxed);
   if (g_fork_prepared && g_phase.load(std::memory_order_relaxed) == kStarted) {
     g_fork_prepared = false;
@@ -250,7 +251,7 @@ bool StartSlow() {
   return phase == kStarted;
 }
 
-ThreadState* CreateThreadState() {
+ThreadState* CreateThreadState(RecordKind kind) {
   if (!EnsureConfigured()) return nullptr;
   const Config& config = g_core.config;
   const size_t ring_bytes = EventRing::BytesFor(config.ring_events);
@@ -264,7 +265,7 @@ ThreadState* CreateThreadState() {
     if (ring_memory != MAP_FAILED) munmap(ring_memory, ring_bytes);
     free(ts);
     t_state = kDeadThread;
-    g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
+    CountLostRecord(kind);
     return nullptr;
   }
   ts->ring_bytes = ring_bytes;

@@ -88,17 +88,24 @@ inline const BackendApi* RunningBackend() {
   return g_backend.load(std::memory_order_acquire);
 }
 
-ThreadState* CreateThreadState() NRTPROF_HIDDEN;
+// A record of `kind` lost outside any live ring (core_state.h's lost_calls, lost_ranges).
+inline void CountLostRecord(RecordKind kind) {
+  (kind == RecordKind::kRange ? g_core.lost_ranges : g_core.lost_calls)
+      .fetch_add(1, std::memory_order_relaxed);
+}
+
+// `kind`: what the caller was about to record, counted as lost if the thread cannot record.
+ThreadState* CreateThreadState(RecordKind kind) NRTPROF_HIDDEN;
 
 // This thread's state, created at its first event; null if it cannot record.
-inline ThreadState* GetThreadState() {
+inline ThreadState* GetThreadState(RecordKind kind) {
   ThreadState* ts = t_state;
   if (__builtin_expect(reinterpret_cast<uintptr_t>(ts) > 1, 1)) return ts;
   if (ts == kDeadThread) {
-    g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
+    CountLostRecord(kind);
     return nullptr;
   }
-  return CreateThreadState();
+  return CreateThreadState(kind);
 }
 
 // Fills the record's frames with the program's call stack, at most `depth` frames.
@@ -128,13 +135,13 @@ class ApiCall {
     t_in_call = 1;
     owner_ = true;
     if (!EnsureStarted() || g_core.recording.load(std::memory_order_relaxed) == 0) return;
-    ThreadState* ts = GetThreadState();
+    ThreadState* ts = GetThreadState(RecordKind::kApiCall);
     if (ts == nullptr) return;
     const uint32_t frames = g_core.config.stack_depth;
     const uint32_t slots = RecordSlots(frames, name_room);
     Record* r = ts->ring->TryReserve(slots);
     if (r == nullptr) {
-      ts->ring->CountDrop();
+      ts->ring->CountDrop(RecordKind::kApiCall);
       return;
     }
     r->Clear(RecordKind::kApiCall, slots);

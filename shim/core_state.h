@@ -80,9 +80,10 @@ struct CoreState {
   pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
   ThreadState* threads = nullptr;  // guarded by registry_mu
 
-  // Records lost outside any live ring: rings already freed, threads past their exit, ranges
-  // nested deeper than kMaxRangeDepth. Part of DropCounters.ring_full.
-  std::atomic<uint64_t> lost_records{0};
+  // Records lost outside any live ring, by kind: threads past their exit or without memory for
+  // a ring, ranges nested deeper than kMaxRangeDepth. Part of DropCounters.ring_full.
+  std::atomic<uint64_t> lost_calls{0};
+  std::atomic<uint64_t> lost_ranges{0};
   // Wrappers record while this is 1 (relaxed loads on the hot path).
   std::atomic<int> recording{0};
   std::atomic<uint64_t> next_correlation_id{1};

@@ -4,7 +4,7 @@
 // not fit before the end of the ring is preceded by a pad record that fills the rest.
 //
 // The producer never blocks, locks, allocates or makes a system call: a full ring refuses the
-// record and the producer counts it as dropped (DropCounters.ring_full).
+// record and the producer counts it as dropped, by kind (DropCounters.ring_full, and by_lane).
 //
 // Thread-safety: TryReserve/Commit/CountDrop from the one producer thread only; Drain and
 // populated_slots/set_populated_slots from the one consumer thread only; dropped() and
@@ -68,10 +68,16 @@ class EventRing {
   void Commit(const Record* record) {
     head_.store(head_.load(std::memory_order_relaxed) + record->slots, std::memory_order_release);
   }
-  // Producer: one record could not be stored.
-  void CountDrop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
+  // Producer: one record of `kind` (kApiCall or kRange) could not be stored.
+  void CountDrop(RecordKind kind) {
+    dropped_[static_cast<size_t>(kind) % kDropKinds].fetch_add(1, std::memory_order_relaxed);
+  }
 
-  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Records dropped, of one kind or all.
+  uint64_t dropped(RecordKind kind) const {
+    return dropped_[static_cast<size_t>(kind) % kDropKinds].load(std::memory_order_relaxed);
+  }
+  uint64_t dropped() const { return dropped(RecordKind::kApiCall) + dropped(RecordKind::kRange); }
   // Slots ever committed (pads included): how far the producer has come.
   uint64_t written_slots() const { return head_.load(std::memory_order_acquire); }
 
@@ -116,7 +122,8 @@ class EventRing {
   // Producer's side.
   alignas(kAlign) std::atomic<uint64_t> head_{0};  // next slot to write
   uint64_t cached_tail_ = 0;                       // last tail the producer saw
-  std::atomic<uint64_t> dropped_{0};
+  static constexpr size_t kDropKinds = 3;  // by RecordKind; kPad's is never used
+  std::atomic<uint64_t> dropped_[kDropKinds] = {};
   // Consumer's side.
   alignas(kAlign) std::atomic<uint64_t> tail_{0};  // next slot to read
   uint64_t populated_slots_ = 0;

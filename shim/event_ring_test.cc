@@ -26,13 +26,14 @@ RingPtr MakeRing(uint32_t capacity) {
 }
 
 // A record of `slots` slots carrying `id`.
-bool Push(EventRing* ring, uint64_t id, uint32_t slots = 1) {
+bool Push(EventRing* ring, uint64_t id, uint32_t slots = 1,
+          RecordKind kind = RecordKind::kApiCall) {
   Record* r = ring->TryReserve(slots);
   if (r == nullptr) {
-    ring->CountDrop();
+    ring->CountDrop(kind);
     return false;
   }
-  r->Clear(RecordKind::kApiCall, slots);
+  r->Clear(kind, slots);
   r->correlation_id = id;
   ring->Commit(r);
   return true;
@@ -62,7 +63,11 @@ TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
   for (uint64_t i = 1; i <= 64; ++i) ASSERT_TRUE(Push(ring.get(), i));
   EXPECT_FALSE(Push(ring.get(), 65));
   EXPECT_FALSE(Push(ring.get(), 66));
-  EXPECT_EQ(ring->dropped(), 2u);
+  EXPECT_FALSE(Push(ring.get(), 67, 2, RecordKind::kRange));
+  // Counted by kind, so the trace can say which lane lost them.
+  EXPECT_EQ(ring->dropped(RecordKind::kApiCall), 2u);
+  EXPECT_EQ(ring->dropped(RecordKind::kRange), 1u);
+  EXPECT_EQ(ring->dropped(), 3u);
   std::vector<uint64_t> expected;
   for (uint64_t i = 1; i <= 64; ++i) expected.push_back(i);
   EXPECT_EQ(DrainIds(ring.get()), expected);

@@ -262,7 +262,8 @@ void Flusher::DrainRings(uint64_t now_ns) {
       }
     }
     pthread_mutex_unlock(&core_->registry_mu);
-    freed_rings_dropped_ += ts->ring->dropped();
+    freed_rings_dropped_.runtime += ts->ring->dropped(RecordKind::kApiCall);
+    freed_rings_dropped_.framework += ts->ring->dropped(RecordKind::kRange);
     munmap(ts->ring, ts->ring_bytes);
     free(ts);
   }
@@ -288,23 +289,34 @@ void Flusher::TakeModels() {
 }
 
 nrtprof::DropCounters Flusher::Drops() {
-  uint64_t ring_full = freed_rings_dropped_ + core_->lost_records.load(std::memory_order_relaxed);
+  LaneCounts ring_full = freed_rings_dropped_;
+  ring_full.runtime += core_->lost_calls.load(std::memory_order_relaxed);
+  ring_full.framework += core_->lost_ranges.load(std::memory_order_relaxed);
   pthread_mutex_lock(&core_->registry_mu);
   for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) {
-    ring_full += ts->ring->dropped();
+    ring_full.runtime += ts->ring->dropped(RecordKind::kApiCall);
+    ring_full.framework += ts->ring->dropped(RecordKind::kRange);
   }
   pthread_mutex_unlock(&core_->registry_mu);
-  uint64_t device_lost = device_parser_.overwritten_total();
+  LaneCounts device_overwritten;
+  device_overwritten.hardware = device_parser_.overwritten_total();
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    device_lost += documents_dropped_;  // device events fetched but never parsed
+    device_overwritten.hardware += documents_dropped_;  // fetched but never parsed
   }
   nrtprof::DropCounters drops;
-  drops.set_ring_full(ring_full);
-  drops.set_daemon_away(daemon_away_);
-  drops.set_device_overwritten(device_lost);
-  drops.set_oversized(oversized_);
-  drops.set_spool_full(spool_full_);
+  drops.set_ring_full(ring_full.total());
+  drops.set_daemon_away(daemon_away_.total());
+  drops.set_device_overwritten(device_overwritten.total());
+  drops.set_oversized(oversized_.total());
+  drops.set_spool_full(spool_full_.total());
+  LaneCounts all = ring_full;
+  for (const LaneCounts* c : {&daemon_away_, &device_overwritten, &oversized_, &spool_full_}) {
+    all += *c;
+  }
+  drops.mutable_by_lane()->set_framework(all.framework);
+  drops.mutable_by_lane()->set_runtime(all.runtime);
+  drops.mutable_by_lane()->set_hardware(all.hardware);
   return drops;
 }
 
@@ -380,7 +392,7 @@ void Flusher::SendReady(bool final) {
       connected = false;
     }
     if (!connected && spool_ == nullptr) break;
-    size_t events = 0;
+    LaneCounts events;
     nrtprof::ShimMessage message;
     nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), final, &events);
     message.mutable_batch()->Swap(&batch);
@@ -389,8 +401,8 @@ void Flusher::SendReady(bool final) {
       oversized_ += events;
       message.mutable_batch()->clear_events();
       message.mutable_batch()->clear_models();
-      message.mutable_batch()->mutable_drops()->set_oversized(oversized_);
-      events = 0;
+      *message.mutable_batch()->mutable_drops() = Drops();
+      events = LaneCounts();
     }
     if (spool_ != nullptr && !spool_->Append(message.SerializeAsString())) {
       // The spool's bound (or the disk) is reached: the daemon reads lossless processes from
@@ -398,7 +410,7 @@ void Flusher::SendReady(bool final) {
       // the spool's reserve in an event-less copy of the batch (strings and stacks kept, so
       // later batches still find them).
       spool_full_ += events;
-      message.mutable_batch()->mutable_drops()->set_spool_full(spool_full_);
+      *message.mutable_batch()->mutable_drops() = Drops();
       nrtprof::ShimMessage counts = message;
       counts.mutable_batch()->clear_events();
       counts.mutable_batch()->clear_models();

@@ -93,7 +93,7 @@ class Flusher {
   };
   struct Unacked {
     uint64_t sequence;
-    size_t events;
+    LaneCounts events;
   };
 
   void Run();
@@ -146,12 +146,12 @@ class Flusher {
   DeviceTraceParser device_parser_;
   Batcher batcher_;
   std::vector<ThreadState*> threads_snapshot_;
-  uint64_t freed_rings_dropped_ = 0;
-  uint64_t daemon_away_ = 0;
-  uint64_t oversized_ = 0;
+  LaneCounts freed_rings_dropped_;  // of rings already freed
+  LaneCounts daemon_away_;
+  LaneCounts oversized_;
   std::unique_ptr<SpoolWriter> spool_;
   uint64_t process_start_ns_ = 0;
-  uint64_t spool_full_ = 0;
+  LaneCounts spool_full_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Collector::Stub> stub_;
   std::unique_ptr<CollectorStream> stream_;

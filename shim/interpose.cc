@@ -371,7 +371,7 @@ NRTPROF_EXPORT void nrt_sys_trace_buffer_free(char* buffer) {
 
 NRTPROF_EXPORT void nrtprof_range_push(const char* name) {
   if (sc::t_in_call != 0) return;
-  ns::ThreadState* ts = sc::GetThreadState();
+  ns::ThreadState* ts = sc::GetThreadState(ns::RecordKind::kRange);
   if (ts == nullptr) return;
   const uint32_t depth = ts->range_depth++;
   if (depth >= ns::kMaxRangeDepth) return;
@@ -389,7 +389,7 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   const uint32_t depth = --ts->range_depth;
   const uint64_t end_ticks = sc::Ticks();
   if (depth >= ns::kMaxRangeDepth) {
-    sc::g_core.lost_records.fetch_add(1, std::memory_order_relaxed);
+    sc::CountLostRecord(ns::RecordKind::kRange);
     return;
   }
   if (sc::g_core.recording.load(std::memory_order_relaxed) == 0) return;
@@ -397,7 +397,7 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   const uint32_t slots = ns::RecordSlots(0, frame.name_len);
   Record* r = ts->ring->TryReserve(slots);
   if (r == nullptr) {
-    ts->ring->CountDrop();
+    ts->ring->CountDrop(ns::RecordKind::kRange);
     return;
   }
   r->Clear(ns::RecordKind::kRange, slots);

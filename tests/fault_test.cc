@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -289,6 +290,37 @@ TEST(FaultTest, AThousandShortThreadsLoseNothingUncounted) {
   EXPECT_EQ(calls["nrt_tensor_write"], 1000);
   EXPECT_EQ(calls["nrt_tensor_read"], 1000);
   EXPECT_EQ(calls["nrt_tensor_free"], 1000);
+}
+
+// Rings far too small for the program's pace (64 slots, emptied every 25 ms, two threads
+// calling flat out): most calls are dropped, and every one of them is counted in the runtime
+// lane, so the table's calls plus those drops are exactly the calls the program made.
+TEST(FaultTest, RingDropsAreCountedExactlyInTheRuntimeLane) {
+  const std::string dir = TempDir("tiny-ring");
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--out", dir + "/capture",
+                                   "--"};
+  for (const std::string& a : Client("load")) argv.push_back(a);
+  argv.push_back("2,1000000,1");
+  const Result r = RunProcess(argv, {{"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""},
+                                     {"LD_PRELOAD", ""}, {"NRTPROF_RING_EVENTS", "64"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  unsigned long long executions = 0, made = 0;
+  int failed = -1;
+  ASSERT_EQ(sscanf(r.out.c_str(), "executions %llu calls %llu failed_threads %d", &executions,
+                   &made, &failed), 3) << r.out;
+  int64_t recorded = 0;
+  for (const auto& [name, n] : CallsByName(dir + "/capture")) {
+    if (absl::StartsWith(name, "nrt_")) recorded += n;
+  }
+  const std::string summary = ReadFile(dir + "/capture/summary.txt");
+  const std::string lanes_line = "Events dropped by lane: framework 0, runtime ";
+  const size_t at = summary.find(lanes_line);
+  ASSERT_NE(at, std::string::npos) << summary;
+  int64_t runtime_dropped = -1;
+  ASSERT_EQ(sscanf(summary.c_str() + at + lanes_line.size(), "%" SCNd64, &runtime_dropped), 1);
+  EXPECT_GT(runtime_dropped, 0) << "64-slot rings kept up with " << made << " calls: " << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "ring_full")) << summary;
+  EXPECT_EQ(recorded + runtime_dropped, static_cast<int64_t>(made)) << summary;
 }
 
 // ---- The disk fills up while a trace is written ----
