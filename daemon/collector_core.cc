@@ -134,15 +134,21 @@ CollectorClock* SystemClock() {
   return clock;
 }
 
+CollectorCore::ProcessKey CollectorCore::KeyOf(const nrtprof::Hello& hello) {
+  return ProcessKey(hello.host(), hello.boot_id(), hello.pid(), hello.process_start_ns());
+}
+
 struct CollectorCore::Stream {
   Stream(StreamId id, const nrtprof::Hello& hello, const IngestLimits& limits, ControlSender send)
       : id(id),
+        key(KeyOf(hello)),
         pid(hello.pid()),
         executable(hello.executable()),
         wanted_capture(hello.capture_id()),
         send(std::move(send)),
         ingest(hello, limits) {}
   const StreamId id;
+  const ProcessKey key;
   const uint32_t pid;
   const std::string executable;
   const std::string wanted_capture;  // Hello.capture_id: empty for any
@@ -186,6 +192,21 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
     return absl::FailedPreconditionError("a second Hello on one stream");
   }
   auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
+  // A process back on a new stream: batches its earlier streams stored are duplicates now.
+  uint64_t stored = 0;
+  if (auto it = stored_sequences_.find(s->key); it != stored_sequences_.end()) {
+    stored = it->second;
+    stored_sequences_.erase(it);
+  }
+  for (const auto& [id, other] : streams_) {
+    if (other->key != s->key) continue;
+    std::lock_guard<std::mutex> other_lock(other->mu);
+    stored = std::max(stored, other->ingest.last_sequence());
+  }
+  if (stored != 0) {
+    std::lock_guard<std::mutex> stream_lock(s->mu);
+    s->ingest.ResumeAfter(stored);
+  }
   streams_[stream] = s;
   Capture* join = nullptr;
   for (auto& [id, c] : captures_) {
@@ -232,6 +253,18 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
   return ack;
 }
 
+uint64_t CollectorCore::StoredSequence(StreamId stream) {
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return 0;
+    s = it->second;
+  }
+  std::lock_guard<std::mutex> stream_lock(s->mu);
+  return s->ingest.last_sequence();
+}
+
 void CollectorCore::OnStreamClosed(StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(stream);
@@ -240,6 +273,15 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   streams_.erase(it);
   std::lock_guard<std::mutex> stream_lock(s->mu);
   closed_drops_ += s->ingest.drops();
+  // A process that may come back: remember how far it was stored. The bound keeps a daemon
+  // that sees many processes die from growing; one forgotten only stores a resent batch twice.
+  if (!s->ingest.final() && s->ingest.last_sequence() != 0) {
+    if (stored_sequences_.size() >= kMaxRememberedProcesses) {
+      stored_sequences_.erase(stored_sequences_.begin());
+    }
+    uint64_t& stored = stored_sequences_[s->key];
+    stored = std::max(stored, s->ingest.last_sequence());
+  }
   auto capture = captures_.find(s->capture_id);
   if (!s->capture_id.empty() && capture != captures_.end()) {
     Capture& c = *capture->second;

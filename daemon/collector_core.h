@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -80,6 +81,10 @@ class CollectorCore {
   // Returns the sequence to acknowledge. An error (malformed batch, no Hello yet) leaves the
   // stream's state as it was; the caller should then close the stream.
   absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch);
+  // The sequence up to which the stream's process is stored (by this stream or an earlier one
+  // of the same process), to acknowledge at once after the Hello so that the shim lets go of
+  // what it would resend; 0 if none.
+  uint64_t StoredSequence(StreamId stream);
   // The stream ended (the process exited, or the stream failed). No more `send` after this
   // returns.
   void OnStreamClosed(StreamId stream);
@@ -104,6 +109,11 @@ class CollectorCore {
  private:
   struct Stream;
   struct Capture;
+  // A process across its streams: host, boot id, pid and start time.
+  using ProcessKey = std::tuple<std::string, std::string, uint32_t, uint64_t>;
+  static ProcessKey KeyOf(const nrtprof::Hello& hello);
+  // How many processes' stored sequences are remembered after their streams close.
+  static constexpr size_t kMaxRememberedProcesses = 1 << 16;
 
   void Join(Stream* stream, Capture* capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -125,6 +135,9 @@ class CollectorCore {
   int stops_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   DropCounts closed_drops_ ABSL_GUARDED_BY(mu_);  // of streams already closed
+  // The last sequence stored of each process whose stream closed before its final batch: a
+  // new stream of it resumes there, and what the shim resends up to it is ignored.
+  std::map<ProcessKey, uint64_t> stored_sequences_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace nrtprof::daemon

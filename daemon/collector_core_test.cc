@@ -266,6 +266,38 @@ TEST_F(CollectorCoreTest, AClosedStreamCountsAsDone) {
       << files->summary_text();
 }
 
+// A stream that broke before its acks arrived: the shim resends on a new stream what was not
+// acknowledged. The daemon says at once how far it has the process, keeps nothing twice, and
+// takes the strings the resent batch carries for the new stream's later batches.
+TEST_F(CollectorCoreTest, AProcessBackOnANewStreamIsNotStoredTwice) {
+  Controls c1, c2;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender())->capturing());
+  ASSERT_EQ(core_.StoredSequence(1), 0u);
+  ASSERT_EQ(core_.OnBatch(1, Batch(1)).value(), 1u);
+  core_.OnStreamClosed(1);  // the ack of batch 1 was lost with the stream
+
+  ASSERT_TRUE(core_.OnHello(2, Hello(7), c2.Sender())->capturing());
+  EXPECT_EQ(core_.StoredSequence(2), 1u);
+  EXPECT_EQ(core_.OnBatch(2, Batch(1)).value(), 1u) << "resent: a duplicate";
+  EXPECT_EQ(core_.OnBatch(2, Batch(2, /*final=*/true)).value(), 2u);
+  absl::StatusOr<nrtprof::CaptureFiles> files = Stop("cap");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(sink_.traces[0].processes.size(), 1u);
+  const ProcessTrace& p = sink_.traces[0].processes[0];
+  EXPECT_EQ(p.calls.size(), 2u) << "batch 1 once, batch 2 once";
+  EXPECT_EQ(p.ranges.size(), 2u);
+  EXPECT_EQ(p.batches_missing, 0u);
+  EXPECT_FALSE(p.cut_off);
+
+  // Another process with the same pid (another start time) starts afresh.
+  Controls c3;
+  nrtprof::Hello other = Hello(7);
+  other.set_process_start_ns(123);
+  ASSERT_TRUE(core_.OnHello(3, other, c3.Sender()).ok());
+  EXPECT_EQ(core_.StoredSequence(3), 0u);
+}
+
 TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {
   Controls c1, c2;
   Start("cap");

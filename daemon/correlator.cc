@@ -729,6 +729,9 @@ void Merge(ProcessTrace from, ProcessTrace* into) {
                      return (a.parent == 0) > (b.parent == 0);
                    });
   into->drops += from.drops;
+  // Cut off only if no stream of it brought the final batch: an earlier stream that broke
+  // resent what it had not had acknowledged on the later one.
+  into->cut_off = into->cut_off && from.cut_off;
   into->events_received += from.events_received;
   into->device_uncorrelated += from.device_uncorrelated;
   into->batches_missing += from.batches_missing;

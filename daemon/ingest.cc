@@ -115,9 +115,14 @@ absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch
   if (batch.sequence() == 0) {
     return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
   }
-  // A replay of something already stored: storing it again would double its events.
-  if (batch.sequence() <= last_sequence_) return last_sequence_;
   if (absl::Status s = Validate(batch); !s.ok()) return s;
+  // A replay of something already stored: storing it again would double its events. Its
+  // strings and stacks are kept all the same: resent on a new stream, it carries the ones that
+  // stream's later batches use.
+  if (batch.sequence() <= last_sequence_) {
+    ApplyInterning(batch);
+    return last_sequence_;
+  }
   // A gap: batches lost between the shim and here (a shim bug, or spool files lost). The
   // batch is still good, so it is kept; the gap is counted in batches_missing because the
   // events of the missing batches cannot be counted.
@@ -239,7 +244,7 @@ absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch) const {
   return absl::OkStatus();
 }
 
-void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
+void ProcessIngest::ApplyInterning(const nrtprof::EventBatch& batch) {
   for (const nrtprof::InternedString& s : batch.strings()) {
     if (strings_.emplace(s.iid(), s.value()).second) interned_bytes_ += s.value().size();
   }
@@ -247,6 +252,10 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
     stacks_.emplace(stack.iid(),
                     std::vector<uint32_t>(stack.frame_iids().begin(), stack.frame_iids().end()));
   }
+}
+
+void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
+  ApplyInterning(batch);
   for (const nrtprof::Event& e : batch.events()) {
     ++events_received_;
     IngestedEvent record = ToRecord(e);

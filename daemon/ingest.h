@@ -110,11 +110,16 @@ class ProcessIngest {
   ProcessIngest& operator=(const ProcessIngest&) = delete;
 
   // Takes one batch. Returns the sequence to acknowledge: every batch up to it is stored.
-  // A batch numbered at or below the last accepted one is a duplicate (a replay): it is
-  // ignored and acknowledged again. A batch numbered past the next one is accepted; the
+  // A batch numbered at or below the last accepted one is a duplicate (a replay): only its
+  // interned strings and stacks are kept, and it is acknowledged again. A batch numbered past the next one is accepted; the
   // numbers skipped are counted in batches_missing (their events are lost, how many is
   // unknown). A malformed batch returns an error and changes nothing.
   absl::StatusOr<uint64_t> OnBatch(const nrtprof::EventBatch& batch);
+
+  // A new stream of a process whose earlier streams the daemon stored up to `sequence`
+  // (sequences are the process's, across its streams): batches up to it are duplicates the
+  // shim resends because their ack never reached it. Call before the first batch.
+  void ResumeAfter(uint64_t sequence) { last_sequence_ = sequence; }
 
   // From now on the process's events are kept for a capture (until TakeCapture). Events that
   // arrive while no capture is in progress are counted (events_outside_capture) and dropped:
@@ -136,6 +141,7 @@ class ProcessIngest {
  private:
   absl::Status Validate(const nrtprof::EventBatch& batch) const;
   void Apply(const nrtprof::EventBatch& batch);
+  void ApplyInterning(const nrtprof::EventBatch& batch);
   void KeepHandleEvent(const IngestedEvent& e);
   void KeepClockSync(const ClockSyncPoint& sync);
 

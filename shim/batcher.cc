@@ -130,12 +130,21 @@ nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
     ready_.pop_front();
   }
   *events = LaneCounts::Of(batch);
-  batch.set_sequence(stream->next_sequence++);
+  batch.set_sequence(next_sequence_++);
   *batch.mutable_drops() = drops;
   batch.mutable_clock()->set_monotonic_ns(MonotonicNs());
   batch.mutable_clock()->set_realtime_ns(RealtimeNs());
   batch.set_final(final && ready_.empty());
   return batch;
+}
+
+void Batcher::Restamp(nrtprof::EventBatch* batch, StreamInterning* stream) {
+  batch->clear_strings();
+  batch->clear_stacks();
+  nrtprof::EventBatch needed;
+  AddNeededStrings(*batch, stream, &needed);
+  batch->mutable_strings()->Swap(needed.mutable_strings());
+  batch->mutable_stacks()->Swap(needed.mutable_stacks());
 }
 
 LaneCounts Batcher::EnforceBounds() {

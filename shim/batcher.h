@@ -6,10 +6,12 @@
 // batches are discarded and counted (the caller adds them to DropCounters.daemon_away); past
 // `max_pending_model_bytes` the oldest model files are discarded.
 //
-// Sending: TakeNext() stamps the oldest sealed batch for a stream: its sequence number, the
-// interned strings and stacks that stream has not been sent yet, the drop counters and a clock
-// sample. Ids are the process's (StringTable, StackTable); what a stream has seen is in its
-// StreamInterning, which a new stream starts empty.
+// Sending: TakeNext() stamps the oldest sealed batch for a stream: its sequence number (the
+// process's, from 1, across streams, so that the daemon can tell a resent batch from a new
+// one), the interned strings and stacks that stream has not been sent yet, the drop counters
+// and a clock sample. Ids are the process's (StringTable, StackTable); what a stream has seen is
+// in its StreamInterning, which a new stream starts empty. Restamp() readies a batch stamped
+// for an earlier stream to be resent on a new one.
 //
 // Not thread-safe: the flusher thread owns it.
 #ifndef NRTPROF_SHIM_BATCHER_H_
@@ -44,7 +46,6 @@ struct LaneCounts {
 };
 
 struct StreamInterning {
-  uint64_t next_sequence = 1;
   std::vector<bool> strings_sent;  // by string iid
   std::vector<bool> stacks_sent;   // by stack iid
 };
@@ -82,6 +83,9 @@ class Batcher {
   nrtprof::EventBatch TakeNext(StreamInterning* stream, const nrtprof::DropCounters& drops,
                                bool final, LaneCounts* events);
 
+  // `batch`, stamped for an earlier stream, with the strings and stacks `stream` needs instead.
+  void Restamp(nrtprof::EventBatch* batch, StreamInterning* stream);
+
   // Enforces the bounds; returns the events discarded.
   LaneCounts EnforceBounds();
   // Discards everything pending (the process is leaving with no daemon); returns the events.
@@ -99,6 +103,7 @@ class Batcher {
   uint64_t open_since_ns_ = 0;
   std::deque<nrtprof::EventBatch> ready_;
   size_t pending_events_ = 0;  // in ready_
+  uint64_t next_sequence_ = 1;
   uint64_t pending_model_bytes_ = 0;
 };
 

@@ -166,13 +166,23 @@ TEST_F(BatcherTest, EachStreamGetsEveryStringOnceWithTheFirstBatchThatUsesIt) {
   EXPECT_EQ(b2.sequence(), 2u);
   EXPECT_EQ(b2.strings_size(), 0) << "already sent on this stream";
 
-  // A new stream starts over: its first batch carries what it uses.
+  // A new stream starts over with strings, not with sequences (they are the process's): its
+  // first batch carries what it uses.
   for (int i = 7; i <= 9; ++i) Add(&b, ApiRecord(kNrtExecute, i));
   StreamInterning second;
   const nrtprof::EventBatch b3 = b.TakeNext(&second, drops, false, &n);
-  EXPECT_EQ(b3.sequence(), 1u);
+  EXPECT_EQ(b3.sequence(), 3u);
   ASSERT_EQ(b3.strings_size(), 1);
   EXPECT_EQ(b3.strings(0).value(), "nrt_execute");
+
+  // b2, never acknowledged on the first stream, resent on the second: same sequence, and the
+  // string it needs that the second stream has not had yet.
+  nrtprof::EventBatch resent = b2;
+  b.Restamp(&resent, &second);
+  EXPECT_EQ(resent.sequence(), 2u);
+  ASSERT_EQ(resent.strings_size(), 1);
+  EXPECT_EQ(resent.strings(0).value(), "nrt_tensor_read");
+  EXPECT_EQ(resent.events_size(), 3);
 }
 
 TEST_F(BatcherTest, StackFramesTravelWithTheirStack) {

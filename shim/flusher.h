@@ -5,7 +5,8 @@
 // mutex-guarded queues (on calls that are not the hot path).
 //
 // With no daemon, pending events are kept up to a bound and then counted as dropped
-// (daemon_away). At exit, FinalFlush() sends everything with final=true and waits for the ack
+// (daemon_away). Batches a broken stream did not acknowledge are sent again on the next one,
+// with their sequence numbers (the process's), and the daemon ignores those it has. At exit, FinalFlush() sends everything with final=true and waits for the ack
 // within NRTPROF_FLUSH_TIMEOUT_MS.
 //
 // Thread-safety: all public methods may be called from any thread. Objects of this class are
@@ -91,9 +92,12 @@ class Flusher {
     uint64_t generation;
     std::string json;
   };
+  // A batch sent and not yet acknowledged, kept to be sent again on the next stream if this one
+  // breaks (the daemon ignores what it already has).
   struct Unacked {
     uint64_t sequence;
     LaneCounts events;
+    nrtprof::EventBatch batch;
   };
 
   void Run();
@@ -109,6 +113,11 @@ class Flusher {
   void OnControl(const nrtprof::CaptureControl& control);
   nrtprof::DropCounters Drops();
   void AbandonStream(uint64_t now_ns, Clock::time_point deadline);
+  // A new stream: sends it the batches the last one did not acknowledge, in order.
+  void Resend();
+  // Best effort at exit, out of time: an event-less final batch with the drop counters, sent
+  // past the bound on unacknowledged batches (the caller has discarded what was pending).
+  void SendFinalNow();
   // Lossless mode: the spool file, with the process's Hello first; null (best effort) if the
   // mode is best effort or the file could not be made (said once on stderr).
   void OpenSpool();
