@@ -2,13 +2,17 @@
 
 load("//common:copts.bzl", "NRTPROF_COPTS")
 
-def load_test(name, processes_threads_rate_seconds, mode = "best_effort", size = "medium", tags = []):
+def load_test(name, processes_threads_rate_seconds, mode = "best_effort", flush_ms = "", size = "medium", tags = []):
     native.cc_test(
         name = name,
         size = size,
         srcs = ["load_test.cc"],
         copts = NRTPROF_COPTS,
-        env = {"NRTPROF_LOAD": processes_threads_rate_seconds, "NRTPROF_LOAD_MODE": mode},
+        env = {
+            "NRTPROF_LOAD": processes_threads_rate_seconds,
+            "NRTPROF_LOAD_MODE": mode,
+            "NRTPROF_LOAD_FLUSH_MS": flush_ms,
+        },
         tags = tags,
         data = [
             ":fault_client",

@@ -85,10 +85,17 @@ TEST(LoadTest, EveryCallIsInTheTraceOrCountedAndTheDaemonStaysBounded) {
   ASSERT_TRUE(daemon.Start({"--max_events_per_process=4000000"}));
   const std::string out = dir + "/capture";
   const char* mode = getenv("NRTPROF_LOAD_MODE");
+  // NRTPROF_LOAD_FLUSH_MS, if set, is the programs' NRTPROF_FLUSH_TIMEOUT_MS: on a saturated
+  // machine the default 2 s exit flush cuts processes off with their last batches unsent.
+  const char* flush_ms = getenv("NRTPROF_LOAD_FLUSH_MS");
   Background run({Runfile("client/nrtprof"), "run", "--addr", daemon.addr(), "--mode",
                   mode != nullptr && mode[0] != '\0' ? mode : "best_effort", "--out", out, "--",
                   "/bin/sh", script},
-                 {{"NRT_SIM_TIME_SCALE", "0.1"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}}, dir);
+                 {{"NRT_SIM_TIME_SCALE", "0.1"},
+                  {"NRTPROF_ADDR", ""},
+                  {"LD_PRELOAD", ""},
+                  {"NRTPROF_FLUSH_TIMEOUT_MS", flush_ms != nullptr ? flush_ms : ""}},
+                 dir);
   int64_t peak_rss_kib = 0;
   while (run.Running()) {
     peak_rss_kib = std::max(peak_rss_kib, ProcessMemoryKib(daemon.pid(), "VmRSS:"));
