@@ -2,152 +2,41 @@
 // unix socket, stopped with SIGTERM.
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "daemon/testing/nrtprofd_harness.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.grpc.pb.h"
 #include "tests/fuzz/output_checks.h"
 
+namespace nrtprof::testing {
 namespace {
 
-// rm -r, for the folders a test made outside TEST_TMPDIR.
-void RemoveTree(const std::string& path) {
-  nftw(
-      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
-      16, FTW_DEPTH | FTW_PHYS);
-}
+constexpr char kExecutable[] = "/bin/rmsnorm";
 
-constexpr char kDaemon[] = "daemon/nrtprofd";
-
-// A short folder of our own: socket paths are limited to 107 bytes.
-std::string Folder() {
-  char templ[] = "/tmp/nrtprofd-test-XXXXXX";
-  return mkdtemp(templ);
-}
-
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, n);
-  }
-  return out;
-}
-
-struct DaemonRun {
-  pid_t pid = -1;
-  int stderr_fd = -1;
-  bool ready = false;
-};
-
-// Starts nrtprofd with `args` and --ready_fd; returns once it said "ready" or exited.
-DaemonRun Start(const std::vector<std::string>& args) {
-  int ready[2], err[2];
-  EXPECT_EQ(pipe2(ready, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
-  std::vector<std::string> argv = {kDaemon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  argv.push_back(absl::StrCat("--ready_fd=", ready[1]));
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  DaemonRun run;
-  run.pid = fork();
-  if (run.pid == 0) {
-    dup2(err[1], STDERR_FILENO);
-    fcntl(ready[1], F_SETFD, 0);  // this one survives exec
-    execv(kDaemon, c_argv.data());
-    _exit(127);
-  }
-  close(ready[1]);
-  close(err[1]);
-  run.ready = ReadAll(ready[0]) == "ready\n";  // EOF once the daemon closed it or exited
-  close(ready[0]);
-  run.stderr_fd = err[0];
-  return run;
-}
-
-// Waits for the exit; returns the exit code and the daemon's stderr.
-int Wait(DaemonRun* run, std::string* err = nullptr) {
-  int status = 0;
-  waitpid(run->pid, &status, 0);
-  const std::string text = ReadAll(run->stderr_fd);
-  close(run->stderr_fd);
-  if (err != nullptr) *err = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-int RunToExit(const std::vector<std::string>& args, std::string* err) {
-  DaemonRun run = Start(args);
-  EXPECT_FALSE(run.ready);
-  return Wait(&run, err);
-}
-
-mode_t Mode(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? st.st_mode & 0777 : 0;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0;
-}
-
-nrtprof::ShimMessage Hello() {
-  nrtprof::ShimMessage m;
-  m.mutable_hello()->set_pid(4242);
-  m.mutable_hello()->set_executable("/bin/rmsnorm");
-  return m;
-}
+nrtprof::ShimMessage Hello() { return ShimHello(4242, kExecutable); }
 
 // A range around nrt_execute, its execution on the device, and the clock sync point.
 nrtprof::ShimMessage Batch(bool final) {
-  nrtprof::ShimMessage m;
+  nrtprof::ShimMessage m =
+      NewBatch(1, final, {"aten::mul", "nrt_execute", "nc_exec_running", "aten_mul"});
   nrtprof::EventBatch* b = m.mutable_batch();
-  b->set_sequence(1);
-  b->set_final(final);
-  const char* strings[] = {"aten::mul", "nrt_execute", "nc_exec_running", "aten_mul"};
-  for (uint32_t i = 0; i < 4; ++i) {
-    nrtprof::InternedString* s = b->add_strings();
-    s->set_iid(i + 1);
-    s->set_value(strings[i]);
-  }
-  nrtprof::Event* range = b->add_events();
-  range->set_kind(nrtprof::EVENT_RANGE);
-  range->set_name_iid(1);
-  range->set_tid(1);
-  range->set_start_ns(1'000'000);
-  range->set_duration_ns(600'000);
-  nrtprof::Event* call = b->add_events();
-  call->set_kind(nrtprof::EVENT_API_CALL);
-  call->set_name_iid(2);
-  call->set_tid(1);
-  call->set_start_ns(1'100'000);
-  call->set_duration_ns(400'000);
-  call->set_correlation_id(1);
-  call->set_repeat(1);
-  call->set_nc_idx(0);
+  AddRangeAroundCall(1'000'000, 600'000, /*correlation_id=*/1, b);
   nrtprof::Event* exec = b->add_events();
   exec->set_kind(nrtprof::EVENT_DEVICE_EXEC);
   exec->set_name_iid(3);
@@ -219,79 +108,14 @@ std::string HalfAMessage(uint32_t length, size_t sent) {
 
 // A batch of `n` aten::mul ranges, each around an nrt_execute call, as a shim sends them.
 nrtprof::ShimMessage Ranges(uint64_t sequence, int n, bool final) {
-  nrtprof::ShimMessage m;
-  nrtprof::EventBatch* b = m.mutable_batch();
-  b->set_sequence(sequence);
-  b->set_final(final);
-  if (sequence == 1) {
-    const char* strings[] = {"aten::mul", "nrt_execute"};
-    for (uint32_t i = 0; i < 2; ++i) {
-      nrtprof::InternedString* s = b->add_strings();
-      s->set_iid(i + 1);
-      s->set_value(strings[i]);
-    }
-  }
+  const std::vector<std::string> names = {"aten::mul", "nrt_execute"};  // interned once
+  nrtprof::ShimMessage m =
+      NewBatch(sequence, final, sequence == 1 ? names : std::vector<std::string>());
   for (int i = 0; i < n; ++i) {
-    const uint64_t t = (sequence * 1000 + i) * 1'000'000;
-    nrtprof::Event* range = b->add_events();
-    range->set_kind(nrtprof::EVENT_RANGE);
-    range->set_name_iid(1);
-    range->set_tid(1);
-    range->set_start_ns(t);
-    range->set_duration_ns(500'000);
-    nrtprof::Event* call = b->add_events();
-    call->set_kind(nrtprof::EVENT_API_CALL);
-    call->set_name_iid(2);
-    call->set_tid(1);
-    call->set_start_ns(t + 100'000);
-    call->set_duration_ns(300'000);
-    call->set_correlation_id(sequence * 1000 + i + 1);
-    call->set_repeat(1);
-    call->set_nc_idx(0);
+    AddRangeAroundCall((sequence * 1000 + i) * 1'000'000, 500'000, sequence * 1000 + i + 1,
+                       m.mutable_batch());
   }
   return m;
-}
-
-// A well-behaved shim's stream: a reader thread always waiting on the daemon, as the shim's
-// reactor does (so the stream answers keepalive pings like a real one).
-class ShimStream {
- public:
-  ShimStream(nrtprof::Collector::Stub* stub, uint32_t pid) {
-    stream_ = stub->Stream(&context_);
-    nrtprof::ShimMessage hello = Hello();
-    hello.mutable_hello()->set_pid(pid);
-    stream_->Write(hello);
-    reader_ = std::thread([this] {
-      nrtprof::DaemonMessage m;
-      while (stream_->Read(&m)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (m.has_ack()) acked_ = std::max(acked_, m.ack().sequence());
-      }
-    });
-  }
-  bool Write(const nrtprof::ShimMessage& m) { return stream_->Write(m); }
-  // Closes the stream; returns its status and the highest sequence acknowledged.
-  grpc::Status Finish(uint64_t* acked) {
-    stream_->WritesDone();
-    reader_.join();
-    *acked = acked_;
-    return stream_->Finish();
-  }
-
- private:
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<nrtprof::ShimMessage, nrtprof::DaemonMessage>> stream_;
-  std::thread reader_;
-  std::mutex mu_;
-  uint64_t acked_ = 0;
-};
-
-std::string ReadFileText(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string text = ReadAll(fd);
-  close(fd);
-  return text;
 }
 
 // What python3's json module makes of a file: "ok " and the value of `expression` over the
@@ -324,23 +148,14 @@ std::string PythonJsonCount(const std::string& path, const std::string& name) {
                                        literal, "')"));
 }
 
-class NrtprofdTest : public ::testing::Test {
+class NrtprofdTest : public DaemonTest {
  protected:
-  void SetUp() override {
-    folder_ = Folder();
-    socket_ = folder_ + "/sock/nrtprofd.sock";
-    out_ = folder_ + "/captures";
-  }
-  void TearDown() override { RemoveTree(folder_); }
-  std::vector<std::string> Args() {
-    return {"--socket", socket_, absl::StrCat("--output_root=", out_)};
-  }
+  NrtprofdTest() : DaemonTest("nrtprofd-test") {}
   void Connect() {
     channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
     control_ = nrtprof::Control::NewStub(channel_);
     collector_ = nrtprof::Collector::NewStub(channel_);
   }
-  std::string folder_, socket_, out_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Control::Stub> control_;
   std::unique_ptr<nrtprof::Collector::Stub> collector_;
@@ -361,11 +176,8 @@ TEST_F(NrtprofdTest, ListensWritesACaptureAndStopsOnSigterm) {
     EXPECT_FALSE(status.daemon_version().empty());
   }
   {
-    grpc::ClientContext context;
-    nrtprof::StartCaptureRequest request;
-    request.set_capture_id("demo");
     nrtprof::StartCaptureReply reply;
-    ASSERT_TRUE(control_->StartCapture(&context, request, &reply).ok());
+    ASSERT_TRUE(StartCapture(control_.get(), "demo", &reply).ok());
     EXPECT_EQ(reply.output_dir(), out_ + "/demo");
   }
   grpc::ClientContext stream_context;
@@ -379,14 +191,8 @@ TEST_F(NrtprofdTest, ListensWritesACaptureAndStopsOnSigterm) {
   EXPECT_EQ(reply.ack().sequence(), 1u);
 
   nrtprof::CaptureFiles files;
-  {
-    grpc::ClientContext context;
-    nrtprof::StopCaptureRequest request;
-    request.set_capture_id("demo");
-    request.set_wait_ms(30'000);
-    const grpc::Status s = control_->StopCapture(&context, request, &files);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  const grpc::Status stopped = StopCapture(control_.get(), "demo", 30'000, &files);
+  ASSERT_TRUE(stopped.ok()) << stopped.error_message();
   EXPECT_EQ(files.processes(), 1u);
   EXPECT_EQ(files.events(), 3u);
   for (const char* f : {"trace.pftrace", "summary.txt", "summary.csv", "summary.json"}) {
@@ -399,14 +205,7 @@ TEST_F(NrtprofdTest, ListensWritesACaptureAndStopsOnSigterm) {
       << files.summary_text();
 
   // A capture folder that already holds a trace is not written over.
-  {
-    grpc::ClientContext context;
-    nrtprof::StartCaptureRequest request;
-    request.set_capture_id("demo");
-    nrtprof::StartCaptureReply again;
-    const grpc::Status s = control_->StartCapture(&context, request, &again);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
-  }
+  EXPECT_EQ(StartCapture(control_.get(), "demo").error_code(), grpc::StatusCode::ALREADY_EXISTS);
 
   stream->WritesDone();
   kill(nrtprofd.pid, SIGTERM);
@@ -420,11 +219,7 @@ TEST_F(NrtprofdTest, SigtermWritesTheCaptureInProgress) {
   DaemonRun nrtprofd = Start(Args());
   ASSERT_TRUE(nrtprofd.ready);
   Connect();
-  grpc::ClientContext context;
-  nrtprof::StartCaptureRequest request;
-  request.set_capture_id("cut");
-  nrtprof::StartCaptureReply started;
-  ASSERT_TRUE(control_->StartCapture(&context, request, &started).ok());
+  ASSERT_TRUE(StartCapture(control_.get(), "cut").ok());
   grpc::ClientContext stream_context;
   auto stream = collector_->Stream(&stream_context);
   nrtprof::DaemonMessage reply;
@@ -510,15 +305,9 @@ TEST_F(NrtprofdTest, HostileClientsAreCutOffWithoutDisturbingAGoodStream) {
   DaemonRun nrtprofd = Start(args);
   ASSERT_TRUE(nrtprofd.ready);
   Connect();
-  {
-    grpc::ClientContext context;
-    nrtprof::StartCaptureRequest request;
-    request.set_capture_id("hostile");
-    nrtprof::StartCaptureReply reply;
-    ASSERT_TRUE(control_->StartCapture(&context, request, &reply).ok());
-  }
+  ASSERT_TRUE(StartCapture(control_.get(), "hostile").ok());
   constexpr int kPerBatch = 50;
-  ShimStream good(collector_.get(), 100);
+  ShimStream good(collector_.get(), ShimHello(100, kExecutable));
   ASSERT_TRUE(good.Write(Ranges(1, kPerBatch, false)));
 
   // Garbage on the socket: not HTTP/2 at all.
@@ -535,7 +324,7 @@ TEST_F(NrtprofdTest, HostileClientsAreCutOffWithoutDisturbingAGoodStream) {
   grpc::ClientContext mute_context;
   auto mute = collector_->Stream(&mute_context);
   // A stream that says Hello and then nothing, ever: a process that joins and never finishes.
-  ShimStream idle(collector_.get(), 200);
+  ShimStream idle(collector_.get(), ShimHello(200, kExecutable));
 
   ASSERT_TRUE(good.Write(Ranges(2, kPerBatch, false)));
   nrtprof::DaemonMessage reply;
@@ -550,14 +339,9 @@ TEST_F(NrtprofdTest, HostileClientsAreCutOffWithoutDisturbingAGoodStream) {
 
   ASSERT_TRUE(good.Write(Ranges(3, kPerBatch, true)));
   nrtprof::CaptureFiles files;
-  {
-    grpc::ClientContext context;
-    nrtprof::StopCaptureRequest request;
-    request.set_capture_id("hostile");
-    request.set_wait_ms(2000);  // the idle process never sends its final batch
-    const grpc::Status s = control_->StopCapture(&context, request, &files);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  // The idle process never sends its final batch.
+  const grpc::Status stopped = StopCapture(control_.get(), "hostile", 2000, &files);
+  ASSERT_TRUE(stopped.ok()) << stopped.error_message();
   uint64_t acked = 0;
   EXPECT_TRUE(good.Finish(&acked).ok());
   EXPECT_EQ(acked, 3u);
@@ -588,7 +372,7 @@ TEST_F(NrtprofdTest, OversizedMessageIsRefusedWithTheLimit) {
   DaemonRun nrtprofd = Start(Args());
   ASSERT_TRUE(nrtprofd.ready);
   Connect();
-  ShimStream good(collector_.get(), 100);
+  ShimStream good(collector_.get(), ShimHello(100, kExecutable));
   ASSERT_TRUE(good.Write(Ranges(1, 1, false)));
 
   // Another process: its own connection.
@@ -639,13 +423,7 @@ TEST_F(NrtprofdTest, HostileStringsLeaveEveryFileValid) {
   DaemonRun nrtprofd = Start(Args());
   ASSERT_TRUE(nrtprofd.ready);
   Connect();
-  {
-    grpc::ClientContext context;
-    nrtprof::StartCaptureRequest request;
-    request.set_capture_id("strings");
-    nrtprof::StartCaptureReply reply;
-    ASSERT_TRUE(control_->StartCapture(&context, request, &reply).ok());
-  }
+  ASSERT_TRUE(StartCapture(control_.get(), "strings").ok());
   grpc::ClientContext context;
   auto stream = collector_->Stream(&context);
   nrtprof::ShimMessage hello = Hello();
@@ -726,14 +504,8 @@ TEST_F(NrtprofdTest, HostileStringsLeaveEveryFileValid) {
   EXPECT_EQ(reply.ack().sequence(), 1u);
 
   nrtprof::CaptureFiles files;
-  {
-    grpc::ClientContext stop_context;
-    nrtprof::StopCaptureRequest request;
-    request.set_capture_id("strings");
-    request.set_wait_ms(30'000);
-    const grpc::Status s = control_->StopCapture(&stop_context, request, &files);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  const grpc::Status stopped = StopCapture(control_.get(), "strings", 30'000, &files);
+  ASSERT_TRUE(stopped.ok()) << stopped.error_message();
   EXPECT_EQ(files.events(), names.size() + 2);
   const std::string dir = out_ + "/strings";
   // One row per range name; the call and its execution are inside the first range.
@@ -758,3 +530,5 @@ TEST_F(NrtprofdTest, HostileStringsLeaveEveryFileValid) {
 }
 
 }  // namespace hostile
+
+}  // namespace nrtprof::testing

@@ -2,12 +2,9 @@
 // 127.0.0.1 (port 0), certificates and tokens made with openssl for the test, real TLS clients.
 // As root (CI), the daemon must drop to --user=nobody, which the sandbox's user namespace
 // forbids: the target runs unsandboxed (BUILD).
-#include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,135 +15,23 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/testing/nrtprofd_harness.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.grpc.pb.h"
 #include "tests/testing/tls_certs.h"
 
+namespace nrtprof::testing {
 namespace {
 
-using nrtprof::testing::TlsFiles;
+constexpr char kExecutable[] = "/bin/remote_app";
 
-constexpr char kDaemon[] = "daemon/nrtprofd";
-
-void RemoveTree(const std::string& path) {
-  nftw(
-      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
-      16, FTW_DEPTH | FTW_PHYS);
-}
-
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, n);
-  }
-  return out;
-}
-
-std::string ReadFileText(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string text = ReadAll(fd);
-  close(fd);
-  return text;
-}
-
-struct DaemonRun {
-  pid_t pid = -1;
-  int stderr_fd = -1;
-  bool ready = false;
-  std::string ready_line;  // "ready\n", or "ready HOST:PORT\n" with --listen
-};
-
-// Starts nrtprofd with `args` and --ready_fd; returns once it said "ready" or exited.
-DaemonRun Start(const std::vector<std::string>& args) {
-  int ready[2], err[2];
-  EXPECT_EQ(pipe2(ready, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
-  std::vector<std::string> argv = {kDaemon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  argv.push_back(absl::StrCat("--ready_fd=", ready[1]));
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  DaemonRun run;
-  run.pid = fork();
-  if (run.pid == 0) {
-    dup2(err[1], STDERR_FILENO);
-    fcntl(ready[1], F_SETFD, 0);
-    execv(kDaemon, c_argv.data());
-    _exit(127);
-  }
-  close(ready[1]);
-  close(err[1]);
-  run.ready_line = ReadAll(ready[0]);  // EOF once the daemon closed it or exited
-  close(ready[0]);
-  run.ready = absl::StartsWith(run.ready_line, "ready") && absl::EndsWith(run.ready_line, "\n");
-  run.stderr_fd = err[0];
-  return run;
-}
-
-int Wait(DaemonRun* run, std::string* err = nullptr) {
-  int status = 0;
-  waitpid(run->pid, &status, 0);
-  const std::string text = ReadAll(run->stderr_fd);
-  close(run->stderr_fd);
-  if (err != nullptr) *err = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-int RunToExit(const std::vector<std::string>& args, std::string* err) {
-  DaemonRun run = Start(args);
-  EXPECT_FALSE(run.ready);
-  return Wait(&run, err);
-}
-
-mode_t Mode(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? st.st_mode & 0777 : 0;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0;
-}
-
-nrtprof::ShimMessage Hello() {
-  nrtprof::ShimMessage m;
-  m.mutable_hello()->set_pid(4242);
-  m.mutable_hello()->set_executable("/bin/remote_app");
-  return m;
-}
+nrtprof::ShimMessage Hello() { return ShimHello(4242, kExecutable); }
 
 // One range and one call.
 nrtprof::ShimMessage Batch(bool final) {
-  nrtprof::ShimMessage m;
-  nrtprof::EventBatch* b = m.mutable_batch();
-  b->set_sequence(1);
-  b->set_final(final);
-  const char* strings[] = {"aten::mul", "nrt_execute"};
-  for (uint32_t i = 0; i < 2; ++i) {
-    nrtprof::InternedString* s = b->add_strings();
-    s->set_iid(i + 1);
-    s->set_value(strings[i]);
-  }
-  nrtprof::Event* range = b->add_events();
-  range->set_kind(nrtprof::EVENT_RANGE);
-  range->set_name_iid(1);
-  range->set_tid(1);
-  range->set_start_ns(1'000'000);
-  range->set_duration_ns(600'000);
-  nrtprof::Event* call = b->add_events();
-  call->set_kind(nrtprof::EVENT_API_CALL);
-  call->set_name_iid(2);
-  call->set_tid(1);
-  call->set_start_ns(1'100'000);
-  call->set_duration_ns(400'000);
-  call->set_correlation_id(1);
-  call->set_repeat(1);
-  call->set_nc_idx(0);
+  nrtprof::ShimMessage m = NewBatch(1, final, {"aten::mul", "nrt_execute"});
+  AddRangeAroundCall(1'000'000, 600'000, /*correlation_id=*/1, m.mutable_batch());
   return m;
 }
 
@@ -167,10 +52,10 @@ std::shared_ptr<grpc::Channel> TlsChannel(int port, const std::string& ca, const
                                           const std::string& cert = "",
                                           const std::string& key = "") {
   grpc::SslCredentialsOptions tls;
-  tls.pem_root_certs = nrtprof::testing::ReadPem(ca);
+  tls.pem_root_certs = ReadPem(ca);
   if (!cert.empty()) {
-    tls.pem_cert_chain = nrtprof::testing::ReadPem(cert);
-    tls.pem_private_key = nrtprof::testing::ReadPem(key);
+    tls.pem_cert_chain = ReadPem(cert);
+    tls.pem_private_key = ReadPem(key);
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(tls);
   if (!token.empty()) {
@@ -189,19 +74,16 @@ grpc::Status CallStatus(const std::shared_ptr<grpc::Channel>& channel,
                                                     reply != nullptr ? reply : &ignored);
 }
 
-class NrtprofdTcpTest : public ::testing::Test {
+class NrtprofdTcpTest : public DaemonTest {
  protected:
+  NrtprofdTcpTest() : DaemonTest("nrtprofd-tcp") {}
   void SetUp() override {
-    // A short folder of our own: socket paths are limited to 107 bytes.
-    char templ[] = "/tmp/nrtprofd-tcp-XXXXXX";
-    ASSERT_NE(mkdtemp(templ), nullptr);
-    folder_ = templ;
-    socket_ = folder_ + "/sock/nrtprofd.sock";
-    out_ = folder_ + "/captures";
+    DaemonTest::SetUp();
+    if (HasFatalFailure()) return;
     const std::string certs = folder_ + "/certs";
     ASSERT_EQ(mkdir(certs.c_str(), 0700), 0);
     std::string error;
-    ASSERT_TRUE(nrtprof::testing::MakeTlsFiles(certs, &tls_, &error)) << error;
+    ASSERT_TRUE(MakeTlsFiles(certs, &tls_, &error)) << error;
     // As root the daemon runs as nobody, which must be able to make the socket and captures.
     if (geteuid() == 0) {
       ASSERT_EQ(chmod(folder_.c_str(), 0777), 0);
@@ -225,14 +107,9 @@ class NrtprofdTcpTest : public ::testing::Test {
     if (run.ready_line.rfind(prefix, 0) != 0) return 0;
     return atoi(run.ready_line.c_str() + prefix.size());
   }
-  void TearDown() override { RemoveTree(folder_); }
-  std::vector<std::string> Args() {
-    return {"--socket", socket_, absl::StrCat("--output_root=", out_)};
-  }
   void Connect() {
     channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
   }
-  std::string folder_, socket_, out_;
   std::shared_ptr<grpc::Channel> channel_;
   TlsFiles tls_;
 };
@@ -314,16 +191,9 @@ TEST_F(NrtprofdTcpTest, DropsRootToTheUserBeforeMakingTheSocket) {
   // It serves as nobody: a capture over TCP is written, by nobody.
   std::shared_ptr<grpc::Channel> channel = TlsChannel(PortOf(nrtprofd), tls_.ca, tls_.token);
   auto control = nrtprof::Control::NewStub(channel);
-  grpc::ClientContext start_context;
-  nrtprof::StartCaptureRequest start;
-  start.set_capture_id("dropped");
-  nrtprof::StartCaptureReply started;
-  ASSERT_TRUE(control->StartCapture(&start_context, start, &started).ok());
-  grpc::ClientContext stop_context;
-  nrtprof::StopCaptureRequest stop;
-  stop.set_capture_id("dropped");
+  ASSERT_TRUE(StartCapture(control.get(), "dropped").ok());
   nrtprof::CaptureFiles files;
-  const grpc::Status stopped = control->StopCapture(&stop_context, stop, &files);
+  const grpc::Status stopped = StopCapture(control.get(), "dropped", /*wait_ms=*/0, &files);
   ASSERT_TRUE(stopped.ok()) << stopped.error_message();
   ASSERT_EQ(stat((out_ + "/dropped/summary.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
@@ -343,31 +213,18 @@ TEST_F(NrtprofdTcpTest, ServesTcpCallsThatCarryTheToken) {
   auto control = nrtprof::Control::NewStub(channel);
   auto collector = nrtprof::Collector::NewStub(channel);
 
-  grpc::ClientContext start_context;
-  nrtprof::StartCaptureRequest start;
-  start.set_capture_id("remote");
-  nrtprof::StartCaptureReply started;
-  ASSERT_TRUE(control->StartCapture(&start_context, start, &started).ok());
-  grpc::ClientContext stream_context;
-  auto stream = collector->Stream(&stream_context);
-  nrtprof::DaemonMessage reply;
-  ASSERT_TRUE(stream->Write(Hello()));
-  ASSERT_TRUE(stream->Read(&reply));
-  EXPECT_TRUE(reply.control().capturing());
-  ASSERT_TRUE(stream->Write(Batch(/*final=*/true)));
-  ASSERT_TRUE(stream->Read(&reply));
-  EXPECT_EQ(reply.ack().sequence(), 1u);
-  grpc::ClientContext stop_context;
-  nrtprof::StopCaptureRequest stop;
-  stop.set_capture_id("remote");
-  stop.set_wait_ms(30'000);
+  ASSERT_TRUE(StartCapture(control.get(), "remote").ok());
+  ShimStream shim(collector.get(), Hello());
+  ASSERT_TRUE(shim.Write(Batch(/*final=*/true)));
   nrtprof::CaptureFiles files;
-  const grpc::Status stopped = control->StopCapture(&stop_context, stop, &files);
+  const grpc::Status stopped = StopCapture(control.get(), "remote", 30'000, &files);
   ASSERT_TRUE(stopped.ok()) << stopped.error_message();
   EXPECT_EQ(files.processes(), 1u);
   EXPECT_EQ(files.events(), 2u);
   EXPECT_TRUE(Exists(out_ + "/remote/trace.pftrace"));
-  stream->WritesDone();
+  uint64_t acked = 0;
+  EXPECT_TRUE(shim.Finish(&acked).ok());
+  EXPECT_EQ(acked, 1u);
 
   // The unix socket asks for no token: its permissions guard it.
   Connect();
@@ -512,3 +369,5 @@ TEST_F(NrtprofdTcpTest, RefusesAPortAnotherDaemonListensOn) {
 }
 
 }  // namespace
+
+}  // namespace nrtprof::testing
