@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "daemon/testing/nrtprofd_harness.h"
@@ -216,6 +217,7 @@ TEST_F(NrtprofdTcpTest, ServesTcpCallsThatCarryTheToken) {
   ASSERT_TRUE(StartCapture(control.get(), "remote").ok());
   ShimStream shim(collector.get(), Hello());
   ASSERT_TRUE(shim.Write(Batch(/*final=*/true)));
+  ASSERT_TRUE(shim.AwaitAck(1));  // stored in the capture before it stops
   nrtprof::CaptureFiles files;
   const grpc::Status stopped = StopCapture(control.get(), "remote", 30'000, &files);
   ASSERT_TRUE(stopped.ok()) << stopped.error_message();
@@ -289,6 +291,34 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
       << refusals[2];
   EXPECT_EQ(err.find(tls_.token), std::string::npos);
   EXPECT_EQ(err.find(tls_.wrong_token), std::string::npos);
+}
+
+// A client that keeps calling with a wrong token: the daemon writes a burst of lines, then
+// counts the refusals it leaves out, and says how many (at the latest when it stops).
+TEST_F(NrtprofdTcpTest, RefusalLinesAreRateLimitedAndTheRestCounted) {
+  DaemonRun nrtprofd = Start(TcpArgs(tls_.token_file));
+  ASSERT_TRUE(nrtprofd.ready) << WhyNotReady(&nrtprofd);
+  constexpr int kCalls = 40;  // twice the burst of lines
+  std::shared_ptr<grpc::Channel> wrong = TlsChannel(PortOf(nrtprofd), tls_.ca, tls_.wrong_token);
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(CallStatus(wrong).error_code(), grpc::StatusCode::UNAUTHENTICATED) << i;
+  }
+  kill(nrtprofd.pid, SIGTERM);
+  std::string err;
+  EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
+  int written = 0, counted = 0;
+  for (const std::string& line : Lines(err)) {
+    if (absl::StartsWith(line, "nrtprofd: refused ")) ++written;
+    if (!absl::StrContains(line, " not logged in the last ")) continue;
+    const std::vector<std::string> words = absl::StrSplit(line, ' ');
+    int n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(words[1], &n)) << line;
+    EXPECT_TRUE(absl::StartsWith(line, absl::StrCat("nrtprofd: ", n, " more refusal"))) << line;
+    counted += n;
+  }
+  EXPECT_EQ(written + counted, kCalls) << err;
+  EXPECT_GE(written, 20) << err;
+  EXPECT_GT(counted, 0) << err;  // unless the calls took 20 s, each gaining a line
 }
 
 TEST_F(NrtprofdTcpTest, PlaintextAndUntrustingClientsCannotConnect) {

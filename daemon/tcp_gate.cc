@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/credential_files.h"
 
 namespace nrtprof::daemon {
@@ -18,10 +19,18 @@ class RefusedStream final : public grpc::ServerGenericBidiReactor {
   void OnDone() override { delete this; }
 };
 
+// One write, so that lines from concurrent refusals never interleave.
+void WriteToStderr(const std::string& text) {
+  if (text.empty()) return;
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
 }  // namespace
 
 TcpGate::TcpGate(std::string token)
-    : expected_(token.empty() ? "" : absl::StrCat("Bearer ", token)) {}
+    : expected_(token.empty() ? "" : absl::StrCat("Bearer ", token)),
+      refusal_log_("refusal", LogRateLimiter::Limits{}, [] { return MonotonicNs(); }) {}
 
 grpc::Status TcpGate::Check(const grpc::ServerContextBase& context, const char* method) const {
   if (!open_.load(std::memory_order_acquire)) {
@@ -42,14 +51,13 @@ grpc::Status TcpGate::Check(const grpc::ServerContextBase& context, const char* 
     }
     why = "wrong bearer token";
   }
-  // One write, so that lines from concurrent refusals never interleave.
-  const std::string line =
-      absl::StrCat("nrtprofd: refused ", method, " from ", context.peer(), ": ", why, "\n");
-  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  WriteToStderr(refusal_log_.Admit(
+      absl::StrCat("nrtprofd: refused ", method, " from ", context.peer(), ": ", why, "\n")));
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       absl::StrCat("nrtprofd refused the call: ", why));
 }
+
+void TcpGate::LogUnloggedRefusals() { WriteToStderr(refusal_log_.TakeUnlogged()); }
 
 grpc::ServerGenericBidiReactor* GatedCollectorService::CreateReactor(
     grpc::GenericCallbackServerContext* context) {

@@ -3,8 +3,10 @@
 // the gate then checks every call's "authorization: Bearer TOKEN" metadata, compared in
 // constant time, before the service's own handler runs. A call without it, or with another
 // token, ends with UNAUTHENTICATED and one line on the daemon's stderr that names the peer's
-// address and the method (never the token). The unix socket does not go through the gate: its
-// file permissions guard it.
+// address and the method (never the token). Those lines are rate-limited (log_rate_limiter.h:
+// 20 at once, then one a second), and the ones left out are counted in the next line written or
+// by LogUnloggedRefusals() at shutdown. The unix socket does not go through the gate: its file
+// permissions guard it.
 //
 // The gated services forward to the ones the unix socket serves (a gRPC service object can
 // belong to one server only). An RPC the gate does not forward does not exist on TCP
@@ -25,6 +27,7 @@
 
 #include "daemon/collector_service.h"
 #include "daemon/control_service.h"
+#include "daemon/log_rate_limiter.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/nrtprof.grpc.pb.h"
 
@@ -41,12 +44,18 @@ class TcpGate {
   // What is written before Open() is seen by every call Check() lets through.
   void Open() { open_.store(true, std::memory_order_release); }
 
-  // OK, or the status to end the call with (UNAUTHENTICATED after one line on stderr).
+  // OK, or the status to end the call with (UNAUTHENTICATED after one line on stderr, unless
+  // the rate limit leaves it out).
   grpc::Status Check(const grpc::ServerContextBase& context, const char* method) const;
+
+  // Says on stderr how many refusals the rate limit left out since its last line, if any. Once
+  // no call can reach the gate any more (the server has shut down).
+  void LogUnloggedRefusals();
 
  private:
   const std::string expected_;  // "Bearer TOKEN", or empty
   std::atomic<bool> open_{false};
+  mutable LogRateLimiter refusal_log_;
 };
 
 // The Collector service is generic (collector_service.h parses the messages itself), and so is

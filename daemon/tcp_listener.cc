@@ -142,6 +142,7 @@ void TcpListener::Shutdown(std::chrono::system_clock::time_point deadline) {
   shut_down_ = true;
   server_->Shutdown(deadline);
   server_->Wait();
+  gate_.LogUnloggedRefusals();
 }
 
 TcpListener::~TcpListener() { Shutdown(std::chrono::system_clock::now()); }

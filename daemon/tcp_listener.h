@@ -51,7 +51,8 @@ class TcpListener {
 
   // From now on, calls that pass the gate go to these services.
   void Open(CollectorService* collector, ControlService* control);
-  // Ends the calls in progress at `deadline` and stops listening.
+  // Ends the calls in progress at `deadline` and stops listening; then says how many refusals
+  // the gate's rate limit left out of the log, if any.
   void Shutdown(std::chrono::system_clock::time_point deadline);
 
  private:

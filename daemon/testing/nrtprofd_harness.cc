@@ -154,8 +154,18 @@ ShimStream::ShimStream(nrtprof::Collector::Stub* stub, const nrtprof::ShimMessag
     while (stream_->Read(&m)) {
       std::lock_guard<std::mutex> lock(mu_);
       if (m.has_ack()) acked_ = std::max(acked_, m.ack().sequence());
+      acked_or_ended_.notify_all();
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+    acked_or_ended_.notify_all();
   });
+}
+
+bool ShimStream::AwaitAck(uint64_t sequence) {
+  std::unique_lock<std::mutex> lock(mu_);
+  acked_or_ended_.wait(lock, [&] { return acked_ >= sequence || ended_; });
+  return acked_ >= sequence;
 }
 
 ShimStream::~ShimStream() {

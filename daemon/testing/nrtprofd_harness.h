@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -92,7 +93,7 @@ grpc::Status StopCapture(nrtprof::Control::StubInterface* control, const std::st
 
 // A well-behaved shim's stream: it has sent `hello`, and a reader thread always waits on the
 // daemon, as the shim's reactor does (so the stream answers keepalive pings like a real one).
-// Write() and Finish() belong to the test's thread; `stub` must outlive the stream.
+// Write(), AwaitAck() and Finish() belong to the test's thread; `stub` must outlive the stream.
 class ShimStream {
  public:
   ShimStream(nrtprof::Collector::Stub* stub, const nrtprof::ShimMessage& hello);
@@ -101,6 +102,9 @@ class ShimStream {
   ShimStream& operator=(const ShimStream&) = delete;
 
   bool Write(const nrtprof::ShimMessage& m) { return stream_->Write(m); }
+  // Waits until the daemon acknowledged batch `sequence` (true: it is stored) or ended the
+  // stream (false).
+  bool AwaitAck(uint64_t sequence);
   // Closes the stream; returns its status and the highest sequence acknowledged.
   grpc::Status Finish(uint64_t* acked);
 
@@ -109,7 +113,9 @@ class ShimStream {
   std::unique_ptr<grpc::ClientReaderWriter<nrtprof::ShimMessage, nrtprof::DaemonMessage>> stream_;
   std::thread reader_;
   std::mutex mu_;
+  std::condition_variable acked_or_ended_;
   uint64_t acked_ = 0;  // guarded by mu_ while reader_ runs
+  bool ended_ = false;  // guarded by mu_ while reader_ runs
 };
 
 // ---- Files ----
