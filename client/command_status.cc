@@ -65,7 +65,7 @@ int StatusCommand(int argc, char** argv) {
     printf("  %-20s %llu\n", d.reason().c_str(), static_cast<unsigned long long>(d.events()));
   }
   if (dropped != 0) {
-    const nrtprof::LaneDrops& lanes = status->dropped_by_lane();
+    const nrtprof::EventsByLane& lanes = status->dropped_by_lane();
     printf("  by lane:           framework %llu, runtime %llu, hardware %llu\n",
            static_cast<unsigned long long>(lanes.framework()),
            static_cast<unsigned long long>(lanes.runtime()),

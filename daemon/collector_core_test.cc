@@ -269,18 +269,32 @@ TEST_F(CollectorCoreTest, AClosedStreamCountsAsDone) {
 // A stream that broke before its acks arrived: the shim resends on a new stream what was not
 // acknowledged. The daemon says at once how far it has the process, keeps nothing twice, and
 // takes the strings the resent batch carries for the new stream's later batches.
+// `batch`, with the shim's count of events sent so far (Batch()'s: a range and a call each).
+nrtprof::EventBatch Sent(nrtprof::EventBatch batch, uint64_t batches_so_far) {
+  batch.mutable_events_sent()->set_framework(batches_so_far);
+  batch.mutable_events_sent()->set_runtime(batches_so_far);
+  return batch;
+}
+
+nrtprof::EventBatch RingFull(nrtprof::EventBatch batch, uint64_t calls) {
+  batch.mutable_drops()->set_ring_full(calls);
+  batch.mutable_drops()->mutable_by_lane()->set_runtime(calls);
+  return batch;
+}
+
 TEST_F(CollectorCoreTest, AProcessBackOnANewStreamIsNotStoredTwice) {
   Controls c1, c2;
   Start("cap");
   ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender())->capturing());
   ASSERT_EQ(core_.StoredSequence(1), 0u);
-  ASSERT_EQ(core_.OnBatch(1, Batch(1)).value(), 1u);
+  ASSERT_EQ(core_.OnBatch(1, RingFull(Sent(Batch(1), 1), 2)).value(), 1u);
   core_.OnStreamClosed(1);  // the ack of batch 1 was lost with the stream
 
   ASSERT_TRUE(core_.OnHello(2, Hello(7), c2.Sender())->capturing());
   EXPECT_EQ(core_.StoredSequence(2), 1u);
-  EXPECT_EQ(core_.OnBatch(2, Batch(1)).value(), 1u) << "resent: a duplicate";
-  EXPECT_EQ(core_.OnBatch(2, Batch(2, /*final=*/true)).value(), 2u);
+  EXPECT_EQ(core_.OnBatch(2, RingFull(Sent(Batch(1), 1), 2)).value(), 1u)
+      << "resent: a duplicate";
+  EXPECT_EQ(core_.OnBatch(2, RingFull(Sent(Batch(2, /*final=*/true), 2), 2)).value(), 2u);
   absl::StatusOr<nrtprof::CaptureFiles> files = Stop("cap");
   ASSERT_TRUE(files.ok()) << files.status();
   ASSERT_EQ(sink_.traces[0].processes.size(), 1u);
@@ -289,6 +303,10 @@ TEST_F(CollectorCoreTest, AProcessBackOnANewStreamIsNotStoredTwice) {
   EXPECT_EQ(p.ranges.size(), 2u);
   EXPECT_EQ(p.batches_missing, 0u);
   EXPECT_FALSE(p.cut_off);
+  // The shim's counters are the process's: both streams said 2, and 2 were lost, not 4.
+  EXPECT_EQ(p.drops.ring_full, 2u);
+  EXPECT_EQ(p.drops.by_lane.runtime, 2u);
+  EXPECT_EQ(p.drops.total(), 2u);
 
   // Another process with the same pid (another start time) starts afresh.
   Controls c3;
@@ -296,6 +314,40 @@ TEST_F(CollectorCoreTest, AProcessBackOnANewStreamIsNotStoredTwice) {
   other.set_process_start_ns(123);
   ASSERT_TRUE(core_.OnHello(3, other, c3.Sender()).ok());
   EXPECT_EQ(core_.StoredSequence(3), 0u);
+}
+
+TEST_F(CollectorCoreTest, AFinalBatchThatCameAloneCountsWhatNeverArrived) {
+  Controls c1, c2;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender())->capturing());
+  ASSERT_TRUE(core_.OnBatch(1, Sent(Batch(1), 1)).ok());
+  ASSERT_TRUE(core_.OnBatch(1, RingFull(Sent(Batch(2), 2), 3)).ok());
+  // Batches 3 and 4 are stuck in stream 1 when the process exits; its final batch comes alone,
+  // event-less, on a stream of its own.
+  nrtprof::Hello alone = Hello(7);
+  alone.set_final_only(true);
+  ASSERT_TRUE(core_.OnHello(2, alone, c2.Sender())->capturing());
+  nrtprof::EventBatch final_batch;
+  final_batch.set_sequence(5);
+  final_batch.set_final(true);
+  ASSERT_EQ(core_.OnBatch(2, RingFull(Sent(final_batch, 4), 3)).value(), 5u);
+  core_.OnStreamClosed(2);
+  core_.OnStreamClosed(1);
+  absl::StatusOr<nrtprof::CaptureFiles> files = Stop("cap");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(sink_.traces[0].processes.size(), 1u);
+  const ProcessTrace& p = sink_.traces[0].processes[0];
+  EXPECT_EQ(p.calls.size(), 2u);
+  EXPECT_FALSE(p.cut_off) << "its final batch came";
+  EXPECT_EQ(p.batches_missing, 0u) << "the final batch's stream misses nothing of its own";
+  // Batches 3 and 4: 2 ranges and 2 calls sent, never received, counted; the ring's 3 once.
+  EXPECT_EQ(p.drops.daemon_away, 4u);
+  EXPECT_EQ(p.drops.ring_full, 3u);
+  EXPECT_EQ(p.drops.by_lane.framework, 2u);
+  EXPECT_EQ(p.drops.by_lane.runtime, 2u + 3u);
+  EXPECT_EQ(p.drops.by_lane.total(), p.drops.total());
+  // What a user checks: calls in the trace + calls counted lost = calls made (2 + 2 + 3).
+  EXPECT_EQ(p.calls.size() + p.drops.by_lane.runtime, 7u);
 }
 
 TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {

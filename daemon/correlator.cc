@@ -205,15 +205,22 @@ struct DeviceRef {
 
 class ProcessCorrelator {
  public:
-  ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id)
-      : in_(in), str_(in.strings), clock_(in.clock_syncs), handles_(in, str_), next_id_(next_id) {}
+  // `drops`: what the process lost during the capture (ProcessDrops), given to the first of its
+  // streams (the others' add nothing but the daemon's correlation's own).
+  ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id, const DropCounts& drops)
+      : in_(in),
+        str_(in.strings),
+        clock_(in.clock_syncs),
+        handles_(in, str_),
+        next_id_(next_id),
+        drops_(drops) {}
 
   ProcessTrace Build() {
     out_.pid = in_.hello.pid();
     out_.host = in_.hello.host();
     out_.executable = in_.hello.executable();
     out_.command_line.assign(in_.hello.command_line().begin(), in_.hello.command_line().end());
-    out_.drops = in_.drops;
+    out_.drops = drops_;
     out_.events_received = in_.events_received;
     out_.batches_missing = in_.batches_missing;
     out_.cut_off = in_.stream_closed && !in_.final;
@@ -699,11 +706,59 @@ class ProcessCorrelator {
   const ClockMap clock_;
   const HandleHistory handles_;
   uint64_t* const next_id_;
+  const DropCounts drops_;
   ProcessTrace out_;
   std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
   std::vector<size_t> orphan_or_child_;             // device events with a wire parent
   uint64_t first_device_id_ = 0;                    // the id of out_.device[0] (BuildDevice)
 };
+
+// What one process lost during the capture, from its streams' captures (one per stream, in
+// the order they came). The shim's counters are the process's, cumulative across its streams:
+// their growth over the capture is the latest value less the earliest known at its start. The
+// daemon's own counts add up. Events the shim numbered as sent and the daemon never received
+// (a stream cut off at exit, or a gap) are counted in daemon_away, by lane.
+DropCounts ProcessDrops(const std::vector<const ProcessCapture*>& streams) {
+  DropCounts d;
+  if (streams.size() == 1) {
+    d = streams[0]->drops;
+  } else {
+    DropCounts begin, end;
+    bool begin_known = false;
+    for (const ProcessCapture* c : streams) {
+      end = CombineDropCounts(end, c->shim_at_end, [](uint64_t a, uint64_t b) { return std::max(a, b); });
+      if (c->shim_at_begin_known) {
+        begin = begin_known ? CombineDropCounts(begin, c->shim_at_begin,
+                                                [](uint64_t a, uint64_t b) { return std::min(a, b); })
+                            : c->shim_at_begin;
+        begin_known = true;
+      }
+      d += c->daemon_drops;
+    }
+    d += CombineDropCounts(end, begin, [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; });
+  }
+  if (std::all_of(streams.begin(), streams.end(),
+                  [](const ProcessCapture* c) { return c->sent_known; })) {
+    LaneDropCounts begin = streams[0]->sent_at_begin, end, received;
+    for (const ProcessCapture* c : streams) {
+      begin.framework = std::min(begin.framework, c->sent_at_begin.framework);
+      begin.runtime = std::min(begin.runtime, c->sent_at_begin.runtime);
+      begin.hardware = std::min(begin.hardware, c->sent_at_begin.hardware);
+      end.framework = std::max(end.framework, c->sent_at_end.framework);
+      end.runtime = std::max(end.runtime, c->sent_at_end.runtime);
+      end.hardware = std::max(end.hardware, c->sent_at_end.hardware);
+      received += c->received_by_lane;
+    }
+    auto unreceived = [](uint64_t b, uint64_t e, uint64_t r) { return e > b + r ? e - b - r : 0; };
+    LaneDropCounts lost;
+    lost.framework = unreceived(begin.framework, end.framework, received.framework);
+    lost.runtime = unreceived(begin.runtime, end.runtime, received.runtime);
+    lost.hardware = unreceived(begin.hardware, end.hardware, received.hardware);
+    d.daemon_away += lost.total();
+    d.by_lane += lost;
+  }
+  return d;
+}
 
 // A process that reconnected during the capture (its stream broke, the shim opened another)
 // sent two streams: one ProcessTrace, its events from both.
@@ -760,7 +815,16 @@ Trace CorrelateProcesses(const std::string& capture_id,
       trace.realtime_offset_ns = processes[i].realtime_offset_ns;
       have_offset = true;
     }
-    ProcessTrace p = ProcessCorrelator(processes[i], &next_id).Build();
+    const bool first_of_process = n == 0 || key(order[n - 1]) != key(i);
+    DropCounts drops;
+    if (first_of_process) {
+      std::vector<const ProcessCapture*> streams;
+      for (size_t m = n; m < order.size() && key(order[m]) == key(i); ++m) {
+        streams.push_back(&processes[order[m]]);
+      }
+      drops = ProcessDrops(streams);
+    }
+    ProcessTrace p = ProcessCorrelator(processes[i], &next_id, drops).Build();
     if (consumed != nullptr) {
       ProcessCapture& done = (*consumed)[i];
       IngestedEvents().swap(done.events);
@@ -769,7 +833,7 @@ Trace CorrelateProcesses(const std::string& capture_id,
       std::unordered_map<uint32_t, std::vector<uint32_t>>().swap(done.stacks);
       std::vector<IngestedModel>().swap(done.models);
     }
-    if (n > 0 && key(order[n - 1]) == key(i)) {
+    if (!first_of_process) {
       Merge(std::move(p), &trace.processes.back());
     } else {
       trace.processes.push_back(std::move(p));

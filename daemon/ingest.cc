@@ -67,22 +67,43 @@ uint64_t& LaneOf(nrtprof::EventKind kind, LaneDropCounts* lanes) {
 }
 
 DropCounts Subtract(const DropCounts& a, const DropCounts& b) {
+  return CombineDropCounts(a, b, [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; });
+}
+
+LaneDropCounts SubtractLanes(const LaneDropCounts& a, const LaneDropCounts& b) {
   auto sub = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
-  DropCounts d;
-  d.ring_full = sub(a.ring_full, b.ring_full);
-  d.daemon_away = sub(a.daemon_away, b.daemon_away);
-  d.spool_full = sub(a.spool_full, b.spool_full);
-  d.device_overwritten = sub(a.device_overwritten, b.device_overwritten);
-  d.oversized = sub(a.oversized, b.oversized);
-  d.daemon_overflow = sub(a.daemon_overflow, b.daemon_overflow);
-  d.no_clock_sync = sub(a.no_clock_sync, b.no_clock_sync);
-  d.by_lane.framework = sub(a.by_lane.framework, b.by_lane.framework);
-  d.by_lane.runtime = sub(a.by_lane.runtime, b.by_lane.runtime);
-  d.by_lane.hardware = sub(a.by_lane.hardware, b.by_lane.hardware);
-  return d;
+  LaneDropCounts l;
+  l.framework = sub(a.framework, b.framework);
+  l.runtime = sub(a.runtime, b.runtime);
+  l.hardware = sub(a.hardware, b.hardware);
+  return l;
+}
+
+LaneDropCounts LanesOf(const nrtprof::EventsByLane& lanes) {
+  LaneDropCounts l;
+  l.framework = lanes.framework();
+  l.runtime = lanes.runtime();
+  l.hardware = lanes.hardware();
+  return l;
 }
 
 }  // namespace
+
+DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
+                             uint64_t (*fn)(uint64_t, uint64_t)) {
+  DropCounts d;
+  d.ring_full = fn(a.ring_full, b.ring_full);
+  d.daemon_away = fn(a.daemon_away, b.daemon_away);
+  d.spool_full = fn(a.spool_full, b.spool_full);
+  d.device_overwritten = fn(a.device_overwritten, b.device_overwritten);
+  d.oversized = fn(a.oversized, b.oversized);
+  d.daemon_overflow = fn(a.daemon_overflow, b.daemon_overflow);
+  d.no_clock_sync = fn(a.no_clock_sync, b.no_clock_sync);
+  d.by_lane.framework = fn(a.by_lane.framework, b.by_lane.framework);
+  d.by_lane.runtime = fn(a.by_lane.runtime, b.by_lane.runtime);
+  d.by_lane.hardware = fn(a.by_lane.hardware, b.by_lane.hardware);
+  return d;
+}
 
 absl::Status ProcessIngest::ValidateHello(const nrtprof::Hello& hello) {
   if (hello.pid() == 0) return absl::InvalidArgumentError("Hello without a pid");
@@ -126,6 +147,8 @@ absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch
   // A gap: batches lost between the shim and here (a shim bug, or spool files lost). The
   // batch is still good, so it is kept; the gap is counted in batches_missing because the
   // events of the missing batches cannot be counted.
+  // A final batch that came alone (Hello.final_only) follows batches of another stream.
+  if (hello_.final_only()) last_sequence_ = batch.sequence() - 1;
   batches_missing_ += batch.sequence() - last_sequence_ - 1;
   last_sequence_ = batch.sequence();
   Apply(batch);
@@ -256,9 +279,12 @@ void ProcessIngest::ApplyInterning(const nrtprof::EventBatch& batch) {
 
 void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
   ApplyInterning(batch);
+  applied_any_ = true;
+  LaneDropCounts lanes_of_batch;
   for (const nrtprof::Event& e : batch.events()) {
     ++events_received_;
     IngestedEvent record = ToRecord(e);
+    LaneOf(record.kind, &lanes_of_batch) += 1;
     if (record.kind == nrtprof::EVENT_API_CALL) {
       auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
       if (name != strings_.end() && IsHandleFunction(name->second)) KeepHandleEvent(record);
@@ -271,6 +297,21 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
       ++daemon_overflow_;
       LaneOf(record.kind, &daemon_overflow_by_lane_) += 1;
     }
+  }
+  received_by_lane_ += lanes_of_batch;
+  if (batch.has_events_sent()) {
+    const LaneDropCounts sent = LanesOf(batch.events_sent());
+    if (capturing_ && !sent_at_begin_set_) {
+      // The capture's first batch: what was sent before it.
+      sent_at_begin_ = SubtractLanes(sent, lanes_of_batch);
+      sent_at_begin_set_ = true;
+    }
+    sent_.framework = std::max(sent_.framework, sent.framework);
+    sent_.runtime = std::max(sent_.runtime, sent.runtime);
+    sent_.hardware = std::max(sent_.hardware, sent.hardware);
+    sent_seen_ = true;
+  } else if (capturing_) {
+    sent_missing_ = true;  // a shim older than the field
   }
   for (const nrtprof::DeviceClockSync& sync : batch.clock_syncs()) {
     KeepClockSync({sync.nc_idx(), sync.device_ns(), sync.host_monotonic_ns()});
@@ -297,7 +338,7 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
   shim_drops_.set_device_overwritten(
       std::max(shim_drops_.device_overwritten(), d.device_overwritten()));
   shim_drops_.set_oversized(std::max(shim_drops_.oversized(), d.oversized()));
-  nrtprof::LaneDrops* lanes = shim_drops_.mutable_by_lane();
+  nrtprof::EventsByLane* lanes = shim_drops_.mutable_by_lane();
   lanes->set_framework(std::max(lanes->framework(), d.by_lane().framework()));
   lanes->set_runtime(std::max(lanes->runtime(), d.by_lane().runtime()));
   lanes->set_hardware(std::max(lanes->hardware(), d.by_lane().hardware()));
@@ -330,17 +371,29 @@ void ProcessIngest::KeepClockSync(const ClockSyncPoint& sync) {
 }
 
 DropCounts ProcessIngest::drops() const {
+  DropCounts d = shim_drops();
+  d.daemon_overflow = daemon_overflow_;
+  d.by_lane += daemon_overflow_by_lane_;
+  return d;
+}
+
+DropCounts ProcessIngest::daemon_drops() const {
+  DropCounts d;
+  d.daemon_overflow = daemon_overflow_;
+  d.by_lane = daemon_overflow_by_lane_;
+  return d;
+}
+
+DropCounts ProcessIngest::shim_drops() const {
   DropCounts d;
   d.ring_full = shim_drops_.ring_full();
   d.daemon_away = shim_drops_.daemon_away();
   d.spool_full = shim_drops_.spool_full();
   d.device_overwritten = shim_drops_.device_overwritten();
   d.oversized = shim_drops_.oversized();
-  d.daemon_overflow = daemon_overflow_;
   d.by_lane.framework = shim_drops_.by_lane().framework();
   d.by_lane.runtime = shim_drops_.by_lane().runtime();
   d.by_lane.hardware = shim_drops_.by_lane().hardware();
-  d.by_lane += daemon_overflow_by_lane_;
   return d;
 }
 
@@ -348,7 +401,15 @@ void ProcessIngest::BeginCapture() {
   if (capturing_) return;
   capturing_ = true;
   events_.clear();
-  drops_at_begin_ = drops();
+  // A stream that has had batches knows the shim's counters at this point; one that has not
+  // knows the events sent only from its first batch (Apply).
+  shim_at_begin_known_ = applied_any_;
+  shim_at_begin_ = shim_drops();
+  daemon_at_begin_ = daemon_drops();
+  received_at_begin_by_lane_ = received_by_lane_;
+  sent_at_begin_ = sent_;
+  sent_at_begin_set_ = sent_seen_;
+  sent_missing_ = false;
   received_at_begin_ = events_received_;
   missing_at_begin_ = batches_missing_;
 }
@@ -364,7 +425,16 @@ ProcessCapture ProcessIngest::TakeCapture() {
   c.clock_syncs = clock_syncs_;
   c.models = models_;
   if (capturing_) {
-    c.drops = Subtract(drops(), drops_at_begin_);
+    c.shim_at_begin = shim_at_begin_;
+    c.shim_at_begin_known = shim_at_begin_known_;
+    c.shim_at_end = shim_drops();
+    c.daemon_drops = Subtract(daemon_drops(), daemon_at_begin_);
+    c.drops = Subtract(c.shim_at_end, c.shim_at_begin);
+    c.drops += c.daemon_drops;
+    c.sent_known = sent_at_begin_set_ && !sent_missing_;
+    c.sent_at_begin = sent_at_begin_;
+    c.sent_at_end = sent_;
+    c.received_by_lane = SubtractLanes(received_by_lane_, received_at_begin_by_lane_);
     c.events_received = events_received_ - received_at_begin_;
     c.batches_missing = batches_missing_ - missing_at_begin_;
   }

@@ -90,7 +90,18 @@ struct ProcessCapture {
   std::vector<IngestedEvent> handle_events;
   std::vector<ClockSyncPoint> clock_syncs;  // since the stream began
   std::vector<IngestedModel> models;        // since the stream began
-  DropCounts drops;                         // lost during the capture
+  DropCounts drops;  // lost during the capture, as this stream alone tells
+  // A process may have several streams in a capture (it reconnected; its final batch came
+  // alone), and the shim's counters are the process's, cumulative across them: the correlator
+  // reckons such a process's drops from these (ProcessDrops), not by adding up `drops`.
+  DropCounts shim_at_begin;           // the shim's counters when the capture began,
+  bool shim_at_begin_known = false;   // if the stream had had a batch by then
+  DropCounts shim_at_end;             // at its last batch
+  DropCounts daemon_drops;            // the daemon's own during the capture (over its bounds)
+  // EventBatch.events_sent before the capture's first batch and after its last, and the events
+  // received in between: the difference was sent and never arrived.
+  LaneDropCounts sent_at_begin, sent_at_end, received_by_lane;
+  bool sent_known = false;  // every batch of the capture said how many events were sent
   uint64_t events_received = 0;             // during the capture, kept or not
   uint64_t batches_missing = 0;             // sequence gaps during the capture
   // CLOCK_REALTIME - CLOCK_MONOTONIC from the latest clock sample; 0 if none came.
@@ -98,6 +109,10 @@ struct ProcessCapture {
   bool final = false;  // the process said it was exiting
   bool stream_closed = false;  // the stream ended before the capture was taken
 };
+
+// Field by field: fn(a.x, b.x).
+DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
+                             uint64_t (*fn)(uint64_t, uint64_t));
 
 class ProcessIngest {
  public:
@@ -137,6 +152,8 @@ class ProcessIngest {
   uint64_t batches_missing() const { return batches_missing_; }
   // Cumulative since the stream began: the shim's counters plus the daemon's own.
   DropCounts drops() const;
+  DropCounts shim_drops() const;    // the shim's, cumulative for the process
+  DropCounts daemon_drops() const;  // the daemon's own
 
  private:
   absl::Status Validate(const nrtprof::EventBatch& batch) const;
@@ -163,11 +180,21 @@ class ProcessIngest {
   uint64_t model_bytes_ = 0;
   int64_t realtime_offset_ns_ = 0;
   bool final_ = false;
+  bool applied_any_ = false;          // a batch was stored
+  LaneDropCounts received_by_lane_;   // events of the batches stored
+  LaneDropCounts sent_;               // the largest EventBatch.events_sent, lane by lane
+  bool sent_seen_ = false;
 
   // The capture in progress, if capturing_.
   bool capturing_ = false;
   IngestedEvents events_;
-  DropCounts drops_at_begin_;
+  DropCounts shim_at_begin_;
+  bool shim_at_begin_known_ = false;
+  DropCounts daemon_at_begin_;
+  LaneDropCounts received_at_begin_by_lane_;
+  LaneDropCounts sent_at_begin_;
+  bool sent_at_begin_set_ = false;
+  bool sent_missing_ = false;  // a batch of the capture had no events_sent
   uint64_t received_at_begin_ = 0;
   uint64_t missing_at_begin_ = 0;
 };

@@ -221,6 +221,47 @@ TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   EXPECT_EQ(c.drops.by_lane.total(), c.drops.total());
 }
 
+TEST(IngestTest, EventsSentAreTalliedFromTheCapturesFirstBatch) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(3);  // after batches of an earlier stream: 5 calls sent before this one
+  AddString(&b, 1, "nrt_execute");
+  AddCall(&b, 1, 100);
+  AddCall(&b, 1, 200);
+  b.mutable_events_sent()->set_runtime(7);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  nrtprof::EventBatch later;
+  later.set_sequence(5);  // batch 4 lost: its 4 calls too
+  AddCall(&later, 1, 300);
+  later.mutable_events_sent()->set_runtime(12);
+  ASSERT_TRUE(in.OnBatch(later).ok());
+  const ProcessCapture c = in.TakeCapture();
+  EXPECT_TRUE(c.sent_known);
+  EXPECT_EQ(c.sent_at_begin.runtime, 5u);
+  EXPECT_EQ(c.sent_at_end.runtime, 12u);
+  EXPECT_EQ(c.received_by_lane.runtime, 3u);
+  EXPECT_EQ(c.batches_missing, 3u);  // 1, 2 (numbered before this stream's first) and 4
+}
+
+TEST(IngestTest, AFinalOnlyStreamMissesNoBatchesOfItsOwn) {
+  nrtprof::Hello hello = TestHello();
+  hello.set_final_only(true);
+  ProcessIngest in(hello, IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(40);
+  b.set_final(true);
+  b.mutable_events_sent()->set_runtime(90);
+  ASSERT_EQ(in.OnBatch(b).value(), 40u);
+  EXPECT_TRUE(in.final());
+  const ProcessCapture c = in.TakeCapture();
+  EXPECT_EQ(c.batches_missing, 0u);
+  EXPECT_TRUE(c.sent_known);
+  EXPECT_EQ(c.sent_at_begin.runtime, 90u);
+  EXPECT_EQ(c.received_by_lane.runtime, 0u);
+}
+
 TEST(IngestTest, EventsOutsideACaptureAreNotKeptButHandlesAre) {
   ProcessIngest in(TestHello(), IngestLimits());
   nrtprof::EventBatch b;

@@ -84,7 +84,7 @@ struct LaneDropCounts {
 
 struct DropCounts {
   uint64_t ring_full = 0;
-  uint64_t daemon_away = 0;
+  uint64_t daemon_away = 0;  // also: sent, and never received (counted by the daemon)
   uint64_t spool_full = 0;
   uint64_t device_overwritten = 0;
   uint64_t oversized = 0;
@@ -128,11 +128,13 @@ struct ProcessTrace {
   // Device events in `device` with correlation_id 0: no runtime call could be matched to them
   // without guessing (device events lost to ring overwrite, calls before the capture).
   uint64_t device_uncorrelated = 0;
-  // Batches the shim numbered but the daemon never received (sequence gaps): their events are
-  // missing and not in `drops`, since their count is unknown.
+  // Batches the shim numbered but the daemon never received (sequence gaps). Their events are
+  // in drops.daemon_away when a later batch said how many had been sent (EventBatch.events_sent);
+  // from a shim older than that field they are missing and uncounted.
   uint64_t batches_missing = 0;
-  // The process's stream ended without its final batch (it died, or its exit flush ran out of
-  // time): what it had not sent yet is missing and not in `drops`, since its count is unknown.
+  // The process's streams ended without its final batch (it died, or its exit flush ran out of
+  // time, even for the final batch on a connection of its own): what it sent after its last
+  // batch received is missing and not in `drops`, since its count is unknown.
   bool cut_off = false;
 };
 

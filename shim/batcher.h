@@ -41,6 +41,7 @@ struct LaneCounts {
     hardware += o.hardware;
     return *this;
   }
+  friend LaneCounts operator+(LaneCounts a, const LaneCounts& b) { return a += b; }
   // The batch's events, by lane.
   static LaneCounts Of(const nrtprof::EventBatch& batch);
 };

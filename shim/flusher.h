@@ -6,8 +6,11 @@
 //
 // With no daemon, pending events are kept up to a bound and then counted as dropped
 // (daemon_away). Batches a broken stream did not acknowledge are sent again on the next one,
-// with their sequence numbers (the process's), and the daemon ignores those it has. At exit, FinalFlush() sends everything with final=true and waits for the ack
-// within NRTPROF_FLUSH_TIMEOUT_MS.
+// with their sequence numbers (the process's), and the daemon ignores those it has. Every
+// batch says how many events the process has sent so far, so the daemon counts what never
+// reached it. At exit, FinalFlush() sends everything with final=true and waits for the ack
+// within NRTPROF_FLUSH_TIMEOUT_MS; a stream too far behind for that gets the final batch
+// overtaken by an event-less copy on a connection of its own.
 //
 // Thread-safety: all public methods may be called from any thread. Objects of this class are
 // never destroyed (the process's exit and fork may happen at any time; see backend.cc).
@@ -118,6 +121,12 @@ class Flusher {
   // Best effort at exit, out of time: an event-less final batch with the drop counters, sent
   // past the bound on unacknowledged batches (the caller has discarded what was pending).
   void SendFinalNow();
+  // Best effort at exit, the final batch sent and not acknowledged in time: its event-less
+  // copy (drop counters, events sent) on a new connection, which the clogged stream's
+  // queue cannot hold up. True if the daemon acknowledged it by `deadline`.
+  bool SendFinalAlone(Clock::time_point deadline);
+  // Stamps `batch` with the events sent up to and including it (EventBatch.events_sent).
+  static void SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch);
   // Lossless mode: the spool file, with the process's Hello first; null (best effort) if the
   // mode is best effort or the file could not be made (said once on stderr).
   void OpenSpool();
@@ -161,6 +170,8 @@ class Flusher {
   std::unique_ptr<SpoolWriter> spool_;
   uint64_t process_start_ns_ = 0;
   LaneCounts spool_full_;
+  LaneCounts sent_;  // events in batches numbered so far (EventBatch.events_sent)
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;  // SendFinalAlone's channel uses them
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Collector::Stub> stub_;
   std::unique_ptr<CollectorStream> stream_;
