@@ -153,6 +153,9 @@ struct CollectorCore::Stream {
   const std::string executable;
   const std::string wanted_capture;  // Hello.capture_id: empty for any
   ControlSender send;                // used under the core's mu_
+  // The shim's counters (cumulative for the process) as its earlier or other streams had them
+  // when this one began: Status counts only what this stream adds. Under the core's mu_.
+  DropCounts counted_elsewhere;
   std::string capture_id;            // the capture it is in, or empty; under the core's mu_
   std::mutex mu;
   ProcessIngest ingest ABSL_GUARDED_BY(mu);
@@ -168,6 +171,11 @@ struct CollectorCore::Capture {
   std::vector<Stream*> members;          // open streams in the capture
   std::vector<ProcessCapture> finished;  // from members that closed their stream
 };
+
+DropCounts CollectorCore::StreamsOwnDrops(const Stream& s) {
+  return CombineDropCounts(s.ingest.drops(), s.counted_elsewhere,
+                           [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; });
+}
 
 CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, CollectorClock* clock)
     : options_(std::move(options)), sink_(sink), clock_(clock), started_ns_(clock->MonotonicNs()) {}
@@ -194,14 +202,17 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
   auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
   // A process back on a new stream: batches its earlier streams stored are duplicates now.
   uint64_t stored = 0;
+  auto max = [](uint64_t a, uint64_t b) { return std::max(a, b); };
   if (auto it = stored_sequences_.find(s->key); it != stored_sequences_.end()) {
-    stored = it->second;
+    stored = it->second.sequence;
+    s->counted_elsewhere = it->second.shim_drops;
     stored_sequences_.erase(it);
   }
   for (const auto& [id, other] : streams_) {
     if (other->key != s->key) continue;
     std::lock_guard<std::mutex> other_lock(other->mu);
     stored = std::max(stored, other->ingest.last_sequence());
+    s->counted_elsewhere = CombineDropCounts(s->counted_elsewhere, other->ingest.shim_drops(), max);
   }
   if (stored != 0) {
     std::lock_guard<std::mutex> stream_lock(s->mu);
@@ -272,15 +283,17 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   std::shared_ptr<Stream> s = it->second;
   streams_.erase(it);
   std::lock_guard<std::mutex> stream_lock(s->mu);
-  closed_drops_ += s->ingest.drops();
+  closed_drops_ += StreamsOwnDrops(*s);
   // A process that may come back: remember how far it was stored. The bound keeps a daemon
   // that sees many processes die from growing; one forgotten only stores a resent batch twice.
   if (!s->ingest.final() && s->ingest.last_sequence() != 0) {
     if (stored_sequences_.size() >= kMaxRememberedProcesses) {
       stored_sequences_.erase(stored_sequences_.begin());
     }
-    uint64_t& stored = stored_sequences_[s->key];
-    stored = std::max(stored, s->ingest.last_sequence());
+    Stored& stored = stored_sequences_[s->key];
+    stored.sequence = std::max(stored.sequence, s->ingest.last_sequence());
+    stored.shim_drops = CombineDropCounts(stored.shim_drops, s->ingest.shim_drops(),
+                                          [](uint64_t a, uint64_t b) { return std::max(a, b); });
   }
   auto capture = captures_.find(s->capture_id);
   if (!s->capture_id.empty() && capture != captures_.end()) {
@@ -491,7 +504,7 @@ nrtprof::StatusReply CollectorCore::Status() {
     p->set_capture_id(s->capture_id);
     std::lock_guard<std::mutex> stream_lock(s->mu);
     p->set_events_received(s->ingest.events_received());
-    drops += s->ingest.drops();
+    drops += StreamsOwnDrops(*s);
   }
   for (auto [reason, events] : std::initializer_list<std::pair<const char*, uint64_t>>{
            {"ring_full", drops.ring_full},

@@ -116,6 +116,9 @@ class CollectorCore {
   static constexpr size_t kMaxRememberedProcesses = 1 << 16;
 
   void Join(Stream* stream, Capture* capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the stream's process lost as this stream alone adds to the daemon's totals. Needs
+  // mu_ and the stream's mu.
+  static DropCounts StreamsOwnDrops(const Stream& s);
   bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
   std::string NewCaptureId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -135,9 +138,14 @@ class CollectorCore {
   int stops_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   DropCounts closed_drops_ ABSL_GUARDED_BY(mu_);  // of streams already closed
-  // The last sequence stored of each process whose stream closed before its final batch: a
-  // new stream of it resumes there, and what the shim resends up to it is ignored.
-  std::map<ProcessKey, uint64_t> stored_sequences_ ABSL_GUARDED_BY(mu_);
+  // Each process whose stream closed before its final batch: the last sequence stored, where a
+  // new stream of it resumes (what the shim resends up to it is ignored), and the shim's
+  // counters then, which the new stream's do not count again in Status.
+  struct Stored {
+    uint64_t sequence = 0;
+    DropCounts shim_drops;
+  };
+  std::map<ProcessKey, Stored> stored_sequences_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace nrtprof::daemon

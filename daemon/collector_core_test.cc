@@ -156,6 +156,16 @@ class CollectorCoreTest : public ::testing::Test {
     return reply.value_or(nrtprof::StartCaptureReply());
   }
 
+  // The daemon's total of one drop reason, as `nrtprof status` shows it.
+  uint64_t DroppedInStatus(const std::string& reason) {
+    const nrtprof::StatusReply status = core_.Status();
+    for (const nrtprof::DropReason& d : status.dropped()) {
+      if (d.reason() == reason) return d.events();
+    }
+    ADD_FAILURE() << "no reason " << reason << " in Status";
+    return 0;
+  }
+
   absl::StatusOr<nrtprof::CaptureFiles> Stop(const std::string& id, uint32_t wait_ms = 0) {
     nrtprof::StopCaptureRequest request;
     request.set_capture_id(id);
@@ -307,6 +317,7 @@ TEST_F(CollectorCoreTest, AProcessBackOnANewStreamIsNotStoredTwice) {
   EXPECT_EQ(p.drops.ring_full, 2u);
   EXPECT_EQ(p.drops.by_lane.runtime, 2u);
   EXPECT_EQ(p.drops.total(), 2u);
+  EXPECT_EQ(DroppedInStatus("ring_full"), 2u) << "the daemon's totals count them once too";
 
   // Another process with the same pid (another start time) starts afresh.
   Controls c3;
@@ -348,6 +359,7 @@ TEST_F(CollectorCoreTest, AFinalBatchThatCameAloneCountsWhatNeverArrived) {
   EXPECT_EQ(p.drops.by_lane.total(), p.drops.total());
   // What a user checks: calls in the trace + calls counted lost = calls made (2 + 2 + 3).
   EXPECT_EQ(p.calls.size() + p.drops.by_lane.runtime, 7u);
+  EXPECT_EQ(DroppedInStatus("ring_full"), 3u);
 }
 
 TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {
