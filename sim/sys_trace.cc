@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -159,27 +160,47 @@ void SysTrace::RecordSyncPoints() {
 void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, bool* first) {
   static const std::string pid = std::to_string(getpid());
   Ring& ring = *rings_[nc];
-  // The events are moved out under the ring's lock and formatted after it: executions on this
-  // core record into the ring meanwhile, and must not wait for a fetch's JSON.
+  std::lock_guard<std::mutex> fetching(ring.fetch_mu);
+  size_t capacity = 0;
+  {
+    std::lock_guard<std::mutex> lock(ring.mu);
+    capacity = ring.slots.size();
+  }
+  // Made (once per capacity) outside the ring's lock.
+  if (ring.spare.size() != capacity) ring.spare.assign(capacity, TraceEvent{});
+  // Under the ring's lock, either the whole ring is swapped for the empty spare, or (a fetch of
+  // fewer events than the ring holds) those events are moved out.
+  size_t head = 0, n = 0;
+  bool swapped = false;
   std::vector<TraceEvent> taken;
   {
     std::lock_guard<std::mutex> lock(ring.mu);
     const size_t cap = ring.slots.size();
-    size_t n = ring.size;
-    if (max_events != 0 && max_events < n) n = static_cast<size_t>(max_events);
-    taken.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      TraceEvent& e = ring.slots[(ring.head + i) % cap];
-      taken.push_back(std::move(e));
-      e = TraceEvent{};  // release strings now, not at the next overwrite
+    n = ring.size;
+    if (cap == ring.spare.size() && (max_events == 0 || max_events >= n)) {
+      ring.slots.swap(ring.spare);
+      head = ring.head;
+      ring.head = 0;
+      ring.size = 0;
+      swapped = true;
+    } else {
+      n = std::min<size_t>(n, max_events);
+      taken.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        TraceEvent& e = ring.slots[(ring.head + i) % cap];
+        taken.push_back(std::move(e));
+        e = TraceEvent{};  // release strings now, not at the next overwrite
+      }
+      if (cap != 0) ring.head = (ring.head + n) % cap;
+      ring.size -= n;
     }
-    if (cap != 0) ring.head = (ring.head + n) % cap;
-    ring.size -= n;
   }
-  for (const TraceEvent& e : taken) {
+  for (size_t i = 0; i < n; ++i) {
+    TraceEvent& e = swapped ? ring.spare[(head + i) % ring.spare.size()] : taken[i];
     if (!*first) json->push_back(',');
     *first = false;
     AppendEventJson(e, pid, json);
+    if (swapped) e = TraceEvent{};  // the spare is empty again for the next fetch
   }
 }
 

@@ -192,6 +192,31 @@ TEST_F(SysTraceTest, FullRingOverwritesOldestAndCounts) {
   for (size_t i = 1; i < core0.size(); ++i) EXPECT_GT(Num(core0[i], "id"), Num(core0[i - 1], "id"));
 }
 
+// A fetch takes the whole ring by swapping it for an empty one of the same size (so that
+// executions never wait for the fetch's copying); the swapped-out ring, emptied, is the next
+// fetch's. Fetch after fetch, over a ring that wrapped, each event comes out once, in order.
+TEST_F(SysTraceTest, FetchesOneAfterAnotherHandEachEventOutOnce) {
+  Start(/*max_events=*/8);
+  std::set<double> ids;
+  double last_id = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < round + 1; ++i) ASSERT_EQ(nrt_execute(model_, in_, outs_), NRT_SUCCESS);
+    const FetchedTrace trace = Fetch();
+    size_t core0 = 0;
+    for (const auto& e : trace.events) {
+      if (Str(e, "group") != "nrt-nc-000") continue;
+      ++core0;
+      EXPECT_TRUE(ids.insert(Num(e, "id")).second) << "event " << Num(e, "id") << " twice";
+      EXPECT_GT(Num(e, "id"), last_id);
+      last_id = Num(e, "id");
+    }
+    // Each execution records 6 events, plus a sync point at each fetch (and at the start):
+    // round 0 has 1 + 6 + 1 = 8; later rounds more than the ring's 8, so it keeps the newest.
+    EXPECT_EQ(core0, 8u) << "round " << round;
+  }
+  EXPECT_EQ(Fetch().OfType("nc_exec_running").size(), 0u) << "nothing left after the last";
+}
+
 TEST_F(SysTraceTest, DisabledCoresAndTypesRecordNothing) {
   Start(0, /*disabled_core=*/0, /*disabled_type=*/"nc_engine_op");
   nrt_model_t* on1 = Load(kTwoOps, 1);

@@ -7,9 +7,16 @@
 // With --sys_trace the program runs the runtime's system trace itself, as a profiler would
 // (started after nrt_init, fetched every 100 ms from a second thread, JSON freed unread): what
 // the runtime's own device tracing costs, without nrtprof.
-//   usage: exec_rate SECONDS [--sys_trace]
+//
+// With --paced RATE the program calls at RATE per second, spinning (not sleeping) between calls,
+// and times each call alone; run at NRT_SIM_TIME_SCALE=0 the runtime does not sleep either, so
+// a call during which the thread switched away voluntarily is a call that waited (for a lock,
+// on I/O): bench/lossless/run_kill.sh counts them with and without the profiler.
+//   usage: exec_rate SECONDS [--sys_trace | --paced RATE]
+#include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <atomic>
 #include <chrono>
@@ -17,6 +24,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nrt/nrt.h"
 #include "nrt/nrt_sys_trace.h"
@@ -42,9 +50,11 @@ void Check(NRT_STATUS s, const char* what) {
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? atof(argv[1]) : 5.0;
-  const bool sys_trace = argc > 2 && strcmp(argv[2], "--sys_trace") == 0;
-  if (!(seconds > 0) || argc > 3 || (argc == 3 && !sys_trace)) {
-    fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace]\n");
+  const bool sys_trace = argc == 3 && strcmp(argv[2], "--sys_trace") == 0;
+  const bool paced = argc == 4 && strcmp(argv[2], "--paced") == 0;
+  const double rate = paced ? atof(argv[3]) : 0;
+  if (!(seconds > 0) || argc > 4 || (argc == 3 && !sys_trace) || (argc == 4 && !(rate > 0))) {
+    fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace | --paced RATE]\n");
     return 2;
   }
   auto model = nrtsim::ParseModelText(
@@ -93,13 +103,39 @@ int main(int argc, char** argv) {
   const double start_cpu = static_cast<double>(cpu0.tv_sec) + cpu0.tv_nsec * 1e-9;
   uint64_t calls = 0;
   double longest = 0;  // the longest single call, seconds
+  // How long calls took, in 50 us buckets up to 10 ms (the last one: longer): a profiler that
+  // made calls wait would show in the tail, beside the machine's own preemptions.
+  std::vector<uint64_t> buckets(201);
+  uint64_t calls_that_waited = 0;  // --paced: the thread switched away voluntarily in them
+  double longest_wait = 0;         // the longest of those calls, seconds
+  rusage usage0;
+  getrusage(RUSAGE_THREAD, &usage0);
   for (double before = Now(); before - start < seconds;) {
+    rusage in_call0;
+    if (paced) {
+      while (Now() < start + static_cast<double>(calls) / rate) {
+      }
+      getrusage(RUSAGE_THREAD, &in_call0);
+      before = Now();
+    }
     Check(nrt_execute(m, in, outs), "nrt_execute");
     ++calls;
     const double after = Now();
-    if (after - before > longest) longest = after - before;
+    const double took = after - before;
+    if (paced) {
+      rusage in_call;
+      getrusage(RUSAGE_THREAD, &in_call);
+      if (in_call.ru_nvcsw != in_call0.ru_nvcsw) {
+        ++calls_that_waited;
+        longest_wait = std::max(longest_wait, took);
+      }
+    }
+    if (took > longest) longest = took;
+    ++buckets[std::min<size_t>(static_cast<size_t>(took * 20000), buckets.size() - 1)];
     before = after;
   }
+  rusage usage;
+  getrusage(RUSAGE_THREAD, &usage);
   const double elapsed = Now() - start;
   timespec cpu;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
@@ -109,6 +145,22 @@ int main(int argc, char** argv) {
   printf("calls %llu seconds %.3f rate %.1f cpu_us_per_call %.2f longest_call_us %.0f\n",
          static_cast<unsigned long long>(calls), elapsed, calls / elapsed,
          calls > 0 ? cpu_s * 1e6 / static_cast<double>(calls) : 0.0, longest * 1e6);
+  // The tail: the call time below which 99.9% of calls finished (to 50 us), the calls over
+  // 1 ms, and the calling thread's context switches: voluntary ones (it blocked: a lock, a
+  // syscall) and involuntary ones (the machine preempted it).
+  uint64_t seen = 0;
+  size_t p999 = 0;
+  while (p999 < buckets.size() && (seen += buckets[p999]) * 1000 < calls * 999) ++p999;
+  uint64_t over_1ms = 0;
+  for (size_t i = 20; i < buckets.size(); ++i) over_1ms += buckets[i];
+  printf("p999_us %zu calls_over_1ms %llu voluntary_switches %ld involuntary_switches %ld",
+         (p999 + 1) * 50, static_cast<unsigned long long>(over_1ms),
+         usage.ru_nvcsw - usage0.ru_nvcsw, usage.ru_nivcsw - usage0.ru_nivcsw);
+  if (paced) {
+    printf(" calls_that_waited %llu longest_wait_us %.0f",
+           static_cast<unsigned long long>(calls_that_waited), longest_wait * 1e6);
+  }
+  printf("\n");
   if (sys_trace) {
     done.store(true);
     fetcher.join();
