@@ -98,6 +98,75 @@ bool SpoolWriter::Append(std::string_view record, bool reserve) {
   return true;
 }
 
+SpoolCursor::~SpoolCursor() {
+  if (fd_ >= 0) close(fd_);
+}
+
+namespace {
+
+// Reads exactly `size` bytes at `offset`; false at the end of the file (or a short read there),
+// with *failed set if the read itself failed.
+bool ReadAt(int fd, uint64_t offset, char* out, size_t size, bool* failed) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) *failed = true;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SpoolCursor::Open(const std::string& path, uint64_t offset, std::string* error) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  offset_ = offset;
+  if (offset_ == 0) {
+    char magic[kSpoolMagicBytes];
+    bool failed = false;
+    if (!ReadAt(fd_, 0, magic, sizeof(magic), &failed) ||
+        std::string_view(magic, sizeof(magic)) != std::string_view(kSpoolMagic, kSpoolMagicBytes)) {
+      *error = path + " is not a spool file";
+      return false;
+    }
+    offset_ = kSpoolMagicBytes;
+  }
+  return true;
+}
+
+SpoolCursor::Next SpoolCursor::Read(std::string* record, std::string* error) {
+  if (fd_ < 0) {
+    *error = "no spool file open";
+    return Next::kError;
+  }
+  unsigned char header[4];
+  bool failed = false;
+  if (!ReadAt(fd_, offset_, reinterpret_cast<char*>(header), sizeof(header), &failed)) {
+    if (failed) *error = std::string("cannot read the spool file: ") + strerror(errno);
+    return failed ? Next::kError : Next::kEnd;
+  }
+  const uint32_t size = header[0] | (header[1] << 8) | (header[2] << 16) |
+                        (static_cast<uint32_t>(header[3]) << 24);
+  if (size > kMaxSpoolRecordBytes) {
+    *error = "a spool record of " + std::to_string(size) + " bytes, over the limit";
+    return Next::kError;
+  }
+  record->resize(size);
+  if (!ReadAt(fd_, offset_ + 4, record->data(), size, &failed)) {
+    if (failed) *error = std::string("cannot read the spool file: ") + strerror(errno);
+    return failed ? Next::kError : Next::kEnd;
+  }
+  offset_ += 4 + size;
+  return Next::kRecord;
+}
+
 bool ReadSpool(const std::string& path, SpoolContents* contents, std::string* error) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

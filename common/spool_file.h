@@ -60,6 +60,29 @@ class SpoolWriter {
   std::string path_;
 };
 
+// Reads a spool file's records one at a time from a given offset, while its writer may still
+// append (the shim replays its own spool to a daemon that was away). Not thread-safe.
+class SpoolCursor {
+ public:
+  SpoolCursor() = default;
+  ~SpoolCursor();
+  SpoolCursor(const SpoolCursor&) = delete;
+  SpoolCursor& operator=(const SpoolCursor&) = delete;
+
+  // Opens `path` to read from `offset`, the start of a record (or of the file: the magic is
+  // then checked and skipped). False with *error set on failure.
+  bool Open(const std::string& path, uint64_t offset, std::string* error);
+  enum class Next { kRecord, kEnd, kError };
+  // The next record, if the file holds all of it yet; kEnd at the end (or before a record not
+  // yet complete); kError (with *error) if the file cannot be read or a record is oversized.
+  Next Read(std::string* record, std::string* error);
+  uint64_t offset() const { return offset_; }  // where the next record starts
+
+ private:
+  int fd_ = -1;
+  uint64_t offset_ = 0;
+};
+
 struct SpoolContents {
   std::vector<std::string> records;
   bool torn_tail = false;  // the last record was cut short (the writer died while writing)

@@ -83,6 +83,56 @@ TEST(SpoolFileTest, ATornLastRecordIsSaidAndTheRestKept) {
   EXPECT_TRUE(c.torn_tail);
 }
 
+TEST(SpoolFileTest, ACursorReadsWhatTheWriterAppendsAsItGoes) {
+  const std::string dir = TempDir() + "/spool";
+  SpoolWriter w;
+  std::string error;
+  ASSERT_TRUE(w.Open(dir, SpoolFileName("cap", 1, 2), 1 << 20, &error)) << error;
+  ASSERT_TRUE(w.Append("hello"));
+  SpoolCursor cursor;
+  ASSERT_TRUE(cursor.Open(w.path(), 0, &error)) << error;
+  std::string record;
+  ASSERT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kRecord);
+  EXPECT_EQ(record, "hello");
+  const uint64_t after_hello = cursor.offset();
+  EXPECT_EQ(after_hello, w.bytes());
+  EXPECT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kEnd);
+  ASSERT_TRUE(w.Append(std::string(70000, 'b')));
+  ASSERT_TRUE(w.Append("c"));
+  ASSERT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kRecord);
+  EXPECT_EQ(record, std::string(70000, 'b'));
+  ASSERT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kRecord);
+  EXPECT_EQ(record, "c");
+  EXPECT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kEnd);
+  // From a record's offset, later: the same records again.
+  SpoolCursor again;
+  ASSERT_TRUE(again.Open(w.path(), after_hello, &error)) << error;
+  ASSERT_EQ(again.Read(&record, &error), SpoolCursor::Next::kRecord);
+  EXPECT_EQ(record.size(), 70000u);
+}
+
+TEST(SpoolFileTest, ACursorStopsBeforeAHalfWrittenRecord) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/torn.spool";
+  // The magic, one whole record of 3 bytes, then a header for 10 bytes and only 2 of them.
+  const std::string data = std::string("NRTSPOOL") + std::string("\x03\0\0\0", 4) + "abc" +
+                           std::string("\x0a\0\0\0", 4) + "de";
+  const int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  close(fd);
+  SpoolCursor cursor;
+  std::string error, record;
+  ASSERT_TRUE(cursor.Open(path, 0, &error)) << error;
+  ASSERT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kRecord);
+  EXPECT_EQ(record, "abc");
+  EXPECT_EQ(cursor.Read(&record, &error), SpoolCursor::Next::kEnd);
+  EXPECT_EQ(cursor.offset(), 15u);
+  SpoolCursor not_spool;
+  EXPECT_FALSE(not_spool.Open(dir + "/missing.spool", 0, &error));
+  EXPECT_NE(error.find("cannot open"), std::string::npos) << error;
+}
+
 TEST(SpoolFileTest, NotASpoolFileIsAnError) {
   const std::string path = TempDir() + "/x.spool";
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0600);

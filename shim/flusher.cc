@@ -202,6 +202,7 @@ void Flusher::OpenSpool() {
     return;
   }
   spool_ = std::move(spool);
+  sent_through_offset_ = spool_->bytes();
 }
 
 void Flusher::Tick() {
@@ -213,6 +214,7 @@ void Flusher::Tick() {
   batcher_.SealIfDue(now);
   ServiceStream(now, /*final=*/false, Clock::now());
   SendReady(/*final=*/false);
+  PumpReplay();
   daemon_away_ += batcher_.EnforceBounds();
 }
 
@@ -334,6 +336,7 @@ void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
   stream_->Close(deadline, /*graceful=*/false);
   NoteRefusal();
   stream_.reset();
+  replay_.reset();  // the next stream starts from the first batch not acknowledged
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
   next_attempt_ns_ = now_ns + backoff_ns_;
 }
@@ -372,10 +375,60 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
       stub_.get(), std::move(hello),
       [this](const nrtprof::CaptureControl& control) { OnControl(control); });
   interning_ = StreamInterning();
-  // The final batch counts as sent only if this stream gets it again; one spooled while no
-  // stream was there (lossless) is sent anew.
+  if (spool_ != nullptr) {
+    // Lossless: the new stream gets, from the spool, every batch from the first one not
+    // acknowledged (or, all acknowledged, the first not sent), then goes on live.
+    StartReplay(unacked_.empty() ? sent_through_offset_ : unacked_.front().spool_offset);
+    unacked_.clear();
+    return;
+  }
+  // The final batch counts as sent only if this stream gets it again.
   final_sent_ = !unacked_.empty() && unacked_.back().batch.final();
   Resend();
+}
+
+void Flusher::StartReplay(uint64_t offset) {
+  replay_ = std::make_unique<SpoolCursor>();
+  std::string error;
+  if (!replay_->Open(spool_->path(), offset, &error)) {
+    // Cannot happen short of the file being removed under the process; the daemon on this
+    // machine reads the spool itself, a remote one misses what was not sent live (counted
+    // through events_sent).
+    replay_.reset();
+    SayOnce(&replay_failed_, "nrtprof: cannot read back the spool file: " + error);
+  }
+}
+
+void Flusher::PumpReplay() {
+  while (replay_ != nullptr && stream_ != nullptr && !stream_->broken() &&
+         unacked_.size() < kMaxUnackedBatches) {
+    const uint64_t at = replay_->offset();
+    std::string record, error;
+    const SpoolCursor::Next next = replay_->Read(&record, &error);
+    if (next != SpoolCursor::Next::kRecord) {
+      if (next == SpoolCursor::Next::kError) {
+        SayOnce(&replay_failed_, "nrtprof: cannot read back the spool file: " + error);
+      }
+      replay_.reset();  // caught up: batches go out live again
+      return;
+    }
+    sent_through_offset_ = replay_->offset();
+    nrtprof::ShimMessage message;
+    if (!message.ParseFromString(record) || !message.has_batch()) continue;  // the Hello
+    nrtprof::EventBatch* batch = message.mutable_batch();
+    if (batch->sequence() <= stream_->acked()) continue;  // the daemon has it
+    batcher_.Restamp(batch, &interning_);
+    unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), *batch, at});
+    stream_->Send(std::move(message));
+  }
+}
+
+void Flusher::SayOnce(bool* said, const std::string& line) {
+  if (*said) return;
+  *said = true;
+  const std::string text = line + "\n";
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
 }
 
 void Flusher::Resend() {
@@ -394,12 +447,14 @@ void Flusher::SendReady(bool final) {
     bool connected = stream_ != nullptr && !stream_->broken();
     if (connected && unacked_.size() >= kMaxUnackedBatches) {
       if (spool_ == nullptr) break;  // wait for acks
-      // A daemon this far behind (or stopped): the spool carries on alone, and a new stream
-      // is tried after the backoff.
-      AbandonStream(MonotonicNs(), Clock::now());
-      connected = false;
+      // A daemon this far behind: the spool carries on alone, and the stream gets what it
+      // missed from it as acks make room (PumpReplay).
+      if (replay_ == nullptr) StartReplay(spool_->bytes());
     }
+    // Lossless, while the stream catches up from the spool, batches go into the spool only.
+    if (replay_ != nullptr) connected = false;
     if (!connected && spool_ == nullptr) break;
+    const uint64_t spool_offset = spool_ != nullptr ? spool_->bytes() : 0;
     LaneCounts events;
     nrtprof::ShimMessage message;
     nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), final, &events);
@@ -436,7 +491,8 @@ void Flusher::SendReady(bool final) {
       final_sequence_ = sequence;
     }
     if (!connected) continue;
-    unacked_.push_back({sequence, events, message.batch()});
+    unacked_.push_back({sequence, events, message.batch(), spool_offset});
+    if (spool_ != nullptr) sent_through_offset_ = spool_->bytes();
     stream_->Send(std::move(message));
   }
 }
@@ -450,7 +506,7 @@ void Flusher::SendFinalNow() {
   SetEventsSent(sent_, message.mutable_batch());
   final_sent_ = true;
   final_sequence_ = message.batch().sequence();
-  unacked_.push_back({final_sequence_, events, message.batch()});
+  unacked_.push_back({final_sequence_, events, message.batch(), 0});
   stream_->Send(std::move(message));
 }
 
@@ -489,9 +545,12 @@ void Flusher::SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch) 
 }
 
 void Flusher::Final(Clock::time_point deadline) {
-  // Lossless: everything is on disk once spooled, so the exit waits only briefly for the
-  // daemon to acknowledge (it reads the spool if not).
-  if (spool_ != nullptr) deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+  // Lossless to a daemon on this machine: everything is on disk once spooled, and that daemon
+  // reads the spool, so the exit waits only briefly for acks. A daemon across TCP cannot read
+  // it: the exit may then spend the whole flush time sending it what it has not had.
+  if (spool_ != nullptr && !transport_.tls) {
+    deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+  }
   arbiter_.Poll(/*final=*/true);
   const uint64_t now = MonotonicNs();
   ParseDocuments(now);
@@ -499,42 +558,58 @@ void Flusher::Final(Clock::time_point deadline) {
   TakeModels();
   batcher_.SealAll();
   ServiceStream(now, /*final=*/true, deadline);
-  if (stream_ == nullptr) SendReady(/*final=*/true);  // lossless: into the spool
+  if (spool_ != nullptr) {
+    FinalLossless(deadline);
+    return;
+  }
   // Everything, then the final batch; when too many batches wait for an ack, wait for one.
   // Best effort keeps the last quarter of the time (up to 500 ms) for a final batch that
   // counts what could not be sent, so that a daemon too busy to take it all still learns how
   // much is missing (seen: 7 of 64 processes of the full load test cut off, 7,184 calls
   // missing and uncounted).
   const Clock::time_point give_up =
-      spool_ != nullptr ? deadline
-                        : deadline - std::min<Clock::duration>(std::chrono::milliseconds(500),
-                                                               (deadline - Clock::now()) / 4);
+      deadline - std::min<Clock::duration>(std::chrono::milliseconds(500),
+                                           (deadline - Clock::now()) / 4);
   while (stream_ != nullptr && !final_sent_ && Clock::now() < give_up) {
     SendReady(/*final=*/true);
     if (final_sent_) break;
     if (!unacked_.empty()) stream_->WaitForAck(unacked_.front().sequence, give_up);
     ServiceStream(MonotonicNs(), /*final=*/true, deadline);
   }
-  if (spool_ == nullptr && stream_ != nullptr && !final_sent_) {
+  if (stream_ != nullptr && !final_sent_) {
     daemon_away_ += batcher_.DiscardAll();
     SendFinalNow();
   }
-  // Lossless, out of time for the daemon: whatever it did not take goes into the spool all the
-  // same (seen: a loaded machine spent the 200 ms before the loop, and the last batches were
-  // neither sent nor spooled).
-  if (spool_ != nullptr && !final_sent_) {
-    if (stream_ != nullptr) AbandonStream(MonotonicNs(), Clock::now());
-    SendReady(/*final=*/true);
-  }
-  // Best effort: a final batch not acknowledged by the time kept in reserve is stuck behind
-  // the batches the daemon has not read yet (seen: 51 of 64 processes of the full load test
-  // cut off, 118,329 calls uncounted); its copy on a connection of its own overtakes them.
+  // A final batch not acknowledged by the time kept in reserve is stuck behind the batches
+  // the daemon has not read yet (seen: 51 of 64 processes of the full load test cut off,
+  // 118,329 calls uncounted); its copy on a connection of its own overtakes them.
   bool acknowledged = false;
   if (stream_ != nullptr && final_sent_) {
-    acknowledged = stream_->WaitForAck(final_sequence_, spool_ == nullptr ? give_up : deadline);
-    if (!acknowledged && spool_ == nullptr && !stream_->broken() && !refused_) {
+    acknowledged = stream_->WaitForAck(final_sequence_, give_up);
+    if (!acknowledged && !stream_->broken() && !refused_) {
       acknowledged = SendFinalAlone(deadline);
     }
+  }
+  if (stream_ != nullptr) {
+    stream_->Close(deadline, /*graceful=*/acknowledged);
+    NoteRefusal();
+    stream_.reset();
+  }
+}
+
+void Flusher::FinalLossless(Clock::time_point deadline) {
+  // Everything and the final batch into the spool (and onto the stream, if it keeps up).
+  SendReady(/*final=*/true);
+  bool acknowledged = false;
+  while (stream_ != nullptr && Clock::now() < deadline) {
+    PumpReplay();
+    if (final_sent_ && stream_->acked() >= final_sequence_) {
+      acknowledged = true;
+      break;
+    }
+    stream_->WaitForAck(unacked_.empty() ? final_sequence_ : unacked_.front().sequence,
+                        deadline);
+    ServiceStream(MonotonicNs(), /*final=*/true, deadline);
   }
   if (stream_ != nullptr) {
     stream_->Close(deadline, /*graceful=*/acknowledged);

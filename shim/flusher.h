@@ -101,6 +101,7 @@ class Flusher {
     uint64_t sequence;
     LaneCounts events;
     nrtprof::EventBatch batch;
+    uint64_t spool_offset;  // lossless: where its record starts in the spool file
   };
 
   void Run();
@@ -118,6 +119,13 @@ class Flusher {
   void AbandonStream(uint64_t now_ns, Clock::time_point deadline);
   // A new stream: sends it the batches the last one did not acknowledge, in order.
   void Resend();
+  // Lossless: the stream gets the spool's batches from `offset` on (PumpReplay), as many at a
+  // time as may wait for an ack, until it has caught up with the file; meanwhile new batches
+  // go into the spool only. So a daemon that was away, restarted or fell behind gets every
+  // batch over the stream, on this machine or another.
+  void StartReplay(uint64_t offset);
+  void PumpReplay();
+  static void SayOnce(bool* said, const std::string& line);
   // Best effort at exit, out of time: an event-less final batch with the drop counters, sent
   // past the bound on unacknowledged batches (the caller has discarded what was pending).
   void SendFinalNow();
@@ -135,6 +143,9 @@ class Flusher {
   // After a stream closed: if the daemon refused its credentials, says so once and stops.
   void NoteRefusal();
   void Final(Clock::time_point deadline);
+  // Lossless at exit: the final batch spooled, then the stream caught up from the spool until
+  // the daemon acknowledges the final batch or the deadline.
+  void FinalLossless(Clock::time_point deadline);
 
   CoreState* const core_;
   DaemonTransport transport_;  // its secrets are dropped once the channel has them
@@ -168,6 +179,9 @@ class Flusher {
   LaneCounts daemon_away_;
   LaneCounts oversized_;
   std::unique_ptr<SpoolWriter> spool_;
+  std::unique_ptr<SpoolCursor> replay_;  // lossless: the stream is catching up from the spool
+  uint64_t sent_through_offset_ = 0;     // the spool's offset after the last batch sent
+  bool replay_failed_ = false;
   uint64_t process_start_ns_ = 0;
   LaneCounts spool_full_;
   LaneCounts sent_;  // events in batches numbered so far (EventBatch.events_sent)

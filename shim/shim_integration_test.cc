@@ -450,6 +450,47 @@ TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
       << executes_before << " before, " << executes_after << " after, " << lost << " lost";
 }
 
+// Lossless: batches made while the daemon was away are in the spool, and the next stream gets
+// them from it, so that a daemon anywhere (this fake one reads no spool file) has every batch.
+TEST_F(ShimTest, LosslessReplaysWhatTheDaemonMissedFromTheSpool) {
+  StartCollector();
+  constexpr int kIters = 800;
+  EnvChanges env = Profiled({{"NRTPROF_MODE", "lossless"},
+                             {"NRTPROF_CAPTURE", "replay"},
+                             {"NRTPROF_SPOOL_DIR", TempDir("spool")}});
+  env["NRT_SIM_TIME_SCALE"] = "1";
+  ProcessResult run;
+  std::thread program([&] { run = RunProcess(Rmsnorm(kIters), env, kRunTimeout); });
+  ASSERT_TRUE(collector_->WaitForBatches(12, kStreamTimeout));
+  std::unique_ptr<FakeCollector> first = std::move(collector_);
+  first->Stop();
+  // Away long enough for batches to be made with no daemon (the flusher makes one every 25 ms).
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  StartCollector();
+  program.join();
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
+  const auto streams = collector_->streams();
+  ASSERT_EQ(streams.size(), 1u);
+  const RecordedStream& after = streams.front();
+  ExpectWellFormed(after);
+  EXPECT_TRUE(after.last_batch()->final());
+  const std::vector<RecordedStream> before = first->streams();
+  ASSERT_EQ(before.size(), 1u);
+  const uint64_t last_before = before[0].last_batch()->sequence();
+  // The second stream starts at or before the first batch the first daemon did not have, and
+  // from there no batch is missing.
+  const auto batches = after.batches();
+  EXPECT_LE(batches.front()->sequence(), last_before + 1);
+  for (size_t i = 1; i < batches.size(); ++i) {
+    EXPECT_EQ(batches[i]->sequence(), batches[i - 1]->sequence() + 1) << "at " << i;
+  }
+  const size_t executes = Count(before[0].Named(nrtprof::EVENT_API_CALL), "nrt_execute") +
+                          ExecutesAfter(after, last_before);
+  EXPECT_EQ(executes, 6u * (kIters + 1)) << "every execution, once";
+  EXPECT_EQ(after.last_batch()->drops().by_lane().runtime(), 0u);
+}
+
 TEST_F(ShimTest, DisabledPassesEverythingThrough) {
   StartCollector();
   const ProcessResult plain = RunProcess(Rmsnorm(), Plain(), kRunTimeout);
