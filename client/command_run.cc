@@ -101,7 +101,12 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
     setenv("NRTPROF_CAPTURE", capture.capture_id().c_str(), 1);
     setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
     setenv("NRTPROF_MODE", mode.c_str(), 1);
-    if (!capture.spool_dir().empty()) setenv("NRTPROF_SPOOL_DIR", capture.spool_dir().c_str(), 1);
+    // The daemon's spool folder is on its machine: a local daemon reads the shims' spools there;
+    // across TCP the shim keeps its spool on this machine (NRTPROF_SPOOL_DIR or the default)
+    // and sends the daemon what it missed from it.
+    if (KindOf(address) != AddressKind::kTcp && !capture.spool_dir().empty()) {
+      setenv("NRTPROF_SPOOL_DIR", capture.spool_dir().c_str(), 1);
+    }
     execvp(argv[0], argv.data());
     fprintf(stderr, "nrtprof run: cannot run '%s': %s\n", argv[0], strerror(errno));
     _exit(127);

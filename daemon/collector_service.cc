@@ -127,12 +127,12 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
       if (!control.ok()) return ToGrpcStatus(control.status());
       hello_seen_ = true;
       hello_timer_.Cancel();
-      // A process back after a broken stream learns at once what the daemon already has.
-      if (const uint64_t stored = core_->StoredSequence(id_); stored != 0) {
-        nrtprof::DaemonMessage m;
-        m.mutable_ack()->set_sequence(stored);
-        Send(std::move(m));
-      }
+      // Every process learns at once how far the daemon has it (0: not at all; a process back
+      // after a broken stream, more): a lossless shim sends from there, what this daemon
+      // never had (it restarted) included.
+      nrtprof::DaemonMessage m;
+      m.mutable_ack()->set_sequence(core_->StoredSequence(id_));
+      Send(std::move(m));
       return grpc::Status::OK;
     }
     if (in_.msg_case() != nrtprof::ShimMessage::kBatch) {

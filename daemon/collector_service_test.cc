@@ -14,10 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
 #include "grpcpp/grpcpp.h"
+#include "daemon/testing/hello_answer.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {
 namespace {
+
+using testing::ReadHelloAnswer;
+
 
 // rm -r, for the folders a test made outside TEST_TMPDIR.
 void RemoveTree(const std::string& path) {
@@ -129,7 +133,7 @@ TEST_F(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
   auto good = collector_stub_->Stream(&good_context);
   ASSERT_TRUE(good->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ASSERT_TRUE(good->Read(&reply));
+  ReadHelloAnswer(good.get(), &reply);
   ASSERT_TRUE(reply.has_control());
   EXPECT_TRUE(reply.control().capturing());
   EXPECT_EQ(reply.control().capture_id(), "cap");
@@ -150,7 +154,7 @@ TEST_F(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
   grpc::ClientContext big_context;
   auto big = collector_stub_->Stream(&big_context);
   ASSERT_TRUE(big->Write(HelloMessage(12)));
-  ASSERT_TRUE(big->Read(&reply));
+  ReadHelloAnswer(big.get(), &reply);
   nrtprof::ShimMessage huge = BatchMessage(1);
   huge.mutable_batch()->mutable_strings(0)->set_value(std::string(2 * kTestMaxMessageBytes, 'x'));
   big->Write(huge);
@@ -204,7 +208,7 @@ TEST_F(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
   auto stream = collector_stub_->Stream(&context);
   ASSERT_TRUE(stream->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ASSERT_TRUE(stream->Read(&reply));
+  ReadHelloAnswer(stream.get(), &reply);
   nrtprof::ShimMessage bad = BatchMessage(1);
   bad.mutable_batch()->mutable_events(0)->set_name_iid(99);
   stream->Write(bad);
@@ -218,7 +222,7 @@ TEST_F(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
   grpc::ClientContext twice_context;
   auto twice = collector_stub_->Stream(&twice_context);
   ASSERT_TRUE(twice->Write(HelloMessage(12)));
-  ASSERT_TRUE(twice->Read(&reply));
+  ReadHelloAnswer(twice.get(), &reply);
   twice->Write(HelloMessage(12));
   EXPECT_FALSE(twice->Read(&reply));
   EXPECT_EQ(twice->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -237,12 +241,12 @@ TEST_F(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
   auto good = collector_stub_->Stream(&good_context);
   ASSERT_TRUE(good->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ASSERT_TRUE(good->Read(&reply));
+  ReadHelloAnswer(good.get(), &reply);
 
   grpc::ClientContext context;
   auto stream = collector_stub_->Stream(&context);
   ASSERT_TRUE(stream->Write(HelloMessage(12)));
-  ASSERT_TRUE(stream->Read(&reply));
+  ReadHelloAnswer(stream.get(), &reply);
   nrtprof::ShimMessage bad = BatchMessage(1);
   bad.mutable_batch()->mutable_strings(0)->set_value("nrt_\xff\xfe");
   stream->Write(bad);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "daemon/testing/hello_answer.h"
 #include "daemon/testing/nrtprofd_harness.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -184,7 +185,7 @@ TEST_F(NrtprofdTest, ListensWritesACaptureAndStopsOnSigterm) {
   auto stream = collector_->Stream(&stream_context);
   nrtprof::DaemonMessage reply;
   ASSERT_TRUE(stream->Write(Hello()));
-  ASSERT_TRUE(stream->Read(&reply));
+  daemon::testing::ReadHelloAnswer(stream.get(), &reply);
   EXPECT_TRUE(reply.control().capturing());
   ASSERT_TRUE(stream->Write(Batch(/*final=*/true)));
   ASSERT_TRUE(stream->Read(&reply));
@@ -224,7 +225,7 @@ TEST_F(NrtprofdTest, SigtermWritesTheCaptureInProgress) {
   auto stream = collector_->Stream(&stream_context);
   nrtprof::DaemonMessage reply;
   ASSERT_TRUE(stream->Write(Hello()));
-  ASSERT_TRUE(stream->Read(&reply));
+  daemon::testing::ReadHelloAnswer(stream.get(), &reply);
   ASSERT_TRUE(stream->Write(Batch(/*final=*/false)));
   ASSERT_TRUE(stream->Read(&reply));  // acked: stored
   kill(nrtprofd.pid, SIGTERM);
@@ -382,7 +383,7 @@ TEST_F(NrtprofdTest, OversizedMessageIsRefusedWithTheLimit) {
   auto big = big_stub->Stream(&context);
   ASSERT_TRUE(big->Write(Hello()));
   nrtprof::DaemonMessage reply;
-  ASSERT_TRUE(big->Read(&reply));
+  daemon::testing::ReadHelloAnswer(big.get(), &reply);
   nrtprof::ShimMessage huge = Ranges(1, 1, false);
   huge.mutable_batch()->add_models()->set_model_file(std::string((64 << 20) + 1, 'x'));
   big->Write(huge);
@@ -435,7 +436,7 @@ TEST_F(NrtprofdTest, HostileStringsLeaveEveryFileValid) {
   hello.mutable_hello()->add_command_line(std::string(100'000, 'z'));
   nrtprof::DaemonMessage reply;
   ASSERT_TRUE(stream->Write(hello));
-  ASSERT_TRUE(stream->Read(&reply));
+  daemon::testing::ReadHelloAnswer(stream.get(), &reply);
 
   std::string accents;
   for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";  // 40 'é', cut by the table's width

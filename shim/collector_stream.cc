@@ -16,14 +16,16 @@ struct CollectorStream::Shared {
   bool heard = false;                       // guarded by mu
   bool unauthenticated = false;             // ended with UNAUTHENTICATED; guarded by mu
   uint64_t acked = 0;                       // guarded by mu
+  bool ack_seen = false;                    // guarded by mu
   ControlFn on_control;
 };
 
 class CollectorStream::Reactor
     : public grpc::ClientBidiReactor<nrtprof::ShimMessage, nrtprof::DaemonMessage> {
  public:
-  Reactor(nrtprof::Collector::Stub* stub, std::shared_ptr<Shared> shared)
+  Reactor(nrtprof::Collector::Stub* stub, std::shared_ptr<Shared> shared, bool wait_for_ready)
       : shared_(std::move(shared)) {
+    context_.set_wait_for_ready(wait_for_ready);
     stub->async()->Stream(&context_, this);
     StartRead(&incoming_);
     // The owner writes from outside reactions: OnDone must wait until it lets go.
@@ -73,6 +75,7 @@ class CollectorStream::Reactor
     {
       std::lock_guard<std::mutex> lock(shared_->mu);
       shared_->heard = true;
+      if (incoming_.has_ack()) shared_->ack_seen = true;
       if (incoming_.has_ack() && incoming_.ack().sequence() > shared_->acked) {
         shared_->acked = incoming_.ack().sequence();
       }
@@ -109,10 +112,10 @@ class CollectorStream::Reactor
 };
 
 CollectorStream::CollectorStream(nrtprof::Collector::Stub* stub, nrtprof::ShimMessage hello,
-                                 ControlFn on_control)
+                                 ControlFn on_control, bool wait_for_ready)
     : shared_(std::make_shared<Shared>()) {
   shared_->on_control = std::move(on_control);
-  reactor_ = new Reactor(stub, shared_);
+  reactor_ = new Reactor(stub, shared_, wait_for_ready);
   reactor_->Write(std::move(hello));
 }
 
@@ -137,6 +140,11 @@ uint64_t CollectorStream::acked() {
 bool CollectorStream::broken() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return shared_->broken;
+}
+
+bool CollectorStream::ack_seen() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->ack_seen;
 }
 
 bool CollectorStream::heard_from_daemon() {

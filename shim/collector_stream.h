@@ -33,8 +33,10 @@ class CollectorStream {
   // Called on a gRPC thread for each CaptureControl the daemon sends.
   using ControlFn = std::function<void(const nrtprof::CaptureControl&)>;
 
+  // `wait_for_ready`: the stream waits for the daemon to be reachable (gRPC reconnects, at
+  // most a second apart) instead of failing at once when it is not.
   CollectorStream(nrtprof::Collector::Stub* stub, nrtprof::ShimMessage hello,
-                  ControlFn on_control);
+                  ControlFn on_control, bool wait_for_ready = false);
   ~CollectorStream();
   CollectorStream(const CollectorStream&) = delete;
   CollectorStream& operator=(const CollectorStream&) = delete;
@@ -44,6 +46,9 @@ class CollectorStream {
   size_t queued();
   // The highest Ack.sequence received.
   uint64_t acked();
+  // True once an Ack arrived: the daemon's first, right after the Hello, says how far it has
+  // this process (0: not at all).
+  bool ack_seen();
   // The stream failed or the daemon ended it: nothing more will be sent or acked.
   bool broken();
   // True once the daemon answered anything (the stream reached it).

@@ -202,7 +202,6 @@ void Flusher::OpenSpool() {
     return;
   }
   spool_ = std::move(spool);
-  sent_through_offset_ = spool_->bytes();
 }
 
 void Flusher::Tick() {
@@ -336,7 +335,8 @@ void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
   stream_->Close(deadline, /*graceful=*/false);
   NoteRefusal();
   stream_.reset();
-  replay_.reset();  // the next stream starts from the first batch not acknowledged
+  replay_.reset();  // the next stream starts where its daemon says
+  replay_awaits_ack_ = false;
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
   next_attempt_ns_ = now_ns + backoff_ns_;
 }
@@ -371,15 +371,21 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
   nrtprof::ShimMessage hello;
   *hello.mutable_hello() = Hello();
   if (spool_ == nullptr) hello.mutable_hello()->set_mode(nrtprof::MODE_BEST_EFFORT);
+  // Lossless streams wait for a daemon that is away to come back, so that one back within a
+  // second of the process's end still gets everything (seen: a new stream failing at once
+  // in gRPC's reconnection backoff, at exit, left a restarted daemon across TCP with nothing).
   stream_ = std::make_unique<CollectorStream>(
       stub_.get(), std::move(hello),
-      [this](const nrtprof::CaptureControl& control) { OnControl(control); });
+      [this](const nrtprof::CaptureControl& control) { OnControl(control); },
+      /*wait_for_ready=*/spool_ != nullptr);
   interning_ = StreamInterning();
   if (spool_ != nullptr) {
-    // Lossless: the new stream gets, from the spool, every batch from the first one not
-    // acknowledged (or, all acknowledged, the first not sent), then goes on live.
-    StartReplay(unacked_.empty() ? sent_through_offset_ : unacked_.front().spool_offset);
+    // Lossless: the new stream gets, from the spool, every batch past the one the daemon says
+    // it has (its first Ack), then goes on live (PumpReplay). A daemon that restarted has
+    // none of what its predecessor acknowledged, and gets it all again.
     unacked_.clear();
+    replay_.reset();
+    replay_awaits_ack_ = true;
     return;
   }
   // The final batch counts as sent only if this stream gets it again.
@@ -399,10 +405,18 @@ void Flusher::StartReplay(uint64_t offset) {
   }
 }
 
+uint64_t Flusher::SpoolOffsetOf(uint64_t sequence) const {
+  const uint64_t i = sequence == 0 ? 0 : (sequence - 1) / kSpoolIndexStride;
+  return i < spool_index_.size() ? spool_index_[i] : spool_->bytes();
+}
+
 void Flusher::PumpReplay() {
+  if (replay_awaits_ack_ && stream_ != nullptr && stream_->ack_seen()) {
+    replay_awaits_ack_ = false;
+    StartReplay(SpoolOffsetOf(stream_->acked() + 1));
+  }
   while (replay_ != nullptr && stream_ != nullptr && !stream_->broken() &&
          unacked_.size() < kMaxUnackedBatches) {
-    const uint64_t at = replay_->offset();
     std::string record, error;
     const SpoolCursor::Next next = replay_->Read(&record, &error);
     if (next != SpoolCursor::Next::kRecord) {
@@ -412,13 +426,12 @@ void Flusher::PumpReplay() {
       replay_.reset();  // caught up: batches go out live again
       return;
     }
-    sent_through_offset_ = replay_->offset();
     nrtprof::ShimMessage message;
     if (!message.ParseFromString(record) || !message.has_batch()) continue;  // the Hello
     nrtprof::EventBatch* batch = message.mutable_batch();
     if (batch->sequence() <= stream_->acked()) continue;  // the daemon has it
     batcher_.Restamp(batch, &interning_);
-    unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), *batch, at});
+    unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), *batch});
     stream_->Send(std::move(message));
   }
 }
@@ -452,12 +465,15 @@ void Flusher::SendReady(bool final) {
       if (replay_ == nullptr) StartReplay(spool_->bytes());
     }
     // Lossless, while the stream catches up from the spool, batches go into the spool only.
-    if (replay_ != nullptr) connected = false;
+    if (replay_ != nullptr || replay_awaits_ack_) connected = false;
     if (!connected && spool_ == nullptr) break;
-    const uint64_t spool_offset = spool_ != nullptr ? spool_->bytes() : 0;
     LaneCounts events;
     nrtprof::ShimMessage message;
-    nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), final, &events);
+    // A batch only spooled must not count its strings as sent on the stream (the replay adds
+    // what the stream lacks): it carries those the spool has not had through spool-only ones.
+    // The spool has all of them before their first use either way, since every batch is in it.
+    nrtprof::EventBatch batch = batcher_.TakeNext(connected ? &interning_ : &spool_interning_,
+                                                  Drops(), final, &events);
     message.mutable_batch()->Swap(&batch);
     if (message.ByteSizeLong() > kMaxMessageBytes) {
       // Keep the sequence without a gap: send the batch's frame, count what it carried.
@@ -468,6 +484,9 @@ void Flusher::SendReady(bool final) {
       events = LaneCounts();
     }
     SetEventsSent(sent_ + events, message.mutable_batch());
+    if (spool_ != nullptr && (message.batch().sequence() - 1) % kSpoolIndexStride == 0) {
+      spool_index_.push_back(spool_->bytes());
+    }
     if (spool_ != nullptr && !spool_->Append(message.SerializeAsString())) {
       // The spool's bound (or the disk) is reached: the daemon reads lossless processes from
       // their spools, so what this batch carried is lost. Counted, and the count goes into
@@ -491,8 +510,7 @@ void Flusher::SendReady(bool final) {
       final_sequence_ = sequence;
     }
     if (!connected) continue;
-    unacked_.push_back({sequence, events, message.batch(), spool_offset});
-    if (spool_ != nullptr) sent_through_offset_ = spool_->bytes();
+    unacked_.push_back({sequence, events, message.batch()});
     stream_->Send(std::move(message));
   }
 }
@@ -506,7 +524,7 @@ void Flusher::SendFinalNow() {
   SetEventsSent(sent_, message.mutable_batch());
   final_sent_ = true;
   final_sequence_ = message.batch().sequence();
-  unacked_.push_back({final_sequence_, events, message.batch(), 0});
+  unacked_.push_back({final_sequence_, events, message.batch()});
   stream_->Send(std::move(message));
 }
 
@@ -616,6 +634,9 @@ void Flusher::FinalLossless(Clock::time_point deadline) {
     NoteRefusal();
     stream_.reset();
   }
+  // A daemon across TCP has all of it and never reads (nor removes) this machine's spool
+  // files; one it did not acknowledge stays, for whoever wants to know what it missed.
+  if (acknowledged && transport_.tls) unlink(spool_->path().c_str());
 }
 
 }  // namespace nrtprof::shim

@@ -101,7 +101,6 @@ class Flusher {
     uint64_t sequence;
     LaneCounts events;
     nrtprof::EventBatch batch;
-    uint64_t spool_offset;  // lossless: where its record starts in the spool file
   };
 
   void Run();
@@ -125,6 +124,8 @@ class Flusher {
   // batch over the stream, on this machine or another.
   void StartReplay(uint64_t offset);
   void PumpReplay();
+  // Where in the spool to start reading to find batch `sequence` (at or before it).
+  uint64_t SpoolOffsetOf(uint64_t sequence) const;
   static void SayOnce(bool* said, const std::string& line);
   // Best effort at exit, out of time: an event-less final batch with the drop counters, sent
   // past the bound on unacknowledged batches (the caller has discarded what was pending).
@@ -180,7 +181,11 @@ class Flusher {
   LaneCounts oversized_;
   std::unique_ptr<SpoolWriter> spool_;
   std::unique_ptr<SpoolCursor> replay_;  // lossless: the stream is catching up from the spool
-  uint64_t sent_through_offset_ = 0;     // the spool's offset after the last batch sent
+  bool replay_awaits_ack_ = false;       // a new stream: replay once the daemon says from where
+  // The spool offset of batches 1, 1 + kSpoolIndexStride, ...: where a replay starts (it skips
+  // what the daemon has). 8 bytes per 64 batches.
+  static constexpr uint64_t kSpoolIndexStride = 64;
+  std::vector<uint64_t> spool_index_;
   bool replay_failed_ = false;
   uint64_t process_start_ns_ = 0;
   LaneCounts spool_full_;
@@ -189,7 +194,8 @@ class Flusher {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Collector::Stub> stub_;
   std::unique_ptr<CollectorStream> stream_;
-  StreamInterning interning_;
+  StreamInterning interning_;        // what the stream has
+  StreamInterning spool_interning_;  // lossless: what batches only spooled have carried
   std::deque<Unacked> unacked_;
   bool final_sent_ = false;
   bool final_attempt_made_ = false;

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tls_certs.h"
 
@@ -61,10 +63,16 @@ class TcpEndToEnd : public ::testing::Test {
     folder_ = folder;
     ASSERT_EQ(chmod(folder_.c_str(), 0777), 0);
     socket_ = folder_ + "/sock/nrtprofd.sock";
+    StartDaemon("127.0.0.1:0");
+  }
+
+  // Starts nrtprofd listening on `listen` (port 0: any) and sets addr_ to where it listens.
+  void StartDaemon(const std::string& listen) {
     std::vector<std::string> args = {Runfile("daemon/nrtprofd"),
                                      "--socket=" + socket_,
                                      "--output_root=" + folder_ + "/captures",
-                                     "--listen=127.0.0.1:0",
+                                     "--spool_dir=" + folder_ + "/daemon-spool",
+                                     "--listen=" + listen,
                                      "--tls_cert=" + tls_.server_cert,
                                      "--tls_key=" + tls_.server_key,
                                      "--token_file=" + tls_.token_file};
@@ -102,13 +110,15 @@ class TcpEndToEnd : public ::testing::Test {
     testing::RunProcess({"/bin/rm", "-rf", folder_});
   }
 
-  // SIGTERM; returns the daemon's stderr.
-  std::string StopDaemon() {
-    kill(daemon_, SIGTERM);
+  // SIGTERM (or `sig`); returns the daemon's stderr.
+  std::string StopDaemon(int sig = SIGTERM) {
+    kill(daemon_, sig);
     int status = 0;
     waitpid(daemon_, &status, 0);
     daemon_ = -1;
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    if (sig == SIGTERM) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    }
     std::string err;
     char buf[4096];
     ssize_t n;
@@ -169,6 +179,60 @@ TEST_F(TcpEndToEnd, RunOverTlsWithTheTokenWritesTheTrace) {
   EXPECT_EQ(after.exit_code, 0) << after.err;
   EXPECT_TRUE(absl::StrContains(after.out, "captures written:    1")) << after.out;
   EXPECT_EQ(CountLines(StopDaemon(), "refused"), 0u);
+}
+
+std::map<std::string, int64_t> CallsByName(const std::string& capture_dir) {
+  std::map<std::string, int64_t> calls;
+  for (absl::string_view line : absl::StrSplit(ReadFile(capture_dir + "/summary.csv"), '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    int64_t n = 0;
+    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
+  }
+  return calls;
+}
+
+// Lossless across TCP: the daemon cannot read this machine's spool, so the shim sends it what
+// it missed from there. Killed -9 mid-capture and started again on the same port, the daemon
+// carries the capture on and the trace holds every call the program made.
+TEST_F(TcpEndToEnd, LosslessAcrossTcpLosesNothingToADaemonKilledMidCapture) {
+  const std::vector<std::string> program = {Runfile("examples/rmsnorm"), "--variant",
+                                            "naive", "--iters", "500"};
+  auto run_argv = [&](const std::string& out, const std::string& mode) {
+    std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", addr_,
+                                     "--tls_ca", tls_.ca, "--token_file", tls_.token_file,
+                                     "--mode", mode, "--out", out, "--"};
+    argv.insert(argv.end(), program.begin(), program.end());
+    return argv;
+  };
+  // The calls the program makes, from an undisturbed run (nothing dropped).
+  const std::string steady = folder_ + "/steady-capture";
+  const Result reference = RunProcess(run_argv(steady, "best_effort"), kEnv);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  ASSERT_TRUE(absl::StrContains(ReadFile(steady + "/summary.txt"), "Events dropped: 0"));
+  const std::map<std::string, int64_t> expected = CallsByName(steady);
+  int64_t rows_calls = 0;
+  for (const auto& [name, n] : expected) rows_calls += n;
+  ASSERT_GT(rows_calls, 1000) << ReadFile(steady + "/summary.csv");
+
+  const std::string shim_spool = TempDir("shim-spool");  // never read by the daemon
+  const std::string out = folder_ + "/lossless-capture";
+  testing::Background run(run_argv(out, "lossless"),
+                          With({{"NRT_SIM_TIME_SCALE", "1"}, {"NRTPROF_SPOOL_DIR", shim_spool}}),
+                          TempDir("lossless-run"));
+  usleep(400 * 1000);
+  ASSERT_TRUE(run.Running());
+  StopDaemon(SIGKILL);
+  usleep(300 * 1000);
+  const std::string port = addr_;
+  StartDaemon(port);  // the same address
+  ASSERT_EQ(addr_, port);
+  EXPECT_EQ(run.Wait(), 0) << run.err();
+  EXPECT_TRUE(absl::StrContains(run.out(), "-> OK")) << run.out();
+  EXPECT_EQ(CallsByName(out), expected) << run.err();
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"), "Events dropped: 0"))
+      << ReadFile(out + "/summary.txt");
+  // All of it acknowledged, the shim's spool file is gone; the daemon's folder holds none.
+  EXPECT_EQ(RunProcess({"/bin/ls", "-A", shim_spool}).out, "");
 }
 
 TEST_F(TcpEndToEnd, AWrongTokenIsRefusedAndTheProgramRunsUnprofiled) {

@@ -77,9 +77,11 @@ class FakeCollector::Reactor
       return;
     }
     owner_->OnMessage(stream_, in_);
-    if (in_.has_batch() && owner_->options_.ack) {
+    // As nrtprofd: the Hello gets an Ack of how far this daemon has the process (this one
+    // remembers nothing across streams: 0), each batch its own.
+    if (owner_->options_.ack && (in_.has_batch() || in_.has_hello())) {
       nrtprof::DaemonMessage ack;
-      ack.mutable_ack()->set_sequence(in_.batch().sequence());
+      ack.mutable_ack()->set_sequence(in_.has_batch() ? in_.batch().sequence() : 0);
       Write(std::move(ack));
     }
     in_.Clear();
