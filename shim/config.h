@@ -13,8 +13,9 @@ namespace nrtprof::shim {
 
 enum class ShimMode : uint8_t {
   kBestEffort = 0,
-  // Every batch is also appended to a spool file (common/spool_file.h) that the daemon reads
-  // when the capture stops. Needs a capture id (NRTPROF_CAPTURE) to name the file.
+  // Every batch is also appended to a spool file (common/spool_file.h) that a daemon on this
+  // machine reads when the capture stops, and that every new stream is fed from past what its
+  // daemon has. Needs a capture id (NRTPROF_CAPTURE) to name the file.
   kLossless = 1,
 };
 
