@@ -71,6 +71,8 @@ int StatusCommand(int argc, char** argv) {
            static_cast<unsigned long long>(lanes.runtime()),
            static_cast<unsigned long long>(lanes.hardware()));
   }
+  printf("final batches alone: %llu\n",
+         static_cast<unsigned long long>(status->final_batches_alone()));
   printf("captures written:    %llu\n",
          static_cast<unsigned long long>(status->captures_written()));
   return 0;

@@ -200,6 +200,7 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
     return absl::FailedPreconditionError("a second Hello on one stream");
   }
   auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
+  if (hello.final_only()) ++final_batches_alone_;
   // A process back on a new stream: batches its earlier streams stored are duplicates now.
   uint64_t stored = 0;
   auto max = [](uint64_t a, uint64_t b) { return std::max(a, b); };
@@ -496,6 +497,7 @@ nrtprof::StatusReply CollectorCore::Status() {
   reply.set_events_received(events_received_.load());
   std::lock_guard<std::mutex> lock(mu_);
   reply.set_uptime_ms((clock_->MonotonicNs() - started_ns_) / 1'000'000);
+  reply.set_final_batches_alone(final_batches_alone_);
   DropCounts drops = closed_drops_;
   for (const auto& [id, s] : streams_) {
     nrtprof::ConnectedProcess* p = reply.add_processes();

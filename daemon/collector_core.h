@@ -135,6 +135,7 @@ class CollectorCore {
   std::map<std::string, std::unique_ptr<Capture>> captures_ ABSL_GUARDED_BY(mu_);
   uint64_t captures_started_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t captures_written_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t final_batches_alone_ ABSL_GUARDED_BY(mu_) = 0;  // final_only Hellos
   int stops_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   DropCounts closed_drops_ ABSL_GUARDED_BY(mu_);  // of streams already closed

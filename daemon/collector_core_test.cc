@@ -360,6 +360,7 @@ TEST_F(CollectorCoreTest, AFinalBatchThatCameAloneCountsWhatNeverArrived) {
   // What a user checks: calls in the trace + calls counted lost = calls made (2 + 2 + 3).
   EXPECT_EQ(p.calls.size() + p.drops.by_lane.runtime, 7u);
   EXPECT_EQ(DroppedInStatus("ring_full"), 3u);
+  EXPECT_EQ(core_.Status().final_batches_alone(), 1u);
 }
 
 TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {

@@ -147,6 +147,7 @@ TEST(LoadTest, EveryCallIsInTheTraceOrCountedAndTheDaemonStaysBounded) {
   // The daemon holds what it received and not much more: at most 1 KiB an event over a
   // 256 MiB base.
   const int64_t received = daemon.StatusFigure("events received:");
+  const int64_t alone = daemon.StatusFigure("final batches alone:");
   EXPECT_LE(peak_rss_kib, 256 * 1024 + received);
   printf("load %d x %d x %d/s x %d s: %llu executions (%.0f/s), %llu runtime calls, %llu recorded, "
          "%llu dropped, daemon received %lld events, peak RSS %lld KiB\n",
@@ -155,6 +156,8 @@ TEST(LoadTest, EveryCallIsInTheTraceOrCountedAndTheDaemonStaysBounded) {
          static_cast<unsigned long long>(calls), static_cast<unsigned long long>(recorded),
          static_cast<unsigned long long>(runtime_dropped), static_cast<long long>(received),
          static_cast<long long>(peak_rss_kib));
+  printf("processes whose final batch came alone (their stream behind at exit): %lld\n",
+         static_cast<long long>(alone));
 }
 
 }  // namespace

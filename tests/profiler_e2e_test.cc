@@ -480,6 +480,7 @@ TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
   const Result after = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr}, kEnv);
   EXPECT_EQ(after.exit_code, 0) << after.err;
   EXPECT_TRUE(absl::StrContains(after.out, "captures written:    1")) << after.out;
+  EXPECT_TRUE(absl::StrContains(after.out, "final batches alone: 0")) << after.out;
   EXPECT_TRUE(absl::StrContains(after.out, "events dropped:      0")) << after.out;
   EXPECT_FALSE(absl::StrContains(after.out, "events received:     0\n")) << after.out;
 
