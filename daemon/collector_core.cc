@@ -200,7 +200,6 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
     return absl::FailedPreconditionError("a second Hello on one stream");
   }
   auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
-  if (hello.final_only()) ++final_batches_alone_;
   // A process back on a new stream: batches its earlier streams stored are duplicates now.
   uint64_t stored = 0;
   auto max = [](uint64_t a, uint64_t b) { return std::max(a, b); };
@@ -250,16 +249,19 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     s = it->second;
   }
   absl::StatusOr<uint64_t> ack;
-  bool final = false;
+  bool final = false, final_alone = false;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     const uint64_t before = s->ingest.events_received();
+    const bool final_before = s->ingest.final();
     ack = s->ingest.OnBatch(batch);
     events_received_ += s->ingest.events_received() - before;
     final = s->ingest.final();
+    final_alone = final && !final_before && s->ingest.hello().final_only();
   }
   if (final && ack.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (final_alone) ++final_batches_alone_;
     cv_.notify_all();
   }
   return ack;

@@ -363,6 +363,28 @@ TEST_F(CollectorCoreTest, AFinalBatchThatCameAloneCountsWhatNeverArrived) {
   EXPECT_EQ(core_.Status().final_batches_alone(), 1u);
 }
 
+TEST_F(CollectorCoreTest, AnUnusedStreamForTheFinalBatchChangesNothing) {
+  Controls c1, c2;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender())->capturing());
+  // Opened at exit in case the final batch had to go alone; the first stream caught up.
+  nrtprof::Hello alone = Hello(7);
+  alone.set_final_only(true);
+  ASSERT_TRUE(core_.OnHello(2, alone, c2.Sender()).ok());
+  ASSERT_TRUE(core_.OnBatch(1, Sent(Batch(1), 1)).ok());
+  ASSERT_TRUE(core_.OnBatch(1, Sent(Batch(3, /*final=*/true), 3)).ok());  // batch 2 lost
+  core_.OnStreamClosed(2);
+  core_.OnStreamClosed(1);
+  EXPECT_EQ(core_.Status().final_batches_alone(), 0u);
+  ASSERT_TRUE(Stop("cap").ok());
+  ASSERT_EQ(sink_.traces[0].processes.size(), 1u);
+  const ProcessTrace& p = sink_.traces[0].processes[0];
+  EXPECT_FALSE(p.cut_off);
+  EXPECT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.drops.daemon_away, 2u) << "batch 2's range and call, sent and never received";
+  EXPECT_EQ(p.drops.by_lane.runtime, 1u);
+}
+
 TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {
   Controls c1, c2;
   Start("cap");

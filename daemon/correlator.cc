@@ -737,10 +737,17 @@ DropCounts ProcessDrops(const std::vector<const ProcessCapture*>& streams) {
     }
     d += CombineDropCounts(end, begin, [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; });
   }
-  if (std::all_of(streams.begin(), streams.end(),
+  // Streams that brought no batch in the capture (one opened for a final batch that was not
+  // needed after all) say nothing of what was sent.
+  std::vector<const ProcessCapture*> with_batches;
+  for (const ProcessCapture* c : streams) {
+    if (c->batches_received != 0) with_batches.push_back(c);
+  }
+  if (!with_batches.empty() &&
+      std::all_of(with_batches.begin(), with_batches.end(),
                   [](const ProcessCapture* c) { return c->sent_known; })) {
-    LaneDropCounts begin = streams[0]->sent_at_begin, end, received;
-    for (const ProcessCapture* c : streams) {
+    LaneDropCounts begin = with_batches[0]->sent_at_begin, end, received;
+    for (const ProcessCapture* c : with_batches) {
       begin.framework = std::min(begin.framework, c->sent_at_begin.framework);
       begin.runtime = std::min(begin.runtime, c->sent_at_begin.runtime);
       begin.hardware = std::min(begin.hardware, c->sent_at_begin.hardware);

@@ -280,6 +280,7 @@ void ProcessIngest::ApplyInterning(const nrtprof::EventBatch& batch) {
 void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
   ApplyInterning(batch);
   applied_any_ = true;
+  ++batches_applied_;
   LaneDropCounts lanes_of_batch;
   for (const nrtprof::Event& e : batch.events()) {
     ++events_received_;
@@ -410,6 +411,7 @@ void ProcessIngest::BeginCapture() {
   sent_at_begin_ = sent_;
   sent_at_begin_set_ = sent_seen_;
   sent_missing_ = false;
+  batches_at_begin_ = batches_applied_;
   received_at_begin_ = events_received_;
   missing_at_begin_ = batches_missing_;
 }
@@ -432,6 +434,7 @@ ProcessCapture ProcessIngest::TakeCapture() {
     c.drops = Subtract(c.shim_at_end, c.shim_at_begin);
     c.drops += c.daemon_drops;
     c.sent_known = sent_at_begin_set_ && !sent_missing_;
+    c.batches_received = batches_applied_ - batches_at_begin_;
     c.sent_at_begin = sent_at_begin_;
     c.sent_at_end = sent_;
     c.received_by_lane = SubtractLanes(received_by_lane_, received_at_begin_by_lane_);

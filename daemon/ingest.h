@@ -102,6 +102,7 @@ struct ProcessCapture {
   // received in between: the difference was sent and never arrived.
   LaneDropCounts sent_at_begin, sent_at_end, received_by_lane;
   bool sent_known = false;  // every batch of the capture said how many events were sent
+  uint64_t batches_received = 0;  // stored during the capture (duplicates not counted)
   uint64_t events_received = 0;             // during the capture, kept or not
   uint64_t batches_missing = 0;             // sequence gaps during the capture
   // CLOCK_REALTIME - CLOCK_MONOTONIC from the latest clock sample; 0 if none came.
@@ -181,6 +182,7 @@ class ProcessIngest {
   int64_t realtime_offset_ns_ = 0;
   bool final_ = false;
   bool applied_any_ = false;          // a batch was stored
+  uint64_t batches_applied_ = 0;
   LaneDropCounts received_by_lane_;   // events of the batches stored
   LaneDropCounts sent_;               // the largest EventBatch.events_sent, lane by lane
   bool sent_seen_ = false;
@@ -195,6 +197,7 @@ class ProcessIngest {
   LaneDropCounts sent_at_begin_;
   bool sent_at_begin_set_ = false;
   bool sent_missing_ = false;  // a batch of the capture had no events_sent
+  uint64_t batches_at_begin_ = 0;
   uint64_t received_at_begin_ = 0;
   uint64_t missing_at_begin_ = 0;
 };

@@ -528,7 +528,8 @@ void Flusher::SendFinalNow() {
   stream_->Send(std::move(message));
 }
 
-bool Flusher::SendFinalAlone(Clock::time_point deadline) {
+void Flusher::OpenAlone() {
+  if (alone_ != nullptr) return;
   nrtprof::ShimMessage hello;
   *hello.mutable_hello() = Hello();
   hello.mutable_hello()->set_mode(nrtprof::MODE_BEST_EFFORT);
@@ -538,10 +539,14 @@ bool Flusher::SendFinalAlone(Clock::time_point deadline) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetString("nrtprof.final_only", "1");
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(transport_.target, credentials_, args);
-  std::unique_ptr<nrtprof::Collector::Stub> stub = nrtprof::Collector::NewStub(channel);
-  CollectorStream alone(stub.get(), std::move(hello), [](const nrtprof::CaptureControl&) {});
+  alone_channel_ = grpc::CreateCustomChannel(transport_.target, credentials_, args);
+  alone_stub_ = nrtprof::Collector::NewStub(alone_channel_);
+  alone_ = std::make_unique<CollectorStream>(alone_stub_.get(), std::move(hello),
+                                             [](const nrtprof::CaptureControl&) {});
+}
+
+bool Flusher::SendFinalAlone(Clock::time_point deadline) {
+  OpenAlone();
   nrtprof::ShimMessage report;
   nrtprof::EventBatch* batch = report.mutable_batch();
   batch->set_sequence(final_sequence_);
@@ -549,10 +554,8 @@ bool Flusher::SendFinalAlone(Clock::time_point deadline) {
   *batch->mutable_drops() = Drops();
   *batch->mutable_clock() = unacked_.back().batch.clock();
   *batch->mutable_events_sent() = unacked_.back().batch.events_sent();
-  alone.Send(std::move(report));
-  const bool acknowledged = alone.WaitForAck(final_sequence_, deadline);
-  alone.Close(deadline, /*graceful=*/acknowledged);
-  return acknowledged;
+  alone_->Send(std::move(report));
+  return alone_->WaitForAck(final_sequence_, deadline);
 }
 
 void Flusher::SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch) {
@@ -589,6 +592,9 @@ void Flusher::Final(Clock::time_point deadline) {
   const Clock::time_point give_up =
       deadline - std::min<Clock::duration>(std::chrono::seconds(1),
                                            (deadline - Clock::now()) / 2);
+  // A daemon this far behind will likely need the final batch sent alone: the connection for
+  // it is made now, while the rest goes out, so that only the batch is left to send then.
+  if (stream_ != nullptr && !refused_ && unacked_.size() >= kMaxUnackedBatches / 4) OpenAlone();
   while (stream_ != nullptr && !final_sent_ && Clock::now() < give_up) {
     SendReady(/*final=*/true);
     if (final_sent_) break;
@@ -609,6 +615,11 @@ void Flusher::Final(Clock::time_point deadline) {
     if (!acknowledged && !stream_->broken() && !refused_) {
       acknowledged = SendFinalAlone(deadline);
     }
+  }
+  if (alone_ != nullptr) {
+    // Unused (the stream caught up), it goes without a batch: the daemon counts nothing of it.
+    alone_->Close(deadline, /*graceful=*/acknowledged);
+    alone_.reset();
   }
   if (stream_ != nullptr) {
     stream_->Close(deadline, /*graceful=*/acknowledged);

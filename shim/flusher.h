@@ -134,6 +134,9 @@ class Flusher {
   // copy (drop counters, events sent) on a new connection, which the clogged stream's
   // queue cannot hold up. True if the daemon acknowledged it by `deadline`.
   bool SendFinalAlone(Clock::time_point deadline);
+  // The connection and final_only stream SendFinalAlone uses, made ahead if the daemon is
+  // behind at exit.
+  void OpenAlone();
   // Stamps `batch` with the events sent up to and including it (EventBatch.events_sent).
   static void SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch);
   // Lossless mode: the spool file, with the process's Hello first; null (best effort) if the
@@ -194,6 +197,9 @@ class Flusher {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<nrtprof::Collector::Stub> stub_;
   std::unique_ptr<CollectorStream> stream_;
+  std::shared_ptr<grpc::Channel> alone_channel_;  // at exit: the final batch alone
+  std::unique_ptr<nrtprof::Collector::Stub> alone_stub_;
+  std::unique_ptr<CollectorStream> alone_;
   StreamInterning interning_;        // what the stream has
   StreamInterning spool_interning_;  // lossless: what batches only spooled have carried
   std::deque<Unacked> unacked_;
