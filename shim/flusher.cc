@@ -463,6 +463,7 @@ void Flusher::SendReady(bool final) {
       // A daemon this far behind: the spool carries on alone, and the stream gets what it
       // missed from it as acks make room (PumpReplay).
       if (replay_ == nullptr) StartReplay(spool_->bytes());
+      connected = false;  // (also if the spool could not be read back: never past the bound)
     }
     // Lossless, while the stream catches up from the spool, batches go into the spool only.
     if (replay_ != nullptr || replay_awaits_ack_) connected = false;
