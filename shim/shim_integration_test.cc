@@ -18,6 +18,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/spool_file.h"
 #include "shim/testing/fake_collector.h"
 #include "shim/testing/subprocess.h"
 
@@ -489,6 +490,53 @@ TEST_F(ShimTest, LosslessReplaysWhatTheDaemonMissedFromTheSpool) {
                           ExecutesAfter(after, last_before);
   EXPECT_EQ(executes, 6u * (kIters + 1)) << "every execution, once";
   EXPECT_EQ(after.last_batch()->drops().by_lane().runtime(), 0u);
+}
+
+// Lossless against a daemon that answers the Hello and then acknowledges no batch: no more
+// batches wait for an ack on the stream than the bound (64), the rest stays in the spool, which
+// holds every batch, in order, the final one last; the program is unchanged.
+TEST_F(ShimTest, LosslessKeepsTheStreamWithinItsBoundAndEverythingInTheSpool) {
+  FakeCollector::Options options;
+  options.ack_batches = false;
+  StartCollector(options);
+  constexpr int kIters = 1600;  // about 4 s at NRT_SIM_TIME_SCALE=1: over 100 batches
+  const std::string spool = TempDir("bounded-spool");
+  EnvChanges env = Profiled({{"NRTPROF_MODE", "lossless"},
+                             {"NRTPROF_CAPTURE", "bounded"},
+                             {"NRTPROF_SPOOL_DIR", spool}});
+  env["NRT_SIM_TIME_SCALE"] = "1";
+  const ProcessResult plain = RunProcess(Rmsnorm(kIters), Plain(), kRunTimeout);
+  const ProcessResult run = RunProcess(Rmsnorm(kIters), env, kRunTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, plain.out);
+  ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
+  const auto streams = collector_->streams();
+  ASSERT_EQ(streams.size(), 1u);
+  EXPECT_EQ(streams[0].batches().size(), 64u) << "the bound on batches waiting for an ack";
+
+  const ProcessResult ls = RunProcess({"/bin/ls", spool}, Plain(), kRunTimeout);
+  ASSERT_THAT(ls.out, MatchesRegex("bounded\\.[0-9]+\\.[0-9]+\\.spool\n")) << ls.out;
+  nrtprof::SpoolContents contents;
+  std::string error;
+  ASSERT_TRUE(nrtprof::ReadSpool(spool + "/" + ls.out.substr(0, ls.out.size() - 1), &contents,
+                                 &error))
+      << error;
+  ASSERT_GT(contents.records.size(), 65u);
+  uint64_t expected = 1;
+  size_t executes = 0;
+  std::map<uint32_t, std::string> strings;
+  nrtprof::ShimMessage last;
+  for (size_t i = 1; i < contents.records.size(); ++i) {  // after the Hello
+    ASSERT_TRUE(last.ParseFromString(contents.records[i]));
+    ASSERT_TRUE(last.has_batch());
+    EXPECT_EQ(last.batch().sequence(), expected++);
+    for (const nrtprof::InternedString& str : last.batch().strings()) strings[str.iid()] = str.value();
+    for (const nrtprof::Event& e : last.batch().events()) {
+      executes += e.kind() == nrtprof::EVENT_API_CALL && strings[e.name_iid()] == "nrt_execute";
+    }
+  }
+  EXPECT_TRUE(last.batch().final());
+  EXPECT_EQ(executes, 6u * (kIters + 1)) << "every execution in the spool";
 }
 
 TEST_F(ShimTest, DisabledPassesEverythingThrough) {

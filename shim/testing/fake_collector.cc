@@ -79,7 +79,8 @@ class FakeCollector::Reactor
     owner_->OnMessage(stream_, in_);
     // As nrtprofd: the Hello gets an Ack of how far this daemon has the process (this one
     // remembers nothing across streams: 0), each batch its own.
-    if (owner_->options_.ack && (in_.has_batch() || in_.has_hello())) {
+    if (owner_->options_.ack &&
+        ((in_.has_batch() && owner_->options_.ack_batches) || in_.has_hello())) {
       nrtprof::DaemonMessage ack;
       ack.mutable_ack()->set_sequence(in_.has_batch() ? in_.batch().sequence() : 0);
       Write(std::move(ack));

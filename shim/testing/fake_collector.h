@@ -40,6 +40,8 @@ class FakeCollector {
  public:
   struct Options {
     bool ack = true;  // false: a daemon that reads but never acknowledges
+    // false (with `ack`): the Hello is answered, no batch is: a daemon that stopped keeping up.
+    bool ack_batches = true;
     std::optional<nrtprof::CaptureControl> control;  // sent when a stream opens
   };
 
