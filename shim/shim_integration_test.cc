@@ -97,7 +97,7 @@ class ShimTest : public ::testing::Test {
   // The one stream a profiled run sent, once it has ended.
   RecordedStream OnlyStream() {
     EXPECT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
-    std::vector<RecordedStream> streams = collector_->streams();
+    std::vector<RecordedStream> streams = collector_->ProcessStreams(kStreamTimeout);
     EXPECT_EQ(streams.size(), 1u);
     return streams.empty() ? RecordedStream() : streams.front();
   }
@@ -422,7 +422,7 @@ TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
   program.join();
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
-  const auto streams = collector_->streams();
+  const auto streams = collector_->ProcessStreams(kStreamTimeout);
   ASSERT_EQ(streams.size(), 1u);
   const RecordedStream& after = streams.front();
   ExpectWellFormed(after);
@@ -431,7 +431,7 @@ TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
   EXPECT_EQ(Count(after.Named(nrtprof::EVENT_API_CALL), "nrt_close"), 1u);
   // The new stream goes on from where the old daemon's acknowledgements stopped: the batches
   // sent but not acknowledged come again (the first daemon may have had some), none skipped.
-  const std::vector<RecordedStream> before = first->streams();
+  const std::vector<RecordedStream> before = first->ProcessStreams(kStreamTimeout);
   ASSERT_EQ(before.size(), 1u);
   const uint64_t last_before = before[0].last_batch()->sequence();
   EXPECT_GT(after.batches().front()->sequence(), 1u);
@@ -471,12 +471,12 @@ TEST_F(ShimTest, LosslessReplaysWhatTheDaemonMissedFromTheSpool) {
   program.join();
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
-  const auto streams = collector_->streams();
+  const auto streams = collector_->ProcessStreams(kStreamTimeout);
   ASSERT_EQ(streams.size(), 1u);
   const RecordedStream& after = streams.front();
   ExpectWellFormed(after);
   EXPECT_TRUE(after.last_batch()->final());
-  const std::vector<RecordedStream> before = first->streams();
+  const std::vector<RecordedStream> before = first->ProcessStreams(kStreamTimeout);
   ASSERT_EQ(before.size(), 1u);
   const uint64_t last_before = before[0].last_batch()->sequence();
   // The second stream starts at or before the first batch the first daemon did not have, and
@@ -510,7 +510,7 @@ TEST_F(ShimTest, LosslessKeepsTheStreamWithinItsBoundAndEverythingInTheSpool) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, plain.out);
   ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
-  const auto streams = collector_->streams();
+  const auto streams = collector_->ProcessStreams(kStreamTimeout);
   ASSERT_EQ(streams.size(), 1u);
   EXPECT_EQ(streams[0].batches().size(), 64u) << "the bound on batches waiting for an ack";
 
@@ -594,7 +594,7 @@ TEST_F(ShimTest, AChildForkedBeforeStartIsProfiledOnItsOwn) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
   ASSERT_TRUE(collector_->WaitForFinishedStreams(2, kStreamTimeout));
-  const auto streams = collector_->streams();
+  const auto streams = collector_->ProcessStreams(kStreamTimeout);
   ASSERT_EQ(streams.size(), 2u);
   std::map<uint32_t, const RecordedStream*> by_pid;
   for (const auto& s : streams) {

@@ -198,6 +198,21 @@ bool FakeCollector::WaitForFinishedStreams(size_t n, std::chrono::milliseconds t
   });
 }
 
+std::vector<RecordedStream> FakeCollector::ProcessStreams(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] {
+    for (const auto& s : streams_) {
+      if (!s.done) return false;
+    }
+    return true;
+  });
+  std::vector<RecordedStream> out;
+  for (const RecordedStream& s : streams_) {
+    if (s.hello() == nullptr || !s.hello()->final_only()) out.push_back(s);
+  }
+  return out;
+}
+
 std::vector<RecordedStream> FakeCollector::streams() {
   std::lock_guard<std::mutex> lock(mu_);
   return streams_;

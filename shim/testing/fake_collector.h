@@ -57,6 +57,10 @@ class FakeCollector {
   // Waits until `n` streams have ended; false on timeout.
   bool WaitForFinishedStreams(size_t n, std::chrono::milliseconds timeout);
   std::vector<RecordedStream> streams();
+  // Once every stream opened so far has ended (or the timeout passed): those that carried a
+  // process's batches, leaving out the ones a best-effort shim opens at exit for its final
+  // batch alone (Hello.final_only), which it may do whenever acks are slow.
+  std::vector<RecordedStream> ProcessStreams(std::chrono::milliseconds timeout);
   size_t streams_opened();
 
  private:
