@@ -386,6 +386,7 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
     unacked_.clear();
     replay_.reset();
     replay_awaits_ack_ = true;
+    replay_wait_since_ns_ = now_ns;
     return;
   }
   // The final batch counts as sent only if this stream gets it again.
@@ -411,7 +412,10 @@ uint64_t Flusher::SpoolOffsetOf(uint64_t sequence) const {
 }
 
 void Flusher::PumpReplay() {
-  if (replay_awaits_ack_ && stream_ != nullptr && stream_->ack_seen()) {
+  // A daemon that does not answer the Hello with an Ack (one older than that rule) gets the
+  // spool from its start after a second; it ignores what it already has.
+  if (replay_awaits_ack_ && stream_ != nullptr &&
+      (stream_->ack_seen() || MonotonicNs() - replay_wait_since_ns_ > kHelloAckWaitNs)) {
     replay_awaits_ack_ = false;
     StartReplay(SpoolOffsetOf(stream_->acked() + 1));
   }

@@ -185,6 +185,8 @@ class Flusher {
   std::unique_ptr<SpoolWriter> spool_;
   std::unique_ptr<SpoolCursor> replay_;  // lossless: the stream is catching up from the spool
   bool replay_awaits_ack_ = false;       // a new stream: replay once the daemon says from where
+  uint64_t replay_wait_since_ns_ = 0;
+  static constexpr uint64_t kHelloAckWaitNs = 1'000'000'000;
   // The spool offset of batches 1, 1 + kSpoolIndexStride, ...: where a replay starts (it skips
   // what the daemon has). 8 bytes per 64 batches.
   static constexpr uint64_t kSpoolIndexStride = 64;

@@ -539,6 +539,27 @@ TEST_F(ShimTest, LosslessKeepsTheStreamWithinItsBoundAndEverythingInTheSpool) {
   EXPECT_EQ(executes, 6u * (kIters + 1)) << "every execution in the spool";
 }
 
+// A daemon that never answers (an older one would not answer the Hello with an Ack): after a
+// second, a lossless stream sends from the spool's start anyway, within the bound.
+TEST_F(ShimTest, LosslessSendsFromTheStartToADaemonThatDoesNotSayWhereItIs) {
+  FakeCollector::Options options;
+  options.ack = false;
+  StartCollector(options);
+  EnvChanges env = Profiled({{"NRTPROF_MODE", "lossless"},
+                             {"NRTPROF_CAPTURE", "silent"},
+                             {"NRTPROF_SPOOL_DIR", TempDir("silent-spool")}});
+  env["NRT_SIM_TIME_SCALE"] = "1";
+  const ProcessResult run = RunProcess(Rmsnorm(1000), env, kRunTimeout);  // about 2.5 s
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto streams = collector_->ProcessStreams(kStreamTimeout);
+  ASSERT_EQ(streams.size(), 1u);
+  const auto batches = streams[0].batches();
+  ASSERT_FALSE(batches.empty());
+  EXPECT_EQ(batches.front()->sequence(), 1u);
+  EXPECT_LE(batches.size(), 64u);
+  ExpectWellFormed(streams[0]);
+}
+
 TEST_F(ShimTest, DisabledPassesEverythingThrough) {
   StartCollector();
   const ProcessResult plain = RunProcess(Rmsnorm(), Plain(), kRunTimeout);
