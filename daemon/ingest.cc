@@ -279,7 +279,6 @@ void ProcessIngest::ApplyInterning(const nrtprof::EventBatch& batch) {
 
 void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
   ApplyInterning(batch);
-  applied_any_ = true;
   ++batches_applied_;
   LaneDropCounts lanes_of_batch;
   for (const nrtprof::Event& e : batch.events()) {
@@ -404,7 +403,7 @@ void ProcessIngest::BeginCapture() {
   events_.clear();
   // A stream that has had batches knows the shim's counters at this point; one that has not
   // knows the events sent only from its first batch (Apply).
-  shim_at_begin_known_ = applied_any_;
+  shim_at_begin_known_ = batches_applied_ != 0;
   shim_at_begin_ = shim_drops();
   daemon_at_begin_ = daemon_drops();
   received_at_begin_by_lane_ = received_by_lane_;

@@ -181,8 +181,7 @@ class ProcessIngest {
   uint64_t model_bytes_ = 0;
   int64_t realtime_offset_ns_ = 0;
   bool final_ = false;
-  bool applied_any_ = false;          // a batch was stored
-  uint64_t batches_applied_ = 0;
+  uint64_t batches_applied_ = 0;     // batches stored
   LaneDropCounts received_by_lane_;   // events of the batches stored
   LaneDropCounts sent_;               // the largest EventBatch.events_sent, lane by lane
   bool sent_seen_ = false;

@@ -17,6 +17,13 @@
 namespace nrtprof::shim {
 namespace {
 
+// One line on stderr, newline added.
+void Report(const std::string& line) {
+  const std::string text = line + "\n";
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
 constexpr uint64_t kFirstBackoffNs = 100'000'000;
 constexpr uint64_t kMaxBackoffNs = 5'000'000'000;
 
@@ -196,9 +203,7 @@ void Flusher::OpenSpool() {
                    core_->config.spool_max_bytes, &error) ||
       !spool->Append(hello.SerializeAsString())) {
     if (error.empty()) error = "cannot write the spool file";
-    const std::string line = "nrtprof: NRTPROF_MODE=lossless: " + error + "; running best_effort\n";
-    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
+    Report("nrtprof: NRTPROF_MODE=lossless: " + error + "; running best_effort");
     return;
   }
   spool_ = std::move(spool);
@@ -346,11 +351,8 @@ void Flusher::NoteRefusal() {
   // Credentials the daemon refused once it refuses every time: stop asking, stop recording.
   refused_ = true;
   core_->recording.store(0, std::memory_order_relaxed);
-  const std::string line = "nrtprof: the daemon at " + transport_.target +
-                           " refused this process's credentials (UNAUTHENTICATED); not "
-                           "profiling it\n";
-  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  Report("nrtprof: the daemon at " + transport_.target +
+         " refused this process's credentials (UNAUTHENTICATED); not profiling it");
 }
 
 void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline) {
@@ -443,9 +445,7 @@ void Flusher::PumpReplay() {
 void Flusher::SayOnce(bool* said, const std::string& line) {
   if (*said) return;
   *said = true;
-  const std::string text = line + "\n";
-  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
-  (void)ignored;
+  Report(line);
 }
 
 void Flusher::Resend() {

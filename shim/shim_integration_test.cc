@@ -102,6 +102,37 @@ class ShimTest : public ::testing::Test {
     return streams.empty() ? RecordedStream() : streams.front();
   }
 
+  // A program's run across a daemon's restart: Rmsnorm(iters) under `env` at
+  // NRT_SIM_TIME_SCALE=1; once the fake daemon has 12 batches (past the model files) it goes
+  // away, for `away`, and a new one takes the socket. Each daemon saw one stream of it.
+  struct Restarted {
+    ProcessResult run;
+    RecordedStream before, after;
+  };
+  void RunAcrossARestart(EnvChanges env, int iters, std::chrono::milliseconds away,
+                         Restarted* out) {
+    StartCollector();
+    env["NRT_SIM_TIME_SCALE"] = "1";
+    std::thread program([&] { out->run = RunProcess(Rmsnorm(iters), env, kRunTimeout); });
+    const bool started = collector_->WaitForBatches(12, kStreamTimeout);
+    std::unique_ptr<FakeCollector> first = std::move(collector_);
+    first->Stop();
+    std::this_thread::sleep_for(away);
+    StartCollector();
+    program.join();
+    ASSERT_TRUE(started);
+    ASSERT_EQ(out->run.exit_code, 0) << out->run.err;
+    ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
+    const std::vector<RecordedStream> before = first->ProcessStreams(kStreamTimeout);
+    const std::vector<RecordedStream> after = collector_->ProcessStreams(kStreamTimeout);
+    ASSERT_EQ(before.size(), 1u);
+    ASSERT_EQ(after.size(), 1u);
+    out->before = before[0];
+    out->after = after[0];
+    ExpectWellFormed(out->after);
+    EXPECT_TRUE(out->after.last_batch()->final());
+  }
+
   // Checks the wire-format rules every stream must keep.
   static void ExpectWellFormed(const RecordedStream& stream) {
     ASSERT_NE(stream.hello(), nullptr) << "the first message must be the Hello";
@@ -407,38 +438,23 @@ size_t ExecutesAfter(const RecordedStream& stream, uint64_t after_sequence) {
 }
 
 TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
-  StartCollector();
   // About two seconds of device time: the daemon restarts while the program runs.
   constexpr int kIters = 800;
-  EnvChanges env = Profiled();
-  env["NRT_SIM_TIME_SCALE"] = "1";
-  ProcessResult run;
-  std::thread program([&] { run = RunProcess(Rmsnorm(kIters), env, kRunTimeout); });
-  // Past the model files (a batch each) and some executions.
-  ASSERT_TRUE(collector_->WaitForBatches(12, kStreamTimeout));
-  std::unique_ptr<FakeCollector> first = std::move(collector_);
-  first->Stop();    // the daemon goes away mid-stream...
-  StartCollector();  // ...and comes back on the same socket
-  program.join();
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
-  const auto streams = collector_->ProcessStreams(kStreamTimeout);
-  ASSERT_EQ(streams.size(), 1u);
-  const RecordedStream& after = streams.front();
-  ExpectWellFormed(after);
+  Restarted r;
+  RunAcrossARestart(Profiled(), kIters, std::chrono::milliseconds(0), &r);
+  if (HasFatalFailure()) return;
+  const ProcessResult& run = r.run;
+  const RecordedStream& after = r.after;
   EXPECT_EQ(after.hello()->pid(), static_cast<uint32_t>(run.pid));
-  EXPECT_TRUE(after.last_batch()->final());
   EXPECT_EQ(Count(after.Named(nrtprof::EVENT_API_CALL), "nrt_close"), 1u);
   // The new stream goes on from where the old daemon's acknowledgements stopped: the batches
   // sent but not acknowledged come again (the first daemon may have had some), none skipped.
-  const std::vector<RecordedStream> before = first->ProcessStreams(kStreamTimeout);
-  ASSERT_EQ(before.size(), 1u);
-  const uint64_t last_before = before[0].last_batch()->sequence();
+  const uint64_t last_before = r.before.last_batch()->sequence();
   EXPECT_GT(after.batches().front()->sequence(), 1u);
   EXPECT_LE(after.batches().front()->sequence(), last_before + 1);
   // Every execution reached one of the daemons or is counted as lost, and none is lost twice
   // or counted twice once the resent batches are told apart by their sequence numbers.
-  const size_t executes_before = Count(before[0].Named(nrtprof::EVENT_API_CALL), "nrt_execute");
+  const size_t executes_before = Count(r.before.Named(nrtprof::EVENT_API_CALL), "nrt_execute");
   const size_t executes_after = ExecutesAfter(after, last_before);
   const size_t total = 6 * (kIters + 1);
   EXPECT_GT(executes_before, 0u);
@@ -454,31 +470,16 @@ TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
 // Lossless: batches made while the daemon was away are in the spool, and the next stream gets
 // them from it, so that a daemon anywhere (this fake one reads no spool file) has every batch.
 TEST_F(ShimTest, LosslessReplaysWhatTheDaemonMissedFromTheSpool) {
-  StartCollector();
   constexpr int kIters = 800;
-  EnvChanges env = Profiled({{"NRTPROF_MODE", "lossless"},
-                             {"NRTPROF_CAPTURE", "replay"},
-                             {"NRTPROF_SPOOL_DIR", TempDir("spool")}});
-  env["NRT_SIM_TIME_SCALE"] = "1";
-  ProcessResult run;
-  std::thread program([&] { run = RunProcess(Rmsnorm(kIters), env, kRunTimeout); });
-  ASSERT_TRUE(collector_->WaitForBatches(12, kStreamTimeout));
-  std::unique_ptr<FakeCollector> first = std::move(collector_);
-  first->Stop();
+  Restarted r;
   // Away long enough for batches to be made with no daemon (the flusher makes one every 25 ms).
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  StartCollector();
-  program.join();
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  ASSERT_TRUE(collector_->WaitForFinishedStreams(1, kStreamTimeout));
-  const auto streams = collector_->ProcessStreams(kStreamTimeout);
-  ASSERT_EQ(streams.size(), 1u);
-  const RecordedStream& after = streams.front();
-  ExpectWellFormed(after);
-  EXPECT_TRUE(after.last_batch()->final());
-  const std::vector<RecordedStream> before = first->ProcessStreams(kStreamTimeout);
-  ASSERT_EQ(before.size(), 1u);
-  const uint64_t last_before = before[0].last_batch()->sequence();
+  RunAcrossARestart(Profiled({{"NRTPROF_MODE", "lossless"},
+                              {"NRTPROF_CAPTURE", "replay"},
+                              {"NRTPROF_SPOOL_DIR", TempDir("spool")}}),
+                    kIters, std::chrono::milliseconds(400), &r);
+  if (HasFatalFailure()) return;
+  const RecordedStream& after = r.after;
+  const uint64_t last_before = r.before.last_batch()->sequence();
   // The second stream starts at or before the first batch the first daemon did not have, and
   // from there no batch is missing.
   const auto batches = after.batches();
@@ -486,7 +487,7 @@ TEST_F(ShimTest, LosslessReplaysWhatTheDaemonMissedFromTheSpool) {
   for (size_t i = 1; i < batches.size(); ++i) {
     EXPECT_EQ(batches[i]->sequence(), batches[i - 1]->sequence() + 1) << "at " << i;
   }
-  const size_t executes = Count(before[0].Named(nrtprof::EVENT_API_CALL), "nrt_execute") +
+  const size_t executes = Count(r.before.Named(nrtprof::EVENT_API_CALL), "nrt_execute") +
                           ExecutesAfter(after, last_before);
   EXPECT_EQ(executes, 6u * (kIters + 1)) << "every execution, once";
   EXPECT_EQ(after.last_batch()->drops().by_lane().runtime(), 0u);

@@ -40,6 +40,7 @@ using testing::RunProcess;
 using testing::Runfile;
 using testing::TempDir;
 using testing::Background;
+using testing::CallsByName;
 using testing::Daemon;
 
 const std::map<std::string, std::string> kPlainEnv = {
@@ -140,17 +141,6 @@ TEST(FaultTest, DaemonKilledAndRestartedMidRun) {
   EXPECT_EQ(program.Wait(), 0) << program.err();
   EXPECT_EQ(program.out(), plain.out);
   EXPECT_GT(daemon.StatusFigure("events received:"), 0) << "the shim reconnected";
-}
-
-// Calls per libnrt function in a capture's summary.csv.
-std::map<std::string, int64_t> CallsByName(const std::string& capture_dir) {
-  std::map<std::string, int64_t> calls;
-  for (absl::string_view line : absl::StrSplit(ReadFile(capture_dir + "/summary.csv"), '\n')) {
-    std::vector<std::string> cells = absl::StrSplit(line, ',');
-    int64_t n = 0;
-    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
-  }
-  return calls;
 }
 
 // Lossless mode, the daemon killed -9 mid-capture and started again: the new daemon carries
@@ -277,13 +267,7 @@ TEST(FaultTest, AThousandShortThreadsLoseNothingUncounted) {
   const std::string out = TempDir("threads-trace");
   const Result r = Profiled(out, Client("threads", 1000));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string summary = ReadFile(out + "/summary.csv");
-  std::map<std::string, int64_t> calls;
-  for (absl::string_view line : absl::StrSplit(summary, '\n')) {
-    std::vector<std::string> cells = absl::StrSplit(line, ',');
-    int64_t n = 0;
-    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
-  }
+  std::map<std::string, int64_t> calls = CallsByName(out);
   EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"), "Events dropped: 0"))
       << ReadFile(out + "/summary.txt");
   EXPECT_EQ(calls["nrt_tensor_allocate"], 1000 + 3);  // the threads' and the session's

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -25,6 +24,7 @@
 namespace nrtprof {
 namespace {
 
+using testing::CallsByName;
 using testing::Exists;
 using testing::ReadFile;
 using testing::Result;
@@ -179,16 +179,6 @@ TEST_F(TcpEndToEnd, RunOverTlsWithTheTokenWritesTheTrace) {
   EXPECT_EQ(after.exit_code, 0) << after.err;
   EXPECT_TRUE(absl::StrContains(after.out, "captures written:    1")) << after.out;
   EXPECT_EQ(CountLines(StopDaemon(), "refused"), 0u);
-}
-
-std::map<std::string, int64_t> CallsByName(const std::string& capture_dir) {
-  std::map<std::string, int64_t> calls;
-  for (absl::string_view line : absl::StrSplit(ReadFile(capture_dir + "/summary.csv"), '\n')) {
-    std::vector<std::string> cells = absl::StrSplit(line, ',');
-    int64_t n = 0;
-    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
-  }
-  return calls;
 }
 
 // Lossless across TCP: the daemon cannot read this machine's spool, so the shim sends it what

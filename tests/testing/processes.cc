@@ -148,6 +148,16 @@ int64_t Daemon::StatusFigure(const std::string& label) {
   return -1;
 }
 
+std::map<std::string, int64_t> CallsByName(const std::string& capture_dir) {
+  std::map<std::string, int64_t> calls;
+  for (absl::string_view line : absl::StrSplit(ReadFile(capture_dir + "/summary.csv"), '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    int64_t n = 0;
+    if (cells.size() > 2 && absl::SimpleAtoi(cells.back(), &n)) calls[cells[0]] = n;
+  }
+  return calls;
+}
+
 int64_t ProcessMemoryKib(pid_t pid, const std::string& field) {
   const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
   for (absl::string_view line : absl::StrSplit(status, '\n')) {

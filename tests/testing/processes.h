@@ -70,6 +70,9 @@ class Daemon {
   int starts_ = 0;
 };
 
+// The calls of each row of a capture's summary.csv (its last column), by the row's name.
+std::map<std::string, int64_t> CallsByName(const std::string& capture_dir);
+
 // VmRSS or VmHWM (`field`, with its colon) of a process, in KiB; -1 if unreadable.
 int64_t ProcessMemoryKib(pid_t pid, const std::string& field);
 
