@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "shim/loaded_objects.h"
+
 namespace nrtprof::shim::core {
 
 CoreState g_core;
@@ -205,6 +207,9 @@ void* ResolveReal(ApiFunction f) {
   }
   // A failed look-up leaves a message for dlerror(): the program's next dlerror() is its own.
   if (p == nullptr) dlerror();
+  // Not in the global scope: libnrt came in under a module the program dlopen()ed
+  // RTLD_LOCAL (a Python extension, a plugin). Its own definition is the real one.
+  if (p == nullptr) p = FindRuntime(f);
   if (p != nullptr) {
     void* expected = nullptr;
     g_real[f].compare_exchange_strong(expected, p, std::memory_order_acq_rel);
@@ -243,6 +248,8 @@ bool StartSlow() {
     return false;
   }
   if (phase != kUninit && phase != kConfigured) return false;
+  // Modules loaded before this first call may reach libnrt without the shim (RTLD_DEEPBIND).
+  if (phase == kUninit) ScanLoadedObjects();
   pthread_mutex_lock(&g_start_mu);
   if (g_phase.load(std::memory_order_acquire) == kUninit) ConfigureLocked();
   if (g_phase.load(std::memory_order_acquire) == kConfigured) StartBackendLocked();

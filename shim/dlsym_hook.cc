@@ -14,6 +14,7 @@
 
 #include "shim/core.h"
 #include "shim/interpose.h"
+#include "shim/loaded_objects.h"
 
 namespace nrtprof::shim::core {
 
@@ -37,13 +38,25 @@ extern "C" NRTPROF_HIDDEN void* nrtprof_dlsym_by_handle(void* handle, const char
   DlsymFn real = RealDlsym();
   if (real == nullptr) return nullptr;
   void* p = real(handle, name);
+  if (DisabledByEnvironment()) return p;
+  // A program looks a function up in a module it has just dlopen()ed: if that module was
+  // opened RTLD_DEEPBIND its libnrt references bypass the shim until they are redirected.
+  ScanLoadedObjects();
   if (p == nullptr) return p;
   const int f = ApiFunctionFromName(name);
   if (f < 0) return p;
   void* wrapper = WrapperAddress(static_cast<ApiFunction>(f));
   // The handle reached the shim itself (dlopen(NULL), or the shim's own handle).
-  if (p == wrapper || DisabledByEnvironment()) return p;
-  g_real[f].store(p, std::memory_order_release);
+  if (p == wrapper) return p;
+  void* expected = nullptr;
+  if (!g_real[f].compare_exchange_strong(expected, p, std::memory_order_acq_rel) &&
+      expected != p) {
+    // A second, different libnrt (another namespace, another file): the one already recorded
+    // stays the wrappers' target, and this one is the program's, untouched.
+    ReportSecondRuntime(name);
+    return p;
+  }
+  PinObjectOf(p);
   g_nrt_handle.store(handle, std::memory_order_release);
   return wrapper;
 }
