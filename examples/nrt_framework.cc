@@ -235,7 +235,9 @@ PyObject* TensorNew(PyTypeObject*, PyObject*, PyObject*) {
   return nullptr;
 }
 
-bool WriteValues(TensorObject* t, PyObject* values) {
+// Copies the values into the tensor. `range` names the copy's own annotation range; null keeps
+// it inside the caller's (aten::add's epsilon is part of aten::add, as in rmsnorm.cc).
+bool WriteValues(TensorObject* t, PyObject* values, const char* range) {
   nrt_tensor_t* tensor = Live(t);
   if (tensor == nullptr) return false;
   std::vector<float> floats;
@@ -246,17 +248,18 @@ bool WriteValues(TensorObject* t, PyObject* values) {
     return false;
   }
   const std::vector<uint8_t> bytes = examples::Encode(floats, t->dtype);
-  nrtprof::ScopedRange range("aten::copy_");
+  if (range != nullptr) nrtprof_push(range);
   NRT_STATUS status;
   {
     GilReleased released;
     status = nrt_tensor_write(tensor, bytes.data(), 0, bytes.size());
   }
+  if (range != nullptr) nrtprof_pop();
   return !Failed(status, "nrt_tensor_write");
 }
 
 PyObject* TensorWrite(PyObject* self, PyObject* values) {
-  if (!WriteValues(reinterpret_cast<TensorObject*>(self), values)) return nullptr;
+  if (!WriteValues(reinterpret_cast<TensorObject*>(self), values, "aten::copy_")) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -463,7 +466,7 @@ PyObject* Add(PyObject*, PyObject* args) {
   if (scalar == nullptr) return nullptr;
   PyObject* values = PyTuple_Pack(1, b_object);
   PyObject* result = nullptr;
-  if (values != nullptr && WriteValues(scalar, values)) {
+  if (values != nullptr && WriteValues(scalar, values, /*range=*/nullptr)) {
     std::vector<int64_t> dims(a->dims, a->dims + a->rank);
     result = Dispatch("add", "aten::add", {a, scalar}, dims);
   }
@@ -516,7 +519,7 @@ PyObject* MakeTensor(PyObject* module, PyObject* args, PyObject* kwargs) {
   const char* dtype;
   if (!ParseDtype(dtype_text, &dtype) || !ParseShape(shape, &dims)) return nullptr;
   TensorObject* t = NewTensor(dims, dtype);
-  if (t != nullptr && !WriteValues(t, values)) Py_CLEAR(t);
+  if (t != nullptr && !WriteValues(t, values, "aten::copy_")) Py_CLEAR(t);
   return reinterpret_cast<PyObject*>(t);
 }
 
