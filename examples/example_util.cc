@@ -44,8 +44,7 @@ nrt_model_t* LoadModelText(const std::string& text, int vnc) {
 }
 
 std::string EagerOpModelText(const std::string& model_name, const std::string& op,
-                             const std::string& dtype,
-                             const std::vector<std::string>& input_shapes,
+                             const std::string& dtype, const std::vector<std::string>& input_shapes,
                              const std::string& output_shape, const std::string& attrs) {
   static constexpr const char* kInputNames[] = {"a", "b"};
   std::string text = absl::StrCat("model ", model_name, "\n");

@@ -33,8 +33,7 @@ absl::StatusOr<std::string> CompileModelText(absl::string_view text);
 // compiled for each op it dispatches. rmsnorm's naive variant and the Python framework module
 // (nrt_framework.cc) both build their models with it, so the two run the same models.
 std::string EagerOpModelText(const std::string& model_name, const std::string& op,
-                             const std::string& dtype,
-                             const std::vector<std::string>& input_shapes,
+                             const std::string& dtype, const std::vector<std::string>& input_shapes,
                              const std::string& output_shape, const std::string& attrs = "");
 
 // Allocates a device tensor on `vnc` and names it; exits on error.

@@ -25,7 +25,8 @@
 //
 // Thread-safety: every entry point runs under the GIL, which guards the module's state; the GIL
 // is let go only around nrt_execute, nrt_tensor_read and nrt_tensor_write (as frameworks do,
-// so other Python threads run while the device works).
+// so other Python threads run while the device works). close() must not race another thread's
+// op, as with any framework's shutdown.
 //
 // Built against the stable ABI (Py_LIMITED_API), hence one file, nrt_framework.abi3.so, for
 // every Python 3 from 3.7 on.
@@ -56,7 +57,7 @@ namespace {
 constexpr int kMaxRank = 4;
 
 struct TensorObject {
-  PyObject_HEAD
+  PyObject ob_base;      // PyObject_HEAD, spelled out so clang-format reads the struct
   nrt_tensor_t* tensor;  // null once the runtime that made it is closed
   uint64_t generation;   // Runtime::generation when it was made
   size_t bytes;
@@ -74,7 +75,7 @@ struct Runtime {
   uint64_t generation = 0;  // bumped by close(): Tensors of an earlier runtime are stale
   std::map<std::string, nrt_model_t*> models;  // by model text
   std::map<SetKey, std::pair<nrt_tensor_set_t*, nrt_tensor_set_t*>> sets;
-  std::set<nrt_tensor_t*> allocated;                   // every device tensor, live or free
+  std::set<nrt_tensor_t*> allocated;                  // every device tensor, live or free
   std::multimap<size_t, nrt_tensor_t*> free_tensors;  // the caching allocator, by bytes
   bool timer_running = false;
 };
@@ -86,7 +87,7 @@ Runtime& State() {
   return *runtime;
 }
 
-PyObject* g_error = nullptr;           // nrt_framework.Error
+PyObject* g_error = nullptr;            // nrt_framework.Error
 PyTypeObject* g_tensor_type = nullptr;  // nrt_framework.Tensor
 
 // Sets nrt_framework.Error and returns true unless `status` is NRT_SUCCESS.
@@ -197,9 +198,9 @@ TensorObject* NewTensor(const std::vector<int64_t>& dims, const char* dtype) {
     rt.free_tensors.erase(newest);
   } else {
     const std::string name = absl::StrCat("nrt_framework_", rt.allocated.size());
-    if (Failed(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, rt.core, bytes, name.c_str(),
-                                   &tensor),
-               absl::StrCat("nrt_tensor_allocate of ", bytes, " bytes"))) {
+    if (Failed(
+            nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, rt.core, bytes, name.c_str(), &tensor),
+            absl::StrCat("nrt_tensor_allocate of ", bytes, " bytes"))) {
       return nullptr;
     }
     rt.allocated.insert(tensor);
@@ -372,8 +373,8 @@ bool OpSets(nrt_model_t* model, const std::vector<nrt_tensor_t*>& inputs, nrt_te
     ok = !Failed(nrt_add_tensor_to_tensor_set(in_set, kInputNames[i], inputs[i]),
                  "nrt_add_tensor_to_tensor_set");
   }
-  ok = ok && !Failed(nrt_add_tensor_to_tensor_set(out_set, "out", out),
-                     "nrt_add_tensor_to_tensor_set");
+  ok = ok &&
+       !Failed(nrt_add_tensor_to_tensor_set(out_set, "out", out), "nrt_add_tensor_to_tensor_set");
   if (!ok) {
     if (in_set != nullptr) nrt_destroy_tensor_set(&in_set);
     if (out_set != nullptr) nrt_destroy_tensor_set(&out_set);
@@ -562,8 +563,8 @@ PyObject* Init(PyObject*, PyObject* args, PyObject* kwargs) {
   uint32_t visible = 0;
   if (Failed(nrt_get_visible_nc_count(&visible), "nrt_get_visible_nc_count")) return nullptr;
   if (core < 0 || static_cast<uint32_t>(core) >= visible) {
-    PyErr_Format(PyExc_ValueError, "NeuronCore %d does not exist: %u NeuronCores are visible",
-                 core, visible);
+    PyErr_Format(PyExc_ValueError, "NeuronCore %d does not exist: %u NeuronCores are visible", core,
+                 visible);
     return nullptr;
   }
   if (Failed(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "", ""), "nrt_init")) return nullptr;
