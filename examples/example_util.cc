@@ -23,16 +23,40 @@ void Check(NRT_STATUS status, const std::string& what) {
   exit(1);
 }
 
-nrt_model_t* LoadModelText(const std::string& text, int vnc) {
+absl::StatusOr<std::string> CompileModelText(absl::string_view text) {
   absl::StatusOr<nrtsim::Model> model = nrtsim::ParseModelText(text);
-  if (!model.ok()) {
-    fprintf(stderr, "%s: model text: %s\n", __progname, std::string(model.status().message()).c_str());
+  if (!model.ok()) return model.status();
+  return nrtsim::EncodeModel(*model);
+}
+
+nrt_model_t* LoadModelText(const std::string& text, int vnc) {
+  absl::StatusOr<std::string> bytes = CompileModelText(text);
+  if (!bytes.ok()) {
+    fprintf(stderr, "%s: model text: %s\n", __progname,
+            std::string(bytes.status().message()).c_str());
     exit(1);
   }
-  const std::string bytes = nrtsim::EncodeModel(*model);
+  // The text parsed, so its first line is "model NAME".
+  const std::string name = text.substr(6, text.find('\n') - 6);
   nrt_model_t* loaded = nullptr;
-  Check(nrt_load(bytes.data(), bytes.size(), vnc, -1, &loaded), "nrt_load of " + model->name);
+  Check(nrt_load(bytes->data(), bytes->size(), vnc, -1, &loaded), "nrt_load of " + name);
   return loaded;
+}
+
+std::string EagerOpModelText(const std::string& model_name, const std::string& op,
+                             const std::string& dtype, const std::vector<std::string>& input_shapes,
+                             const std::string& output_shape, const std::string& attrs) {
+  static constexpr const char* kInputNames[] = {"a", "b"};
+  std::string text = absl::StrCat("model ", model_name, "\n");
+  std::string args;
+  for (size_t i = 0; i < input_shapes.size() && i < 2; ++i) {
+    absl::StrAppend(&text, "input ", kInputNames[i], " ", dtype, " ", input_shapes[i], "\n");
+    absl::StrAppend(&args, i == 0 ? "" : ", ", kInputNames[i]);
+  }
+  if (!attrs.empty()) absl::StrAppend(&args, ", ", attrs);
+  absl::StrAppend(&text, "output out ", dtype, " ", output_shape, "\n", "out = ", op, "(", args,
+                  ")\n");
+  return text;
 }
 
 nrt_tensor_t* DeviceTensor(int vnc, size_t bytes, const char* name) {
@@ -98,23 +122,17 @@ std::string Text(const google::protobuf::Struct& event, const char* key) {
 
 }  // namespace
 
-DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
-  stopped_ = true;
-  char* buffer = nullptr;
-  size_t size = 0;
-  Check(nrt_sys_trace_fetch_events(&buffer, &size, nullptr), "nrt_sys_trace_fetch_events");
-  Check(nrt_sys_trace_stop(), "nrt_sys_trace_stop");
+absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
+                                          std::vector<DeviceTime>* per_core) {
   google::protobuf::Struct doc;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(buffer, size), &doc);
-  nrt_sys_trace_buffer_free(buffer);
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &doc);
   if (!parsed.ok()) {
-    fprintf(stderr, "%s: system trace is not valid JSON: %s\n", __progname,
-            parsed.ToString().c_str());
-    exit(1);
+    return absl::InvalidArgumentError(
+        absl::StrCat("system trace is not valid JSON: ", parsed.ToString()));
   }
   if (doc.fields().count("trace_events") == 0 || doc.fields().count("cores") == 0) {
-    fprintf(stderr, "%s: system trace JSON lacks trace_events or cores\n", __progname);
-    exit(1);
+    return absl::InvalidArgumentError("system trace JSON lacks trace_events or cores");
   }
   DeviceTime time;
   for (const auto& value : doc.fields().at("trace_events").list_value().values()) {
@@ -142,6 +160,21 @@ DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
     time.overwritten += static_cast<uint64_t>(Number(core.struct_value(), "events_overwritten"));
   }
   return time;
+}
+
+DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
+  stopped_ = true;
+  char* buffer = nullptr;
+  size_t size = 0;
+  Check(nrt_sys_trace_fetch_events(&buffer, &size, nullptr), "nrt_sys_trace_fetch_events");
+  Check(nrt_sys_trace_stop(), "nrt_sys_trace_stop");
+  absl::StatusOr<DeviceTime> time = SumSystemTrace(absl::string_view(buffer, size), per_core);
+  nrt_sys_trace_buffer_free(buffer);
+  if (!time.ok()) {
+    fprintf(stderr, "%s: %s\n", __progname, std::string(time.status().message()).c_str());
+    exit(1);
+  }
+  return *time;
 }
 
 }  // namespace examples

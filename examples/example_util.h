@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nrt/nrt.h"
 
 namespace examples {
@@ -21,6 +23,18 @@ void Check(NRT_STATUS status, const std::string& what);
 
 // Compiles `text` (docs/model_format.md) and loads it on NeuronCore `vnc`; exits on error.
 nrt_model_t* LoadModelText(const std::string& text, int vnc);
+
+// Compiles `text` into the bytes nrt_load() takes; the error names the line at fault. For
+// callers that must not exit (a Python extension module raises instead).
+absl::StatusOr<std::string> CompileModelText(absl::string_view text);
+
+// The model text of one eager op, "out = OP(a[, b][, ATTRS])", with inputs `a` (and `b`) of
+// `input_shapes` ("[4,512]") and output `out`: what a framework without a graph compiler has
+// compiled for each op it dispatches. rmsnorm's naive variant and the Python framework module
+// (nrt_framework.cc) both build their models with it, so the two run the same models.
+std::string EagerOpModelText(const std::string& model_name, const std::string& op,
+                             const std::string& dtype, const std::vector<std::string>& input_shapes,
+                             const std::string& output_shape, const std::string& attrs = "");
 
 // Allocates a device tensor on `vnc` and names it; exits on error.
 nrt_tensor_t* DeviceTensor(int vnc, size_t bytes, const char* name);
@@ -40,6 +54,11 @@ struct DeviceTime {
   uint64_t overwritten = 0;  // events the ring buffers lost; the totals are then too low
   uint64_t total_ns() const { return execution_ns + transfer_ns; }
 };
+
+// Sums the system trace JSON that nrt_sys_trace_fetch_events() returns; with `per_core`,
+// also per NeuronCore (indexed by core). Errors say what is wrong with the JSON.
+absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
+                                          std::vector<DeviceTime>* per_core = nullptr);
 
 class DeviceTimer {
  public:

@@ -37,29 +37,17 @@ struct Shape {
   std::string Dims(int r, int c) const { return absl::StrCat("[", r, ",", c, "]"); }
 };
 
-std::string Model1(const Shape& s, const std::string& name, const std::string& a,
-                   const std::string& b, const std::string& out, const std::string& body) {
-  std::string text = absl::StrCat("model ", name, "\n", a, "\n");
-  if (!b.empty()) absl::StrAppend(&text, b, "\n");
-  absl::StrAppend(&text, out, "\n", body, "\n");
-  return text;
-}
-
 // The six eager ops, each its own model, as a framework without a graph compiler emits them.
 std::vector<std::string> NaiveModels(const Shape& s) {
-  const std::string x = absl::StrCat(s.dtype, " ", s.Dims(s.rows, s.cols));
-  const std::string col = absl::StrCat(s.dtype, " ", s.Dims(s.rows, 1));
+  const std::string x = s.Dims(s.rows, s.cols), col = s.Dims(s.rows, 1);
+  const std::string scalar = "[1]", row = absl::StrCat("[", s.cols, "]");
   return {
-      Model1(s, "aten_mul_square", "input a " + x, "input b " + x, "output out " + x,
-             "out = mul(a, b)"),
-      Model1(s, "aten_mean", "input a " + x, "", "output out " + col, "out = mean(a, axis=-1)"),
-      Model1(s, "aten_add_eps", "input a " + col, absl::StrCat("input b ", s.dtype, " [1]"),
-             "output out " + col, "out = add(a, b)"),
-      Model1(s, "aten_rsqrt", "input a " + col, "", "output out " + col, "out = rsqrt(a)"),
-      Model1(s, "aten_mul_rms", "input a " + x, "input b " + col, "output out " + x,
-             "out = mul(a, b)"),
-      Model1(s, "aten_mul_weight", "input a " + x, absl::StrCat("input b ", s.dtype, " [", s.cols, "]"),
-             "output out " + x, "out = mul(a, b)"),
+      examples::EagerOpModelText("aten_mul_square", "mul", s.dtype, {x, x}, x),
+      examples::EagerOpModelText("aten_mean", "mean", s.dtype, {x}, col, "axis=-1"),
+      examples::EagerOpModelText("aten_add_eps", "add", s.dtype, {col, scalar}, col),
+      examples::EagerOpModelText("aten_rsqrt", "rsqrt", s.dtype, {col}, col),
+      examples::EagerOpModelText("aten_mul_rms", "mul", s.dtype, {x, col}, x),
+      examples::EagerOpModelText("aten_mul_weight", "mul", s.dtype, {x, row}, x),
   };
 }
 

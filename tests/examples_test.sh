@@ -4,12 +4,17 @@
 #     reports the calibrated device time per iteration (naive 2.355 ms, fused 0.4033 ms,
 #     compiled 0.3755 ms) within 5%;
 #   - mlp with 8 threads on 2 NeuronCores completes every execution with no mismatch;
-#   - a bad flag exits 2 with one line on stderr.
+#   - rmsnorm_py, the naive variant from Python through the nrt_framework extension module (the
+#     framework shape: libnrt a dependency of an RTLD_LOCAL module), matches its reference and
+#     reports the naive variant's 6 executions, 1 transfer and 2.355 ms per iteration;
+#   - a bad flag exits 2 with one line on stderr; a runtime that fails or a module that is not
+#     there exits 1 with one line from the program.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
 readonly RMSNORM="${RUNFILES}/examples/rmsnorm"
 readonly MLP="${RUNFILES}/examples/mlp"
+readonly RMSNORM_PY="${RUNFILES}/examples/rmsnorm_py"
 readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/examples.XXXXXX")"
 export NRT_SIM_TIME_SCALE=0 NRT_SIM_NUM_CORES=2
 
@@ -85,6 +90,47 @@ if [[ ${rc} -ne 0 ]] ||
   fail "mlp --threads 8 --cores 2 --iters 20: want exit 0, 480 executions and no mismatch"
 fi
 
+# --- rmsnorm_py: the same naive variant from Python, through an extension module ------------
+run "${RMSNORM_PY}" --iters 20
+want_first='rmsnorm naive, from Python: 4x512 bf16, 20 iterations on NeuronCore 0 (6 executions and 1 host-to-device copy per iteration)'
+if [[ ${rc} -ne 0 ]] || [[ "$(head -n 1 "${WORK}/out")" != "${want_first}" ]] ||
+    ! grep -q ' 0 of 2048 elements out of tolerance -> OK$' "${WORK}/out" ||
+    ! grep -q 'device time per iteration: .* in 120, transfers .* in 20)$' "${WORK}/out"; then
+  show_run rmsnorm_py --iters 20
+  fail "rmsnorm_py --iters 20: want exit 0, '${want_first}', no mismatch, 120 executions and 20 transfers"
+else
+  got="$(device_ms)"
+  if ! within_5_percent "${got}" 2.355; then
+    show_run rmsnorm_py --iters 20
+    fail "rmsnorm_py --iters 20: device time per iteration '${got}' ms, want 2.355 ms +-5% (the C++ naive variant's)"
+  fi
+fi
+run "${RMSNORM_PY}" --dtype fp32 --iters 3
+if [[ ${rc} -ne 0 ]] || ! grep -q ' 0 of 2048 elements out of tolerance -> OK$' "${WORK}/out"; then
+  show_run rmsnorm_py --dtype fp32 --iters 3
+  fail "rmsnorm_py --dtype fp32 --iters 3: want exit 0 and '-> OK'"
+fi
+
+# --- runtime and import failures: exit 1 and one line from the program -----------------------
+# Prints whether the last run() exited 1 with nothing on stdout and one line on stderr from the
+# program (the runtime may add its own "nrt: ..." lines) that contains $1.
+failed_with_one_line() {
+  [[ ${rc} -eq 1 && ! -s "${WORK}/out" ]] &&
+    [[ "$(grep -c '^rmsnorm_py: ' "${WORK}/err")" -eq 1 ]] &&
+    grep -q "^rmsnorm_py: .*$1" "${WORK}/err"
+}
+NRT_SIM_NUM_CORES=0 run "${RMSNORM_PY}"
+if ! failed_with_one_line 'failed with status'; then
+  show_run NRT_SIM_NUM_CORES=0 rmsnorm_py
+  fail "rmsnorm_py on a runtime that fails: want exit 1 and one 'rmsnorm_py: ... failed with status N' line"
+fi
+# The script without the module on its path, as with a framework that is not installed.
+run env -u PYTHONPATH python3 "${RUNFILES}/examples/rmsnorm_py.py"
+if ! failed_with_one_line 'cannot import the nrt_framework module'; then
+  show_run python3 rmsnorm_py.py
+  fail "rmsnorm_py.py without its module: want exit 1 and one 'cannot import' line"
+fi
+
 # --- flag errors: exit 2 and one line on stderr -----------------------------------------------
 check_flag_error() {
   run "$@"
@@ -98,6 +144,9 @@ check_flag_error "${MLP}" --cores 0
 check_flag_error "${MLP}" --cores 3  # the simulated runtime shows 2 NeuronCores by default
 check_flag_error "${MLP}" --threads 0
 check_flag_error "${MLP}" --iters 0
+check_flag_error "${RMSNORM_PY}" --iters 0
+check_flag_error "${RMSNORM_PY}" --dtype fp16
+check_flag_error "${RMSNORM_PY}" --core 2
 
 if [[ ${failures} -ne 0 ]]; then
   echo "${failures} check(s) failed" >&2

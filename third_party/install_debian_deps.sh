@@ -11,6 +11,7 @@ PACKAGES=(
   libssl-dev               # the shim backend initializes gRPC's OpenSSL itself (shim/backend.cc)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                  # a few end-to-end tests drive programs through ctypes and parse JSON
+  python3-dev              # CPython's headers, for the Python extension module example
   clang libclang-rt-14-dev # the libFuzzer targets (tests/fuzz): clang 14, libFuzzer, ASan, UBSan
   openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
 )
