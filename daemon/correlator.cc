@@ -225,6 +225,7 @@ class ProcessCorrelator {
     out_.batches_missing = in_.batches_missing;
     out_.cut_off = in_.stream_closed && !in_.final;
     for (const IngestedModel& m : in_.models) out_.models.push_back(m.file);
+    out_.notices = in_.notices;
 
     std::vector<const IngestedEvent*> ranges, calls, device;
     device.reserve(in_.events.size());
@@ -778,6 +779,11 @@ void Merge(ProcessTrace from, ProcessTrace* into) {
   append(&into->calls, &from.calls);
   append(&into->device, &from.device);
   append(&into->models, &from.models);
+  for (std::string& notice : from.notices) {
+    if (std::find(into->notices.begin(), into->notices.end(), notice) == into->notices.end()) {
+      into->notices.push_back(std::move(notice));
+    }
+  }
   std::stable_sort(into->ranges.begin(), into->ranges.end(),
                    [](const RangeEvent& a, const RangeEvent& b) {
                      return a.tid != b.tid ? a.tid < b.tid : a.start_ns < b.start_ns;

@@ -17,6 +17,9 @@ constexpr uint32_t kMaxRangeDepth = 1 << 16;
 constexpr size_t kMaxHelloString = 4096;
 constexpr size_t kMaxCommandLineBytes = 1 << 20;
 constexpr size_t kMaxModelName = 4096;
+// EventBatch.notices: what the shim could not do, a few lines per process.
+constexpr int kMaxNotices = 16;
+constexpr size_t kMaxNoticeBytes = 1024;
 
 absl::Status Malformed(uint64_t sequence, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("batch ", sequence, ": ", what));
@@ -264,6 +267,16 @@ absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch) const {
       return Malformed(seq, absl::StrCat("model name of ", model.name().size(), " bytes"));
     }
   }
+  if (batch.notices_size() > kMaxNotices) {
+    return Malformed(seq, absl::StrCat(batch.notices_size(), " notices (at most ", kMaxNotices,
+                                       ")"));
+  }
+  for (const std::string& notice : batch.notices()) {
+    if (notice.size() > kMaxNoticeBytes) {
+      return Malformed(seq, absl::StrCat("notice of ", notice.size(), " bytes (at most ",
+                                         kMaxNoticeBytes, ")"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -312,6 +325,13 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
     sent_seen_ = true;
   } else if (capturing_) {
     sent_missing_ = true;  // a shim older than the field
+  }
+  // Each batch carries all of the process's notices so far; a resent older batch fewer.
+  for (const std::string& notice : batch.notices()) {
+    if (notices_.size() < kMaxNotices &&
+        std::find(notices_.begin(), notices_.end(), notice) == notices_.end()) {
+      notices_.push_back(notice);
+    }
   }
   for (const nrtprof::DeviceClockSync& sync : batch.clock_syncs()) {
     KeepClockSync({sync.nc_idx(), sync.device_ns(), sync.host_monotonic_ns()});
@@ -425,6 +445,7 @@ ProcessCapture ProcessIngest::TakeCapture() {
   c.handle_events = handle_events_;
   c.clock_syncs = clock_syncs_;
   c.models = models_;
+  c.notices = notices_;
   if (capturing_) {
     c.shim_at_begin = shim_at_begin_;
     c.shim_at_begin_known = shim_at_begin_known_;

@@ -90,6 +90,7 @@ struct ProcessCapture {
   std::vector<IngestedEvent> handle_events;
   std::vector<ClockSyncPoint> clock_syncs;  // since the stream began
   std::vector<IngestedModel> models;        // since the stream began
+  std::vector<std::string> notices;         // EventBatch.notices since the stream began
   DropCounts drops;  // lost during the capture, as this stream alone tells
   // A process may have several streams in a capture (it reconnected; its final batch came
   // alone), and the shim's counters are the process's, cumulative across them: the correlator
@@ -178,6 +179,7 @@ class ProcessIngest {
   std::vector<ClockSyncPoint> clock_syncs_;
   std::vector<IngestedEvent> handle_events_;
   std::vector<IngestedModel> models_;
+  std::vector<std::string> notices_;  // distinct, in the order first seen
   uint64_t model_bytes_ = 0;
   int64_t realtime_offset_ns_ = 0;
   bool final_ = false;

@@ -2,7 +2,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {
@@ -301,6 +304,37 @@ TEST(IngestTest, FinalAndModels) {
   EXPECT_EQ(c.models[0].file.bytes, "NEFF");
   EXPECT_EQ(c.models[0].file.size, 4u);
   EXPECT_TRUE(c.final);
+}
+
+TEST(IngestTest, NoticesAreKeptOnceAndBounded) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b1;
+  b1.set_sequence(1);
+  b1.add_notices("libnrt in a dlmopen namespace: not recorded");
+  ASSERT_TRUE(in.OnBatch(b1).ok());
+  // Later batches carry every notice so far: each is kept once.
+  nrtprof::EventBatch b2;
+  b2.set_sequence(2);
+  b2.add_notices("libnrt in a dlmopen namespace: not recorded");
+  b2.add_notices("a second libnrt: not recorded");
+  ASSERT_TRUE(in.OnBatch(b2).ok());
+  // Over the bounds the batch is refused, saying why, and changes nothing.
+  nrtprof::EventBatch many;
+  many.set_sequence(3);
+  for (int i = 0; i < 17; ++i) many.add_notices(absl::StrCat("notice ", i));
+  absl::StatusOr<uint64_t> r = in.OnBatch(many);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "17 notices (at most 16)")) << r.status();
+  nrtprof::EventBatch long_one;
+  long_one.set_sequence(3);
+  long_one.add_notices(std::string(1025, 'x'));
+  r = in.OnBatch(long_one);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "notice of 1025 bytes")) << r.status();
+  const ProcessCapture c = in.TakeCapture();
+  EXPECT_EQ(c.notices, (std::vector<std::string>{"libnrt in a dlmopen namespace: not recorded",
+                                                 "a second libnrt: not recorded"}));
 }
 
 }  // namespace

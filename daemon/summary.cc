@@ -90,6 +90,9 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
   }
   summary->drops += p.drops;
   if (p.cut_off) ++summary->cut_off_processes;
+  for (const std::string& notice : p.notices) {
+    summary->notices.push_back(absl::StrCat("pid ", p.pid, " (", p.executable, "): ", notice));
+  }
 }
 
 // ---- Formatting ------------------------------------------------------------------------
@@ -249,6 +252,8 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
                     " ended before their last events arrived (killed, or the exit flush ran out "
                     "of time); what they had not sent is missing and not counted above\n");
   }
+  // What the profiler could not record is part of the answer, not a footnote on stderr.
+  for (const std::string& notice : s.notices) absl::StrAppend(&out, "Not recorded: ", notice, "\n");
   return out;
 }
 
@@ -322,7 +327,11 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
                   ", \"no_clock_sync\": ", d.no_clock_sync, "}",
                   ",\n  \"events_dropped_by_lane\": {\"framework\": ", d.by_lane.framework,
                   ", \"runtime\": ", d.by_lane.runtime, ", \"hardware\": ", d.by_lane.hardware,
-                  "}\n}\n");
+                  "},\n  \"notices\": [");
+  for (size_t i = 0; i < s.notices.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", JsonString(s.notices[i]));
+  }
+  absl::StrAppend(&out, "]\n}\n");
   return out;
 }
 
@@ -682,6 +691,17 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
     for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
              {"framework", &c.framework}, {"runtime", &c.runtime}, {"hardware", &c.hardware}}) {
       if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
+    }
+  }
+  if (const Json* notices = doc->Find("notices"); notices != nullptr) {
+    if (notices->type != Json::kArray) {
+      return absl::InvalidArgumentError("summary.json: \"notices\" is not an array");
+    }
+    for (const Json& n : notices->items) {
+      if (n.type != Json::kString) {
+        return absl::InvalidArgumentError("summary.json: a notice is not a string");
+      }
+      s.notices.push_back(n.text);
     }
   }
   return s;

@@ -55,6 +55,8 @@ struct Summary {
   // Processes whose stream ended without their final batch: their last events are missing,
   // uncounted (ProcessTrace::cut_off).
   uint64_t cut_off_processes = 0;
+  // What the shims could not do, "pid PID (EXECUTABLE): NOTICE" (ProcessTrace::notices).
+  std::vector<std::string> notices;
 };
 
 enum class SummarySortKey { kSelfDevice, kDeviceTotal, kSelfCpu, kCpuTotal, kCalls, kName };

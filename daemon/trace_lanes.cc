@@ -1,6 +1,7 @@
 #include "daemon/trace_lanes.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -478,6 +479,15 @@ std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
   args.push_back(UintArg("device_uncorrelated", p.device_uncorrelated));
   args.push_back(UintArg("batches_missing", p.batches_missing));
   args.push_back(UintArg("cut_off", p.cut_off ? 1 : 0));
+  // What the shim could not record in the process (the daemon keeps at most 16).
+  static constexpr const char* kNoticeArgs[] = {
+      "not_recorded.0",  "not_recorded.1",  "not_recorded.2",  "not_recorded.3",
+      "not_recorded.4",  "not_recorded.5",  "not_recorded.6",  "not_recorded.7",
+      "not_recorded.8",  "not_recorded.9",  "not_recorded.10", "not_recorded.11",
+      "not_recorded.12", "not_recorded.13", "not_recorded.14", "not_recorded.15"};
+  for (size_t i = 0; i < p.notices.size() && i < std::size(kNoticeArgs); ++i) {
+    args.push_back(StringArg(kNoticeArgs[i], p.notices[i]));
+  }
   return args;
 }
 

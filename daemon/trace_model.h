@@ -123,6 +123,8 @@ struct ProcessTrace {
   std::vector<ApiCall> calls;           // sorted by start
   std::vector<DeviceEvent> device;      // sorted by (nc_idx, start); parents before children
   std::vector<LoadedModelFile> models;
+  // What the shim could not do in the process (EventBatch.notices), one line each.
+  std::vector<std::string> notices;
   DropCounts drops;
   uint64_t events_received = 0;
   // Device events in `device` with correlation_id 0: no runtime call could be matched to them

@@ -195,6 +195,20 @@ bool DisabledByEnvironment() {
   return disabled == 1;
 }
 
+void SayNotice(const char* line) {
+  WriteStderr(line);
+  const uint32_t index = g_core.notices_reserved.fetch_add(1, std::memory_order_relaxed);
+  if (index >= kMaxNotices) return;
+  constexpr char kPrefix[] = "nrtprof: ";
+  if (strncmp(line, kPrefix, sizeof(kPrefix) - 1) == 0) line += sizeof(kPrefix) - 1;
+  char* text = g_core.notices[index];
+  size_t n = strnlen(line, kNoticeBytes - 1);
+  if (n > 0 && line[n - 1] == '\n') --n;
+  memcpy(text, line, n);
+  text[n] = '\0';
+  g_core.notice_ready[index].store(1, std::memory_order_release);
+}
+
 void* ResolveReal(ApiFunction f) {
   const uint32_t bit = 1u << f;
   if ((g_missing_reported.load(std::memory_order_relaxed) & bit) != 0) return nullptr;
@@ -220,7 +234,7 @@ void* ResolveReal(ApiFunction f) {
     snprintf(line, sizeof(line),
              "nrtprof: the loaded libnrt has no %s; calls to it fail with NRT_FAILURE\n",
              ApiFunctionName(f));
-    WriteStderr(line);
+    SayNotice(line);
   }
   return nullptr;
 }

@@ -63,6 +63,11 @@ inline void* RealAddress(ApiFunction f) {
 }
 #define NRTPROF_REAL(f, fn) reinterpret_cast<decltype(&fn)>(::nrtprof::shim::core::RealAddress(f))
 
+// Writes `line` ("nrtprof: ...\n") on stderr and keeps it, without the prefix and the
+// newline, as one of the process's notices, which the capture shows (CoreState::notices).
+// Allocation-free; safe in the dlsym hook.
+void SayNotice(const char* line) NRTPROF_HIDDEN;
+
 // Slow paths of the lazy start; true if the phase they reach allows it.
 bool ConfigureSlow() NRTPROF_HIDDEN;
 bool StartSlow() NRTPROF_HIDDEN;

@@ -28,7 +28,7 @@
 
 namespace nrtprof::shim {
 
-inline constexpr uint32_t kShimAbiVersion = 3;
+inline constexpr uint32_t kShimAbiVersion = 4;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -39,6 +39,10 @@ inline constexpr uint64_t kCorrelationBlock = 4096;
 // Slots of a new ring faulted in at the thread's first event (16 KiB); the flusher faults in
 // more ahead of what the thread writes.
 inline constexpr uint64_t kInitialFaultInSlots = 256;
+
+// Notices the core keeps for the capture (CoreState::notices), and the bytes of each.
+inline constexpr uint32_t kMaxNotices = 8;
+inline constexpr uint32_t kNoticeBytes = 1024;
 
 // Annotation ranges open on one thread; deeper ones are counted but not kept.
 inline constexpr uint32_t kMaxRangeDepth = 64;
@@ -92,6 +96,15 @@ struct CoreState {
   // The core's own code, so stacks start at the program's frame, not the wrapper's.
   uintptr_t core_text_begin = 0;
   uintptr_t core_text_end = 0;
+
+  // What the shim could not do in this process (a libnrt it cannot record), one line each
+  // without the "nrtprof: " prefix: the backend sends them with every batch so the capture
+  // says so too (EventBatch.notices). A writer reserves an index, writes the text, then sets
+  // notice_ready[index] (release); readers read only ready ones. Notices past kMaxNotices
+  // are only said on stderr.
+  char notices[kMaxNotices][kNoticeBytes] = {};
+  std::atomic<uint32_t> notices_reserved{0};
+  std::atomic<uint32_t> notice_ready[kMaxNotices] = {};
 };
 
 // What the backend does for the core. Every function is safe to call from any application

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "shim/process_info.h"
 #include "shim/symbolizer.h"
+#include "shim/utf8.h"
 
 namespace nrtprof::shim {
 namespace {
@@ -480,6 +481,7 @@ void Flusher::SendReady(bool final) {
     nrtprof::EventBatch batch = batcher_.TakeNext(connected ? &interning_ : &spool_interning_,
                                                   Drops(), final, &events);
     message.mutable_batch()->Swap(&batch);
+    SetNotices(message.mutable_batch());
     if (message.ByteSizeLong() > kMaxMessageBytes) {
       // Keep the sequence without a gap: send the batch's frame, count what it carried.
       oversized_ += events;
@@ -525,6 +527,7 @@ void Flusher::SendFinalNow() {
   nrtprof::ShimMessage message;
   nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), /*final=*/true, &events);
   message.mutable_batch()->Swap(&batch);
+  SetNotices(message.mutable_batch());
   sent_ += events;
   SetEventsSent(sent_, message.mutable_batch());
   final_sent_ = true;
@@ -557,10 +560,21 @@ bool Flusher::SendFinalAlone(Clock::time_point deadline) {
   batch->set_sequence(final_sequence_);
   batch->set_final(true);
   *batch->mutable_drops() = Drops();
+  SetNotices(batch);
   *batch->mutable_clock() = unacked_.back().batch.clock();
   *batch->mutable_events_sent() = unacked_.back().batch.events_sent();
   alone_->Send(std::move(report));
   return alone_->WaitForAck(final_sequence_, deadline);
+}
+
+void Flusher::SetNotices(nrtprof::EventBatch* batch) const {
+  batch->clear_notices();
+  const uint32_t n =
+      std::min(core_->notices_reserved.load(std::memory_order_acquire), kMaxNotices);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (core_->notice_ready[i].load(std::memory_order_acquire) == 0) continue;
+    batch->add_notices(SanitizeUtf8(core_->notices[i]));
+  }
 }
 
 void Flusher::SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch) {

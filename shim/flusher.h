@@ -139,6 +139,8 @@ class Flusher {
   void OpenAlone();
   // Stamps `batch` with the events sent up to and including it (EventBatch.events_sent).
   static void SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch);
+  // Every notice the core has so far (CoreState::notices), into `batch`.
+  void SetNotices(nrtprof::EventBatch* batch) const;
   // Lossless mode: the spool file, with the process's Hello first; null (best effort) if the
   // mode is best effort or the file could not be made (said once on stderr).
   void OpenSpool();

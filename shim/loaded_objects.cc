@@ -205,11 +205,6 @@ bool InMainNamespace(const MainNamespace& ns, const DynamicInfo& d) {
   return false;
 }
 
-void WriteStderr(const char* line) {
-  ssize_t ignored = write(STDERR_FILENO, line, strlen(line));
-  (void)ignored;
-}
-
 // Keeps the object that holds `address` mapped for the life of the process (RTLD_NODELETE
 // promoted onto the loaded object), so that a remembered runtime address never dangles when
 // the program unloads the module that brought libnrt in.
@@ -293,12 +288,12 @@ void ReportOtherNamespace(const DynamicInfo& d, const char* path) {
     if (r == d.dynamic) return;
     if (r == nullptr) {
       r = d.dynamic;
-      char line[640];
+      char line[kNoticeBytes + 16];
       snprintf(line, sizeof(line),
                "nrtprof: %s is loaded into a separate link-map namespace (dlmopen); its "
                "libnrt calls there are not recorded\n",
                path != nullptr && path[0] != '\0' ? path : "a libnrt");
-      WriteStderr(line);
+      SayNotice(line);
       return;
     }
   }
@@ -314,7 +309,7 @@ void ReportSecondRuntime(const char* function) {
            "nrtprof: a second libnrt is loaded (its %s differs from the one recorded); calls "
            "to it are not recorded\n",
            function);
-  WriteStderr(line);
+  SayNotice(line);
 }
 
 namespace {

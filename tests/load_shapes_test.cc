@@ -131,5 +131,24 @@ TEST(LoadShapes, ModuleInItsOwnNamespaceIsRunAndSaidNotRecorded) {
   EXPECT_EQ(said, 1) << profiled.err;
 }
 
+TEST(LoadShapes, CaptureSaysWhatItCouldNotRecord) {
+  // A process that uses libnrt both ways: the first module's calls are recorded, the second's
+  // (in a namespace of its own) are not, and the capture says so beside the table.
+  const std::vector<std::string> command = Host("tests/libnrt_plugin.so", "local,dlmopen", 100, 2);
+  const Result bare = RunProcess(command, kEnv);
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  const std::string out = TempDir("notices");
+  const Result profiled = Profile(out, command);
+  EXPECT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_EQ(profiled.out, bare.out);
+  const std::map<std::string, int64_t> calls = CallsByRow(out);
+  EXPECT_EQ(calls.count("nrt_tensor_write") ? calls.at("nrt_tensor_write") : 0, 100);
+  const std::string summary = ReadFile(out + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(summary, "Not recorded: pid ")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "(dlmopen); its libnrt calls there are not recorded"))
+      << summary;
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.json"), "\"notices\": [\"pid "));
+}
+
 }  // namespace
 }  // namespace nrtprof

@@ -1,8 +1,9 @@
 /* A program that loads a module linking libnrt the ways hosts of plugins do.
- * Usage: plugin_host MODULE MODE N [ROUNDS]
- *   MODE local:    dlopen(RTLD_NOW | RTLD_LOCAL)              (Python's and ctypes' default)
- *        deepbind: dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)
- *        dlmopen:  dlmopen(LM_ID_NEWLM, RTLD_NOW)            (a namespace of its own)
+ * Usage: plugin_host MODULE MODES N [ROUNDS]
+ *   MODES, comma-separated, one per round in turn:
+ *     local:    dlopen(RTLD_NOW | RTLD_LOCAL)              (Python's and ctypes' default)
+ *     deepbind: dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)
+ *     dlmopen:  dlmopen(LM_ID_NEWLM, RTLD_NOW)            (a namespace of its own)
  * Each round opens the module, calls plugin_round_trips(N) and closes it again; rounds after
  * the first load libnrt anew. Prints one line per round; exits 0 if every round trip held. */
 #define _GNU_SOURCE
@@ -16,11 +17,20 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: plugin_host MODULE local|deepbind|dlmopen N [ROUNDS]\n");
     return 2;
   }
-  const char* mode = argv[2];
+  char* modes[16];
+  int mode_count = 0;
+  for (char* m = strtok(argv[2], ","); m != NULL && mode_count < 16; m = strtok(NULL, ",")) {
+    modes[mode_count++] = m;
+  }
+  if (mode_count == 0) {
+    fprintf(stderr, "plugin_host: no mode\n");
+    return 2;
+  }
   const int n = atoi(argv[3]);
   const int rounds = argc > 4 ? atoi(argv[4]) : 1;
   int failed = 0;
   for (int round = 1; round <= rounds; ++round) {
+    const char* mode = modes[(round - 1) % mode_count];
     void* module = NULL;
     if (strcmp(mode, "local") == 0) {
       module = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -42,7 +52,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const int ok = round_trips(n);
-    printf("plugin_host: round %d: %d of %d round trips held\n", round, ok, n);
+    printf("plugin_host: round %d (%s): %d of %d round trips held\n", round, mode, ok, n);
     if (ok != n) failed = 1;
     dlclose(module);
   }
