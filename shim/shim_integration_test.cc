@@ -133,8 +133,9 @@ class ShimTest : public ::testing::Test {
     EXPECT_TRUE(out->after.last_batch()->final());
   }
 
-  // Checks the wire-format rules every stream must keep.
-  static void ExpectWellFormed(const RecordedStream& stream) {
+  // Checks the wire-format rules every stream must keep. `final_sent`: the stream was not
+  // stopped at its bound of unacknowledged batches, so its last batch is the final one.
+  static void ExpectWellFormed(const RecordedStream& stream, bool final_sent = true) {
     ASSERT_NE(stream.hello(), nullptr) << "the first message must be the Hello";
     const auto batches = stream.batches();
     ASSERT_FALSE(batches.empty());
@@ -145,7 +146,8 @@ class ShimTest : public ::testing::Test {
     EXPECT_GE(first, 1u);
     for (size_t i = 0; i < batches.size(); ++i) {
       EXPECT_EQ(batches[i]->sequence(), first + i) << "sequence numbers with no gaps";
-      EXPECT_EQ(batches[i]->final(), i + 1 == batches.size()) << "only the last batch is final";
+      EXPECT_EQ(batches[i]->final(), final_sent && i + 1 == batches.size())
+          << "only the last batch is final";
       for (const auto& s : batches[i]->strings()) {
         EXPECT_TRUE(seen_strings.insert(s.iid()).second) << "string " << s.iid() << " sent twice";
       }
@@ -558,7 +560,9 @@ TEST_F(ShimTest, LosslessSendsFromTheStartToADaemonThatDoesNotSayWhereItIs) {
   ASSERT_FALSE(batches.empty());
   EXPECT_EQ(batches.front()->sequence(), 1u);
   EXPECT_LE(batches.size(), 64u);
-  ExpectWellFormed(streams[0]);
+  // A slow machine seals more batches (by age) than the 64 a daemon that never acknowledges
+  // may have in flight: then the final batch is in the spool only, not on the stream.
+  ExpectWellFormed(streams[0], /*final_sent=*/batches.size() < 64u);
 }
 
 TEST_F(ShimTest, DisabledPassesEverythingThrough) {
