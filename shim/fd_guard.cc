@@ -57,6 +57,9 @@ struct Slot {
 };
 
 Slot g_slots[kSlots];
+// One past the highest slot ever claimed: slots are claimed lowest first, so a close scans a
+// few of them, not all 256.
+std::atomic<int> g_slots_used{0};
 std::atomic<int> g_full_said{0};
 std::atomic<ClosefromFn> g_libc_closefrom{nullptr};
 std::atomic<CloseRangeFn> g_libc_close_range{nullptr};
@@ -116,8 +119,9 @@ void Release(Slot* slot, int fd) {
 // Forgets `fd`: the shim is about to close it.
 void Unregister(int fd) {
   if (fd < 0 || nrtprof_fd_guard_live.load(std::memory_order_acquire) == 0) return;
-  for (Slot& slot : g_slots) {
-    if (slot.fd.load(std::memory_order_acquire) == fd) Release(&slot, fd);
+  const int used = g_slots_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) {
+    if (g_slots[i].fd.load(std::memory_order_acquire) == fd) Release(&g_slots[i], fd);
   }
 }
 
@@ -128,9 +132,14 @@ void Register(int fd) {
   // A registration of the same number left by a close not seen here is stale now.
   Unregister(fd);
   const int pid = static_cast<int>(getpid());
-  for (Slot& slot : g_slots) {
+  for (int i = 0; i < kSlots; ++i) {
+    Slot& slot = g_slots[i];
     int expected = kFree;
     if (!slot.fd.compare_exchange_strong(expected, kClaimed, std::memory_order_acq_rel)) continue;
+    int used = g_slots_used.load(std::memory_order_relaxed);
+    while (used < i + 1 && !g_slots_used.compare_exchange_weak(used, i + 1,
+                                                                std::memory_order_release)) {
+    }
     slot.pid.store(pid, std::memory_order_relaxed);
     slot.dev.store(static_cast<uint64_t>(st.st_dev), std::memory_order_relaxed);
     slot.ino.store(static_cast<uint64_t>(st.st_ino), std::memory_order_relaxed);
@@ -148,7 +157,9 @@ void Register(int fd) {
 // True if `fd` is the shim's, in this process, and still the file the shim opened.
 bool IsShimFd(int fd) {
   if (fd < 0) return false;
-  for (Slot& slot : g_slots) {
+  const int used = g_slots_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) {
+    Slot& slot = g_slots[i];
     if (slot.fd.load(std::memory_order_acquire) != fd) continue;
     // A forked (or vforked) child's copies are its own to close; its memory may be the
     // parent's (vfork), so the registration is left as it is.
@@ -168,15 +179,16 @@ bool IsShimFd(int fd) {
 // The shim's descriptors in [first, last], ascending; how many.
 int ShimFdsIn(unsigned int first, unsigned int last, int* out) {
   int n = 0;
-  for (Slot& slot : g_slots) {
-    const int fd = slot.fd.load(std::memory_order_acquire);
+  const int used = g_slots_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) {
+    const int fd = g_slots[i].fd.load(std::memory_order_acquire);
     if (fd < 0 || static_cast<unsigned int>(fd) < first || static_cast<unsigned int>(fd) > last) {
       continue;
     }
     if (!IsShimFd(fd)) continue;
-    int i = n++;
-    for (; i > 0 && out[i - 1] > fd; --i) out[i] = out[i - 1];
-    out[i] = fd;
+    int at = n++;
+    for (; at > 0 && out[at - 1] > fd; --at) out[at] = out[at - 1];
+    out[at] = fd;
   }
   return n;
 }

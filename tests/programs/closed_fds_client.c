@@ -1,8 +1,10 @@
 /* A program that closes descriptors it does not own, as servers that daemonize do: 1,000
  * libnrt calls, then it closes every descriptor above 2 (HOW: `loop` closes 3..1023 one by one,
- * `closefrom` calls closefrom(3), `close_range` calls close_range(3, ~0U, 0), `takeover`
- * closes each descriptor above 2 it finds open and opens a file of its own in its place), opens
- * files of its own in DIR and writes a line to each, then makes 1,000 more calls.
+ * `closefrom` calls closefrom(3), `close_range` calls close_range(3, ~0U, 0)) and opens three
+ * files of its own in DIR, or (`takeover`) closes each socket it finds open, which it never
+ * made (under LD_PRELOAD it waits up to 10 s for one), and opens a file of its own in its
+ * place. It writes a line to each file, makes 1,000
+ * more calls, and writes a second line to each file it still has open.
  * Usage: closed_fds_client HOW DIR. Prints what it did; exits 1 if anything failed. Linked
  * against libnrt. */
 #define _GNU_SOURCE
@@ -29,8 +31,15 @@ static int OpenOwnFile(const char *dir, int k) {
   snprintf(path, sizeof(path), "%s/file%d", dir, k);
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return -1;
-  const int len = snprintf(line, sizeof(line), "line of file %d\n", k);
+  const int len = snprintf(line, sizeof(line), "first line of file %d\n", k);
   return write(fd, line, (size_t)len) == len ? fd : -1;
+}
+
+static int IsSocket(int fd) {
+  char path[64], target[256];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(path, target, sizeof(target) - 1);
+  return n > 0 && strncmp(target, "socket:", 7) == 0;
 }
 
 int main(int argc, char **argv) {
@@ -45,20 +54,26 @@ int main(int argc, char **argv) {
       Writes(tensor, 1000) != 0) {
     return 1;
   }
-  int files = 0;
+  int files = 0, own[1024];
   if (strcmp(how, "takeover") == 0) {
-    /* Every descriptor above 2 that is open now, closed and replaced by a file of its own. */
-    int fds[1024], n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (d == NULL) return 1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-      const int fd = atoi(e->d_name);
-      if (fd > 2 && fd != dirfd(d) && n < 1024) fds[n++] = fd;
+    /* A profiler's connection may take a moment to appear; without one there is none. */
+    const char *preload = getenv("LD_PRELOAD");
+    const int tries = preload != NULL && preload[0] != '\0' ? 1000 : 1;
+    int sockets[1024], n = 0;
+    for (int t = 0; t < tries && n == 0; ++t) {
+      if (t > 0) usleep(10000);
+      DIR *d = opendir("/proc/self/fd");
+      if (d == NULL) return 1;
+      for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const int fd = atoi(e->d_name);
+        if (fd > 2 && fd != dirfd(d) && IsSocket(fd) && n < 1024) sockets[n++] = fd;
+      }
+      closedir(d);
     }
-    closedir(d);
     for (int i = 0; i < n; ++i) {
-      close(fds[i]);
-      if (OpenOwnFile(dir, files++) < 0) return 1;
+      close(sockets[i]);
+      if ((own[files] = OpenOwnFile(dir, files)) < 0) return 1;
+      ++files;
     }
   } else {
     if (strcmp(how, "loop") == 0) {
@@ -71,10 +86,15 @@ int main(int argc, char **argv) {
       return 2;
     }
     for (; files < 3; ++files) {
-      if (OpenOwnFile(dir, files) < 0) return 1;
+      if ((own[files] = OpenOwnFile(dir, files)) < 0) return 1;
     }
   }
   if (Writes(tensor, 1000) != 0) return 1;
+  for (int k = 0; k < files; ++k) {
+    char line[64];
+    const int len = snprintf(line, sizeof(line), "last line of file %d\n", k);
+    if (write(own[k], line, (size_t)len) != len) return 1;
+  }
   printf("%s: 2000 writes, files of its own written\n", how);
   nrt_tensor_free(&tensor);
   nrt_close();
