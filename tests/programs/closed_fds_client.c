@@ -1,9 +1,9 @@
 /* A program that closes descriptors it does not own, as servers that daemonize do: 1,000
  * libnrt calls, then it closes every descriptor above 2 (HOW: `loop` closes 3..1023 one by one,
  * `closefrom` calls closefrom(3), `close_range` calls close_range(3, ~0U, 0)) and opens three
- * files of its own in DIR, or (`takeover`) closes each socket it finds open, which it never
- * made (under LD_PRELOAD it waits up to 10 s for one), and opens a file of its own in its
- * place. It writes a line to each file, makes 1,000
+ * files of its own in DIR, or (`takeover`) closes each socket, eventfd and epoll set it finds
+ * open, which it never made (under LD_PRELOAD it waits up to 10 s for a socket), and opens a
+ * file of its own in the place of each. It writes a line to each file, makes 1,000
  * more calls, and writes a second line to each file it still has open.
  * Usage: closed_fds_client HOW DIR. Prints what it did; exits 1 if anything failed. Linked
  * against libnrt. */
@@ -35,11 +35,12 @@ static int OpenOwnFile(const char *dir, int k) {
   return write(fd, line, (size_t)len) == len ? fd : -1;
 }
 
-static int IsSocket(int fd) {
+/* What /proc says fd is, starting with `prefix`. */
+static int Is(int fd, const char *prefix) {
   char path[64], target[256];
   snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
   const ssize_t n = readlink(path, target, sizeof(target) - 1);
-  return n > 0 && strncmp(target, "socket:", 7) == 0;
+  return n > 0 && strncmp(target, prefix, strlen(prefix)) == 0;
 }
 
 int main(int argc, char **argv) {
@@ -59,19 +60,22 @@ int main(int argc, char **argv) {
     /* A profiler's connection may take a moment to appear; without one there is none. */
     const char *preload = getenv("LD_PRELOAD");
     const int tries = preload != NULL && preload[0] != '\0' ? 1000 : 1;
-    int sockets[1024], n = 0;
-    for (int t = 0; t < tries && n == 0; ++t) {
+    int taken[1024], n = 0, sockets = 0;
+    for (int t = 0; t < tries && sockets == 0; ++t) {
       if (t > 0) usleep(10000);
       DIR *d = opendir("/proc/self/fd");
       if (d == NULL) return 1;
+      n = 0;
       for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const int fd = atoi(e->d_name);
-        if (fd > 2 && fd != dirfd(d) && IsSocket(fd) && n < 1024) sockets[n++] = fd;
+        if (fd <= 2 || fd == dirfd(d) || n == 1024) continue;
+        if (Is(fd, "socket:")) ++sockets;
+        if (Is(fd, "socket:") || Is(fd, "anon_inode:")) taken[n++] = fd;
       }
       closedir(d);
     }
     for (int i = 0; i < n; ++i) {
-      close(sockets[i]);
+      close(taken[i]);
       if ((own[files] = OpenOwnFile(dir, files)) < 0) return 1;
       ++files;
     }
