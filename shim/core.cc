@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "shim/fd_guard.h"
 #include "shim/loaded_objects.h"
 
 namespace nrtprof::shim::core {
@@ -147,7 +148,10 @@ void StartBackendLocked() {
     snprintf(path, sizeof(path), "%s", kBackendLibraryName);
   }
   char line[4600];
+  // The objects this dlopen() adds create the shim's descriptors (fd_guard.h).
+  FdGuardBeforeBackendLoad();
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  FdGuardAfterBackendLoad();
   if (handle == nullptr) {
     const char* error = dlerror();
     snprintf(line, sizeof(line), "nrtprof: cannot load %s (%s); not profiling this process\n",
