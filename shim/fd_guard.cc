@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,13 +12,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+
+#include "shim/elf_image.h"
 
 // Fortified entry points the backend's libraries may import (bits/fcntl2.h declares them only
 // under _FORTIFY_SOURCE).
@@ -375,14 +375,6 @@ void* HookFor(const char* name) {
 
 // ---- Which objects the backend's dlopen() added, and their GOT entries ----
 
-#if defined(__x86_64__)
-constexpr uint32_t kJumpSlot = R_X86_64_JUMP_SLOT, kGlobDat = R_X86_64_GLOB_DAT,
-                   kAbs64 = R_X86_64_64;
-#elif defined(__aarch64__)
-constexpr uint32_t kJumpSlot = R_AARCH64_JUMP_SLOT, kGlobDat = R_AARCH64_GLOB_DAT,
-                   kAbs64 = R_AARCH64_ABS64;
-#endif
-
 // The objects loaded before the backend's dlopen(), by their program headers' address
 // (unique while an object is loaded). Written and read under core.cc's start mutex.
 const void** g_before = nullptr;
@@ -411,90 +403,16 @@ bool WasLoadedBefore(const void* phdr) {
   return false;
 }
 
-#if defined(__x86_64__) || defined(__aarch64__)
-// Points the object's relocated references to the hooked functions at the wrappers.
+// Points the object's references to the hooked functions at the wrappers.
 void PatchObject(struct dl_phdr_info* info) {
-  const ElfW(Addr) base = info->dlpi_addr;
-  const ElfW(Dyn)* dynamic = nullptr;
-  uintptr_t relro_begin = 0, relro_end = 0;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_DYNAMIC) dynamic = reinterpret_cast<const ElfW(Dyn)*>(base + ph.p_vaddr);
-    if (ph.p_type == PT_GNU_RELRO) {
-      // As the dynamic loader protects it: whole pages, the last partial one left writable.
-      relro_begin = (base + ph.p_vaddr) & ~(page - 1);
-      relro_end = (base + ph.p_vaddr + ph.p_memsz) & ~(page - 1);
+  ElfImage image;
+  if (!ReadElfImage(info, &image)) return;
+  ForEachImportSlot(image, [&](const ImportSlot& import) {
+    if (void* wrapper = HookFor(import.name); wrapper != nullptr) {
+      WriteGotSlot(image, import.slot, wrapper);  // refused: that descriptor goes unguarded
     }
-  }
-  if (dynamic == nullptr) return;
-  // The loader has relocated these in place on x86-64 and AArch64; not everywhere.
-  auto address = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
-  const ElfW(Sym)* symtab = nullptr;
-  const char* strtab = nullptr;
-  const ElfW(Rela)* tables[2] = {nullptr, nullptr};
-  size_t sizes[2] = {0, 0};
-  bool rela_plt = true;
-  for (const ElfW(Dyn)* d = dynamic; d->d_tag != DT_NULL; ++d) {
-    switch (d->d_tag) {
-      case DT_SYMTAB:
-        symtab = reinterpret_cast<const ElfW(Sym)*>(address(d->d_un.d_ptr));
-        break;
-      case DT_STRTAB:
-        strtab = reinterpret_cast<const char*>(address(d->d_un.d_ptr));
-        break;
-      case DT_RELA:
-        tables[0] = reinterpret_cast<const ElfW(Rela)*>(address(d->d_un.d_ptr));
-        break;
-      case DT_RELASZ:
-        sizes[0] = d->d_un.d_val;
-        break;
-      case DT_JMPREL:
-        tables[1] = reinterpret_cast<const ElfW(Rela)*>(address(d->d_un.d_ptr));
-        break;
-      case DT_PLTRELSZ:
-        sizes[1] = d->d_un.d_val;
-        break;
-      case DT_PLTREL:
-        rela_plt = d->d_un.d_val == DT_RELA;
-        break;
-      default:
-        break;
-    }
-  }
-  if (symtab == nullptr || strtab == nullptr || !rela_plt) return;
-  bool unprotected = false;
-  for (int t = 0; t < 2; ++t) {
-    if (tables[t] == nullptr) continue;
-    const size_t n = sizes[t] / sizeof(ElfW(Rela));
-    for (size_t i = 0; i < n; ++i) {
-      const ElfW(Rela)& r = tables[t][i];
-      const uint32_t type = ELF64_R_TYPE(r.r_info);
-      if (type != kJumpSlot && type != kGlobDat && !(type == kAbs64 && r.r_addend == 0)) {
-        continue;
-      }
-      const ElfW(Sym)& sym = symtab[ELF64_R_SYM(r.r_info)];
-      if (sym.st_shndx != SHN_UNDEF || sym.st_name == 0) continue;  // not an import
-      void* wrapper = HookFor(strtab + sym.st_name);
-      if (wrapper == nullptr) continue;
-      const uintptr_t slot = base + r.r_offset;
-      if (slot >= relro_begin && slot < relro_end && !unprotected) {
-        if (mprotect(reinterpret_cast<void*>(relro_begin), relro_end - relro_begin,
-                     PROT_READ | PROT_WRITE) != 0) {
-          return;  // left as it is: its descriptors go unguarded
-        }
-        unprotected = true;
-      }
-      __atomic_store_n(reinterpret_cast<void**>(slot), wrapper, __ATOMIC_RELEASE);
-    }
-  }
-  if (unprotected) {
-    mprotect(reinterpret_cast<void*>(relro_begin), relro_end - relro_begin, PROT_READ);
-  }
+  });
 }
-#else
-void PatchObject(struct dl_phdr_info*) {}
-#endif
 
 int PatchIfNew(struct dl_phdr_info* info, size_t, void*) {
   if (!WasLoadedBefore(info->dlpi_phdr)) PatchObject(info);

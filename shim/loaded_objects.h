@@ -42,9 +42,6 @@ void PinObjectOf(const void* address) NRTPROF_HIDDEN;
 // program's, not recorded.
 void ReportSecondRuntime(const char* function) NRTPROF_HIDDEN;
 
-// How many GOT slots ScanLoadedObjects has pointed at the shim, for tests and the docs' figures.
-unsigned long RedirectedReferences() NRTPROF_HIDDEN;
-
 }  // namespace nrtprof::shim::core
 
 #endif  // NRTPROF_SHIM_LOADED_OBJECTS_H_
