@@ -19,26 +19,21 @@ namespace {
 
 using testing::CallsByName;
 using testing::Exists;
+using testing::kIsolatedEnv;
 using testing::ReadFile;
 using testing::Result;
 using testing::RunProcess;
+using testing::RunProfiled;
 using testing::Runfile;
 using testing::TempDir;
 
-// The simulated device answers at once; no daemon from the machine can interfere.
-const std::map<std::string, std::string> kEnv = {
-    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
-
 Result Bare(const std::string& how, const std::string& dir) {
-  return RunProcess({Runfile("tests/closed_fds_client"), how, dir}, kEnv);
+  return RunProcess({Runfile("tests/closed_fds_client"), how, dir}, kIsolatedEnv);
 }
 
 Result Profiled(const std::string& how, const std::string& dir, const std::string& out,
                 const std::vector<std::string>& flags = {}) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--out", out};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), {"--", Runfile("tests/closed_fds_client"), how, dir});
-  return RunProcess(argv, kEnv);
+  return RunProfiled(out, {Runfile("tests/closed_fds_client"), how, dir}, flags);
 }
 
 // The first lines gRPC logs on its own ("E1203 12:16:08.101964543    9579 ev_epoll1_linux.cc:373] ...").

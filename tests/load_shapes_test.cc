@@ -12,45 +12,22 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
 
 namespace nrtprof {
 namespace {
 
+using testing::CallsByName;
+using testing::kIsolatedEnv;
 using testing::ReadFile;
 using testing::Result;
 using testing::RunProcess;
+using testing::RunProfiled;
 using testing::Runfile;
 using testing::TempDir;
-
-// The simulated device answers at once; no daemon from the machine can interfere.
-const std::map<std::string, std::string> kEnv = {
-    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
-
-Result Profile(const std::string& out, const std::vector<std::string>& command) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--out", out, "--"};
-  argv.insert(argv.end(), command.begin(), command.end());
-  return RunProcess(argv, kEnv);
-}
-
-// summary.csv's call counts by row name.
-std::map<std::string, int64_t> CallsByRow(const std::string& dir) {
-  std::map<std::string, int64_t> calls;
-  bool header = true;
-  for (absl::string_view line : absl::StrSplit(ReadFile(dir + "/summary.csv"), '\n')) {
-    if (header || line.empty()) {
-      header = false;
-      continue;
-    }
-    const std::vector<absl::string_view> cells = absl::StrSplit(line, ',');
-    int64_t n = 0;
-    if (cells.size() == 7 && absl::SimpleAtoi(cells[6], &n)) calls[std::string(cells[0])] = n;
-  }
-  return calls;
-}
 
 std::vector<std::string> Host(const std::string& module, const std::string& mode, int n,
                               int rounds) {
@@ -63,14 +40,14 @@ std::vector<std::string> Host(const std::string& module, const std::string& mode
 void ExpectRecordedAsBare(const std::string& name, const std::vector<std::string>& command,
                           int round_trips, int rounds) {
   SCOPED_TRACE(name);
-  const Result bare = RunProcess(command, kEnv);
+  const Result bare = RunProcess(command, kIsolatedEnv);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
   const std::string out = TempDir(name);
-  const Result profiled = Profile(out, command);
+  const Result profiled = RunProfiled(out, command);
   EXPECT_EQ(profiled.exit_code, bare.exit_code) << profiled.err;
   EXPECT_EQ(profiled.out, bare.out);
   EXPECT_FALSE(absl::StrContains(profiled.err, "calls to it fail")) << profiled.err;
-  const std::map<std::string, int64_t> calls = CallsByRow(out);
+  const std::map<std::string, int64_t> calls = CallsByName(out);
   EXPECT_EQ(calls.count("nrt_tensor_write") ? calls.at("nrt_tensor_write") : 0, round_trips)
       << ReadFile(out + "/summary.txt") << profiled.err;
   EXPECT_EQ(calls.count("nrt_tensor_read") ? calls.at("nrt_tensor_read") : 0, round_trips);
@@ -112,9 +89,9 @@ TEST(LoadShapes, ModuleUnloadedAndLoadedAgain) {
 
 TEST(LoadShapes, ModuleInItsOwnNamespaceIsRunAndSaidNotRecorded) {
   const std::vector<std::string> command = Host("tests/libnrt_plugin.so", "dlmopen", 100, 1);
-  const Result bare = RunProcess(command, kEnv);
+  const Result bare = RunProcess(command, kIsolatedEnv);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
-  const Result profiled = Profile(TempDir("dlmopen"), command);
+  const Result profiled = RunProfiled(TempDir("dlmopen"), command);
   EXPECT_EQ(profiled.exit_code, bare.exit_code) << profiled.err;
   EXPECT_EQ(profiled.out, bare.out);
   // One line names the library and why its calls are missing.
@@ -135,13 +112,13 @@ TEST(LoadShapes, CaptureSaysWhatItCouldNotRecord) {
   // A process that uses libnrt both ways: the first module's calls are recorded, the second's
   // (in a namespace of its own) are not, and the capture says so beside the table.
   const std::vector<std::string> command = Host("tests/libnrt_plugin.so", "local,dlmopen", 100, 2);
-  const Result bare = RunProcess(command, kEnv);
+  const Result bare = RunProcess(command, kIsolatedEnv);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
   const std::string out = TempDir("notices");
-  const Result profiled = Profile(out, command);
+  const Result profiled = RunProfiled(out, command);
   EXPECT_EQ(profiled.exit_code, 0) << profiled.err;
   EXPECT_EQ(profiled.out, bare.out);
-  const std::map<std::string, int64_t> calls = CallsByRow(out);
+  const std::map<std::string, int64_t> calls = CallsByName(out);
   EXPECT_EQ(calls.count("nrt_tensor_write") ? calls.at("nrt_tensor_write") : 0, 100);
   const std::string summary = ReadFile(out + "/summary.txt");
   EXPECT_TRUE(absl::StrContains(summary, "Not recorded: pid ")) << summary;

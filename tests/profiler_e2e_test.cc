@@ -33,15 +33,11 @@ using testing::RunProcess;
 using testing::Runfile;
 using testing::TempDir;
 
-// The simulated device answers at once; no daemon from the machine can interfere.
-const std::map<std::string, std::string> kEnv = {
-    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+const std::map<std::string, std::string>& kEnv = testing::kIsolatedEnv;
 
-Result Profile(const std::string& out, std::vector<std::string> command,
-               std::map<std::string, std::string> env = kEnv) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--out", out, "--"};
-  argv.insert(argv.end(), command.begin(), command.end());
-  return RunProcess(argv, env);
+Result Profile(const std::string& out, const std::vector<std::string>& command,
+               const std::map<std::string, std::string>& env = kEnv) {
+  return testing::RunProfiled(out, command, {}, env);
 }
 
 google::protobuf::Struct ParseJson(const std::string& text) {

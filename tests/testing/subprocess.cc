@@ -24,6 +24,19 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+const std::map<std::string, std::string> kIsolatedEnv = {
+    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+
+Result RunProfiled(const std::string& out, const std::vector<std::string>& command,
+                   const std::vector<std::string>& flags,
+                   const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--out", out, "--"});
+  argv.insert(argv.end(), command.begin(), command.end());
+  return RunProcess(argv, env);
+}
+
 std::string Runfile(const std::string& workspace_path) {
   const char* root = getenv("TEST_SRCDIR");
   return std::string(root != nullptr ? root : ".") + "/nrtprof/" + workspace_path;

@@ -19,6 +19,15 @@ struct Result {
 // Runs argv[0] (a path) with the current environment plus `env` (an empty value unsets).
 Result RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
 
+// The environment for a program under test: the simulated device answers at once, and no
+// daemon of the machine's nor an outer shim can interfere.
+extern const std::map<std::string, std::string> kIsolatedEnv;
+
+// `nrtprof run FLAGS --out OUT -- COMMAND` with the current environment plus `env`.
+Result RunProfiled(const std::string& out, const std::vector<std::string>& command,
+                   const std::vector<std::string>& flags = {},
+                   const std::map<std::string, std::string>& env = kIsolatedEnv);
+
 // A file of the test's runfiles: "client/nrtprof" -> $TEST_SRCDIR/nrtprof/client/nrtprof.
 std::string Runfile(const std::string& workspace_path);
 
