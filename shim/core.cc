@@ -98,6 +98,7 @@ void AtForkChild() {
   t_in_call = 0;
   pthread_mutex_init(&g_start_mu, nullptr);
   pthread_mutex_init(&g_core.registry_mu, nullptr);
+  LoadedObjectsAtForkChild();
   g_core.threads = nullptr;
   g_core.lost_calls.store(0, std::memory_order_relaxed);
   g_core.lost_ranges.store(0, std::memory_order_relaxed);

@@ -55,15 +55,23 @@ bool InMainNamespace(const MainNamespace& ns, const ElfImage& image) {
 
 struct FindRequest {
   const char* name;
-  MainNamespace* ns;
   void* found;
 };
 
+// The same without a copy of the list (FindRuntime takes no lock, so that a child forked while
+// another thread resolves can resolve too): a walk per object, for a few look-ups a process.
+bool InMainNamespaceList(const void* dynamic) {
+  int n = 0;
+  for (const struct link_map* m = _r_debug.r_map; m != nullptr; m = m->l_next) {
+    if (m->l_ld == dynamic || ++n == kMaxObjects) return true;
+  }
+  return false;
+}
+
 int FindDefinition(struct dl_phdr_info* info, size_t, void* data) {
   auto* request = static_cast<FindRequest*>(data);
-  if (request->ns->count == 0) ReadMainNamespace(request->ns);
   ElfImage image;
-  if (!ReadElfImage(info, &image) || IsShim(image) || !InMainNamespace(*request->ns, image)) {
+  if (!ReadElfImage(info, &image) || IsShim(image) || !InMainNamespaceList(image.dynamic)) {
     return 0;
   }
   const ElfW(Sym)* sym = FindDefinedFunction(image, request->name);
@@ -265,16 +273,13 @@ void ReportSecondRuntime(const char* function) {
 }
 
 void* FindRuntime(ApiFunction f) {
-  static MainNamespace ns;  // large: not on the caller's stack
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
-  ns.count = 0;
-  FindRequest request{ApiFunctionName(f), &ns, nullptr};
+  FindRequest request{ApiFunctionName(f), nullptr};
   dl_iterate_phdr(&FindDefinition, &request);
-  pthread_mutex_unlock(&mu);
   if (request.found != nullptr) PinObjectOf(request.found);
   return request.found;
 }
+
+void LoadedObjectsAtForkChild() { pthread_mutex_init(&g_scan_mu, nullptr); }
 
 void ScanLoadedObjects() {
   unsigned long long counters[2] = {0, 0};

@@ -33,6 +33,9 @@ void* FindRuntime(ApiFunction f) NRTPROF_HIDDEN;
 // stderr. Cheap when nothing was loaded since the last scan.
 void ScanLoadedObjects() NRTPROF_HIDDEN;
 
+// In the child of fork(): a scan another thread of the parent was in is forgotten.
+void LoadedObjectsAtForkChild() NRTPROF_HIDDEN;
+
 // Keeps the object holding `address` mapped for the life of the process (RTLD_NODELETE
 // promoted onto it): a remembered runtime address never dangles, even when the program
 // unloads the module that brought libnrt in and loads it again.
