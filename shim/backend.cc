@@ -18,13 +18,18 @@
 #include <grpc/support/log.h>
 #include <libunwind.h>
 #include <openssl/crypto.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cinttypes>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/address.h"
 #include "common/credential_files.h"
@@ -37,11 +42,20 @@ namespace {
 CoreState* g_core = nullptr;
 Flusher* g_flusher = nullptr;  // never destroyed
 
+// Nothing throws across the C ABI: an allocation that fails on the program's thread (the
+// arbiter's copies of device documents, under ulimit -v) loses what it was copying, and the
+// program's call goes on.
 void OnRuntimeInit() {
-  if (g_flusher != nullptr) g_flusher->arbiter()->OnRuntimeInit();
+  try {
+    if (g_flusher != nullptr) g_flusher->arbiter()->OnRuntimeInit();
+  } catch (const std::exception&) {
+  }
 }
 void BeforeRuntimeClose() {
-  if (g_flusher != nullptr) g_flusher->arbiter()->BeforeRuntimeClose();
+  try {
+    if (g_flusher != nullptr) g_flusher->arbiter()->BeforeRuntimeClose();
+  } catch (const std::exception&) {
+  }
 }
 void AfterRuntimeClose() {
   if (g_flusher != nullptr) g_flusher->arbiter()->AfterRuntimeClose();
@@ -50,12 +64,26 @@ void OnModelLoaded(uint64_t model_handle, const void* bytes, size_t size) {
   if (g_flusher != nullptr) g_flusher->OnModelLoaded(model_handle, bytes, size);
 }
 NRT_STATUS SysTraceStart(nrt_sys_trace_config_t* options) {
-  return g_flusher->arbiter()->AppStart(options);
+  try {
+    return g_flusher->arbiter()->AppStart(options);
+  } catch (const std::exception&) {
+    return NRT_RESOURCE;
+  }
 }
-NRT_STATUS SysTraceStop() { return g_flusher->arbiter()->AppStop(); }
+NRT_STATUS SysTraceStop() {
+  try {
+    return g_flusher->arbiter()->AppStop();
+  } catch (const std::exception&) {
+    return NRT_RESOURCE;
+  }
+}
 NRT_STATUS SysTraceFetchEvents(char** buffer, size_t* written_size,
                                const nrt_sys_trace_fetch_options_t* options) {
-  return g_flusher->arbiter()->AppFetch(buffer, written_size, options);
+  try {
+    return g_flusher->arbiter()->AppFetch(buffer, written_size, options);
+  } catch (const std::exception&) {
+    return NRT_RESOURCE;
+  }
 }
 bool SysTraceBufferFree(char* buffer) {
   return g_flusher != nullptr && g_flusher->arbiter()->AppBufferFree(buffer);
@@ -64,7 +92,10 @@ void ExitFlush() {
   if (g_flusher == nullptr) return;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(g_core->config.flush_timeout_ms);
-  g_flusher->FinalFlush(deadline);
+  try {
+    g_flusher->FinalFlush(deadline);
+  } catch (const std::exception&) {
+  }
 }
 void AtForkPrepare() {
   if (g_flusher != nullptr) g_flusher->arbiter()->LockForFork();
@@ -92,27 +123,56 @@ void Report(const std::string& line) {
   (void)ignored;
 }
 
-// With TLS, gRPC logs every failed handshake (a daemon certificate the CA did not sign, say) on
-// the program's stderr, once per reconnection. The first is said once in the profiler's words;
-// the rest are dropped. Everything else gRPC logs is printed as gRPC would.
+// gRPC's log: it would write to the program's stderr in its own format, and repeat itself at
+// every reconnection. Everything it logs comes here (gpr_set_log_function, process-wide: gRPC
+// has one log) and only errors pass (gpr_set_log_verbosity, so gRPC does not even format the
+// rest); each kind of error, by where gRPC raised it, is said once, as one "nrtprof: " line.
+// A failed TLS handshake (a daemon certificate the CA did not sign, say) is said in the
+// profiler's words.
 std::string* g_tls_target = nullptr;  // set before the log function, never freed
-std::atomic<bool> g_tls_failure_said{false};
 
-void LogForTls(gpr_log_func_args* args) {
+// The kinds of error said so far (a hash of file and line); past kMaxLogKinds, nothing more.
+constexpr int kMaxLogKinds = 64;
+std::atomic<uint64_t> g_log_kinds_said[kMaxLogKinds];
+
+// True the first time `kind` is seen.
+bool FirstOfKind(uint64_t kind) {
+  if (kind == 0) kind = 1;
+  for (std::atomic<uint64_t>& slot : g_log_kinds_said) {
+    uint64_t seen = slot.load(std::memory_order_acquire);
+    if (seen == kind) return false;
+    if (seen == 0) {
+      if (slot.compare_exchange_strong(seen, kind, std::memory_order_acq_rel)) return true;
+      if (seen == kind) return false;
+    }
+  }
+  return false;
+}
+
+void LogThroughNrtprof(gpr_log_func_args* args) {
+  if (args->severity != GPR_LOG_SEVERITY_ERROR) return;
   const char* file = args->file != nullptr ? args->file : "";
-  if (strstr(file, "ssl_transport_security") != nullptr ||
-      strstr(file, "security_handshaker") != nullptr || strstr(file, "ssl_utils") != nullptr) {
-    if (!g_tls_failure_said.exchange(true)) {
-      Report("nrtprof: TLS with the daemon at " + *g_tls_target + " failed: " + args->message +
+  const char* message = args->message != nullptr ? args->message : "";
+  const bool tls = strstr(file, "ssl_transport_security") != nullptr ||
+                   strstr(file, "security_handshaker") != nullptr ||
+                   strstr(file, "ssl_utils") != nullptr;
+  if (tls && g_tls_target != nullptr) {
+    if (FirstOfKind(std::hash<std::string_view>()("tls"))) {
+      Report("nrtprof: TLS with the daemon at " + *g_tls_target + " failed: " + message +
              " (is NRTPROF_TLS_CA the CA that signed its certificate?); retrying quietly\n");
     }
     return;
   }
   const char* slash = strrchr(file, '/');
-  char line[64];
-  snprintf(line, sizeof(line), ":%d] ", args->line);
-  Report(std::string(gpr_log_severity_string(args->severity)).substr(0, 1) + " " +
-         (slash != nullptr ? slash + 1 : file) + line + args->message + "\n");
+  const std::string where = std::string(slash != nullptr ? slash + 1 : file) + ":" +
+                            std::to_string(args->line);
+  if (!FirstOfKind(std::hash<std::string>()(where))) return;
+  std::string line = std::string("nrtprof: gRPC error (") + where + "): " + message;
+  // One line: gRPC's messages may span several.
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  Report(line + "\n");
 }
 
 // TLS for a TCP daemon, from NRTPROF_TLS_CA and NRTPROF_TOKEN_FILE (or NRTPROF_TLS_CERT and
@@ -157,14 +217,39 @@ bool LoadTls(const Config& config, const std::string& address, DaemonTransport* 
   return true;
 }
 
-}  // namespace
-}  // namespace nrtprof::shim
+// gRPC cannot run out of memory gracefully (it aborts, or throws from its own threads), so
+// under a limit on the address space (ulimit -v) the shim starts only with room to spare:
+// measured with examples/rmsnorm, it ran at 400 MB and gRPC aborted at 300 (its threads'
+// stacks and malloc arenas are reserved address space: 12 MB bare, 907 MB VmPeak profiled
+// without a limit).
+constexpr uint64_t kAddressSpaceNeeded = 320ull << 20;
 
-// Null, after one line on stderr saying why, if the shim cannot run in this process; the core
-// then passes every call through.
-extern "C" __attribute__((visibility("default"))) const nrtprof::shim::BackendApi*
-nrtprof_backend_start(nrtprof::shim::CoreState* core) {
-  using namespace nrtprof::shim;
+// False, after one line on stderr, if the process's address space is limited to too little.
+bool RoomForTheProfiler() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
+  uint64_t used_kib = 0;
+  if (FILE* f = fopen("/proc/self/status", "re")) {
+    char line[256];
+    while (fgets(line, sizeof(line), f) != nullptr) {
+      if (sscanf(line, "VmSize: %" SCNu64, &used_kib) == 1) break;
+    }
+    fclose(f);
+  }
+  const uint64_t used = used_kib * 1024;
+  const uint64_t free = limit.rlim_cur > used ? limit.rlim_cur - used : 0;
+  if (free >= kAddressSpaceNeeded) return true;
+  char line[256];
+  snprintf(line, sizeof(line),
+           "nrtprof: the process's address space is limited to %" PRIu64
+           " MiB (ulimit -v), %" PRIu64 " MiB free; the profiler needs about %" PRIu64
+           " MiB; not profiling this process\n",
+           static_cast<uint64_t>(limit.rlim_cur) >> 20, free >> 20, kAddressSpaceNeeded >> 20);
+  Report(line);
+  return false;
+}
+
+const BackendApi* Start(CoreState* core) {
   if (core == nullptr || core->abi_version != kShimAbiVersion) {
     Report(std::string("nrtprof: ") + kBackendLibraryName +
            " is not from the build of this libnrtprof_shim.so; not profiling this process\n");
@@ -186,7 +271,11 @@ nrtprof_backend_start(nrtprof::shim::CoreState* core) {
              "profiling this process\n");
       return nullptr;
   }
+  if (!RoomForTheProfiler()) return nullptr;
   g_core = core;
+  // Before gRPC starts (the flusher's channel): from then on gRPC prints nothing itself.
+  gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+  gpr_set_log_function(&LogThroughNrtprof);
   if (core->config.stack_depth > 0) {
     core->backtrace.store(&unw_backtrace, std::memory_order_release);
   }
@@ -197,9 +286,30 @@ nrtprof_backend_start(nrtprof::shim::CoreState* core) {
     // Initialized first without it, OpenSSL is cleaned up when the process ends.
     OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
     g_tls_target = new std::string(transport.target);
-    gpr_set_log_function(&LogForTls);
   }
-  g_flusher = new Flusher(core, std::move(transport));
-  g_flusher->Start();
+  auto* flusher = new Flusher(core, std::move(transport));
+  if (!flusher->Start()) return nullptr;  // its channel is leaked, idle
+  g_flusher = flusher;
   return &kBackendApi;
+}
+
+}  // namespace
+}  // namespace nrtprof::shim
+
+// Null, after one line on stderr saying why, if the shim cannot run in this process; the core
+// then passes every call through.
+extern "C" __attribute__((visibility("default"))) const nrtprof::shim::BackendApi*
+nrtprof_backend_start(nrtprof::shim::CoreState* core) {
+  try {
+    return nrtprof::shim::Start(core);
+  } catch (const std::exception& e) {
+    // Out of memory (ulimit -v) or threads while gRPC starts.
+    char line[512];
+    snprintf(line, sizeof(line),
+             "nrtprof: the profiler cannot start in this process (%s); not profiling it\n",
+             e.what());
+    ssize_t ignored = write(STDERR_FILENO, line, strlen(line));
+    (void)ignored;
+    return nullptr;
+  }
 }

@@ -15,6 +15,7 @@ struct CollectorStream::Shared {
   bool done = false;                        // OnDone ran; guarded by mu
   bool heard = false;                       // guarded by mu
   bool unauthenticated = false;             // ended with UNAUTHENTICATED; guarded by mu
+  std::string failure;                      // OnDone's status message; guarded by mu
   uint64_t acked = 0;                       // guarded by mu
   bool ack_seen = false;                    // guarded by mu
   ControlFn on_control;
@@ -91,6 +92,7 @@ class CollectorStream::Reactor
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->done = true;
       shared->unauthenticated = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+      shared->failure = status.error_message();
       shared->broken = true;
       shared->cv.notify_all();
     }
@@ -155,6 +157,11 @@ bool CollectorStream::heard_from_daemon() {
 bool CollectorStream::refused_by_daemon() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return shared_->unauthenticated;
+}
+
+std::string CollectorStream::failure() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->failure;
 }
 
 bool CollectorStream::WaitForAck(uint64_t sequence, Clock::time_point deadline) {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "shim/proto_lite/nrtprof.grpc.pb.h"
 #include "shim/proto_lite/nrtprof.pb.h"
@@ -56,6 +57,8 @@ class CollectorStream {
   // True once the stream has ended with UNAUTHENTICATED: the daemon refused this process's
   // token (or its TCP listener wants one it was not given).
   bool refused_by_daemon();
+  // How the stream ended (gRPC's status message), once broken; empty before.
+  std::string failure();
   // Waits until the daemon acknowledged `sequence`, the stream broke or the deadline passed;
   // true if acknowledged.
   bool WaitForAck(uint64_t sequence, Clock::time_point deadline);

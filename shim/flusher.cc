@@ -1,14 +1,19 @@
 #include "shim/flusher.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "common/clock.h"
 #include "shim/process_info.h"
@@ -24,6 +29,49 @@ void Report(const std::string& line) {
   ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }
+
+// Whether this thread is the flusher's (exit() may be called on it: see ProgramThreadsGone).
+thread_local bool t_on_flusher_thread = false;
+
+// A file of /proc, read into `buffer` (NUL-terminated) without allocating; false if it cannot.
+bool ReadProcFile(const char* path, char* buffer, size_t size) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t n = 0;
+  while (n + 1 < size) {
+    const ssize_t got = read(fd, buffer + n, size - 1 - n);
+    if (got <= 0) break;
+    n += static_cast<size_t>(got);
+  }
+  close(fd);
+  buffer[n] = '\0';
+  return n > 0;
+}
+
+// The value of `field` ("Name:", "State:", "SigBlk:") in a /proc status file, or empty.
+std::string_view StatusField(const char* status, const char* field) {
+  const char* at = strstr(status, field);
+  if (at == nullptr) return {};
+  at += strlen(field);
+  while (*at == ' ' || *at == '\t') ++at;
+  const char* end = strchr(at, '\n');
+  return std::string_view(at, end != nullptr ? static_cast<size_t>(end - at) : strlen(at));
+}
+
+// The names the shim's threads have: the flusher's, and those gRPC 1.51 gives its own (cut to
+// 15 bytes by the kernel); a thread gRPC has just made still has its maker's.
+bool IsShimThreadName(std::string_view name) {
+  for (const char* known : {"nrtprof-flush", "default-executo", "resolver-execut",
+                            "grpc_global_tim", "event_engine", "timer_manager",
+                            "nexting_thread"}) {
+    if (name == known) return true;
+  }
+  return name.substr(0, 4) == "grpc";
+}
+
+constexpr char kNoMemoryLine[] =
+    "nrtprof: the profiler ran out of memory (is the process's address space limited, ulimit "
+    "-v?); what it could not keep is counted as dropped (no_memory)\n";
 
 constexpr uint64_t kFirstBackoffNs = 100'000'000;
 constexpr uint64_t kMaxBackoffNs = 5'000'000'000;
@@ -89,7 +137,7 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
       device_parser_(&strings_),
       batcher_(Batcher::Options(), &strings_, &stacks_) {}
 
-void Flusher::Start() {
+bool Flusher::Start() {
   // Signals sent to the process must reach the program's threads, not this one nor gRPC's
   // (created now, they inherit this mask).
   sigset_t all, previous;
@@ -119,20 +167,49 @@ void Flusher::Start() {
   credentials_ = credentials;
   channel_ = grpc::CreateCustomChannel(transport_.target, credentials, args);
   stub_ = nrtprof::Collector::NewStub(channel_);
-  std::thread thread([this] { Run(); });
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, kThreadStackBytes);
+  pthread_t thread;
+  const int error = pthread_create(&thread, &attr, &Flusher::RunThread, this);
+  pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  thread.detach();
+  if (error != 0) {
+    char line[256];
+    snprintf(line, sizeof(line),
+             "nrtprof: cannot start the profiler's thread (%s); not profiling this process\n",
+             strerror(error));
+    ssize_t ignored = write(STDERR_FILENO, line, strlen(line));
+    (void)ignored;
+    return false;
+  }
+  return true;
+}
+
+void* Flusher::RunThread(void* flusher) {
+  t_on_flusher_thread = true;
+  static_cast<Flusher*>(flusher)->Run();
+  return nullptr;
 }
 
 void Flusher::OnModelLoaded(uint64_t model_handle, const void* bytes, size_t size) {
+  // On the program's thread: an allocation that fails ships the model's size only, or nothing.
   nrtprof::LoadedModel model;
-  model.set_model_handle(model_handle);
-  model.set_size(size);
-  if (size <= std::min(core_->config.max_model_bytes, kMaxModelFileBytes)) {
-    model.set_model_file(std::string(static_cast<const char*>(bytes), size));
+  try {
+    model.set_model_handle(model_handle);
+    model.set_size(size);
+    if (size <= std::min(core_->config.max_model_bytes, kMaxModelFileBytes)) {
+      try {
+        model.set_model_file(std::string(static_cast<const char*>(bytes), size));
+      } catch (const std::bad_alloc&) {
+        model.clear_model_file();
+      }
+    }
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    models_.push_back(std::move(model));
+  } catch (const std::bad_alloc&) {
   }
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  models_.push_back(std::move(model));
 }
 
 void Flusher::OnDocument(uint64_t generation, std::string json) {
@@ -141,11 +218,25 @@ void Flusher::OnDocument(uint64_t generation, std::string json) {
     documents_dropped_ += CountEvents(json);
     return;
   }
-  document_bytes_ += json.size();
-  documents_.push_back({generation, std::move(json)});
+  try {
+    documents_.push_back({generation, std::move(json)});
+    document_bytes_ += documents_.back().json.size();
+  } catch (const std::bad_alloc&) {
+    documents_dropped_ += CountEvents(json);
+  }
 }
 
 void Flusher::FinalFlush(Clock::time_point deadline) {
+  if (t_on_flusher_thread) {
+    // exit() called by the flusher itself, the program's threads all gone: the flush is done
+    // here, in the order of the program's atexit handlers.
+    try {
+      Final(deadline);
+    } catch (const std::bad_alloc&) {
+      CountNoMemory(LaneCounts());
+    }
+    return;
+  }
   std::unique_lock<std::mutex> lock(final_mu_);
   final_requested_ = true;
   final_deadline_ = deadline;
@@ -157,8 +248,17 @@ void Flusher::FinalFlush(Clock::time_point deadline) {
 
 void Flusher::Run() {
   pthread_setname_np(pthread_self(), "nrtprof-flush");
+  char status[4096];
+  if (ReadProcFile("/proc/thread-self/status", status, sizeof(status))) {
+    shim_signal_mask_ = std::string(StatusField(status, "SigBlk:"));
+  }
   clock_.emplace(core_->tick_source);
-  OpenSpool();
+  try {
+    OpenSpool();
+  } catch (const std::bad_alloc&) {
+    spool_.reset();
+    CountNoMemory(LaneCounts());
+  }
   while (true) {
     bool final = false;
     Clock::time_point deadline;
@@ -168,13 +268,25 @@ void Flusher::Run() {
       deadline = final_deadline_;
     }
     if (final) {
-      Final(deadline);
+      try {
+        Final(deadline);
+      } catch (const std::bad_alloc&) {
+        CountNoMemory(LaneCounts());
+      }
       std::lock_guard<std::mutex> lock(final_mu_);
       final_done_ = true;
       final_cv_.notify_all();
       return;
     }
-    Tick();
+    try {
+      Tick();
+    } catch (const std::bad_alloc&) {
+      // What waited to be sent goes (it frees memory), counted.
+      CountNoMemory(batcher_.DiscardAll());
+    }
+    // glibc ends a process whose last thread exits with exit(0); the shim's threads must not
+    // keep one alive whose program has no thread left (main() called pthread_exit).
+    if (ProgramThreadsGone()) exit(0);
     std::unique_lock<std::mutex> lock(final_mu_);
     final_cv_.wait_for(lock, std::chrono::nanoseconds(kTickNs),
                        [this] { return final_requested_; });
@@ -232,14 +344,26 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
   }
   const bool capturing = core_->recording.load(std::memory_order_relaxed) != 0;
   for (QueuedDocument& doc : documents) {
-    DeviceTraceOutput out;
-    std::string error;
-    if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
-    for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
-      batcher_.AddClockSync(sync, now_ns);
+    uint64_t added = 0;
+    try {
+      DeviceTraceOutput out;
+      std::string error;
+      if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
+      for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
+        batcher_.AddClockSync(sync, now_ns);
+      }
+      if (!capturing) continue;
+      for (nrtprof::Event& event : out.events) {
+        batcher_.AddEvent(now_ns)->Swap(&event);
+        ++added;
+      }
+    } catch (const std::bad_alloc&) {
+      LaneCounts lost;
+      const uint64_t in_document = CountEvents(doc.json);
+      lost.hardware = in_document > added ? in_document - added : 0;
+      CountNoMemory(lost);
     }
-    if (!capturing) continue;
-    for (nrtprof::Event& event : out.events) batcher_.AddEvent(now_ns)->Swap(&event);
+    doc.json = std::string();  // its memory back at once
   }
 }
 
@@ -256,7 +380,19 @@ void Flusher::DrainRings(uint64_t now_ns) {
     const bool retired = ts->retired.load(std::memory_order_acquire) != 0;
     const uint32_t tid = ts->tid;
     ts->ring->Drain([&](const Record& record) {
-      builder_.Build(record, tid, *clock_, batcher_.AddEvent(now_ns));
+      try {
+        scratch_event_.Clear();
+        builder_.Build(record, tid, *clock_, &scratch_event_);
+        batcher_.AddEvent(now_ns)->Swap(&scratch_event_);
+      } catch (const std::bad_alloc&) {
+        LaneCounts lost;
+        if (record.kind == RecordKind::kRange) {
+          lost.framework = 1;
+        } else {
+          lost.runtime = 1;
+        }
+        CountNoMemory(lost);
+      }
     });
     if (!retired) {
       FaultInAhead(ts->ring);
@@ -275,6 +411,46 @@ void Flusher::DrainRings(uint64_t now_ns) {
     munmap(ts->ring, ts->ring_bytes);
     free(ts);
   }
+}
+
+void Flusher::CountNoMemory(const LaneCounts& lost) {
+  no_memory_ += lost;
+  if (no_memory_said_) return;
+  no_memory_said_ = true;
+  ssize_t ignored = write(STDERR_FILENO, kNoMemoryLine, sizeof(kNoMemoryLine) - 1);
+  (void)ignored;
+}
+
+bool Flusher::ProgramThreadsGone() {
+  if (shim_signal_mask_.empty()) return false;
+  // The main thread, once it has called pthread_exit, stays a zombie until the process ends.
+  const pid_t pid = getpid();
+  char path[64], status[4096];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/status", static_cast<int>(pid));
+  if (!ReadProcFile(path, status, sizeof(status)) ||
+      StatusField(status, "State:").substr(0, 1) != "Z") {
+    return false;
+  }
+  // Every other task must be the shim's: its signals all blocked as the flusher's (gRPC's
+  // threads are made by the flusher's, or under its mask in Start), and a name of theirs.
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return false;
+  bool gone = true;
+  while (const dirent* entry = readdir(tasks)) {
+    const int tid = atoi(entry->d_name);
+    if (tid <= 0 || tid == pid) continue;
+    snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+    if (!ReadProcFile(path, status, sizeof(status))) continue;  // it has just ended
+    const std::string_view state = StatusField(status, "State:").substr(0, 1);
+    if (state == "Z" || state == "X") continue;
+    if (StatusField(status, "SigBlk:") != shim_signal_mask_ ||
+        !IsShimThreadName(StatusField(status, "Name:"))) {
+      gone = false;
+      break;
+    }
+  }
+  closedir(tasks);
+  return gone;
 }
 
 void Flusher::FaultInAhead(EventRing* ring) {
@@ -318,8 +494,10 @@ nrtprof::DropCounters Flusher::Drops() {
   drops.set_device_overwritten(device_overwritten.total());
   drops.set_oversized(oversized_.total());
   drops.set_spool_full(spool_full_.total());
+  drops.set_no_memory(no_memory_.total());
   LaneCounts all = ring_full;
-  for (const LaneCounts* c : {&daemon_away_, &device_overwritten, &oversized_, &spool_full_}) {
+  for (const LaneCounts* c :
+       {&daemon_away_, &device_overwritten, &oversized_, &spool_full_, &no_memory_}) {
     all += *c;
   }
   drops.mutable_by_lane()->set_framework(all.framework);
@@ -340,11 +518,32 @@ void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
   // sequence numbers; a daemon that restarted takes them all.
   stream_->Close(deadline, /*graceful=*/false);
   NoteRefusal();
+  NoteConnectFailure();
   stream_.reset();
   replay_.reset();  // the next stream starts where its daemon says
   replay_awaits_ack_ = false;
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
   next_attempt_ns_ = now_ns + backoff_ns_;
+}
+
+void Flusher::NoteConnectFailure() {
+  if (stream_->heard_from_daemon()) {
+    connect_starved_ = false;
+    return;
+  }
+  // A daemon that is not there (no socket, nobody listening) is the usual state of an
+  // always-on shim and goes unsaid; the process lacking what it takes to connect does not.
+  const std::string failure = stream_->failure();
+  for (int error : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
+    if (failure.find(strerror(error)) == std::string::npos) continue;
+    connect_starved_ = true;
+    SayOnce(&connect_failure_said_,
+            "nrtprof: cannot connect to the daemon at " + transport_.target + ": " +
+                strerror(error) + "; retrying, its events waiting meanwhile (past " +
+                std::to_string(Batcher::Options().max_pending_events) +
+                ", the oldest are counted as dropped: daemon_away)");
+    return;
+  }
 }
 
 void Flusher::NoteRefusal() {
@@ -360,7 +559,10 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
   if (stream_ != nullptr) {
     const uint64_t acked = stream_->acked();
     while (!unacked_.empty() && unacked_.front().sequence <= acked) unacked_.pop_front();
-    if (stream_->heard_from_daemon()) backoff_ns_ = 0;
+    if (stream_->heard_from_daemon()) {
+      backoff_ns_ = 0;
+      connect_starved_ = false;
+    }
     if (stream_->broken()) AbandonStream(now_ns, final ? deadline : Clock::now());
   }
   if (stream_ != nullptr || refused_) return;
@@ -377,10 +579,15 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
   // Lossless streams wait for a daemon that is away to come back, so that one back within a
   // second of the process's end still gets everything (seen: a new stream failing at once
   // in gRPC's reconnection backoff, at exit, left a restarted daemon across TCP with nothing).
+  // A process that could not connect for want of descriptors may have them back: at exit its
+  // one attempt reconnects at once (not at gRPC's next backoff) and waits for the connection
+  // within the flush's time, so that what it kept reaches the daemon.
+  const bool starved_at_exit = final && connect_starved_;
+  if (starved_at_exit) grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   stream_ = std::make_unique<CollectorStream>(
       stub_.get(), std::move(hello),
       [this](const nrtprof::CaptureControl& control) { OnControl(control); },
-      /*wait_for_ready=*/spool_ != nullptr);
+      /*wait_for_ready=*/spool_ != nullptr || starved_at_exit);
   interning_ = StreamInterning();
   if (spool_ != nullptr) {
     // Lossless: the new stream gets, from the spool, every batch past the one the daemon says

@@ -79,8 +79,9 @@ class Flusher {
   Flusher(const Flusher&) = delete;
   Flusher& operator=(const Flusher&) = delete;
 
-  // Starts the thread, with every signal blocked so that signals reach the program's threads.
-  void Start();
+  // Starts the thread (with every signal blocked, so that signals reach the program's
+  // threads) and gRPC. False, after one line on stderr, if the thread could not be made.
+  bool Start();
 
   SysTraceArbiter* arbiter() { return &arbiter_; }
   // A model file the program loaded; copied (up to NRTPROF_MAX_MODEL_BYTES) now.
@@ -103,8 +104,15 @@ class Flusher {
     nrtprof::EventBatch batch;
   };
 
+  static void* RunThread(void* flusher);
   void Run();
   void Tick();
+  // After main() called pthread_exit: true once the program's last thread has ended, so that
+  // only the shim's and gRPC's threads keep the process alive (README: "pthread_exit").
+  bool ProgramThreadsGone();
+  // An allocation failed (std::bad_alloc) while handling `lost`: counted (no_memory), and
+  // said once on stderr.
+  void CountNoMemory(const LaneCounts& lost);
   void OnDocument(uint64_t generation, std::string json);
   void ParseDocuments(uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
@@ -148,6 +156,9 @@ class Flusher {
   nrtprof::Hello Hello();
   // After a stream closed: if the daemon refused its credentials, says so once and stops.
   void NoteRefusal();
+  // After a stream that never reached the daemon: if the process could not connect for want
+  // of descriptors or memory, says so once (the flusher keeps retrying).
+  void NoteConnectFailure();
   void Final(Clock::time_point deadline);
   // Lossless at exit: the final batch spooled, then the stream caught up from the spool until
   // the daemon acknowledges the final batch or the deadline.
@@ -172,6 +183,11 @@ class Flusher {
   Clock::time_point final_deadline_ ABSL_GUARDED_BY(final_mu_);
 
   std::atomic<bool> grpc_started_{false};
+  pthread_t thread_{};  // the flusher's thread, set before it runs
+
+  // The flusher's stack: it needs far less than the 8 MiB default, which under a limit on the
+  // process's address space (ulimit -v) is 8 MiB the program cannot have.
+  static constexpr size_t kThreadStackBytes = 1 << 20;
 
   // Flusher thread only.
   std::optional<TickConverter> clock_;  // made when the thread starts (its first rate takes 2 ms)
@@ -196,6 +212,12 @@ class Flusher {
   bool replay_failed_ = false;
   uint64_t process_start_ns_ = 0;
   LaneCounts spool_full_;
+  LaneCounts no_memory_;
+  bool no_memory_said_ = false;
+  nrtprof::Event scratch_event_;  // built here, then swapped into the batch
+  // ProgramThreadsGone: this thread's blocked signals (/proc/thread-self/status SigBlk), which
+  // every thread gRPC makes inherits; empty if /proc cannot tell.
+  std::string shim_signal_mask_;
   LaneCounts sent_;  // events in batches numbered so far (EventBatch.events_sent)
   std::shared_ptr<grpc::ChannelCredentials> credentials_;  // SendFinalAlone's channel uses them
   std::shared_ptr<grpc::Channel> channel_;
@@ -214,6 +236,8 @@ class Flusher {
   uint64_t backoff_ns_ = 0;
   // The daemon refused this process's credentials: no more attempts, nothing recorded.
   bool refused_ = false;
+  bool connect_failure_said_ = false;
+  bool connect_starved_ = false;  // the last stream failed for want of descriptors or memory
 };
 
 }  // namespace nrtprof::shim

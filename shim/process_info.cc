@@ -40,6 +40,35 @@ std::vector<std::string> SplitCommandLine(const std::string& cmdline) {
   return args;
 }
 
+std::string TruncateForHello(std::string s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  constexpr size_t kMarkerBytes = sizeof(kTruncatedMarker) - 1;
+  if (max_bytes < kMarkerBytes) return std::string(kTruncatedMarker, 0, max_bytes);
+  s.resize(TrimIncompleteUtf8Tail(std::string_view(s).substr(0, max_bytes - kMarkerBytes)).size());
+  s += kTruncatedMarker;
+  return s;
+}
+
+std::vector<std::string> FitCommandLine(std::vector<std::string> args) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (bytes + args[i].size() + 1 <= kMaxCommandLineBytes) {
+      bytes += args[i].size() + 1;
+      continue;
+    }
+    // This argument is cut to what is left (at least the marker, in place of a kept one if
+    // need be) and the rest go.
+    size_t keep = i;
+    while (keep > 0 && kMaxCommandLineBytes - bytes < sizeof(kTruncatedMarker)) {
+      bytes -= args[--keep].size() + 1;
+    }
+    args[keep] = TruncateForHello(std::move(args[keep]), kMaxCommandLineBytes - bytes - 1);
+    args.resize(keep + 1);
+    break;
+  }
+  return args;
+}
+
 uint64_t ProcessStartRealtimeNs(const std::string& proc_stat, long clock_ticks_per_second,
                                 uint64_t realtime_now_ns, uint64_t boottime_now_ns) {
   // Field 2 (comm) is in parentheses and may hold spaces: count fields after the last ')'.
@@ -63,8 +92,12 @@ uint64_t ProcessStartRealtimeNs(const std::string& proc_stat, long clock_ticks_p
 nrtprof::Hello BuildHello(const Config& config) {
   nrtprof::Hello hello;
   char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) hello.set_host(SanitizeUtf8(host));
-  hello.set_boot_id(SanitizeUtf8(Trim(ReadFile("/proc/sys/kernel/random/boot_id"))));
+  // Sanitizing may lengthen a string (U+FFFD for each invalid byte): cut after it.
+  auto fit = [](std::string_view s) {
+    return TruncateForHello(SanitizeUtf8(s), kMaxHelloStringBytes);
+  };
+  if (gethostname(host, sizeof(host) - 1) == 0) hello.set_host(fit(host));
+  hello.set_boot_id(fit(Trim(ReadFile("/proc/sys/kernel/random/boot_id"))));
   hello.set_pid(static_cast<uint32_t>(getpid()));
   hello.set_ppid(static_cast<uint32_t>(getppid()));
   hello.set_process_start_ns(ProcessStartRealtimeNs(ReadFile("/proc/self/stat"),
@@ -72,14 +105,14 @@ nrtprof::Hello BuildHello(const Config& config) {
                                                     ClockNs(CLOCK_BOOTTIME)));
   char exe[PATH_MAX + 1] = {};
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) hello.set_executable(SanitizeUtf8(std::string_view(exe, static_cast<size_t>(n))));
-  for (std::string& arg : SplitCommandLine(ReadFile("/proc/self/cmdline"))) {
+  if (n > 0) hello.set_executable(fit(std::string_view(exe, static_cast<size_t>(n))));
+  for (std::string& arg : FitCommandLine(SplitCommandLine(ReadFile("/proc/self/cmdline")))) {
     hello.add_command_line(std::move(arg));
   }
   hello.set_shim_version(kShimVersion);
   hello.mutable_clock()->set_monotonic_ns(MonotonicNs());
   hello.mutable_clock()->set_realtime_ns(RealtimeNs());
-  hello.set_capture_id(SanitizeUtf8(config.capture_id));
+  hello.set_capture_id(fit(config.capture_id));
   // The flusher says best effort instead if the spool file could not be made.
   hello.set_mode(config.requested_mode == ShimMode::kLossless ? nrtprof::MODE_LOSSLESS
                                                               : nrtprof::MODE_BEST_EFFORT);

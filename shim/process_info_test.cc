@@ -16,6 +16,31 @@ TEST(ProcessInfoTest, CommandLineSplitsOnNulAndIsUtf8) {
   EXPECT_TRUE(SplitCommandLine("").empty());
 }
 
+TEST(ProcessInfoTest, LongStringsAreCutAtACharacterWithAMarker) {
+  EXPECT_EQ(TruncateForHello("short", 4096), "short");
+  // "é" is two bytes: a cut through it drops it whole.
+  const std::string cut = TruncateForHello(std::string(4090, 'a') + "\xC3\xA9" + "zzzz" +
+                                               std::string(100, 'b'), 4096 + 25);
+  EXPECT_EQ(cut.size(), 4096u + 25);
+  EXPECT_THAT(cut, ::testing::EndsWith(kTruncatedMarker));
+  const std::string mid = TruncateForHello(std::string(10, 'a') + "\xC3\xA9" + std::string(40, 't'),
+                                           11 + sizeof(kTruncatedMarker) - 1);
+  EXPECT_EQ(mid, std::string(10, 'a') + kTruncatedMarker);
+}
+
+TEST(ProcessInfoTest, CommandLineFitsTheDaemonsLimit) {
+  std::vector<std::string> args = {"prog"};
+  for (int i = 0; i < 30; ++i) args.push_back(std::string(100'000, 'x'));
+  const std::vector<std::string> fitted = FitCommandLine(args);
+  size_t bytes = 0;
+  for (const std::string& a : fitted) bytes += a.size() + 1;
+  EXPECT_EQ(bytes, kMaxCommandLineBytes);
+  EXPECT_EQ(fitted[0], "prog");
+  EXPECT_EQ(fitted.size(), 12u);  // prog, 10 whole, one cut
+  EXPECT_THAT(fitted.back(), ::testing::EndsWith(kTruncatedMarker));
+  EXPECT_EQ(FitCommandLine({"a", "b"}), (std::vector<std::string>{"a", "b"}));
+}
+
 TEST(ProcessInfoTest, StartTimeComesFromTicksSinceBoot) {
   // comm with spaces and parentheses; starttime (field 22) = 250 ticks at 100 Hz = 2.5 s.
   const std::string stat =

@@ -1,0 +1,187 @@
+// Programs of unusual shapes under `nrtprof run` with a real daemon (issue 11, "Never break the
+// program"): main() calling pthread_exit while a worker goes on, a command line over the
+// Hello's 1 MiB limit, every descriptor taken right after the first libnrt call, and a
+// limited address space (ulimit -v). Each exits and prints as without the profiler; what the
+// profiler could not do is said in one "nrtprof: " line, and the capture keeps the calls.
+#include <signal.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/testing/processes.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::Background;
+using testing::CallsByName;
+using testing::Daemon;
+using testing::ReadFile;
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+using testing::TempDir;
+
+const std::map<std::string, std::string> kPlainEnv = {
+    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+
+std::string Model() {
+  static const std::string path = [] {
+    const std::string dir = TempDir("model");
+    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
+    FILE* f = fopen(txt.c_str(), "w");
+    fputs("model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\n"
+          "out = add(a, b)\n",
+          f);
+    fclose(f);
+    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return neff;
+  }();
+  return path;
+}
+
+std::vector<std::string> Program(const std::string& mode, int n) {
+  return {Runfile("tests/program_shapes"), Model(), mode, std::to_string(n)};
+}
+
+// `command` under a shell that first runs `ulimit_flags` (e.g. "-n 128"), so that the limit is
+// the program's only, not nrtprof's or the daemon's.
+std::vector<std::string> Limited(const std::string& ulimit_flags,
+                                 const std::vector<std::string>& command) {
+  std::string script = "ulimit " + ulimit_flags + " && exec";
+  for (size_t i = 0; i < command.size(); ++i) script += " \"$" + std::to_string(i + 1) + "\"";
+  std::vector<std::string> argv = {"/bin/sh", "-c", script, "sh"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+std::vector<std::string> NrtprofRun(const Daemon& daemon, const std::string& out,
+                             const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--out", out, "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+int64_t Calls(const std::string& capture, const std::string& name) {
+  const std::map<std::string, int64_t> calls = CallsByName(capture);
+  return calls.count(name) ? calls.at(name) : 0;
+}
+
+// The lines the shim wrote (nrtprof run's own say "nrtprof: capture", "nrtprof: N events",
+// "nrtprof: open"); every one begins "nrtprof: ", and gRPC's own format (E1203 12:00:00...)
+// never appears.
+std::vector<std::string> ShimLines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(err, '\n')) {
+    EXPECT_FALSE(line.size() > 5 && (line[0] == 'E' || line[0] == 'W' || line[0] == 'I') &&
+                 absl::ascii_isdigit(line[1]) && absl::ascii_isdigit(line[4]))
+        << "gRPC wrote on the program's stderr: " << line;
+    EXPECT_FALSE(absl::StrContains(line, "terminate called")) << line;
+    if (!absl::StartsWith(line, "nrtprof: ") || absl::StartsWith(line, "nrtprof: capture ") ||
+        absl::StartsWith(line, "nrtprof: open ") || absl::StrContains(line, " events from ")) {
+      continue;
+    }
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+// glibc ends a process whose main() called pthread_exit when its last thread ends, with
+// exit(0) and the atexit handlers; the shim's threads must not keep it alive.
+TEST(ProgramShapesTest, PthreadExitFromMainEndsTheProcessAsWithoutTheProfiler) {
+  const Result plain = RunProcess(Program("pthread_exit", 50), kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_TRUE(absl::StrContains(plain.out, "atexit handler ran")) << plain.out;
+  Daemon daemon("pthread-exit");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = TempDir("pthread-exit");
+  Background run(NrtprofRun(daemon, dir + "/capture", Program("pthread_exit", 50)), kPlainEnv, dir);
+  // A hang guard only (the program takes well under a second): a process kept alive by the
+  // shim never ends on its own.
+  for (int i = 0; i < 600 && run.Running(); ++i) usleep(100 * 1000);
+  if (run.Running()) {
+    kill(run.pid(), SIGKILL);
+    FAIL() << "the process never ended: " << run.err();
+  }
+  EXPECT_EQ(run.Wait(), 0) << run.err();
+  EXPECT_EQ(run.out(), plain.out);
+  // The exit flush ran: the worker's executions are in the capture too.
+  EXPECT_EQ(Calls(dir + "/capture", "nrt_execute"), 100) << run.err();
+}
+
+// A command line over the Hello's 1 MiB limit is cut with a marker; the capture is kept.
+TEST(ProgramShapesTest, ACommandLineOverTheLimitKeepsTheCapture) {
+  std::vector<std::string> command = Program("steady", 20);
+  for (int i = 0; i < 12; ++i) command.push_back(std::string(100'000, 'a' + i));
+  const Result plain = RunProcess(command, kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  Daemon daemon("long-cmdline");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("long-cmdline") + "/capture";
+  const Result r = RunProcess(NrtprofRun(daemon, out, command), kPlainEnv);
+  EXPECT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_FALSE(absl::StrContains(r.err, "called libnrt")) << r.err.substr(0, 2000);
+  EXPECT_EQ(Calls(out, "nrt_execute"), 20);
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/trace.pftrace"), "[truncated by nrtprof]"));
+}
+
+// Every descriptor taken right after the first libnrt call: the shim cannot open its socket,
+// says so in one line, keeps the events and delivers them once descriptors are back.
+TEST(ProgramShapesTest, NoDescriptorsForTheSocketIsSaidAndNothingIsLost) {
+  const std::vector<std::string> command = Limited("-n 128", Program("eat_fds", 100));
+  const Result plain = RunProcess(command, kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_TRUE(absl::StrContains(plain.out, "took all free descriptors")) << plain.out;
+  Daemon daemon("no-fds");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("no-fds") + "/capture";
+  const Result r = RunProcess(NrtprofRun(daemon, out, command), kPlainEnv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  const std::vector<std::string> lines = ShimLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StartsWith(lines[0], "nrtprof: cannot connect to the daemon at " +
+                                             daemon.addr() + ": Too many open files"))
+      << lines[0];
+  EXPECT_EQ(Calls(out, "nrt_execute"), 200) << r.err;
+}
+
+// Under ulimit -v, where the program runs as well bare, the shim never throws nor aborts:
+// the program's exit code and output are its own, and whatever the shim could not do is said
+// in "nrtprof: " lines (gRPC prints nothing of its own).
+TEST(ProgramShapesTest, ALimitedAddressSpaceNeverBreaksTheProgram) {
+  Daemon daemon("ulimit-v");
+  ASSERT_TRUE(daemon.Start());
+  for (const char* kib : {"100000", "200000", "300000", "400000", "500000"}) {
+    const std::vector<std::string> command =
+        Limited(std::string("-v ") + kib, Program("steady", 200));
+    const Result plain = RunProcess(command, kPlainEnv);
+    ASSERT_EQ(plain.exit_code, 0) << kib << ": " << plain.err;
+    const std::string out = TempDir(std::string("ulimit-v-") + kib) + "/capture";
+    const Result r = RunProcess(NrtprofRun(daemon, out, command), kPlainEnv);
+    EXPECT_EQ(r.exit_code, 0) << kib << ": " << r.err;
+    EXPECT_EQ(r.out, plain.out) << kib;
+    ShimLines(r.err);
+    // Either the capture has every call, or the shim said why not.
+    const int64_t executions = Calls(out, "nrt_execute");
+    if (executions != 200) {
+      EXPECT_TRUE(absl::StrContains(r.err, "nrtprof: the profiler") ||
+                  absl::StrContains(r.err, "nrtprof: cannot") ||
+                  absl::StrContains(r.err, "nrtprof: the process's address space"))
+          << kib << ": " << executions << " executions recorded, and nothing said: " << r.err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nrtprof

@@ -1,0 +1,134 @@
+// Programs whose shape a profiler must not change, for tests/program_shapes_test.cc. Each
+// prints what it computed (a checksum of results read back from the device), so a test can
+// compare the output with and without the profiler.
+//
+//   program_shapes MODEL MODE N [ARGS...]
+//     pthread_exit  main() makes N executions, registers an atexit handler (it prints a line),
+//                   starts a worker that makes N more, and calls pthread_exit(): the process
+//                   ends when the worker does, with exit code 0
+//     steady        N executions; ARGS are ignored (a test makes the command line long)
+//     eat_fds       nrt_init, then takes every free descriptor at once, makes N executions,
+//                   holds the descriptors half a second (the profiler tries to connect meanwhile),
+//                   gives them back and makes N more
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nrt/nrt.h"
+
+namespace {
+
+struct Session {
+  nrt_model_t* model = nullptr;
+  nrt_tensor_t *a = nullptr, *b = nullptr, *out = nullptr;
+  nrt_tensor_set_t *in = nullptr, *outs = nullptr;
+};
+
+std::string ReadAll(const char* path) {
+  std::string bytes;
+  FILE* f = fopen(path, "rb");
+  if (f == nullptr) return bytes;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+  fclose(f);
+  return bytes;
+}
+
+bool Load(const std::string& model_bytes, Session* s) {
+  return nrt_load(model_bytes.data(), model_bytes.size(), 0, -1, &s->model) == NRT_SUCCESS &&
+         nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "a", &s->a) == NRT_SUCCESS &&
+         nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "b", &s->b) == NRT_SUCCESS &&
+         nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "out", &s->out) == NRT_SUCCESS &&
+         nrt_allocate_tensor_set(&s->in) == NRT_SUCCESS &&
+         nrt_allocate_tensor_set(&s->outs) == NRT_SUCCESS &&
+         nrt_add_tensor_to_tensor_set(s->in, "a", s->a) == NRT_SUCCESS &&
+         nrt_add_tensor_to_tensor_set(s->in, "b", s->b) == NRT_SUCCESS &&
+         nrt_add_tensor_to_tensor_set(s->outs, "out", s->out) == NRT_SUCCESS;
+}
+
+// Execution i computes (i, 2i, 3i, 4i) + (1, 1, 1, 1); the checksum adds up every result.
+bool Run(const Session& s, int first, int n, double* checksum) {
+  for (int i = first; i < first + n; ++i) {
+    const float a[4] = {1.0f * i, 2.0f * i, 3.0f * i, 4.0f * i};
+    const float b[4] = {1, 1, 1, 1};
+    float out[4] = {};
+    if (nrt_tensor_write(s.a, a, 0, sizeof(a)) != NRT_SUCCESS ||
+        nrt_tensor_write(s.b, b, 0, sizeof(b)) != NRT_SUCCESS ||
+        nrt_execute(s.model, s.in, s.outs) != NRT_SUCCESS ||
+        nrt_tensor_read(s.out, out, 0, sizeof(out)) != NRT_SUCCESS) {
+      return false;
+    }
+    for (float v : out) *checksum += v;
+  }
+  return true;
+}
+
+Session g_session;
+int g_n = 0;
+
+void SayGoodbye() { printf("atexit handler ran\n"); }
+
+void* Worker(void*) {
+  double checksum = 0;
+  if (!Run(g_session, g_n, g_n, &checksum)) {
+    fprintf(stderr, "program_shapes: worker execution failed\n");
+    exit(1);
+  }
+  printf("worker checksum %.1f\n", checksum);
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: program_shapes MODEL MODE N [ARGS...]\n");
+    return 2;
+  }
+  const std::string model_bytes = ReadAll(argv[1]);
+  const std::string mode = argv[2];
+  g_n = atoi(argv[3]);
+  if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) {
+    fprintf(stderr, "program_shapes: nrt_init failed\n");
+    return 1;
+  }
+  std::vector<int> taken;
+  if (mode == "eat_fds") {
+    // Every free descriptor, right after the first libnrt call (before the profiler has
+    // connected to its daemon).
+    for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) taken.push_back(fd);
+  }
+  if (!Load(model_bytes, &g_session)) {
+    fprintf(stderr, "program_shapes: load failed\n");
+    return 1;
+  }
+  double checksum = 0;
+  if (!Run(g_session, 0, g_n, &checksum)) {
+    fprintf(stderr, "program_shapes: execution failed\n");
+    return 1;
+  }
+  printf("checksum %.1f\n", checksum);
+  if (mode == "pthread_exit") {
+    fflush(stdout);
+    atexit(&SayGoodbye);
+    pthread_t worker;
+    if (pthread_create(&worker, nullptr, &Worker, nullptr) != 0) return 1;
+    pthread_exit(nullptr);
+  }
+  if (mode == "eat_fds") {
+    printf("took %s descriptors\n", taken.empty() ? "no" : "all free");
+    usleep(500 * 1000);
+    for (int fd : taken) close(fd);
+    if (!Run(g_session, g_n, g_n, &checksum)) return 1;
+    printf("checksum %.1f\n", checksum);
+  }
+  return 0;
+}
