@@ -516,6 +516,7 @@ nrtprof::StatusReply CollectorCore::Status() {
            {"spool_full", drops.spool_full},
            {"device_overwritten", drops.device_overwritten},
            {"oversized", drops.oversized},
+           {"no_memory", drops.no_memory},
            {"daemon_overflow", drops.daemon_overflow}}) {
     nrtprof::DropReason* d = reply.add_dropped();
     d->set_reason(reason);

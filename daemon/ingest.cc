@@ -100,6 +100,7 @@ DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
   d.spool_full = fn(a.spool_full, b.spool_full);
   d.device_overwritten = fn(a.device_overwritten, b.device_overwritten);
   d.oversized = fn(a.oversized, b.oversized);
+  d.no_memory = fn(a.no_memory, b.no_memory);
   d.daemon_overflow = fn(a.daemon_overflow, b.daemon_overflow);
   d.no_clock_sync = fn(a.no_clock_sync, b.no_clock_sync);
   d.by_lane.framework = fn(a.by_lane.framework, b.by_lane.framework);
@@ -358,6 +359,7 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
   shim_drops_.set_device_overwritten(
       std::max(shim_drops_.device_overwritten(), d.device_overwritten()));
   shim_drops_.set_oversized(std::max(shim_drops_.oversized(), d.oversized()));
+  shim_drops_.set_no_memory(std::max(shim_drops_.no_memory(), d.no_memory()));
   nrtprof::EventsByLane* lanes = shim_drops_.mutable_by_lane();
   lanes->set_framework(std::max(lanes->framework(), d.by_lane().framework()));
   lanes->set_runtime(std::max(lanes->runtime(), d.by_lane().runtime()));
@@ -411,6 +413,7 @@ DropCounts ProcessIngest::shim_drops() const {
   d.spool_full = shim_drops_.spool_full();
   d.device_overwritten = shim_drops_.device_overwritten();
   d.oversized = shim_drops_.oversized();
+  d.no_memory = shim_drops_.no_memory();
   d.by_lane.framework = shim_drops_.by_lane().framework();
   d.by_lane.runtime = shim_drops_.by_lane().runtime();
   d.by_lane.hardware = shim_drops_.by_lane().hardware();

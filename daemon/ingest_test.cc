@@ -209,7 +209,8 @@ TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   b2.set_sequence(2);
   b2.mutable_drops()->set_ring_full(8);
   b2.mutable_drops()->set_device_overwritten(3);
-  b2.mutable_drops()->mutable_by_lane()->set_runtime(8);
+  b2.mutable_drops()->set_no_memory(2);  // the shim could not allocate (ulimit -v)
+  b2.mutable_drops()->mutable_by_lane()->set_runtime(10);
   b2.mutable_drops()->mutable_by_lane()->set_hardware(3);
   ASSERT_TRUE(in.OnBatch(b2).ok());
   nrtprof::EventBatch b3;
@@ -219,7 +220,8 @@ TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   ProcessCapture c = in.TakeCapture();
   EXPECT_EQ(c.drops.ring_full, 3u);  // only what was lost during the capture
   EXPECT_EQ(c.drops.device_overwritten, 3u);
-  EXPECT_EQ(c.drops.by_lane.runtime, 3u);
+  EXPECT_EQ(c.drops.no_memory, 2u);
+  EXPECT_EQ(c.drops.by_lane.runtime, 5u);
   EXPECT_EQ(c.drops.by_lane.hardware, 3u);
   EXPECT_EQ(c.drops.by_lane.total(), c.drops.total());
 }

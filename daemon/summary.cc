@@ -138,6 +138,7 @@ std::string DropsDetail(const DropCounts& d) {
            {"spool_full", d.spool_full},
            {"device_overwritten", d.device_overwritten},
            {"oversized", d.oversized},
+           {"no_memory", d.no_memory},
            {"daemon_overflow", d.daemon_overflow},
            {"no_clock_sync", d.no_clock_sync}}) {
     if (n != 0) parts.push_back(absl::StrCat(name, " ", n));
@@ -323,7 +324,8 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
                   ", \"ring_full\": ", d.ring_full, ", \"daemon_away\": ", d.daemon_away,
                   ", \"spool_full\": ", d.spool_full,
                   ", \"device_overwritten\": ", d.device_overwritten,
-                  ", \"oversized\": ", d.oversized, ", \"daemon_overflow\": ", d.daemon_overflow,
+                  ", \"oversized\": ", d.oversized, ", \"no_memory\": ", d.no_memory,
+                  ", \"daemon_overflow\": ", d.daemon_overflow,
                   ", \"no_clock_sync\": ", d.no_clock_sync, "}",
                   ",\n  \"events_dropped_by_lane\": {\"framework\": ", d.by_lane.framework,
                   ", \"runtime\": ", d.by_lane.runtime, ", \"hardware\": ", d.by_lane.hardware,
@@ -677,6 +679,7 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
              {"spool_full", &c.spool_full},
              {"device_overwritten", &c.device_overwritten},
              {"oversized", &c.oversized},
+             {"no_memory", &c.no_memory},
              {"daemon_overflow", &c.daemon_overflow},
              {"no_clock_sync", &c.no_clock_sync}}) {
       if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;

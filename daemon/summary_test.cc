@@ -338,6 +338,8 @@ void ExpectSameSummary(const Summary& a, const Summary& b) {
 TEST(SummaryTest, NoticesFollowTheTableAndRoundTrip) {
   Trace t = AnnotatedTrace();
   t.processes[0].executable = "/usr/bin/python3";
+  t.processes[0].drops.no_memory = 4;
+  t.processes[0].drops.by_lane.runtime += 4;
   t.processes[0].notices = {"/opt/libnrt.so.1 is loaded into a separate link-map namespace "
                             "(dlmopen); its libnrt calls there are not recorded"};
   const Summary s = ComputeSummary(t);
@@ -345,10 +347,12 @@ TEST(SummaryTest, NoticesFollowTheTableAndRoundTrip) {
                                 "\nNot recorded: pid 10 (/usr/bin/python3): /opt/libnrt.so.1 is "
                                 "loaded into a separate link-map namespace (dlmopen)"))
       << FormatSummary(s);
+  EXPECT_TRUE(absl::StrContains(FormatSummary(s), "no_memory 4")) << FormatSummary(s);
   absl::StatusOr<Summary> back =
       ParseSummaryJson(FormatSummary(s, SummarySortKey::kSelfDevice, SummaryFormat::kJson));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->notices, s.notices);
+  EXPECT_EQ(back->drops.no_memory, 4u);
   EXPECT_EQ(FormatSummary(*back), FormatSummary(s));
   EXPECT_FALSE(ParseSummaryJson(R"({"rows": [], "self_cpu_total_ns": 0,
       "self_device_total_ns": 0, "notices": "not a list"})").ok());

@@ -460,6 +460,7 @@ std::vector<DropCounter> DropCounters(const DropCounts& d) {
       {"spool_full", "drops.spool_full", d.spool_full},
       {"device_overwritten", "drops.device_overwritten", d.device_overwritten},
       {"oversized", "drops.oversized", d.oversized},
+      {"no_memory", "drops.no_memory", d.no_memory},
       {"daemon_overflow", "drops.daemon_overflow", d.daemon_overflow},
       {"no_clock_sync", "drops.no_clock_sync", d.no_clock_sync},
       {"by_lane.framework", "drops.by_lane.framework", d.by_lane.framework},

@@ -88,6 +88,7 @@ struct DropCounts {
   uint64_t spool_full = 0;
   uint64_t device_overwritten = 0;
   uint64_t oversized = 0;
+  uint64_t no_memory = 0;  // the shim could not allocate for them (ulimit -v)
   // Lost in the daemon, not on the wire: over the daemon's per-process event bound
   // (nrtprofd --max_events_per_process).
   uint64_t daemon_overflow = 0;
@@ -97,7 +98,7 @@ struct DropCounts {
   // (a shim older than the field reports none).
   LaneDropCounts by_lane;
   uint64_t total() const {
-    return ring_full + daemon_away + spool_full + device_overwritten + oversized +
+    return ring_full + daemon_away + spool_full + device_overwritten + oversized + no_memory +
            daemon_overflow + no_clock_sync;
   }
   DropCounts& operator+=(const DropCounts& o) {
@@ -106,6 +107,7 @@ struct DropCounts {
     spool_full += o.spool_full;
     device_overwritten += o.device_overwritten;
     oversized += o.oversized;
+    no_memory += o.no_memory;
     daemon_overflow += o.daemon_overflow;
     no_clock_sync += o.no_clock_sync;
     by_lane += o.by_lane;
