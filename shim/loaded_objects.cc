@@ -132,8 +132,15 @@ void ReportOtherNamespace(const void* dynamic, const char* path) {
 // glibc links one r_debug per namespace from the main one's (r_version 2). Called inside
 // dl_iterate_phdr's callback, whose lock keeps the lists still.
 void ReportOtherNamespaces() {
-  if (_r_debug.r_version < 2) return;
-  const auto* main = reinterpret_cast<const struct r_debug_extended*>(&_r_debug);
+  if (_r_debug.r_version < 2 || _r_debug.r_map == nullptr) return;
+  // The extended record, where link.h says to find it: the program's DT_DEBUG entry.
+  const struct r_debug_extended* main = nullptr;
+  for (const ElfW(Dyn)* d = _r_debug.r_map->l_ld; d != nullptr && d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_DEBUG) {
+      main = reinterpret_cast<const struct r_debug_extended*>(d->d_un.d_ptr);
+    }
+  }
+  if (main == nullptr) return;
   int namespaces = 0;
   for (const struct r_debug_extended* r = main->r_next; r != nullptr && namespaces < 16;
        r = r->r_next, ++namespaces) {
