@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "common/address.h"
+
 namespace nrtprof {
 
 namespace {
@@ -24,7 +26,7 @@ bool WriteAll(int fd, const char* data, size_t size) {
 
 }  // namespace
 
-std::string DefaultSpoolDir() { return "/tmp/nrtprof-" + std::to_string(getuid()) + "/spool"; }
+std::string DefaultSpoolDir() { return DefaultRuntimeDir() + "/spool"; }
 
 std::string SpoolFileName(std::string_view capture_id, uint32_t pid, uint64_t process_start_ns) {
   return std::string(capture_id) + "." + std::to_string(pid) + "." +

@@ -25,7 +25,7 @@ inline constexpr char kSpoolMagic[] = "NRTSPOOL";  // 8 bytes on disk, no NUL
 inline constexpr size_t kSpoolMagicBytes = 8;
 inline constexpr uint32_t kMaxSpoolRecordBytes = 64u << 20;
 
-// /tmp/nrtprof-UID/spool: beside the default socket.
+// DefaultRuntimeDir()/spool (common/address.h): beside the default socket.
 std::string DefaultSpoolDir();
 
 std::string SpoolFileName(std::string_view capture_id, uint32_t pid, uint64_t process_start_ns);
