@@ -159,6 +159,7 @@ class TrustTest : public ::testing::Test {
       _exit(127);
     }
     daemons_.push_back(pid);
+    mallory_socket_ = socket;
     close(ready[1]);
     char buf[64] = {};
     pollfd pfd{ready[0], POLLIN, 0};
@@ -167,9 +168,21 @@ class TrustTest : public ::testing::Test {
     close(ready[0]);
   }
 
-  // What mallory could see of alice: nothing in her daemon's output root.
+  // What mallory could see of alice: nothing in her daemon's output root, and no event nor
+  // process ever reached it (asked as root, trusting nobody's daemon for this, through a hard
+  // link to its socket in a folder of root's: the CLI trusts none of mallory's folders).
   void ExpectNothingReachedMallory() {
     EXPECT_EQ(Entries(attacker_ + "/caps"), 0u) << "the impostor's output root is not empty";
+    const std::string probe = root_ + "/probe";
+    mkdir(probe.c_str(), 0755);
+    unlink((probe + "/nrtprofd.sock").c_str());
+    ASSERT_EQ(link(mallory_socket_.c_str(), (probe + "/nrtprofd.sock").c_str()), 0);
+    const Result status = RunAs(0, 0, {}, {bin_ + "/nrtprof", "status"},
+                                {{"NRTPROF_ADDR", probe + "/nrtprofd.sock"},
+                                 {"NRTPROF_SERVICE_USER", "nobody"}});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_TRUE(absl::StrContains(status.out, "\nevents received:     0\n")) << status.out;
+    EXPECT_TRUE(absl::StrContains(status.out, "\nconnected processes: 0\n")) << status.out;
   }
 
   // Alice's program, profiled by `nrtprof run` and by the shim alone, gives exactly its own
@@ -210,6 +223,7 @@ class TrustTest : public ::testing::Test {
   uid_t alice_ = 0;
   std::string default_dir_, root_, bin_, home_, logs_, attacker_;
   std::vector<pid_t> daemons_;
+  std::string mallory_socket_;  // the last daemon started
   int runs_ = 0;
 };
 
