@@ -50,9 +50,9 @@ std::string Absolute(const std::string& path) {
   return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
 }
 
-// A daemon to talk to: the one named by --addr or NRTPROF_ADDR (which must answer; over TLS
-// for a TCP address), else the per-user default if one answers, else a private one for this
-// run.
+// A daemon to talk to: the one named by --addr or NRTPROF_ADDR (which must answer and, on a
+// unix socket, be trusted; over TLS for a TCP address), else the per-user default if one
+// answers and is trusted, else a private one for this run.
 absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls) {
   const std::string flag = absl::GetFlag(FLAGS_addr);
   const char* env = getenv("NRTPROF_ADDR");
@@ -66,6 +66,13 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls
   absl::StatusOr<std::unique_ptr<DaemonConnection>> running =
       DaemonConnection::Connect(DaemonAddress(), 300);
   if (running.ok()) return running;
+  if (running.status().code() == absl::StatusCode::kInvalidArgument) return running.status();
+  if (running.status().code() == absl::StatusCode::kPermissionDenied) {
+    // Someone else's socket where ours should be: this run's capture goes to a daemon of its
+    // own instead, and the user learns why the standing one was passed over.
+    fprintf(stderr, "nrtprof run: %s; starting a private daemon for this run\n",
+            std::string(running.status().message()).c_str());
+  }
   absl::StatusOr<std::string> daemon = Locate("daemon/nrtprofd", "NRTPROF_DAEMON");
   if (!daemon.ok()) return daemon.status();
   return DaemonConnection::StartPrivate(*daemon, Absolute("nrtprof-captures"));

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/address.h"
+#include "common/socket_trust.h"
 #include "grpcpp/grpcpp.h"
 
 namespace nrtprof::cli {
@@ -32,6 +33,19 @@ absl::Status FromGrpc(const grpc::Status& status, const std::string& address) {
 absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::Connect(
     const std::string& address, int timeout_ms,
     std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  if (KindOf(address) == AddressKind::kUnix) {
+    absl::StatusOr<TrustPolicy> policy = TrustPolicyFromEnv();
+    if (!policy.ok()) return policy.status();
+    // Nobody there (NotFound) is left to the connection below, which says so in its own words.
+    // A socket folder nobody else can write cannot change hands between this check and gRPC's
+    // connection, so the check holds for it.
+    const absl::Status trust = CheckDaemonSocket(SocketPathOf(address), *policy);
+    if (trust.code() == absl::StatusCode::kPermissionDenied ||
+        trust.code() == absl::StatusCode::kInvalidArgument) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("not trusting the daemon at ", address, ": ", trust.message()));
+    }
+  }
   auto channel = grpc::CreateChannel(
       ToGrpcTarget(address),
       credentials != nullptr ? credentials : grpc::InsecureChannelCredentials());

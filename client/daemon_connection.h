@@ -20,7 +20,10 @@ namespace nrtprof::cli {
 class DaemonConnection {
  public:
   // Connects to `address` with `credentials` (null: plaintext, for a unix socket) and checks
-  // that a daemon answers Status within `timeout_ms`.
+  // that a daemon answers Status within `timeout_ms`. A unix socket is first checked with
+  // common/socket_trust.h (NRTPROF_SERVICE_USER from the environment): one that is not to be
+  // trusted is PermissionDenied ("not trusting the daemon at ADDRESS: why"), and nothing is
+  // sent to it; a bad NRTPROF_SERVICE_USER is InvalidArgument.
   static absl::StatusOr<std::unique_ptr<DaemonConnection>> Connect(
       const std::string& address, int timeout_ms,
       std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);

@@ -1,5 +1,6 @@
 #include "common/address.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -7,11 +8,25 @@
 
 namespace nrtprof {
 
+std::string DefaultRuntimeDir() { return DefaultRuntimeDir(getuid()); }
+
+std::string DefaultRuntimeDir(uid_t uid) {
+  // XDG_RUNTIME_DIR is inherited: under su or sudo it may still name the first user's folder,
+  // whose owner or mode then tells it apart.
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  struct stat st;
+  if (xdg != nullptr && xdg[0] == '/' && lstat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+      st.st_uid == uid && (st.st_mode & 07777) == 0700) {
+    std::string dir = xdg;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "/nrtprof";
+  }
+  return "/tmp/nrtprof-" + std::to_string(uid);
+}
+
 std::string DefaultSocketPath() { return DefaultSocketPath(getuid()); }
 
-std::string DefaultSocketPath(uid_t uid) {
-  return "/tmp/nrtprof-" + std::to_string(uid) + "/nrtprofd.sock";
-}
+std::string DefaultSocketPath(uid_t uid) { return DefaultRuntimeDir(uid) + "/nrtprofd.sock"; }
 
 std::string DaemonAddress() {
   const char* env = std::getenv("NRTPROF_ADDR");

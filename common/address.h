@@ -1,9 +1,10 @@
 // Where the shim, the CLI and the daemon find each other: the daemon's gRPC address.
 //
-// The default is a unix socket in a per-user folder, /tmp/nrtprof-UID/nrtprofd.sock, which the
-// daemon creates 0770 with the socket 0660; NRTPROF_ADDR overrides it ("unix:/path", a bare
-// "/path", or a TCP address "HOST:PORT" / "dns:///HOST:PORT", which needs TLS). Thread-safe,
-// allocation only in the return values.
+// The default is a unix socket in a per-user folder, DefaultRuntimeDir()/nrtprofd.sock, which
+// the daemon creates 0700 with the socket 0600; NRTPROF_ADDR overrides it ("unix:/path", a bare
+// "/path", or a TCP address "HOST:PORT" / "dns:///HOST:PORT", which needs TLS). The daemon, the
+// CLI and the shim all take the default from here, so they agree. Thread-safe (reads the
+// environment), allocation only in the return values.
 #ifndef NRTPROF_COMMON_ADDRESS_H_
 #define NRTPROF_COMMON_ADDRESS_H_
 
@@ -13,7 +14,14 @@
 
 namespace nrtprof {
 
-// /tmp/nrtprof-UID/nrtprofd.sock for the calling user, or for `uid`.
+// The per-user folder of the default socket and spool: $XDG_RUNTIME_DIR/nrtprof when
+// XDG_RUNTIME_DIR is an absolute path to a real folder (not a symlink) that `uid` owns with mode
+// 0700, as systemd makes /run/user/UID; otherwise /tmp/nrtprof-UID. A runtime folder that is
+// not private to its user is ignored: it could be anyone's.
+std::string DefaultRuntimeDir();
+std::string DefaultRuntimeDir(uid_t uid);
+
+// DefaultRuntimeDir()/nrtprofd.sock for the calling user, or for `uid`.
 std::string DefaultSocketPath();
 std::string DefaultSocketPath(uid_t uid);
 

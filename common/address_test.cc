@@ -1,6 +1,10 @@
 #include "common/address.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -9,9 +13,45 @@ namespace {
 
 TEST(Address, DefaultIsAPerUserSocket) {
   unsetenv("NRTPROF_ADDR");
+  unsetenv("XDG_RUNTIME_DIR");
   const std::string path = DefaultSocketPath();
   EXPECT_EQ(path, "/tmp/nrtprof-" + std::to_string(getuid()) + "/nrtprofd.sock");
   EXPECT_EQ(DaemonAddress(), "unix:" + path);
+}
+
+// A fresh folder of the test's with `mode`.
+std::string Folder(const std::string& name, mode_t mode) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  mkdir(dir.c_str(), 0700);
+  chmod(dir.c_str(), mode);
+  return dir;
+}
+
+TEST(Address, DefaultIsInAPrivateRuntimeFolder) {
+  const std::string runtime = Folder("xdg-private", 0700);
+  setenv("XDG_RUNTIME_DIR", (runtime + "/").c_str(), 1);
+  EXPECT_EQ(DefaultRuntimeDir(), runtime + "/nrtprof");
+  EXPECT_EQ(DefaultSocketPath(), runtime + "/nrtprof/nrtprofd.sock");
+  // Another user's socket is never in this user's runtime folder.
+  EXPECT_EQ(DefaultSocketPath(getuid() + 1),
+            "/tmp/nrtprof-" + std::to_string(getuid() + 1) + "/nrtprofd.sock");
+  unsetenv("XDG_RUNTIME_DIR");
+}
+
+TEST(Address, RuntimeFolderNotPrivateIsIgnored) {
+  const std::string fallback = "/tmp/nrtprof-" + std::to_string(getuid());
+  for (const std::string& xdg :
+       {Folder("xdg-shared", 0770), Folder("xdg-open", 0777), std::string("relative/run"),
+        std::string("/no/such/runtime/folder")}) {
+    setenv("XDG_RUNTIME_DIR", xdg.c_str(), 1);
+    EXPECT_EQ(DefaultRuntimeDir(), fallback) << xdg;
+  }
+  const std::string link = Folder("xdg-link-target", 0700) + "-link";
+  symlink((link.substr(0, link.size() - 5)).c_str(), link.c_str());
+  setenv("XDG_RUNTIME_DIR", link.c_str(), 1);
+  EXPECT_EQ(DefaultRuntimeDir(), fallback);
+  unsetenv("XDG_RUNTIME_DIR");
 }
 
 TEST(Address, EnvironmentOverrides) {

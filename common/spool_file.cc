@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "common/address.h"
+
 namespace nrtprof {
 
 namespace {
@@ -24,7 +26,7 @@ bool WriteAll(int fd, const char* data, size_t size) {
 
 }  // namespace
 
-std::string DefaultSpoolDir() { return "/tmp/nrtprof-" + std::to_string(getuid()) + "/spool"; }
+std::string DefaultSpoolDir() { return DefaultRuntimeDir() + "/spool"; }
 
 std::string SpoolFileName(std::string_view capture_id, uint32_t pid, uint64_t process_start_ns) {
   return std::string(capture_id) + "." + std::to_string(pid) + "." +
@@ -55,14 +57,27 @@ SpoolWriter::~SpoolWriter() {
 
 bool SpoolWriter::Open(const std::string& dir, const std::string& name, uint64_t max_bytes,
                        std::string* error) {
-  if (mkdir(dir.c_str(), 0770) == 0) {
-    chmod(dir.c_str(), 0770);  // whatever the umask: the daemon's group reads the files
-  } else if (errno != EEXIST) {
+  TrustPolicy trust;
+  trust.self = getuid();
+  return Open(dir, name, max_bytes, trust, error);
+}
+
+bool SpoolWriter::Open(const std::string& dir, const std::string& name, uint64_t max_bytes,
+                       const TrustPolicy& trust, std::string* error) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     *error = "cannot create spool folder " + dir + ": " + strerror(errno);
     return false;
   }
+  // Checked after mkdir, whoever made it: a folder someone else made first, or can write, would
+  // hand them the process's events and model files.
+  if (const absl::Status s = CheckFolder(dir, "spool folder", trust); !s.ok()) {
+    *error = std::string(s.message());
+    return false;
+  }
   path_ = dir + "/" + name;
-  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  // Only the process's user reads its spool (the daemon on this machine runs as that user, or
+  // gets the batches on its stream); O_EXCL also refuses a symlink planted at the name.
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0) {
     *error = "cannot create spool file " + path_ + ": " + strerror(errno);
     return false;

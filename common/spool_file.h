@@ -19,13 +19,15 @@
 #include <string_view>
 #include <vector>
 
+#include "common/socket_trust.h"
+
 namespace nrtprof {
 
 inline constexpr char kSpoolMagic[] = "NRTSPOOL";  // 8 bytes on disk, no NUL
 inline constexpr size_t kSpoolMagicBytes = 8;
 inline constexpr uint32_t kMaxSpoolRecordBytes = 64u << 20;
 
-// /tmp/nrtprof-UID/spool: beside the default socket.
+// DefaultRuntimeDir()/spool (common/address.h): beside the default socket.
 std::string DefaultSpoolDir();
 
 std::string SpoolFileName(std::string_view capture_id, uint32_t pid, uint64_t process_start_ns);
@@ -40,8 +42,13 @@ class SpoolWriter {
   SpoolWriter(const SpoolWriter&) = delete;
   SpoolWriter& operator=(const SpoolWriter&) = delete;
 
-  // Creates `dir` (0770) if needed and the file (0640, replacing none: an existing file is an
-  // error). False with *error set on failure.
+  // Creates `dir` (0700) if needed, checks that `trust` may trust it (common/socket_trust.h:
+  // not a symlink, of the user, root or the service user, writable by no one else), and makes
+  // the file, 0600, replacing none (an existing file or a symlink there is an error). False with
+  // *error (one line naming the folder and its owner) on failure. Without `trust`: the calling
+  // user, no service user.
+  bool Open(const std::string& dir, const std::string& name, uint64_t max_bytes,
+            const TrustPolicy& trust, std::string* error);
   bool Open(const std::string& dir, const std::string& name, uint64_t max_bytes,
             std::string* error);
   // False if the record would take the file past its bound or the write failed; the file then

@@ -36,13 +36,27 @@ TEST(SpoolFileTest, RecordsComeBackInOrder) {
   EXPECT_FALSE(c.torn_tail);
   struct stat st;
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0770u);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(stat(w.path().c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   // A second writer never takes over an existing file.
   SpoolWriter again;
   EXPECT_FALSE(again.Open(dir, SpoolFileName("cap-1", 42, 123456789), 1 << 20, &error));
   EXPECT_NE(error.find("cannot create spool file"), std::string::npos) << error;
+}
+
+// A spool folder others can write (or someone else's) would hand them the process's events:
+// nothing is written there.
+TEST(SpoolFileTest, AFolderOthersCanWriteIsRefused) {
+  const std::string dir = TempDir() + "/spool";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  SpoolWriter w;
+  std::string error;
+  EXPECT_FALSE(w.Open(dir, SpoolFileName("cap-1", 42, 1), 1 << 20, &error));
+  EXPECT_NE(error.find("spool folder " + dir), std::string::npos) << error;
+  EXPECT_NE(error.find("is writable by everyone (mode 0777)"), std::string::npos) << error;
+  EXPECT_NE(access((dir + "/" + SpoolFileName("cap-1", 42, 1)).c_str(), F_OK), 0);
 }
 
 TEST(SpoolFileTest, TheBoundRefusesWhatWouldNotFit) {

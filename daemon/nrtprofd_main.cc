@@ -41,7 +41,7 @@
 
 ABSL_FLAG(std::string, socket, "",
           "unix socket to listen on, as PATH or unix:PATH (default "
-          "/tmp/nrtprof-UID/nrtprofd.sock)");
+          "$XDG_RUNTIME_DIR/nrtprof/nrtprofd.sock, or /tmp/nrtprof-UID/nrtprofd.sock)");
 ABSL_FLAG(std::string, output_root, "nrtprof-captures",
           "folder for the captures that name no folder of their own (each in output_root/ID)");
 ABSL_FLAG(int, ready_fd, -1,
@@ -68,6 +68,10 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM file: the CA whose client certificates TCP callers must present (mutual TLS)");
 ABSL_FLAG(std::string, user, "",
           "user to run as once the sockets are bound; needed to --listen when started as root");
+ABSL_FLAG(std::string, socket_group, "",
+          "a shared service: the group (name or gid) whose members may connect; the socket's "
+          "folder is then 0750 and the socket 0660 in that group, and the spool folder 01770. "
+          "Without it, only the daemon's user can (0700, 0600)");
 
 namespace nrtprof::daemon {
 namespace {
@@ -77,7 +81,7 @@ constexpr char kUsage[] =
     "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
     "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
     "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
-    "[--user NAME]";
+    "[--user NAME] [--socket_group GROUP]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -107,7 +111,7 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
       "socket",     "output_root",   "ready_fd",         "max_events_per_process",
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
-      "user"};
+      "user",       "socket_group"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
@@ -187,20 +191,52 @@ bool SocketPath(uid_t uid, std::string* path, std::string* error) {
   return true;
 }
 
-// The socket's folder: made 0770 if missing. The default one, in /tmp, must be ours: another
-// user could otherwise make it first and receive every process's events.
-absl::Status PrepareSocketFolder(const std::string& socket, bool is_default) {
+// Who may reach the socket: its user only, or also the members of --socket_group (a shared
+// service), with the folders' and the socket's modes for each.
+struct Access {
+  std::optional<gid_t> group;
+  mode_t folder_mode() const { return group ? 0750 : 0700; }
+  mode_t socket_mode() const { return group ? 0660 : 0600; }
+  // Shims write their spool files here: with a group, each member its own, which the sticky
+  // bit keeps the others from removing or renaming.
+  mode_t spool_mode() const { return group ? 01770 : 0700; }
+};
+
+// Gives a folder or socket `access`'s group and `mode`, whatever the umask.
+absl::Status Restrict(const std::string& path, mode_t mode, const Access& reach) {
+  if (reach.group && chown(path.c_str(), static_cast<uid_t>(-1), *reach.group) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot give ", path, " to group ",
+                                                    *reach.group, ": ", strerror(errno)));
+  }
+  if (chmod(path.c_str(), mode) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot set the permissions of ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// The socket's folder: made if missing, private to the daemon's user (or shared with
+// --socket_group only to connect: nobody but the daemon's user can write it). The default one
+// must be ours: another user could otherwise make it first and receive every process's events;
+// an older daemon's 0770 is tightened (the shims and the CLI trust no folder others can write).
+absl::Status PrepareSocketFolder(const std::string& socket, bool is_default,
+                                 const Access& reach) {
   const std::string folder = Parent(socket);
   struct stat st;
   if (lstat(folder.c_str(), &st) != 0) {
-    if (mkdir(folder.c_str(), 0770) != 0 && errno != EEXIST) {
+    if (mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::PermissionDeniedError(
           absl::StrCat("cannot create folder ", folder, ": ", strerror(errno)));
     }
-    chmod(folder.c_str(), 0770);  // whatever the umask
     if (lstat(folder.c_str(), &st) != 0) {
       return absl::PermissionDeniedError(absl::StrCat("cannot use folder ", folder));
     }
+    if (S_ISDIR(st.st_mode) && st.st_uid == getuid()) {
+      if (absl::Status s = Restrict(folder, reach.folder_mode(), reach); !s.ok()) return s;
+    }
+  } else if (is_default && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
+             (st.st_mode & 07777) != reach.folder_mode()) {
+    if (absl::Status s = Restrict(folder, reach.folder_mode(), reach); !s.ok()) return s;
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(folder, " is not a folder"));
@@ -321,6 +357,23 @@ bool ResolveUser(bool listens_on_tcp, std::optional<RunAs>* run_as, std::string*
   return true;
 }
 
+// --socket_group: a group name or gid.
+bool ResolveGroup(Access* access, std::string* error) {
+  const std::string name = absl::GetFlag(FLAGS_socket_group);
+  if (name.empty()) return true;
+  if (name.find_first_not_of("0123456789") == std::string::npos && name.size() < 10) {
+    access->group = static_cast<gid_t>(std::stoul(name));
+    return true;
+  }
+  const group* gr = getgrnam(name.c_str());
+  if (gr == nullptr) {
+    *error = absl::StrCat("--socket_group '", name, "': no such group");
+    return false;
+  }
+  access->group = gr->gr_gid;
+  return true;
+}
+
 // Becomes `user` (its groups, its group, then the user), and checks that root cannot be had
 // back. glibc applies each change to every thread, gRPC's included.
 absl::Status DropPrivileges(const RunAs& user) {
@@ -375,7 +428,9 @@ int NrtprofdMain(int argc, char** argv) {
           "  --tls_client_ca PEM            TCP callers must present a certificate this CA "
           "signed\n"
           "  --user NAME                    run as NAME once the sockets are bound (root must "
-          "give it to --listen)\n",
+          "give it to --listen)\n"
+          "  --socket_group GROUP           a shared service: GROUP's members may connect (folder "
+          "0750, socket 0660; else 0700, 0600)\n",
           kUsage, DefaultSocketPath().c_str());
       return 0;
     }
@@ -392,6 +447,8 @@ int NrtprofdMain(int argc, char** argv) {
   }
   std::optional<RunAs> run_as;
   if (!ResolveUser(!tcp_flags.listen.empty(), &run_as, &error)) return Fail(error, 2);
+  Access reach;
+  if (!ResolveGroup(&reach, &error)) return Fail(error, 2);
   std::string socket_path;
   if (!SocketPath(run_as ? run_as->uid : getuid(), &socket_path, &error)) return Fail(error, 2);
   const std::string output_root = Absolute(absl::GetFlag(FLAGS_output_root));
@@ -412,7 +469,8 @@ int NrtprofdMain(int argc, char** argv) {
     }
   }
 
-  if (absl::Status s = PrepareSocketFolder(socket_path, absl::GetFlag(FLAGS_socket).empty());
+  if (absl::Status s =
+          PrepareSocketFolder(socket_path, absl::GetFlag(FLAGS_socket).empty(), reach);
       !s.ok()) {
     return Fail(std::string(s.message()), 1);
   }
@@ -422,12 +480,23 @@ int NrtprofdMain(int argc, char** argv) {
   }
 
   std::string spool_dir = absl::GetFlag(FLAGS_spool_dir);
-  spool_dir = spool_dir.empty() ? Parent(socket_path) + "/spool" : Absolute(spool_dir);
-  if (mkdir(spool_dir.c_str(), 0770) == 0) {
-    chmod(spool_dir.c_str(), 0770);
+  const bool default_spool = spool_dir.empty();
+  spool_dir = default_spool ? Parent(socket_path) + "/spool" : Absolute(spool_dir);
+  struct stat spool_st;
+  if (mkdir(spool_dir.c_str(), 0700) == 0) {
+    if (absl::Status s = Restrict(spool_dir, reach.spool_mode(), reach); !s.ok()) {
+      return Fail(std::string(s.message()), 1);
+    }
   } else if (errno != EEXIST) {
     return Fail(absl::StrCat("cannot create the spool folder ", spool_dir, ": ", strerror(errno)),
                 1);
+  } else if (default_spool && lstat(spool_dir.c_str(), &spool_st) == 0 &&
+             S_ISDIR(spool_st.st_mode) && spool_st.st_uid == getuid() &&
+             (spool_st.st_mode & 07777) != reach.spool_mode()) {
+    // An older daemon's 0770: the shims would refuse to spool there.
+    if (absl::Status s = Restrict(spool_dir, reach.spool_mode(), reach); !s.ok()) {
+      return Fail(std::string(s.message()), 1);
+    }
   }
 
   CollectorOptions options;
@@ -459,16 +528,15 @@ int NrtprofdMain(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_timeout_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Owner and group only, from the moment the socket exists (the chmod after is for umasks
-  // that remove group bits).
-  const mode_t old_umask = umask(0117);
+  // Owner only (and --socket_group's members), from the moment the socket exists (the chmod
+  // after is for umasks that remove group bits).
+  const mode_t old_umask = umask(07777 & ~reach.socket_mode());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_umask);
   if (server == nullptr) return Fail(absl::StrCat("cannot listen on ", socket_path), 1);
-  if (chmod(socket_path.c_str(), 0660) != 0) {
+  if (absl::Status s = Restrict(socket_path, reach.socket_mode(), reach); !s.ok()) {
     server->Shutdown();
-    return Fail(absl::StrCat("cannot set the permissions of ", socket_path, ": ", strerror(errno)),
-                1);
+    return Fail(std::string(s.message()), 1);
   }
   if (tcp != nullptr) tcp->Open(&collector, &control);
 

@@ -165,8 +165,8 @@ class NrtprofdTest : public DaemonTest {
 TEST_F(NrtprofdTest, ListensWritesACaptureAndStopsOnSigterm) {
   DaemonRun nrtprofd = Start(Args());
   ASSERT_TRUE(nrtprofd.ready);
-  EXPECT_EQ(Mode(folder_ + "/sock"), 0770u);
-  EXPECT_EQ(Mode(socket_), 0660u);
+  EXPECT_EQ(Mode(folder_ + "/sock"), 0700u);
+  EXPECT_EQ(Mode(socket_), 0600u);
   Connect();
 
   {

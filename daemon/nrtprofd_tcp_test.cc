@@ -187,8 +187,8 @@ TEST_F(NrtprofdTcpTest, DropsRootToTheUserBeforeMakingTheSocket) {
   struct stat st;
   ASSERT_EQ(stat(socket_.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
-  EXPECT_EQ(st.st_mode & 0777, 0660u);
-  EXPECT_EQ(Mode(folder_ + "/sock"), 0770u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(Mode(folder_ + "/sock"), 0700u);
   // It serves as nobody: a capture over TCP is written, by nobody.
   std::shared_ptr<grpc::Channel> channel = TlsChannel(PortOf(nrtprofd), tls_.ca, tls_.token);
   auto control = nrtprof::Control::NewStub(channel);

@@ -21,10 +21,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cinttypes>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -33,6 +33,7 @@
 
 #include "common/address.h"
 #include "common/credential_files.h"
+#include "common/socket_trust.h"
 #include "shim/core_state.h"
 #include "shim/flusher.h"
 
@@ -217,6 +218,48 @@ bool LoadTls(const Config& config, const std::string& address, DaemonTransport* 
   return true;
 }
 
+// Whom to trust on this machine: this process's user, root, and NRTPROF_SERVICE_USER. False
+// after one line if that names no user.
+bool LoadTrust(const Config& config, DaemonTransport* transport) {
+  transport->trust.self = getuid();
+  if (config.service_user[0] == '\0') return true;
+  absl::StatusOr<uid_t> service = nrtprof::ParseUser(config.service_user);
+  if (!service.ok()) {
+    Report(std::string("nrtprof: NRTPROF_SERVICE_USER='") + config.service_user +
+           "': " + std::string(service.status().message()) + "; not profiling this process\n");
+    return false;
+  }
+  transport->trust.service = *service;
+  return true;
+}
+
+// A daemon on a unix socket is checked now, before anything of the process is sent: one that
+// is there and not to be trusted (someone else's folder or listener) means no profiling at all,
+// after one line. No daemon yet is for the flusher to wait for; it checks again before each new
+// stream, since the socket may change hands while the program runs.
+bool CheckUnixDaemon(DaemonTransport* transport) {
+  const std::string socket = nrtprof::SocketPathOf(transport->target);
+  const absl::Status status = nrtprof::CheckDaemonSocket(socket, transport->trust);
+  if (status.code() == absl::StatusCode::kPermissionDenied ||
+      status.code() == absl::StatusCode::kInvalidArgument) {
+    Report("nrtprof: not trusting the daemon at " + transport->target + ": " +
+           std::string(status.message()) + "; not profiling this process\n");
+    return false;
+  }
+  transport->trust_check = [socket, trust = transport->trust]() -> absl::Status {
+    // A socket folder that does not exist yet is no one's: whoever made it first would get the
+    // stream gRPC opens later. So no stream until it exists (and passes).
+    const std::string folder = socket.substr(0, std::max<size_t>(socket.rfind('/'), 1));
+    if (absl::Status s = nrtprof::CheckFolder(folder, "socket folder", trust); !s.ok()) return s;
+    const absl::Status s = nrtprof::CheckDaemonSocket(socket, trust);
+    // Nobody listening in a trusted folder: only a trusted user can start listening there.
+    return s.code() == absl::StatusCode::kNotFound || s.code() == absl::StatusCode::kUnavailable
+               ? absl::OkStatus()
+               : s;
+  };
+  return true;
+}
+
 // gRPC cannot run out of memory gracefully (it aborts, or throws from its own threads), so
 // under a limit on the address space (ulimit -v) the shim starts only with room to spare.
 // What it takes is mostly reserved, not used: glibc reserves a 64 MiB malloc arena for each
@@ -261,8 +304,10 @@ const BackendApi* Start(CoreState* core) {
                                                            : nrtprof::DefaultSocketPath();
   DaemonTransport transport;
   transport.target = nrtprof::ToGrpcTarget(address);
+  if (!LoadTrust(core->config, &transport)) return nullptr;
   switch (nrtprof::KindOf(address)) {
     case nrtprof::AddressKind::kUnix:
+      if (!CheckUnixDaemon(&transport)) return nullptr;
       break;
     case nrtprof::AddressKind::kTcp:
       if (!LoadTls(core->config, address, &transport)) return nullptr;

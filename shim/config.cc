@@ -73,6 +73,11 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_ADDR", v, "an address under 512 bytes", "the default socket");
     }
   }
+  if (const char* v = get("NRTPROF_SERVICE_USER"); v != nullptr) {
+    if (!CopyString(v, config->service_user, sizeof(config->service_user))) {
+      Report(report, "NRTPROF_SERVICE_USER", v, "a user under 256 bytes", "none");
+    }
+  }
   struct PathVariable {
     const char* name;
     char* dst;
@@ -142,7 +147,7 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
   if (const char* v = get("NRTPROF_SPOOL_DIR"); v != nullptr) {
     if (v[0] != '\0' && (v[0] != '/' || !CopyString(v, config->spool_dir, sizeof(config->spool_dir)))) {
       Report(report, "NRTPROF_SPOOL_DIR", v, "an absolute path under 512 bytes",
-             "/tmp/nrtprof-UID/spool");
+             "the default spool folder");
       config->spool_dir[0] = '\0';
     }
   }

@@ -29,6 +29,9 @@ enum class ClockChoice : uint8_t {
 struct Config {
   bool disabled = false;          // NRTPROF_DISABLE=1: pass every call straight through
   char addr[512] = {};            // NRTPROF_ADDR; empty: the default socket (common/address.h)
+  // NRTPROF_SERVICE_USER: the user (name or uid) of a shared daemon this process may trust
+  // besides its own user and root (common/socket_trust.h); the backend resolves it.
+  char service_user[256] = {};
   // A TCP NRTPROF_ADDR needs TLS: the CA that signed the daemon's certificate, and a bearer
   // token file or a client certificate and key (mutual TLS). Paths; the backend reads them.
   char tls_ca[512] = {};          // NRTPROF_TLS_CA
@@ -44,7 +47,7 @@ struct Config {
   ClockChoice clock = ClockChoice::kAuto;         // NRTPROF_CLOCK
   uint32_t flush_timeout_ms = 2000;               // NRTPROF_FLUSH_TIMEOUT_MS
   uint64_t max_model_bytes = 64ull << 20;         // NRTPROF_MAX_MODEL_BYTES
-  char spool_dir[512] = {};       // NRTPROF_SPOOL_DIR; empty: /tmp/nrtprof-UID/spool
+  char spool_dir[512] = {};       // NRTPROF_SPOOL_DIR; empty: DefaultSpoolDir()
   uint64_t spool_max_bytes = 1ull << 30;          // NRTPROF_SPOOL_MAX_BYTES
 };
 

@@ -113,7 +113,7 @@ TEST_F(ConfigTest, TheSpoolFolderIsAbsoluteAndItsBoundInRange) {
   EXPECT_STREQ(c.spool_dir, "");
   EXPECT_EQ(c.spool_max_bytes, 1ull << 30);
   ASSERT_EQ(lines_.size(), 2u);
-  EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_SPOOL_DIR='relative/x' is not an absolute path under 512 bytes; using /tmp/nrtprof-UID/spool\n");
+  EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_SPOOL_DIR='relative/x' is not an absolute path under 512 bytes; using the default spool folder\n");
   EXPECT_EQ(lines_[1], "nrtprof: NRTPROF_SPOOL_MAX_BYTES='100' is not bytes from 65536 to 2^40; using 1073741824\n");
 }
 
@@ -150,6 +150,17 @@ TEST_F(ConfigTest, ReadsTheTlsPaths) {
   EXPECT_STREQ(c.tls_cert, "/etc/nrtprof/client.pem");
   EXPECT_STREQ(c.tls_key, "/etc/nrtprof/client.key");
   EXPECT_TRUE(lines_.empty());
+}
+
+TEST_F(ConfigTest, ReadsTheServiceUser) {
+  env_ = {{"NRTPROF_SERVICE_USER", "nrtprof"}};
+  EXPECT_STREQ(Parse().service_user, "nrtprof");
+  EXPECT_TRUE(lines_.empty());
+  const std::string long_name(300, 'u');
+  env_ = {{"NRTPROF_SERVICE_USER", long_name}};
+  EXPECT_STREQ(Parse().service_user, "");
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("NRTPROF_SERVICE_USER"), std::string::npos) << lines_[0];
 }
 
 TEST_F(ConfigTest, ATlsPathTooLongIsReportedAndUnset) {

@@ -1,6 +1,6 @@
 // The shim's dlsym: programs that dlopen() libnrt themselves (C, Python ctypes with
 // RTLD_LOCAL) look its functions up through a library handle, which plain LD_PRELOAD
-// interposition never sees (../shared/notes/interposition.md). When such a look-up names a
+// interposition never sees (docs/interposition.md). When such a look-up names a
 // function the shim wraps, the real address is remembered and the wrapper handed back.
 //
 // RTLD_DEFAULT and RTLD_NEXT look-ups depend on who calls dlsym (glibc reads the return

@@ -313,7 +313,7 @@ void Flusher::OpenSpool() {
   if (!spool->Open(dir,
                    SpoolFileName(hello.hello().capture_id(), hello.hello().pid(),
                                  hello.hello().process_start_ns()),
-                   core_->config.spool_max_bytes, &error) ||
+                   core_->config.spool_max_bytes, transport_.trust, &error) ||
       !spool->Append(hello.SerializeAsString())) {
     if (error.empty()) error = "cannot write the spool file";
     Report("nrtprof: NRTPROF_MODE=lossless: " + error + "; running best_effort");
@@ -572,6 +572,21 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
     final_attempt_made_ = true;
   } else if (now_ns < next_attempt_ns_) {
     return;
+  }
+  if (transport_.trust_check) {
+    // The socket may have changed hands since the last stream: nothing is sent to a daemon
+    // that is not to be trusted, and the next attempt checks again.
+    const absl::Status trust = transport_.trust_check();
+    if (!trust.ok()) {
+      if (trust.code() != absl::StatusCode::kNotFound) {
+        SayOnce(&untrusted_said_, "nrtprof: not trusting the daemon at " + transport_.target +
+                                      ": " + std::string(trust.message()) +
+                                      "; not sending it anything");
+      }
+      backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
+      next_attempt_ns_ = now_ns + backoff_ns_;
+      return;
+    }
   }
   nrtprof::ShimMessage hello;
   *hello.mutable_hello() = Hello();

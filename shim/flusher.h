@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "common/socket_trust.h"
 #include "common/spool_file.h"
 #include "shim/batcher.h"
 #include "shim/collector_stream.h"
@@ -56,6 +59,11 @@ struct DaemonTransport {
   std::string ca_pem;
   std::string token;                // empty: none
   std::string cert_pem, key_pem;    // empty: no client certificate
+  // A unix socket: run before each new stream; OK to open it, NotFound to wait quietly (no
+  // daemon yet), anything else to wait and say why once (common/socket_trust.h).
+  std::function<absl::Status()> trust_check;
+  // Whom this process trusts on this machine: also the owner of its spool folder.
+  TrustPolicy trust;
 };
 
 class Flusher {
@@ -238,6 +246,7 @@ class Flusher {
   bool refused_ = false;
   bool connect_failure_said_ = false;
   bool connect_starved_ = false;  // the last stream failed for want of descriptors or memory
+  bool untrusted_said_ = false;   // DaemonTransport::trust_check failed once
 };
 
 }  // namespace nrtprof::shim

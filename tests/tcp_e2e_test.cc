@@ -39,6 +39,12 @@ const std::map<std::string, std::string> kEnv = {
     {"NRTPROF_TLS_CA", ""},      {"NRTPROF_TOKEN_FILE", ""}, {"NRTPROF_TLS_CERT", ""},
     {"NRTPROF_TLS_KEY", ""}};
 
+// The daemon's own unix socket, for its counts: as root the daemon runs as nobody, a service
+// the CLI must be told to trust.
+const std::map<std::string, std::string> kLocalEnv = {
+    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""},
+    {"NRTPROF_SERVICE_USER", "nobody"}};
+
 std::map<std::string, std::string> With(std::map<std::string, std::string> extra) {
   std::map<std::string, std::string> env = kEnv;
   for (auto& [k, v] : extra) env[k] = v;
@@ -61,7 +67,8 @@ class TcpEndToEnd : public ::testing::Test {
     char folder[] = "/tmp/nrtprof-tcp-e2e-XXXXXX";
     ASSERT_NE(mkdtemp(folder), nullptr);
     folder_ = folder;
-    ASSERT_EQ(chmod(folder_.c_str(), 0777), 0);
+    // Sticky, as /tmp: the CLI trusts a socket below it (common/socket_trust.h).
+    ASSERT_EQ(chmod(folder_.c_str(), 01777), 0);
     socket_ = folder_ + "/sock/nrtprofd.sock";
     StartDaemon("127.0.0.1:0");
   }
@@ -249,7 +256,7 @@ TEST_F(TcpEndToEnd, AWrongTokenIsRefusedAndTheProgramRunsUnprofiled) {
   EXPECT_EQ(refused.err, "nrtprof: the daemon at " + addr_ +
                              " refused this process's credentials (UNAUTHENTICATED); not "
                              "profiling it\n");
-  const Result status = Status({"--addr", "unix:" + socket_}, kEnv);
+  const Result status = Status({"--addr", "unix:" + socket_}, kLocalEnv);
   EXPECT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(absl::StrContains(status.out, "connected processes: 0\n")) << status.out;
   EXPECT_TRUE(absl::StrContains(status.out, "events received:     0\n")) << status.out;
@@ -309,7 +316,7 @@ TEST_F(TcpEndToEnd, AShimThatDoesNotTrustTheDaemonSendsNothing) {
   EXPECT_EQ(CountLines(shim.err, ""), 2u) << shim.err;
   EXPECT_TRUE(absl::StartsWith(shim.err, "nrtprof: TLS with the daemon at " + addr_ + " failed"))
       << shim.err;
-  const Result status = Status({"--addr", "unix:" + socket_}, kEnv);
+  const Result status = Status({"--addr", "unix:" + socket_}, kLocalEnv);
   EXPECT_TRUE(absl::StrContains(status.out, "events received:     0\n")) << status.out;
 }
 
