@@ -174,7 +174,12 @@ absl::Status CheckDaemonSocket(const std::string& socket, const TrustPolicy& pol
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  if (fd < 0) {
+    // The process lacks what a check takes (descriptors, memory): not a verdict on the daemon.
+    const bool starved = errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS;
+    const std::string message = absl::StrCat("socket: ", strerror(errno));
+    return starved ? absl::ResourceExhaustedError(message) : absl::InternalError(message);
+  }
   int result;
   do {
     result = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "common/clock.h"
 #include "shim/process_info.h"
 #include "shim/symbolizer.h"
@@ -536,14 +537,18 @@ void Flusher::NoteConnectFailure() {
   const std::string failure = stream_->failure();
   for (int error : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
     if (failure.find(strerror(error)) == std::string::npos) continue;
-    connect_starved_ = true;
-    SayOnce(&connect_failure_said_,
-            "nrtprof: cannot connect to the daemon at " + transport_.target + ": " +
-                strerror(error) + "; retrying, its events waiting meanwhile (past " +
-                std::to_string(Batcher::Options().max_pending_events) +
-                ", the oldest are counted as dropped: daemon_away)");
+    NoteStarved(error);
     return;
   }
+}
+
+void Flusher::NoteStarved(int error) {
+  connect_starved_ = true;
+  SayOnce(&connect_failure_said_,
+          "nrtprof: cannot connect to the daemon at " + transport_.target + ": " +
+              strerror(error) + "; retrying, its events waiting meanwhile (past " +
+              std::to_string(Batcher::Options().max_pending_events) +
+              ", the oldest are counted as dropped: daemon_away)");
 }
 
 void Flusher::NoteRefusal() {
@@ -578,7 +583,14 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
     // that is not to be trusted, and the next attempt checks again.
     const absl::Status trust = transport_.trust_check();
     if (!trust.ok()) {
-      if (trust.code() != absl::StatusCode::kNotFound) {
+      if (trust.code() == absl::StatusCode::kResourceExhausted) {
+        // Not a verdict on the daemon: the process has no descriptor (or memory) to check with.
+        int error = EMFILE;
+        for (int e : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
+          if (absl::StrContains(trust.message(), strerror(e))) error = e;
+        }
+        NoteStarved(error);
+      } else if (trust.code() != absl::StatusCode::kNotFound) {
         SayOnce(&untrusted_said_, "nrtprof: not trusting the daemon at " + transport_.target +
                                       ": " + std::string(trust.message()) +
                                       "; not sending it anything");

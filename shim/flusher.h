@@ -167,6 +167,8 @@ class Flusher {
   // After a stream that never reached the daemon: if the process could not connect for want
   // of descriptors or memory, says so once (the flusher keeps retrying).
   void NoteConnectFailure();
+  // The process cannot connect for want of descriptors or memory (`error`): said once.
+  void NoteStarved(int error);
   void Final(Clock::time_point deadline);
   // Lossless at exit: the final batch spooled, then the stream caught up from the spool until
   // the daemon acknowledges the final batch or the deadline.
