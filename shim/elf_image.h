@@ -40,7 +40,8 @@ bool ReadElfImage(const struct dl_phdr_info* info, ElfImage* image)
 bool ReadElfImageFromDynamic(uintptr_t base, const ElfW(Dyn)* dynamic, ElfImage* image)
     __attribute__((visibility("hidden")));
 
-// The object's own definition of function `name` (through its GNU or SysV hash table), or null.
+// The object's own definition of function `name` (through its GNU or SysV hash table), or null:
+// the first of that name whatever its symbol version; an IFUNC (its resolver) is not one.
 const ElfW(Sym)* FindDefinedFunction(const ElfImage& image, const char* name)
     __attribute__((visibility("hidden")));
 
