@@ -35,7 +35,8 @@ int StatusCommand(int argc, char** argv) {
       DaemonConnection::Connect(address, 2000, *credentials);
   if (!connection.ok()) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(connection.status().message()).c_str());
-    return 1;
+    // A setting that cannot be used (NRTPROF_SERVICE_USER naming no user) is bad input.
+    return connection.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   absl::StatusOr<StatusReply> status = (*connection)->Status(2000);
   if (!status.ok()) {

@@ -1,15 +1,19 @@
 #include "common/socket_trust.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -122,6 +126,26 @@ TEST_F(SocketTrustTest, OwnDaemonIsTrusted) {
   const std::string socket = Folder("sock", 0700) + "/nrtprofd.sock";
   Listen(socket, getuid());
   EXPECT_TRUE(CheckDaemonSocket(socket, policy_).ok()) << CheckDaemonSocket(socket, policy_);
+}
+
+TEST_F(SocketTrustTest, NoDescriptorToCheckWithIsNoVerdict) {
+  const std::string socket = Folder("sock", 0700) + "/nrtprofd.sock";
+  Listen(socket, getuid());
+  // Every free descriptor taken: the check cannot even open its socket. That says nothing of
+  // the daemon (the shim retries, as for a failed connection), so it is not a refusal.
+  // (Under a soft limit of 256 for the while, so that taking them all is quick.)
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> taken;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) taken.push_back(fd);
+  const absl::Status status = CheckDaemonSocket(socket, policy_);
+  for (int fd : taken) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "Too many open files")) << status;
 }
 
 TEST_F(SocketTrustTest, NobodyListeningIsNotFound) {

@@ -366,6 +366,13 @@ TEST(ProfilerEndToEnd, CliErrorsAreOneLine) {
     EXPECT_NE(r.exit_code, 0) << argv[1];
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << argv[1] << ": " << r.err;
   }
+  // A bad setting is bad input, like a bad flag: exit 2, one line naming it.
+  std::map<std::string, std::string> env = kEnv;
+  env["NRTPROF_SERVICE_USER"] = "no-such-user-nrtprof";
+  const Result r = RunProcess({nrtprof, "status"}, env);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "NRTPROF_SERVICE_USER='no-such-user-nrtprof'")) << r.err;
 }
 
 TEST(ProfilerEndToEnd, SummaryCommandResortsASavedCapture) {
