@@ -191,6 +191,18 @@ void CollectorCore::Join(Stream* stream, Capture* capture) {
   capture->members.push_back(stream);
 }
 
+void CollectorCore::AttachRingsFile(StreamId stream, std::shared_ptr<const RingsFile> rings) {
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return;
+    s = it->second;
+  }
+  std::lock_guard<std::mutex> stream_lock(s->mu);
+  s->ingest.SetRingsFile(std::move(rings));
+}
+
 absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
                                                                const nrtprof::Hello& hello,
                                                                ControlSender send) {
@@ -470,6 +482,8 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   // Lossless processes: their spool files hold everything they produced.
   std::vector<std::string> problems;
   ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems);
+  // Processes that ended without their final batch: what their rings say they made.
+  for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
   for (const std::string& p : problems) {
     if (options_.log) options_.log(absl::StrCat("capture '", capture->id, "': ", p));
   }

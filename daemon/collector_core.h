@@ -81,6 +81,9 @@ class CollectorCore {
   // Returns the sequence to acknowledge. An error (malformed batch, no Hello yet) leaves the
   // stream's state as it was; the caller should then close the stream.
   absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch);
+  // The process's rings file (rings_reader.h), opened by the transport for a stream on this
+  // machine, right after its Hello.
+  void AttachRingsFile(StreamId stream, std::shared_ptr<const RingsFile> rings);
   // The sequence up to which the stream's process is stored (by this stream or an earlier one
   // of the same process), to acknowledge at once after the Hello so that the shim lets go of
   // what it would resend; 0 if none.

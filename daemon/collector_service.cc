@@ -1,12 +1,16 @@
 #include "daemon/collector_service.h"
 
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
+#include "daemon/rings_reader.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -22,7 +26,9 @@ constexpr char kStreamMethod[] = "/nrtprof.Collector/Stream";
 // fired or been cancelled.
 class ShimStream final : public grpc::ServerGenericBidiReactor {
  public:
-  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms) : core_(core), id_(id) {
+  // `peer`: gRPC's name for the other end ("unix:..." for a stream on this machine).
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms, std::string peer)
+      : core_(core), id_(id), local_(absl::StartsWith(peer, "unix:")) {
     if (hello_timeout_ms != 0) {
       holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
       hello_timer_.Set(
@@ -126,6 +132,12 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
           });
       if (!control.ok()) return ToGrpcStatus(control.status());
       hello_seen_ = true;
+      // A process on this machine names the memory it records into: held from now on, it says
+      // what the process made even after a SIGKILL.
+      if (local_ && in_.hello().rings_fd() > 0) {
+        const int rings = OpenRingsFile(in_.hello().pid(), in_.hello().rings_fd());
+        if (rings >= 0) core_->AttachRingsFile(id_, std::make_shared<const RingsFile>(rings));
+      }
       hello_timer_.Cancel();
       // Every process learns at once how far the daemon has it (0: not at all; a process back
       // after a broken stream, more): a lossless shim sends from there, what this daemon
@@ -194,6 +206,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
 
   CollectorCore* const core_;
   const uint64_t id_;
+  const bool local_;  // the peer is on this machine (a unix socket)
   grpc::ByteBuffer in_bytes_;  // one read at a time
   nrtprof::ShimMessage in_;    // in_bytes_, parsed
   uint64_t messages_read_ = 0;
@@ -229,7 +242,7 @@ grpc::ServerGenericBidiReactor* CollectorService::CreateReactor(
     };
     return new Unimplemented(context->method());
   }
-  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms);
+  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms, context->peer());
 }
 
 }  // namespace nrtprof::daemon

@@ -223,7 +223,9 @@ class ProcessCorrelator {
     out_.drops = drops_;
     out_.events_received = in_.events_received;
     out_.batches_missing = in_.batches_missing;
-    out_.cut_off = in_.stream_closed && !in_.final;
+    // What a process that died made and never sent is counted (process_died) when its rings
+    // file could be read: then it is not missing.
+    out_.cut_off = in_.stream_closed && !in_.final && !in_.records_made_known;
     for (const IngestedModel& m : in_.models) out_.models.push_back(m.file);
     out_.notices = in_.notices;
 
@@ -764,6 +766,31 @@ DropCounts ProcessDrops(const std::vector<const ProcessCapture*>& streams) {
     lost.hardware = unreceived(begin.hardware, end.hardware, received.hardware);
     d.daemon_away += lost.total();
     d.by_lane += lost;
+  }
+  // A process that ended without its final batch, whose rings file says what it made: made,
+  // less what its batches said they had sent and counted as dropped, was never sent.
+  const bool final = std::any_of(streams.begin(), streams.end(),
+                                 [](const ProcessCapture* c) { return c->final; });
+  LaneDropCounts made, sent, counted;
+  bool made_known = false;
+  for (const ProcessCapture* c : streams) {
+    if (c->records_made_known) {
+      made.framework = std::max(made.framework, c->records_made.framework);
+      made.runtime = std::max(made.runtime, c->records_made.runtime);
+      made_known = true;
+    }
+    sent.framework = std::max(sent.framework, c->sent_at_end.framework);
+    sent.runtime = std::max(sent.runtime, c->sent_at_end.runtime);
+    counted.framework = std::max(counted.framework, c->shim_at_end.by_lane.framework);
+    counted.runtime = std::max(counted.runtime, c->shim_at_end.by_lane.runtime);
+  }
+  if (!final && made_known) {
+    auto unsent = [](uint64_t m, uint64_t s, uint64_t c) { return m > s + c ? m - s - c : 0; };
+    LaneDropCounts died;
+    died.framework = unsent(made.framework, sent.framework, counted.framework);
+    died.runtime = unsent(made.runtime, sent.runtime, counted.runtime);
+    d.process_died += died.total();
+    d.by_lane += died;
   }
   return d;
 }

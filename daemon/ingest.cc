@@ -101,6 +101,7 @@ DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
   d.device_overwritten = fn(a.device_overwritten, b.device_overwritten);
   d.oversized = fn(a.oversized, b.oversized);
   d.no_memory = fn(a.no_memory, b.no_memory);
+  d.process_died = fn(a.process_died, b.process_died);
   d.daemon_overflow = fn(a.daemon_overflow, b.daemon_overflow);
   d.no_clock_sync = fn(a.no_clock_sync, b.no_clock_sync);
   d.by_lane.framework = fn(a.by_lane.framework, b.by_lane.framework);
@@ -449,6 +450,7 @@ ProcessCapture ProcessIngest::TakeCapture() {
   c.clock_syncs = clock_syncs_;
   c.models = models_;
   c.notices = notices_;
+  c.rings = rings_;
   if (capturing_) {
     c.shim_at_begin = shim_at_begin_;
     c.shim_at_begin_known = shim_at_begin_known_;

@@ -12,6 +12,7 @@
 #define NRTPROF_DAEMON_INGEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/huge_page_allocator.h"
+#include "daemon/rings_reader.h"
 #include "daemon/trace_model.h"
 #include "proto/nrtprof.pb.h"
 
@@ -91,6 +93,12 @@ struct ProcessCapture {
   std::vector<ClockSyncPoint> clock_syncs;  // since the stream began
   std::vector<IngestedModel> models;        // since the stream began
   std::vector<std::string> notices;         // EventBatch.notices since the stream began
+  // The process's rings file, when the daemon could open it (a stream on this machine), and
+  // what it says the process made, read once the process ended without its final batch
+  // (CountRecordsOfAnEndedProcess): the correlator counts what was never sent (process_died).
+  std::shared_ptr<const RingsFile> rings;
+  LaneDropCounts records_made;
+  bool records_made_known = false;
   DropCounts drops;  // lost during the capture, as this stream alone tells
   // A process may have several streams in a capture (it reconnected; its final batch came
   // alone), and the shim's counters are the process's, cumulative across them: the correlator
@@ -147,6 +155,8 @@ class ProcessIngest {
   ProcessCapture TakeCapture();
 
   const nrtprof::Hello& hello() const { return hello_; }
+  // The process's rings file (rings_reader.h), handed to every capture taken from now on.
+  void SetRingsFile(std::shared_ptr<const RingsFile> rings) { rings_ = std::move(rings); }
   bool final() const { return final_; }
   uint64_t last_sequence() const { return last_sequence_; }
   uint64_t events_received() const { return events_received_; }  // since the stream began
@@ -180,6 +190,7 @@ class ProcessIngest {
   std::vector<IngestedEvent> handle_events_;
   std::vector<IngestedModel> models_;
   std::vector<std::string> notices_;  // distinct, in the order first seen
+  std::shared_ptr<const RingsFile> rings_;
   uint64_t model_bytes_ = 0;
   int64_t realtime_offset_ns_ = 0;
   bool final_ = false;

@@ -140,7 +140,8 @@ std::string DropsDetail(const DropCounts& d) {
            {"oversized", d.oversized},
            {"no_memory", d.no_memory},
            {"daemon_overflow", d.daemon_overflow},
-           {"no_clock_sync", d.no_clock_sync}}) {
+           {"no_clock_sync", d.no_clock_sync},
+           {"process_died", d.process_died}}) {
     if (n != 0) parts.push_back(absl::StrCat(name, " ", n));
   }
   return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
@@ -326,7 +327,8 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
                   ", \"device_overwritten\": ", d.device_overwritten,
                   ", \"oversized\": ", d.oversized, ", \"no_memory\": ", d.no_memory,
                   ", \"daemon_overflow\": ", d.daemon_overflow,
-                  ", \"no_clock_sync\": ", d.no_clock_sync, "}",
+                  ", \"no_clock_sync\": ", d.no_clock_sync,
+                  ", \"process_died\": ", d.process_died, "}",
                   ",\n  \"events_dropped_by_lane\": {\"framework\": ", d.by_lane.framework,
                   ", \"runtime\": ", d.by_lane.runtime, ", \"hardware\": ", d.by_lane.hardware,
                   "},\n  \"notices\": [");
@@ -681,7 +683,8 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
              {"oversized", &c.oversized},
              {"no_memory", &c.no_memory},
              {"daemon_overflow", &c.daemon_overflow},
-             {"no_clock_sync", &c.no_clock_sync}}) {
+             {"no_clock_sync", &c.no_clock_sync},
+             {"process_died", &c.process_died}}) {
       if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
     }
   }

@@ -94,12 +94,15 @@ struct DropCounts {
   uint64_t daemon_overflow = 0;
   // Device events of a process that sent no clock sync point: they cannot be placed in time.
   uint64_t no_clock_sync = 0;
+  // Made by a process that ended without its final batch (killed, _exit, a crash) and never
+  // sent: counted from its rings file (rings_reader.h).
+  uint64_t process_died = 0;
   // The same events by lane: by_lane.total() == total() when every shim reports its lanes
   // (a shim older than the field reports none).
   LaneDropCounts by_lane;
   uint64_t total() const {
     return ring_full + daemon_away + spool_full + device_overwritten + oversized + no_memory +
-           daemon_overflow + no_clock_sync;
+           daemon_overflow + no_clock_sync + process_died;
   }
   DropCounts& operator+=(const DropCounts& o) {
     ring_full += o.ring_full;
@@ -108,6 +111,7 @@ struct DropCounts {
     device_overwritten += o.device_overwritten;
     oversized += o.oversized;
     no_memory += o.no_memory;
+    process_died += o.process_died;
     daemon_overflow += o.daemon_overflow;
     no_clock_sync += o.no_clock_sync;
     by_lane += o.by_lane;

@@ -93,11 +93,20 @@ void AtForkParent() {
 
 // In the child of fork(): only the forking thread exists. The parent's rings, backend
 // threads and gRPC objects are forgotten (leaked), never touched.
+void MakeRingsFile();
+
 void AtForkChild() {
   t_state = nullptr;
   t_in_call = 0;
   pthread_mutex_init(&g_start_mu, nullptr);
   pthread_mutex_init(&g_core.registry_mu, nullptr);
+  pthread_mutex_init(&g_core.rings_mu, nullptr);
+  // The parent's rings file is the parent's: a child that records again gets one of its own.
+  if (RingsFileHeader* h = g_core.rings_header.exchange(nullptr)) {
+    munmap(h, kRingsFileHeaderBytes);
+    close(g_core.rings_fd);
+    g_core.rings_fd = -1;
+  }
   LoadedObjectsAtForkChild();
   g_core.threads = nullptr;
   g_core.lost_calls.store(0, std::memory_order_relaxed);
@@ -107,6 +116,7 @@ void AtForkChild() {
     g_fork_prepared = false;
     const BackendApi* backend = g_backend.load(std::memory_order_relaxed);
     if (backend->atfork_child()) {
+      MakeRingsFile();
       g_core.recording.store(1, std::memory_order_relaxed);
       g_phase.store(kConfigured, std::memory_order_release);
     } else {
@@ -114,6 +124,54 @@ void AtForkChild() {
       g_phase.store(kForkedChild, std::memory_order_release);
     }
   }
+}
+
+// The rings file (common/rings_file.h): made once, before any ring, so that the first Hello
+// can name it. Without one (no descriptor, no memory file support) rings are private memory
+// and a process that dies abruptly is only flagged, not counted.
+void MakeRingsFile() {
+  const int fd = memfd_create(kRingsFileName, MFD_CLOEXEC);
+  if (fd < 0) return;
+  void* header = MAP_FAILED;
+  if (ftruncate(fd, kRingsFileHeaderBytes) == 0) {
+    header = mmap(nullptr, kRingsFileHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (header == MAP_FAILED) {
+    close(fd);
+    return;
+  }
+  auto* h = static_cast<RingsFileHeader*>(header);
+  memcpy(h->magic, kRingsFileMagic, sizeof(h->magic));
+  h->version = kRingsFileVersion;
+  h->header_bytes = kRingsFileHeaderBytes;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  h->ring_stride = (EventRing::BytesFor(g_core.config.ring_events) + page - 1) / page * page;
+  FdGuardKeep(fd);
+  g_core.rings_fd = fd;
+  g_core.rings_header.store(h, std::memory_order_release);
+}
+
+// A ring of `bytes`: the next slot of the rings file, or private memory if there is none or it
+// cannot grow. `*offset`: where it is in the file, -1 if private.
+void* MapRing(size_t bytes, int64_t* offset) {
+  *offset = -1;
+  RingsFileHeader* h = g_core.rings_header.load(std::memory_order_acquire);
+  if (h != nullptr) {
+    pthread_mutex_lock(&g_core.rings_mu);
+    const uint32_t slot = h->rings_made.load(std::memory_order_relaxed);
+    const int64_t at = h->header_bytes + static_cast<int64_t>(slot) * h->ring_stride;
+    void* ring = MAP_FAILED;
+    if (ftruncate(g_core.rings_fd, at + h->ring_stride) == 0) {
+      ring = mmap(nullptr, h->ring_stride, PROT_READ | PROT_WRITE, MAP_SHARED, g_core.rings_fd, at);
+    }
+    if (ring != MAP_FAILED) {
+      h->rings_made.store(slot + 1, std::memory_order_release);
+      *offset = at;
+    }
+    pthread_mutex_unlock(&g_core.rings_mu);
+    if (ring != MAP_FAILED) return ring;
+  }
+  return mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
 void ConfigureLocked() {
@@ -131,6 +189,7 @@ void ConfigureLocked() {
   dl_iterate_phdr(&FindCoreText, range);
   g_core.core_text_begin = range[0];
   g_core.core_text_end = range[1];
+  if (!g_core.config.disabled) MakeRingsFile();
   // Record from the start; the daemon's CaptureControl may turn it off.
   g_core.recording.store(1, std::memory_order_relaxed);
   g_phase.store(g_core.config.disabled ? kDisabled : kConfigured, std::memory_order_release);
@@ -284,17 +343,19 @@ ThreadState* CreateThreadState(RecordKind kind) {
   // Only the ring's first pages are faulted in now; the flusher faults in more ahead of the
   // producer as the thread records (FaultInSlots), so a thread that records little costs
   // little memory and the hot path rarely touches a page for the first time.
-  void* ring_memory =
-      mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  int64_t ring_offset = -1;
+  void* ring_memory = MapRing(ring_bytes, &ring_offset);
   auto* ts = static_cast<ThreadState*>(calloc(1, sizeof(ThreadState)));
   if (ring_memory == MAP_FAILED || ts == nullptr) {
+    // (A slot of the rings file stays handed out, reading as an empty ring.)
     if (ring_memory != MAP_FAILED) munmap(ring_memory, ring_bytes);
     free(ts);
     t_state = kDeadThread;
     CountLostRecord(kind);
     return nullptr;
   }
-  ts->ring_bytes = ring_bytes;
+  ts->ring_offset = ring_offset;
+  ts->ring_bytes = ring_offset >= 0 ? g_core.rings_header.load()->ring_stride : ring_bytes;
   ts->ring = EventRing::Create(ring_memory, config.ring_events);
   FaultInSlots(ts->ring, kInitialFaultInSlots);
   new (&ts->retired) std::atomic<int>(0);

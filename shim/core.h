@@ -97,6 +97,10 @@ inline const BackendApi* RunningBackend() {
 inline void CountLostRecord(RecordKind kind) {
   (kind == RecordKind::kRange ? g_core.lost_ranges : g_core.lost_calls)
       .fetch_add(1, std::memory_order_relaxed);
+  // Also where a reader of the rings file finds it after the process died.
+  if (RingsFileHeader* h = g_core.rings_header.load(std::memory_order_acquire)) {
+    h->lost[static_cast<size_t>(kind) % kRingsKinds].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 // `kind`: what the caller was about to record, counted as lost if the thread cannot record.

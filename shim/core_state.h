@@ -19,6 +19,7 @@
 
 #include <atomic>
 
+#include "common/rings_file.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_sys_trace.h"
 #include "shim/config.h"
@@ -28,7 +29,9 @@
 
 namespace nrtprof::shim {
 
-inline constexpr uint32_t kShimAbiVersion = 4;
+using ::nrtprof::RingsFileHeader;
+
+inline constexpr uint32_t kShimAbiVersion = 5;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -61,6 +64,7 @@ struct RangeFrame {
 struct ThreadState {
   EventRing* ring;          // mmap()ed (ring_bytes) at the thread's first event; owned here
   size_t ring_bytes;
+  int64_t ring_offset;      // where the ring is in the rings file; -1: private memory
   uint32_t tid;
   uint32_t range_depth;     // may exceed kMaxRangeDepth
   uint64_t next_correlation_id;    // this thread's block of ids: next, and one past the last
@@ -103,6 +107,13 @@ struct CoreState {
   // notice_ready[index] (release); readers read only ready ones. Notices past kMaxNotices
   // are only said on stderr.
   char notices[kMaxNotices][kNoticeBytes] = {};
+
+  // The rings file (common/rings_file.h), made when the process first needs the shim: its
+  // descriptor (-1 if it could not be made: rings are then private memory) and header. Set
+  // once, under the start mutex, before any ring exists.
+  int rings_fd = -1;
+  std::atomic<RingsFileHeader*> rings_header{nullptr};
+  pthread_mutex_t rings_mu = PTHREAD_MUTEX_INITIALIZER;  // handing out ring slots
   std::atomic<uint32_t> notices_reserved{0};
   std::atomic<uint32_t> notice_ready[kMaxNotices] = {};
 };

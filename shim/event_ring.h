@@ -21,6 +21,7 @@
 #include <atomic>
 #include <new>
 
+#include "common/rings_file.h"
 #include "shim/record.h"
 
 namespace nrtprof::shim {
@@ -66,6 +67,10 @@ class EventRing {
   // Producer: publishes the reserved record, which takes record->slots slots (no more than
   // were reserved).
   void Commit(const Record* record) {
+    // Counted by kind on the producer's own cache line, for a reader of the ring's memory after
+    // the process died (common/rings_file.h): what it had made, whether drained or not.
+    std::atomic<uint64_t>& committed = committed_[static_cast<size_t>(record->kind) % kDropKinds];
+    committed.store(committed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     head_.store(head_.load(std::memory_order_relaxed) + record->slots, std::memory_order_release);
   }
   // Producer: one record of `kind` (kApiCall or kRange) could not be stored.
@@ -78,6 +83,10 @@ class EventRing {
     return dropped_[static_cast<size_t>(kind) % kDropKinds].load(std::memory_order_relaxed);
   }
   uint64_t dropped() const { return dropped(RecordKind::kApiCall) + dropped(RecordKind::kRange); }
+  // Records committed, of one kind.
+  uint64_t committed(RecordKind kind) const {
+    return committed_[static_cast<size_t>(kind) % kDropKinds].load(std::memory_order_relaxed);
+  }
   // Slots ever committed (pads included): how far the producer has come.
   uint64_t written_slots() const { return head_.load(std::memory_order_acquire); }
 
@@ -124,11 +133,27 @@ class EventRing {
   uint64_t cached_tail_ = 0;                       // last tail the producer saw
   static constexpr size_t kDropKinds = 3;  // by RecordKind; kPad's is never used
   std::atomic<uint64_t> dropped_[kDropKinds] = {};
+  std::atomic<uint64_t> committed_[kDropKinds] = {};
   // Consumer's side.
   alignas(kAlign) std::atomic<uint64_t> tail_{0};  // next slot to read
   uint64_t populated_slots_ = 0;
   uint64_t seen_written_slots_ = 0;
   // The slots follow the object; sizeof(EventRing) is a multiple of kAlign.
+
+  friend struct EventRingLayout;
+};
+
+// The producer's counters sit where a reader of the rings file expects them.
+struct EventRingLayout {
+  static_assert(offsetof(EventRing, head_) == kRingCountersOffset, "rings file layout");
+  static_assert(offsetof(EventRing, dropped_) ==
+                    kRingCountersOffset + offsetof(RingCounters, dropped),
+                "rings file layout");
+  static_assert(offsetof(EventRing, committed_) ==
+                    kRingCountersOffset + offsetof(RingCounters, committed),
+                "rings file layout");
+  static_assert(offsetof(EventRing, tail_) >= kRingCountersOffset + sizeof(RingCounters),
+                "the producer's counters fit its cache line");
 };
 
 #ifndef MADV_POPULATE_WRITE

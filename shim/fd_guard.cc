@@ -424,6 +424,8 @@ __attribute__((constructor)) void ResolveLibcClose() { LibcClose(); }
 
 }  // namespace
 
+void FdGuardKeep(int fd) { Register(fd); }
+
 void FdGuardBeforeBackendLoad() {
   free(g_before);
   g_before = nullptr;

@@ -35,6 +35,9 @@ namespace nrtprof::shim::core {
 void FdGuardBeforeBackendLoad() NRTPROF_HIDDEN;
 void FdGuardAfterBackendLoad() NRTPROF_HIDDEN;
 
+// `fd`, made by the core itself (the rings file), is the shim's from now on.
+void FdGuardKeep(int fd) NRTPROF_HIDDEN;
+
 }  // namespace nrtprof::shim::core
 
 #endif  // NRTPROF_SHIM_FD_GUARD_H_

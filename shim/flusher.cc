@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -300,6 +301,9 @@ nrtprof::Hello Flusher::Hello() {
   // process in every Hello (the daemon matches a spool file to its streams by it).
   if (process_start_ns_ == 0) process_start_ns_ = hello.process_start_ns();
   hello.set_process_start_ns(process_start_ns_);
+  if (core_->rings_header.load(std::memory_order_acquire) != nullptr) {
+    hello.set_rings_fd(core_->rings_fd);
+  }
   return hello;
 }
 
@@ -409,6 +413,18 @@ void Flusher::DrainRings(uint64_t now_ns) {
     pthread_mutex_unlock(&core_->registry_mu);
     freed_rings_dropped_.runtime += ts->ring->dropped(RecordKind::kApiCall);
     freed_rings_dropped_.framework += ts->ring->dropped(RecordKind::kRange);
+    if (RingsFileHeader* h = core_->rings_header.load(std::memory_order_acquire);
+        h != nullptr && ts->ring_offset >= 0) {
+      // The ring's counts move to the header before its memory goes (its slot then reads as
+      // zeros), so that a reader after the process's death still finds them.
+      for (RecordKind kind : {RecordKind::kApiCall, RecordKind::kRange}) {
+        const size_t k = static_cast<size_t>(kind) % kRingsKinds;
+        h->retired_committed[k].fetch_add(ts->ring->committed(kind), std::memory_order_relaxed);
+        h->retired_dropped[k].fetch_add(ts->ring->dropped(kind), std::memory_order_relaxed);
+      }
+      fallocate(core_->rings_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ts->ring_offset,
+                static_cast<off_t>(ts->ring_bytes));
+    }
     munmap(ts->ring, ts->ring_bytes);
     free(ts);
   }

@@ -1,0 +1,76 @@
+// Processes that end abruptly under `nrtprof run` (real daemon, shim and runtime): SIGKILL,
+// _exit, SIGSEGV, abort. They never send their last events; the daemon reads the memory they
+// recorded into (the rings file, common/rings_file.h) and counts what they made and never sent
+// as process_died. The check is exact: in each lane, the events in the capture plus those
+// counted as dropped are the events the program made.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/testing/processes.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::CallsByName;
+using testing::kIsolatedEnv;
+using testing::ReadFile;
+using testing::Result;
+using testing::RunProcess;
+using testing::RunProfiled;
+using testing::Runfile;
+using testing::TempDir;
+
+// "Events dropped by lane: framework F, runtime R, hardware H" of summary.txt, by lane.
+std::map<std::string, int64_t> DroppedByLane(const std::string& summary) {
+  std::map<std::string, int64_t> lanes;
+  for (absl::string_view line : absl::StrSplit(summary, '\n')) {
+    if (!absl::ConsumePrefix(&line, "Events dropped by lane: ")) continue;
+    for (absl::string_view part : absl::StrSplit(line, ", ")) {
+      const std::vector<absl::string_view> words = absl::StrSplit(part, ' ');
+      int64_t n = 0;
+      if (words.size() == 2 && absl::SimpleAtoi(words[1], &n)) lanes[std::string(words[0])] = n;
+    }
+  }
+  return lanes;
+}
+
+TEST(AbruptEndTest, WhatADeadProcessMadeIsInTheCaptureOrCounted) {
+  constexpr int kN = 400;
+  for (const char* how : {"kill", "exit", "segv", "abort"}) {
+    SCOPED_TRACE(how);
+    const std::vector<std::string> command = {Runfile("tests/abrupt_end"), how,
+                                              std::to_string(kN)};
+    const Result bare = RunProcess(command, kIsolatedEnv);
+    const std::string out = TempDir(std::string("abrupt-") + how);
+    const Result profiled = RunProfiled(out, command);
+    EXPECT_EQ(profiled.exit_code, bare.exit_code) << profiled.err;
+    EXPECT_EQ(profiled.out, bare.out);
+    const std::string summary = ReadFile(out + "/summary.txt");
+    const std::map<std::string, int64_t> calls = CallsByName(out);
+    const std::map<std::string, int64_t> dropped = DroppedByLane(summary);
+    int64_t runtime_recorded = 0;
+    for (const char* f : {"nrt_init", "nrt_tensor_allocate", "nrt_tensor_write"}) {
+      if (calls.count(f)) runtime_recorded += calls.at(f);
+    }
+    const int64_t ranges_recorded = calls.count("step") ? calls.at("step") : 0;
+    const int64_t runtime_dropped = dropped.count("runtime") ? dropped.at("runtime") : 0;
+    const int64_t framework_dropped = dropped.count("framework") ? dropped.at("framework") : 0;
+    EXPECT_EQ(runtime_recorded + runtime_dropped, 2 + 2 * kN) << summary;
+    EXPECT_EQ(ranges_recorded + framework_dropped, kN) << summary;
+    // The first half was sent before the end; the rest was counted, not lost.
+    EXPECT_GE(runtime_recorded, 2 + kN) << summary;
+    if (runtime_dropped + framework_dropped > 0) {
+      EXPECT_TRUE(absl::StrContains(summary, "process_died")) << summary;
+    }
+    EXPECT_FALSE(absl::StrContains(summary, "Processes cut off")) << summary;
+  }
+}
+
+}  // namespace
+}  // namespace nrtprof

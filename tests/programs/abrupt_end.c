@@ -1,0 +1,45 @@
+/* A program that ends abruptly after using libnrt, as killed or crashed programs do.
+ * Usage: abrupt_end HOW N. Makes nrt_init, nrt_tensor_allocate and N tensor writes, waits
+ * 300 ms (long enough for the profiler to send them), makes N more writes, each inside an
+ * annotation range, then ends at once: HOW is kill (SIGKILL), exit (_exit(0), no atexit
+ * handlers), segv (SIGSEGV) or abort (SIGABRT). Prints how many calls it made first. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nrt/nrt.h"
+
+void nrtprof_range_push(const char* name) __attribute__((weak));
+void nrtprof_range_pop(void) __attribute__((weak));
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort N\n");
+    return 2;
+  }
+  const char* how = argv[1];
+  const int n = atoi(argv[2]);
+  if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 3;
+  nrt_tensor_t* tensor = NULL;
+  if (nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 64, "t", &tensor) != NRT_SUCCESS) {
+    return 4;
+  }
+  char buf[64] = {0};
+  for (int i = 0; i < n; ++i) nrt_tensor_write(tensor, buf, 0, sizeof(buf));
+  const struct timespec wait = {0, 300 * 1000 * 1000};
+  nanosleep(&wait, NULL);
+  for (int i = 0; i < n; ++i) {
+    if (nrtprof_range_push) nrtprof_range_push("step");
+    nrt_tensor_write(tensor, buf, 0, sizeof(buf));
+    if (nrtprof_range_pop) nrtprof_range_pop();
+  }
+  printf("abrupt_end: %d runtime calls, %d ranges; ending by %s\n", 2 + 2 * n, n, how);
+  fflush(stdout);
+  if (strcmp(how, "kill") == 0) raise(SIGKILL);
+  if (strcmp(how, "segv") == 0) raise(SIGSEGV);
+  if (strcmp(how, "abort") == 0) abort();
+  _exit(0);
+}
