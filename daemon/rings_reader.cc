@@ -92,7 +92,8 @@ absl::StatusOr<LaneDropCounts> ReadRecordsMade(int rings_fd) {
   }
   for (uint32_t i = 0; i < h.rings_made; ++i) {
     RingCounters c;
-    if (!ReadAt(rings_fd, &c, sizeof(c), h.header_bytes + i * h.ring_stride + kRingCountersOffset)) {
+    const off_t at = h.header_bytes + i * h.ring_stride + kRingCountersOffset;
+    if (!ReadAt(rings_fd, &c, sizeof(c), at)) {
       return absl::InvalidArgumentError(absl::StrCat("rings file: ring ", i, " unreadable"));
     }
     for (int k = 0; k < kRingsKinds; ++k) {

@@ -162,7 +162,8 @@ void* MapRing(size_t bytes, int64_t* offset) {
     const int64_t at = h->header_bytes + static_cast<int64_t>(slot) * h->ring_stride;
     void* ring = MAP_FAILED;
     if (ftruncate(g_core.rings_fd, at + h->ring_stride) == 0) {
-      ring = mmap(nullptr, h->ring_stride, PROT_READ | PROT_WRITE, MAP_SHARED, g_core.rings_fd, at);
+      ring = mmap(nullptr, h->ring_stride, PROT_READ | PROT_WRITE, MAP_SHARED, g_core.rings_fd,
+                  at);
     }
     if (ring != MAP_FAILED) {
       h->rings_made.store(slot + 1, std::memory_order_release);
