@@ -130,6 +130,11 @@ void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
     if (contents.torn_tail) {
       problems->push_back(absl::StrCat("spool ", path, " ends in a cut record (its writer died writing it)"));
     }
+    // The process's rings file comes along: if it died, what it made and never spooled is
+    // counted from it (process_died).
+    for (const ProcessCapture& p : *processes) {
+      if (p.rings != nullptr && SameProcess(p.hello, first.hello())) ingest.SetRingsFile(p.rings);
+    }
     processes->erase(std::remove_if(processes->begin(), processes->end(),
                                     [&](const ProcessCapture& p) {
                                       return SameProcess(p.hello, first.hello());

@@ -40,15 +40,18 @@ std::map<std::string, int64_t> DroppedByLane(const std::string& summary) {
   return lanes;
 }
 
-TEST(AbruptEndTest, WhatADeadProcessMadeIsInTheCaptureOrCounted) {
-  constexpr int kN = 400;
-  for (const char* how : {"kill", "exit", "segv", "abort"}) {
-    SCOPED_TRACE(how);
+constexpr int kN = 400;
+
+// Runs abrupt_end ending `how`, bare and profiled with `flags`, and checks the lanes.
+void ExpectEveryRecordAccountedFor(const std::string& how,
+                                   const std::vector<std::string>& flags) {
+  SCOPED_TRACE(how);
+  {
     const std::vector<std::string> command = {Runfile("tests/abrupt_end"), how,
                                               std::to_string(kN)};
     const Result bare = RunProcess(command, kIsolatedEnv);
-    const std::string out = TempDir(std::string("abrupt-") + how);
-    const Result profiled = RunProfiled(out, command);
+    const std::string out = TempDir("abrupt-" + how);
+    const Result profiled = RunProfiled(out, command, flags);
     EXPECT_EQ(profiled.exit_code, bare.exit_code) << profiled.err;
     EXPECT_EQ(profiled.out, bare.out);
     const std::string summary = ReadFile(out + "/summary.txt");
@@ -70,6 +73,15 @@ TEST(AbruptEndTest, WhatADeadProcessMadeIsInTheCaptureOrCounted) {
     }
     EXPECT_FALSE(absl::StrContains(summary, "Processes cut off")) << summary;
   }
+}
+
+TEST(AbruptEndTest, WhatADeadProcessMadeIsInTheCaptureOrCounted) {
+  for (const char* how : {"kill", "exit", "segv", "abort"}) ExpectEveryRecordAccountedFor(how, {});
+}
+
+TEST(AbruptEndTest, LosslessToo) {
+  // The daemon reads the spool for what was spooled, the rings file for the rest.
+  ExpectEveryRecordAccountedFor("kill", {"--mode", "lossless"});
 }
 
 }  // namespace
