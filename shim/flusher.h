@@ -192,6 +192,15 @@ class Flusher {
   bool final_done_ ABSL_GUARDED_BY(final_mu_) = false;
   Clock::time_point final_deadline_ ABSL_GUARDED_BY(final_mu_);
 
+  // The first contact: Start() waits (at most kFirstContactNs) until the daemon has answered
+  // the first Hello, or there is no daemon to answer, so that a process killed right after its
+  // first libnrt call is known to the daemon, which then counts what it made (process_died).
+  static constexpr uint64_t kFirstContactNs = 200'000'000;
+  std::mutex contact_mu_;
+  std::condition_variable contact_cv_;
+  bool contact_settled_ ABSL_GUARDED_BY(contact_mu_) = false;
+  uint64_t contact_deadline_ns_ = 0;  // the flusher's thread only; 0 once settled
+
   std::atomic<bool> grpc_started_{false};
   pthread_t thread_{};  // the flusher's thread, set before it runs
 

@@ -2,7 +2,8 @@
  * Usage: abrupt_end HOW N. Makes nrt_init, nrt_tensor_allocate and N tensor writes, waits
  * 300 ms (long enough for the profiler to send them), makes N more writes, each inside an
  * annotation range, then ends at once: HOW is kill (SIGKILL), exit (_exit(0), no atexit
- * handlers), segv (SIGSEGV) or abort (SIGABRT). Prints how many calls it made first. */
+ * handlers), segv (SIGSEGV) or abort (SIGABRT); at_once: SIGKILL right after the first N
+ * writes, without waiting. Prints how many calls it made first. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,11 @@ int main(int argc, char** argv) {
   }
   char buf[64] = {0};
   for (int i = 0; i < n; ++i) nrt_tensor_write(tensor, buf, 0, sizeof(buf));
+  if (strcmp(how, "at_once") == 0) {
+    printf("abrupt_end: %d runtime calls, 0 ranges; ending by SIGKILL at once\n", 2 + n);
+    fflush(stdout);
+    raise(SIGKILL);
+  }
   const struct timespec wait = {0, 300 * 1000 * 1000};
   nanosleep(&wait, NULL);
   for (int i = 0; i < n; ++i) {
