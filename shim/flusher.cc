@@ -810,6 +810,15 @@ void Flusher::SendFinalNow() {
 
 void Flusher::OpenAlone() {
   if (alone_ != nullptr) return;
+  // A connection of its own is a new connection: the socket is checked again, as for any
+  // new stream (its Hello carries the command line).
+  if (transport_.trust_check) {
+    const absl::Status trust = transport_.trust_check();
+    if (!trust.ok() && trust.code() != absl::StatusCode::kNotFound &&
+        trust.code() != absl::StatusCode::kResourceExhausted) {
+      return;
+    }
+  }
   nrtprof::ShimMessage hello;
   *hello.mutable_hello() = Hello();
   hello.mutable_hello()->set_mode(nrtprof::MODE_BEST_EFFORT);
@@ -827,6 +836,7 @@ void Flusher::OpenAlone() {
 
 bool Flusher::SendFinalAlone(Clock::time_point deadline) {
   OpenAlone();
+  if (alone_ == nullptr) return false;  // the socket is no longer to be trusted
   nrtprof::ShimMessage report;
   nrtprof::EventBatch* batch = report.mutable_batch();
   batch->set_sequence(final_sequence_);
