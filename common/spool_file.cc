@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/address.h"
@@ -12,6 +14,13 @@
 namespace nrtprof {
 
 namespace {
+
+// The process's file size limit (ulimit -f) in bytes; UINT64_MAX if none.
+uint64_t FileSizeLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return static_cast<uint64_t>(limit.rlim_cur);
+}
 
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
@@ -64,6 +73,13 @@ bool SpoolWriter::Open(const std::string& dir, const std::string& name, uint64_t
 
 bool SpoolWriter::Open(const std::string& dir, const std::string& name, uint64_t max_bytes,
                        const TrustPolicy& trust, std::string* error) {
+  // Past the process's file size limit (ulimit -f) a write gets the process killed (SIGXFSZ):
+  // the limit bounds the spool (what does not fit is spool_full), and a limit with no room
+  // for one is refused before anything is written.
+  if (FileSizeLimit() < 2 * kReserveBytes) {
+    *error = "the process's file size limit (ulimit -f) leaves no room for a spool file";
+    return false;
+  }
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     *error = "cannot create spool folder " + dir + ": " + strerror(errno);
     return false;
@@ -82,7 +98,7 @@ bool SpoolWriter::Open(const std::string& dir, const std::string& name, uint64_t
     *error = "cannot create spool file " + path_ + ": " + strerror(errno);
     return false;
   }
-  max_bytes_ = max_bytes;
+  max_bytes_ = std::min(max_bytes, FileSizeLimit());
   if (!WriteAll(fd_, kSpoolMagic, kSpoolMagicBytes)) {
     *error = "cannot write spool file " + path_ + ": " + strerror(errno);
     close(fd_);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "shim/fd_guard.h"
@@ -126,10 +127,22 @@ void AtForkChild() {
   }
 }
 
+// Whether the rings file may grow to `bytes`: past the process's file size limit (ulimit -f)
+// the kernel would refuse, and kill the process with SIGXFSZ.
+bool RingsFileMayGrowTo(uint64_t bytes) {
+  rlimit limit;
+  return getrlimit(RLIMIT_FSIZE, &limit) == 0 &&
+         (limit.rlim_cur == RLIM_INFINITY || bytes <= limit.rlim_cur);
+}
+
 // The rings file (common/rings_file.h): made once, before any ring, so that the first Hello
 // can name it. Without one (no descriptor, no memory file support) rings are private memory
 // and a process that dies abruptly is only flagged, not counted.
 void MakeRingsFile() {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t stride =
+      (EventRing::BytesFor(g_core.config.ring_events) + page - 1) / page * page;
+  if (!RingsFileMayGrowTo(kRingsFileHeaderBytes + stride)) return;
   const int fd = memfd_create(kRingsFileName, MFD_CLOEXEC);
   if (fd < 0) return;
   void* header = MAP_FAILED;
@@ -144,8 +157,7 @@ void MakeRingsFile() {
   memcpy(h->magic, kRingsFileMagic, sizeof(h->magic));
   h->version = kRingsFileVersion;
   h->header_bytes = kRingsFileHeaderBytes;
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  h->ring_stride = (EventRing::BytesFor(g_core.config.ring_events) + page - 1) / page * page;
+  h->ring_stride = stride;
   FdGuardKeep(fd);
   g_core.rings_fd = fd;
   g_core.rings_header.store(h, std::memory_order_release);
@@ -161,7 +173,8 @@ void* MapRing(size_t bytes, int64_t* offset) {
     const uint32_t slot = h->rings_made.load(std::memory_order_relaxed);
     const int64_t at = h->header_bytes + static_cast<int64_t>(slot) * h->ring_stride;
     void* ring = MAP_FAILED;
-    if (ftruncate(g_core.rings_fd, at + h->ring_stride) == 0) {
+    if (RingsFileMayGrowTo(at + h->ring_stride) &&
+        ftruncate(g_core.rings_fd, at + h->ring_stride) == 0) {
       ring = mmap(nullptr, h->ring_stride, PROT_READ | PROT_WRITE, MAP_SHARED, g_core.rings_fd,
                   at);
     }

@@ -188,5 +188,22 @@ TEST(ProgramShapesTest, ALimitedAddressSpaceNeverBreaksTheProgram) {
   }
 }
 
+// Under ulimit -f, where the program runs as well bare: a file the profiler grows past the
+// limit would get the program killed (SIGXFSZ; seen: exit 153 with the rings file). The rings
+// file stays within it (or rings are private memory), and so does a lossless spool.
+TEST(ProgramShapesTest, AFileSizeLimitNeverKillsTheProgram) {
+  const std::vector<std::string> command = Limited("-f 512", Program("steady", 100));
+  const Result plain = RunProcess(command, kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{}, {"--mode", "lossless"}}) {
+    const std::string out = TempDir(flags.empty() ? "fsize" : "fsize-lossless");
+    const Result r = testing::RunProfiled(out, command, flags, kPlainEnv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, plain.out);
+    EXPECT_EQ(Calls(out, "nrt_execute"), 100) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace nrtprof
