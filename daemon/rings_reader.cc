@@ -9,7 +9,6 @@
 #include <cstring>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/rings_file.h"
 #include "daemon/ingest.h"
@@ -54,7 +53,8 @@ int OpenRingsFile(uint32_t pid, int32_t fd) {
   const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
   if (n <= 0) return -1;
   target[n] = '\0';
-  if (!absl::StartsWith(target, absl::StrCat("/memfd:", kRingsFileName))) return -1;
+  // What /proc says of a memory file: "/memfd:NAME (deleted)".
+  if (std::string(target) != absl::StrCat("/memfd:", kRingsFileName, " (deleted)")) return -1;
   const int own = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (own < 0) return -1;
   struct stat st;

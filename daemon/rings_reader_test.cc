@@ -88,10 +88,12 @@ TEST_F(RingsFileTest, AHeaderThatDoesNotFitTheFileIsRefused) {
 TEST(RingsReaderTest, OnlyAProcessesRingsFileIsOpened) {
   // This process's stdin is no rings file; a pid that does not exist has none.
   EXPECT_EQ(OpenRingsFile(static_cast<uint32_t>(getpid()), 0), -1);
-  const int fd = memfd_create("something-else", MFD_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  EXPECT_EQ(OpenRingsFile(static_cast<uint32_t>(getpid()), fd), -1);
-  close(fd);
+  for (const char* name : {"something-else", "nrtprof-rings-of-another-kind"}) {
+    const int fd = memfd_create(name, MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(OpenRingsFile(static_cast<uint32_t>(getpid()), fd), -1) << name;
+    close(fd);
+  }
   const int rings = memfd_create(kRingsFileName, MFD_CLOEXEC);
   ASSERT_GE(rings, 0);
   const int own = OpenRingsFile(static_cast<uint32_t>(getpid()), rings);

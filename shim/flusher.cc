@@ -75,6 +75,15 @@ constexpr char kNoMemoryLine[] =
     "nrtprof: the profiler ran out of memory (is the process's address space limited, ulimit "
     "-v?); what it could not keep is counted as dropped (no_memory)\n";
 
+// The shortage a failure message names (EMFILE, ENFILE, ENOMEM, ENOBUFS: the process lacks what
+// it takes to connect), or 0.
+int StarvedError(absl::string_view failure) {
+  for (int error : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
+    if (absl::StrContains(failure, strerror(error))) return error;
+  }
+  return 0;
+}
+
 constexpr uint64_t kFirstBackoffNs = 100'000'000;
 constexpr uint64_t kMaxBackoffNs = 5'000'000'000;
 
@@ -572,12 +581,7 @@ void Flusher::NoteConnectFailure() {
   }
   // A daemon that is not there (no socket, nobody listening) is the usual state of an
   // always-on shim and goes unsaid; the process lacking what it takes to connect does not.
-  const std::string failure = stream_->failure();
-  for (int error : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
-    if (failure.find(strerror(error)) == std::string::npos) continue;
-    NoteStarved(error);
-    return;
-  }
+  if (const int error = StarvedError(stream_->failure()); error != 0) NoteStarved(error);
 }
 
 void Flusher::NoteStarved(int error) {
@@ -623,11 +627,8 @@ void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadl
     if (!trust.ok()) {
       if (trust.code() == absl::StatusCode::kResourceExhausted) {
         // Not a verdict on the daemon: the process has no descriptor (or memory) to check with.
-        int error = EMFILE;
-        for (int e : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
-          if (absl::StrContains(trust.message(), strerror(e))) error = e;
-        }
-        NoteStarved(error);
+        const int error = StarvedError(trust.message());
+        NoteStarved(error != 0 ? error : EMFILE);
       } else if (trust.code() != absl::StatusCode::kNotFound) {
         SayOnce(&untrusted_said_, "nrtprof: not trusting the daemon at " + transport_.target +
                                       ": " + std::string(trust.message()) +
