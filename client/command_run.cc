@@ -20,6 +20,7 @@
 #include "client/commands.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
+#include "client/fetch.h"
 #include "client/flags.h"
 #include "client/locate.h"
 #include "common/address.h"
@@ -177,8 +178,14 @@ int RunCommand(int argc, char** argv) {
   }
   DaemonConnection& connection = **daemon;
 
+  const std::string out = Absolute(absl::GetFlag(FLAGS_out));
+  if (!out.empty()) {
+    if (absl::Status s = CheckCaptureFolderFree(out); !s.ok()) {
+      return Fail(absl::StrCat("cannot start a capture: ", s.message()));
+    }
+  }
   StartCaptureRequest start;
-  start.set_output_dir(Absolute(absl::GetFlag(FLAGS_out)));
+  start.set_output_dir(out);
   start.set_stack_depth(static_cast<uint32_t>(stacks));
   StartCaptureReply capture;
   {
@@ -188,9 +195,18 @@ int RunCommand(int argc, char** argv) {
         connection.stub()->StartCapture(&context, start, &capture), connection.address());
     if (!s.ok()) return Fail(absl::StrCat("cannot start a capture: ", s.message()));
   }
+  // A shared service of another user writes the capture into a folder of its own; this
+  // command fetches it and writes it here, as the user who ran it.
+  const std::string fetch_to =
+      !capture.fetch() ? ""
+      : out.empty()    ? Absolute(absl::StrCat("nrtprof-captures/", capture.capture_id()))
+                       : out;
   fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
-          capture.output_dir().c_str(), connection.address().c_str(),
-          connection.private_daemon() ? ", private to this run" : "");
+          capture.fetch() ? fetch_to.c_str() : capture.output_dir().c_str(),
+          connection.address().c_str(),
+          connection.private_daemon() ? ", private to this run"
+          : capture.fetch()           ? ", a shared service: fetched when written"
+                                      : "");
 
   const int code =
       RunChild(command, *shim, connection.address(), tls, capture, stacks, mode);
@@ -218,6 +234,18 @@ int RunCommand(int argc, char** argv) {
     fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
             std::string(s.message()).c_str());
     return code;
+  }
+  if (capture.fetch()) {
+    absl::StatusOr<std::vector<std::string>> fetched = FetchCaptureFiles(
+        connection.stub(), connection.address(), capture.capture_id(), fetch_to, true);
+    if (!fetched.ok()) {
+      fprintf(stderr, "nrtprof run: the capture could not be fetched into %s: %s\n",
+              fetch_to.c_str(), std::string(fetched.status().message()).c_str());
+      return code;
+    }
+    files.set_output_dir(fetch_to);
+    files.clear_files();
+    for (const std::string& f : *fetched) files.add_files(f);
   }
   if (files.processes() == 0) {
     fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",

@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -152,6 +153,7 @@ struct CollectorCore::Stream {
   const uint32_t pid;
   const std::string executable;
   const std::string wanted_capture;  // Hello.capture_id: empty for any
+  std::optional<uint32_t> uid;       // the process's user, if on this machine (Caller::uid)
   ControlSender send;                // used under the core's mu_
   // The shim's counters (cumulative for the process) as its earlier or other streams had them
   // when this one began: Status counts only what this stream adds. Under the core's mu_.
@@ -165,6 +167,8 @@ struct CollectorCore::Capture {
   std::string id;
   std::string output_dir;
   uint32_t stack_depth = 0;
+  std::optional<uint32_t> owner;  // the user who asked for it; none: the operator
+  bool staged = false;            // written under output_root/users/, to be fetched
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
   bool starting = true;  // the id is reserved, the folder not made yet
   bool stopping = false;
@@ -181,6 +185,10 @@ CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, Collecto
     : options_(std::move(options)), sink_(sink), clock_(clock), started_ns_(clock->MonotonicNs()) {}
 
 CollectorCore::~CollectorCore() = default;
+
+bool CollectorCore::MayJoin(const Stream& stream, const Capture& capture) {
+  return !capture.owner || stream.uid == capture.owner;
+}
 
 void CollectorCore::Join(Stream* stream, Capture* capture) {
   stream->capture_id = capture->id;
@@ -205,13 +213,15 @@ void CollectorCore::AttachRingsFile(StreamId stream, std::shared_ptr<const Rings
 
 absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
                                                                const nrtprof::Hello& hello,
-                                                               ControlSender send) {
+                                                               ControlSender send,
+                                                               Caller caller) {
   if (absl::Status s = ProcessIngest::ValidateHello(hello); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   if (streams_.count(stream) != 0) {
     return absl::FailedPreconditionError("a second Hello on one stream");
   }
   auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
+  s->uid = caller.uid;
   // A process back on a new stream: batches its earlier streams stored are duplicates now.
   uint64_t stored = 0;
   auto max = [](uint64_t a, uint64_t b) { return std::max(a, b); };
@@ -233,7 +243,7 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
   streams_[stream] = s;
   Capture* join = nullptr;
   for (auto& [id, c] : captures_) {
-    if (c->starting || c->stopping) continue;
+    if (c->starting || c->stopping || !MayJoin(*s, *c)) continue;
     if (hello.capture_id().empty() ? (join == nullptr || c->number > join->number)
                                    : id == hello.capture_id()) {
       join = c.get();
@@ -320,12 +330,12 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   cv_.notify_all();
 }
 
-std::string CollectorCore::NewCaptureId() {
+std::string CollectorCore::NewCaptureId(const std::string& root) {
   const absl::Time now = absl::FromUnixNanos(clock_->RealtimeNs());
   const std::string base = absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone());
   std::string id = base;
   for (int n = 2; captures_.count(id) != 0 ||
-                  Exists(absl::StrCat(options_.output_root, "/", id, "/trace.pftrace"));
+                  Exists(absl::StrCat(root, "/", id));
        ++n) {
     id = absl::StrCat(base, "-", n);
   }
@@ -333,23 +343,40 @@ std::string CollectorCore::NewCaptureId() {
 }
 
 absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
-    const nrtprof::StartCaptureRequest& request) {
+    const nrtprof::StartCaptureRequest& request, Caller caller) {
   if (!request.capture_id().empty()) {
     if (absl::Status s = CheckCaptureId(request.capture_id()); !s.ok()) return s;
   }
-  if (!request.output_dir().empty()) {
+  // Another user's capture is staged in the daemon's own folder and fetched: the daemon never
+  // writes where such a caller asks, since it cannot know what that user may write.
+  const bool staged = !IsOperator(caller);
+  const std::string users_root = absl::StrCat(options_.output_root, "/users");
+  const std::string root =
+      staged ? absl::StrCat(users_root, "/", *caller.uid) : options_.output_root;
+  if (!staged && !request.output_dir().empty()) {
     if (absl::Status s = CheckOutputDir(request.output_dir()); !s.ok()) return s;
+  }
+  if (staged) {
+    if (absl::Status s = MakeFolders(options_.output_root); !s.ok()) return s;
+    // Private to the daemon's user, whatever the output root's mode: the other users' captures
+    // must not be readable through it.
+    for (const std::string& d : {users_root, root}) {
+      if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot create folder ", d, ": ", strerror(errno)));
+      }
+    }
   }
   std::string id, dir;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
-    id = request.capture_id().empty() ? NewCaptureId() : request.capture_id();
+    id = request.capture_id().empty() ? NewCaptureId(root) : request.capture_id();
     if (captures_.count(id) != 0) {
       return absl::AlreadyExistsError(absl::StrCat("capture '", id, "' is already in progress"));
     }
-    dir = request.output_dir().empty() ? absl::StrCat(options_.output_root, "/", id)
-                                       : request.output_dir();
+    dir = staged || request.output_dir().empty() ? absl::StrCat(root, "/", id)
+                                                 : request.output_dir();
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     for (const auto& [other_id, c] : captures_) {
       if (c->output_dir == dir) {
@@ -362,6 +389,8 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->id = id;
     c->output_dir = dir;
     c->stack_depth = request.stack_depth();
+    if (staged) c->owner = caller.uid;
+    c->staged = staged;
     c->number = ++captures_started_;
     captures_[id] = std::move(c);
   }
@@ -380,7 +409,8 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   Capture& c = *it->second;
   c.starting = false;
   // So that a daemon started after this one dies carries the capture on (lossless mode).
-  if (absl::Status m = WriteCaptureManifest(options_.spool_dir, {id, dir, c.stack_depth});
+  if (absl::Status m =
+          WriteCaptureManifest(options_.spool_dir, {id, dir, c.stack_depth, c.owner});
       !m.ok() && options_.log) {
     options_.log(absl::StrCat("capture '", id, "': ", m.message(),
                               "; it will not survive a restart of the daemon"));
@@ -389,6 +419,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   for (auto& [stream_id, s] : streams_) {
     if (!s->capture_id.empty()) continue;  // in another capture
     if (!s->wanted_capture.empty() && s->wanted_capture != id) continue;
+    if (!MayJoin(*s, c)) continue;
     Join(s.get(), &c);
     s->send(start);
   }
@@ -396,6 +427,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   reply.set_capture_id(id);
   reply.set_output_dir(dir);
   reply.set_spool_dir(options_.spool_dir);
+  reply.set_fetch(staged);
   return reply;
 }
 
@@ -432,7 +464,7 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
 }
 
 absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
-    const nrtprof::StopCaptureRequest& request) {
+    const nrtprof::StopCaptureRequest& request, Caller caller) {
   std::unique_ptr<Capture> capture;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -440,7 +472,9 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     if (id.empty()) {
       std::vector<std::string> active;
       for (const auto& [other_id, c] : captures_) {
-        if (!c->starting && !c->stopping) active.push_back(other_id);
+        if (!c->starting && !c->stopping && MayControl(caller, c->owner)) {
+          active.push_back(other_id);
+        }
       }
       if (active.empty()) return absl::NotFoundError("no capture is in progress");
       if (active.size() > 1) {
@@ -455,6 +489,10 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
       return absl::NotFoundError(absl::StrCat("no capture '", id, "' in progress"));
     }
     Capture* c = it->second.get();
+    if (!MayControl(caller, c->owner)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("capture '", id, "' is another user's; you can stop only your own"));
+    }
     if (c->stopping) {
       return absl::FailedPreconditionError(
           absl::StrCat("capture '", id, "' is already being stopped"));
@@ -479,9 +517,11 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
 
   // Correlating and writing take a while: no lock, so streams and other captures go on.
-  // Lossless processes: their spool files hold everything they produced.
+  // Lossless processes: their spool files hold everything they produced (for a user's
+  // capture, only the spool files that user made).
   std::vector<std::string> problems;
-  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems);
+  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems,
+              capture->owner);
   // Processes that ended without their final batch: what their rings say they made.
   for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
   for (const std::string& p : problems) {
@@ -497,7 +537,26 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
 
   std::lock_guard<std::mutex> lock(mu_);
   --stops_in_flight_;
-  if (wrote.ok()) ++captures_written_;
+  if (wrote.ok()) {
+    ++captures_written_;
+    // Remembered for FetchCapture: the files by their names in the folder.
+    Written& w = written_[capture->id];
+    w.order = ++writes_;
+    w.owner = capture->owner;
+    w.files.dir = capture->output_dir;
+    w.files.staged = capture->staged;
+    w.files.names.clear();
+    for (const std::string& f : files.files()) {
+      if (f.find('/') == std::string::npos && f != "." && f != "..") w.files.names.push_back(f);
+    }
+    if (written_.size() > kRememberedCaptures) {
+      auto oldest = written_.begin();
+      for (auto it = written_.begin(); it != written_.end(); ++it) {
+        if (it->second.order < oldest->second.order) oldest = it;
+      }
+      written_.erase(oldest);
+    }
+  }
   cv_.notify_all();
   if (!wrote.ok()) {
     return absl::Status(wrote.code(), absl::StrCat("capture '", capture->id, "' to ",
@@ -506,7 +565,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   return files;
 }
 
-nrtprof::StatusReply CollectorCore::Status() {
+nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   nrtprof::StatusReply reply;
   reply.set_address(options_.address);
   reply.set_daemon_version(options_.daemon_version);
@@ -515,7 +574,9 @@ nrtprof::StatusReply CollectorCore::Status() {
   reply.set_uptime_ms((clock_->MonotonicNs() - started_ns_) / 1'000'000);
   reply.set_final_batches_alone(final_batches_alone_);
   DropCounts drops = closed_drops_;
+  const bool all = IsOperator(caller);
   for (const auto& [id, s] : streams_) {
+    if (!all && s->uid != caller.uid) continue;  // another user's program: not this caller's to see
     nrtprof::ConnectedProcess* p = reply.add_processes();
     p->set_pid(s->pid);
     p->set_executable(s->executable);
@@ -553,6 +614,8 @@ std::vector<std::string> CollectorCore::RecoverCaptures() {
     c->id = m.capture_id;
     c->output_dir = m.output_dir;
     c->stack_depth = m.stack_depth;
+    c->owner = m.owner;
+    c->staged = m.owner.has_value();
     c->number = ++captures_started_;
     c->starting = false;
     lines.push_back(absl::StrCat("capture '", c->id, "' (to ", c->output_dir,
@@ -560,6 +623,38 @@ std::vector<std::string> CollectorCore::RecoverCaptures() {
     captures_[m.capture_id] = std::move(c);
   }
   return lines;
+}
+
+absl::StatusOr<CollectorCore::Fetchable> CollectorCore::FetchableCapture(
+    const std::string& capture_id, const Caller& caller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = written_.find(capture_id);
+  if (it == written_.end()) {
+    return absl::NotFoundError(absl::StrCat("no written capture '", capture_id,
+                                            "' to fetch (the daemon remembers the last ",
+                                            kRememberedCaptures, ")"));
+  }
+  if (!MayControl(caller, it->second.owner)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("capture '", capture_id, "' is another user's; you can fetch only your own"));
+  }
+  return it->second.files;
+}
+
+void CollectorCore::FetchedCapture(const std::string& capture_id) {
+  Fetchable files;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = written_.find(capture_id);
+    if (it == written_.end() || !it->second.files.staged) return;
+    files = std::move(it->second.files);
+    written_.erase(it);
+  }
+  for (const std::string& name : files.names) unlink((files.dir + "/" + name).c_str());
+  if (rmdir(files.dir.c_str()) != 0 && options_.log) {
+    options_.log(absl::StrCat("capture '", capture_id, "' was fetched but ", files.dir,
+                              " could not be removed: ", strerror(errno)));
+  }
 }
 
 absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {

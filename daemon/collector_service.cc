@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
+#include "daemon/peer.h"
 #include "daemon/rings_reader.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -26,9 +27,9 @@ constexpr char kStreamMethod[] = "/nrtprof.Collector/Stream";
 // fired or been cancelled.
 class ShimStream final : public grpc::ServerGenericBidiReactor {
  public:
-  // `peer`: gRPC's name for the other end ("unix:..." for a stream on this machine).
-  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms, std::string peer)
-      : core_(core), id_(id), local_(absl::StartsWith(peer, "unix:")) {
+  // `peer`: who is at the other end (peer.h), read while its connection is surely open.
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms, Peer peer)
+      : core_(core), id_(id), peer_(peer) {
     if (hello_timeout_ms != 0) {
       holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
       hello_timer_.Set(
@@ -129,13 +130,17 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
             nrtprof::DaemonMessage m;
             *m.mutable_control() = c;
             Send(std::move(m));
-          });
+          }, peer_.caller);
       if (!control.ok()) return ToGrpcStatus(control.status());
       hello_seen_ = true;
       // A process on this machine names the memory it records into: held from now on, it says
       // what the process made even after a SIGKILL.
-      if (local_ && in_.hello().rings_fd() > 0) {
-        const int rings = OpenRingsFile(in_.hello().pid(), in_.hello().rings_fd());
+      // The process is the one that connected, by its credentials, not the pid its Hello
+      // claims (which is also its own namespace's).
+      if (peer_.local && in_.hello().rings_fd() > 0) {
+        const int rings = OpenRingsFile(peer_.pid != 0 ? static_cast<uint32_t>(peer_.pid)
+                                                       : in_.hello().pid(),
+                                        in_.hello().rings_fd());
         if (rings >= 0) core_->AttachRingsFile(id_, std::make_shared<const RingsFile>(rings));
       }
       hello_timer_.Cancel();
@@ -206,7 +211,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
 
   CollectorCore* const core_;
   const uint64_t id_;
-  const bool local_;  // the peer is on this machine (a unix socket)
+  const Peer peer_;
   grpc::ByteBuffer in_bytes_;  // one read at a time
   nrtprof::ShimMessage in_;    // in_bytes_, parsed
   uint64_t messages_read_ = 0;
@@ -242,7 +247,8 @@ grpc::ServerGenericBidiReactor* CollectorService::CreateReactor(
     };
     return new Unimplemented(context->method());
   }
-  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms, context->peer());
+  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms,
+                        PeerOf(context->peer()));
 }
 
 }  // namespace nrtprof::daemon

@@ -36,6 +36,7 @@
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
 #include "daemon/tcp_listener.h"
+#include "daemon/unix_acceptor.h"
 #include "daemon/trace_sink.h"
 #include "grpcpp/grpcpp.h"
 
@@ -514,8 +515,16 @@ int NrtprofdMain(int argc, char** argv) {
   CollectorService collector(&core, collector_options);
   ControlService control(&core);
 
+  // The socket is the daemon's own, accepted on a thread of its own: every connection's
+  // credentials are checked and known to the services (unix_acceptor.h, peer.h).
+  absl::StatusOr<std::unique_ptr<UnixAcceptor>> acceptor = UnixAcceptor::Listen(
+      socket_path, reach.socket_mode(), PeerRule{getuid(), reach.group});
+  if (!acceptor.ok()) return Fail(std::string(acceptor.status().message()), 1);
+  if (absl::Status s = Restrict(socket_path, reach.socket_mode(), reach); !s.ok()) {
+    unlink(socket_path.c_str());
+    return Fail(std::string(s.message()), 1);
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials());
   builder.RegisterCallbackGenericService(&collector);
   builder.RegisterService(&control);
   builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
@@ -528,16 +537,12 @@ int NrtprofdMain(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_timeout_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Owner only (and --socket_group's members), from the moment the socket exists (the chmod
-  // after is for umasks that remove group bits).
-  const mode_t old_umask = umask(07777 & ~reach.socket_mode());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  umask(old_umask);
-  if (server == nullptr) return Fail(absl::StrCat("cannot listen on ", socket_path), 1);
-  if (absl::Status s = Restrict(socket_path, reach.socket_mode(), reach); !s.ok()) {
-    server->Shutdown();
-    return Fail(std::string(s.message()), 1);
+  if (server == nullptr) {
+    unlink(socket_path.c_str());
+    return Fail(absl::StrCat("cannot serve on ", socket_path), 1);
   }
+  (*acceptor)->Start(server.get());
   if (tcp != nullptr) tcp->Open(&collector, &control);
 
   if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
@@ -565,6 +570,7 @@ int NrtprofdMain(int argc, char** argv) {
   // Captures first, while the shims can still deliver their last events; then the streams.
   const absl::Status written = core.Shutdown(kShutdownWaitMs);
   if (tcp != nullptr) tcp->Shutdown(std::chrono::system_clock::now());
+  (*acceptor)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   unlink(socket_path.c_str());
