@@ -320,6 +320,40 @@ TEST_F(TrustTest, DaemonOfAnotherUserAtAnExplicitAddress) {
       << trusted.err;
 }
 
+// With XDG_RUNTIME_DIR set (a 0700 folder of the user's, as systemd's /run/user/UID), the
+// daemon, the CLI and the shim meet there: a squatted /tmp/nrtprof-UID plays no part.
+TEST_F(TrustTest, TheRuntimeDirIsTheDefaultWhenSet) {
+  ASSERT_EQ(mkdir(default_dir_.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(default_dir_.c_str(), 0777), 0);
+  ASSERT_EQ(chown(default_dir_.c_str(), kMallory, kMalloryGroup), 0);
+  const std::string run = home_ + "/run";
+  ASSERT_EQ(mkdir(run.c_str(), 0700), 0);
+  ASSERT_EQ(chown(run.c_str(), alice_, alice_), 0);
+  const std::map<std::string, std::string> env = {{"XDG_RUNTIME_DIR", run}};
+  std::string out, err;
+  const pid_t daemon = SpawnAs(alice_, alice_, {}, {bin_ + "/nrtprofd"}, env, &out, &err);
+  daemons_.push_back(daemon);
+  const std::string socket = run + "/nrtprof/nrtprofd.sock";
+  struct stat st;
+  for (int i = 0; i < 200 && stat(socket.c_str(), &st) != 0; ++i) usleep(50'000);
+  ASSERT_EQ(stat(socket.c_str(), &st), 0) << ReadFile(err);
+  EXPECT_EQ(st.st_uid, alice_);
+
+  const Result status = Alice({bin_ + "/nrtprof", "status"}, env);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(absl::StrContains(status.out, "daemon:              unix:" + socket)) << status.out;
+  // A program preloaded by hand streams to it; nrtprof run uses it (no private daemon).
+  std::vector<std::string> argv = {bin_ + "/nrtprof", "run", "--out", home_ + "/cap", "--"};
+  for (const std::string& a : Rmsnorm()) argv.push_back(a);
+  const Result profiled = Alice(argv, env);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_TRUE(absl::StrContains(profiled.err, "(daemon unix:" + socket + ")")) << profiled.err;
+  EXPECT_FALSE(absl::StrContains(profiled.err, "not trusting")) << profiled.err;
+  const auto calls = testing::CallsByName(home_ + "/cap");
+  EXPECT_EQ(calls.count("nrt_load") ? calls.at("nrt_load") : 0, 1) << profiled.err;
+  EXPECT_EQ(Entries(default_dir_), 0u);
+}
+
 // The shared service that must keep working: nrtprofd as its own user (nobody here), its
 // socket open to a group alice is in (--socket_group), trusted by NRTPROF_SERVICE_USER.
 TEST_F(TrustTest, SharedServiceOfTheConfiguredUserWorks) {
