@@ -20,6 +20,7 @@
 #include "client/commands.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
+#include "client/capture_report.h"
 #include "client/fetch.h"
 #include "client/flags.h"
 #include "client/locate.h"
@@ -197,13 +198,8 @@ int RunCommand(int argc, char** argv) {
   }
   // A shared service of another user writes the capture into a folder of its own; this
   // command fetches it and writes it here, as the user who ran it.
-  const std::string fetch_to =
-      !capture.fetch() ? ""
-      : out.empty()    ? Absolute(absl::StrCat("nrtprof-captures/", capture.capture_id()))
-                       : out;
   fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
-          capture.fetch() ? fetch_to.c_str() : capture.output_dir().c_str(),
-          connection.address().c_str(),
+          CaptureDestination(capture, out).c_str(), connection.address().c_str(),
           connection.private_daemon() ? ", private to this run"
           : capture.fetch()           ? ", a shared service: fetched when written"
                                       : "");
@@ -235,32 +231,11 @@ int RunCommand(int argc, char** argv) {
             std::string(s.message()).c_str());
     return code;
   }
-  if (capture.fetch()) {
-    absl::StatusOr<std::vector<std::string>> fetched = FetchCaptureFiles(
-        connection.stub(), connection.address(), capture.capture_id(), fetch_to, true);
-    if (!fetched.ok()) {
-      fprintf(stderr, "nrtprof run: the capture could not be fetched into %s: %s\n",
-              fetch_to.c_str(), std::string(fetched.status().message()).c_str());
-      return code;
-    }
-    files.set_output_dir(fetch_to);
-    files.clear_files();
-    for (const std::string& f : *fetched) files.add_files(f);
-  }
   if (files.processes() == 0) {
     fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
             command[0]);
   }
-  fprintf(stderr, "\n%s\n", files.summary_text().c_str());
-  fprintf(stderr, "nrtprof: %llu events from %u process%s, %llu dropped; files in %s:\n",
-          static_cast<unsigned long long>(files.events()), files.processes(),
-          files.processes() == 1 ? "" : "es",
-          static_cast<unsigned long long>(files.events_dropped()), files.output_dir().c_str());
-  for (const std::string& f : files.files()) fprintf(stderr, "  %s\n", f.c_str());
-  fprintf(stderr,
-          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
-          "trace file\"), or trace.json in chrome://tracing\n",
-          files.output_dir().c_str());
+  ReportCapture(connection, capture, out, std::move(files), "nrtprof run");
   return code;
 }
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,13 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::Connect(
     const std::string& address, int timeout_ms,
     std::shared_ptr<grpc::ChannelCredentials> credentials) {
   if (KindOf(address) == AddressKind::kUnix) {
+    // gRPC would only log it, several lines of its own, and say the channel failed.
+    const std::string path = SocketPathOf(address);
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
+                                                     sizeof(sockaddr_un::sun_path) - 1,
+                                                     " bytes, the most a unix socket takes"));
+    }
     absl::StatusOr<TrustPolicy> policy = TrustPolicyFromEnv();
     if (!policy.ok()) return policy.status();
     // Nobody there (NotFound) is left to the connection below, which says so in its own words.

@@ -168,6 +168,7 @@ struct CollectorCore::Capture {
   std::string output_dir;
   uint32_t stack_depth = 0;
   std::optional<uint32_t> owner;  // the user who asked for it; none: the operator
+  std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
   bool staged = false;            // written under output_root/users/, to be fetched
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
   bool starting = true;  // the id is reserved, the folder not made yet
@@ -187,6 +188,10 @@ CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, Collecto
 CollectorCore::~CollectorCore() = default;
 
 bool CollectorCore::MayJoin(const Stream& stream, const Capture& capture) {
+  if (!capture.pids.empty() &&
+      std::find(capture.pids.begin(), capture.pids.end(), stream.pid) == capture.pids.end()) {
+    return false;
+  }
   return !capture.owner || stream.uid == capture.owner;
 }
 
@@ -390,6 +395,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->output_dir = dir;
     c->stack_depth = request.stack_depth();
     if (staged) c->owner = caller.uid;
+    c->pids.assign(request.pids().begin(), request.pids().end());
     c->staged = staged;
     c->number = ++captures_started_;
     captures_[id] = std::move(c);

@@ -169,7 +169,8 @@ class CollectorCore {
   bool IsOperator(const Caller& caller) const {
     return !caller.uid || *caller.uid == 0 || *caller.uid == options_.daemon_uid;
   }
-  // Captures of the operator take every process; a user's, only that user's.
+  // Captures of the operator take every process; a user's, only that user's; one that names
+  // pids, only those.
   static bool MayJoin(const Stream& stream, const Capture& capture);
   bool MayControl(const Caller& caller, const std::optional<uint32_t>& owner) const {
     return IsOperator(caller) || owner == caller.uid;
