@@ -1,8 +1,9 @@
-// `nrtprof capture --duration D [--pid PID]... [--out DIR]`: records, on a standing daemon,
-// every process connected now or connecting within the window (or only the named pids) for D,
-// then writes the capture as `nrtprof run` does. Ctrl-C (or SIGTERM) ends the window early and
-// still writes it. Nothing is started: the programs must already stream to the daemon (run
-// with the shim preloaded).
+// `nrtprof capture [--last L] [--duration D] [--pid PID]... [--out DIR]`: records, on a
+// standing daemon, every process connected now or connecting within the window (or only the
+// named pids) for D, then writes the capture as `nrtprof run` does; with --last, the window
+// starts L before now, from the daemon's flight recorder (--last alone: written at once).
+// Ctrl-C (or SIGTERM) ends the window early and still writes it. Nothing is started: the
+// programs must already stream to the daemon (run with the shim preloaded).
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@
 
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "how long to record, as 10s, 1m30s or 500ms (at most 24h)");
+ABSL_FLAG(absl::Duration, last, absl::ZeroDuration(),
+          "also the time before now, as 30s, from the daemon's flight recorder (at most 24h)");
 ABSL_FLAG(std::string, pid, "",
           "record only these processes: a pid, or several (--pid 1,2 or --pid 1 --pid 2)");
 
@@ -38,8 +41,8 @@ namespace nrtprof::cli {
 namespace {
 
 constexpr char kCaptureUsage[] =
-    "nrtprof capture --duration D [--pid PID]... [--out DIR] [--stacks N] [--addr ADDRESS "
-    "[--tls_ca PEM --token_file PATH]]";
+    "nrtprof capture (--duration D | --last L [--duration D]) [--pid PID]... [--out DIR] "
+    "[--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]";
 
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof capture: %s\n", line.c_str());
@@ -95,8 +98,14 @@ int CaptureCommand(int argc, char** argv) {
     return Fail(absl::StrCat("unexpected argument '", args[1], "'; usage: ", kCaptureUsage), 2);
   }
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
-  if (duration <= absl::ZeroDuration() || duration > absl::Hours(24)) {
-    return Fail(absl::StrCat("--duration must be more than 0 and at most 24h (as 10s); usage: ",
+  const absl::Duration last = absl::GetFlag(FLAGS_last);
+  if (last < absl::ZeroDuration() || last > absl::Hours(24)) {
+    return Fail(absl::StrCat("--last must be at most 24h (as 30s); usage: ", kCaptureUsage), 2);
+  }
+  if (duration < absl::ZeroDuration() || duration > absl::Hours(24) ||
+      (duration == absl::ZeroDuration() && last == absl::ZeroDuration())) {
+    return Fail(absl::StrCat("--duration must be more than 0 and at most 24h (as 10s), or "
+                             "give --last; usage: ",
                              kCaptureUsage),
                 2);
   }
@@ -154,6 +163,7 @@ int CaptureCommand(int argc, char** argv) {
   start.set_output_dir(out);
   start.set_stack_depth(static_cast<uint32_t>(stacks));
   for (uint32_t pid : pids) start.add_pids(pid);
+  start.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(last)));
   StartCaptureReply capture;
   {
     grpc::ClientContext context;
@@ -162,13 +172,25 @@ int CaptureCommand(int argc, char** argv) {
         FromGrpc(connection.stub()->StartCapture(&context, start, &capture), address);
     if (!s.ok()) return Fail(absl::StrCat("cannot start a capture: ", s.message()));
   }
-  fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s): recording for %s; Ctrl-C ends it early\n",
-          capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(), address.c_str(),
-          absl::FormatDuration(duration).c_str());
+  const std::string past =
+      last == absl::ZeroDuration() ? "" : absl::StrCat("the last ", absl::FormatDuration(last));
+  if (duration == absl::ZeroDuration()) {
+    fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s): %s, from the flight recorder\n",
+            capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
+            address.c_str(), past.c_str());
+  } else {
+    fprintf(stderr,
+            "nrtprof: capture %s -> %s (daemon %s): %s%srecording for %s; Ctrl-C ends it "
+            "early\n",
+            capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
+            address.c_str(), past.c_str(), past.empty() ? "" : " and ",
+            absl::FormatDuration(duration).c_str());
+  }
 
   const absl::Time began = absl::Now();
   const timespec wait = absl::ToTimespec(duration);
-  const int signal_number = sigtimedwait(&stop_signals, nullptr, &wait);
+  const int signal_number =
+      duration == absl::ZeroDuration() ? 0 : sigtimedwait(&stop_signals, nullptr, &wait);
   if (signal_number > 0) {
     fprintf(stderr, "nrtprof capture: %s after %s: ending the window early\n",
             signal_number == SIGINT ? "interrupted" : "terminated",
@@ -178,7 +200,7 @@ int CaptureCommand(int argc, char** argv) {
 
   StopCaptureRequest stop;
   stop.set_capture_id(capture.capture_id());
-  stop.set_wait_ms(2000);
+  stop.set_wait_ms(duration == absl::ZeroDuration() ? 0 : 2000);
   CaptureFiles files;
   {
     grpc::ClientContext context;
@@ -186,6 +208,9 @@ int CaptureCommand(int argc, char** argv) {
     const absl::Status s =
         FromGrpc(connection.stub()->StopCapture(&context, stop, &files), address);
     if (!s.ok()) return Fail(absl::StrCat("the capture was not written: ", s.message()));
+  }
+  for (const std::string& note : files.notes()) {
+    fprintf(stderr, "nrtprof capture: %s\n", note.c_str());
   }
   if (files.events() == 0) {
     std::string why;

@@ -76,6 +76,17 @@ int StatusCommand(int argc, char** argv) {
          static_cast<unsigned long long>(status->final_batches_alone()));
   printf("captures written:    %llu\n",
          static_cast<unsigned long long>(status->captures_written()));
+  const FlightRecorderStatus& recorder = status->flight_recorder();
+  if (recorder.seconds_limit() == 0) {
+    printf("flight recorder:     off (processes record only in a capture)\n");
+  } else {
+    printf("flight recorder:     holding %.1f s, %llu events, %.1f MiB (bounds %llu s, %llu MiB); "
+           "%llu events evicted\n",
+           recorder.oldest_age_ms() / 1000.0, static_cast<unsigned long long>(recorder.events()),
+           recorder.bytes() / 1048576.0, static_cast<unsigned long long>(recorder.seconds_limit()),
+           static_cast<unsigned long long>(recorder.bytes_limit() >> 20),
+           static_cast<unsigned long long>(recorder.evicted_events()));
+  }
   return 0;
 }
 

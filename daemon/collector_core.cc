@@ -15,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -168,6 +169,8 @@ struct CollectorCore::Capture {
   std::string output_dir;
   uint32_t stack_depth = 0;
   std::optional<uint32_t> owner;  // the user who asked for it; none: the operator
+  uint64_t started_ns = 0;        // CLOCK_MONOTONIC
+  uint32_t last_ms = 0;           // StartCaptureRequest.last_ms: from the flight recorder
   std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
   bool staged = false;            // written under output_root/users/, to be fetched
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
@@ -183,7 +186,21 @@ DropCounts CollectorCore::StreamsOwnDrops(const Stream& s) {
 }
 
 CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, CollectorClock* clock)
-    : options_(std::move(options)), sink_(sink), clock_(clock), started_ns_(clock->MonotonicNs()) {}
+    : options_(std::move(options)),
+      recorder_(options_.flight_recorder
+                    ? std::make_unique<FlightRecorder>(options_.flight_recorder_limits)
+                    : nullptr),
+      sink_(sink),
+      clock_(clock),
+      started_ns_(clock->MonotonicNs()) {}
+
+nrtprof::CaptureControl CollectorCore::Idle(const std::string& capture_id) const {
+  return Control(recorder_ != nullptr, capture_id, 0);
+}
+
+void CollectorCore::ForgetEmptied(const std::vector<uint64_t>& emptied) {
+  for (uint64_t id : emptied) recorded_closed_.erase(id);
+}
 
 CollectorCore::~CollectorCore() = default;
 
@@ -259,13 +276,14 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
     Join(s.get(), join);
     control = Control(true, join->id, join->stack_depth);
   } else {
-    control = Control(false, hello.capture_id(), 0);
+    control = Idle(hello.capture_id());
   }
   s->send(control);
   return control;
 }
 
-absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch) {
+absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
+                                                std::string wire) {
   std::shared_ptr<Stream> s;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -281,7 +299,32 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     std::lock_guard<std::mutex> lock(s->mu);
     const uint64_t before = s->ingest.events_received();
     const bool final_before = s->ingest.final();
+    const uint64_t sequence_before = s->ingest.last_sequence();
     ack = s->ingest.OnBatch(batch);
+    // A batch stored (not a duplicate) goes to the flight recorder as it came; one that carries
+    // model files without them (the stream's state keeps those).
+    if (recorder_ != nullptr && ack.ok() && s->ingest.last_sequence() != sequence_before &&
+        batch.events_size() != 0) {
+      FlightRecorder::Chunk chunk;
+      chunk.stream = stream;
+      chunk.arrival_ns = clock_->MonotonicNs();
+      chunk.sequence = batch.sequence();
+      chunk.events = static_cast<uint32_t>(batch.events_size());
+      if (wire.empty() || batch.models_size() != 0) {
+        nrtprof::ShimMessage m;
+        *m.mutable_batch() = batch;
+        m.mutable_batch()->clear_models();
+        chunk.bytes = m.SerializeAsString();
+      } else {
+        chunk.bytes = std::move(wire);
+      }
+      std::vector<uint64_t> emptied;
+      recorder_->Add(std::move(chunk), &emptied);
+      if (!emptied.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ForgetEmptied(emptied);
+      }
+    }
     events_received_ += s->ingest.events_received() - before;
     final = s->ingest.final();
     final_alone = final && !final_before && s->ingest.hello().final_only();
@@ -312,6 +355,7 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   if (it == streams_.end()) return;
   std::shared_ptr<Stream> s = it->second;
   streams_.erase(it);
+  if (recorder_ != nullptr && recorder_->Holds(stream)) recorded_closed_[stream] = s;
   std::lock_guard<std::mutex> stream_lock(s->mu);
   closed_drops_ += StreamsOwnDrops(*s);
   // A process that may come back: remember how far it was stored. The bound keeps a daemon
@@ -351,6 +395,11 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     const nrtprof::StartCaptureRequest& request, Caller caller) {
   if (!request.capture_id().empty()) {
     if (absl::Status s = CheckCaptureId(request.capture_id()); !s.ok()) return s;
+  }
+  if (request.last_ms() != 0 && recorder_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this daemon's flight recorder is off (--flight_recorder_seconds 0): it holds no past "
+        "to capture");
   }
   // Another user's capture is staged in the daemon's own folder and fetched: the daemon never
   // writes where such a caller asks, since it cannot know what that user may write.
@@ -396,6 +445,8 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->stack_depth = request.stack_depth();
     if (staged) c->owner = caller.uid;
     c->pids.assign(request.pids().begin(), request.pids().end());
+    c->started_ns = clock_->MonotonicNs();
+    c->last_ms = request.last_ms();
     c->staged = staged;
     c->number = ++captures_started_;
     captures_[id] = std::move(c);
@@ -505,7 +556,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     }
     c->stopping = true;
     ++stops_in_flight_;
-    const nrtprof::CaptureControl stop = Control(false, id, 0);
+    const nrtprof::CaptureControl stop = Idle("");
     for (Stream* s : c->members) s->send(stop);
     // The shims flush when told to stop; a process that exits says so with its final batch.
     const uint64_t deadline = clock_->MonotonicNs() + uint64_t{request.wait_ms()} * 1'000'000;
@@ -523,6 +574,14 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
 
   // Correlating and writing take a while: no lock, so streams and other captures go on.
+  // A capture of the past is made of what the flight recorder kept, which holds the window's
+  // live batches too.
+  std::vector<std::string> notes;
+  if (capture->last_ms != 0) {
+    const uint64_t back = uint64_t{capture->last_ms} * 1'000'000;
+    capture->finished = FromRecorder(
+        *capture, capture->started_ns > back ? capture->started_ns - back : 0, &notes);
+  }
   // Lossless processes: their spool files hold everything they produced (for a user's
   // capture, only the spool files that user made).
   std::vector<std::string> problems;
@@ -535,6 +594,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
   nrtprof::CaptureFiles files;
   absl::Status wrote = WriteCapture(capture.get(), &files);
+  for (const std::string& n : notes) files.add_notes(n);
   // The capture's memory is free now: give it back to the system. glibc keeps much of it in
   // its arenas otherwise (~170 bytes per event of the capture, measured), so that between
   // captures the daemon would hold memory no stream needs.
@@ -607,7 +667,82 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   reply.mutable_dropped_by_lane()->set_runtime(drops.by_lane.runtime);
   reply.mutable_dropped_by_lane()->set_hardware(drops.by_lane.hardware);
   reply.set_captures_written(captures_written_);
+  if (recorder_ != nullptr) {
+    const uint64_t now = clock_->MonotonicNs();
+    std::vector<uint64_t> emptied;
+    recorder_->Expire(now, &emptied);
+    ForgetEmptied(emptied);
+    const FlightRecorder::Stats stats = recorder_->stats();
+    nrtprof::FlightRecorderStatus* r = reply.mutable_flight_recorder();
+    r->set_seconds_limit(options_.flight_recorder_limits.max_age_ns / 1'000'000'000);
+    r->set_bytes_limit(options_.flight_recorder_limits.max_bytes);
+    r->set_bytes(stats.bytes);
+    r->set_batches(stats.chunks);
+    r->set_events(stats.events);
+    r->set_oldest_age_ms(stats.oldest_ns != 0 && now > stats.oldest_ns
+                             ? (now - stats.oldest_ns) / 1'000'000
+                             : 0);
+    r->set_evicted_events(stats.evicted_events);
+  }
   return reply;
+}
+
+std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture& capture, uint64_t since_ns,
+                                                        std::vector<std::string>* notes) {
+  std::vector<uint64_t> emptied;
+  recorder_->Expire(clock_->MonotonicNs(), &emptied);
+  const FlightRecorder::Stats stats = recorder_->stats();
+  auto chunks = recorder_->Since(since_ns);
+  // The streams that decode them, and may be in this capture.
+  std::vector<std::pair<std::shared_ptr<Stream>, std::vector<std::shared_ptr<const FlightRecorder::Chunk>>>> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ForgetEmptied(emptied);
+    for (auto& [id, list] : chunks) {
+      std::shared_ptr<Stream> s;
+      if (auto it = streams_.find(id); it != streams_.end()) {
+        s = it->second;
+      } else if (auto closed = recorded_closed_.find(id); closed != recorded_closed_.end()) {
+        s = closed->second;
+      }
+      if (s == nullptr || !MayJoin(*s, capture)) continue;
+      work.emplace_back(std::move(s), std::move(list));
+    }
+  }
+  if (stats.evicted_events != 0 && (stats.oldest_ns == 0 || stats.oldest_ns > since_ns)) {
+    const uint64_t now = clock_->MonotonicNs();
+    const double held_s =
+        stats.oldest_ns != 0 && now > stats.oldest_ns ? (now - stats.oldest_ns) / 1e9 : 0.0;
+    notes->push_back(absl::StrFormat(
+        "the flight recorder held only the last %.1f s of the %.1f s asked for (its bounds: %u s, "
+        "%u MiB; %u events evicted since the daemon started)",
+        held_s, (now - since_ns) / 1e9,
+        static_cast<unsigned>(options_.flight_recorder_limits.max_age_ns / 1'000'000'000),
+        static_cast<unsigned>(options_.flight_recorder_limits.max_bytes >> 20),
+        static_cast<unsigned>(stats.evicted_events)));
+  }
+  std::vector<ProcessCapture> processes;
+  for (auto& [s, list] : work) {
+    std::unique_ptr<ProcessIngest> replay;
+    bool final = false;
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      replay = s->ingest.ForReplay(list.front()->sequence - 1);
+      final = s->ingest.final();
+    }
+    replay->BeginCapture();
+    for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
+      nrtprof::ShimMessage m;
+      if (!m.ParseFromString(chunk->bytes) || !m.has_batch()) continue;
+      if (absl::StatusOr<uint64_t> ack = replay->OnBatch(m.batch()); !ack.ok() && options_.log) {
+        options_.log(absl::StrCat("capture '", capture.id, "': a recorded batch of pid ",
+                                  s->pid, " does not decode: ", ack.status().message()));
+      }
+    }
+    processes.push_back(replay->TakeCapture());
+    processes.back().final = final;
+  }
+  return processes;
 }
 
 std::vector<std::string> CollectorCore::RecoverCaptures() {

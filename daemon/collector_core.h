@@ -41,6 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/flight_recorder.h"
 #include "daemon/ingest.h"
 #include "daemon/trace_sink.h"
 #include "proto/nrtprof.pb.h"
@@ -78,6 +79,11 @@ struct CollectorOptions {
   std::string spool_dir;
   // The daemon's own user: callers of this uid act for the operator.
   uint32_t daemon_uid = static_cast<uint32_t>(getuid());
+  // The flight recorder (flight_recorder.h): with it, every connected process records all the
+  // time, and its batches are kept within these bounds for captures of the past
+  // (StartCaptureRequest.last_ms). Off: processes record only while in a capture.
+  bool flight_recorder = false;
+  FlightRecorder::Limits flight_recorder_limits;
   // Where the core says what the daemon's log should (one line each); null: nowhere.
   std::function<void(const std::string&)> log;
 };
@@ -101,8 +107,10 @@ class CollectorCore {
   absl::StatusOr<nrtprof::CaptureControl> OnHello(StreamId stream, const nrtprof::Hello& hello,
                                                   ControlSender send, Caller caller = {});
   // Returns the sequence to acknowledge. An error (malformed batch, no Hello yet) leaves the
-  // stream's state as it was; the caller should then close the stream.
-  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch);
+  // stream's state as it was; the caller should then close the stream. `wire`: the message as
+  // it came (a serialized ShimMessage), for the flight recorder; empty: made from `batch`.
+  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
+                                   std::string wire = "");
   // The process's rings file (rings_reader.h), opened by the transport for a stream on this
   // machine, right after its Hello.
   void AttachRingsFile(StreamId stream, std::shared_ptr<const RingsFile> rings);
@@ -176,7 +184,15 @@ class CollectorCore {
     return IsOperator(caller) || owner == caller.uid;
   }
 
+  // A capture of the past: its processes as the flight recorder has them from since_ns on.
+  std::vector<ProcessCapture> FromRecorder(const Capture& capture, uint64_t since_ns,
+                                           std::vector<std::string>* notes);
+  // The control a process out of every capture gets: record for the flight recorder, or not.
+  nrtprof::CaptureControl Idle(const std::string& capture_id) const;
+  void ForgetEmptied(const std::vector<uint64_t>& emptied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const CollectorOptions options_;
+  std::unique_ptr<FlightRecorder> recorder_;  // null when off
   TraceSink* const sink_;
   CollectorClock* const clock_;
   const uint64_t started_ns_;
@@ -185,6 +201,8 @@ class CollectorCore {
   std::mutex mu_;               // before any Stream::mu
   std::condition_variable cv_;  // a stream sent its final batch or closed; a stop finished
   std::map<StreamId, std::shared_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  // Closed streams the flight recorder still holds batches of: what decodes them.
+  std::map<StreamId, std::shared_ptr<Stream>> recorded_closed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Capture>> captures_ ABSL_GUARDED_BY(mu_);
   uint64_t captures_started_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t captures_written_ ABSL_GUARDED_BY(mu_) = 0;

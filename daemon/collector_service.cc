@@ -109,8 +109,14 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
 
   grpc::Status Parse() {
     in_.Clear();
-    grpc::ProtoBufferReader reader(&in_bytes_);
-    const bool parsed = in_.ParseFromZeroCopyStream(&reader);
+    // As it came, for the flight recorder, which keeps batches undecoded.
+    wire_.clear();
+    grpc::Slice slice;
+    bool parsed = false;
+    if (in_bytes_.DumpToSingleSlice(&slice).ok()) {
+      wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      parsed = in_.ParseFromString(wire_);
+    }
     in_bytes_.Clear();
     if (parsed) return grpc::Status::OK;
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -158,7 +164,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
                               ? "a second Hello on one stream"
                               : "a message that is neither Hello nor EventBatch");
     }
-    absl::StatusOr<uint64_t> ack = core_->OnBatch(id_, in_.batch());
+    absl::StatusOr<uint64_t> ack = core_->OnBatch(id_, in_.batch(), std::move(wire_));
     if (!ack.ok()) return ToGrpcStatus(ack.status());
     nrtprof::DaemonMessage m;
     m.mutable_ack()->set_sequence(*ack);
@@ -214,6 +220,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
   const Peer peer_;
   grpc::ByteBuffer in_bytes_;  // one read at a time
   nrtprof::ShimMessage in_;    // in_bytes_, parsed
+  std::string wire_;           // in_bytes_, as they came
   uint64_t messages_read_ = 0;
   // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
   bool hello_seen_ = false;

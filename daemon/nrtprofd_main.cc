@@ -73,6 +73,13 @@ ABSL_FLAG(std::string, socket_group, "",
           "a shared service: the group (name or gid) whose members may connect; the socket's "
           "folder is then 0750 and the socket 0660 in that group, and the spool folder 01770. "
           "Without it, only the daemon's user can (0700, 0600)");
+ABSL_FLAG(uint32_t, flight_recorder_seconds, 30,
+          "the flight recorder: every connected process records all the time, and the daemon "
+          "keeps its batches of the last this many seconds for `nrtprof capture --last` "
+          "(0: off; processes then record only while in a capture)");
+ABSL_FLAG(uint64_t, flight_recorder_bytes, 256ull << 20,
+          "the most the flight recorder holds, in bytes; over it, or over its seconds, the "
+          "oldest batches go first (counted)");
 
 namespace nrtprof::daemon {
 namespace {
@@ -82,7 +89,8 @@ constexpr char kUsage[] =
     "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
     "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
     "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
-    "[--user NAME] [--socket_group GROUP]";
+    "[--user NAME] [--socket_group GROUP] [--flight_recorder_seconds N] "
+    "[--flight_recorder_bytes N]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -112,7 +120,7 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
       "socket",     "output_root",   "ready_fd",         "max_events_per_process",
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
-      "user",       "socket_group"};
+      "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
@@ -149,6 +157,15 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
   }
   if (absl::GetFlag(FLAGS_ready_fd) < -1) {
     *error = "--ready_fd must be a file descriptor";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_flight_recorder_seconds) > 24 * 3600) {
+    *error = "--flight_recorder_seconds must be at most 86400 (a day)";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_flight_recorder_seconds) != 0 &&
+      absl::GetFlag(FLAGS_flight_recorder_bytes) < (1u << 20)) {
+    *error = "--flight_recorder_bytes must be at least 1048576 (1 MiB)";
     return false;
   }
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
@@ -431,7 +448,10 @@ int NrtprofdMain(int argc, char** argv) {
           "  --user NAME                    run as NAME once the sockets are bound (root must "
           "give it to --listen)\n"
           "  --socket_group GROUP           a shared service: GROUP's members may connect (folder "
-          "0750, socket 0660; else 0700, 0600)\n",
+          "0750, socket 0660; else 0700, 0600)\n"
+          "  --flight_recorder_seconds N     keep every process's last N s for capture --last "
+          "(default 30; 0: off, processes record only in a capture)\n"
+          "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n",
           kUsage, DefaultSocketPath().c_str());
       return 0;
     }
@@ -507,6 +527,10 @@ int NrtprofdMain(int argc, char** argv) {
   options.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
   options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
   options.daemon_version = kVersion;
+  options.flight_recorder = absl::GetFlag(FLAGS_flight_recorder_seconds) != 0;
+  options.flight_recorder_limits.max_age_ns =
+      uint64_t{absl::GetFlag(FLAGS_flight_recorder_seconds)} * 1'000'000'000;
+  options.flight_recorder_limits.max_bytes = absl::GetFlag(FLAGS_flight_recorder_bytes);
   std::unique_ptr<TraceSink> sink = ProductionSink();
   CollectorCore core(options, sink.get(), SystemClock());
   for (const std::string& line : core.RecoverCaptures()) options.log(line);

@@ -61,6 +61,10 @@ TEST(CaptureTest, RecordsARunningProgramForTheWindow) {
   const std::string dir = testing::TempDir("capture-window");
   auto program = BusyProgram(daemon, dir);
   ASSERT_TRUE(AwaitConnected(daemon, 1)) << program->err();
+  // The program records all the time (the flight recorder): its first calls are at the daemon
+  // before the window opens. (A live window takes what arrives within it: calls made up to a
+  // flush period before it may be in it.)
+  for (int i = 0; i < 100 && daemon.StatusFigure("events received:") < 100; ++i) usleep(50'000);
   const std::string out = dir + "/cap";
   const Result r = RunProcess(Capture(daemon, {"--duration", "1s", "--out", out}), kCliEnv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -152,6 +156,73 @@ TEST(CaptureTest, AnEmptyCaptureSaysWhy) {
   EXPECT_TRUE(absl::StrContains(
       r.err, "the capture is empty: none of the pids (4000000) was connected to the daemon"))
       << r.err;
+}
+
+// The flight recorder: a program that ran and ended before anyone asked is in a capture of
+// the last seconds, calls, device executions and model file included.
+TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
+  Daemon daemon("capture-last");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-last");
+  const Result program = RunProcess(
+      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
+      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+       {"NRTPROF_ADDR", daemon.addr()},
+       {"NRT_SIM_TIME_SCALE", "0"}});
+  ASSERT_EQ(program.exit_code, 0) << program.err;
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(Capture(daemon, {"--last", "30s", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "the last 30s, from the flight recorder")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 1 process,")) << r.err;
+  const auto calls = testing::CallsByName(out);
+  EXPECT_EQ(calls.count("nrt_load") ? calls.at("nrt_load") : 0, 1) << r.err;
+  EXPECT_EQ(calls.count("nrt_init") ? calls.at("nrt_init") : 0, 1) << r.err;
+  // The device lane came along: the fused kernel's executions have device time.
+  const std::string summary = testing::ReadFile(out + "/summary.txt");
+  EXPECT_FALSE(absl::StrContains(summary, "Self NEURON time total: 0.000us")) << summary;
+  bool model = false;
+  for (const std::string& f : {std::string("/trace.pftrace")}) model = testing::Exists(out + f);
+  EXPECT_TRUE(model);
+  EXPECT_TRUE(absl::StrContains(r.err, ".neff")) << r.err;  // the model file is in the capture
+}
+
+// Over its byte bound the recorder lets the oldest go, counts it, and says so in a capture
+// that asked for more than it held.
+TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
+  Daemon daemon("capture-bound");
+  ASSERT_TRUE(daemon.Start({"--flight_recorder_bytes=1048576"}));
+  const std::string dir = testing::TempDir("capture-bound");
+  const Result flood = RunProcess({Runfile("tests/abrupt_end"), "exit", "60000"},
+                                  {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                   {"NRTPROF_ADDR", daemon.addr()},
+                                   {"NRT_SIM_TIME_SCALE", "0"}});
+  ASSERT_EQ(flood.exit_code, 0) << flood.err;
+  const Result status =
+      RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(absl::StrContains(status.out, "(bounds 30 s, 1 MiB)")) << status.out;
+  EXPECT_FALSE(absl::StrContains(status.out, "; 0 events evicted")) << status.out;
+  const Result r = RunProcess(Capture(daemon, {"--last", "1m", "--out", dir + "/cap"}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "nrtprof capture: the flight recorder held only the last "))
+      << r.err;
+  // What it still held: the newest of the flood (its ranges and calls travel in batches of
+  // their own, so the two may be cut at different points), never more than was made.
+  auto calls = testing::CallsByName(dir + "/cap");
+  EXPECT_GT(calls["step"] + calls["nrt_tensor_write"], 0) << r.err;
+  EXPECT_LT(calls["step"], 60000) << r.err;
+  EXPECT_LT(calls["nrt_tensor_write"], 120000) << r.err;
+}
+
+TEST(CaptureTest, LastNeedsTheRecorder) {
+  Daemon daemon("capture-norecorder");
+  ASSERT_TRUE(daemon.Start({"--flight_recorder_seconds=0"}));
+  const Result r = RunProcess(Capture(daemon, {"--last", "5s"}), kCliEnv);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "nrtprof capture: cannot start a capture: this daemon's flight recorder is off "
+            "(--flight_recorder_seconds 0): it holds no past to capture\n");
 }
 
 TEST(CaptureTest, BadInputIsOneLine) {

@@ -1,0 +1,76 @@
+#include "daemon/flight_recorder.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace nrtprof::daemon {
+namespace {
+
+// What a chunk costs besides its bytes: the shared pointer's block, the string, the deque slot.
+constexpr uint64_t kChunkOverhead = 96;
+
+uint64_t Cost(const FlightRecorder::Chunk& c) { return c.bytes.size() + kChunkOverhead; }
+
+}  // namespace
+
+void FlightRecorder::EvictFrontLocked(std::vector<uint64_t>* emptied) {
+  const std::shared_ptr<const Chunk> front = std::move(chunks_.front());
+  chunks_.pop_front();
+  stats_.bytes -= Cost(*front);
+  stats_.chunks -= 1;
+  stats_.events -= front->events;
+  stats_.evicted_chunks += 1;
+  stats_.evicted_events += front->events;
+  auto it = chunks_of_stream_.find(front->stream);
+  if (it != chunks_of_stream_.end() && --it->second == 0) {
+    chunks_of_stream_.erase(it);
+    emptied->push_back(front->stream);
+  }
+  stats_.oldest_ns = chunks_.empty() ? 0 : chunks_.front()->arrival_ns;
+}
+
+void FlightRecorder::Add(Chunk chunk, std::vector<uint64_t>* emptied) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t now_ns = chunk.arrival_ns;
+  stats_.bytes += Cost(chunk);
+  stats_.chunks += 1;
+  stats_.events += chunk.events;
+  ++chunks_of_stream_[chunk.stream];
+  chunks_.push_back(std::make_shared<const Chunk>(std::move(chunk)));
+  if (stats_.oldest_ns == 0) stats_.oldest_ns = chunks_.front()->arrival_ns;
+  while (!chunks_.empty() &&
+         (stats_.bytes > limits_.max_bytes ||
+          chunks_.front()->arrival_ns + limits_.max_age_ns < now_ns)) {
+    EvictFrontLocked(emptied);
+  }
+}
+
+void FlightRecorder::Expire(uint64_t now_ns, std::vector<uint64_t>* emptied) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!chunks_.empty() && chunks_.front()->arrival_ns + limits_.max_age_ns < now_ns) {
+    EvictFrontLocked(emptied);
+  }
+}
+
+std::map<uint64_t, std::vector<std::shared_ptr<const FlightRecorder::Chunk>>> FlightRecorder::Since(
+    uint64_t since_ns) const {
+  std::map<uint64_t, std::vector<std::shared_ptr<const Chunk>>> by_stream;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto first = std::lower_bound(
+      chunks_.begin(), chunks_.end(), since_ns,
+      [](const std::shared_ptr<const Chunk>& c, uint64_t t) { return c->arrival_ns < t; });
+  for (auto it = first; it != chunks_.end(); ++it) by_stream[(*it)->stream].push_back(*it);
+  return by_stream;
+}
+
+bool FlightRecorder::Holds(uint64_t stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return chunks_of_stream_.count(stream) != 0;
+}
+
+FlightRecorder::Stats FlightRecorder::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace nrtprof::daemon
