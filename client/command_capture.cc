@@ -200,7 +200,10 @@ int CaptureCommand(int argc, char** argv) {
 
   StopCaptureRequest stop;
   stop.set_capture_id(capture.capture_id());
-  stop.set_wait_ms(duration == absl::ZeroDuration() ? 0 : 2000);
+  // Running programs send every 25 ms: what they made by the window's end arrives within
+  // 100 ms (and a program that is exiting sends its final batch by then). Longer would stretch
+  // the window: with the flight recorder on, the programs go on recording.
+  stop.set_wait_ms(duration == absl::ZeroDuration() ? 0 : 100);
   CaptureFiles files;
   {
     grpc::ClientContext context;
