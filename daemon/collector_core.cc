@@ -403,7 +403,8 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   }
   // Another user's capture is staged in the daemon's own folder and fetched: the daemon never
   // writes where such a caller asks, since it cannot know what that user may write.
-  const bool staged = !IsOperator(caller);
+  // So is root's: the daemon runs as its own user and cannot write as root.
+  const bool staged = caller.uid.has_value() && *caller.uid != options_.daemon_uid;
   const std::string users_root = absl::StrCat(options_.output_root, "/users");
   const std::string root =
       staged ? absl::StrCat(users_root, "/", *caller.uid) : options_.output_root;
@@ -443,7 +444,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->id = id;
     c->output_dir = dir;
     c->stack_depth = request.stack_depth();
-    if (staged) c->owner = caller.uid;
+    if (!IsOperator(caller)) c->owner = caller.uid;
     c->pids.assign(request.pids().begin(), request.pids().end());
     c->started_ns = clock_->MonotonicNs();
     c->last_ms = request.last_ms();

@@ -13,10 +13,11 @@
 // gate admitted them with the operator's token or certificate; or in the same process) act
 // for the operator: their captures take every process, and they may stop and fetch any
 // capture. Another user of a shared service (--socket_group) acts for itself only: its
-// captures take only its own processes, are written under output_root/users/UID/ID (the
-// daemon's, private), never where it asked, and are fetched by that user (FetchableCapture)
-// to be written by the user's own CLI with the user's own permissions; it may stop and fetch
-// only its captures, and Status shows it only its processes.
+// captures take only its own processes, it may stop and fetch only its captures, and Status
+// shows it only its processes. A local caller other than the daemon's user (root included)
+// never has a capture written where it asked: it goes under output_root/users/UID/ID (the
+// daemon's, private) and is fetched (FetchableCapture) to be written by the caller's own CLI
+// with the caller's own permissions.
 //
 // Thread-safe. Calls for one stream (OnHello, OnBatch, OnStreamClosed) must come in that
 // order, one at a time, as a gRPC stream delivers them. The sink and clock passed to the

@@ -280,6 +280,32 @@ TEST_F(CollectorCoreTest, UsersOfASharedServiceSeeOnlyTheirOwn) {
 }
 
 // The operator's captures take every user's processes and stay where they were written.
+// Root is the operator of a service that runs as its own user: its capture takes every
+// process, but is fetched, since the daemon cannot write as root.
+TEST_F(CollectorCoreTest, RootsCaptureOfAServiceTakesEveryoneAndIsFetched) {
+  CollectorOptions options = Options();
+  options.daemon_uid = 4242;
+  CollectorCore core(options, &sink_, &clock_);
+  Controls a, b;
+  ASSERT_FALSE(core.OnHello(1, Hello(201), a.Sender(), Caller{1001u})->capturing());
+  ASSERT_FALSE(core.OnHello(2, Hello(202), b.Sender(), Caller{1002u})->capturing());
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("roots");
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core.StartCapture(request, Caller{0u});
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_TRUE(started->fetch());
+  EXPECT_EQ(started->output_dir(), options.output_root + "/users/0/roots");
+  ASSERT_TRUE(core.OnBatch(1, Batch(1)).ok());
+  ASSERT_TRUE(core.OnBatch(2, Batch(1)).ok());
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("roots");
+  ASSERT_TRUE(core.StopCapture(stop, Caller{0u}).ok());
+  EXPECT_EQ(Pids(sink_.traces.back()), (std::set<uint32_t>{201, 202}));
+  EXPECT_TRUE(core.FetchableCapture("roots", Caller{0u}).ok());
+  EXPECT_EQ(core.FetchableCapture("roots", Caller{1001u}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(CollectorCoreTest, TheOperatorsCaptureTakesEveryone) {
   Controls a, b;
   ASSERT_FALSE(core_.OnHello(1, Hello(201), a.Sender(), Caller{1001u})->capturing());

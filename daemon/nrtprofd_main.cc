@@ -26,6 +26,8 @@
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/address.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
@@ -90,7 +92,7 @@ constexpr char kUsage[] =
     "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
     "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
     "[--user NAME] [--socket_group GROUP] [--flight_recorder_seconds N] "
-    "[--flight_recorder_bytes N]";
+    "[--flight_recorder_bytes N] [--config FILE]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -113,14 +115,79 @@ std::string Parent(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Sets the flags from argv through absl's flag registry, so that a bad flag is one line and
-// exit code 2 (absl::ParseCommandLine would exit 1).
-bool ParseFlags(int argc, char** argv, std::string* error) {
+// The flags nrtprofd takes, on its command line and in --config.
+const std::set<std::string>& FlagNames() {
   static const std::set<std::string> kFlags = {
       "socket",     "output_root",   "ready_fd",         "max_events_per_process",
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
       "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes"};
+  return kFlags;
+}
+
+// Sets one flag through absl's registry. `where` names the settings file's line in an error
+// ("FILE line 3"); empty for the command line.
+bool SetFlag(const std::string& name, const std::string& value, const std::string& where,
+             std::string* error) {
+  absl::CommandLineFlag* flag =
+      FlagNames().count(name) != 0 ? absl::FindCommandLineFlag(name) : nullptr;
+  if (flag == nullptr) {
+    *error = absl::StrCat(where, ": unknown setting '", name, "'; ", kUsage);
+    return false;
+  }
+  std::string why;
+  if (!flag->ParseFrom(value, &why)) {
+    *error = where.empty() ? absl::StrCat("bad value '", value, "' for --", name, ": ", why)
+                           : absl::StrCat(where, ": bad value '", value, "' for ", name, ": ", why);
+    return false;
+  }
+  return true;
+}
+
+// --config FILE: a line each, NAME = VALUE (NAME a flag without its dashes), '#' comments.
+bool ReadConfig(const std::string& path, std::string* error) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) {
+    *error = absl::StrCat("--config ", path, ": ", strerror(errno));
+    return false;
+  }
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() <= (1 << 20);) {
+    text.append(buf, n);
+  }
+  fclose(f);
+  if (text.size() > (1 << 20)) {
+    *error = absl::StrCat("--config ", path, ": larger than 1 MiB; not a settings file");
+    return false;
+  }
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    const std::string where = absl::StrCat(path, " line ", number);
+    if (eq == absl::string_view::npos) {
+      *error = absl::StrCat(where, ": '", line, "' is not NAME = VALUE");
+      return false;
+    }
+    const std::string name(absl::StripAsciiWhitespace(line.substr(0, eq)));
+    const std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    if (name == "config") {
+      *error = absl::StrCat(where, ": a settings file cannot name another");
+      return false;
+    }
+    if (!SetFlag(name, value, where, error)) return false;
+  }
+  return true;
+}
+
+// Sets the flags from --config FILE, then argv, through absl's flag registry, so that a bad
+// flag is one line and exit code 2 (absl::ParseCommandLine would exit 1). The command line wins.
+bool ParseFlags(int argc, char** argv, std::string* error) {
+  std::vector<std::pair<std::string, std::string>> given;
+  std::string config;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
@@ -134,9 +201,7 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
     arg = arg.substr(arg[1] == '-' ? 2 : 1);
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
-    absl::CommandLineFlag* flag =
-        kFlags.count(name) != 0 ? absl::FindCommandLineFlag(name) : nullptr;
-    if (flag == nullptr) {
+    if (name != "config" && FlagNames().count(name) == 0) {
       *error = absl::StrCat("unknown flag --", name, "; ", kUsage);
       return false;
     }
@@ -149,11 +214,15 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
       *error = absl::StrCat("--", name, " needs a value");
       return false;
     }
-    std::string why;
-    if (!flag->ParseFrom(value, &why)) {
-      *error = absl::StrCat("bad value '", value, "' for --", name, ": ", why);
-      return false;
+    if (name == "config") {
+      config = value;
+    } else {
+      given.emplace_back(name, value);
     }
+  }
+  if (!config.empty() && !ReadConfig(config, error)) return false;
+  for (const auto& [name, value] : given) {
+    if (!SetFlag(name, value, "", error)) return false;
   }
   if (absl::GetFlag(FLAGS_ready_fd) < -1) {
     *error = "--ready_fd must be a file descriptor";
@@ -451,7 +520,9 @@ int NrtprofdMain(int argc, char** argv) {
           "0750, socket 0660; else 0700, 0600)\n"
           "  --flight_recorder_seconds N     keep every process's last N s for capture --last "
           "(default 30; 0: off, processes record only in a capture)\n"
-          "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n",
+          "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n"
+          "  --config FILE                   settings, a line each: NAME = VALUE (a flag's name; "
+          "'#' comments); the command line wins\n",
           kUsage, DefaultSocketPath().c_str());
       return 0;
     }

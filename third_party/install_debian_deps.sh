@@ -14,6 +14,7 @@ PACKAGES=(
   python3-dev              # CPython's headers, for the Python extension module example
   clang libclang-rt-14-dev # the libFuzzer targets (tests/fuzz): clang 14, libFuzzer, ASan, UBSan
   openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
+  systemd                  # systemd-analyze verify checks packaging/nrtprofd.service
 )
 
 missing=()
