@@ -581,7 +581,8 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   if (capture->last_ms != 0) {
     const uint64_t back = uint64_t{capture->last_ms} * 1'000'000;
     capture->finished = FromRecorder(
-        *capture, capture->started_ns > back ? capture->started_ns - back : 0, &notes);
+        capture.get(), capture->started_ns > back ? capture->started_ns - back : 0, UINT64_MAX,
+        &notes);
   }
   // Lossless processes: their spool files hold everything they produced (for a user's
   // capture, only the spool files that user made).
@@ -688,12 +689,13 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   return reply;
 }
 
-std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture& capture, uint64_t since_ns,
+std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, uint64_t since_ns,
+                                                        uint64_t until_ns,
                                                         std::vector<std::string>* notes) {
   std::vector<uint64_t> emptied;
   recorder_->Expire(clock_->MonotonicNs(), &emptied);
   const FlightRecorder::Stats stats = recorder_->stats();
-  auto chunks = recorder_->Since(since_ns);
+  auto chunks = recorder_->Since(since_ns, until_ns);
   // The streams that decode them, and may be in this capture.
   std::vector<std::pair<std::shared_ptr<Stream>, std::vector<std::shared_ptr<const FlightRecorder::Chunk>>>> work;
   {
@@ -706,11 +708,12 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture& capture, 
       } else if (auto closed = recorded_closed_.find(id); closed != recorded_closed_.end()) {
         s = closed->second;
       }
-      if (s == nullptr || !MayJoin(*s, capture)) continue;
+      if (s == nullptr || (capture != nullptr && !MayJoin(*s, *capture))) continue;
       work.emplace_back(std::move(s), std::move(list));
     }
   }
-  if (stats.evicted_events != 0 && (stats.oldest_ns == 0 || stats.oldest_ns > since_ns)) {
+  if (capture != nullptr && stats.evicted_events != 0 &&
+      (stats.oldest_ns == 0 || stats.oldest_ns > since_ns)) {
     const uint64_t now = clock_->MonotonicNs();
     const double held_s =
         stats.oldest_ns != 0 && now > stats.oldest_ns ? (now - stats.oldest_ns) / 1e9 : 0.0;
@@ -736,8 +739,9 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture& capture, 
       nrtprof::ShimMessage m;
       if (!m.ParseFromString(chunk->bytes) || !m.has_batch()) continue;
       if (absl::StatusOr<uint64_t> ack = replay->OnBatch(m.batch()); !ack.ok() && options_.log) {
-        options_.log(absl::StrCat("capture '", capture.id, "': a recorded batch of pid ",
-                                  s->pid, " does not decode: ", ack.status().message()));
+        options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
+                                  ": a recorded batch of pid ", s->pid,
+                                  " does not decode: ", ack.status().message()));
       }
     }
     processes.push_back(replay->TakeCapture());
@@ -765,6 +769,22 @@ std::vector<std::string> CollectorCore::RecoverCaptures() {
     captures_[m.capture_id] = std::move(c);
   }
   return lines;
+}
+
+void CollectorCore::FoldMetrics(Metrics* metrics) {
+  if (recorder_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  const uint64_t now = clock_->MonotonicNs();
+  if (now < kMetricsSettleNs) return;
+  const uint64_t until = now - kMetricsSettleNs;
+  if (until <= metrics_folded_ns_) return;
+  std::vector<std::string> notes;
+  std::vector<ProcessCapture> processes = FromRecorder(nullptr, metrics_folded_ns_, until, &notes);
+  metrics_folded_ns_ = until;
+  if (processes.empty()) return;
+  const Trace trace = Correlate("metrics", std::move(processes),
+                                clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  metrics->Add(trace);
 }
 
 absl::StatusOr<CollectorCore::Fetchable> CollectorCore::FetchableCapture(

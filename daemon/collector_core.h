@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/flight_recorder.h"
 #include "daemon/ingest.h"
+#include "daemon/metrics.h"
 #include "daemon/trace_sink.h"
 #include "proto/nrtprof.pb.h"
 
@@ -148,6 +149,13 @@ class CollectorCore {
   void FetchedCapture(const std::string& capture_id);
   static constexpr size_t kRememberedCaptures = 256;
 
+  // Folds into `metrics` what the flight recorder received since the last fold, up to
+  // kMetricsSettleNs ago (so that the device events of an execution have come in with it):
+  // decoded and correlated as a capture would be. Needs the flight recorder; one fold at a
+  // time.
+  void FoldMetrics(Metrics* metrics);
+  static constexpr uint64_t kMetricsSettleNs = 1'000'000'000;
+
   // At the daemon's start: the captures a predecessor had in progress (their manifests in the
   // spool folder) are in progress again, so their processes rejoin them and their spools are
   // read when they stop. Returns what it found, a line each, for the log.
@@ -185,9 +193,10 @@ class CollectorCore {
     return IsOperator(caller) || owner == caller.uid;
   }
 
-  // A capture of the past: its processes as the flight recorder has them from since_ns on.
-  std::vector<ProcessCapture> FromRecorder(const Capture& capture, uint64_t since_ns,
-                                           std::vector<std::string>* notes);
+  // A capture of the past: its processes (all of them for a null `capture`) as the flight
+  // recorder has them from since_ns until until_ns.
+  std::vector<ProcessCapture> FromRecorder(const Capture* capture, uint64_t since_ns,
+                                           uint64_t until_ns, std::vector<std::string>* notes);
   // The control a process out of every capture gets: record for the flight recorder, or not.
   nrtprof::CaptureControl Idle(const std::string& capture_id) const;
   void ForgetEmptied(const std::vector<uint64_t>& emptied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -226,6 +235,8 @@ class CollectorCore {
     std::optional<uint32_t> owner;
   };
   std::map<std::string, Written> written_ ABSL_GUARDED_BY(mu_);
+  std::mutex metrics_mu_;  // one fold at a time; before mu_
+  uint64_t metrics_folded_ns_ ABSL_GUARDED_BY(metrics_mu_) = 0;
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -53,13 +53,15 @@ void FlightRecorder::Expire(uint64_t now_ns, std::vector<uint64_t>* emptied) {
 }
 
 std::map<uint64_t, std::vector<std::shared_ptr<const FlightRecorder::Chunk>>> FlightRecorder::Since(
-    uint64_t since_ns) const {
+    uint64_t since_ns, uint64_t until_ns) const {
   std::map<uint64_t, std::vector<std::shared_ptr<const Chunk>>> by_stream;
   std::lock_guard<std::mutex> lock(mu_);
   auto first = std::lower_bound(
       chunks_.begin(), chunks_.end(), since_ns,
       [](const std::shared_ptr<const Chunk>& c, uint64_t t) { return c->arrival_ns < t; });
-  for (auto it = first; it != chunks_.end(); ++it) by_stream[(*it)->stream].push_back(*it);
+  for (auto it = first; it != chunks_.end() && (*it)->arrival_ns < until_ns; ++it) {
+    by_stream[(*it)->stream].push_back(*it);
+  }
   return by_stream;
 }
 

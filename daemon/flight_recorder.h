@@ -57,8 +57,10 @@ class FlightRecorder {
   void Add(Chunk chunk, std::vector<uint64_t>* emptied);
   // Evicts what is older than the age bound at `now_ns`.
   void Expire(uint64_t now_ns, std::vector<uint64_t>* emptied);
-  // Every chunk that arrived at or after `since_ns`, by stream, each stream's in order.
-  std::map<uint64_t, std::vector<std::shared_ptr<const Chunk>>> Since(uint64_t since_ns) const;
+  // Every chunk that arrived at or after `since_ns` (and before `until_ns`), by stream, each
+  // stream's in order.
+  std::map<uint64_t, std::vector<std::shared_ptr<const Chunk>>> Since(
+      uint64_t since_ns, uint64_t until_ns = UINT64_MAX) const;
   // Whether any chunk of `stream` is held.
   bool Holds(uint64_t stream) const;
   Stats stats() const;

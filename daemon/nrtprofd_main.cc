@@ -37,6 +37,7 @@
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
+#include "daemon/metrics_server.h"
 #include "daemon/tcp_listener.h"
 #include "daemon/unix_acceptor.h"
 #include "daemon/trace_sink.h"
@@ -79,6 +80,10 @@ ABSL_FLAG(uint32_t, flight_recorder_seconds, 30,
           "the flight recorder: every connected process records all the time, and the daemon "
           "keeps its batches of the last this many seconds for `nrtprof capture --last` "
           "(0: off; processes then record only while in a capture)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free one); "
+          "loopback only, unless --tls_cert and --tls_key make it HTTPS; needs the flight "
+          "recorder");
 ABSL_FLAG(uint64_t, flight_recorder_bytes, 256ull << 20,
           "the most the flight recorder holds, in bytes; over it, or over its seconds, the "
           "oldest batches go first (counted)");
@@ -92,7 +97,7 @@ constexpr char kUsage[] =
     "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
     "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
     "[--user NAME] [--socket_group GROUP] [--flight_recorder_seconds N] "
-    "[--flight_recorder_bytes N] [--config FILE]";
+    "[--flight_recorder_bytes N] [--metrics_listen HOST:PORT] [--config FILE]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -121,7 +126,8 @@ const std::set<std::string>& FlagNames() {
       "socket",     "output_root",   "ready_fd",         "max_events_per_process",
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
-      "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes"};
+      "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes",
+      "metrics_listen"};
   return kFlags;
 }
 
@@ -235,6 +241,11 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
   if (absl::GetFlag(FLAGS_flight_recorder_seconds) != 0 &&
       absl::GetFlag(FLAGS_flight_recorder_bytes) < (1u << 20)) {
     *error = "--flight_recorder_bytes must be at least 1048576 (1 MiB)";
+    return false;
+  }
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty() &&
+      absl::GetFlag(FLAGS_flight_recorder_seconds) == 0) {
+    *error = "--metrics_listen needs the flight recorder (--flight_recorder_seconds above 0)";
     return false;
   }
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
@@ -521,6 +532,8 @@ int NrtprofdMain(int argc, char** argv) {
           "  --flight_recorder_seconds N     keep every process's last N s for capture --last "
           "(default 30; 0: off, processes record only in a capture)\n"
           "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n"
+          "  --metrics_listen HOST:PORT      Prometheus metrics at http://HOST:PORT/metrics "
+          "(loopback, or HTTPS with --tls_cert/--tls_key)\n"
           "  --config FILE                   settings, a line each: NAME = VALUE (a flag's name; "
           "'#' comments); the command line wins\n",
           kUsage, DefaultSocketPath().c_str());
@@ -534,7 +547,14 @@ int NrtprofdMain(int argc, char** argv) {
   tcp_flags.key_file = Absolute(absl::GetFlag(FLAGS_tls_key));
   tcp_flags.token_file = Absolute(absl::GetFlag(FLAGS_token_file));
   tcp_flags.client_ca_file = Absolute(absl::GetFlag(FLAGS_tls_client_ca));
-  if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
+  // --tls_cert and --tls_key serve --metrics_listen too: with it alone they are checked there.
+  if (TcpListenerFlags only_tcp = tcp_flags;
+      only_tcp.listen.empty() && !absl::GetFlag(FLAGS_metrics_listen).empty() &&
+      only_tcp.token_file.empty() && only_tcp.client_ca_file.empty()) {
+    if (only_tcp.cert_file.empty() != only_tcp.key_file.empty()) {
+      return Fail("--tls_cert and --tls_key go together", 2);
+    }
+  } else if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
     return Fail(std::string(s.message()), 2);
   }
   std::optional<RunAs> run_as;
@@ -639,6 +659,20 @@ int NrtprofdMain(int argc, char** argv) {
   }
   (*acceptor)->Start(server.get());
   if (tcp != nullptr) tcp->Open(&collector, &control);
+  std::unique_ptr<MetricsServer> metrics;
+  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+        MetricsServer::Start(listen, tcp_flags.cert_file, tcp_flags.key_file, &core);
+    if (!started.ok()) {
+      server->Shutdown(std::chrono::system_clock::now());
+      unlink(socket_path.c_str());
+      return Fail(std::string(started.status().message()),
+                  started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    }
+    metrics = *std::move(started);
+    // Always: where the metrics are is the first thing an operator looks for in the log.
+    fprintf(stderr, "nrtprofd: metrics at %s\n", metrics->url().c_str());
+  }
 
   if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
     const std::string ready =
@@ -664,6 +698,7 @@ int NrtprofdMain(int argc, char** argv) {
   }
   // Captures first, while the shims can still deliver their last events; then the streams.
   const absl::Status written = core.Shutdown(kShutdownWaitMs);
+  if (metrics != nullptr) metrics->Stop();
   if (tcp != nullptr) tcp->Shutdown(std::chrono::system_clock::now());
   (*acceptor)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
