@@ -25,7 +25,7 @@ constexpr Command kCommands[] = {
     {"summary", SummaryCommand,
      "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]\n"
      "      the key_averages table of a capture, re-sorted or re-formatted"},
-    {"status", StatusCommand, "status [--addr ADDRESS [--tls_ca PEM --token_file PATH]]\n"
+    {"status", StatusCommand, "status [--json] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]\n"
                               "      the daemon's address, uptime, processes, events and drops"},
 };
 

@@ -10,7 +10,11 @@
 #include "client/daemon_credentials.h"
 #include "client/flags.h"
 #include "common/address.h"
+#include "google/protobuf/util/json_util.h"
 
+ABSL_FLAG(bool, json, false,
+          "print the status as one JSON object (the StatusReply message, its field names as in "
+          "proto/nrtprof.proto), for scripts");
 ABSL_FLAG(std::string, addr, "",
           "daemon address (unix:/path, /path, or HOST:PORT with TLS); default $NRTPROF_ADDR or "
           "the per-user socket");
@@ -42,6 +46,18 @@ int StatusCommand(int argc, char** argv) {
   if (!status.ok()) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(status.status().message()).c_str());
     return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    options.preserve_proto_field_names = true;
+    if (!google::protobuf::util::MessageToJsonString(*status, &json, options).ok()) {
+      fprintf(stderr, "nrtprof status: the daemon's status does not print as JSON\n");
+      return 1;
+    }
+    printf("%s\n", json.c_str());
+    return 0;
   }
   if (KindOf(address) == AddressKind::kTcp) {
     printf("daemon:              %s over TLS (nrtprofd %s; its local socket %s)\n",

@@ -203,6 +203,14 @@ TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(absl::StrContains(status.out, "(bounds 30 s, 1 MiB)")) << status.out;
   EXPECT_FALSE(absl::StrContains(status.out, "; 0 events evicted")) << status.out;
+  // The same for scripts.
+  const Result json = RunProcess(
+      {Runfile("client/nrtprof"), "status", "--json", "--addr", daemon.addr()}, kCliEnv);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(absl::StartsWith(json.out, "{\"address\":\"" + daemon.addr() + "\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"flight_recorder\":{\"seconds_limit\":\"30\","))
+      << json.out;
+  EXPECT_FALSE(absl::StrContains(json.out, "\"evicted_events\":\"0\"")) << json.out;
   const Result r = RunProcess(Capture(daemon, {"--last", "1m", "--out", dir + "/cap"}), kCliEnv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "nrtprof capture: the flight recorder held only the last "))
