@@ -188,7 +188,8 @@ DropCounts CollectorCore::StreamsOwnDrops(const Stream& s) {
 CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, CollectorClock* clock)
     : options_(std::move(options)),
       recorder_(options_.flight_recorder
-                    ? std::make_unique<FlightRecorder>(options_.flight_recorder_limits)
+                    ? std::make_unique<FlightRecorder>(options_.flight_recorder_limits,
+                                                       options_.flight_recorder_codec)
                     : nullptr),
       sink_(sink),
       clock_(clock),
@@ -735,9 +736,15 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
       final = s->ingest.final();
     }
     replay->BeginCapture();
+    std::string wire;
     for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
       nrtprof::ShimMessage m;
-      if (!m.ParseFromString(chunk->bytes) || !m.has_batch()) continue;
+      if (!FlightRecorder::Bytes(*chunk, &wire) || !m.ParseFromString(wire) || !m.has_batch()) {
+        if (options_.log) {
+          options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));
+        }
+        continue;
+      }
       if (absl::StatusOr<uint64_t> ack = replay->OnBatch(m.batch()); !ack.ok() && options_.log) {
         options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
                                   ": a recorded batch of pid ", s->pid,

@@ -86,6 +86,7 @@ struct CollectorOptions {
   // (StartCaptureRequest.last_ms). Off: processes record only while in a capture.
   bool flight_recorder = false;
   FlightRecorder::Limits flight_recorder_limits;
+  FlightRecorder::Codec flight_recorder_codec = FlightRecorder::Codec::kLz4;
   // Where the core says what the daemon's log should (one line each); null: nowhere.
   std::function<void(const std::string&)> log;
 };

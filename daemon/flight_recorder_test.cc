@@ -70,5 +70,25 @@ TEST(FlightRecorderTest, TheOldestGoesOverTheByteBound) {
   EXPECT_TRUE(emptied.empty());
 }
 
+// Each way of keeping the bytes gives them back as they came.
+TEST(FlightRecorderTest, BatchesComeBackAsTheyCame) {
+  for (FlightRecorder::Codec codec :
+       {FlightRecorder::Codec::kNone, FlightRecorder::Codec::kLz4, FlightRecorder::Codec::kZstd}) {
+    FlightRecorder r({/*max_age_ns=*/10'000'000'000, /*max_bytes=*/1 << 20}, codec);
+    std::vector<uint64_t> emptied;
+    FlightRecorder::Chunk c = Chunk(1, 1, 1, 0);
+    for (int i = 0; i < 5000; ++i) c.bytes += static_cast<char>(i % 7 == 0 ? i : 'a');
+    const std::string sent = c.bytes;
+    r.Add(std::move(c), &emptied);
+    auto held = r.Since(0);
+    std::string back;
+    ASSERT_TRUE(FlightRecorder::Bytes(*held[1][0], &back)) << static_cast<int>(codec);
+    EXPECT_EQ(back, sent);
+    if (codec != FlightRecorder::Codec::kNone) {
+      EXPECT_LT(held[1][0]->bytes.size(), sent.size() / 2) << static_cast<int>(codec);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nrtprof::daemon

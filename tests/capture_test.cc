@@ -193,11 +193,15 @@ TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
   Daemon daemon("capture-bound");
   ASSERT_TRUE(daemon.Start({"--flight_recorder_bytes=1048576"}));
   const std::string dir = testing::TempDir("capture-bound");
-  const Result flood = RunProcess({Runfile("tests/abrupt_end"), "exit", "60000"},
-                                  {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
-                                   {"NRTPROF_ADDR", daemon.addr()},
-                                   {"NRT_SIM_TIME_SCALE", "0"}});
-  ASSERT_EQ(flood.exit_code, 0) << flood.err;
+  // Batches are kept compressed (about 16 bytes an event): 1 MiB holds some 65,000 events.
+  // Three floods send more than that.
+  for (int i = 0; i < 3; ++i) {
+    const Result flood = RunProcess({Runfile("tests/abrupt_end"), "exit", "60000"},
+                                    {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                     {"NRTPROF_ADDR", daemon.addr()},
+                                     {"NRT_SIM_TIME_SCALE", "0"}});
+    ASSERT_EQ(flood.exit_code, 0) << flood.err;
+  }
   const Result status =
       RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv);
   ASSERT_EQ(status.exit_code, 0) << status.err;
@@ -219,8 +223,8 @@ TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
   // their own, so the two may be cut at different points), never more than was made.
   auto calls = testing::CallsByName(dir + "/cap");
   EXPECT_GT(calls["step"] + calls["nrt_tensor_write"], 0) << r.err;
-  EXPECT_LT(calls["step"], 60000) << r.err;
-  EXPECT_LT(calls["nrt_tensor_write"], 120000) << r.err;
+  EXPECT_LT(calls["step"], 3 * 60000) << r.err;
+  EXPECT_LT(calls["nrt_tensor_write"], 3 * 120000) << r.err;
 }
 
 TEST(CaptureTest, LastNeedsTheRecorder) {

@@ -16,6 +16,7 @@ PACKAGES=(
   openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
   systemd                  # systemd-analyze verify checks packaging/nrtprofd.service
   libcpp-httplib-dev       # nrtprofd's /metrics endpoint (--metrics_listen)
+  liblz4-dev libzstd-dev   # the flight recorder compresses the batches it keeps
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
 )
