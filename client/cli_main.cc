@@ -3,35 +3,163 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "client/commands.h"
 
 namespace nrtprof::cli {
 namespace {
 
+constexpr char kVersion[] = "0.1.0";
+
+// The flags that reach a daemon, shared by the commands that talk to one.
+#define NRTPROF_DAEMON_FLAGS "addr", "tls_ca", "token_file", "tls_cert", "tls_key"
+
 struct Command {
   const char* name;
   int (*run)(int argc, char** argv);
-  const char* usage;
+  const char* usage;  // one line after "nrtprof "
+  const char* what;   // one line: what it is for
+  // Its own help: the flags and examples, after the usage line.
+  const char* help;
+  std::vector<const char*> flags;       // the flags it takes (absl's names)
+  std::vector<const char*> bool_flags;  // of those, the ones that take no value
+  bool takes_program = false;           // run: everything from the first argument on is CMD
 };
 
-constexpr Command kCommands[] = {
-    {"run", RunCommand,
-     "run [--out DIR] [--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]] -- CMD "
-     "ARGS...\n"
-     "      run CMD under the profiler and print where its device time went"},
-    {"capture", CaptureCommand,
-     "capture --duration D [--pid PID]... [--out DIR] [--stacks N] [--addr ADDRESS ...]\n"
-     "      record the programs streaming to a standing daemon for D (Ctrl-C ends it early)"},
-    {"summary", SummaryCommand,
-     "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]\n"
-     "      the key_averages table of a capture, re-sorted or re-formatted"},
-    {"status", StatusCommand, "status [--json] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]\n"
-                              "      the daemon's address, uptime, processes, events and drops"},
-};
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> kCommands = {
+      {"run", RunCommand,
+       "run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS ...] [--] CMD "
+       "ARGS...",
+       "run CMD under the profiler and print where its device time went",
+       "  --out DIR          the capture's folder (default ./nrtprof-captures/CAPTURE_ID)\n"
+       "  --stacks N         call-stack depth recorded for each runtime call, 0 (off) to 64\n"
+       "  --mode MODE        best_effort (default, or NRTPROF_MODE) or lossless (spooled to disk)\n"
+       "  --addr ADDRESS     a standing daemon (unix:/path or HOST:PORT with --tls_ca and\n"
+       "                     --token_file or --tls_cert/--tls_key); default: $NRTPROF_ADDR, the\n"
+       "                     per-user socket if a trusted daemon answers, else a private one\n"
+       "Everything from CMD on is the program's, flags included; `--` before CMD is optional.\n"
+       "Exits with CMD's exit code.\n\n"
+       "examples:\n"
+       "  nrtprof run -- python3 train.py --epochs 1\n"
+       "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
+       {"out", "stacks", "mode", NRTPROF_DAEMON_FLAGS},
+       {},
+       true},
+      {"capture", CaptureCommand,
+       "capture (--duration D | --last L [--duration D]) [--pid PID]... [--out DIR] [--stacks N] "
+       "[--addr ADDRESS ...]",
+       "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
+       "  --duration D       record from now for D (10s, 1m30s, 500ms; at most 24h)\n"
+       "  --last L           also the L before now, from the daemon's flight recorder\n"
+       "  --pid PID          only these processes (--pid 1,2 or --pid 1 --pid 2)\n"
+       "  --out DIR          the capture's folder (default: the daemon's, or ./nrtprof-captures/ID)\n"
+       "  --stacks N         call-stack depth, 0 (off) to 64\n"
+       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n\n"
+       "examples:\n"
+       "  nrtprof capture --last 30s\n"
+       "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n",
+       {"duration", "last", "pid", "out", "stacks", NRTPROF_DAEMON_FLAGS},
+       {}},
+      {"summary", SummaryCommand,
+       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]",
+       "the key_averages table of a capture, re-sorted or re-formatted",
+       "  --sort KEY         self_device (default), device_total, self_cpu, cpu_total, calls, name\n"
+       "  --format FORMAT    text (default), csv or json\n"
+       "  --limit N          only the first N rows (0: all)\n\n"
+       "examples:\n"
+       "  nrtprof summary nrtprof-captures/20261203-101500 --sort calls --limit 10\n"
+       "  nrtprof summary cap/summary.json --format csv > table.csv\n",
+       {"sort", "format", "limit"},
+       {}},
+      {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
+       "the daemon's address, uptime, processes, events, drops and flight recorder",
+       "  --json             one JSON object (the StatusReply message), for scripts\n"
+       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n\n"
+       "examples:\n"
+       "  nrtprof status\n"
+       "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n",
+       {"json", NRTPROF_DAEMON_FLAGS},
+       {"json"}},
+  };
+  return kCommands;
+}
 
 void PrintUsage(FILE* out) {
-  fprintf(out, "usage: nrtprof COMMAND [FLAGS]\n\ncommands:\n");
-  for (const Command& c : kCommands) fprintf(out, "  nrtprof %s\n", c.usage);
+  fprintf(out, "usage: nrtprof COMMAND [FLAGS]   (nrtprof COMMAND --help for one)\n\ncommands:\n");
+  for (const Command& c : Commands()) fprintf(out, "  nrtprof %s\n      %s\n", c.usage, c.what);
+  fprintf(out, "  nrtprof --version\n");
+}
+
+bool Contains(const std::vector<const char*>& names, absl::string_view name) {
+  for (const char* n : names) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+// Checks the command's flags before abseil sees them: --help prints the command's own help,
+// a flag of another command (or of none) is one line and exit 2, and for run the program's
+// arguments are set apart with `--` (abseil would read its flags as nrtprof's). Returns -1 to
+// go on, else the exit code. *args may gain a "--".
+int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dashes) {
+  for (size_t i = 1; i < args->size(); ++i) {
+    const absl::string_view a = (*args)[i];
+    if (a == "--") return -1;
+    if (a == "--help" || a == "-h" || a == "-help" || a == "--helpfull") {
+      printf("usage: nrtprof %s\n%s\n\n%s", c.usage, c.what, c.help);
+      return 0;
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      if (c.takes_program) {
+        // CMD starts here: all that follows is its own.
+        args->insert(args->begin() + i, dashes->data());
+        return -1;
+      }
+      continue;  // a positional argument (summary's folder)
+    }
+    absl::string_view name = a.substr(a[1] == '-' ? 2 : 1);
+    const size_t eq = name.find('=');
+    const bool has_value = eq != absl::string_view::npos;
+    name = name.substr(0, eq);
+    absl::string_view negated = name;
+    const bool is_bool = Contains(c.bool_flags, name) ||
+                         (absl::ConsumePrefix(&negated, "no") && Contains(c.bool_flags, negated));
+    if (!Contains(c.flags, name) && !is_bool) {
+      std::vector<std::string> flags;
+      for (const char* f : c.flags) flags.push_back(std::string("--") + f);
+      fprintf(stderr, "nrtprof %s: unknown flag --%.*s (it takes %s; see nrtprof %s --help)\n",
+              c.name, static_cast<int>(name.size()), name.data(),
+              absl::StrJoin(flags, ", ").c_str(), c.name);
+      return 2;
+    }
+    if (is_bool) continue;
+    std::string value;
+    if (has_value) {
+      value = std::string(a.substr(a.find('=') + 1));
+    } else if (i + 1 < args->size()) {
+      value = (*args)[++i];
+    } else {
+      fprintf(stderr, "nrtprof %s: --%.*s needs a value (see nrtprof %s --help)\n", c.name,
+              static_cast<int>(name.size()), name.data(), c.name);
+      return 2;
+    }
+    // A value of the wrong type is a usage error (exit 2), said in one line, before abseil
+    // (which would exit 1).
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    std::string why;
+    if (flag != nullptr && name != "pid" && !flag->ParseFrom(value, &why)) {
+      fprintf(stderr, "nrtprof %s: bad value '%s' for --%.*s: %s\n", c.name, value.c_str(),
+              static_cast<int>(name.size()), name.data(), why.c_str());
+      return 2;
+    }
+  }
+  return -1;
 }
 
 }  // namespace
@@ -46,17 +174,25 @@ int CliMain(int argc, char** argv) {
     PrintUsage(stdout);
     return 0;
   }
-  for (const Command& c : kCommands) {
+  if (name == "--version" || name == "version") {
+    printf("nrtprof %s\n", kVersion);
+    return 0;
+  }
+  for (const Command& c : Commands()) {
     if (name == c.name) {
       // The command sees "nrtprof NAME" as its program name.
       std::string program = std::string("nrtprof ") + c.name;
+      std::string dashes = "--";
       std::vector<char*> args = {program.data()};
       for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+      if (const int code = CheckArguments(c, &args, &dashes); code >= 0) return code;
       args.push_back(nullptr);
       return c.run(static_cast<int>(args.size()) - 1, args.data());
     }
   }
-  fprintf(stderr, "nrtprof: unknown command '%s' (commands: run, capture, summary, status; see nrtprof help)\n",
+  fprintf(stderr,
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, status; see nrtprof "
+          "help)\n",
           name.c_str());
   return 2;
 }

@@ -1,0 +1,87 @@
+// The nrtprof CLI as a new user meets it (issue 17's list): each command's own --help with
+// examples, --version, another command's flag refused in one line, usage errors exit 2, and a
+// program given to `nrtprof run` without `--` keeps its own flags.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+
+Result Nrtprof(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, testing::kIsolatedEnv);
+}
+
+size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
+
+TEST(CliTest, EachCommandHasItsOwnHelp) {
+  for (const char* command : {"run", "capture", "summary", "status"}) {
+    const Result r = Nrtprof({command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.out, std::string("usage: nrtprof ") + command)) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "\nexamples:\n  nrtprof " + std::string(command)))
+        << r.out;
+    EXPECT_EQ(r.err, "") << command;
+  }
+  const Result top = Nrtprof({"help"});
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(top.out, "nrtprof capture (--duration D")) << top.out;
+  const Result version = Nrtprof({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "nrtprof 0.1.0\n");
+}
+
+TEST(CliTest, UsageErrorsExit2InOneLine) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"status", "--sort", "name"},
+            "nrtprof status: unknown flag --sort (it takes --json, --addr, --tls_ca, "
+            "--token_file, --tls_cert, --tls_key; see nrtprof status --help)\n"},
+           {{"summary", "x", "--bogus"}, "nrtprof summary: unknown flag --bogus"},
+           {{"run", "--stacks", "abc", "--", "/bin/true"},
+            "nrtprof run: bad value 'abc' for --stacks"},
+           {{"capture", "--duration", "soon"}, "nrtprof capture: bad value 'soon' for --duration"},
+           {{"summary", "x", "--limit"}, "nrtprof summary: --limit needs a value"},
+           {{"frobnicate"}, "nrtprof: unknown command 'frobnicate'"},
+       }) {
+    const Result r = Nrtprof(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, c.says)) << r.err;
+    EXPECT_EQ(Lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// `nrtprof run --out DIR prog --flag value`: everything from prog on is the program's, as
+// with time(1) or strace(1): it runs with its own flags, and nrtprof's table follows.
+TEST(CliTest, RunWithoutDashesGivesTheProgramItsFlags) {
+  const std::string out = testing::TempDir("cli-run") + "/cap";
+  const Result plain = RunProcess(
+      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "2"}, testing::kIsolatedEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const Result r = Nrtprof(
+      {"run", "--out", out, Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_TRUE(absl::StrContains(r.err, "files in " + out + ":")) << r.err;
+  // And its --help is its own, not nrtprof's.
+  const Result help = Nrtprof({"run", "--out", out + "2", Runfile("examples/rmsnorm"), "--help"});
+  EXPECT_FALSE(absl::StrContains(help.out, "usage: nrtprof run")) << help.out;
+}
+
+}  // namespace
+}  // namespace nrtprof
