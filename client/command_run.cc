@@ -80,12 +80,28 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls
   return DaemonConnection::StartPrivate(*daemon, Absolute("nrtprof-captures"));
 }
 
+volatile sig_atomic_t g_interrupted = 0;
+void NoteInterrupt(int sig) { g_interrupted = sig; }
+
 // Runs argv with the profiler's environment; returns its exit code (128 + signal if killed).
 int RunChild(const std::vector<char*>& argv, const std::string& shim, const std::string& address,
              const TlsPaths& tls, const StartCaptureReply& capture, int stacks,
              const std::string& mode) {
+  // Like time(1): a Ctrl-C reaches the program (it is in the terminal's foreground group, and
+  // the private daemon is not); nrtprof notes it, waits for the program to finish -- its
+  // handler may still work -- and writes the capture. Caught, not ignored: exec gives the
+  // program the default disposition back.
+  struct sigaction note {}, old_int{}, old_quit{};
+  note.sa_handler = NoteInterrupt;
+  sigemptyset(&note.sa_mask);
+  sigaction(SIGINT, &note, &old_int);
+  sigaction(SIGQUIT, &note, &old_quit);
   const pid_t pid = fork();
-  if (pid < 0) return Fail("fork failed", 127);
+  if (pid < 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+    return Fail("fork failed", 127);
+  }
   if (pid == 0) {
     const char* preload = getenv("LD_PRELOAD");
     const std::string preloads =
@@ -120,20 +136,23 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
     fprintf(stderr, "nrtprof run: cannot run '%s': %s\n", argv[0], strerror(errno));
     _exit(127);
   }
-  // Like time(1): a Ctrl-C reaches the program (same process group); nrtprof waits for it to
-  // finish and still writes the capture.
-  struct sigaction ignore {}, old_int{}, old_quit{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                         : 1;
+  if (g_interrupted != 0) {
+    fprintf(stderr,
+            "nrtprof run: interrupted (%s): the program %s; writing everything it did, its "
+            "handler's work included\n",
+            g_interrupted == SIGINT ? "Ctrl-C" : "SIGQUIT",
+            WIFSIGNALED(status) ? absl::StrCat("was ended by signal ", WTERMSIG(status)).c_str()
+                                : absl::StrCat("exited with ", code).c_str());
+  }
+  return code;
 }
 
 // Whether execvp() could start `command`: checked before any capture exists, so a typo costs

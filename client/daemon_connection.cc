@@ -89,6 +89,9 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::StartPrivate
   if (pid == 0) {
     // The readiness end stays open across exec; everything else closes.
     fcntl(ready[1], F_SETFD, 0);
+    // Out of the terminal's foreground group: a Ctrl-C meant for the program must not stop
+    // the daemon that records it (nrtprof stops it once the program is done).
+    setpgid(0, 0);
     const std::string socket_flag = "--socket=" + socket;
     const std::string ready_flag = absl::StrCat("--ready_fd=", ready[1]);
     const std::string root_flag = "--output_root=" + output_root;

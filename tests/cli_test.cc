@@ -1,6 +1,9 @@
 // The nrtprof CLI as a new user meets it (issue 17's list): each command's own --help with
 // examples, --version, another command's flag refused in one line, usage errors exit 2, and a
 // program given to `nrtprof run` without `--` keeps its own flags.
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -8,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
 
 namespace nrtprof {
@@ -81,6 +85,32 @@ TEST(CliTest, RunWithoutDashesGivesTheProgramItsFlags) {
   // And its --help is its own, not nrtprof's.
   const Result help = Nrtprof({"run", "--out", out + "2", Runfile("examples/rmsnorm"), "--help"});
   EXPECT_FALSE(absl::StrContains(help.out, "usage: nrtprof run")) << help.out;
+}
+
+// Ctrl-C in a terminal signals the whole foreground group: nrtprof, the program and (before)
+// the private daemon, which wrote the capture at once and lost what the program's handler did.
+// Now the program finishes its handler, and everything it did is in the capture.
+TEST(CliTest, CtrlCLetsTheProgramFinishAndWritesEverything) {
+  const std::string dir = testing::TempDir("cli-ctrl-c");
+  const std::string out = dir + "/cap";
+  testing::Background run({Runfile("client/nrtprof"), "run", "--out", out, "--",
+                           Runfile("tests/abrupt_end"), "sigint", "8000"},
+                          testing::kIsolatedEnv, dir, /*own_group=*/true);
+  for (int i = 0; i < 400 && !absl::StrContains(run.out(), "waiting for SIGINT"); ++i) {
+    usleep(25'000);
+  }
+  ASSERT_TRUE(absl::StrContains(run.out(), "waiting for SIGINT")) << run.err();
+  run.SignalGroup(SIGINT);
+  EXPECT_EQ(run.Wait(), 130) << run.err();  // as the program exited
+  EXPECT_TRUE(absl::StrContains(run.out(), "8001 runtime calls after SIGINT")) << run.out();
+  EXPECT_TRUE(absl::StrContains(
+      run.err(), "nrtprof run: interrupted (Ctrl-C): the program exited with 130; writing"))
+      << run.err();
+  EXPECT_FALSE(absl::StrContains(run.err(), "not written")) << run.err();
+  auto calls = testing::CallsByName(out);
+  EXPECT_EQ(calls["nrt_tensor_write"], 16000) << run.err();  // 8,000 before, 8,000 in the handler
+  EXPECT_EQ(calls["nrt_close"], 1) << run.err();
+  EXPECT_TRUE(absl::StrContains(testing::ReadFile(out + "/summary.txt"), "Events dropped: 0"));
 }
 
 }  // namespace

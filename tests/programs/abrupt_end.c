@@ -4,7 +4,9 @@
  * annotation range, then ends at once: HOW is kill (SIGKILL), exit (_exit(0), no atexit
  * handlers), segv (SIGSEGV) or abort (SIGABRT); at_once: SIGKILL right after the first N
  * writes, without waiting; busy: goes on writing, one call a millisecond, until killed (a
- * program that keeps recording beside another). Prints how many calls it made first. */
+ * program that keeps recording beside another); sigint: waits for SIGINT, then, in the
+ * manner of a KeyboardInterrupt handler, makes N writes and nrt_close and exits 130. Prints how
+ * many calls it made first. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +19,15 @@
 void nrtprof_range_push(const char* name) __attribute__((weak));
 void nrtprof_range_pop(void) __attribute__((weak));
 
+static volatile sig_atomic_t g_interrupted = 0;
+static void OnInterrupt(int sig) {
+  (void)sig;
+  g_interrupted = 1;
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort|at_once|busy N\n");
+    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort|at_once|busy|sigint N\n");
     return 2;
   }
   const char* how = argv[1];
@@ -35,6 +43,20 @@ int main(int argc, char** argv) {
     printf("abrupt_end: %d runtime calls, 0 ranges; ending by SIGKILL at once\n", 2 + n);
     fflush(stdout);
     raise(SIGKILL);
+  }
+  if (strcmp(how, "sigint") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = OnInterrupt;
+    sigaction(SIGINT, &sa, NULL);
+    printf("abrupt_end: waiting for SIGINT\n");
+    fflush(stdout);
+    while (!g_interrupted) pause();
+    for (int i = 0; i < n; ++i) nrt_tensor_write(tensor, buf, 0, sizeof(buf));
+    nrt_close();
+    printf("abrupt_end: %d runtime calls after SIGINT; exiting 130\n", n + 1);
+    fflush(stdout);
+    exit(130);
   }
   if (strcmp(how, "busy") == 0) {
     const struct timespec tick = {0, 1000 * 1000};

@@ -42,14 +42,17 @@ int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 
 }  // namespace
 
 Background::Background(const std::vector<std::string>& argv,
-                       const std::map<std::string, std::string>& env, const std::string& dir)
+                       const std::map<std::string, std::string>& env, const std::string& dir,
+                       bool own_group)
     : out_path_(dir + "/out"), err_path_(dir + "/err") {
   pid_ = fork();
   if (pid_ == 0) {
+    if (own_group) setpgid(0, 0);
     dup2(open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
     dup2(open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
     Exec(argv, env);
   }
+  if (own_group && pid_ > 0) setpgid(pid_, pid_);  // also here: whichever runs first
 }
 
 Background::~Background() {
@@ -57,6 +60,10 @@ Background::~Background() {
     kill(pid_, SIGKILL);
     Wait();
   }
+}
+
+void Background::SignalGroup(int sig) {
+  if (pid_ > 0) kill(-pid_, sig);
 }
 
 int Background::Wait() {

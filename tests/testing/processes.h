@@ -20,13 +20,17 @@ namespace nrtprof::testing {
 // unsets), stdout and stderr in files under `dir`.
 class Background {
  public:
+  // `own_group`: the child leads a process group of its own, as a shell's foreground job does
+  // (SignalGroup then signals it and all it started, as the terminal's Ctrl-C would).
   Background(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-             const std::string& dir);
+             const std::string& dir, bool own_group = false);
   ~Background();
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
 
   pid_t pid() const { return pid_; }
+  // kill(-pid, sig): the whole process group (own_group only).
+  void SignalGroup(int sig);
   // Waits for the exit; the exit code (128 + signal if a signal ended it).
   int Wait();
   bool Running();
