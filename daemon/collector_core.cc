@@ -1,7 +1,9 @@
 #include "daemon/collector_core.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,6 +120,49 @@ absl::Status MakeFolders(const std::string& path) {
         absl::StrCat("cannot write in folder ", path, ": ", strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// A capture's folder is claimed while the capture is in progress: this file in it, made
+// exclusively, names the daemon's pid and the capture. Another capture -- of this daemon or of
+// another nrtprofd -- is refused the folder, unless the daemon named is gone (it died): then the
+// folder is taken over.
+constexpr char kClaimFile[] = ".nrtprof-capture-in-progress";
+
+absl::Status ClaimFolder(const std::string& dir, const std::string& id) {
+  const std::string path = absl::StrCat(dir, "/", kClaimFile);
+  const std::string mine = absl::StrCat("nrtprofd ", getpid(), " capture ", id, "\n");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (fd >= 0) {
+      const bool wrote = write(fd, mine.data(), mine.size()) == static_cast<ssize_t>(mine.size());
+      close(fd);
+      if (wrote) return absl::OkStatus();
+      unlink(path.c_str());
+      return absl::ResourceExhaustedError(absl::StrCat("cannot write in folder ", dir));
+    }
+    if (errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write in folder ", dir, ": ", strerror(errno)));
+    }
+    char buf[256] = {};
+    const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    const ssize_t n = in >= 0 ? read(in, buf, sizeof(buf) - 1) : -1;
+    if (in >= 0) close(in);
+    int pid = 0;
+    char other[200] = {};
+    if (n > 0 && sscanf(buf, "nrtprofd %d capture %199s", &pid, other) == 2 && pid > 0 &&
+        (kill(pid, 0) == 0 || errno == EPERM)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(dir, " is in use by capture '", other, "' of nrtprofd (pid ", pid,
+                       "); choose another folder, or wait for it"));
+    }
+    unlink(path.c_str());  // its daemon is gone: take the folder over
+  }
+  return absl::AlreadyExistsError(absl::StrCat(dir, " is in use by another capture"));
+}
+
+void ReleaseFolder(const std::string& dir) {
+  unlink(absl::StrCat(dir, "/", kClaimFile).c_str());
 }
 
 nrtprof::CaptureControl Control(bool capturing, const std::string& capture_id,
@@ -423,7 +468,10 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
       }
     }
   }
+  const bool auto_id = request.capture_id().empty();
   std::string id, dir;
+  absl::Status made;
+  for (int attempt = 0;; ++attempt) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
@@ -453,14 +501,26 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->number = ++captures_started_;
     captures_[id] = std::move(c);
   }
-  absl::Status made = MakeFolders(dir);
+  made = MakeFolders(dir);
   if (made.ok() && Exists(dir + "/trace.pftrace")) {
     made = absl::AlreadyExistsError(absl::StrCat(
         dir, " already holds a capture (trace.pftrace); choose another folder or remove it"));
   }
+  if (made.ok()) made = ClaimFolder(dir, id);
+  // Another daemon took the same id in the same second (its folder is there now): the next.
+  if (!made.ok() && auto_id && made.code() == absl::StatusCode::kAlreadyExists && attempt < 20) {
+    std::lock_guard<std::mutex> lock(mu_);
+    captures_.erase(id);
+    continue;
+  }
+  break;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = captures_.find(id);
-  if (made.ok() && shutting_down_) made = absl::UnavailableError("the daemon is shutting down");
+  if (made.ok() && shutting_down_) {
+    ReleaseFolder(dir);
+    made = absl::UnavailableError("the daemon is shutting down");
+  }
   if (!made.ok()) {
     captures_.erase(it);
     return made;
@@ -597,6 +657,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
   nrtprof::CaptureFiles files;
   absl::Status wrote = WriteCapture(capture.get(), &files);
+  ReleaseFolder(capture->output_dir);
   for (const std::string& n : notes) files.add_notes(n);
   // The capture's memory is free now: give it back to the system. glibc keeps much of it in
   // its arenas otherwise (~170 bytes per event of the capture, measured), so that between

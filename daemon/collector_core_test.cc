@@ -323,6 +323,45 @@ TEST_F(CollectorCoreTest, TheOperatorsCaptureTakesEveryone) {
   EXPECT_FALSE(f->staged);
 }
 
+// Two daemons (two cores here) writing captures in one folder: ids they pick in the same
+// second differ, and a folder a capture is writing is refused to another until it is written;
+// a folder claimed by a daemon that died is taken over.
+TEST_F(CollectorCoreTest, ACaptureFolderIsOneCapturesAtATime) {
+  CollectorCore other(Options(), &sink_, &clock_);
+  const absl::StatusOr<nrtprof::StartCaptureReply> a =
+      core_.StartCapture(nrtprof::StartCaptureRequest());
+  const absl::StatusOr<nrtprof::StartCaptureReply> b =
+      other.StartCapture(nrtprof::StartCaptureRequest());
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->capture_id(), "20231114-221320");
+  EXPECT_EQ(b->capture_id(), "20231114-221320-2");
+
+  nrtprof::StartCaptureRequest same;
+  same.set_output_dir(Options().output_root + "/shared");
+  same.set_capture_id("first");
+  ASSERT_TRUE(core_.StartCapture(same).ok());
+  same.set_capture_id("second");
+  const absl::StatusOr<nrtprof::StartCaptureReply> refused = other.StartCapture(same);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(refused.status().message(),
+            absl::StrCat(same.output_dir(), " is in use by capture 'first' of nrtprofd (pid ",
+                         getpid(), "); choose another folder, or wait for it"));
+  // Written (this test's sink writes no trace.pftrace there), the folder is free again.
+  ASSERT_TRUE(Stop("first").ok());
+  EXPECT_TRUE(other.StartCapture(same).ok());
+
+  // A claim left by a daemon that died (a pid no process has) is taken over.
+  const std::string stale = Options().output_root + "/stale";
+  ASSERT_EQ(mkdir(stale.c_str(), 0750), 0);
+  FILE* f = fopen((stale + "/.nrtprof-capture-in-progress").c_str(), "w");
+  fprintf(f, "nrtprofd 4194304 capture old\n");  // above the kernel's pid limit
+  fclose(f);
+  nrtprof::StartCaptureRequest take_over;
+  take_over.set_output_dir(stale);
+  take_over.set_capture_id("new");
+  EXPECT_TRUE(other.StartCapture(take_over).ok());
+}
+
 TEST_F(CollectorCoreTest, StopWaitsForTheFinalBatch) {
   Controls c;
   Start("cap");

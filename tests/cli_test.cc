@@ -113,5 +113,30 @@ TEST(CliTest, CtrlCLetsTheProgramFinishAndWritesEverything) {
   EXPECT_TRUE(absl::StrContains(testing::ReadFile(out + "/summary.txt"), "Events dropped: 0"));
 }
 
+// Two runs writing one folder at once: the second is refused in one line before its program
+// runs (before, both reported success and the last writer won).
+TEST(CliTest, AFolderInUseIsRefused) {
+  const std::string dir = testing::TempDir("cli-in-use");
+  const std::string out = dir + "/cap";
+  testing::Background first({Runfile("client/nrtprof"), "run", "--out", out, "--",
+                             Runfile("tests/abrupt_end"), "sigint", "10"},
+                            testing::kIsolatedEnv, dir, /*own_group=*/true);
+  for (int i = 0; i < 400 && !absl::StrContains(first.out(), "waiting for SIGINT"); ++i) {
+    usleep(25'000);
+  }
+  ASSERT_TRUE(absl::StrContains(first.out(), "waiting for SIGINT")) << first.err();
+  const Result second =
+      Nrtprof({"run", "--out", out, "--", Runfile("tests/abrupt_end"), "exit", "10"});
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_TRUE(absl::StartsWith(second.err, "nrtprof run: cannot start a capture: " + out +
+                                               " is in use by capture '"))
+      << second.err;
+  EXPECT_EQ(Lines(second.err), 1u) << second.err;
+  EXPECT_EQ(second.out, "");  // its program never ran
+  first.SignalGroup(SIGINT);
+  EXPECT_EQ(first.Wait(), 130) << first.err();
+  EXPECT_EQ(testing::CallsByName(out)["nrt_close"], 1);
+}
+
 }  // namespace
 }  // namespace nrtprof
