@@ -77,7 +77,13 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls
   }
   absl::StatusOr<std::string> daemon = Locate("daemon/nrtprofd", "NRTPROF_DAEMON");
   if (!daemon.ok()) return daemon.status();
-  return DaemonConnection::StartPrivate(*daemon, Absolute("nrtprof-captures"));
+  // Its output root is made when it starts: ./nrtprof-captures only if the capture goes there.
+  const std::string out = Absolute(absl::GetFlag(FLAGS_out));
+  std::string root = Absolute("nrtprof-captures");
+  if (const size_t slash = out.rfind('/'); !out.empty() && slash != std::string::npos) {
+    root = slash == 0 ? "/" : out.substr(0, slash);
+  }
+  return DaemonConnection::StartPrivate(*daemon, root);
 }
 
 volatile sig_atomic_t g_interrupted = 0;

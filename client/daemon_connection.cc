@@ -131,7 +131,9 @@ DaemonConnection::~DaemonConnection() {
     kill(daemon_pid_, SIGTERM);
     int status = 0;
     waitpid(daemon_pid_, &status, 0);
+    // Leave nothing behind but the capture: the socket, the (empty) spool folder, the folder.
     unlink((private_dir_ + "/nrtprofd.sock").c_str());
+    rmdir((private_dir_ + "/spool").c_str());
     rmdir(private_dir_.c_str());
   }
 }

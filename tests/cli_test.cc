@@ -138,5 +138,25 @@ TEST(CliTest, AFolderInUseIsRefused) {
   EXPECT_EQ(testing::CallsByName(out)["nrt_close"], 1);
 }
 
+// `nrtprof run --out DIR` leaves nothing behind but DIR: no empty ./nrtprof-captures where it
+// ran, no private daemon's folder in /tmp.
+TEST(CliTest, RunLeavesNothingButTheCapture) {
+  const std::string cwd = testing::TempDir("cli-litter");
+  const std::string out = testing::TempDir("cli-litter-out") + "/cap";
+  const Result r = RunProcess(
+      {"/bin/sh", "-c",
+       "cd '" + cwd + "' && exec '" + Runfile("client/nrtprof") + "' run --out '" + out +
+           "' -- '" + Runfile("examples/rmsnorm") + "' --variant fused --iters 1"},
+      testing::kIsolatedEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(testing::Exists(cwd + "/nrtprof-captures")) << "litter in the current folder";
+  const size_t at = r.err.find("(daemon unix:");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string socket = r.err.substr(at + 13, r.err.find(',', at) - at - 13);
+  ASSERT_TRUE(absl::StartsWith(socket, "/tmp/nrtprof-run-")) << socket;
+  EXPECT_FALSE(testing::Exists(socket.substr(0, socket.rfind('/')))) << "left " << socket;
+  EXPECT_TRUE(testing::Exists(out + "/trace.pftrace"));
+}
+
 }  // namespace
 }  // namespace nrtprof
