@@ -119,8 +119,8 @@ int CaptureCommand(int argc, char** argv) {
       pids.push_back(pid);
     }
   }
-  const int stacks = absl::GetFlag(FLAGS_stacks);
-  if (stacks < 0 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
+  const int stacks = std::max(absl::GetFlag(FLAGS_stacks), 0);  // -1: not given
+  if (stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
   const std::string out = Absolute(absl::GetFlag(FLAGS_out));
 
   const std::string flag = absl::GetFlag(FLAGS_addr);

@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
@@ -29,7 +30,9 @@
 
 ABSL_FLAG(std::string, out, "",
           "folder for the capture's files (default: ./nrtprof-captures/CAPTURE_ID)");
-ABSL_FLAG(int, stacks, 0, "call-stack depth recorded for each runtime call, 0 (off) to 64");
+ABSL_FLAG(int, stacks, -1,
+          "call-stack depth recorded for each runtime call, 0 (off) to 64 (default: "
+          "$NRTPROF_STACKS, else 0)");
 ABSL_FLAG(std::string, mode, "",
           "best_effort (the default, or NRTPROF_MODE) or lossless: every batch also spooled to "
           "disk, so a daemon that is away or restarts loses nothing");
@@ -130,7 +133,9 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
       }
     }
     setenv("NRTPROF_CAPTURE", capture.capture_id().c_str(), 1);
-    setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
+    // The caller's NRTPROF_* settings reach the program as they are (the shim reports an
+    // invalid one itself), unless a flag says otherwise.
+    if (stacks >= 0) setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
     setenv("NRTPROF_MODE", mode.c_str(), 1);
     // The daemon's spool folder is on its machine: a local daemon reads the shims' spools there;
     // across TCP the shim keeps its spool on this machine (NRTPROF_SPOOL_DIR or the default)
@@ -178,8 +183,13 @@ bool Runnable(const std::string& command) {
 int RunCommand(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Fail(absl::StrCat("no command to run; usage: ", kRunUsage), 2);
-  const int stacks = absl::GetFlag(FLAGS_stacks);
-  if (stacks < 0 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
+  const int stacks = absl::GetFlag(FLAGS_stacks);  // -1: not given
+  if (stacks < -1 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
+  // What the capture asks of its processes: the flag, else a valid NRTPROF_STACKS, else none.
+  uint32_t stack_depth = stacks >= 0 ? static_cast<uint32_t>(stacks) : 0;
+  if (const char* env = getenv("NRTPROF_STACKS"); stacks < 0 && env != nullptr) {
+    if (uint32_t depth = 0; absl::SimpleAtoi(env, &depth) && depth <= 64) stack_depth = depth;
+  }
   std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode.empty()) {
     const char* env = getenv("NRTPROF_MODE");
@@ -212,7 +222,7 @@ int RunCommand(int argc, char** argv) {
   }
   StartCaptureRequest start;
   start.set_output_dir(out);
-  start.set_stack_depth(static_cast<uint32_t>(stacks));
+  start.set_stack_depth(stack_depth);
   StartCaptureReply capture;
   {
     grpc::ClientContext context;

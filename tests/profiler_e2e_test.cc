@@ -439,6 +439,35 @@ TEST(ProfilerEndToEnd, CallStacksNameTheCallSite) {
   EXPECT_EQ(with_stack, executes);
 }
 
+// The caller's NRTPROF_STACKS reaches the program when no --stacks says otherwise (before, only
+// the flag counted), and an invalid one is reported as without nrtprof run.
+TEST(ProfilerEndToEnd, StacksFromTheEnvironment) {
+  const std::string out = TempDir("stacks-env");
+  std::map<std::string, std::string> env = kEnv;
+  env["NRTPROF_STACKS"] = "8";
+  Result r = RunProcess({Runfile("client/nrtprof"), "run", "--out", out, "--",
+                         Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "2"},
+                        env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/trace.json"), "\"stack\":")) << r.err;
+  env["NRTPROF_STACKS"] = "lots";
+  const Result bare = RunProcess({Runfile("examples/rmsnorm"), "--variant", "fused", "--iters",
+                                  "1"},
+                                 {{"NRTPROF_STACKS", "lots"},
+                                  {"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                  {"NRTPROF_ADDR", "unix:/nonexistent/d.sock"},
+                                  {"NRT_SIM_TIME_SCALE", "0"}});
+  const size_t said = bare.err.find("NRTPROF_STACKS");
+  ASSERT_NE(said, std::string::npos) << bare.err;
+  const std::string line = bare.err.substr(bare.err.rfind('\n', said) + 1,
+                                           bare.err.find('\n', said) - bare.err.rfind('\n', said));
+  r = RunProcess({Runfile("client/nrtprof"), "run", "--out", TempDir("stacks-bad"), "--",
+                  Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "1"},
+                 env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, line)) << "without nrtprof run: " << line << "\nwith: " << r.err;
+}
+
 // A standing daemon, as an operator runs one: `nrtprof run --addr` uses it, and
 // `nrtprof status` reports what it received and wrote.
 TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
