@@ -688,9 +688,15 @@ int NrtprofdMain(int argc, char** argv) {
     fprintf(stderr, "nrtprofd %s: listening on %s (%s) and %s%s%s\n", kVersion,
             tcp->address().c_str(), tcp->security().c_str(), options.address.c_str(),
             run_as ? ", as user " : "", run_as ? run_as->name.c_str() : "");
-  } else if (isatty(STDERR_FILENO)) {
-    fprintf(stderr, "nrtprofd %s: listening on %s; captures go to %s\n", kVersion,
-            options.address.c_str(), output_root.c_str());
+  } else {
+    // Always: where a daemon listens is the first thing its log should say.
+    fprintf(stderr, "nrtprofd %s: listening on %s%s%s; captures go to %s; flight recorder %s\n",
+            kVersion, options.address.c_str(), run_as ? ", as user " : "",
+            run_as ? run_as->name.c_str() : "", output_root.c_str(),
+            options.flight_recorder
+                ? absl::StrCat("the last ", absl::GetFlag(FLAGS_flight_recorder_seconds), " s")
+                      .c_str()
+                : "off");
   }
 
   int signal_number = 0;

@@ -212,7 +212,9 @@ TEST_F(NrtprofdTest, ListensWritesACaptureAndStopsOnSigterm) {
   kill(nrtprofd.pid, SIGTERM);
   std::string err;
   EXPECT_EQ(Wait(&nrtprofd, &err), 0) << err;
-  EXPECT_EQ(err, "");
+  // Where it listens, and nothing else: no capture failed, no client misbehaved.
+  EXPECT_EQ(err, "nrtprofd 0.1.0: listening on unix:" + socket_ + "; captures go to " + out_ +
+                     "; flight recorder the last 30 s\n");
   EXPECT_FALSE(Exists(socket_));
 }
 
@@ -278,7 +280,13 @@ TEST_F(NrtprofdTest, ConfigFileSetsWhatTheFlagsSet) {
   EXPECT_EQ(status.address(), "unix:" + socket_);
   EXPECT_EQ(status.flight_recorder().seconds_limit(), 7u);
   kill(d.pid, SIGTERM);
-  EXPECT_EQ(Wait(&d), 0);
+  std::string err;
+  EXPECT_EQ(Wait(&d, &err), 0);
+  // It always says where it listens (before: only on a terminal).
+  EXPECT_TRUE(absl::StrContains(err, "nrtprofd 0.1.0: listening on unix:" + socket_ +
+                                         "; captures go to " + out_ +
+                                         "; flight recorder the last 7 s\n"))
+      << err;
 }
 
 TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {
