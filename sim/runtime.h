@@ -86,15 +86,40 @@ class Runtime {
   NRT_STATUS BindTensors(const nrt_model& model, const void* set, bool inputs,
                          std::vector<Region>* regions) ABSL_LOCKS_EXCLUDED(mu_);
   NRT_STATUS ChargeDeviceMemory(int vnc, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How a host-initiated transfer shows in the system trace: the device-memory copy
+  // (dmem_buf_copyin/copyout), inside a tensor_write/tensor_read span when `tensor_call`.
+  struct TransferTrace {
+    bool to_device = true;
+    bool tensor_call = true;
+    uint64_t tensor_id = 0;
+    uint64_t offset = 0;
+  };
+  static TransferTrace WriteTrace(const Region& r) { return TraceOf(r, true); }
+  static TransferTrace ReadTrace(const Region& r) { return TraceOf(r, false); }
+  static TransferTrace TraceOf(const Region& r, bool to_device) {
+    TransferTrace t;
+    t.to_device = to_device;
+    // The tensor's memory stands for its id: the same for every tensor (or slice) on it.
+    t.tensor_id = reinterpret_cast<uintptr_t>(r.storage.get());
+    t.offset = r.offset;
+    return t;
+  }
   // Times a host-initiated transfer on `vnc`'s queue, runs `move` in its slot and records it.
-  void DeviceTransfer(int vnc, const char* name, uint64_t duration_ns, uint64_t bytes,
-                      const std::string& tensor_name, const std::function<void()>& move)
+  // Returns the transfer's end on the device clock.
+  uint64_t DeviceTransfer(int vnc, uint64_t duration_ns, uint64_t bytes,
+                          const TransferTrace& trace, const std::function<void()>& move)
       ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  // *device_end: the execution's end on the device clock.
   NRT_STATUS RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
-                     const std::vector<Region>& inputs, const std::vector<Region>& outputs)
+                     const std::vector<Region>& inputs, const std::vector<Region>& outputs,
+                     uint64_t* device_end)
       ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  // Records device_exec start/stop (and a model_switch when the core ran another model last).
   void RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
                        uint64_t exec_id, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  // A host span of an API call (nrt_load, nrt_execute) on `vnc`'s ring.
+  void RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc, uint64_t model_id,
+                  uint64_t host_ns, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   void FreeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Standard mutexes rather than absl::Mutex: Debian's abseil is not built with ThreadSanitizer,
@@ -104,6 +129,8 @@ class Runtime {
   DeviceConfig config_ ABSL_GUARDED_BY(life_mu_);
   std::vector<std::unique_ptr<NeuronCore>> cores_ ABSL_GUARDED_BY(life_mu_);
   std::unique_ptr<SysTrace> trace_ ABSL_GUARDED_BY(life_mu_);
+  // Per core, the model it executed last (for model_switch events); 0: none yet.
+  std::unique_ptr<std::atomic<uint64_t>[]> last_model_ ABSL_GUARDED_BY(life_mu_);
   DeviceClock clock_;
 
   std::mutex mu_;  // acquired after life_mu_
