@@ -531,6 +531,7 @@ nrtprof::StatusReply CollectorCore::Status() {
            {"device_overwritten", drops.device_overwritten},
            {"oversized", drops.oversized},
            {"no_memory", drops.no_memory},
+           {"device_malformed", drops.device_malformed},
            {"daemon_overflow", drops.daemon_overflow}}) {
     nrtprof::DropReason* d = reply.add_dropped();
     d->set_reason(reason);

@@ -366,8 +366,8 @@ class ProcessCorrelator {
     trace_id.reserve(device.size());
     first_device_id_ = *next_id_;
     for (const IngestedEvent* e : device) {
-      uint64_t start = 0;
-      if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
+      uint64_t start = e->start_ns;
+      if (!e->host_clock && !clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
         ++out_.drops.no_clock_sync;
         ++out_.drops.by_lane.hardware;
         continue;
@@ -555,6 +555,10 @@ class ProcessCorrelator {
     if (c.nc_idx < 0) c.nc_idx = d.nc_idx;
     if (d.kind == DeviceEventKind::kExecution && c.model_name.empty()) c.model_name = d.model_name;
     if (d.name == "dma_model_load" && c.model_name.empty()) c.model_name = d.tensor_name;
+    // The runtime's system trace names neither an execution's model nor a load's (it has
+    // model ids only): the call they belong to does.
+    if (d.kind == DeviceEventKind::kExecution && d.model_name.empty()) d.model_name = c.model_name;
+    if (d.name == "dma_model_load" && d.tensor_name.empty()) d.tensor_name = c.model_name;
   }
 
   // The common case: every call's outcome is certain and the counts agree, so the k-th device

@@ -128,8 +128,8 @@ std::string Text(const google::protobuf::Struct& event, const char* key) {
 // The document is the runtime's system trace: {"events":[...],"data_version":2}. An execution is
 // a device_exec start and stop on its NeuronCore (executions on one core run one at a time, so
 // stops pair with starts in order); a host-initiated transfer is a tensor_read or tensor_write
-// span of the calling thread. nc_local_id counts each core's events from 1, so a gap in it is
-// events the ring buffer lost.
+// span of the calling thread. nc_local_id numbers each core's events one after another, so a
+// gap in it is events the ring buffer lost.
 absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
                                           std::vector<DeviceTime>* per_core) {
   google::protobuf::Struct doc;
@@ -161,7 +161,7 @@ absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
     const auto core = static_cast<size_t>(Number(event, "nc_idx"));
     const double ns = Number(event, "timestamp_ns");
     const auto local_id = static_cast<uint64_t>(Number(event, "nc_local_id"));
-    uint64_t& expected = next_local_id.emplace(core, 1).first->second;
+    uint64_t& expected = next_local_id.emplace(core, local_id).first->second;
     if (local_id > expected) time.overwritten += local_id - expected;
     expected = local_id + 1;
     if (type == "device_exec") {

@@ -152,6 +152,7 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
     ring.slots.assign(enabled ? config.max_events_per_nc : 0, TraceEvent{});
     ring.head = ring.size = 0;
     ring.overwritten = 0;
+    ring.next_local_id = 1;  // each capture numbers a core's events from 1
   }
   ever_started_.store(true);
   recording_.store(true);
