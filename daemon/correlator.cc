@@ -8,6 +8,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "daemon/artifact_writer.h"
+
 namespace nrtprof::daemon {
 namespace {
 
@@ -253,6 +256,7 @@ class ProcessCorrelator {
     BuildDevice(device);
     MatchDevice();
     NameModelFiles();
+    NameUnnamedModels();
     AssignRanges();
     SortDevice();
     for (const DeviceEvent& d : out_.device) {
@@ -278,6 +282,36 @@ class ProcessCorrelator {
       if (!out_.models[i].name.empty()) continue;
       auto it = names.find(in_.models[i].model_handle);
       if (it != names.end()) out_.models[i].name = it->second;
+    }
+  }
+
+  // A runtime that names no model (its system trace has model ids, and a name only when it
+  // knows one) leaves model files, their calls and executions unnamed after matching: each is
+  // named by its file, as its .neff is ("model_<hash>"), so that device traces still pair up.
+  void NameUnnamedModels() {
+    std::unordered_map<uint64_t, std::string> names;  // handle -> name
+    for (size_t i = 0; i < out_.models.size(); ++i) {
+      LoadedModelFile& m = out_.models[i];
+      if (!m.name.empty() || m.bytes.empty() || (m.size != 0 && m.size != m.bytes.size())) {
+        continue;
+      }
+      m.name = absl::StrCat("model_", ModelHash(m.bytes));
+      names[in_.models[i].model_handle] = m.name;
+    }
+    if (names.empty()) return;
+    std::unordered_map<uint64_t, const ApiCall*> by_correlation;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      ApiCall& c = out_.calls[i];
+      const uint64_t handle = call_sources_[i]->model_handle;
+      if (c.model_name.empty() && handle != 0) {
+        if (auto it = names.find(handle); it != names.end()) c.model_name = it->second;
+      }
+      by_correlation.emplace(c.correlation_id, &c);
+    }
+    for (DeviceEvent& d : out_.device) {
+      if (d.kind != DeviceEventKind::kExecution || !d.model_name.empty()) continue;
+      auto it = by_correlation.find(d.correlation_id);
+      if (d.correlation_id != 0 && it != by_correlation.end()) d.model_name = it->second->model_name;
     }
   }
 

@@ -159,7 +159,8 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
   // device-memory copy inside the nrt_load span.
   const bool tracing = trace_->Recording();
   if (tracing) {
-    RecordCall(TraceEventType::kNrtLoad, TracePhase::kStart, loaded->vnc, 0, call_start, tid);
+    RecordCall(TraceEventType::kNrtLoad, TracePhase::kStart, loaded->vnc, nullptr, call_start,
+               tid);
   }
   TransferTrace load_copy;
   load_copy.tensor_call = false;
@@ -167,7 +168,7 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
   const uint64_t copy_end =
       DeviceTransfer(loaded->vnc, HostDmaNs(size, config_), size, load_copy, [] {});
   if (tracing) {
-    RecordCall(TraceEventType::kNrtLoad, TracePhase::kStop, loaded->vnc, loaded->id,
+    RecordCall(TraceEventType::kNrtLoad, TracePhase::kStop, loaded->vnc, loaded.get(),
                std::max(trace_->HostNow(), trace_->HostTimeOfDevice(copy_end)), tid);
   }
   *model = loaded.get();
@@ -273,13 +274,16 @@ NRT_STATUS Runtime::BindTensors(const nrt_model& model, const void* set, bool in
 }
 
 void Runtime::RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc,
-                         uint64_t model_id, uint64_t host_ns, int64_t tid) {
+                         const nrt_model* model, uint64_t host_ns, int64_t tid) {
   TraceEvent e;
   e.type = type;
   e.phase = phase;
   e.nc_idx = vnc;
   e.thread_id = tid;
-  e.model_id = model_id;
+  if (model != nullptr) {
+    e.model_id = model->id;
+    e.model_name = model->model.name;
+  }
   e.host_timestamp_ns = host_ns;
   trace_->Record(std::move(e));
 }
@@ -294,6 +298,7 @@ void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost,
     e.thread_id = tid;
     e.device_core_idx = model.vnc;
     e.model_id = model.id;
+    e.model_name = model.model.name;
     e.host_timestamp_ns = trace_->HostTimeOfDevice(start);
     trace_->Record(std::move(e));
   }
@@ -307,9 +312,11 @@ void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost,
   e.device_core_idx = model.vnc;
   e.exec_id = exec_id;
   e.model_id = model.id;
+  e.model_name = model.model.name;
   e.nc_timestamp_ns = start;
   trace_->Record(e);
   e.phase = TracePhase::kStop;
+  e.model_name.clear();
   e.nc_timestamp_ns = start + cost.total_ns;
   trace_->Record(std::move(e));
 }
@@ -363,7 +370,7 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* out
   const int64_t tid = ThreadId();
   const bool tracing = trace_->Recording();
   if (tracing) {
-    RecordCall(TraceEventType::kNrtExecute, TracePhase::kStart, m->vnc, m->id,
+    RecordCall(TraceEventType::kNrtExecute, TracePhase::kStart, m->vnc, m.get(),
                trace_->HostNow(), tid);
   }
   uint64_t device_end = 0;
@@ -372,7 +379,7 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* out
     status = RunOnce(m, cost, inputs, outputs, &device_end);
   }
   if (tracing) {
-    RecordCall(TraceEventType::kNrtExecute, TracePhase::kStop, m->vnc, 0,
+    RecordCall(TraceEventType::kNrtExecute, TracePhase::kStop, m->vnc, nullptr,
                std::max(trace_->HostNow(), trace_->HostTimeOfDevice(device_end)), tid);
   }
   return status;

@@ -118,7 +118,8 @@ class Runtime {
   void RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
                        uint64_t exec_id, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   // A host span of an API call (nrt_load, nrt_execute) on `vnc`'s ring.
-  void RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc, uint64_t model_id,
+  // `model`: the call's model, or null (its id and name are written where the phase has them).
+  void RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc, const nrt_model* model,
                   uint64_t host_ns, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   void FreeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -27,6 +27,12 @@ uint64_t ReadClock(clockid_t id) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+void AppendModelName(const TraceEvent& e, std::string* out) {
+  if (e.model_name.empty()) return;
+  out->append(",\"model_name\":");
+  AppendJsonString(e.model_name, out);
+}
+
 // The variant's fields, only on the phase that carries them; "{}" otherwise. Sets *device_ts
 // when the variant has nc_timestamp_ns (the event's timestamp_ns is then that).
 void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
@@ -37,16 +43,23 @@ void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
   const bool instant = e.phase == TracePhase::kInstant;
   switch (e.type) {
     case TraceEventType::kNrtLoad:
-      if (stop) absl::StrAppend(out, "\"model_id\":", e.model_id);
+      if (stop) {
+        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+      }
       break;
     case TraceEventType::kNrtExecute:
-      if (start) absl::StrAppend(out, "\"model_id\":", e.model_id);
+      if (start) {
+        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+      }
       break;
     case TraceEventType::kDeviceExec:
       if (start) {
         absl::StrAppend(out, "\"device_core_idx\":", e.device_core_idx,
                         ",\"exec_id\":", e.exec_id, ",\"nc_timestamp_ns\":", e.nc_timestamp_ns,
                         ",\"model_id\":", e.model_id);
+        AppendModelName(e, out);
         *device_ts = true;
       } else if (stop) {
         absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns);
@@ -70,6 +83,7 @@ void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
         absl::StrAppend(out, "\"device_core_idx\":", e.device_core_idx,
                         ",\"is_neuron_core_work\":", e.is_neuron_core_work ? "true" : "false",
                         ",\"model_id\":", e.model_id);
+        AppendModelName(e, out);
       }
       break;
     case TraceEventType::kTimestampSync:

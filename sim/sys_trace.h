@@ -61,6 +61,9 @@ struct TraceEvent {
   uint64_t nc_timestamp_ns = 0;
   uint64_t cpu_timestamp_ns = 0;
   uint64_t model_id = 0;
+  // Written as model_name after model_id where the type has a model_id (the real runtime
+  // does so when it knows the name); empty: left out.
+  std::string model_name;
   uint64_t exec_id = 0;
   uint32_t device_core_idx = 0;
   uint64_t tensor_id = 0;
