@@ -26,8 +26,24 @@ uint64_t CountEventsIn(std::string_view json) {
 }  // namespace
 
 uint64_t DeviceTraceParser::ToMonotonic(uint64_t realtime_ns) const {
-  const int64_t mono = static_cast<int64_t>(realtime_ns) - realtime_offset_ns_;
-  return mono > 0 ? static_cast<uint64_t>(mono) : 0;
+  // In unsigned arithmetic, clamped: a document may carry any 64-bit value.
+  if (realtime_offset_ns_ >= 0) {
+    const uint64_t offset = static_cast<uint64_t>(realtime_offset_ns_);
+    return realtime_ns > offset ? realtime_ns - offset : 0;
+  }
+  const uint64_t add = static_cast<uint64_t>(-(realtime_offset_ns_ + 1)) + 1;
+  return realtime_ns > UINT64_MAX - add ? UINT64_MAX : realtime_ns + add;
+}
+
+bool DeviceTraceParser::Plausible(uint64_t start_ns, uint64_t end_ns, DeviceTraceOutput* out) {
+  // What the daemon refuses a whole batch for (a span over a week, or one that ends past the
+  // clock's end) is a malformed event here, counted and left out.
+  if (end_ns - start_ns <= kMaxSpanNs && start_ns <= UINT64_MAX - (end_ns - start_ns)) {
+    return true;
+  }
+  ++out->malformed;
+  ++malformed_total_;
+  return false;
 }
 
 bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
@@ -86,6 +102,13 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
   }
   if (e.nc_local_id >= expected) expected = e.nc_local_id + 1;
 
+  if (e.type != SysTraceType::kUnknown && e.nc_idx >= kMaxNeuronCores) {
+    // The wire allows cores 0 to 4095: an event of another is malformed here, not a batch the
+    // daemon would refuse whole.
+    ++out->malformed;
+    ++malformed_total_;
+    return;
+  }
   const bool start = e.phase == SysTracePhase::kStart;
   const bool stop = e.phase == SysTracePhase::kStop;
   switch (e.type) {
@@ -98,10 +121,12 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
       if (!stop || open.empty()) return;  // a stop whose start was lost
       const OpenExec x = open.front();
       open.pop_front();
+      const uint64_t end = std::max(e.timestamp_ns, x.device_ns);
+      if (!Plausible(x.device_ns, end, out)) return;
       nrtprof::Event& event = out->events.emplace_back();
       event.set_kind(nrtprof::EVENT_DEVICE_EXEC);
       event.set_start_ns(x.device_ns);
-      event.set_duration_ns(e.timestamp_ns > x.device_ns ? e.timestamp_ns - x.device_ns : 0);
+      event.set_duration_ns(end - x.device_ns);
       event.set_tid(static_cast<uint32_t>(x.thread_id));
       event.set_name_iid(strings_->Intern("nc_exec_running"));
       event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
@@ -176,12 +201,13 @@ void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
   spans.erase(std::next(it).base());
   if (span.name == nullptr) return;
   const uint64_t begin = ToMonotonic(span.start_ns);
-  const uint64_t end = ToMonotonic(e.timestamp_ns);
+  const uint64_t end = std::max(begin, ToMonotonic(e.timestamp_ns));
+  if (!Plausible(begin, end, out)) return;
   nrtprof::Event& event = out->events.emplace_back();
   event.set_kind(nrtprof::EVENT_DEVICE_DMA);
   event.set_host_clock(true);
   event.set_start_ns(begin);
-  event.set_duration_ns(end > begin ? end - begin : 0);
+  event.set_duration_ns(end - begin);
   event.set_tid(static_cast<uint32_t>(e.thread_id));
   event.set_name_iid(strings_->Intern(span.name));
   event.set_nc_idx(static_cast<int32_t>(span.nc_idx));

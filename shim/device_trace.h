@@ -43,7 +43,7 @@ struct DeviceTraceOutput {
   std::vector<nrtprof::DeviceClockSync> clock_syncs;
   uint64_t overwritten = 0;  // newly overwritten events in this document
   uint64_t skipped = 0;      // events of a type (or phase) this shim does not know
-  uint64_t malformed = 0;    // events of refused documents
+  uint64_t malformed = 0;    // events of refused documents, and spans no clock could give
 };
 
 class DeviceTraceParser {
@@ -89,6 +89,10 @@ class DeviceTraceParser {
   void OpenCopy(const SysTraceEvent& e, ThreadSpans* thread);
   void CloseSpan(const SysTraceEvent& e, ThreadSpans* thread, DeviceTraceOutput* out);
   uint64_t ToMonotonic(uint64_t realtime_ns) const;
+  bool Plausible(uint64_t start_ns, uint64_t end_ns, DeviceTraceOutput* out);
+
+  static constexpr uint64_t kMaxSpanNs = 7ull * 24 * 3600 * 1000000000;  // the daemon's bounds
+  static constexpr uint32_t kMaxNeuronCores = 4096;
 
   StringTable* const strings_;
   uint64_t generation_ = 0;

@@ -242,6 +242,27 @@ TEST_F(DeviceTraceTest, MalformedDocumentsAreRefusedWholeAndCounted) {
   EXPECT_TRUE(out_.events.empty());
 }
 
+// Values no runtime writes but a document can hold: kept from reaching the daemon, which would
+// refuse the whole batch they came in.
+TEST_F(DeviceTraceTest, ImplausibleValuesAreMalformedEventsNotRefusedBatches) {
+  ASSERT_TRUE(Parse(Doc({
+      Ev("device_exec", "start", 1, 5000, 1, 7,
+         R"({"device_core_idx":0,"exec_id":1,"nc_timestamp_ns":1,"model_id":1})", 1),
+      Ev("device_exec", "start", 2, 0, 1, 7,
+         R"({"device_core_idx":0,"exec_id":2,"nc_timestamp_ns":1,"model_id":1})", 1),
+      Ev("device_exec", "stop", 3, 0, 2, 7, R"({"nc_timestamp_ns":18446744073709551615})",
+         18446744073709551615ull),
+      Ev("tensor_write", "start", 4, 0, 3, 7, R"({"tensor_id":1,"size":4})",
+         18446744073709551615ull),
+      Ev("tensor_write", "stop", 5, 0, 4, 7, "{}", 18446744073709551615ull),
+  })))
+      << error_;
+  EXPECT_EQ(out_.malformed, 2u);  // the core past 4095, the execution of 584 years
+  ASSERT_EQ(out_.events.size(), 1u);
+  EXPECT_EQ(out_.events[0].duration_ns(), 0u);
+  EXPECT_EQ(out_.events[0].start_ns(), 18446744073709551615ull - kRealtimeOffset);
+}
+
 TEST_F(DeviceTraceTest, WhitespaceAndEscapesAreJson) {
   // Not what the runtime writes (it is compact [S]), but JSON all the same.
   const std::string doc =

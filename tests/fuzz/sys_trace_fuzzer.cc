@@ -37,6 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(out.malformed >= 1, "a refused document counted nothing");
       continue;
     }
+    for (const nrtprof::DeviceClockSync& s : out.clock_syncs) {
+      Check(s.nc_idx() >= 0 && s.nc_idx() < 4096, "a clock sync out of the wire's range");
+    }
     for (const nrtprof::Event& e : out.events) {
       const std::string& name = strings.Get(e.name_iid());
       if (e.kind() == nrtprof::EVENT_DEVICE_EXEC) {
@@ -48,7 +51,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } else {
         Check(false, "an event of another kind");
       }
-      Check(e.nc_idx() >= 0, "a negative core");
+      Check(e.nc_idx() >= 0 && e.nc_idx() < 4096, "a core out of the wire's range");
+      // What the daemon would refuse the whole batch for.
+      Check(e.duration_ns() <= 7ull * 24 * 3600 * 1000000000, "a span over a week");
+      Check(e.start_ns() <= UINT64_MAX - e.duration_ns(), "a span past the clock's end");
     }
   }
   return 0;
