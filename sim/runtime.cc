@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +99,11 @@ void Runtime::Close() {
     std::lock_guard<std::mutex> lock(mu_);
     FreeAllLocked();
   }
+  {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    profiles_.clear();  // profiles not stopped are not written
+    profiling_.store(0);
+  }
   trace_.reset();
   cores_.clear();
   state_ = State::kClosed;
@@ -172,6 +178,92 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
                std::max(trace_->HostNow(), trace_->HostTimeOfDevice(copy_end)), tid);
   }
   *model = loaded.get();
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::ProfileStart(nrt_model_t* model, const char* filename) {
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (filename == nullptr || filename[0] == '\0') {
+    return Fail(NRT_INVALID, "nrt_profile_start: no filename");
+  }
+  std::shared_ptr<nrt_model> m;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(model);
+    if (it == models_.end()) return Fail(NRT_INVALID_HANDLE, "nrt_profile_start: not a loaded model");
+    m = it->second;
+  }
+  std::lock_guard<std::mutex> lock(profile_mu_);
+  for (const auto& [id, p] : profiles_) {
+    if (id == m->id || p.filename == filename) {
+      return Fail(NRT_INVALID, absl::StrCat("nrt_profile_start: model ", m->model.name,
+                                            " or file ", filename, " is being profiled"));
+    }
+  }
+  profiles_[m->id] = DeviceProfile{filename, m, {}};
+  profiling_.store(static_cast<int>(profiles_.size()));
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::ProfileStop(const char* filename) {
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
+  if (filename == nullptr) return Fail(NRT_INVALID, "nrt_profile_stop: no filename");
+  DeviceProfile profile;
+  {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    auto it = std::find_if(profiles_.begin(), profiles_.end(),
+                           [&](const auto& p) { return p.second.filename == filename; });
+    if (it == profiles_.end()) {
+      return Fail(NRT_INVALID, absl::StrCat("nrt_profile_stop: no profile started for ", filename));
+    }
+    profile = std::move(it->second);
+    profiles_.erase(it);
+    profiling_.store(static_cast<int>(profiles_.size()));
+  }
+  // The simulator's device profile: JSON where the real runtime writes NTFF. Times are the
+  // device clock, as the system trace's device_exec; exec_id is the same as there.
+  const Model& model = profile.model->model;
+  std::string json = "{\"model\":";
+  AppendJsonString(model.name, &json);
+  absl::StrAppend(&json, ",\"model_id\":", profile.model->id, ",\"nc_idx\":",
+                  profile.model->vnc, ",\"executions\":[");
+  for (size_t i = 0; i < profile.executions.size(); ++i) {
+    const ProfiledExecution& x = profile.executions[i];
+    absl::StrAppend(&json, i == 0 ? "" : ",", "{\"exec_id\":", x.exec_id,
+                    ",\"start_ns\":", x.start_ns, ",\"duration_ns\":", x.cost.total_ns,
+                    ",\"ops\":[");
+    for (size_t k = 0; k < x.cost.ops.size(); ++k) {
+      const OpCost& op = x.cost.ops[k];
+      absl::StrAppend(&json, k == 0 ? "" : ",", "{\"name\":\"",
+                      OpKindName(model.ops[op.op_index].kind), "\",\"engine\":\"",
+                      EngineName(op.engine), "\",\"start_ns\":", x.start_ns + op.span.start_ns,
+                      ",\"duration_ns\":", op.span.duration_ns, "}");
+    }
+    json += "],\"dma\":[";
+    for (size_t k = 0; k < x.cost.io_dmas.size(); ++k) {
+      const IoDmaCost& dma = x.cost.io_dmas[k];
+      const TensorDef& t = model.tensors[dma.tensor_index];
+      absl::StrAppend(&json, k == 0 ? "" : ",", "{\"name\":\"",
+                      dma.to_device ? "dma_hbm_to_sbuf" : "dma_sbuf_to_hbm", "\",\"tensor\":");
+      AppendJsonString(t.name, &json);
+      absl::StrAppend(&json, ",\"bytes\":", t.SizeBytes(), ",\"start_ns\":",
+                      x.start_ns + dma.span.start_ns, ",\"duration_ns\":", dma.span.duration_ns,
+                      "}");
+    }
+    json += "]}";
+  }
+  json += "]}\n";
+  FILE* f = fopen(filename, "w");
+  if (f == nullptr) {
+    return Fail(NRT_FAILURE, absl::StrCat("nrt_profile_stop: cannot write ", filename, ": ",
+                                          strerror(errno)));
+  }
+  const bool written = fwrite(json.data(), 1, json.size(), f) == json.size();
+  if (fclose(f) != 0 || !written) {
+    return Fail(NRT_FAILURE, absl::StrCat("nrt_profile_stop: cannot write ", filename));
+  }
   return NRT_SUCCESS;
 }
 
@@ -342,6 +434,11 @@ NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const Execu
     if (trace_->Recording()) RecordExecution(*model, cost, start, exec_id, tid);
   });
   if (device_end != nullptr) *device_end = start + cost.total_ns;
+  if (profiling_.load(std::memory_order_relaxed) != 0) {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    auto it = profiles_.find(model->id);
+    if (it != profiles_.end()) it->second.executions.push_back({exec_id, start, cost});
+  }
   if (!status.ok()) {
     return Fail(NRT_EXEC_COMPLETED_WITH_ERR, absl::StrCat("nrt_execute: ", status.message()));
   }

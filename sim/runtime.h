@@ -63,6 +63,10 @@ class Runtime {
   NRT_STATUS AddToSet(void* set, const char* name, nrt_tensor_t* tensor);
   NRT_STATUS GetFromSet(void* set, const char* name, nrt_tensor_t** tensor);
 
+  // Device profiles (nrt/nrt_profile.h): what happens inside a model's executions.
+  NRT_STATUS ProfileStart(nrt_model_t* model, const char* filename);
+  NRT_STATUS ProfileStop(const char* filename);
+
   NRT_STATUS TraceStart(const TraceCaptureConfig& config);
   NRT_STATUS TraceStop();
   NRT_STATUS TraceFetch(const TraceFetchOptions& options, std::string* json);
@@ -141,6 +145,22 @@ class Runtime {
   std::unordered_map<const void*, std::unique_ptr<TensorSet>> sets_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> device_bytes_used_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> models_per_core_ ABSL_GUARDED_BY(mu_);
+
+  // Device profiles in progress, by model id: the file named at the start and each execution
+  // of the model since, with its costs (ops and I/O DMA inside it, device clock).
+  struct ProfiledExecution {
+    uint64_t exec_id = 0;
+    uint64_t start_ns = 0;
+    ExecutionCost cost;
+  };
+  struct DeviceProfile {
+    std::string filename;
+    std::shared_ptr<nrt_model> model;
+    std::vector<ProfiledExecution> executions;
+  };
+  std::mutex profile_mu_;  // acquired after mu_, or alone
+  std::unordered_map<uint64_t, DeviceProfile> profiles_ ABSL_GUARDED_BY(profile_mu_);
+  std::atomic<int> profiling_{0};  // profiles_.size(): executions skip the lock when 0
 
   std::atomic<uint64_t> next_model_id_{1};
   std::atomic<uint64_t> next_exec_id_{1};

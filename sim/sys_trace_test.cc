@@ -4,12 +4,16 @@
 // Facts about the real runtime are from public sources: the SDK's nrt/nrt_sys_trace.h (the
 // functions, fetch options, "once fetched, cannot be fetched again") and public notes on the
 // runtime's JSON serializer (document shape, key order, data fields per phase).
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nrt/nrt.h"
+#include "nrt/nrt_profile.h"
 #include "nrt/nrt_sys_trace.h"
 #include "sim/testing/runtime_testing.h"
 
@@ -306,6 +310,55 @@ TEST_F(SysTraceTest, FetchLimitsPerCore) {
   EXPECT_EQ(Str(limited.events[0], "event_type"), "timestamp_sync");
   EXPECT_EQ(limited.OfType("device_exec", "start").size(), 1u);
   EXPECT_EQ(Fetch().OfType("device_exec", "start").size(), 2u);
+}
+
+// What the system trace leaves out, an execution's inside, is in the device profile
+// (nrt/nrt_profile.h), as with the real runtime; the same exec_id ties the two.
+TEST_F(SysTraceTest, EngineOpsAndIoDmaAreInTheDeviceProfile) {
+  Start();
+  const std::string path = ::testing::TempDir() + "/scale_add.profile.json";
+  ASSERT_EQ(nrt_profile_start(model_, path.c_str()), NRT_SUCCESS);
+  EXPECT_EQ(nrt_profile_start(model_, path.c_str()), NRT_INVALID);  // already profiled
+  ASSERT_EQ(nrt_execute(model_, in_, outs_), NRT_SUCCESS);
+  ASSERT_EQ(nrt_execute(model_, in_, outs_), NRT_SUCCESS);
+  ASSERT_EQ(nrt_profile_stop(path.c_str()), NRT_SUCCESS);
+  EXPECT_EQ(nrt_profile_stop(path.c_str()), NRT_INVALID);  // stopped already
+  ASSERT_EQ(nrt_execute(model_, in_, outs_), NRT_SUCCESS);  // not profiled
+
+  FILE* f = fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
+  fclose(f);
+  google::protobuf::Struct profile;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text, &profile).ok()) << text;
+  EXPECT_EQ(Str(profile, "model"), "scale_add");
+  const auto& executions = profile.fields().at("executions").list_value().values();
+  ASSERT_EQ(executions.size(), 2u);
+  const auto starts = Fetch().OfType("device_exec", "start");
+  ASSERT_EQ(starts.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    const auto& x = executions[i].struct_value();
+    EXPECT_EQ(Num(x, "exec_id"), Num(starts[i].fields().at("data").struct_value(), "exec_id"));
+    EXPECT_EQ(Num(x, "start_ns"), Num(starts[i], "timestamp_ns"));
+    const auto& ops = x.fields().at("ops").list_value().values();
+    ASSERT_EQ(ops.size(), 2u);
+    EXPECT_EQ(Str(ops[0].struct_value(), "name"), "mul_scalar");
+    EXPECT_EQ(Str(ops[0].struct_value(), "engine"), "scalar");
+    EXPECT_EQ(Str(ops[1].struct_value(), "name"), "add");
+    EXPECT_EQ(Str(ops[1].struct_value(), "engine"), "vector");
+    for (const auto& op : ops) {
+      EXPECT_GE(Num(op.struct_value(), "start_ns"), Num(x, "start_ns"));
+      EXPECT_LE(Num(op.struct_value(), "start_ns") + Num(op.struct_value(), "duration_ns"),
+                Num(x, "start_ns") + Num(x, "duration_ns"));
+    }
+    const auto& dma = x.fields().at("dma").list_value().values();
+    ASSERT_EQ(dma.size(), 3u);  // two inputs in, one output out
+    EXPECT_EQ(Str(dma[0].struct_value(), "name"), "dma_hbm_to_sbuf");
+    EXPECT_EQ(Str(dma[2].struct_value(), "name"), "dma_sbuf_to_hbm");
+    EXPECT_EQ(Num(dma[2].struct_value(), "bytes"), 256);
+  }
 }
 
 }  // namespace
