@@ -19,10 +19,13 @@ constexpr Command kCommands[] = {
      "run [--out DIR] [--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]] -- CMD "
      "ARGS...\n"
      "      run CMD under the profiler and print where its device time went"},
+    {"capture", CaptureCommand,
+     "capture --duration D [--pid PID]... [--out DIR] [--stacks N] [--addr ADDRESS ...]\n"
+     "      record the programs streaming to a standing daemon for D (Ctrl-C ends it early)"},
     {"summary", SummaryCommand,
      "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]\n"
      "      the key_averages table of a capture, re-sorted or re-formatted"},
-    {"status", StatusCommand, "status [--addr ADDRESS [--tls_ca PEM --token_file PATH]]\n"
+    {"status", StatusCommand, "status [--json] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]\n"
                               "      the daemon's address, uptime, processes, events and drops"},
 };
 
@@ -53,7 +56,7 @@ int CliMain(int argc, char** argv) {
       return c.run(static_cast<int>(args.size()) - 1, args.data());
     }
   }
-  fprintf(stderr, "nrtprof: unknown command '%s' (commands: run, summary, status; see nrtprof help)\n",
+  fprintf(stderr, "nrtprof: unknown command '%s' (commands: run, capture, summary, status; see nrtprof help)\n",
           name.c_str());
   return 2;
 }

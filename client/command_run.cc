@@ -20,6 +20,8 @@
 #include "client/commands.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
+#include "client/capture_report.h"
+#include "client/fetch.h"
 #include "client/flags.h"
 #include "client/locate.h"
 #include "common/address.h"
@@ -177,8 +179,14 @@ int RunCommand(int argc, char** argv) {
   }
   DaemonConnection& connection = **daemon;
 
+  const std::string out = Absolute(absl::GetFlag(FLAGS_out));
+  if (!out.empty()) {
+    if (absl::Status s = CheckCaptureFolderFree(out); !s.ok()) {
+      return Fail(absl::StrCat("cannot start a capture: ", s.message()));
+    }
+  }
   StartCaptureRequest start;
-  start.set_output_dir(Absolute(absl::GetFlag(FLAGS_out)));
+  start.set_output_dir(out);
   start.set_stack_depth(static_cast<uint32_t>(stacks));
   StartCaptureReply capture;
   {
@@ -188,9 +196,13 @@ int RunCommand(int argc, char** argv) {
         connection.stub()->StartCapture(&context, start, &capture), connection.address());
     if (!s.ok()) return Fail(absl::StrCat("cannot start a capture: ", s.message()));
   }
+  // A shared service of another user writes the capture into a folder of its own; this
+  // command fetches it and writes it here, as the user who ran it.
   fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
-          capture.output_dir().c_str(), connection.address().c_str(),
-          connection.private_daemon() ? ", private to this run" : "");
+          CaptureDestination(capture, out).c_str(), connection.address().c_str(),
+          connection.private_daemon() ? ", private to this run"
+          : capture.fetch()           ? ", a shared service: fetched when written"
+                                      : "");
 
   const int code =
       RunChild(command, *shim, connection.address(), tls, capture, stacks, mode);
@@ -223,16 +235,7 @@ int RunCommand(int argc, char** argv) {
     fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
             command[0]);
   }
-  fprintf(stderr, "\n%s\n", files.summary_text().c_str());
-  fprintf(stderr, "nrtprof: %llu events from %u process%s, %llu dropped; files in %s:\n",
-          static_cast<unsigned long long>(files.events()), files.processes(),
-          files.processes() == 1 ? "" : "es",
-          static_cast<unsigned long long>(files.events_dropped()), files.output_dir().c_str());
-  for (const std::string& f : files.files()) fprintf(stderr, "  %s\n", f.c_str());
-  fprintf(stderr,
-          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
-          "trace file\"), or trace.json in chrome://tracing\n",
-          files.output_dir().c_str());
+  ReportCapture(connection, capture, out, std::move(files), "nrtprof run");
   return code;
 }
 

@@ -10,7 +10,11 @@
 #include "client/daemon_credentials.h"
 #include "client/flags.h"
 #include "common/address.h"
+#include "google/protobuf/util/json_util.h"
 
+ABSL_FLAG(bool, json, false,
+          "print the status as one JSON object (the StatusReply message, its field names as in "
+          "proto/nrtprof.proto), for scripts");
 ABSL_FLAG(std::string, addr, "",
           "daemon address (unix:/path, /path, or HOST:PORT with TLS); default $NRTPROF_ADDR or "
           "the per-user socket");
@@ -42,6 +46,18 @@ int StatusCommand(int argc, char** argv) {
   if (!status.ok()) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(status.status().message()).c_str());
     return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    options.preserve_proto_field_names = true;
+    if (!google::protobuf::util::MessageToJsonString(*status, &json, options).ok()) {
+      fprintf(stderr, "nrtprof status: the daemon's status does not print as JSON\n");
+      return 1;
+    }
+    printf("%s\n", json.c_str());
+    return 0;
   }
   if (KindOf(address) == AddressKind::kTcp) {
     printf("daemon:              %s over TLS (nrtprofd %s; its local socket %s)\n",
@@ -76,6 +92,17 @@ int StatusCommand(int argc, char** argv) {
          static_cast<unsigned long long>(status->final_batches_alone()));
   printf("captures written:    %llu\n",
          static_cast<unsigned long long>(status->captures_written()));
+  const FlightRecorderStatus& recorder = status->flight_recorder();
+  if (recorder.seconds_limit() == 0) {
+    printf("flight recorder:     off (processes record only in a capture)\n");
+  } else {
+    printf("flight recorder:     holding %.1f s, %llu events, %.1f MiB (bounds %llu s, %llu MiB); "
+           "%llu events evicted\n",
+           recorder.oldest_age_ms() / 1000.0, static_cast<unsigned long long>(recorder.events()),
+           recorder.bytes() / 1048576.0, static_cast<unsigned long long>(recorder.seconds_limit()),
+           static_cast<unsigned long long>(recorder.bytes_limit() >> 20),
+           static_cast<unsigned long long>(recorder.evicted_events()));
+  }
   return 0;
 }
 

@@ -6,6 +6,7 @@
 namespace nrtprof::cli {
 
 int RunCommand(int argc, char** argv);
+int CaptureCommand(int argc, char** argv);
 int SummaryCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,13 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::Connect(
     const std::string& address, int timeout_ms,
     std::shared_ptr<grpc::ChannelCredentials> credentials) {
   if (KindOf(address) == AddressKind::kUnix) {
+    // gRPC would only log it, several lines of its own, and say the channel failed.
+    const std::string path = SocketPathOf(address);
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
+                                                     sizeof(sockaddr_un::sun_path) - 1,
+                                                     " bytes, the most a unix socket takes"));
+    }
     absl::StatusOr<TrustPolicy> policy = TrustPolicyFromEnv();
     if (!policy.ok()) return policy.status();
     // Nobody there (NotFound) is left to the connection below, which says so in its own words.
@@ -84,8 +92,9 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::StartPrivate
     const std::string socket_flag = "--socket=" + socket;
     const std::string ready_flag = absl::StrCat("--ready_fd=", ready[1]);
     const std::string root_flag = "--output_root=" + output_root;
+    // One run, one capture from the program's start: no past to keep.
     execl(daemon_path.c_str(), daemon_path.c_str(), socket_flag.c_str(), ready_flag.c_str(),
-          root_flag.c_str(), static_cast<char*>(nullptr));
+          root_flag.c_str(), "--flight_recorder_seconds=0", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(ready[1]);

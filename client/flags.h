@@ -6,6 +6,8 @@
 
 #include "absl/flags/declare.h"
 
-ABSL_DECLARE_FLAG(std::string, addr);
+ABSL_DECLARE_FLAG(std::string, addr);   // command_status.cc
+ABSL_DECLARE_FLAG(std::string, out);    // command_run.cc
+ABSL_DECLARE_FLAG(int, stacks);         // command_run.cc
 
 #endif  // NRTPROF_CLIENT_FLAGS_H_

@@ -13,7 +13,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -152,6 +154,7 @@ struct CollectorCore::Stream {
   const uint32_t pid;
   const std::string executable;
   const std::string wanted_capture;  // Hello.capture_id: empty for any
+  std::optional<uint32_t> uid;       // the process's user, if on this machine (Caller::uid)
   ControlSender send;                // used under the core's mu_
   // The shim's counters (cumulative for the process) as its earlier or other streams had them
   // when this one began: Status counts only what this stream adds. Under the core's mu_.
@@ -165,6 +168,11 @@ struct CollectorCore::Capture {
   std::string id;
   std::string output_dir;
   uint32_t stack_depth = 0;
+  std::optional<uint32_t> owner;  // the user who asked for it; none: the operator
+  uint64_t started_ns = 0;        // CLOCK_MONOTONIC
+  uint32_t last_ms = 0;           // StartCaptureRequest.last_ms: from the flight recorder
+  std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
+  bool staged = false;            // written under output_root/users/, to be fetched
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
   bool starting = true;  // the id is reserved, the folder not made yet
   bool stopping = false;
@@ -178,9 +186,32 @@ DropCounts CollectorCore::StreamsOwnDrops(const Stream& s) {
 }
 
 CollectorCore::CollectorCore(CollectorOptions options, TraceSink* sink, CollectorClock* clock)
-    : options_(std::move(options)), sink_(sink), clock_(clock), started_ns_(clock->MonotonicNs()) {}
+    : options_(std::move(options)),
+      recorder_(options_.flight_recorder
+                    ? std::make_unique<FlightRecorder>(options_.flight_recorder_limits,
+                                                       options_.flight_recorder_codec)
+                    : nullptr),
+      sink_(sink),
+      clock_(clock),
+      started_ns_(clock->MonotonicNs()) {}
+
+nrtprof::CaptureControl CollectorCore::Idle(const std::string& capture_id) const {
+  return Control(recorder_ != nullptr, capture_id, 0);
+}
+
+void CollectorCore::ForgetEmptied(const std::vector<uint64_t>& emptied) {
+  for (uint64_t id : emptied) recorded_closed_.erase(id);
+}
 
 CollectorCore::~CollectorCore() = default;
+
+bool CollectorCore::MayJoin(const Stream& stream, const Capture& capture) {
+  if (!capture.pids.empty() &&
+      std::find(capture.pids.begin(), capture.pids.end(), stream.pid) == capture.pids.end()) {
+    return false;
+  }
+  return !capture.owner || stream.uid == capture.owner;
+}
 
 void CollectorCore::Join(Stream* stream, Capture* capture) {
   stream->capture_id = capture->id;
@@ -205,13 +236,15 @@ void CollectorCore::AttachRingsFile(StreamId stream, std::shared_ptr<const Rings
 
 absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
                                                                const nrtprof::Hello& hello,
-                                                               ControlSender send) {
+                                                               ControlSender send,
+                                                               Caller caller) {
   if (absl::Status s = ProcessIngest::ValidateHello(hello); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   if (streams_.count(stream) != 0) {
     return absl::FailedPreconditionError("a second Hello on one stream");
   }
   auto s = std::make_shared<Stream>(stream, hello, options_.limits, std::move(send));
+  s->uid = caller.uid;
   // A process back on a new stream: batches its earlier streams stored are duplicates now.
   uint64_t stored = 0;
   auto max = [](uint64_t a, uint64_t b) { return std::max(a, b); };
@@ -233,7 +266,7 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
   streams_[stream] = s;
   Capture* join = nullptr;
   for (auto& [id, c] : captures_) {
-    if (c->starting || c->stopping) continue;
+    if (c->starting || c->stopping || !MayJoin(*s, *c)) continue;
     if (hello.capture_id().empty() ? (join == nullptr || c->number > join->number)
                                    : id == hello.capture_id()) {
       join = c.get();
@@ -244,13 +277,14 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
     Join(s.get(), join);
     control = Control(true, join->id, join->stack_depth);
   } else {
-    control = Control(false, hello.capture_id(), 0);
+    control = Idle(hello.capture_id());
   }
   s->send(control);
   return control;
 }
 
-absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch) {
+absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
+                                                std::string wire) {
   std::shared_ptr<Stream> s;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -266,7 +300,32 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     std::lock_guard<std::mutex> lock(s->mu);
     const uint64_t before = s->ingest.events_received();
     const bool final_before = s->ingest.final();
+    const uint64_t sequence_before = s->ingest.last_sequence();
     ack = s->ingest.OnBatch(batch);
+    // A batch stored (not a duplicate) goes to the flight recorder as it came; one that carries
+    // model files without them (the stream's state keeps those).
+    if (recorder_ != nullptr && ack.ok() && s->ingest.last_sequence() != sequence_before &&
+        batch.events_size() != 0) {
+      FlightRecorder::Chunk chunk;
+      chunk.stream = stream;
+      chunk.arrival_ns = clock_->MonotonicNs();
+      chunk.sequence = batch.sequence();
+      chunk.events = static_cast<uint32_t>(batch.events_size());
+      if (wire.empty() || batch.models_size() != 0) {
+        nrtprof::ShimMessage m;
+        *m.mutable_batch() = batch;
+        m.mutable_batch()->clear_models();
+        chunk.bytes = m.SerializeAsString();
+      } else {
+        chunk.bytes = std::move(wire);
+      }
+      std::vector<uint64_t> emptied;
+      recorder_->Add(std::move(chunk), &emptied);
+      if (!emptied.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ForgetEmptied(emptied);
+      }
+    }
     events_received_ += s->ingest.events_received() - before;
     final = s->ingest.final();
     final_alone = final && !final_before && s->ingest.hello().final_only();
@@ -297,6 +356,7 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   if (it == streams_.end()) return;
   std::shared_ptr<Stream> s = it->second;
   streams_.erase(it);
+  if (recorder_ != nullptr && recorder_->Holds(stream)) recorded_closed_[stream] = s;
   std::lock_guard<std::mutex> stream_lock(s->mu);
   closed_drops_ += StreamsOwnDrops(*s);
   // A process that may come back: remember how far it was stored. The bound keeps a daemon
@@ -320,12 +380,12 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   cv_.notify_all();
 }
 
-std::string CollectorCore::NewCaptureId() {
+std::string CollectorCore::NewCaptureId(const std::string& root) {
   const absl::Time now = absl::FromUnixNanos(clock_->RealtimeNs());
   const std::string base = absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone());
   std::string id = base;
   for (int n = 2; captures_.count(id) != 0 ||
-                  Exists(absl::StrCat(options_.output_root, "/", id, "/trace.pftrace"));
+                  Exists(absl::StrCat(root, "/", id));
        ++n) {
     id = absl::StrCat(base, "-", n);
   }
@@ -333,23 +393,46 @@ std::string CollectorCore::NewCaptureId() {
 }
 
 absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
-    const nrtprof::StartCaptureRequest& request) {
+    const nrtprof::StartCaptureRequest& request, Caller caller) {
   if (!request.capture_id().empty()) {
     if (absl::Status s = CheckCaptureId(request.capture_id()); !s.ok()) return s;
   }
-  if (!request.output_dir().empty()) {
+  if (request.last_ms() != 0 && recorder_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this daemon's flight recorder is off (--flight_recorder_seconds 0): it holds no past "
+        "to capture");
+  }
+  // Another user's capture is staged in the daemon's own folder and fetched: the daemon never
+  // writes where such a caller asks, since it cannot know what that user may write.
+  // So is root's: the daemon runs as its own user and cannot write as root.
+  const bool staged = caller.uid.has_value() && *caller.uid != options_.daemon_uid;
+  const std::string users_root = absl::StrCat(options_.output_root, "/users");
+  const std::string root =
+      staged ? absl::StrCat(users_root, "/", *caller.uid) : options_.output_root;
+  if (!staged && !request.output_dir().empty()) {
     if (absl::Status s = CheckOutputDir(request.output_dir()); !s.ok()) return s;
+  }
+  if (staged) {
+    if (absl::Status s = MakeFolders(options_.output_root); !s.ok()) return s;
+    // Private to the daemon's user, whatever the output root's mode: the other users' captures
+    // must not be readable through it.
+    for (const std::string& d : {users_root, root}) {
+      if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot create folder ", d, ": ", strerror(errno)));
+      }
+    }
   }
   std::string id, dir;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
-    id = request.capture_id().empty() ? NewCaptureId() : request.capture_id();
+    id = request.capture_id().empty() ? NewCaptureId(root) : request.capture_id();
     if (captures_.count(id) != 0) {
       return absl::AlreadyExistsError(absl::StrCat("capture '", id, "' is already in progress"));
     }
-    dir = request.output_dir().empty() ? absl::StrCat(options_.output_root, "/", id)
-                                       : request.output_dir();
+    dir = staged || request.output_dir().empty() ? absl::StrCat(root, "/", id)
+                                                 : request.output_dir();
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     for (const auto& [other_id, c] : captures_) {
       if (c->output_dir == dir) {
@@ -362,6 +445,11 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->id = id;
     c->output_dir = dir;
     c->stack_depth = request.stack_depth();
+    if (!IsOperator(caller)) c->owner = caller.uid;
+    c->pids.assign(request.pids().begin(), request.pids().end());
+    c->started_ns = clock_->MonotonicNs();
+    c->last_ms = request.last_ms();
+    c->staged = staged;
     c->number = ++captures_started_;
     captures_[id] = std::move(c);
   }
@@ -380,7 +468,8 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   Capture& c = *it->second;
   c.starting = false;
   // So that a daemon started after this one dies carries the capture on (lossless mode).
-  if (absl::Status m = WriteCaptureManifest(options_.spool_dir, {id, dir, c.stack_depth});
+  if (absl::Status m =
+          WriteCaptureManifest(options_.spool_dir, {id, dir, c.stack_depth, c.owner});
       !m.ok() && options_.log) {
     options_.log(absl::StrCat("capture '", id, "': ", m.message(),
                               "; it will not survive a restart of the daemon"));
@@ -389,6 +478,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   for (auto& [stream_id, s] : streams_) {
     if (!s->capture_id.empty()) continue;  // in another capture
     if (!s->wanted_capture.empty() && s->wanted_capture != id) continue;
+    if (!MayJoin(*s, c)) continue;
     Join(s.get(), &c);
     s->send(start);
   }
@@ -396,6 +486,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   reply.set_capture_id(id);
   reply.set_output_dir(dir);
   reply.set_spool_dir(options_.spool_dir);
+  reply.set_fetch(staged);
   return reply;
 }
 
@@ -432,7 +523,7 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
 }
 
 absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
-    const nrtprof::StopCaptureRequest& request) {
+    const nrtprof::StopCaptureRequest& request, Caller caller) {
   std::unique_ptr<Capture> capture;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -440,7 +531,9 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     if (id.empty()) {
       std::vector<std::string> active;
       for (const auto& [other_id, c] : captures_) {
-        if (!c->starting && !c->stopping) active.push_back(other_id);
+        if (!c->starting && !c->stopping && MayControl(caller, c->owner)) {
+          active.push_back(other_id);
+        }
       }
       if (active.empty()) return absl::NotFoundError("no capture is in progress");
       if (active.size() > 1) {
@@ -455,13 +548,17 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
       return absl::NotFoundError(absl::StrCat("no capture '", id, "' in progress"));
     }
     Capture* c = it->second.get();
+    if (!MayControl(caller, c->owner)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("capture '", id, "' is another user's; you can stop only your own"));
+    }
     if (c->stopping) {
       return absl::FailedPreconditionError(
           absl::StrCat("capture '", id, "' is already being stopped"));
     }
     c->stopping = true;
     ++stops_in_flight_;
-    const nrtprof::CaptureControl stop = Control(false, id, 0);
+    const nrtprof::CaptureControl stop = Idle("");
     for (Stream* s : c->members) s->send(stop);
     // The shims flush when told to stop; a process that exits says so with its final batch.
     const uint64_t deadline = clock_->MonotonicNs() + uint64_t{request.wait_ms()} * 1'000'000;
@@ -479,9 +576,20 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
 
   // Correlating and writing take a while: no lock, so streams and other captures go on.
-  // Lossless processes: their spool files hold everything they produced.
+  // A capture of the past is made of what the flight recorder kept, which holds the window's
+  // live batches too.
+  std::vector<std::string> notes;
+  if (capture->last_ms != 0) {
+    const uint64_t back = uint64_t{capture->last_ms} * 1'000'000;
+    capture->finished = FromRecorder(
+        capture.get(), capture->started_ns > back ? capture->started_ns - back : 0, UINT64_MAX,
+        &notes);
+  }
+  // Lossless processes: their spool files hold everything they produced (for a user's
+  // capture, only the spool files that user made).
   std::vector<std::string> problems;
-  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems);
+  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems,
+              capture->owner);
   // Processes that ended without their final batch: what their rings say they made.
   for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
   for (const std::string& p : problems) {
@@ -489,6 +597,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   }
   nrtprof::CaptureFiles files;
   absl::Status wrote = WriteCapture(capture.get(), &files);
+  for (const std::string& n : notes) files.add_notes(n);
   // The capture's memory is free now: give it back to the system. glibc keeps much of it in
   // its arenas otherwise (~170 bytes per event of the capture, measured), so that between
   // captures the daemon would hold memory no stream needs.
@@ -497,7 +606,26 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
 
   std::lock_guard<std::mutex> lock(mu_);
   --stops_in_flight_;
-  if (wrote.ok()) ++captures_written_;
+  if (wrote.ok()) {
+    ++captures_written_;
+    // Remembered for FetchCapture: the files by their names in the folder.
+    Written& w = written_[capture->id];
+    w.order = ++writes_;
+    w.owner = capture->owner;
+    w.files.dir = capture->output_dir;
+    w.files.staged = capture->staged;
+    w.files.names.clear();
+    for (const std::string& f : files.files()) {
+      if (f.find('/') == std::string::npos && f != "." && f != "..") w.files.names.push_back(f);
+    }
+    if (written_.size() > kRememberedCaptures) {
+      auto oldest = written_.begin();
+      for (auto it = written_.begin(); it != written_.end(); ++it) {
+        if (it->second.order < oldest->second.order) oldest = it;
+      }
+      written_.erase(oldest);
+    }
+  }
   cv_.notify_all();
   if (!wrote.ok()) {
     return absl::Status(wrote.code(), absl::StrCat("capture '", capture->id, "' to ",
@@ -506,7 +634,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   return files;
 }
 
-nrtprof::StatusReply CollectorCore::Status() {
+nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   nrtprof::StatusReply reply;
   reply.set_address(options_.address);
   reply.set_daemon_version(options_.daemon_version);
@@ -515,7 +643,9 @@ nrtprof::StatusReply CollectorCore::Status() {
   reply.set_uptime_ms((clock_->MonotonicNs() - started_ns_) / 1'000'000);
   reply.set_final_batches_alone(final_batches_alone_);
   DropCounts drops = closed_drops_;
+  const bool all = IsOperator(caller);
   for (const auto& [id, s] : streams_) {
+    if (!all && s->uid != caller.uid) continue;  // another user's program: not this caller's to see
     nrtprof::ConnectedProcess* p = reply.add_processes();
     p->set_pid(s->pid);
     p->set_executable(s->executable);
@@ -541,7 +671,91 @@ nrtprof::StatusReply CollectorCore::Status() {
   reply.mutable_dropped_by_lane()->set_runtime(drops.by_lane.runtime);
   reply.mutable_dropped_by_lane()->set_hardware(drops.by_lane.hardware);
   reply.set_captures_written(captures_written_);
+  if (recorder_ != nullptr) {
+    const uint64_t now = clock_->MonotonicNs();
+    std::vector<uint64_t> emptied;
+    recorder_->Expire(now, &emptied);
+    ForgetEmptied(emptied);
+    const FlightRecorder::Stats stats = recorder_->stats();
+    nrtprof::FlightRecorderStatus* r = reply.mutable_flight_recorder();
+    r->set_seconds_limit(options_.flight_recorder_limits.max_age_ns / 1'000'000'000);
+    r->set_bytes_limit(options_.flight_recorder_limits.max_bytes);
+    r->set_bytes(stats.bytes);
+    r->set_batches(stats.chunks);
+    r->set_events(stats.events);
+    r->set_oldest_age_ms(stats.oldest_ns != 0 && now > stats.oldest_ns
+                             ? (now - stats.oldest_ns) / 1'000'000
+                             : 0);
+    r->set_evicted_events(stats.evicted_events);
+  }
   return reply;
+}
+
+std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, uint64_t since_ns,
+                                                        uint64_t until_ns,
+                                                        std::vector<std::string>* notes) {
+  std::vector<uint64_t> emptied;
+  recorder_->Expire(clock_->MonotonicNs(), &emptied);
+  const FlightRecorder::Stats stats = recorder_->stats();
+  auto chunks = recorder_->Since(since_ns, until_ns);
+  // The streams that decode them, and may be in this capture.
+  std::vector<std::pair<std::shared_ptr<Stream>, std::vector<std::shared_ptr<const FlightRecorder::Chunk>>>> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ForgetEmptied(emptied);
+    for (auto& [id, list] : chunks) {
+      std::shared_ptr<Stream> s;
+      if (auto it = streams_.find(id); it != streams_.end()) {
+        s = it->second;
+      } else if (auto closed = recorded_closed_.find(id); closed != recorded_closed_.end()) {
+        s = closed->second;
+      }
+      if (s == nullptr || (capture != nullptr && !MayJoin(*s, *capture))) continue;
+      work.emplace_back(std::move(s), std::move(list));
+    }
+  }
+  if (capture != nullptr && stats.evicted_events != 0 &&
+      (stats.oldest_ns == 0 || stats.oldest_ns > since_ns)) {
+    const uint64_t now = clock_->MonotonicNs();
+    const double held_s =
+        stats.oldest_ns != 0 && now > stats.oldest_ns ? (now - stats.oldest_ns) / 1e9 : 0.0;
+    notes->push_back(absl::StrFormat(
+        "the flight recorder held only the last %.1f s of the %.1f s asked for (its bounds: %u s, "
+        "%u MiB; %u events evicted since the daemon started)",
+        held_s, (now - since_ns) / 1e9,
+        static_cast<unsigned>(options_.flight_recorder_limits.max_age_ns / 1'000'000'000),
+        static_cast<unsigned>(options_.flight_recorder_limits.max_bytes >> 20),
+        static_cast<unsigned>(stats.evicted_events)));
+  }
+  std::vector<ProcessCapture> processes;
+  for (auto& [s, list] : work) {
+    std::unique_ptr<ProcessIngest> replay;
+    bool final = false;
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      replay = s->ingest.ForReplay(list.front()->sequence - 1);
+      final = s->ingest.final();
+    }
+    replay->BeginCapture();
+    std::string wire;
+    for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
+      nrtprof::ShimMessage m;
+      if (!FlightRecorder::Bytes(*chunk, &wire) || !m.ParseFromString(wire) || !m.has_batch()) {
+        if (options_.log) {
+          options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));
+        }
+        continue;
+      }
+      if (absl::StatusOr<uint64_t> ack = replay->OnBatch(m.batch()); !ack.ok() && options_.log) {
+        options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
+                                  ": a recorded batch of pid ", s->pid,
+                                  " does not decode: ", ack.status().message()));
+      }
+    }
+    processes.push_back(replay->TakeCapture());
+    processes.back().final = final;
+  }
+  return processes;
 }
 
 std::vector<std::string> CollectorCore::RecoverCaptures() {
@@ -554,6 +768,8 @@ std::vector<std::string> CollectorCore::RecoverCaptures() {
     c->id = m.capture_id;
     c->output_dir = m.output_dir;
     c->stack_depth = m.stack_depth;
+    c->owner = m.owner;
+    c->staged = m.owner.has_value();
     c->number = ++captures_started_;
     c->starting = false;
     lines.push_back(absl::StrCat("capture '", c->id, "' (to ", c->output_dir,
@@ -561,6 +777,54 @@ std::vector<std::string> CollectorCore::RecoverCaptures() {
     captures_[m.capture_id] = std::move(c);
   }
   return lines;
+}
+
+void CollectorCore::FoldMetrics(Metrics* metrics) {
+  if (recorder_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  const uint64_t now = clock_->MonotonicNs();
+  if (now < kMetricsSettleNs) return;
+  const uint64_t until = now - kMetricsSettleNs;
+  if (until <= metrics_folded_ns_) return;
+  std::vector<std::string> notes;
+  std::vector<ProcessCapture> processes = FromRecorder(nullptr, metrics_folded_ns_, until, &notes);
+  metrics_folded_ns_ = until;
+  if (processes.empty()) return;
+  const Trace trace = Correlate("metrics", std::move(processes),
+                                clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  metrics->Add(trace);
+}
+
+absl::StatusOr<CollectorCore::Fetchable> CollectorCore::FetchableCapture(
+    const std::string& capture_id, const Caller& caller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = written_.find(capture_id);
+  if (it == written_.end()) {
+    return absl::NotFoundError(absl::StrCat("no written capture '", capture_id,
+                                            "' to fetch (the daemon remembers the last ",
+                                            kRememberedCaptures, ")"));
+  }
+  if (!MayControl(caller, it->second.owner)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("capture '", capture_id, "' is another user's; you can fetch only your own"));
+  }
+  return it->second.files;
+}
+
+void CollectorCore::FetchedCapture(const std::string& capture_id) {
+  Fetchable files;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = written_.find(capture_id);
+    if (it == written_.end() || !it->second.files.staged) return;
+    files = std::move(it->second.files);
+    written_.erase(it);
+  }
+  for (const std::string& name : files.names) unlink((files.dir + "/" + name).c_str());
+  if (rmdir(files.dir.c_str()) != 0 && options_.log) {
+    options_.log(absl::StrCat("capture '", capture_id, "' was fetched but ", files.dir,
+                              " could not be removed: ", strerror(errno)));
+  }
 }
 
 absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {

@@ -8,6 +8,17 @@
 // recording, waits (up to wait_ms) until each has sent its final batch or closed its stream,
 // correlates what they sent, and hands the Trace to the sink.
 //
+// Who is on the other end: a process on this machine is known by its socket's credentials
+// (Caller::uid). The daemon's own user, root, and callers without a uid (over TCP, where the
+// gate admitted them with the operator's token or certificate; or in the same process) act
+// for the operator: their captures take every process, and they may stop and fetch any
+// capture. Another user of a shared service (--socket_group) acts for itself only: its
+// captures take only its own processes, it may stop and fetch only its captures, and Status
+// shows it only its processes. A local caller other than the daemon's user (root included)
+// never has a capture written where it asked: it goes under output_root/users/UID/ID (the
+// daemon's, private) and is fetched (FetchableCapture) to be written by the caller's own CLI
+// with the caller's own permissions.
+//
 // Thread-safe. Calls for one stream (OnHello, OnBatch, OnStreamClosed) must come in that
 // order, one at a time, as a gRPC stream delivers them. The sink and clock passed to the
 // constructor must outlive the core.
@@ -21,18 +32,29 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/flight_recorder.h"
 #include "daemon/ingest.h"
+#include "daemon/metrics.h"
 #include "daemon/trace_sink.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
+
+// The party to a stream or a control call.
+struct Caller {
+  // The uid of a process on this machine (SO_PEERCRED); none: the operator (see above).
+  std::optional<uint32_t> uid;
+};
 
 // Time as the core sees it, injected so tests drive it (Perfetto's dependencies.h).
 class CollectorClock {
@@ -57,6 +79,14 @@ struct CollectorOptions {
   // Lossless mode's folder (spool_replay.h): capture manifests and the shims' spool files.
   // Empty: no manifests, no spools read.
   std::string spool_dir;
+  // The daemon's own user: callers of this uid act for the operator.
+  uint32_t daemon_uid = static_cast<uint32_t>(getuid());
+  // The flight recorder (flight_recorder.h): with it, every connected process records all the
+  // time, and its batches are kept within these bounds for captures of the past
+  // (StartCaptureRequest.last_ms). Off: processes record only while in a capture.
+  bool flight_recorder = false;
+  FlightRecorder::Limits flight_recorder_limits;
+  FlightRecorder::Codec flight_recorder_codec = FlightRecorder::Codec::kLz4;
   // Where the core says what the daemon's log should (one line each); null: nowhere.
   std::function<void(const std::string&)> log;
 };
@@ -76,11 +106,14 @@ class CollectorCore {
   // A stream's first message. `stream` is the caller's id for it, unique among open streams.
   // Every CaptureControl for this stream, the first included, goes through `send`, in order;
   // the first is also returned.
+  // `caller`: the process at the stream's other end; it joins only captures it may be in.
   absl::StatusOr<nrtprof::CaptureControl> OnHello(StreamId stream, const nrtprof::Hello& hello,
-                                                  ControlSender send);
+                                                  ControlSender send, Caller caller = {});
   // Returns the sequence to acknowledge. An error (malformed batch, no Hello yet) leaves the
-  // stream's state as it was; the caller should then close the stream.
-  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch);
+  // stream's state as it was; the caller should then close the stream. `wire`: the message as
+  // it came (a serialized ShimMessage), for the flight recorder; empty: made from `batch`.
+  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
+                                   std::string wire = "");
   // The process's rings file (rings_reader.h), opened by the transport for a stream on this
   // machine, right after its Hello.
   void AttachRingsFile(StreamId stream, std::shared_ptr<const RingsFile> rings);
@@ -92,12 +125,37 @@ class CollectorCore {
   // returns.
   void OnStreamClosed(StreamId stream);
 
+  // For a caller that is not the operator, the reply's `fetch` says the files are to be
+  // fetched; request.output_dir is then the caller's business, not the daemon's.
   absl::StatusOr<nrtprof::StartCaptureReply> StartCapture(
-      const nrtprof::StartCaptureRequest& request);
+      const nrtprof::StartCaptureRequest& request, Caller caller = {});
   // Writes the capture and returns what was written. Blocks up to request.wait_ms, then for the
-  // correlation and the sinks. An empty capture_id names the one capture in progress.
-  absl::StatusOr<nrtprof::CaptureFiles> StopCapture(const nrtprof::StopCaptureRequest& request);
-  nrtprof::StatusReply Status();
+  // correlation and the sinks. An empty capture_id names the one capture in progress (of the
+  // caller's, for a user). PermissionDenied for another user's capture.
+  absl::StatusOr<nrtprof::CaptureFiles> StopCapture(const nrtprof::StopCaptureRequest& request,
+                                                    Caller caller = {});
+  nrtprof::StatusReply Status(Caller caller = {});
+
+  // A written capture's files, for FetchCapture: its folder and their names in it. NotFound if
+  // no capture of that id was written lately (the daemon remembers the last
+  // kRememberedCaptures), PermissionDenied if it is another user's.
+  struct Fetchable {
+    std::string dir;
+    std::vector<std::string> names;
+    bool staged = false;  // a user's, under output_root/users/: removed once fetched
+  };
+  absl::StatusOr<Fetchable> FetchableCapture(const std::string& capture_id, const Caller& caller);
+  // After a whole fetch: removes a staged capture's files and folder, and forgets it. Only a
+  // staged one: an operator's capture stays where it was written.
+  void FetchedCapture(const std::string& capture_id);
+  static constexpr size_t kRememberedCaptures = 256;
+
+  // Folds into `metrics` what the flight recorder received since the last fold, up to
+  // kMetricsSettleNs ago (so that the device events of an execution have come in with it):
+  // decoded and correlated as a capture would be. Needs the flight recorder; one fold at a
+  // time.
+  void FoldMetrics(Metrics* metrics);
+  static constexpr uint64_t kMetricsSettleNs = 1'000'000'000;
 
   // At the daemon's start: the captures a predecessor had in progress (their manifests in the
   // spool folder) are in progress again, so their processes rejoin them and their spools are
@@ -124,9 +182,28 @@ class CollectorCore {
   static DropCounts StreamsOwnDrops(const Stream& s);
   bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
-  std::string NewCaptureId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new id, free among the captures in progress and in `root`'s folders.
+  std::string NewCaptureId(const std::string& root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsOperator(const Caller& caller) const {
+    return !caller.uid || *caller.uid == 0 || *caller.uid == options_.daemon_uid;
+  }
+  // Captures of the operator take every process; a user's, only that user's; one that names
+  // pids, only those.
+  static bool MayJoin(const Stream& stream, const Capture& capture);
+  bool MayControl(const Caller& caller, const std::optional<uint32_t>& owner) const {
+    return IsOperator(caller) || owner == caller.uid;
+  }
+
+  // A capture of the past: its processes (all of them for a null `capture`) as the flight
+  // recorder has them from since_ns until until_ns.
+  std::vector<ProcessCapture> FromRecorder(const Capture* capture, uint64_t since_ns,
+                                           uint64_t until_ns, std::vector<std::string>* notes);
+  // The control a process out of every capture gets: record for the flight recorder, or not.
+  nrtprof::CaptureControl Idle(const std::string& capture_id) const;
+  void ForgetEmptied(const std::vector<uint64_t>& emptied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CollectorOptions options_;
+  std::unique_ptr<FlightRecorder> recorder_;  // null when off
   TraceSink* const sink_;
   CollectorClock* const clock_;
   const uint64_t started_ns_;
@@ -135,6 +212,8 @@ class CollectorCore {
   std::mutex mu_;               // before any Stream::mu
   std::condition_variable cv_;  // a stream sent its final batch or closed; a stop finished
   std::map<StreamId, std::shared_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  // Closed streams the flight recorder still holds batches of: what decodes them.
+  std::map<StreamId, std::shared_ptr<Stream>> recorded_closed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Capture>> captures_ ABSL_GUARDED_BY(mu_);
   uint64_t captures_started_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t captures_written_ ABSL_GUARDED_BY(mu_) = 0;
@@ -150,6 +229,16 @@ class CollectorCore {
     DropCounts shim_drops;
   };
   std::map<ProcessKey, Stored> stored_sequences_ ABSL_GUARDED_BY(mu_);
+  // Captures written lately, for FetchableCapture: by id, with the order of writing.
+  struct Written {
+    uint64_t order = 0;
+    Fetchable files;
+    std::optional<uint32_t> owner;
+  };
+  std::map<std::string, Written> written_ ABSL_GUARDED_BY(mu_);
+  std::mutex metrics_mu_;  // one fold at a time; before mu_
+  uint64_t metrics_folded_ns_ ABSL_GUARDED_BY(metrics_mu_) = 0;
+  uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace nrtprof::daemon

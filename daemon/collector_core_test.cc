@@ -218,6 +218,111 @@ TEST_F(CollectorCoreTest, CaptureMembership) {
   EXPECT_FALSE(core_.OnHello(5, Hello(105, "c1"), c5.Sender())->capturing());
 }
 
+// A shared service (the daemon's uid is not the users'): each user's capture takes only that
+// user's processes, is staged in the daemon's own folder whatever it asked, and is that user's
+// alone to stop and fetch; Status shows a user only its processes. The operator sees all.
+TEST_F(CollectorCoreTest, UsersOfASharedServiceSeeOnlyTheirOwn) {
+  const Caller alice{1001u}, bob{1002u}, operator_caller{};
+  const uint32_t daemon_uid = static_cast<uint32_t>(getuid());
+  Controls a, b, o;
+  ASSERT_FALSE(core_.OnHello(1, Hello(201), a.Sender(), alice)->capturing());
+  ASSERT_FALSE(core_.OnHello(2, Hello(202), b.Sender(), bob)->capturing());
+  // Bob's process naming alice's capture does not get into it either.
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("alices");
+  request.set_output_dir("/somewhere/alice/chose");
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core_.StartCapture(request, alice);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_TRUE(started->fetch());
+  const std::string staged = absl::StrCat(Options().output_root, "/users/1001/alices");
+  EXPECT_EQ(started->output_dir(), staged);
+  struct stat st;
+  ASSERT_EQ(stat((Options().output_root + "/users/1001").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_FALSE(core_.OnHello(3, Hello(203, "alices"), o.Sender(), bob)->capturing());
+  EXPECT_TRUE(a.sent.back().capturing());
+  EXPECT_FALSE(b.sent.back().capturing());
+
+  // Status: alice sees her process only; bob his; the operator (and the daemon's uid) all.
+  EXPECT_EQ(core_.Status(alice).processes_size(), 1);
+  EXPECT_EQ(core_.Status(alice).processes(0).pid(), 201u);
+  EXPECT_EQ(core_.Status(bob).processes_size(), 2);
+  EXPECT_EQ(core_.Status(operator_caller).processes_size(), 3);
+  EXPECT_EQ(core_.Status(Caller{daemon_uid}).processes_size(), 3);
+
+  // Bob can neither stop nor fetch alice's capture; with no id, he has none to stop.
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("alices");
+  absl::StatusOr<nrtprof::CaptureFiles> refused = core_.StopCapture(stop, bob);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.status().message(), "capture 'alices' is another user's; you can stop only your own");
+  EXPECT_EQ(core_.StopCapture(nrtprof::StopCaptureRequest(), bob).status().message(),
+            "no capture is in progress");
+
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1)).ok());
+  ASSERT_TRUE(core_.OnBatch(2, Batch(1)).ok());
+  absl::StatusOr<nrtprof::CaptureFiles> files = core_.StopCapture(stop, alice);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(sink_.traces.size(), 1u);
+  EXPECT_EQ(Pids(sink_.traces[0]), (std::set<uint32_t>{201}));
+  EXPECT_EQ(sink_.dirs[0], staged);  // never where she asked
+
+  EXPECT_EQ(core_.FetchableCapture("alices", bob).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<CollectorCore::Fetchable> fetchable = core_.FetchableCapture("alices", alice);
+  ASSERT_TRUE(fetchable.ok()) << fetchable.status();
+  EXPECT_EQ(fetchable->dir, staged);
+  EXPECT_EQ(fetchable->names, std::vector<std::string>{"fake.trace"});
+  EXPECT_TRUE(fetchable->staged);
+  core_.FetchedCapture("alices");
+  EXPECT_NE(stat(staged.c_str(), &st), 0) << "the staged copy outlived its fetch";
+  EXPECT_EQ(core_.FetchableCapture("alices", alice).status().code(), absl::StatusCode::kNotFound);
+}
+
+// The operator's captures take every user's processes and stay where they were written.
+// Root is the operator of a service that runs as its own user: its capture takes every
+// process, but is fetched, since the daemon cannot write as root.
+TEST_F(CollectorCoreTest, RootsCaptureOfAServiceTakesEveryoneAndIsFetched) {
+  CollectorOptions options = Options();
+  options.daemon_uid = 4242;
+  CollectorCore core(options, &sink_, &clock_);
+  Controls a, b;
+  ASSERT_FALSE(core.OnHello(1, Hello(201), a.Sender(), Caller{1001u})->capturing());
+  ASSERT_FALSE(core.OnHello(2, Hello(202), b.Sender(), Caller{1002u})->capturing());
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("roots");
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core.StartCapture(request, Caller{0u});
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_TRUE(started->fetch());
+  EXPECT_EQ(started->output_dir(), options.output_root + "/users/0/roots");
+  ASSERT_TRUE(core.OnBatch(1, Batch(1)).ok());
+  ASSERT_TRUE(core.OnBatch(2, Batch(1)).ok());
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("roots");
+  ASSERT_TRUE(core.StopCapture(stop, Caller{0u}).ok());
+  EXPECT_EQ(Pids(sink_.traces.back()), (std::set<uint32_t>{201, 202}));
+  EXPECT_TRUE(core.FetchableCapture("roots", Caller{0u}).ok());
+  EXPECT_EQ(core.FetchableCapture("roots", Caller{1001u}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(CollectorCoreTest, TheOperatorsCaptureTakesEveryone) {
+  Controls a, b;
+  ASSERT_FALSE(core_.OnHello(1, Hello(201), a.Sender(), Caller{1001u})->capturing());
+  ASSERT_FALSE(core_.OnHello(2, Hello(202), b.Sender(), Caller{1002u})->capturing());
+  const nrtprof::StartCaptureReply reply = Start("ops");
+  EXPECT_FALSE(reply.fetch());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1)).ok());
+  ASSERT_TRUE(core_.OnBatch(2, Batch(1)).ok());
+  ASSERT_TRUE(Stop("ops").ok());
+  EXPECT_EQ(Pids(sink_.traces[0]), (std::set<uint32_t>{201, 202}));
+  EXPECT_EQ(core_.FetchableCapture("ops", Caller{1001u}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<CollectorCore::Fetchable> f = core_.FetchableCapture("ops", Caller{});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_FALSE(f->staged);
+}
+
 TEST_F(CollectorCoreTest, StopWaitsForTheFinalBatch) {
   Controls c;
   Start("cap");

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/control_service.h"
+#include "daemon/peer.h"
 #include "daemon/rings_reader.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -26,9 +27,9 @@ constexpr char kStreamMethod[] = "/nrtprof.Collector/Stream";
 // fired or been cancelled.
 class ShimStream final : public grpc::ServerGenericBidiReactor {
  public:
-  // `peer`: gRPC's name for the other end ("unix:..." for a stream on this machine).
-  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms, std::string peer)
-      : core_(core), id_(id), local_(absl::StartsWith(peer, "unix:")) {
+  // `peer`: who is at the other end (peer.h), read while its connection is surely open.
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms, Peer peer)
+      : core_(core), id_(id), peer_(peer) {
     if (hello_timeout_ms != 0) {
       holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
       hello_timer_.Set(
@@ -108,8 +109,14 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
 
   grpc::Status Parse() {
     in_.Clear();
-    grpc::ProtoBufferReader reader(&in_bytes_);
-    const bool parsed = in_.ParseFromZeroCopyStream(&reader);
+    // As it came, for the flight recorder, which keeps batches undecoded.
+    wire_.clear();
+    grpc::Slice slice;
+    bool parsed = false;
+    if (in_bytes_.DumpToSingleSlice(&slice).ok()) {
+      wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      parsed = in_.ParseFromString(wire_);
+    }
     in_bytes_.Clear();
     if (parsed) return grpc::Status::OK;
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -129,13 +136,17 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
             nrtprof::DaemonMessage m;
             *m.mutable_control() = c;
             Send(std::move(m));
-          });
+          }, peer_.caller);
       if (!control.ok()) return ToGrpcStatus(control.status());
       hello_seen_ = true;
       // A process on this machine names the memory it records into: held from now on, it says
       // what the process made even after a SIGKILL.
-      if (local_ && in_.hello().rings_fd() > 0) {
-        const int rings = OpenRingsFile(in_.hello().pid(), in_.hello().rings_fd());
+      // The process is the one that connected, by its credentials, not the pid its Hello
+      // claims (which is also its own namespace's).
+      if (peer_.local && in_.hello().rings_fd() > 0) {
+        const int rings = OpenRingsFile(peer_.pid != 0 ? static_cast<uint32_t>(peer_.pid)
+                                                       : in_.hello().pid(),
+                                        in_.hello().rings_fd());
         if (rings >= 0) core_->AttachRingsFile(id_, std::make_shared<const RingsFile>(rings));
       }
       hello_timer_.Cancel();
@@ -153,7 +164,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
                               ? "a second Hello on one stream"
                               : "a message that is neither Hello nor EventBatch");
     }
-    absl::StatusOr<uint64_t> ack = core_->OnBatch(id_, in_.batch());
+    absl::StatusOr<uint64_t> ack = core_->OnBatch(id_, in_.batch(), std::move(wire_));
     if (!ack.ok()) return ToGrpcStatus(ack.status());
     nrtprof::DaemonMessage m;
     m.mutable_ack()->set_sequence(*ack);
@@ -206,9 +217,10 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
 
   CollectorCore* const core_;
   const uint64_t id_;
-  const bool local_;  // the peer is on this machine (a unix socket)
+  const Peer peer_;
   grpc::ByteBuffer in_bytes_;  // one read at a time
   nrtprof::ShimMessage in_;    // in_bytes_, parsed
+  std::string wire_;           // in_bytes_, as they came
   uint64_t messages_read_ = 0;
   // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
   bool hello_seen_ = false;
@@ -242,7 +254,8 @@ grpc::ServerGenericBidiReactor* CollectorService::CreateReactor(
     };
     return new Unimplemented(context->method());
   }
-  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms, context->peer());
+  return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms,
+                        PeerOf(context->peer()));
 }
 
 }  // namespace nrtprof::daemon

@@ -1,6 +1,15 @@
 #include "daemon/control_service.h"
 
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/peer.h"
 
 namespace nrtprof::daemon {
 
@@ -12,7 +21,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::Status ControlService::StartCapture(grpc::ServerContext* context,
                                           const nrtprof::StartCaptureRequest* request,
                                           nrtprof::StartCaptureReply* reply) {
-  absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(*request);
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(*request, PeerOf(context->peer()).caller);
   if (!started.ok()) return ToGrpcStatus(started.status());
   *reply = *std::move(started);
   return grpc::Status::OK;
@@ -21,7 +30,7 @@ grpc::Status ControlService::StartCapture(grpc::ServerContext* context,
 grpc::Status ControlService::StopCapture(grpc::ServerContext* context,
                                          const nrtprof::StopCaptureRequest* request,
                                          nrtprof::CaptureFiles* reply) {
-  absl::StatusOr<nrtprof::CaptureFiles> files = core_->StopCapture(*request);
+  absl::StatusOr<nrtprof::CaptureFiles> files = core_->StopCapture(*request, PeerOf(context->peer()).caller);
   if (!files.ok()) return ToGrpcStatus(files.status());
   *reply = *std::move(files);
   return grpc::Status::OK;
@@ -30,7 +39,51 @@ grpc::Status ControlService::StopCapture(grpc::ServerContext* context,
 grpc::Status ControlService::Status(grpc::ServerContext* context,
                                     const nrtprof::StatusRequest* request,
                                     nrtprof::StatusReply* reply) {
-  *reply = core_->Status();
+  *reply = core_->Status(PeerOf(context->peer()).caller);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::FetchCapture(grpc::ServerContext* context,
+                                          const nrtprof::FetchCaptureRequest* request,
+                                          grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) {
+  absl::StatusOr<CollectorCore::Fetchable> capture =
+      core_->FetchableCapture(request->capture_id(), PeerOf(context->peer()).caller);
+  if (!capture.ok()) return ToGrpcStatus(capture.status());
+  std::string buffer(kFetchChunkBytes, '\0');
+  for (const std::string& name : capture->names) {
+    const std::string path = absl::StrCat(capture->dir, "/", name);
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const int e = errno;
+      if (fd >= 0) close(fd);
+      return grpc::Status(grpc::StatusCode::DATA_LOSS,
+                          absl::StrCat("cannot read ", path, ": ", strerror(e)));
+    }
+    nrtprof::CaptureFileChunk chunk;
+    chunk.set_name(name);
+    chunk.set_size(static_cast<uint64_t>(st.st_size));
+    uint64_t sent = 0;
+    do {
+      const uint64_t left = static_cast<uint64_t>(st.st_size) - sent;
+      const ssize_t n = read(fd, buffer.data(), std::min<uint64_t>(left, buffer.size()));
+      if (n < 0 || (n == 0 && sent < static_cast<uint64_t>(st.st_size))) {
+        close(fd);
+        return grpc::Status(grpc::StatusCode::DATA_LOSS,
+                            absl::StrCat("cannot read ", path, ": ",
+                                         n < 0 ? strerror(errno) : "it became shorter"));
+      }
+      chunk.set_data(buffer.data(), static_cast<size_t>(n));
+      sent += static_cast<uint64_t>(n);
+      if (!writer->Write(chunk)) {
+        close(fd);
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
+      }
+      chunk.Clear();
+    } while (sent < static_cast<uint64_t>(st.st_size));
+    close(fd);
+  }
+  if (request->remove()) core_->FetchedCapture(request->capture_id());
   return grpc::Status::OK;
 }
 

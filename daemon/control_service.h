@@ -1,6 +1,8 @@
 // The Control gRPC service of the `nrtprof` CLI: StartCapture, StopCapture, Status, each
 // forwarded to CollectorCore, its absl::Status turned into the grpc::Status of the same code and
 // message. Synchronous API: StopCapture blocks its server thread while the capture is written.
+// Each call acts for its caller (peer.h): a user of a shared service sees and controls only
+// its own captures and processes (collector_core.h).
 //
 // Thread-safe. `core` must outlive the service and the server it is registered with.
 #ifndef NRTPROF_DAEMON_CONTROL_SERVICE_H_
@@ -29,6 +31,11 @@ class ControlService final : public nrtprof::Control::Service {
                            nrtprof::CaptureFiles* reply) override;
   grpc::Status Status(grpc::ServerContext* context, const nrtprof::StatusRequest* request,
                       nrtprof::StatusReply* reply) override;
+  // Sends a written capture's files in order, in chunks of kFetchChunkBytes.
+  grpc::Status FetchCapture(grpc::ServerContext* context,
+                            const nrtprof::FetchCaptureRequest* request,
+                            grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) override;
+  static constexpr size_t kFetchChunkBytes = 1 << 20;
 
  private:
   CollectorCore* const core_;

@@ -139,6 +139,22 @@ ProcessIngest::ProcessIngest(const nrtprof::Hello& hello, const IngestLimits& li
   }
 }
 
+std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence) const {
+  auto copy = std::make_unique<ProcessIngest>(hello_, limits_);
+  copy->replay_ = true;
+  copy->strings_ = strings_;
+  copy->interned_bytes_ = interned_bytes_;
+  copy->stacks_ = stacks_;
+  copy->clock_syncs_ = clock_syncs_;
+  copy->handle_events_ = handle_events_;
+  copy->models_ = models_;
+  copy->notices_ = notices_;
+  copy->rings_ = rings_;
+  copy->realtime_offset_ns_ = realtime_offset_ns_;
+  copy->last_sequence_ = sequence;
+  return copy;
+}
+
 absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch) {
   if (batch.sequence() == 0) {
     return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
@@ -302,7 +318,7 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
     ++events_received_;
     IngestedEvent record = ToRecord(e);
     LaneOf(record.kind, &lanes_of_batch) += 1;
-    if (record.kind == nrtprof::EVENT_API_CALL) {
+    if (record.kind == nrtprof::EVENT_API_CALL && !replay_) {
       auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
       if (name != strings_.end() && IsHandleFunction(name->second)) KeepHandleEvent(record);
     }
@@ -338,9 +354,10 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
     }
   }
   for (const nrtprof::DeviceClockSync& sync : batch.clock_syncs()) {
-    KeepClockSync({sync.nc_idx(), sync.device_ns(), sync.host_monotonic_ns()});
+    if (!replay_) KeepClockSync({sync.nc_idx(), sync.device_ns(), sync.host_monotonic_ns()});
   }
   for (const nrtprof::LoadedModel& model : batch.models()) {
+    if (replay_) break;
     IngestedModel kept;
     kept.model_handle = model.model_handle();
     kept.file.name = model.name();

@@ -143,6 +143,12 @@ class ProcessIngest {
   // unknown). A malformed batch returns an error and changes nothing.
   absl::StatusOr<uint64_t> OnBatch(const nrtprof::EventBatch& batch);
 
+  // A copy of this stream's lasting state (interned strings and stacks, clock points, handle
+  // events, models, notices, rings file), to decode batches the flight recorder kept: the
+  // copy takes their events only (what else they carried is in the state already), numbered
+  // after `sequence`.
+  std::unique_ptr<ProcessIngest> ForReplay(uint64_t sequence) const;
+
   // A new stream of a process whose earlier streams the daemon stored up to `sequence`
   // (sequences are the process's, across its streams): batches up to it are duplicates the
   // shim resends because their ack never reached it. Call before the first batch.
@@ -178,6 +184,7 @@ class ProcessIngest {
 
   const nrtprof::Hello hello_;
   const IngestLimits limits_;
+  bool replay_ = false;  // ForReplay's copy: events only
   std::unordered_map<uint32_t, std::string> strings_;
   uint64_t interned_bytes_ = 0;
   std::unordered_map<uint32_t, std::vector<uint32_t>> stacks_;

@@ -26,6 +26,8 @@
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/address.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
@@ -35,7 +37,9 @@
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
+#include "daemon/metrics_server.h"
 #include "daemon/tcp_listener.h"
+#include "daemon/unix_acceptor.h"
 #include "daemon/trace_sink.h"
 #include "grpcpp/grpcpp.h"
 
@@ -72,6 +76,17 @@ ABSL_FLAG(std::string, socket_group, "",
           "a shared service: the group (name or gid) whose members may connect; the socket's "
           "folder is then 0750 and the socket 0660 in that group, and the spool folder 01770. "
           "Without it, only the daemon's user can (0700, 0600)");
+ABSL_FLAG(uint32_t, flight_recorder_seconds, 30,
+          "the flight recorder: every connected process records all the time, and the daemon "
+          "keeps its batches of the last this many seconds for `nrtprof capture --last` "
+          "(0: off; processes then record only while in a capture)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free one); "
+          "loopback only, unless --tls_cert and --tls_key make it HTTPS; needs the flight "
+          "recorder");
+ABSL_FLAG(uint64_t, flight_recorder_bytes, 256ull << 20,
+          "the most the flight recorder holds, in bytes; over it, or over its seconds, the "
+          "oldest batches go first (counted)");
 
 namespace nrtprof::daemon {
 namespace {
@@ -81,7 +96,8 @@ constexpr char kUsage[] =
     "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
     "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
     "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
-    "[--user NAME] [--socket_group GROUP]";
+    "[--user NAME] [--socket_group GROUP] [--flight_recorder_seconds N] "
+    "[--flight_recorder_bytes N] [--metrics_listen HOST:PORT] [--config FILE]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -104,14 +120,80 @@ std::string Parent(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Sets the flags from argv through absl's flag registry, so that a bad flag is one line and
-// exit code 2 (absl::ParseCommandLine would exit 1).
-bool ParseFlags(int argc, char** argv, std::string* error) {
+// The flags nrtprofd takes, on its command line and in --config.
+const std::set<std::string>& FlagNames() {
   static const std::set<std::string> kFlags = {
       "socket",     "output_root",   "ready_fd",         "max_events_per_process",
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
-      "user",       "socket_group"};
+      "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes",
+      "metrics_listen"};
+  return kFlags;
+}
+
+// Sets one flag through absl's registry. `where` names the settings file's line in an error
+// ("FILE line 3"); empty for the command line.
+bool SetFlag(const std::string& name, const std::string& value, const std::string& where,
+             std::string* error) {
+  absl::CommandLineFlag* flag =
+      FlagNames().count(name) != 0 ? absl::FindCommandLineFlag(name) : nullptr;
+  if (flag == nullptr) {
+    *error = absl::StrCat(where, ": unknown setting '", name, "'; ", kUsage);
+    return false;
+  }
+  std::string why;
+  if (!flag->ParseFrom(value, &why)) {
+    *error = where.empty() ? absl::StrCat("bad value '", value, "' for --", name, ": ", why)
+                           : absl::StrCat(where, ": bad value '", value, "' for ", name, ": ", why);
+    return false;
+  }
+  return true;
+}
+
+// --config FILE: a line each, NAME = VALUE (NAME a flag without its dashes), '#' comments.
+bool ReadConfig(const std::string& path, std::string* error) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) {
+    *error = absl::StrCat("--config ", path, ": ", strerror(errno));
+    return false;
+  }
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() <= (1 << 20);) {
+    text.append(buf, n);
+  }
+  fclose(f);
+  if (text.size() > (1 << 20)) {
+    *error = absl::StrCat("--config ", path, ": larger than 1 MiB; not a settings file");
+    return false;
+  }
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    const std::string where = absl::StrCat(path, " line ", number);
+    if (eq == absl::string_view::npos) {
+      *error = absl::StrCat(where, ": '", line, "' is not NAME = VALUE");
+      return false;
+    }
+    const std::string name(absl::StripAsciiWhitespace(line.substr(0, eq)));
+    const std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    if (name == "config") {
+      *error = absl::StrCat(where, ": a settings file cannot name another");
+      return false;
+    }
+    if (!SetFlag(name, value, where, error)) return false;
+  }
+  return true;
+}
+
+// Sets the flags from --config FILE, then argv, through absl's flag registry, so that a bad
+// flag is one line and exit code 2 (absl::ParseCommandLine would exit 1). The command line wins.
+bool ParseFlags(int argc, char** argv, std::string* error) {
+  std::vector<std::pair<std::string, std::string>> given;
+  std::string config;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
@@ -125,9 +207,7 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
     arg = arg.substr(arg[1] == '-' ? 2 : 1);
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
-    absl::CommandLineFlag* flag =
-        kFlags.count(name) != 0 ? absl::FindCommandLineFlag(name) : nullptr;
-    if (flag == nullptr) {
+    if (name != "config" && FlagNames().count(name) == 0) {
       *error = absl::StrCat("unknown flag --", name, "; ", kUsage);
       return false;
     }
@@ -140,14 +220,32 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
       *error = absl::StrCat("--", name, " needs a value");
       return false;
     }
-    std::string why;
-    if (!flag->ParseFrom(value, &why)) {
-      *error = absl::StrCat("bad value '", value, "' for --", name, ": ", why);
-      return false;
+    if (name == "config") {
+      config = value;
+    } else {
+      given.emplace_back(name, value);
     }
+  }
+  if (!config.empty() && !ReadConfig(config, error)) return false;
+  for (const auto& [name, value] : given) {
+    if (!SetFlag(name, value, "", error)) return false;
   }
   if (absl::GetFlag(FLAGS_ready_fd) < -1) {
     *error = "--ready_fd must be a file descriptor";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_flight_recorder_seconds) > 24 * 3600) {
+    *error = "--flight_recorder_seconds must be at most 86400 (a day)";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_flight_recorder_seconds) != 0 &&
+      absl::GetFlag(FLAGS_flight_recorder_bytes) < (1u << 20)) {
+    *error = "--flight_recorder_bytes must be at least 1048576 (1 MiB)";
+    return false;
+  }
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty() &&
+      absl::GetFlag(FLAGS_flight_recorder_seconds) == 0) {
+    *error = "--metrics_listen needs the flight recorder (--flight_recorder_seconds above 0)";
     return false;
   }
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
@@ -430,7 +528,14 @@ int NrtprofdMain(int argc, char** argv) {
           "  --user NAME                    run as NAME once the sockets are bound (root must "
           "give it to --listen)\n"
           "  --socket_group GROUP           a shared service: GROUP's members may connect (folder "
-          "0750, socket 0660; else 0700, 0600)\n",
+          "0750, socket 0660; else 0700, 0600)\n"
+          "  --flight_recorder_seconds N     keep every process's last N s for capture --last "
+          "(default 30; 0: off, processes record only in a capture)\n"
+          "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n"
+          "  --metrics_listen HOST:PORT      Prometheus metrics at http://HOST:PORT/metrics "
+          "(loopback, or HTTPS with --tls_cert/--tls_key)\n"
+          "  --config FILE                   settings, a line each: NAME = VALUE (a flag's name; "
+          "'#' comments); the command line wins\n",
           kUsage, DefaultSocketPath().c_str());
       return 0;
     }
@@ -442,7 +547,14 @@ int NrtprofdMain(int argc, char** argv) {
   tcp_flags.key_file = Absolute(absl::GetFlag(FLAGS_tls_key));
   tcp_flags.token_file = Absolute(absl::GetFlag(FLAGS_token_file));
   tcp_flags.client_ca_file = Absolute(absl::GetFlag(FLAGS_tls_client_ca));
-  if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
+  // --tls_cert and --tls_key serve --metrics_listen too: with it alone they are checked there.
+  if (TcpListenerFlags only_tcp = tcp_flags;
+      only_tcp.listen.empty() && !absl::GetFlag(FLAGS_metrics_listen).empty() &&
+      only_tcp.token_file.empty() && only_tcp.client_ca_file.empty()) {
+    if (only_tcp.cert_file.empty() != only_tcp.key_file.empty()) {
+      return Fail("--tls_cert and --tls_key go together", 2);
+    }
+  } else if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
     return Fail(std::string(s.message()), 2);
   }
   std::optional<RunAs> run_as;
@@ -506,6 +618,10 @@ int NrtprofdMain(int argc, char** argv) {
   options.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
   options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
   options.daemon_version = kVersion;
+  options.flight_recorder = absl::GetFlag(FLAGS_flight_recorder_seconds) != 0;
+  options.flight_recorder_limits.max_age_ns =
+      uint64_t{absl::GetFlag(FLAGS_flight_recorder_seconds)} * 1'000'000'000;
+  options.flight_recorder_limits.max_bytes = absl::GetFlag(FLAGS_flight_recorder_bytes);
   std::unique_ptr<TraceSink> sink = ProductionSink();
   CollectorCore core(options, sink.get(), SystemClock());
   for (const std::string& line : core.RecoverCaptures()) options.log(line);
@@ -514,8 +630,16 @@ int NrtprofdMain(int argc, char** argv) {
   CollectorService collector(&core, collector_options);
   ControlService control(&core);
 
+  // The socket is the daemon's own, accepted on a thread of its own: every connection's
+  // credentials are checked and known to the services (unix_acceptor.h, peer.h).
+  absl::StatusOr<std::unique_ptr<UnixAcceptor>> acceptor = UnixAcceptor::Listen(
+      socket_path, reach.socket_mode(), PeerRule{getuid(), reach.group});
+  if (!acceptor.ok()) return Fail(std::string(acceptor.status().message()), 1);
+  if (absl::Status s = Restrict(socket_path, reach.socket_mode(), reach); !s.ok()) {
+    unlink(socket_path.c_str());
+    return Fail(std::string(s.message()), 1);
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials());
   builder.RegisterCallbackGenericService(&collector);
   builder.RegisterService(&control);
   builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
@@ -528,17 +652,27 @@ int NrtprofdMain(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_timeout_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Owner only (and --socket_group's members), from the moment the socket exists (the chmod
-  // after is for umasks that remove group bits).
-  const mode_t old_umask = umask(07777 & ~reach.socket_mode());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  umask(old_umask);
-  if (server == nullptr) return Fail(absl::StrCat("cannot listen on ", socket_path), 1);
-  if (absl::Status s = Restrict(socket_path, reach.socket_mode(), reach); !s.ok()) {
-    server->Shutdown();
-    return Fail(std::string(s.message()), 1);
+  if (server == nullptr) {
+    unlink(socket_path.c_str());
+    return Fail(absl::StrCat("cannot serve on ", socket_path), 1);
   }
+  (*acceptor)->Start(server.get());
   if (tcp != nullptr) tcp->Open(&collector, &control);
+  std::unique_ptr<MetricsServer> metrics;
+  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+        MetricsServer::Start(listen, tcp_flags.cert_file, tcp_flags.key_file, &core);
+    if (!started.ok()) {
+      server->Shutdown(std::chrono::system_clock::now());
+      unlink(socket_path.c_str());
+      return Fail(std::string(started.status().message()),
+                  started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    }
+    metrics = *std::move(started);
+    // Always: where the metrics are is the first thing an operator looks for in the log.
+    fprintf(stderr, "nrtprofd: metrics at %s\n", metrics->url().c_str());
+  }
 
   if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
     const std::string ready =
@@ -564,7 +698,9 @@ int NrtprofdMain(int argc, char** argv) {
   }
   // Captures first, while the shims can still deliver their last events; then the streams.
   const absl::Status written = core.Shutdown(kShutdownWaitMs);
+  if (metrics != nullptr) metrics->Stop();
   if (tcp != nullptr) tcp->Shutdown(std::chrono::system_clock::now());
+  (*acceptor)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   unlink(socket_path.c_str());

@@ -262,6 +262,25 @@ TEST_F(NrtprofdTest, ReplacesAStaleSocket) {
   EXPECT_EQ(Wait(&nrtprofd), 0);
 }
 
+// The settings file: the flags' names, a line each; the command line wins.
+TEST_F(NrtprofdTest, ConfigFileSetsWhatTheFlagsSet) {
+  const std::string config = folder_ + "/nrtprofd.conf";
+  FILE* f = fopen(config.c_str(), "w");
+  fprintf(f, "# a service's settings\nsocket = %s\noutput_root = /proc/not-here  # overridden\n"
+             "flight_recorder_seconds = 7\n", socket_.c_str());
+  fclose(f);
+  DaemonRun d = Start({"--config", config, "--output_root", out_});
+  ASSERT_TRUE(d.ready) << d.ready_line;
+  Connect();
+  grpc::ClientContext context;
+  nrtprof::StatusReply status;
+  ASSERT_TRUE(control_->Status(&context, nrtprof::StatusRequest(), &status).ok());
+  EXPECT_EQ(status.address(), "unix:" + socket_);
+  EXPECT_EQ(status.flight_recorder().seconds_limit(), 7u);
+  kill(d.pid, SIGTERM);
+  EXPECT_EQ(Wait(&d), 0);
+}
+
 TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {
   struct Case {
     std::vector<std::string> args;
@@ -270,6 +289,16 @@ TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {
   };
   const std::string not_socket = folder_ + "/plain";
   ASSERT_EQ(mkdir(not_socket.c_str(), 0700), 0);
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = folder_ + "/" + name;
+    FILE* f = fopen(path.c_str(), "w");
+    fputs(text.c_str(), f);
+    fclose(f);
+    return path;
+  };
+  const std::string bad_config = write("bad.conf", "# settings\n\nsokcet = /x\n");
+  const std::string bad_value = write("value.conf", "hello_timeout_ms = many\n");
+  const std::string no_equals = write("noeq.conf", "socket /x\n");
   for (const Case& c : std::vector<Case>{
            {{"--bogus=1"}, 2, "unknown flag --bogus"},
            {{"--socket"}, 2, "--socket needs a value"},
@@ -282,6 +311,12 @@ TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {
             "cannot create output folder /proc/nrtprof"},
            {{"--socket", "/proc/nrtprof/d.sock"}, 1, "cannot create folder /proc/nrtprof"},
            {{"--socket", not_socket, "--output_root", out_}, 1, "is not a socket"},
+           {{"--flight_recorder_seconds=90000"}, 2, "--flight_recorder_seconds must be at most"},
+           {{"--flight_recorder_bytes=1000"}, 2, "--flight_recorder_bytes must be at least"},
+           {{"--config", folder_ + "/absent.conf"}, 2, "absent.conf: No such file or directory"},
+           {{"--config", bad_config}, 2, "bad.conf line 3: unknown setting 'sokcet'"},
+           {{"--config", bad_value}, 2, "value.conf line 1: bad value 'many' for hello_timeout_ms"},
+           {{"--config", no_equals}, 2, "noeq.conf line 1: 'socket /x' is not NAME = VALUE"},
        }) {
     std::string err;
     EXPECT_EQ(RunToExit(c.args, &err), c.code) << c.args[0];

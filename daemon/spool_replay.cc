@@ -1,6 +1,7 @@
 #include "daemon/spool_replay.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -53,8 +54,10 @@ absl::Status WriteCaptureManifest(const std::string& spool_dir, const CaptureMan
   }
   // One field a line; the output folder cannot hold a newline (StartCapture refuses control
   // bytes).
-  const bool ok = fprintf(f, "%s\n%s\n%u\n", m.capture_id.c_str(), m.output_dir.c_str(),
-                          m.stack_depth) > 0;
+  // A fourth line, the owner's uid, for a user's capture.
+  const bool ok = fprintf(f, "%s\n%s\n%u\n%s", m.capture_id.c_str(), m.output_dir.c_str(),
+                          m.stack_depth,
+                          m.owner ? absl::StrCat(*m.owner, "\n").c_str() : "") > 0;
   if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
@@ -85,6 +88,7 @@ std::vector<CaptureManifest> ReadCaptureManifests(const std::string& spool_dir,
     }
     m.capture_id = lines[0];
     m.output_dir = lines[1];
+    if (uint32_t owner; lines.size() > 3 && absl::SimpleAtoi(lines[3], &owner)) m.owner = owner;
     manifests.push_back(std::move(m));
   }
   return manifests;
@@ -92,11 +96,19 @@ std::vector<CaptureManifest> ReadCaptureManifests(const std::string& spool_dir,
 
 void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
                  const IngestLimits& limits, std::vector<ProcessCapture>* processes,
-                 std::vector<std::string>* problems) {
+                 std::vector<std::string>* problems, std::optional<uint32_t> owner) {
   if (spool_dir.empty()) return;
   for (const std::string& name : FilesIn(spool_dir)) {
     if (CaptureOfSpoolFile(name) != capture_id) continue;
     const std::string path = spool_dir + "/" + name;
+    // A user's capture takes only that user's spool files: another member of a shared service's
+    // group could otherwise stand a file of its own in for one of the user's processes.
+    struct stat st;
+    if (owner && (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != *owner)) {
+      problems->push_back(
+          absl::StrCat("spool ", path, " is not the capture's user's (uid ", *owner, "); ignored"));
+      continue;
+    }
     SpoolContents contents;
     std::string error;
     if (!ReadSpool(path, &contents, &error)) {

@@ -12,6 +12,7 @@
 #define NRTPROF_DAEMON_SPOOL_REPLAY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct CaptureManifest {
   std::string capture_id;
   std::string output_dir;
   uint32_t stack_depth = 0;
+  std::optional<uint32_t> owner;  // the user's capture (collector_core.h's Caller); none: the operator's
 };
 
 // Writes <spool_dir>/<id>.capture (atomically: temporary name, then rename).
@@ -38,7 +40,8 @@ std::vector<CaptureManifest> ReadCaptureManifests(const std::string& spool_dir,
 // *problems; the batches before them are kept.
 void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
                  const IngestLimits& limits, std::vector<ProcessCapture>* processes,
-                 std::vector<std::string>* problems);
+                 std::vector<std::string>* problems,
+                 std::optional<uint32_t> owner = std::nullopt);
 
 // Removes the spool files of captures that have no manifest (no daemon will read them) whose
 // process is gone; returns a line for each, for the log.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/spool_file.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.pb.h"
@@ -127,7 +128,7 @@ TEST(SpoolReplayTest, ATornOrBadSpoolKeepsWhatCameBeforeAndSaysSo) {
 
 TEST(SpoolReplayTest, ManifestsComeBackAndAreRemovedWithTheSpools) {
   const std::string dir = TempDir();
-  ASSERT_TRUE(WriteCaptureManifest(dir, {"cap", "/data/out", 16}).ok());
+  ASSERT_TRUE(WriteCaptureManifest(dir, {"cap", "/data/out", 16, std::nullopt}).ok());
   WriteSpool(dir, 30);
   FILE* f = fopen((dir + "/junk.capture").c_str(), "w");
   fputs("nothing\n", f);
@@ -138,6 +139,7 @@ TEST(SpoolReplayTest, ManifestsComeBackAndAreRemovedWithTheSpools) {
   EXPECT_EQ(m[0].capture_id, "cap");
   EXPECT_EQ(m[0].output_dir, "/data/out");
   EXPECT_EQ(m[0].stack_depth, 16u);
+  EXPECT_FALSE(m[0].owner.has_value());
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("junk.capture is not one"), std::string::npos) << skipped[0];
   RemoveCaptureSpool(dir, "cap");
@@ -146,6 +148,36 @@ TEST(SpoolReplayTest, ManifestsComeBackAndAreRemovedWithTheSpools) {
   std::vector<std::string> problems;
   ApplySpools(dir, "cap", IngestLimits(), &processes, &problems);
   EXPECT_TRUE(processes.empty()) << "the spool went with the manifest";
+}
+
+// A user's capture on a shared service keeps its user across a restart of the daemon.
+TEST(SpoolReplayTest, AUsersManifestKeepsItsOwner) {
+  const std::string dir = TempDir();
+  ASSERT_TRUE(WriteCaptureManifest(dir, {"mine", "/root/users/1001/mine", 0, 1001u}).ok());
+  std::vector<std::string> skipped;
+  std::vector<CaptureManifest> m = ReadCaptureManifests(dir, &skipped);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].owner, std::optional<uint32_t>(1001u));
+  EXPECT_TRUE(skipped.empty());
+}
+
+// Another user's spool file never stands in for the processes of a user's capture.
+TEST(SpoolReplayTest, AUsersCaptureTakesOnlyThatUsersSpools) {
+  const std::string dir = TempDir();
+  WriteSpool(dir, 30);  // ours (this test's uid)
+  std::vector<ProcessCapture> processes;
+  std::vector<std::string> problems;
+  ApplySpools(dir, "cap", IngestLimits(), &processes, &problems, getuid() + 1);
+  EXPECT_TRUE(processes.empty());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find(absl::StrCat("is not the capture's user's (uid ", getuid() + 1,
+                                          "); ignored")),
+            std::string::npos)
+      << problems[0];
+  problems.clear();
+  ApplySpools(dir, "cap", IngestLimits(), &processes, &problems, getuid());
+  EXPECT_EQ(processes.size(), 1u);
+  EXPECT_TRUE(problems.empty()) << problems[0];
 }
 
 TEST(SpoolReplayTest, OrphanSpoolsOfGoneProcessesAreRemoved) {
@@ -157,7 +189,7 @@ TEST(SpoolReplayTest, OrphanSpoolsOfGoneProcessesAreRemoved) {
   ASSERT_TRUE(live.Open(dir, SpoolFileName("cap", static_cast<uint32_t>(getpid()), 1), 1 << 20, &error));
   ASSERT_TRUE(gone.Open(dir, SpoolFileName("cap", 0x7ffffff0u, 1), 1 << 20, &error));
   ASSERT_TRUE(kept.Open(dir, SpoolFileName("other", 0x7ffffff0u, 1), 1 << 20, &error));
-  ASSERT_TRUE(WriteCaptureManifest(dir, {"other", "/out", 0}).ok());
+  ASSERT_TRUE(WriteCaptureManifest(dir, {"other", "/out", 0, std::nullopt}).ok());
   const std::vector<std::string> lines = RemoveOrphanSpools(dir);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(SpoolFileName("cap", 0x7ffffff0u, 1)), std::string::npos) << lines[0];

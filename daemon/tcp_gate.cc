@@ -87,4 +87,11 @@ grpc::Status GatedControlService::Status(grpc::ServerContext* context,
   return allowed.ok() ? inner_->Status(context, request, reply) : allowed;
 }
 
+grpc::Status GatedControlService::FetchCapture(
+    grpc::ServerContext* context, const nrtprof::FetchCaptureRequest* request,
+    grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) {
+  const grpc::Status allowed = gate_->Check(*context, "/nrtprof.Control/FetchCapture");
+  return allowed.ok() ? inner_->FetchCapture(context, request, writer) : allowed;
+}
+
 }  // namespace nrtprof::daemon

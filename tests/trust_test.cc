@@ -73,7 +73,8 @@ class TrustTest : public ::testing::Test {
     // Side by side, as installed: nrtprof finds nrtprofd and the shim beside itself.
     for (const char* f :
          {"client/nrtprof", "daemon/nrtprofd", "shim/libnrtprof_shim.so",
-          "shim/libnrtprof_shim_backend.so", "examples/rmsnorm", "sim/libnrt.so.1"}) {
+          "shim/libnrtprof_shim_backend.so", "examples/rmsnorm", "sim/libnrt.so.1",
+          "tests/abrupt_end"}) {
       ASSERT_EQ(testing::RunProcess({"/bin/cp", "-L", Runfile(f), bin_ + "/"}).exit_code, 0) << f;
     }
     ASSERT_EQ(testing::RunProcess({"/bin/chmod", "-R", "a+rX", bin_}).exit_code, 0);
@@ -92,8 +93,19 @@ class TrustTest : public ::testing::Test {
   Result RunAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
                const std::vector<std::string>& argv,
                const std::map<std::string, std::string>& env = {}) {
+    std::string out, err;
+    const pid_t pid = SpawnAs(uid, gid, groups, argv, env, &out, &err);
+    return WaitFor(pid, out, err);
+  }
+
+  // RunAs's start: the child's pid, and where its stdout and stderr go.
+  pid_t SpawnAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+                const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                std::string* out_path, std::string* err_path) {
     const std::string out = absl::StrCat(logs_, "/", runs_, ".out");
     const std::string err = absl::StrCat(logs_, "/", runs_++, ".err");
+    *out_path = out;
+    *err_path = err;
     std::map<std::string, std::string> all = {{"PATH", "/usr/bin:/bin"},
                                               {"HOME", home_},
                                               {"NRT_SIM_TIME_SCALE", "0"},
@@ -119,6 +131,10 @@ class TrustTest : public ::testing::Test {
       execve(args[0], args.data(), envp.data());
       _exit(127);
     }
+    return pid;
+  }
+
+  Result WaitFor(pid_t pid, const std::string& out, const std::string& err) {
     int status = 0;
     waitpid(pid, &status, 0);
     Result r;
@@ -291,11 +307,51 @@ TEST_F(TrustTest, DaemonOfAnotherUserAtAnExplicitAddress) {
   EXPECT_TRUE(absl::StrContains(status.err, reason)) << status.err;
   ExpectNothingReachedMallory();
 
-  // Named as the service user, the same daemon is alice's collector.
+  // Named as the service user, the same daemon would be alice's collector; but it is no shared
+  // service (no --socket_group), so it admits only its own user, whatever its socket's mode,
+  // and says so.
   const Result trusted = Alice({bin_ + "/nrtprof", "status"},
                                {{"NRTPROF_ADDR", socket}, {"NRTPROF_SERVICE_USER", "nobody"}});
-  EXPECT_EQ(trusted.exit_code, 0) << trusted.err;
-  EXPECT_TRUE(absl::StrContains(trusted.out, "daemon:              unix:" + socket)) << trusted.out;
+  EXPECT_EQ(trusted.exit_code, 1) << trusted.err;
+  EXPECT_TRUE(absl::StrContains(
+      trusted.err, absl::StrCat("nrtprofd refused the connection: uid ", alice_,
+                                " is not this daemon's user (uid 65534) and no --socket_group "
+                                "is given")))
+      << trusted.err;
+}
+
+// With XDG_RUNTIME_DIR set (a 0700 folder of the user's, as systemd's /run/user/UID), the
+// daemon, the CLI and the shim meet there: a squatted /tmp/nrtprof-UID plays no part.
+TEST_F(TrustTest, TheRuntimeDirIsTheDefaultWhenSet) {
+  ASSERT_EQ(mkdir(default_dir_.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(default_dir_.c_str(), 0777), 0);
+  ASSERT_EQ(chown(default_dir_.c_str(), kMallory, kMalloryGroup), 0);
+  const std::string run = home_ + "/run";
+  ASSERT_EQ(mkdir(run.c_str(), 0700), 0);
+  ASSERT_EQ(chown(run.c_str(), alice_, alice_), 0);
+  const std::map<std::string, std::string> env = {{"XDG_RUNTIME_DIR", run}};
+  std::string out, err;
+  const pid_t daemon = SpawnAs(alice_, alice_, {}, {bin_ + "/nrtprofd"}, env, &out, &err);
+  daemons_.push_back(daemon);
+  const std::string socket = run + "/nrtprof/nrtprofd.sock";
+  struct stat st;
+  for (int i = 0; i < 200 && stat(socket.c_str(), &st) != 0; ++i) usleep(50'000);
+  ASSERT_EQ(stat(socket.c_str(), &st), 0) << ReadFile(err);
+  EXPECT_EQ(st.st_uid, alice_);
+
+  const Result status = Alice({bin_ + "/nrtprof", "status"}, env);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(absl::StrContains(status.out, "daemon:              unix:" + socket)) << status.out;
+  // A program preloaded by hand streams to it; nrtprof run uses it (no private daemon).
+  std::vector<std::string> argv = {bin_ + "/nrtprof", "run", "--out", home_ + "/cap", "--"};
+  for (const std::string& a : Rmsnorm()) argv.push_back(a);
+  const Result profiled = Alice(argv, env);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_TRUE(absl::StrContains(profiled.err, "(daemon unix:" + socket + ")")) << profiled.err;
+  EXPECT_FALSE(absl::StrContains(profiled.err, "not trusting")) << profiled.err;
+  const auto calls = testing::CallsByName(home_ + "/cap");
+  EXPECT_EQ(calls.count("nrt_load") ? calls.at("nrt_load") : 0, 1) << profiled.err;
+  EXPECT_EQ(Entries(default_dir_), 0u);
 }
 
 // The shared service that must keep working: nrtprofd as its own user (nobody here), its
@@ -319,14 +375,71 @@ TEST_F(TrustTest, SharedServiceOfTheConfiguredUserWorks) {
                                                   {"NRTPROF_SERVICE_USER", "nobody"}};
   std::vector<std::string> argv = {bin_ + "/nrtprof", "run", "--"};
   for (const std::string& a : Rmsnorm()) argv.push_back(a);
+  // Bob, another member of the group, has a program recording on the same service meanwhile.
+  const uid_t bob = alice_ + 1;
+  std::string bob_out, bob_err;
+  const pid_t bob_program = SpawnAs(
+      bob, bob, {kMalloryGroup},
+      {bin_ + "/abrupt_end", "busy", "10"},
+      {{"NRTPROF_ADDR", "unix:" + socket},
+       {"NRTPROF_SERVICE_USER", "nobody"},
+       {"LD_PRELOAD", bin_ + "/libnrtprof_shim.so"}},
+      &bob_out, &bob_err);
+  bool bob_connected = false;
+  for (int i = 0; i < 200 && !bob_connected; ++i) {
+    const Result status = RunAs(0, 0, {}, {bin_ + "/nrtprof", "status"}, env);
+    bob_connected = absl::StrContains(status.out, "\nconnected processes: 1\n");
+    if (!bob_connected) usleep(50'000);
+  }
+  ASSERT_TRUE(bob_connected) << ReadFile(bob_err);
+  // What each user sees of the service: alice not bob's program, the operator (root) all.
+  const Result alice_status = RunAs(alice_, alice_, {kMalloryGroup}, {bin_ + "/nrtprof", "status"}, env);
+  EXPECT_TRUE(absl::StrContains(alice_status.out, "\nconnected processes: 0\n")) << alice_status.out;
+
   const Result plain = Alice(Rmsnorm());
   const Result run = RunAs(alice_, alice_, {kMalloryGroup}, argv, env);
+  kill(bob_program, SIGKILL);
+  WaitFor(bob_program, bob_out, bob_err);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, plain.out);
   EXPECT_FALSE(absl::StrContains(run.err, "not trusting")) << run.err;
   EXPECT_FALSE(absl::StrContains(run.err, "private")) << run.err;
-  EXPECT_EQ(Entries(service + "/captures"), 1u) << run.err;
-  EXPECT_TRUE(absl::StrContains(run.err, "1 process")) << run.err;
+  // Only alice's program is in her capture, although bob's was recording all along.
+  EXPECT_TRUE(absl::StrContains(run.err, "from 1 process,")) << run.err;
+  // Her capture is hers: fetched into her folder, written by her; the service kept no copy.
+  ASSERT_EQ(Entries(home_ + "/nrtprof-captures"), 1u) << run.err;
+  DIR* d = opendir((home_ + "/nrtprof-captures").c_str());
+  std::string id;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') id = e->d_name;
+  }
+  closedir(d);
+  const std::string capture = home_ + "/nrtprof-captures/" + id;
+  EXPECT_TRUE(absl::StrContains(run.err, "files in " + capture + ":")) << run.err;
+  for (const char* f : {"", "/trace.pftrace", "/summary.txt"}) {
+    ASSERT_EQ(stat((capture + f).c_str(), &st), 0) << capture << f;
+    EXPECT_EQ(st.st_uid, alice_) << capture << f;
+  }
+  const auto calls = testing::CallsByName(capture);
+  EXPECT_EQ(calls.count("nrt_load") ? calls.at("nrt_load") : 0, 1) << run.err;
+  EXPECT_EQ(Entries(service + "/captures/users/" + std::to_string(alice_)), 0u);
+  ASSERT_EQ(stat((service + "/captures/users").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+
+  // Asked to write where only the service could, alice's capture goes nowhere: the service
+  // writes no user's capture where that user asks, and her own writing is refused.
+  const std::string not_hers = service + "/captures/planted";
+  std::vector<std::string> planting = {bin_ + "/nrtprof", "run", "--out", not_hers, "--"};
+  for (const std::string& a : Rmsnorm()) planting.push_back(a);
+  const Result planted = RunAs(alice_, alice_, {kMalloryGroup}, planting, env);
+  EXPECT_EQ(planted.exit_code, 0) << planted.err;
+  EXPECT_EQ(planted.out, plain.out);
+  EXPECT_EQ(CountLines(planted.err, "nrtprof run: the capture could not be fetched into " +
+                                        not_hers + ": cannot create folder " + not_hers +
+                                        ": Permission denied"),
+            1u)
+      << planted.err;
+  EXPECT_NE(access(not_hers.c_str(), F_OK), 0) << "the service wrote where alice asked";
 
   // Without NRTPROF_SERVICE_USER the same daemon is someone else's.
   const Result untrusted =

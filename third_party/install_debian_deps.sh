@@ -14,6 +14,11 @@ PACKAGES=(
   python3-dev              # CPython's headers, for the Python extension module example
   clang libclang-rt-14-dev # the libFuzzer targets (tests/fuzz): clang 14, libFuzzer, ASan, UBSan
   openssl                  # the TCP/TLS tests make their CA, certificates and tokens with it
+  systemd                  # systemd-analyze verify checks packaging/nrtprofd.service
+  libcpp-httplib-dev       # nrtprofd's /metrics endpoint (--metrics_listen)
+  liblz4-dev libzstd-dev   # the flight recorder compresses the batches it keeps
+  prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
+  curl                     # ... and asks it over its HTTP API
 )
 
 missing=()

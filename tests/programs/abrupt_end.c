@@ -3,7 +3,8 @@
  * 300 ms (long enough for the profiler to send them), makes N more writes, each inside an
  * annotation range, then ends at once: HOW is kill (SIGKILL), exit (_exit(0), no atexit
  * handlers), segv (SIGSEGV) or abort (SIGABRT); at_once: SIGKILL right after the first N
- * writes, without waiting. Prints how many calls it made first. */
+ * writes, without waiting; busy: goes on writing, one call a millisecond, until killed (a
+ * program that keeps recording beside another). Prints how many calls it made first. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@ void nrtprof_range_pop(void) __attribute__((weak));
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort N\n");
+    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort|at_once|busy N\n");
     return 2;
   }
   const char* how = argv[1];
@@ -34,6 +35,13 @@ int main(int argc, char** argv) {
     printf("abrupt_end: %d runtime calls, 0 ranges; ending by SIGKILL at once\n", 2 + n);
     fflush(stdout);
     raise(SIGKILL);
+  }
+  if (strcmp(how, "busy") == 0) {
+    const struct timespec tick = {0, 1000 * 1000};
+    for (;;) {
+      nrt_tensor_write(tensor, buf, 0, sizeof(buf));
+      nanosleep(&tick, NULL);
+    }
   }
   const struct timespec wait = {0, 300 * 1000 * 1000};
   nanosleep(&wait, NULL);

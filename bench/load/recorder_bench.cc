@@ -1,0 +1,156 @@
+// nrtprof_recorder_bench: the flight recorder's figures (issue 14), on one core, without gRPC:
+//
+//   record     ShimMessage::ParseFromString of each serialized batch (gRPC's deserializer) and
+//              CollectorCore::OnBatch with the recorder on and no capture: the interning state
+//              and a copy of the batch as it came -- what a standing daemon does all the time.
+//              Events per second of the thread's CPU time.
+//   held       the recorder's bytes per event held (FlightRecorder::Stats), bookkeeping included.
+//   last       `capture --last` of everything recorded: StartCapture(last_ms) + StopCapture,
+//              decoding the recorded batches, correlating and writing trace.pftrace, trace.json,
+//              the summary and the artifacts (nrtprofd's sinks). Events per second.
+//
+// The batches are the synthetic RMSNorm processes of nrtprof_loadgen (synthetic_process.h),
+// round robin over --processes streams. Prints figures; asserts nothing.
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "bench/load/synthetic_process.h"
+#include "daemon/artifact_writer.h"
+#include "daemon/chrome_json_writer.h"
+#include "daemon/collector_core.h"
+#include "daemon/perfetto_writer.h"
+#include "daemon/summary.h"
+#include "daemon/trace_lanes.h"
+#include "proto/nrtprof.pb.h"
+
+ABSL_FLAG(uint64_t, events, 2'000'000, "events in all");
+ABSL_FLAG(uint32_t, processes, 4, "synthetic processes (streams)");
+ABSL_FLAG(uint32_t, threads, 2, "host threads per process");
+ABSL_FLAG(uint32_t, batch_events, 1000, "events per batch");
+ABSL_FLAG(bool, write, true, "also time capture --last of everything (the writers)");
+ABSL_FLAG(std::string, codec, "lz4", "how the recorder keeps batches: none, lz4 or zstd");
+ABSL_FLAG(std::string, dump, "", "write the recorded batches, as they came, to this file");
+
+namespace nrtprof::bench {
+namespace {
+
+double CpuNow() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+int Main() {
+  const uint64_t events = absl::GetFlag(FLAGS_events);
+  const uint32_t processes = std::max<uint32_t>(absl::GetFlag(FLAGS_processes), 1);
+  const uint32_t batch_events = std::max<uint32_t>(absl::GetFlag(FLAGS_batch_events), 1);
+
+  std::vector<std::string> wire;
+  std::vector<uint32_t> wire_process;
+  std::vector<nrtprof::Hello> hellos;
+  uint64_t total = 0;
+  {
+    std::vector<std::unique_ptr<SyntheticProcess>> procs;
+    for (uint32_t i = 0; i < processes; ++i) {
+      SyntheticProcessOptions o;
+      o.pid = 100000 + i * 1000;
+      o.threads = absl::GetFlag(FLAGS_threads);
+      o.start_ns = 1'000'000'000'000;
+      procs.push_back(std::make_unique<SyntheticProcess>(o));
+      hellos.push_back(procs.back()->MakeHello());
+    }
+    nrtprof::ShimMessage message;
+    for (uint32_t i = 0; total < events; i = (i + 1) % processes) {
+      total += procs[i]->NextBatch(batch_events, false, message.mutable_batch());
+      wire.push_back(message.SerializeAsString());
+      wire_process.push_back(i);
+    }
+  }
+  if (const std::string dump = absl::GetFlag(FLAGS_dump); !dump.empty()) {
+    FILE* f = fopen(dump.c_str(), "w");
+    for (const std::string& w : wire) fwrite(w.data(), 1, w.size(), f);
+    fclose(f);
+  }
+
+  char tmpl[] = "/tmp/nrtprof-recorder-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return 1;
+  daemon::CollectorOptions options;
+  options.output_root = tmpl;
+  options.limits.max_events_per_process = ~uint64_t{0};
+  options.flight_recorder = true;
+  options.flight_recorder_limits.max_age_ns = 3600ull * 1'000'000'000;
+  options.flight_recorder_limits.max_bytes = 64ull << 30;
+  const std::string codec = absl::GetFlag(FLAGS_codec);
+  options.flight_recorder_codec = codec == "none"   ? daemon::FlightRecorder::Codec::kNone
+                                  : codec == "zstd" ? daemon::FlightRecorder::Codec::kZstd
+                                                    : daemon::FlightRecorder::Codec::kLz4;
+  std::vector<std::unique_ptr<daemon::TraceSink>> sinks;
+  std::vector<std::unique_ptr<daemon::LaneSink>> traces;
+  traces.push_back(std::make_unique<daemon::PerfettoWriter>());
+  traces.push_back(std::make_unique<daemon::ChromeJsonWriter>());
+  sinks.push_back(std::make_unique<daemon::LaneSinkGroup>(std::move(traces)));
+  sinks.push_back(std::make_unique<daemon::SummarySink>());
+  sinks.push_back(std::make_unique<daemon::ArtifactWriter>());
+  daemon::CompositeSink sink(std::move(sinks));
+  daemon::CollectorCore core(options, &sink, daemon::SystemClock());
+  for (uint32_t i = 0; i < processes; ++i) {
+    if (!core.OnHello(i + 1, hellos[i], [](const nrtprof::CaptureControl&) {}).ok()) return 1;
+  }
+
+  nrtprof::ShimMessage message;
+  const double start = CpuNow();
+  for (size_t b = 0; b < wire.size(); ++b) {
+    if (!message.ParseFromString(wire[b])) return 1;
+    absl::StatusOr<uint64_t> ack =
+        core.OnBatch(wire_process[b] + 1, message.batch(), std::move(wire[b]));
+    if (!ack.ok()) {
+      fprintf(stderr, "refused: %s\n", ack.status().ToString().c_str());
+      return 1;
+    }
+  }
+  const double record_s = CpuNow() - start;
+  const nrtprof::StatusReply status = core.Status();
+  const nrtprof::FlightRecorderStatus& r = status.flight_recorder();
+  printf("events %" PRIu64 " in %zu batches over %u streams, codec %s\n", total, wire.size(),
+         processes, codec.c_str());
+  printf("record: %.3f s CPU, %.2f M events/s\n", record_s, total / record_s / 1e6);
+  printf("held:   %" PRIu64 " bytes for %" PRIu64 " events: %.1f bytes/event\n",
+         static_cast<uint64_t>(r.bytes()), static_cast<uint64_t>(r.events()),
+         static_cast<double>(r.bytes()) / static_cast<double>(r.events()));
+  if (!absl::GetFlag(FLAGS_write)) return 0;
+
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("last");
+  request.set_last_ms(3'600'000);
+  const double last_start = CpuNow();
+  if (!core.StartCapture(request).ok()) return 1;
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("last");
+  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+  const double last_s = CpuNow() - last_start;
+  if (!files.ok()) {
+    fprintf(stderr, "capture: %s\n", files.status().ToString().c_str());
+    return 1;
+  }
+  printf("last:   %.3f s CPU for %" PRIu64 " events written: %.2f M events/s (files in %s/last)\n",
+         last_s, static_cast<uint64_t>(files->events()), files->events() / last_s / 1e6, tmpl);
+  return 0;
+}
+
+}  // namespace
+}  // namespace nrtprof::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return nrtprof::bench::Main();
+}

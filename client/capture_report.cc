@@ -1,0 +1,50 @@
+#include "client/capture_report.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/fetch.h"
+
+namespace nrtprof::cli {
+
+std::string CaptureDestination(const StartCaptureReply& started, const std::string& out) {
+  if (!started.fetch()) return started.output_dir();
+  if (!out.empty()) return out;
+  char cwd[PATH_MAX];
+  const std::string relative = absl::StrCat("nrtprof-captures/", started.capture_id());
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", relative) : relative;
+}
+
+bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& started,
+                   const std::string& out, CaptureFiles files, const std::string& command) {
+  if (started.fetch()) {
+    const std::string to = CaptureDestination(started, out);
+    absl::StatusOr<std::vector<std::string>> fetched = FetchCaptureFiles(
+        connection.stub(), connection.address(), started.capture_id(), to, true);
+    if (!fetched.ok()) {
+      fprintf(stderr, "%s: the capture could not be fetched into %s: %s\n", command.c_str(),
+              to.c_str(), std::string(fetched.status().message()).c_str());
+      return false;
+    }
+    files.set_output_dir(to);
+    files.clear_files();
+    for (const std::string& f : *fetched) files.add_files(f);
+  }
+  fprintf(stderr, "\n%s\n", files.summary_text().c_str());
+  fprintf(stderr, "nrtprof: %llu events from %u process%s, %llu dropped; files in %s:\n",
+          static_cast<unsigned long long>(files.events()), files.processes(),
+          files.processes() == 1 ? "" : "es",
+          static_cast<unsigned long long>(files.events_dropped()), files.output_dir().c_str());
+  for (const std::string& f : files.files()) fprintf(stderr, "  %s\n", f.c_str());
+  fprintf(stderr,
+          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
+          "trace file\"), or trace.json in chrome://tracing\n",
+          files.output_dir().c_str());
+  return true;
+}
+
+}  // namespace nrtprof::cli

@@ -1,0 +1,28 @@
+// The end of a capture as `nrtprof run` and `nrtprof capture` show it: the files brought home
+// when the daemon wrote them for fetching (a shared service's user), then the key_averages
+// table, the totals and where the files are, on stderr.
+//
+// Not thread-safe; one call per capture.
+#ifndef NRTPROF_CLIENT_CAPTURE_REPORT_H_
+#define NRTPROF_CLIENT_CAPTURE_REPORT_H_
+
+#include <string>
+
+#include "client/daemon_connection.h"
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::cli {
+
+// Where the capture's files end up, as the user sees them: `out` (absolute, or empty for the
+// default), or ./nrtprof-captures/ID when the CLI fetches them; the daemon's folder otherwise.
+std::string CaptureDestination(const StartCaptureReply& started, const std::string& out);
+
+// Fetches the files if `started.fetch()`, into CaptureDestination(started, out), and prints the
+// report. `command` prefixes its own lines ("nrtprof run"). Returns false if the fetch failed
+// (said in one line).
+bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& started,
+                   const std::string& out, CaptureFiles files, const std::string& command);
+
+}  // namespace nrtprof::cli
+
+#endif  // NRTPROF_CLIENT_CAPTURE_REPORT_H_

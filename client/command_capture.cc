@@ -1,0 +1,236 @@
+// `nrtprof capture [--last L] [--duration D] [--pid PID]... [--out DIR]`: records, on a
+// standing daemon, every process connected now or connecting within the window (or only the
+// named pids) for D, then writes the capture as `nrtprof run` does; with --last, the window
+// starts L before now, from the daemon's flight recorder (--last alone: written at once).
+// Ctrl-C (or SIGTERM) ends the window early and still writes it. Nothing is started: the
+// programs must already stream to the daemon (run with the shim preloaded).
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/capture_report.h"
+#include "client/commands.h"
+#include "client/daemon_connection.h"
+#include "client/daemon_credentials.h"
+#include "client/flags.h"
+#include "common/address.h"
+
+ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
+          "how long to record, as 10s, 1m30s or 500ms (at most 24h)");
+ABSL_FLAG(absl::Duration, last, absl::ZeroDuration(),
+          "also the time before now, as 30s, from the daemon's flight recorder (at most 24h)");
+ABSL_FLAG(std::string, pid, "",
+          "record only these processes: a pid, or several (--pid 1,2 or --pid 1 --pid 2)");
+
+namespace nrtprof::cli {
+namespace {
+
+constexpr char kCaptureUsage[] =
+    "nrtprof capture (--duration D | --last L [--duration D]) [--pid PID]... [--out DIR] "
+    "[--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]";
+
+int Fail(const std::string& line, int code = 1) {
+  fprintf(stderr, "nrtprof capture: %s\n", line.c_str());
+  return code;
+}
+
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[4096];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
+}
+
+// absl keeps only the last of a repeated flag: every --pid joins one list first.
+std::vector<char*> JoinPidFlags(int argc, char** argv, std::string* joined) {
+  std::vector<std::string> pids;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--") {
+      for (; i < argc; ++i) rest.push_back(argv[i]);
+      break;
+    }
+    if ((a == "--pid" || a == "-pid") && i + 1 < argc) {
+      pids.push_back(argv[++i]);
+    } else if (absl::StartsWith(a, "--pid=") || absl::StartsWith(a, "-pid=")) {
+      pids.push_back(std::string(a.substr(a.find('=') + 1)));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (!pids.empty()) {
+    *joined = absl::StrCat("--pid=", absl::StrJoin(pids, ","));
+    rest.push_back(joined->data());
+  }
+  return rest;
+}
+
+}  // namespace
+
+int CaptureCommand(int argc, char** argv) {
+  // Before any gRPC thread exists, so that none of them takes the signals: they end the window.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::string joined;
+  std::vector<char*> joined_argv = JoinPidFlags(argc, argv, &joined);
+  const std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(joined_argv.size()), joined_argv.data());
+  if (args.size() > 1) {
+    return Fail(absl::StrCat("unexpected argument '", args[1], "'; usage: ", kCaptureUsage), 2);
+  }
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  const absl::Duration last = absl::GetFlag(FLAGS_last);
+  if (last < absl::ZeroDuration() || last > absl::Hours(24)) {
+    return Fail(absl::StrCat("--last must be at most 24h (as 30s); usage: ", kCaptureUsage), 2);
+  }
+  if (duration < absl::ZeroDuration() || duration > absl::Hours(24) ||
+      (duration == absl::ZeroDuration() && last == absl::ZeroDuration())) {
+    return Fail(absl::StrCat("--duration must be more than 0 and at most 24h (as 10s), or "
+                             "give --last; usage: ",
+                             kCaptureUsage),
+                2);
+  }
+  std::vector<uint32_t> pids;
+  if (const std::string list = absl::GetFlag(FLAGS_pid); !list.empty()) {
+    for (absl::string_view p : absl::StrSplit(list, ',')) {
+      uint32_t pid = 0;
+      if (!absl::SimpleAtoi(p, &pid) || pid == 0) {
+        return Fail(absl::StrCat("--pid '", p, "' is not a process id"), 2);
+      }
+      pids.push_back(pid);
+    }
+  }
+  const int stacks = absl::GetFlag(FLAGS_stacks);
+  if (stacks < 0 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
+  const std::string out = Absolute(absl::GetFlag(FLAGS_out));
+
+  const std::string flag = absl::GetFlag(FLAGS_addr);
+  const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      CredentialsFor(address, TlsPathsFromFlags());
+  if (!credentials.ok()) {
+    return Fail(std::string(credentials.status().message()),
+                credentials.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  absl::StatusOr<std::unique_ptr<DaemonConnection>> connected =
+      DaemonConnection::Connect(address, 2000, *credentials);
+  if (!connected.ok()) {
+    const bool absent = connected.status().code() == absl::StatusCode::kUnavailable ||
+                        connected.status().code() == absl::StatusCode::kNotFound;
+    return Fail(absl::StrCat(connected.status().message(),
+                             absent ? " (capture records programs streaming to a standing "
+                                      "daemon: start nrtprofd first, or use nrtprof run)"
+                                    : ""),
+                connected.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  DaemonConnection& connection = **connected;
+
+  // Who is there now: for the pids that are not (yet), and to say why a capture is empty.
+  absl::StatusOr<StatusReply> before = connection.Status(2000);
+  std::set<uint32_t> connected_pids;
+  if (before.ok()) {
+    for (const ConnectedProcess& p : before->processes()) connected_pids.insert(p.pid());
+  }
+  for (uint32_t pid : pids) {
+    if (connected_pids.count(pid) == 0) {
+      fprintf(stderr,
+              "nrtprof capture: pid %u is not connected to the daemon at %s; it is recorded if it "
+              "connects within the window\n",
+              pid, address.c_str());
+    }
+  }
+
+  StartCaptureRequest start;
+  start.set_output_dir(out);
+  start.set_stack_depth(static_cast<uint32_t>(stacks));
+  for (uint32_t pid : pids) start.add_pids(pid);
+  start.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(last)));
+  StartCaptureReply capture;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const absl::Status s =
+        FromGrpc(connection.stub()->StartCapture(&context, start, &capture), address);
+    if (!s.ok()) return Fail(absl::StrCat("cannot start a capture: ", s.message()));
+  }
+  const std::string past =
+      last == absl::ZeroDuration() ? "" : absl::StrCat("the last ", absl::FormatDuration(last));
+  if (duration == absl::ZeroDuration()) {
+    fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s): %s, from the flight recorder\n",
+            capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
+            address.c_str(), past.c_str());
+  } else {
+    fprintf(stderr,
+            "nrtprof: capture %s -> %s (daemon %s): %s%srecording for %s; Ctrl-C ends it "
+            "early\n",
+            capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
+            address.c_str(), past.c_str(), past.empty() ? "" : " and ",
+            absl::FormatDuration(duration).c_str());
+  }
+
+  const absl::Time began = absl::Now();
+  const timespec wait = absl::ToTimespec(duration);
+  const int signal_number =
+      duration == absl::ZeroDuration() ? 0 : sigtimedwait(&stop_signals, nullptr, &wait);
+  if (signal_number > 0) {
+    fprintf(stderr, "nrtprof capture: %s after %s: ending the window early\n",
+            signal_number == SIGINT ? "interrupted" : "terminated",
+            absl::FormatDuration(absl::Trunc(absl::Now() - began, absl::Milliseconds(100)))
+                .c_str());
+  }
+
+  StopCaptureRequest stop;
+  stop.set_capture_id(capture.capture_id());
+  // Running programs send every 25 ms: what they made by the window's end arrives within
+  // 100 ms (and a program that is exiting sends its final batch by then). Longer would stretch
+  // the window: with the flight recorder on, the programs go on recording.
+  stop.set_wait_ms(duration == absl::ZeroDuration() ? 0 : 100);
+  CaptureFiles files;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    const absl::Status s =
+        FromGrpc(connection.stub()->StopCapture(&context, stop, &files), address);
+    if (!s.ok()) return Fail(absl::StrCat("the capture was not written: ", s.message()));
+  }
+  for (const std::string& note : files.notes()) {
+    fprintf(stderr, "nrtprof capture: %s\n", note.c_str());
+  }
+  if (files.events() == 0) {
+    std::string why;
+    if (files.processes() > 0) {
+      why = absl::StrCat(files.processes(), " process", files.processes() == 1 ? " was" : "es were",
+                         " connected, but none called libnrt in the window");
+    } else if (!pids.empty()) {
+      why = absl::StrCat("none of the pids (", absl::StrJoin(pids, ", "),
+                         ") was connected to the daemon in the window");
+    } else {
+      why = "no process was connected to the daemon in the window (a program streams to it "
+            "when preloaded with the shim: LD_PRELOAD=.../libnrtprof_shim.so)";
+    }
+    fprintf(stderr, "nrtprof capture: the capture is empty: %s\n", why.c_str());
+  }
+  if (!ReportCapture(connection, capture, out, std::move(files), "nrtprof capture")) return 1;
+  return 0;
+}
+
+}  // namespace nrtprof::cli

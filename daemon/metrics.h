@@ -1,0 +1,75 @@
+// Always-on metrics in Prometheus's text exposition format (version 0.0.4), for `nrtprofd
+// --metrics_listen`: counters folded from the decoded windows of the flight recorder
+// (CollectorCore::FoldMetrics), and gauges from the daemon's status at each scrape.
+//
+//   nrtprof_runtime_calls_total{function,status}            libnrt calls by function and status
+//   nrtprof_model_executions_total{pid,executable,model}    nrt_execute calls (repeat counted)
+//   nrtprof_model_device_seconds{pid,executable,model}      histogram of executions' device time
+//   nrtprof_op_calls_total{op}, nrtprof_op_host_seconds_total{op},
+//   nrtprof_op_device_seconds_total{op}                     the key_averages rows: self CPU and
+//                                                           self NEURON time by framework op
+//   nrtprof_uncorrelated_device_seconds_total               device time no call was matched to
+//   nrtprof_events_received_total, nrtprof_events_dropped_total{reason},
+//   nrtprof_events_dropped_by_lane_total{lane}, nrtprof_connected_processes,
+//   nrtprof_flight_recorder_{bytes,batches,events,oldest_age_seconds,evicted_events_total}
+//
+// Series per process are bounded (kMaxProcessSeries): past it, new processes' series fold into
+// pid="other", executable="other".
+//
+// Thread-safe.
+#ifndef NRTPROF_DAEMON_METRICS_H_
+#define NRTPROF_DAEMON_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "daemon/trace_model.h"
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::daemon {
+
+class Metrics {
+ public:
+  static constexpr size_t kMaxProcessSeries = 4096;
+  // Upper bounds of the device-time histogram's buckets, in seconds.
+  static const std::vector<double>& DeviceBuckets();
+
+  // Folds in the calls, executions and op times of one decoded window.
+  void Add(const Trace& trace);
+  // The exposition text: the counters so far, then the gauges of `status`.
+  std::string Render(const nrtprof::StatusReply& status) const;
+
+ private:
+  struct Histogram {
+    std::vector<uint64_t> buckets;  // per DeviceBuckets() bound, not cumulative
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  struct OpTimes {
+    uint64_t calls = 0;
+    uint64_t host_ns = 0;
+    uint64_t device_ns = 0;
+  };
+  // (pid, executable, model)
+  using ModelKey = std::tuple<std::string, std::string, std::string>;
+
+  ModelKey KeyOf(uint32_t pid, const std::string& executable, const std::string& model)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int32_t>, uint64_t> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<ModelKey, uint64_t> executions_ ABSL_GUARDED_BY(mu_);
+  std::map<ModelKey, Histogram> device_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, OpTimes> ops_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint32_t, std::string>, bool> processes_ ABSL_GUARDED_BY(mu_);
+  uint64_t uncorrelated_device_ns_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_METRICS_H_

@@ -1,0 +1,92 @@
+// What Prometheus reads from /metrics: counters that add up across folds, a histogram whose
+// buckets are cumulative, label values escaped, and the status's gauges.
+#include "daemon/metrics.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+Trace OneWindow(const std::string& executable) {
+  Trace t;
+  ProcessTrace p;
+  p.pid = 42;
+  p.executable = executable;
+  ApiCall exec;
+  exec.name = "nrt_execute";
+  exec.model_name = "aten_mul";
+  exec.correlation_id = 1;
+  exec.start_ns = 1000;
+  exec.duration_ns = 500;
+  p.calls.push_back(exec);
+  ApiCall failed = exec;
+  failed.name = "nrt_tensor_write";
+  failed.status = 4;
+  failed.correlation_id = 2;
+  p.calls.push_back(failed);
+  DeviceEvent run;
+  run.id = 1;
+  run.name = "nc_exec_running";
+  run.model_name = "aten_mul";
+  run.duration_ns = 300'000;  // 0.3 ms: in the 0.0005 bucket and above
+  run.correlation_id = 1;
+  p.device.push_back(run);
+  t.processes.push_back(p);
+  return t;
+}
+
+TEST(MetricsTest, CountersAddUpAcrossWindows) {
+  Metrics m;
+  m.Add(OneWindow("/opt/app/train"));
+  m.Add(OneWindow("/opt/app/train"));
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_runtime_calls_total{function=\"nrt_execute\",status=\"0\"} 2\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_runtime_calls_total{function=\"nrt_tensor_write\",status=\"4\"} 2\n"));
+  EXPECT_TRUE(absl::StrContains(text,
+                                "nrtprof_model_executions_total{pid=\"42\",executable=\"train\","
+                                "model=\"aten_mul\"} 2\n"));
+  const std::string labels = "pid=\"42\",executable=\"train\",model=\"aten_mul\"";
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_model_device_seconds_bucket{" + labels + ",le=\"0.00025\"} 0\n"));
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_model_device_seconds_bucket{" + labels + ",le=\"0.0005\"} 2\n"));
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_model_device_seconds_bucket{" + labels + ",le=\"+Inf\"} 2\n"));
+  EXPECT_TRUE(absl::StrContains(text, "nrtprof_model_device_seconds_count{" + labels + "} 2\n"));
+  EXPECT_TRUE(absl::StrContains(text, "nrtprof_model_device_seconds_sum{" + labels +
+                                          "} 0.000600000\n"));
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE nrtprof_model_device_seconds histogram\n"));
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  Metrics m;
+  m.Add(OneWindow("/tmp/we\"ird\\name\nx"));
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(text, "executable=\"we\\\"ird\\\\name\\nx\"")) << text;
+}
+
+TEST(MetricsTest, StatusGauges) {
+  nrtprof::StatusReply status;
+  status.set_events_received(1234);
+  status.add_processes()->set_pid(7);
+  nrtprof::DropReason* d = status.add_dropped();
+  d->set_reason("ring_full");
+  d->set_events(5);
+  status.mutable_flight_recorder()->set_bytes(4096);
+  status.mutable_flight_recorder()->set_oldest_age_ms(29'500);
+  const std::string text = Metrics().Render(status);
+  EXPECT_TRUE(absl::StrContains(text, "\nnrtprof_events_received_total 1234\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\nnrtprof_connected_processes 1\n"));
+  EXPECT_TRUE(absl::StrContains(text, "\nnrtprof_events_dropped_total{reason=\"ring_full\"} 5\n"));
+  EXPECT_TRUE(absl::StrContains(text, "\nnrtprof_flight_recorder_bytes 4096\n"));
+  EXPECT_TRUE(absl::StrContains(text, "\nnrtprof_flight_recorder_oldest_age_seconds 29.500\n"));
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

@@ -1,0 +1,272 @@
+// `nrtprof capture` against a standing daemon (issue 14's first part): programs preloaded with
+// the shim by hand stream to the daemon, and a capture records them for a window -- all of
+// them or the named pids -- ends early on Ctrl-C, and says why when it holds nothing. Real
+// nrtprofd, real programs, the real CLI.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/testing/processes.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::Background;
+using testing::Daemon;
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+
+// A program that keeps calling libnrt (one nrt_tensor_write a millisecond) until killed,
+// preloaded with the shim and streaming to `daemon`, recording nothing until asked.
+std::unique_ptr<Background> BusyProgram(const Daemon& daemon, const std::string& dir) {
+  return std::make_unique<Background>(
+      std::vector<std::string>{Runfile("tests/abrupt_end"), "busy", "10"},
+      std::map<std::string, std::string>{{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                         {"NRTPROF_ADDR", daemon.addr()},
+                                         {"NRT_SIM_TIME_SCALE", "0"}},
+      dir);
+}
+
+std::vector<std::string> Capture(const Daemon& daemon, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "capture", "--addr", daemon.addr()};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return argv;
+}
+
+const std::map<std::string, std::string> kCliEnv = {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+
+// Waits until the daemon has `n` processes connected.
+bool AwaitConnected(Daemon& daemon, int64_t n) {
+  for (int i = 0; i < 200; ++i) {
+    if (daemon.StatusFigure("connected processes:") == n) return true;
+    usleep(50'000);
+  }
+  return false;
+}
+
+TEST(CaptureTest, RecordsARunningProgramForTheWindow) {
+  Daemon daemon("capture-window");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-window");
+  auto program = BusyProgram(daemon, dir);
+  ASSERT_TRUE(AwaitConnected(daemon, 1)) << program->err();
+  // The program records all the time (the flight recorder): its first calls are at the daemon
+  // before the window opens. (A live window takes what arrives within it: calls made up to a
+  // flush period before it may be in it.)
+  for (int i = 0; i < 100 && daemon.StatusFigure("events received:") < 100; ++i) usleep(50'000);
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(Capture(daemon, {"--duration", "1s", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "recording for 1s; Ctrl-C ends it early")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 1 process,")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "files in " + out + ":")) << r.err;
+  // About a call a millisecond for a second: the window's calls, not the program's whole life.
+  const auto calls = testing::CallsByName(out);
+  ASSERT_EQ(calls.count("nrt_tensor_write"), 1u) << r.err;
+  EXPECT_GT(calls.at("nrt_tensor_write"), 100);
+  EXPECT_EQ(calls.count("nrt_init"), 0u) << "made before the window";
+  EXPECT_TRUE(program->Running()) << "the program goes on, unaware";
+}
+
+TEST(CaptureTest, OnlyTheNamedPids) {
+  Daemon daemon("capture-pids");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-pids");
+  auto a = BusyProgram(daemon, testing::TempDir("capture-pids-a"));
+  auto b = BusyProgram(daemon, testing::TempDir("capture-pids-b"));
+  ASSERT_TRUE(AwaitConnected(daemon, 2));
+  const std::string out = dir + "/cap";
+  Background capture(Capture(daemon, {"--duration", "3s", "--pid", std::to_string(a->pid()),
+                                      "--out", out}),
+                     kCliEnv, testing::TempDir("capture-pids-cli"));
+  // While it records: the daemon shows a in the capture and b in none.
+  bool seen = false;
+  std::string status;
+  for (int i = 0; i < 100 && !seen; ++i) {
+    status = RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv).out;
+    for (absl::string_view line : absl::StrSplit(status, '\n')) {
+      seen = seen || (absl::StrContains(line, absl::StrCat("pid ", a->pid(), " ")) &&
+                      !absl::StrContains(line, "capture -"));
+    }
+    if (!seen) usleep(50'000);
+  }
+  ASSERT_TRUE(seen) << status;
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    if (absl::StrContains(line, absl::StrCat("pid ", a->pid(), " "))) {
+      EXPECT_FALSE(absl::StrContains(line, "capture -")) << line;
+    }
+    if (absl::StrContains(line, absl::StrCat("pid ", b->pid(), " "))) {
+      EXPECT_TRUE(absl::StrContains(line, "capture -")) << line;
+    }
+  }
+  ASSERT_EQ(capture.Wait(), 0) << capture.err();
+  EXPECT_TRUE(absl::StrContains(capture.err(), "from 1 process,")) << capture.err();
+}
+
+TEST(CaptureTest, CtrlCEndsTheWindowAndStillWrites) {
+  Daemon daemon("capture-sigint");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-sigint");
+  auto program = BusyProgram(daemon, dir);
+  ASSERT_TRUE(AwaitConnected(daemon, 1));
+  const std::string out = dir + "/cap";
+  Background capture(Capture(daemon, {"--duration", "10m", "--out", out}), kCliEnv,
+                     testing::TempDir("capture-sigint-cli"));
+  for (int i = 0; i < 200 && !absl::StrContains(capture.err(), "Ctrl-C ends it early"); ++i) {
+    usleep(50'000);
+  }
+  ASSERT_TRUE(absl::StrContains(capture.err(), "recording for 10m")) << capture.err();
+  usleep(300'000);
+  kill(capture.pid(), SIGINT);
+  EXPECT_EQ(capture.Wait(), 0) << capture.err();
+  EXPECT_TRUE(absl::StrContains(capture.err(), "nrtprof capture: interrupted after")) << capture.err();
+  EXPECT_TRUE(absl::StrContains(capture.err(), "from 1 process,")) << capture.err();
+  EXPECT_GT(testing::CallsByName(out)["nrt_tensor_write"], 0) << capture.err();
+}
+
+TEST(CaptureTest, AnEmptyCaptureSaysWhy) {
+  Daemon daemon("capture-empty");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-empty");
+  Result r = RunProcess(Capture(daemon, {"--duration", "200ms", "--out", dir + "/none"}), kCliEnv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "nrtprof capture: the capture is empty: no process was connected to the daemon in "
+             "the window"))
+      << r.err;
+
+  r = RunProcess(Capture(daemon, {"--duration", "200ms", "--pid", "4000000", "--out",
+                                  dir + "/pid"}),
+                 kCliEnv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "nrtprof capture: pid 4000000 is not connected to the daemon at " +
+                                           daemon.addr()))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "the capture is empty: none of the pids (4000000) was connected to the daemon"))
+      << r.err;
+}
+
+// The flight recorder: a program that ran and ended before anyone asked is in a capture of
+// the last seconds, calls, device executions and model file included.
+TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
+  Daemon daemon("capture-last");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-last");
+  const Result program = RunProcess(
+      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
+      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+       {"NRTPROF_ADDR", daemon.addr()},
+       {"NRT_SIM_TIME_SCALE", "0"}});
+  ASSERT_EQ(program.exit_code, 0) << program.err;
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(Capture(daemon, {"--last", "30s", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "the last 30s, from the flight recorder")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 1 process,")) << r.err;
+  const auto calls = testing::CallsByName(out);
+  EXPECT_EQ(calls.count("nrt_load") ? calls.at("nrt_load") : 0, 1) << r.err;
+  EXPECT_EQ(calls.count("nrt_init") ? calls.at("nrt_init") : 0, 1) << r.err;
+  // The device lane came along: the fused kernel's executions have device time.
+  const std::string summary = testing::ReadFile(out + "/summary.txt");
+  EXPECT_FALSE(absl::StrContains(summary, "Self NEURON time total: 0.000us")) << summary;
+  bool model = false;
+  for (const std::string& f : {std::string("/trace.pftrace")}) model = testing::Exists(out + f);
+  EXPECT_TRUE(model);
+  EXPECT_TRUE(absl::StrContains(r.err, ".neff")) << r.err;  // the model file is in the capture
+}
+
+// Over its byte bound the recorder lets the oldest go, counts it, and says so in a capture
+// that asked for more than it held.
+TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
+  Daemon daemon("capture-bound");
+  ASSERT_TRUE(daemon.Start({"--flight_recorder_bytes=1048576"}));
+  const std::string dir = testing::TempDir("capture-bound");
+  // Batches are kept compressed (about 16 bytes an event): 1 MiB holds some 65,000 events.
+  // Three floods send more than that.
+  for (int i = 0; i < 3; ++i) {
+    const Result flood = RunProcess({Runfile("tests/abrupt_end"), "exit", "60000"},
+                                    {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                     {"NRTPROF_ADDR", daemon.addr()},
+                                     {"NRT_SIM_TIME_SCALE", "0"}});
+    ASSERT_EQ(flood.exit_code, 0) << flood.err;
+  }
+  const Result status =
+      RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(absl::StrContains(status.out, "(bounds 30 s, 1 MiB)")) << status.out;
+  EXPECT_FALSE(absl::StrContains(status.out, "; 0 events evicted")) << status.out;
+  // The same for scripts.
+  const Result json = RunProcess(
+      {Runfile("client/nrtprof"), "status", "--json", "--addr", daemon.addr()}, kCliEnv);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(absl::StartsWith(json.out, "{\"address\":\"" + daemon.addr() + "\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"flight_recorder\":{\"seconds_limit\":\"30\","))
+      << json.out;
+  EXPECT_FALSE(absl::StrContains(json.out, "\"evicted_events\":\"0\"")) << json.out;
+  const Result r = RunProcess(Capture(daemon, {"--last", "1m", "--out", dir + "/cap"}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "nrtprof capture: the flight recorder held only the last "))
+      << r.err;
+  // What it still held: the newest of the flood (its ranges and calls travel in batches of
+  // their own, so the two may be cut at different points), never more than was made.
+  auto calls = testing::CallsByName(dir + "/cap");
+  EXPECT_GT(calls["step"] + calls["nrt_tensor_write"], 0) << r.err;
+  EXPECT_LT(calls["step"], 3 * 60000) << r.err;
+  EXPECT_LT(calls["nrt_tensor_write"], 3 * 120000) << r.err;
+}
+
+TEST(CaptureTest, LastNeedsTheRecorder) {
+  Daemon daemon("capture-norecorder");
+  ASSERT_TRUE(daemon.Start({"--flight_recorder_seconds=0"}));
+  const Result r = RunProcess(Capture(daemon, {"--last", "5s"}), kCliEnv);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "nrtprof capture: cannot start a capture: this daemon's flight recorder is off "
+            "(--flight_recorder_seconds 0): it holds no past to capture\n");
+}
+
+TEST(CaptureTest, BadInputIsOneLine) {
+  Daemon daemon("capture-bad");
+  ASSERT_TRUE(daemon.Start());
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{}, {"--duration", "0s"}, {"--duration", "25h"}}) {
+    const Result r = RunProcess(Capture(daemon, flags), kCliEnv);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "nrtprof capture: --duration must be more than 0"))
+        << r.err;
+  }
+  const Result pid = RunProcess(Capture(daemon, {"--duration", "1s", "--pid", "x"}), kCliEnv);
+  EXPECT_EQ(pid.exit_code, 2);
+  EXPECT_EQ(pid.err, "nrtprof capture: --pid 'x' is not a process id\n");
+  const Result absent = RunProcess({Runfile("client/nrtprof"), "capture", "--duration", "1s",
+                                    "--addr", "unix:/tmp/nrtprof-no-such-folder-4711/d.sock"},
+                                   kCliEnv);
+  EXPECT_EQ(absent.exit_code, 1) << absent.err;
+  EXPECT_TRUE(absl::StrContains(absent.err, "start nrtprofd first, or use nrtprof run"))
+      << absent.err;
+  EXPECT_EQ(std::count(absent.err.begin(), absent.err.end(), '\n'), 1) << absent.err;
+  // A path longer than a unix socket takes: one line, no gRPC log.
+  const Result long_path = RunProcess(
+      {Runfile("client/nrtprof"), "capture", "--duration", "1s", "--addr",
+       "unix:/tmp/" + std::string(120, 'x') + "/d.sock"},
+      kCliEnv);
+  EXPECT_EQ(long_path.exit_code, 2) << long_path.err;
+  EXPECT_TRUE(absl::StrContains(long_path.err, "bytes, the most a unix socket takes\n"))
+      << long_path.err;
+  EXPECT_EQ(std::count(long_path.err.begin(), long_path.err.end(), '\n'), 1) << long_path.err;
+}
+
+}  // namespace
+}  // namespace nrtprof

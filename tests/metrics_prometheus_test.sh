@@ -1,0 +1,79 @@
+#!/bin/bash
+# Always-on metrics, scraped by a real Prometheus (Debian's `prometheus`, started here on
+# loopback with a temporary data folder): a standing nrtprofd with --metrics_listen, the RMSNorm
+# example preloaded with the shim by hand (no capture asked for), and Prometheus's query of the
+# executions counter answers the number the program made: 6 per iteration, 5 iterations and
+# its warm-up (examples/rmsnorm.cc), 36. Skipped with a line where prometheus is not installed.
+set -u
+
+readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
+readonly WORK="$(mktemp -d /tmp/nrtprof-prom.XXXXXX)"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "${WORK}"' EXIT
+
+if ! command -v prometheus >/dev/null; then
+  echo "SKIP: prometheus is not installed (third_party/install_debian_deps.sh installs it)"
+  exit 0
+fi
+
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+"${RUNFILES}/daemon/nrtprofd" --socket "${WORK}/s/d.sock" --output_root "${WORK}/caps" \
+  --metrics_listen 127.0.0.1:0 2>"${WORK}/daemon.err" &
+pids+=($!)
+for _ in $(seq 100); do grep -q "metrics at" "${WORK}/daemon.err" && break; sleep 0.1; done
+url=$(sed -n 's/^nrtprofd: metrics at //p' "${WORK}/daemon.err")
+[[ "${url}" == http://127.0.0.1:*/metrics ]] || { fail "no metrics line: $(cat "${WORK}/daemon.err")"; exit 1; }
+target=${url#http://}
+target=${target%/metrics}
+
+prom_port=$(free_port)
+cat >"${WORK}/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: nrtprofd
+    static_configs:
+      - targets: ['${target}']
+YML
+prometheus --config.file="${WORK}/prometheus.yml" --storage.tsdb.path="${WORK}/tsdb" \
+  --web.listen-address="127.0.0.1:${prom_port}" >"${WORK}/prometheus.log" 2>&1 &
+pids+=($!)
+
+LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/s/d.sock" \
+  NRT_SIM_TIME_SCALE=0 "${RUNFILES}/examples/rmsnorm" --variant naive --iters 5 \
+  >"${WORK}/program.out" 2>&1 || fail "rmsnorm: $(cat "${WORK}/program.out")"
+
+query() {
+  curl -s --get "http://127.0.0.1:${prom_port}/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")' 2>/dev/null
+}
+executions=none
+for _ in $(seq 120); do
+  executions=$(query 'sum(nrtprof_model_executions_total{job="nrtprofd",executable="rmsnorm"})')
+  [[ "${executions}" == 36 ]] && break
+  sleep 0.5
+done
+[[ "${executions}" == 36 ]] ||
+  fail "Prometheus says ${executions} executions, the program made 36 ($(tail -3 "${WORK}/prometheus.log"))"
+calls=$(query 'nrtprof_runtime_calls_total{function="nrt_execute",status="0"}')
+[[ "${calls}" == 36 ]] || fail "nrt_execute calls: ${calls}"
+# The device time of the executions: 6 a model, and mul, mean, ... each under 1 ms.
+count=$(query 'sum(nrtprof_model_device_seconds_count{executable="rmsnorm"})')
+[[ "${count}" == 36 ]] || fail "device executions: ${count}"
+connected=$(query 'nrtprof_connected_processes')
+[[ "${connected}" == 0 ]] || fail "connected processes after the program ended: ${connected}"
+
+if [[ ${failures} -ne 0 ]]; then
+  echo "${failures} failure(s)"
+  exit 1
+fi
+echo "metrics: Prometheus read 36 executions of 6 models"
