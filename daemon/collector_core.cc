@@ -722,6 +722,7 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
            {"device_overwritten", drops.device_overwritten},
            {"oversized", drops.oversized},
            {"no_memory", drops.no_memory},
+           {"device_malformed", drops.device_malformed},
            {"daemon_overflow", drops.daemon_overflow}}) {
     nrtprof::DropReason* d = reply.add_dropped();
     d->set_reason(reason);

@@ -559,6 +559,7 @@ TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {
                                                     {"device_overwritten", 2},
                                                     {"oversized", 0},
                                                     {"no_memory", 0},
+                                                    {"device_malformed", 0},
                                                     {"daemon_overflow", 3}}));
   EXPECT_EQ(status.captures_written(), 0u);
 

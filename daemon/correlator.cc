@@ -8,6 +8,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "daemon/artifact_writer.h"
+
 namespace nrtprof::daemon {
 namespace {
 
@@ -253,6 +256,7 @@ class ProcessCorrelator {
     BuildDevice(device);
     MatchDevice();
     NameModelFiles();
+    NameUnnamedModels();
     AssignRanges();
     SortDevice();
     for (const DeviceEvent& d : out_.device) {
@@ -278,6 +282,36 @@ class ProcessCorrelator {
       if (!out_.models[i].name.empty()) continue;
       auto it = names.find(in_.models[i].model_handle);
       if (it != names.end()) out_.models[i].name = it->second;
+    }
+  }
+
+  // A runtime that names no model (its system trace has model ids, and a name only when it
+  // knows one) leaves model files, their calls and executions unnamed after matching: each is
+  // named by its file, as its .neff is ("model_<hash>"), so that device traces still pair up.
+  void NameUnnamedModels() {
+    std::unordered_map<uint64_t, std::string> names;  // handle -> name
+    for (size_t i = 0; i < out_.models.size(); ++i) {
+      LoadedModelFile& m = out_.models[i];
+      if (!m.name.empty() || m.bytes.empty() || (m.size != 0 && m.size != m.bytes.size())) {
+        continue;
+      }
+      m.name = absl::StrCat("model_", ModelHash(m.bytes));
+      names[in_.models[i].model_handle] = m.name;
+    }
+    if (names.empty()) return;
+    std::unordered_map<uint64_t, const ApiCall*> by_correlation;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      ApiCall& c = out_.calls[i];
+      const uint64_t handle = call_sources_[i]->model_handle;
+      if (c.model_name.empty() && handle != 0) {
+        if (auto it = names.find(handle); it != names.end()) c.model_name = it->second;
+      }
+      by_correlation.emplace(c.correlation_id, &c);
+    }
+    for (DeviceEvent& d : out_.device) {
+      if (d.kind != DeviceEventKind::kExecution || !d.model_name.empty()) continue;
+      auto it = by_correlation.find(d.correlation_id);
+      if (d.correlation_id != 0 && it != by_correlation.end()) d.model_name = it->second->model_name;
     }
   }
 
@@ -366,8 +400,8 @@ class ProcessCorrelator {
     trace_id.reserve(device.size());
     first_device_id_ = *next_id_;
     for (const IngestedEvent* e : device) {
-      uint64_t start = 0;
-      if (!clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
+      uint64_t start = e->start_ns;
+      if (!e->host_clock && !clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
         ++out_.drops.no_clock_sync;
         ++out_.drops.by_lane.hardware;
         continue;
@@ -555,6 +589,10 @@ class ProcessCorrelator {
     if (c.nc_idx < 0) c.nc_idx = d.nc_idx;
     if (d.kind == DeviceEventKind::kExecution && c.model_name.empty()) c.model_name = d.model_name;
     if (d.name == "dma_model_load" && c.model_name.empty()) c.model_name = d.tensor_name;
+    // The runtime's system trace names neither an execution's model nor a load's (it has
+    // model ids only): the call they belong to does.
+    if (d.kind == DeviceEventKind::kExecution && d.model_name.empty()) d.model_name = c.model_name;
+    if (d.name == "dma_model_load" && d.tensor_name.empty()) d.tensor_name = c.model_name;
   }
 
   // The common case: every call's outcome is certain and the counts agree, so the k-th device

@@ -39,6 +39,7 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   r.status = e.status();
   r.nc_idx = e.nc_idx();
   r.placement = e.placement();
+  r.host_clock = e.host_clock();
   r.start_ns = e.start_ns();
   r.duration_ns = e.duration_ns();
   r.correlation_id = e.correlation_id();
@@ -101,6 +102,7 @@ DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
   d.device_overwritten = fn(a.device_overwritten, b.device_overwritten);
   d.oversized = fn(a.oversized, b.oversized);
   d.no_memory = fn(a.no_memory, b.no_memory);
+  d.device_malformed = fn(a.device_malformed, b.device_malformed);
   d.process_died = fn(a.process_died, b.process_died);
   d.daemon_overflow = fn(a.daemon_overflow, b.daemon_overflow);
   d.no_clock_sync = fn(a.no_clock_sync, b.no_clock_sync);
@@ -378,6 +380,8 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
       std::max(shim_drops_.device_overwritten(), d.device_overwritten()));
   shim_drops_.set_oversized(std::max(shim_drops_.oversized(), d.oversized()));
   shim_drops_.set_no_memory(std::max(shim_drops_.no_memory(), d.no_memory()));
+  shim_drops_.set_device_malformed(
+      std::max(shim_drops_.device_malformed(), d.device_malformed()));
   nrtprof::EventsByLane* lanes = shim_drops_.mutable_by_lane();
   lanes->set_framework(std::max(lanes->framework(), d.by_lane().framework()));
   lanes->set_runtime(std::max(lanes->runtime(), d.by_lane().runtime()));
@@ -432,6 +436,7 @@ DropCounts ProcessIngest::shim_drops() const {
   d.device_overwritten = shim_drops_.device_overwritten();
   d.oversized = shim_drops_.oversized();
   d.no_memory = shim_drops_.no_memory();
+  d.device_malformed = shim_drops_.device_malformed();
   d.by_lane.framework = shim_drops_.by_lane().framework();
   d.by_lane.runtime = shim_drops_.by_lane().runtime();
   d.by_lane.hardware = shim_drops_.by_lane().hardware();

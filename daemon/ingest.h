@@ -54,6 +54,8 @@ struct IngestedEvent {
   int32_t status = 0;
   int32_t nc_idx = -1;
   int32_t placement = 0;
+  // Device events stamped on the host (start_ns already CLOCK_MONOTONIC, not device clock).
+  bool host_clock = false;
   uint64_t start_ns = 0;
   uint64_t duration_ns = 0;
   uint64_t correlation_id = 0;

@@ -139,6 +139,7 @@ std::string DropsDetail(const DropCounts& d) {
            {"device_overwritten", d.device_overwritten},
            {"oversized", d.oversized},
            {"no_memory", d.no_memory},
+           {"device_malformed", d.device_malformed},
            {"daemon_overflow", d.daemon_overflow},
            {"no_clock_sync", d.no_clock_sync},
            {"process_died", d.process_died}}) {
@@ -326,6 +327,7 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
                   ", \"spool_full\": ", d.spool_full,
                   ", \"device_overwritten\": ", d.device_overwritten,
                   ", \"oversized\": ", d.oversized, ", \"no_memory\": ", d.no_memory,
+                  ", \"device_malformed\": ", d.device_malformed,
                   ", \"daemon_overflow\": ", d.daemon_overflow,
                   ", \"no_clock_sync\": ", d.no_clock_sync,
                   ", \"process_died\": ", d.process_died, "}",
@@ -682,6 +684,7 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
              {"device_overwritten", &c.device_overwritten},
              {"oversized", &c.oversized},
              {"no_memory", &c.no_memory},
+             {"device_malformed", &c.device_malformed},
              {"daemon_overflow", &c.daemon_overflow},
              {"no_clock_sync", &c.no_clock_sync},
              {"process_died", &c.process_died}}) {

@@ -461,6 +461,7 @@ std::vector<DropCounter> DropCounters(const DropCounts& d) {
       {"device_overwritten", "drops.device_overwritten", d.device_overwritten},
       {"oversized", "drops.oversized", d.oversized},
       {"no_memory", "drops.no_memory", d.no_memory},
+      {"device_malformed", "drops.device_malformed", d.device_malformed},
       {"process_died", "drops.process_died", d.process_died},
       {"daemon_overflow", "drops.daemon_overflow", d.daemon_overflow},
       {"no_clock_sync", "drops.no_clock_sync", d.no_clock_sync},

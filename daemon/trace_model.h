@@ -89,6 +89,9 @@ struct DropCounts {
   uint64_t device_overwritten = 0;
   uint64_t oversized = 0;
   uint64_t no_memory = 0;  // the shim could not allocate for them (ulimit -v)
+  // Device events in system-trace documents the shim refused whole (not JSON, or not in the
+  // runtime's shape).
+  uint64_t device_malformed = 0;
   // Lost in the daemon, not on the wire: over the daemon's per-process event bound
   // (nrtprofd --max_events_per_process).
   uint64_t daemon_overflow = 0;
@@ -102,7 +105,7 @@ struct DropCounts {
   LaneDropCounts by_lane;
   uint64_t total() const {
     return ring_full + daemon_away + spool_full + device_overwritten + oversized + no_memory +
-           daemon_overflow + no_clock_sync + process_died;
+           device_malformed + daemon_overflow + no_clock_sync + process_died;
   }
   DropCounts& operator+=(const DropCounts& o) {
     ring_full += o.ring_full;
@@ -111,6 +114,7 @@ struct DropCounts {
     device_overwritten += o.device_overwritten;
     oversized += o.oversized;
     no_memory += o.no_memory;
+    device_malformed += o.device_malformed;
     process_died += o.process_died;
     daemon_overflow += o.daemon_overflow;
     no_clock_sync += o.no_clock_sync;

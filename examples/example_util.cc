@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
@@ -122,6 +125,11 @@ std::string Text(const google::protobuf::Struct& event, const char* key) {
 
 }  // namespace
 
+// The document is the runtime's system trace: {"events":[...],"data_version":2}. An execution is
+// a device_exec start and stop on its NeuronCore (executions on one core run one at a time, so
+// stops pair with starts in order); a host-initiated transfer is a tensor_read or tensor_write
+// span of the calling thread. nc_local_id numbers each core's events one after another, so a
+// gap in it is events the ring buffer lost.
 absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
                                           std::vector<DeviceTime>* per_core) {
   google::protobuf::Struct doc;
@@ -131,33 +139,47 @@ absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
     return absl::InvalidArgumentError(
         absl::StrCat("system trace is not valid JSON: ", parsed.ToString()));
   }
-  if (doc.fields().count("trace_events") == 0 || doc.fields().count("cores") == 0) {
-    return absl::InvalidArgumentError("system trace JSON lacks trace_events or cores");
+  if (doc.fields().count("events") == 0 || doc.fields().count("data_version") == 0) {
+    return absl::InvalidArgumentError("system trace JSON lacks events or data_version");
   }
   DeviceTime time;
-  for (const auto& value : doc.fields().at("trace_events").list_value().values()) {
-    const google::protobuf::Struct& event = value.struct_value();
-    const std::string type = Text(event, "type");
-    const auto duration = static_cast<uint64_t>(Number(event, "duration"));
-    const auto core = static_cast<size_t>(Number(event, "nc_idx"));
-    DeviceTime* on_core = nullptr;
-    if (per_core != nullptr) {
-      if (per_core->size() <= core) per_core->resize(core + 1);
-      on_core = &(*per_core)[core];
-    }
-    for (DeviceTime* t : {&time, on_core}) {
+  std::map<size_t, std::deque<double>> exec_starts;               // per core
+  std::map<std::pair<double, std::string>, double> call_starts;  // per thread and type
+  std::map<size_t, uint64_t> next_local_id;                       // per core
+  auto add = [&](size_t core, bool execution, double ns) {
+    if (per_core != nullptr && per_core->size() <= core) per_core->resize(core + 1);
+    for (DeviceTime* t : {&time, per_core != nullptr ? &(*per_core)[core] : nullptr}) {
       if (t == nullptr) continue;
-      if (type == "nc_exec_running") {
-        t->execution_ns += duration;
-        ++t->executions;
-      } else if (type == "dma_transfer" && Number(event, "parent_id") == 0) {
-        t->transfer_ns += duration;
-        ++t->transfers;
+      (execution ? t->execution_ns : t->transfer_ns) += static_cast<uint64_t>(ns);
+      ++(execution ? t->executions : t->transfers);
+    }
+  };
+  for (const auto& value : doc.fields().at("events").list_value().values()) {
+    const google::protobuf::Struct& event = value.struct_value();
+    const std::string type = Text(event, "event_type");
+    const std::string phase = Text(event, "phase");
+    const auto core = static_cast<size_t>(Number(event, "nc_idx"));
+    const double ns = Number(event, "timestamp_ns");
+    const auto local_id = static_cast<uint64_t>(Number(event, "nc_local_id"));
+    uint64_t& expected = next_local_id.emplace(core, local_id).first->second;
+    if (local_id > expected) time.overwritten += local_id - expected;
+    expected = local_id + 1;
+    if (type == "device_exec") {
+      if (phase == "start") {
+        exec_starts[core].push_back(ns);
+      } else if (phase == "stop" && !exec_starts[core].empty()) {
+        add(core, true, ns - exec_starts[core].front());
+        exec_starts[core].pop_front();
+      }
+    } else if (type == "tensor_read" || type == "tensor_write") {
+      const auto key = std::make_pair(Number(event, "thread_id"), type);
+      if (phase == "start") {
+        call_starts[key] = ns;
+      } else if (phase == "stop" && call_starts.count(key) != 0) {
+        add(core, false, ns - call_starts[key]);
+        call_starts.erase(key);
       }
     }
-  }
-  for (const auto& core : doc.fields().at("cores").list_value().values()) {
-    time.overwritten += static_cast<uint64_t>(Number(core.struct_value(), "events_overwritten"));
   }
   return time;
 }

@@ -45,7 +45,7 @@ std::vector<float> Decode(const std::vector<uint8_t>& bytes, const std::string& 
 size_t ElementSize(const std::string& dtype);
 
 // Device time spent between Start() and Stop(), from nrt_sys_trace events: the executions
-// (nc_exec_running) and the host-initiated DMA transfers outside them.
+// (device_exec spans) and the host-initiated transfers (tensor_read/tensor_write spans).
 struct DeviceTime {
   uint64_t execution_ns = 0;
   uint64_t executions = 0;

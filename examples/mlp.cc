@@ -34,8 +34,9 @@ ABSL_FLAG(std::string, dtype, "fp32", "fp32 or bf16");
 
 namespace {
 
-// One thread-iteration records about 20 system-trace events on its core (1 write, 3
-// executions with their engine ops and I/O DMA, 1 read). The ring is allocated up front, so
+// One thread-iteration records about 23 system-trace events on its core (1 write and 1 read,
+// each a call span around a device-memory copy; 3 executions, each a call span, a device span
+// and a model switch). The ring is allocated up front, so
 // very long runs are capped and report the events they lost instead.
 constexpr uint64_t kEventsPerIteration = 24;
 constexpr uint64_t kMaxEventsPerCore = uint64_t{1} << 18;

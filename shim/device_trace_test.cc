@@ -1,3 +1,22 @@
+// The shim's reading of the runtime's system trace, on documents written by hand in the real
+// runtime's shape. Where each fact comes from:
+//   [H] the SDK's public header nrt/nrt_sys_trace.h (aws-neuron/aws-neuron-sdk,
+//       src/libnrt/include/nrt/nrt_sys_trace.h): a JSON document per fetch, each event handed
+//       out once, fetch options max_events_per_nc and nc_idx.
+//   [S] public notes on the runtime's JSON serializer (libnrt 2.31): the envelope
+//       {"events":[...],"data_version":2}; per event the keys event_type, phase, id, nc_idx,
+//       nc_local_id, tracking_id, thread_id, worker_gid (-1 when unknown), data (always an
+//       object), timestamp_ns, then nrta_seq_id only when the event has one; compact output.
+//   [T] the same notes' event catalogue: snake_case type names; data per type and phase —
+//       device_exec start {device_core_idx, exec_id, nc_timestamp_ns, model_id}, stop
+//       {nc_timestamp_ns}; tensor_read/tensor_write {tensor_id, size}; dmem_buf_copyin/copyout
+//       {mem_type, mem_handle, offset, size}; timestamp_sync {exec_id, nc_timestamp_ns,
+//       cpu_timestamp_ns}; model_switch {device_core_idx, is_neuron_core_work, model_id};
+//       where nc_timestamp_ns is present, the top-level timestamp_ns is that device timestamp;
+//       otherwise timestamp_ns is the host's wall clock (SystemTime).
+//   [A] an assumption of ours, to confirm on a Trainium host (README, "What is checked"):
+//       which phase of a span carries its data (we read it from either), that executions on one
+//       core stop in the order they started, that nc_local_id counts a core's events 1, 2, ...
 #include "shim/device_trace.h"
 
 #include <string>
@@ -7,100 +26,252 @@
 namespace nrtprof::shim {
 namespace {
 
-// A document as the runtime's nrt_sys_trace_fetch_events writes it (sim/README.md).
-constexpr char kDocument[] = R"({"trace_events":[
-{"name":"timestamp_sync_point","type":"timestamp_sync_point","group":"nrt-nc-000","id":1,"parent_id":0,"timestamp":1000000000500,"duration":0,"process_id":"4242","thread_id":4242,"lnc_idx":"0","nc_idx":0,"host_monotonic_ns":500,"host_realtime_ns":1700000000000000500},
-{"name":"nc_exec_running","type":"nc_exec_running","group":"nrt-nc-001","id":7,"parent_id":0,"timestamp":1000000001000,"duration":375000,"process_id":"4242","thread_id":4243,"lnc_idx":"1","nc_idx":1,"model_name":"rmsnorm_compiled","model_id":3,"exec_id":11},
-{"name":"mul","type":"nc_engine_op","group":"nrt-nc-001","id":8,"parent_id":7,"timestamp":1000000362000,"duration":1500,"process_id":"4242","thread_id":4243,"lnc_idx":"1","nc_idx":1,"model_name":"rmsnorm_compiled","model_id":3,"exec_id":11,"engine":"vector"},
-{"name":"dma_hbm_to_sbuf","type":"dma_transfer","group":"nrt-nc-001","id":9,"parent_id":7,"timestamp":1000000360000,"duration":2000,"process_id":"4242","thread_id":4243,"lnc_idx":"1","nc_idx":1,"size":4096,"tensor_name":"x","exec_id":11},
-{"name":"dma_h2d","type":"dma_transfer","group":"nrt-nc-000","id":10,"parent_id":0,"timestamp":18446744073709551000,"duration":154000,"process_id":"4242","thread_id":4242,"lnc_idx":"0","nc_idx":0,"size":2,"tensor_name":"caf\u00c3\u00a9 \u00ff"},
-{"name":"future","type":"some_new_type","group":"nrt-nc-000","id":12,"parent_id":0,"timestamp":5,"duration":1,"process_id":"4242","thread_id":1,"lnc_idx":"0","nc_idx":0}
-],
-"cores":[{"nc_idx":0,"group":"nrt-nc-000","capacity":65536,"events_pending":0,"events_overwritten":0},
-         {"nc_idx":1,"group":"nrt-nc-001","capacity":65536,"events_pending":0,"events_overwritten":5}],
-"clock":{"device_minus_host_monotonic_ns":1000000000000}})";
+// CLOCK_REALTIME - CLOCK_MONOTONIC in these documents' world.
+constexpr int64_t kRealtimeOffset = 1700000000000000000;
 
-TEST(DeviceTraceTest, EventsOfEachTypeBecomeHardwareLaneEvents) {
-  StringTable strings;
-  DeviceTraceParser parser(&strings);
-  DeviceTraceOutput out;
-  std::string error;
-  ASSERT_TRUE(parser.Parse(1, kDocument, &out, &error)) << error;
-  ASSERT_EQ(out.events.size(), 4u);
-  EXPECT_EQ(out.skipped, 1u);
+// One event, keys in the real order [S].
+std::string Ev(const std::string& type, const std::string& phase, int id, int nc, int local,
+               int tid, const std::string& data, uint64_t ts, const std::string& extra = "") {
+  return "{\"event_type\":\"" + type + "\",\"phase\":\"" + phase + "\",\"id\":" +
+         std::to_string(id) + ",\"nc_idx\":" + std::to_string(nc) + ",\"nc_local_id\":" +
+         std::to_string(local) + ",\"tracking_id\":" + std::to_string(900 + id) +
+         ",\"thread_id\":" + std::to_string(tid) + ",\"worker_gid\":" + std::to_string(nc) +
+         ",\"data\":" + data + ",\"timestamp_ns\":" + std::to_string(ts) + extra + "}";
+}
 
-  const nrtprof::Event& exec = out.events[0];
+std::string Doc(const std::vector<std::string>& events) {
+  std::string out = "{\"events\":[";  // [S]
+  for (size_t i = 0; i < events.size(); ++i) out += (i ? "," : "") + events[i];
+  return out + "],\"data_version\":2}";  // [S]
+}
+
+uint64_t Host(uint64_t monotonic) { return monotonic + kRealtimeOffset; }
+
+class DeviceTraceTest : public ::testing::Test {
+ protected:
+  DeviceTraceTest() { parser_.set_realtime_offset_for_testing(kRealtimeOffset); }
+  bool Parse(const std::string& doc, uint64_t generation = 1) {
+    return parser_.Parse(generation, doc, &out_, &error_);
+  }
+  std::string Name(const nrtprof::Event& e) { return strings_.Get(e.name_iid()); }
+
+  StringTable strings_;
+  DeviceTraceParser parser_{&strings_};
+  DeviceTraceOutput out_;
+  std::string error_;
+};
+
+// One program's work on NeuronCore 1 by thread 4242: a model load (a device-memory copy inside
+// the nrt_load span), a tensor write (a copy inside the call), an execution, a read, and clock
+// sync points — what the simulator also produces, in the same shape.
+TEST_F(DeviceTraceTest, ARealDocumentBecomesTheHardwareLane) {
+  const std::string doc = Doc({
+      // [T] timestamp_sync: device and host clocks at one instant; timestamp_ns = device.
+      Ev("timestamp_sync", "instant", 1, 1, 1, 4242,
+         R"({"exec_id":0,"nc_timestamp_ns":1000000000000,"cpu_timestamp_ns":)" +
+             std::to_string(Host(5000000)) + "}",
+         1000000000000),
+      Ev("nrt_load", "start", 2, 1, 2, 4242, "{}", Host(6000000)),
+      // [T] dmem_buf_copyin data on its start; host clock.
+      Ev("dmem_buf_copyin", "start", 3, 1, 3, 4242,
+         R"({"mem_type":1,"mem_handle":77,"offset":0,"size":4096})", Host(6000100)),
+      Ev("dmem_buf_copyin", "stop", 4, 1, 4, 4242, "{}", Host(6154100)),
+      Ev("nrt_load", "stop", 5, 1, 5, 4242, R"({"model_id":3})", Host(6200000)),
+      Ev("tensor_write", "start", 6, 1, 6, 4242, R"({"tensor_id":11,"size":2048})",
+         Host(7000000)),
+      Ev("dmem_buf_copyin", "start", 7, 1, 7, 4242,
+         R"({"mem_type":1,"mem_handle":11,"offset":0,"size":2048})", Host(7000000)),
+      Ev("dmem_buf_copyin", "stop", 8, 1, 8, 4242, "{}", Host(7154000)),
+      Ev("tensor_write", "stop", 9, 1, 9, 4242, "{}", Host(7154000)),
+      Ev("nrt_execute", "start", 10, 1, 10, 4242, R"({"model_id":3})", Host(8000000)),
+      // [T] device_exec: start with its execution's ids, stop with its device timestamp.
+      Ev("device_exec", "start", 11, 1, 11, 4242,
+         R"({"device_core_idx":1,"exec_id":5,"nc_timestamp_ns":1000003000000,"model_id":3})",
+         1000003000000),
+      Ev("device_exec", "stop", 12, 1, 12, 4242, R"({"nc_timestamp_ns":1000003375000})",
+         1000003375000),
+      Ev("nrt_execute", "stop", 13, 1, 13, 4242, "{}", Host(8400000)),
+      Ev("tensor_read", "start", 14, 1, 14, 4242, R"({"tensor_id":12,"size":512})",
+         Host(9000000)),
+      Ev("dmem_buf_copyout", "start", 15, 1, 15, 4242,
+         R"({"mem_type":1,"mem_handle":12,"offset":0,"size":512})", Host(9000000)),
+      Ev("dmem_buf_copyout", "stop", 16, 1, 16, 4242, "{}", Host(9154000)),
+      Ev("tensor_read", "stop", 17, 1, 17, 4242, "{}", Host(9154000)),
+      // [T] model_switch is not a lane of ours: skipped without a count.
+      Ev("model_switch", "instant", 18, 1, 18, 4242,
+         R"({"device_core_idx":1,"is_neuron_core_work":true,"model_id":3})", Host(9200000)),
+  });
+  ASSERT_TRUE(Parse(doc)) << error_;
+  ASSERT_EQ(out_.events.size(), 4u);
+
+  const nrtprof::Event& load = out_.events[0];
+  EXPECT_EQ(load.kind(), nrtprof::EVENT_DEVICE_DMA);
+  EXPECT_EQ(Name(load), "dma_model_load");
+  EXPECT_TRUE(load.host_clock());
+  EXPECT_EQ(load.start_ns(), 6000100u);  // host monotonic
+  EXPECT_EQ(load.duration_ns(), 154000u);
+  EXPECT_EQ(load.bytes(), 4096u);
+  EXPECT_EQ(load.tid(), 4242u);
+  EXPECT_EQ(load.nc_idx(), 1);
+
+  // The write is one transfer: its copy inside is not counted again.
+  const nrtprof::Event& write = out_.events[1];
+  EXPECT_EQ(Name(write), "dma_h2d");
+  EXPECT_EQ(write.start_ns(), 7000000u);
+  EXPECT_EQ(write.duration_ns(), 154000u);
+  EXPECT_EQ(write.bytes(), 2048u);
+
+  const nrtprof::Event& exec = out_.events[2];
   EXPECT_EQ(exec.kind(), nrtprof::EVENT_DEVICE_EXEC);
-  EXPECT_EQ(strings.Get(exec.name_iid()), "nc_exec_running");
-  EXPECT_EQ(exec.start_ns(), 1000000001000u);
+  EXPECT_EQ(Name(exec), "nc_exec_running");
+  EXPECT_FALSE(exec.host_clock());
+  EXPECT_EQ(exec.start_ns(), 1000003000000u);  // device clock: the daemon maps it
   EXPECT_EQ(exec.duration_ns(), 375000u);
-  EXPECT_EQ(exec.tid(), 4243u);
+  EXPECT_EQ(exec.exec_id(), 5u);
+  EXPECT_EQ(exec.tid(), 4242u);  // [T] thread_id: the calling thread
   EXPECT_EQ(exec.nc_idx(), 1);
-  EXPECT_EQ(exec.device_id(), 7u);
-  EXPECT_EQ(exec.device_parent_id(), 0u);
-  EXPECT_EQ(exec.exec_id(), 11u);
-  EXPECT_EQ(strings.Get(exec.model_name_iid()), "rmsnorm_compiled");
-  EXPECT_EQ(exec.model_handle(), 0u);
-  EXPECT_EQ(exec.correlation_id(), 0u) << "correlation is the daemon's job";
+  EXPECT_EQ(exec.device_id(), 11u);
 
-  const nrtprof::Event& op = out.events[1];
-  EXPECT_EQ(op.kind(), nrtprof::EVENT_DEVICE_OP);
-  EXPECT_EQ(strings.Get(op.name_iid()), "mul");
-  EXPECT_EQ(strings.Get(op.engine_iid()), "vector");
-  EXPECT_EQ(op.device_parent_id(), 7u);
-  EXPECT_EQ(op.exec_id(), 11u);
+  const nrtprof::Event& read = out_.events[3];
+  EXPECT_EQ(Name(read), "dma_d2h");
+  EXPECT_EQ(read.bytes(), 512u);
 
-  const nrtprof::Event& io = out.events[2];
-  EXPECT_EQ(io.kind(), nrtprof::EVENT_DEVICE_DMA);
-  EXPECT_EQ(io.bytes(), 4096u);
-  EXPECT_EQ(strings.Get(io.tensor_name_iid()), "x");
-  EXPECT_EQ(io.exec_id(), 11u);
-  EXPECT_EQ(io.model_name_iid(), 0u);
-
-  const nrtprof::Event& h2d = out.events[3];
-  EXPECT_EQ(strings.Get(h2d.name_iid()), "dma_h2d");
-  EXPECT_EQ(h2d.start_ns(), 18446744073709551000ull) << "device clocks keep all 64 bits";
-  // Byte escapes: "café" then a lone byte 0xff, which is not UTF-8: taken as code points.
-  EXPECT_EQ(strings.Get(h2d.tensor_name_iid()), "caf\xC3\x83\xC2\xA9 \xC3\xBF");
-
-  ASSERT_EQ(out.clock_syncs.size(), 1u);
-  EXPECT_EQ(out.clock_syncs[0].nc_idx(), 0);
-  EXPECT_EQ(out.clock_syncs[0].device_ns(), 1000000000500u);
-  EXPECT_EQ(out.clock_syncs[0].host_monotonic_ns(), 500u);
-  EXPECT_EQ(out.overwritten, 5u);
+  ASSERT_EQ(out_.clock_syncs.size(), 1u);
+  EXPECT_EQ(out_.clock_syncs[0].nc_idx(), 1);
+  EXPECT_EQ(out_.clock_syncs[0].device_ns(), 1000000000000u);
+  EXPECT_EQ(out_.clock_syncs[0].host_monotonic_ns(), 5000000u);
+  EXPECT_EQ(out_.overwritten, 0u);
+  EXPECT_EQ(out_.skipped, 0u);
 }
 
-std::string Cores(int overwritten0, int overwritten1) {
-  return R"({"trace_events":[],"cores":[{"nc_idx":0,"events_overwritten":)" +
-         std::to_string(overwritten0) + R"(},{"nc_idx":1,"events_overwritten":)" +
-         std::to_string(overwritten1) + "}]}";
+// A span's halves in different fetches [H: each event once, oldest first].
+TEST_F(DeviceTraceTest, SpansSplitAcrossFetchesAreJoined) {
+  ASSERT_TRUE(Parse(Doc({Ev("device_exec", "start", 1, 0, 1, 7,
+                            R"({"device_core_idx":0,"exec_id":9,"nc_timestamp_ns":500,"model_id":1})",
+                            500)})))
+      << error_;
+  EXPECT_TRUE(out_.events.empty());
+  ASSERT_TRUE(Parse(Doc({Ev("device_exec", "stop", 2, 0, 2, 7, R"({"nc_timestamp_ns":900})",
+                            900)})))
+      << error_;
+  ASSERT_EQ(out_.events.size(), 1u);
+  EXPECT_EQ(out_.events[0].start_ns(), 500u);
+  EXPECT_EQ(out_.events[0].duration_ns(), 400u);
+  EXPECT_EQ(out_.events[0].exec_id(), 9u);
+  // A new capture forgets what the old one left open.
+  ASSERT_TRUE(Parse(Doc({Ev("device_exec", "start", 3, 0, 1, 7,
+                            R"({"device_core_idx":0,"exec_id":10,"nc_timestamp_ns":1000,"model_id":1})",
+                            1000)}),
+                    /*generation=*/2));
+  ASSERT_TRUE(Parse(Doc({}), /*generation=*/3));
+  ASSERT_TRUE(Parse(Doc({Ev("device_exec", "stop", 4, 0, 2, 7, R"({"nc_timestamp_ns":1400})",
+                            1400)}),
+                    /*generation=*/3));
+  EXPECT_EQ(out_.events.size(), 1u) << "a stop without its start is no execution";
 }
 
-TEST(DeviceTraceTest, OverwrittenCountsAreCumulativePerCaptureAndAddUpAcrossCaptures) {
-  StringTable strings;
-  DeviceTraceParser parser(&strings);
-  std::string error;
-  DeviceTraceOutput out;
-  ASSERT_TRUE(parser.Parse(1, Cores(3, 0), &out, &error));
-  ASSERT_TRUE(parser.Parse(1, Cores(3, 2), &out, &error));
-  ASSERT_TRUE(parser.Parse(1, Cores(10, 2), &out, &error));
-  EXPECT_EQ(parser.overwritten_total(), 12u);
-  // A new capture counts from zero again.
-  ASSERT_TRUE(parser.Parse(2, Cores(1, 0), &out, &error));
-  EXPECT_EQ(parser.overwritten_total(), 13u);
-  EXPECT_EQ(out.overwritten, 13u);
+// [S] a newer runtime may add types, members and data keys; [S] nrta_seq_id may appear;
+// [T] model_name may follow model_id where the runtime knows it.
+TEST_F(DeviceTraceTest, UnknownTypesAndMembersAreCountedNotFatal) {
+  const std::string doc = Doc({
+      Ev("cc_exec", "start", 1, 0, 1, 7,
+         R"({"gid":0,"op_id":3,"nc_timestamp_ns":10,"exec_id":1,"algorithm":"ring"})", 10),
+      Ev("device_exec", "start", 2, 0, 2, 7,
+         R"({"device_core_idx":0,"exec_id":4,"nc_timestamp_ns":100,"model_id":2,)"
+         R"("model_name":"mlp\u00e9","future_key":[1,{"x":null}]})",
+         100, R"(,"nrta_seq_id":77,"future_member":"x")"),
+      Ev("device_exec", "stop", 3, 0, 3, 7, R"({"nc_timestamp_ns":200})", 200),
+      Ev("some_new_type", "instant", 4, 0, 4, 7, "{}", 300),
+      Ev("device_exec", "unknown", 5, 0, 5, 7, "{}", 300),
+  });
+  ASSERT_TRUE(Parse(doc)) << error_;
+  ASSERT_EQ(out_.events.size(), 1u);
+  EXPECT_EQ(out_.events[0].duration_ns(), 100u);
+  EXPECT_EQ(strings_.Get(out_.events[0].model_name_iid()), "mlp\xC3\xA9");
+  EXPECT_EQ(out_.skipped, 3u);  // cc_exec, some_new_type, phase "unknown"
+  EXPECT_EQ(parser_.unknown_types_total(), 3u);
+  EXPECT_EQ(parser_.unknown_members_total(), 2u);  // future_key, future_member
+  EXPECT_EQ(parser_.malformed_total(), 0u);
 }
 
-TEST(DeviceTraceTest, ADocumentThatIsNotATraceIsRejectedWhole) {
-  StringTable strings;
-  DeviceTraceParser parser(&strings);
-  DeviceTraceOutput out;
-  std::string error;
-  EXPECT_FALSE(parser.Parse(1, "{\"trace_events\": [", &out, &error));
-  EXPECT_FALSE(parser.Parse(1, "[]", &out, &error));
-  EXPECT_FALSE(parser.Parse(1, "{\"cores\": []}", &out, &error));
-  EXPECT_TRUE(out.events.empty());
-  EXPECT_EQ(parser.overwritten_total(), 0u);
+// [A] nc_local_id numbers a core's events one after another: a gap is events the ring
+// overwrote. Where a capture's numbering starts is not known, so its first event sets it.
+TEST_F(DeviceTraceTest, GapsInACoresLocalIdsAreOverwrittenEvents) {
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 1, 0, 4, 7, "{}", 1),
+                         Ev("model_switch", "instant", 2, 1, 1, 7, "{}", 1)})));
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 3, 0, 10, 7, "{}", 1),
+                         Ev("model_switch", "instant", 4, 1, 2, 7, "{}", 1)})));
+  EXPECT_EQ(parser_.overwritten_total(), 5u);
+  // A new capture starts its own count.
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 5, 0, 1, 7, "{}", 1),
+                         Ev("model_switch", "instant", 6, 0, 3, 7, "{}", 1)}),
+                    2));
+  EXPECT_EQ(parser_.overwritten_total(), 6u);
+  EXPECT_EQ(out_.overwritten, 6u);
+}
+
+TEST_F(DeviceTraceTest, MalformedDocumentsAreRefusedWholeAndCounted) {
+  const std::string good = Ev("device_exec", "start", 1, 0, 1, 7,
+                              R"({"device_core_idx":0,"exec_id":4,"nc_timestamp_ns":1,"model_id":2})",
+                              1);
+  const std::string stop =
+      Ev("device_exec", "stop", 2, 0, 2, 7, R"({"nc_timestamp_ns":5})", 5);
+  for (const std::string& bad : std::vector<std::string>{
+           std::string("{\"events\":["),                                  // cut short
+           std::string("[]"),                                             // not an object
+           std::string(R"({"trace_events":[],"cores":[]})"),             // our old shape
+           "{\"events\":[" + good + "," + stop + "]}",                   // no data_version
+           "{\"events\":[" + good + "," + stop + "],\"data_version\":3}",  // another version
+           "{\"events\":[" + good + "," + stop + "],\"data_version\":2} x",  // trailing text
+           Doc({good, R"({"event_type":"device_exec","phase":"stop"})"}),  // members missing
+           Doc({good, Ev("device_exec", "stop", 2, 0, 2, 7, R"({"nc_timestamp_ns":"5"})", 5)}),
+           Doc({good, Ev("device_exec", "stop", -2, 0, 2, 7, "{}", 5)}),  // a negative id
+           Doc({good, Ev("device_exec", "stop", 2, 0, 2, 7, "[]", 5)}),   // data not an object
+       }) {
+    DeviceTraceOutput out;
+    std::string error;
+    EXPECT_FALSE(parser_.Parse(1, bad, &out, &error)) << bad;
+    EXPECT_FALSE(error.empty());
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    EXPECT_TRUE(out.events.empty()) << bad;
+    EXPECT_GE(out.malformed, 1u) << bad;
+  }
+  EXPECT_GE(parser_.malformed_total(), 10u);
+  // Nothing of a refused document stays behind: the start above was never opened.
+  ASSERT_TRUE(Parse(Doc({stop})));
+  EXPECT_TRUE(out_.events.empty());
+}
+
+// Values no runtime writes but a document can hold: kept from reaching the daemon, which would
+// refuse the whole batch they came in.
+TEST_F(DeviceTraceTest, ImplausibleValuesAreMalformedEventsNotRefusedBatches) {
+  ASSERT_TRUE(Parse(Doc({
+      Ev("device_exec", "start", 1, 5000, 1, 7,
+         R"({"device_core_idx":0,"exec_id":1,"nc_timestamp_ns":1,"model_id":1})", 1),
+      Ev("device_exec", "start", 2, 0, 1, 7,
+         R"({"device_core_idx":0,"exec_id":2,"nc_timestamp_ns":1,"model_id":1})", 1),
+      Ev("device_exec", "stop", 3, 0, 2, 7, R"({"nc_timestamp_ns":18446744073709551615})",
+         18446744073709551615ull),
+      Ev("tensor_write", "start", 4, 0, 3, 7, R"({"tensor_id":1,"size":4})",
+         18446744073709551615ull),
+      Ev("tensor_write", "stop", 5, 0, 4, 7, "{}", 18446744073709551615ull),
+  })))
+      << error_;
+  EXPECT_EQ(out_.malformed, 2u);  // the core past 4095, the execution of 584 years
+  ASSERT_EQ(out_.events.size(), 1u);
+  EXPECT_EQ(out_.events[0].duration_ns(), 0u);
+  EXPECT_EQ(out_.events[0].start_ns(), 18446744073709551615ull - kRealtimeOffset);
+}
+
+TEST_F(DeviceTraceTest, WhitespaceAndEscapesAreJson) {
+  // Not what the runtime writes (it is compact [S]), but JSON all the same.
+  const std::string doc =
+      "{ \"events\" : [ {\"event_type\":\"device_\\u0065xec\", \"phase\":\"start\", \"id\":1,"
+      "\"nc_idx\":0,\"nc_local_id\":1,\"tracking_id\":2,\"thread_id\":7,\"worker_gid\":-1,"
+      "\"data\":{ \"exec_id\":1 ,\"nc_timestamp_ns\":3},\"timestamp_ns\":3 } ] ,\n"
+      "\"data_version\" : 2 }\n";
+  ASSERT_TRUE(Parse(doc)) << error_;
+  EXPECT_EQ(parser_.unknown_types_total(), 0u);
 }
 
 }  // namespace

@@ -126,8 +126,8 @@ SysTraceFunctions ResolveSysTrace(CoreState* core) {
 // Roughly how many events a document holds, for what is dropped unparsed.
 uint64_t CountEvents(const std::string& json) {
   uint64_t n = 0;
-  for (size_t at = json.find("\"type\":"); at != std::string::npos;
-       at = json.find("\"type\":", at + 1)) {
+  for (size_t at = json.find("\"event_type\":"); at != std::string::npos;
+       at = json.find("\"event_type\":", at + 1)) {
     ++n;
   }
   return n;
@@ -536,8 +536,11 @@ nrtprof::DropCounters Flusher::Drops() {
     std::lock_guard<std::mutex> lock(queue_mu_);
     device_overwritten.hardware += documents_dropped_;  // fetched but never parsed
   }
+  LaneCounts device_malformed;
+  device_malformed.hardware = device_parser_.malformed_total();
   nrtprof::DropCounters drops;
   drops.set_ring_full(ring_full.total());
+  drops.set_device_malformed(device_malformed.total());
   drops.set_daemon_away(daemon_away_.total());
   drops.set_device_overwritten(device_overwritten.total());
   drops.set_oversized(oversized_.total());
@@ -545,7 +548,8 @@ nrtprof::DropCounters Flusher::Drops() {
   drops.set_no_memory(no_memory_.total());
   LaneCounts all = ring_full;
   for (const LaneCounts* c :
-       {&daemon_away_, &device_overwritten, &oversized_, &spool_full_, &no_memory_}) {
+       {&daemon_away_, &device_overwritten, &oversized_, &spool_full_, &no_memory_,
+        &device_malformed}) {
     all += *c;
   }
   drops.mutable_by_lane()->set_framework(all.framework);

@@ -15,6 +15,7 @@
 
 namespace {
 
+using nrtsim::testing::FetchedTrace;
 using nrtsim::testing::Fetch;
 using nrtsim::testing::Num;
 using nrtsim::testing::Str;
@@ -105,13 +106,24 @@ TEST(Concurrency, ManyThreadsOnSeveralCores) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
 
-  const auto execs = Fetch().OfType("nc_exec_running");
+  const FetchedTrace trace = Fetch();
+  const auto execs = trace.OfType("device_exec", "start");
   ASSERT_EQ(execs.size(), static_cast<size_t>(kThreads * kIters));
+  // Per core, executions start and stop one at a time: stops pair with starts in order.
+  std::map<double, std::vector<double>> stops;
+  for (const auto& e : trace.OfType("device_exec", "stop")) {
+    stops[Num(e, "nc_idx")].push_back(Num(e, "timestamp_ns"));
+  }
+  std::map<double, size_t> next_stop;
   std::map<std::string, std::vector<std::pair<double, double>>> per_core;
   std::map<double, std::vector<std::pair<double, double>>> per_thread;  // tid -> (exec_id, start)
   for (const auto& e : execs) {
-    per_core[Str(e, "group")].push_back({Num(e, "timestamp"), Num(e, "duration")});
-    per_thread[Num(e, "thread_id")].push_back({Num(e, "exec_id"), Num(e, "timestamp")});
+    const double core = Num(e, "nc_idx");
+    const double start = Num(e, "timestamp_ns");
+    const double stop = stops[core].at(next_stop[core]++);
+    per_core[std::to_string(static_cast<int>(core))].push_back({start, stop - start});
+    per_thread[Num(e, "thread_id")].push_back(
+        {Num(e.fields().at("data").struct_value(), "exec_id"), start});
   }
   EXPECT_EQ(per_core.size(), static_cast<size_t>(kCores));
   for (auto& [core, spans] : per_core) {

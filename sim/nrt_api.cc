@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
+#include "nrt/nrt_profile.h"
 #include "nrt/nrt_sys_trace.h"
 #include "runtime.h"
 #include "sys_trace.h"
@@ -328,6 +329,14 @@ NRT_STATUS nrt_get_model_info(const nrt_model_t* model, nrt_model_info_t* info,
   if (info_size_out != nullptr) *info_size_out = n;
   return NRT_SUCCESS;
 }
+
+// --- nrt_profile.h ---
+
+NRT_STATUS nrt_profile_start(nrt_model_t* model, const char* filename) {
+  return Runtime::Get().ProfileStart(model, filename);
+}
+
+NRT_STATUS nrt_profile_stop(const char* filename) { return Runtime::Get().ProfileStop(filename); }
 
 // --- nrt_sys_trace.h ---
 

@@ -63,6 +63,10 @@ class Runtime {
   NRT_STATUS AddToSet(void* set, const char* name, nrt_tensor_t* tensor);
   NRT_STATUS GetFromSet(void* set, const char* name, nrt_tensor_t** tensor);
 
+  // Device profiles (nrt/nrt_profile.h): what happens inside a model's executions.
+  NRT_STATUS ProfileStart(nrt_model_t* model, const char* filename);
+  NRT_STATUS ProfileStop(const char* filename);
+
   NRT_STATUS TraceStart(const TraceCaptureConfig& config);
   NRT_STATUS TraceStop();
   NRT_STATUS TraceFetch(const TraceFetchOptions& options, std::string* json);
@@ -86,15 +90,41 @@ class Runtime {
   NRT_STATUS BindTensors(const nrt_model& model, const void* set, bool inputs,
                          std::vector<Region>* regions) ABSL_LOCKS_EXCLUDED(mu_);
   NRT_STATUS ChargeDeviceMemory(int vnc, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How a host-initiated transfer shows in the system trace: the device-memory copy
+  // (dmem_buf_copyin/copyout), inside a tensor_write/tensor_read span when `tensor_call`.
+  struct TransferTrace {
+    bool to_device = true;
+    bool tensor_call = true;
+    uint64_t tensor_id = 0;
+    uint64_t offset = 0;
+  };
+  static TransferTrace WriteTrace(const Region& r) { return TraceOf(r, true); }
+  static TransferTrace ReadTrace(const Region& r) { return TraceOf(r, false); }
+  static TransferTrace TraceOf(const Region& r, bool to_device) {
+    TransferTrace t;
+    t.to_device = to_device;
+    // The tensor's memory stands for its id: the same for every tensor (or slice) on it.
+    t.tensor_id = reinterpret_cast<uintptr_t>(r.storage.get());
+    t.offset = r.offset;
+    return t;
+  }
   // Times a host-initiated transfer on `vnc`'s queue, runs `move` in its slot and records it.
-  void DeviceTransfer(int vnc, const char* name, uint64_t duration_ns, uint64_t bytes,
-                      const std::string& tensor_name, const std::function<void()>& move)
+  // Returns the transfer's end on the device clock.
+  uint64_t DeviceTransfer(int vnc, uint64_t duration_ns, uint64_t bytes,
+                          const TransferTrace& trace, const std::function<void()>& move)
       ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  // *device_end: the execution's end on the device clock.
   NRT_STATUS RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
-                     const std::vector<Region>& inputs, const std::vector<Region>& outputs)
+                     const std::vector<Region>& inputs, const std::vector<Region>& outputs,
+                     uint64_t* device_end)
       ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  // Records device_exec start/stop (and a model_switch when the core ran another model last).
   void RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
                        uint64_t exec_id, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+  // A host span of an API call (nrt_load, nrt_execute) on `vnc`'s ring.
+  // `model`: the call's model, or null (its id and name are written where the phase has them).
+  void RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc, const nrt_model* model,
+                  uint64_t host_ns, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   void FreeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Standard mutexes rather than absl::Mutex: Debian's abseil is not built with ThreadSanitizer,
@@ -104,6 +134,8 @@ class Runtime {
   DeviceConfig config_ ABSL_GUARDED_BY(life_mu_);
   std::vector<std::unique_ptr<NeuronCore>> cores_ ABSL_GUARDED_BY(life_mu_);
   std::unique_ptr<SysTrace> trace_ ABSL_GUARDED_BY(life_mu_);
+  // Per core, the model it executed last (for model_switch events); 0: none yet.
+  std::unique_ptr<std::atomic<uint64_t>[]> last_model_ ABSL_GUARDED_BY(life_mu_);
   DeviceClock clock_;
 
   std::mutex mu_;  // acquired after life_mu_
@@ -113,6 +145,22 @@ class Runtime {
   std::unordered_map<const void*, std::unique_ptr<TensorSet>> sets_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> device_bytes_used_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> models_per_core_ ABSL_GUARDED_BY(mu_);
+
+  // Device profiles in progress, by model id: the file named at the start and each execution
+  // of the model since, with its costs (ops and I/O DMA inside it, device clock).
+  struct ProfiledExecution {
+    uint64_t exec_id = 0;
+    uint64_t start_ns = 0;
+    ExecutionCost cost;
+  };
+  struct DeviceProfile {
+    std::string filename;
+    std::shared_ptr<nrt_model> model;
+    std::vector<ProfiledExecution> executions;
+  };
+  std::mutex profile_mu_;  // acquired after mu_, or alone
+  std::unordered_map<uint64_t, DeviceProfile> profiles_ ABSL_GUARDED_BY(profile_mu_);
+  std::atomic<int> profiling_{0};  // profiles_.size(): executions skip the lock when 0
 
   std::atomic<uint64_t> next_model_id_{1};
   std::atomic<uint64_t> next_exec_id_{1};

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +12,14 @@
 namespace nrtsim {
 namespace {
 
+// The real runtime's snake_case names for these types (public notes on its JSON serializer).
 constexpr const char* kTypeNames[kNumTraceEventTypes] = {
-    "nc_exec_running", "nc_engine_op", "dma_transfer", "timestamp_sync_point"};
+    "nrt_load",        "nrt_execute",      "device_exec",  "tensor_read",   "tensor_write",
+    "dmem_buf_copyin", "dmem_buf_copyout", "model_switch", "timestamp_sync"};
+constexpr const char* kPhaseNames[] = {"start", "stop", "instant"};
+
+// The document's tracking_id when the caller has none: a sequence with the core in bit 50 up.
+constexpr int kTrackingCoreShift = 50;
 
 uint64_t ReadClock(clockid_t id) {
   timespec ts;
@@ -22,34 +27,89 @@ uint64_t ReadClock(clockid_t id) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void AppendEventJson(const TraceEvent& e, const std::string& pid, std::string* out) {
-  absl::StrAppend(out, "{\"name\":");
-  AppendJsonString(e.name, out);
-  absl::StrAppend(out, ",\"type\":\"", kTypeNames[static_cast<int>(e.type)], "\"");
-  absl::StrAppendFormat(out, ",\"group\":\"nrt-nc-%03u\"", e.nc_idx);
-  absl::StrAppend(out, ",\"id\":", e.id, ",\"parent_id\":", e.parent_id,
-                  ",\"timestamp\":", e.timestamp_ns, ",\"duration\":", e.duration_ns,
-                  ",\"process_id\":\"", pid, "\",\"thread_id\":", e.thread_id,
-                  ",\"lnc_idx\":\"", e.nc_idx, "\",\"nc_idx\":", e.nc_idx);
+void AppendModelName(const TraceEvent& e, std::string* out) {
+  if (e.model_name.empty()) return;
+  out->append(",\"model_name\":");
+  AppendJsonString(e.model_name, out);
+}
+
+// The variant's fields, only on the phase that carries them; "{}" otherwise. Sets *device_ts
+// when the variant has nc_timestamp_ns (the event's timestamp_ns is then that).
+void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
+  *device_ts = false;
+  out->push_back('{');
+  const bool start = e.phase == TracePhase::kStart;
+  const bool stop = e.phase == TracePhase::kStop;
+  const bool instant = e.phase == TracePhase::kInstant;
   switch (e.type) {
-    case TraceEventType::kExecution:
-    case TraceEventType::kEngineOp:
-      absl::StrAppend(out, ",\"model_name\":");
-      AppendJsonString(e.model_name, out);
-      absl::StrAppend(out, ",\"model_id\":", e.model_id, ",\"exec_id\":", e.exec_id);
-      if (e.engine != nullptr) absl::StrAppend(out, ",\"engine\":\"", e.engine, "\"");
+    case TraceEventType::kNrtLoad:
+      if (stop) {
+        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+      }
       break;
-    case TraceEventType::kDma:
-      absl::StrAppend(out, ",\"size\":", e.size, ",\"tensor_name\":");
-      AppendJsonString(e.tensor_name, out);
-      if (e.exec_id != 0) absl::StrAppend(out, ",\"exec_id\":", e.exec_id);
+    case TraceEventType::kNrtExecute:
+      if (start) {
+        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+      }
       break;
-    case TraceEventType::kSyncPoint:
-      absl::StrAppend(out, ",\"host_monotonic_ns\":", e.host_monotonic_ns,
-                      ",\"host_realtime_ns\":", e.host_realtime_ns);
+    case TraceEventType::kDeviceExec:
+      if (start) {
+        absl::StrAppend(out, "\"device_core_idx\":", e.device_core_idx,
+                        ",\"exec_id\":", e.exec_id, ",\"nc_timestamp_ns\":", e.nc_timestamp_ns,
+                        ",\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+        *device_ts = true;
+      } else if (stop) {
+        absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns);
+        *device_ts = true;
+      }
+      break;
+    case TraceEventType::kTensorRead:
+    case TraceEventType::kTensorWrite:
+      if (start) absl::StrAppend(out, "\"tensor_id\":", e.tensor_id, ",\"size\":", e.size);
+      break;
+    case TraceEventType::kDmemBufCopyin:
+    case TraceEventType::kDmemBufCopyout:
+      if (start) {
+        // mem_type 1: device memory (HBM), the only kind the simulator copies to or from.
+        absl::StrAppend(out, "\"mem_type\":1,\"mem_handle\":", e.mem_handle,
+                        ",\"offset\":", e.offset, ",\"size\":", e.size);
+      }
+      break;
+    case TraceEventType::kModelSwitch:
+      if (instant) {
+        absl::StrAppend(out, "\"device_core_idx\":", e.device_core_idx,
+                        ",\"is_neuron_core_work\":", e.is_neuron_core_work ? "true" : "false",
+                        ",\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+      }
+      break;
+    case TraceEventType::kTimestampSync:
+      if (instant) {
+        absl::StrAppend(out, "\"exec_id\":", e.exec_id,
+                        ",\"nc_timestamp_ns\":", e.nc_timestamp_ns,
+                        ",\"cpu_timestamp_ns\":", e.cpu_timestamp_ns);
+        *device_ts = true;
+      }
       break;
   }
   out->push_back('}');
+}
+
+void AppendEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out) {
+  absl::StrAppend(out, "{\"event_type\":\"", kTypeNames[static_cast<int>(e.type)],
+                  "\",\"phase\":\"", kPhaseNames[static_cast<int>(e.phase)], "\",\"id\":", e.id,
+                  ",\"nc_idx\":", e.nc_idx, ",\"nc_local_id\":", e.nc_local_id,
+                  ",\"tracking_id\":", e.tracking_id, ",\"thread_id\":", e.thread_id,
+                  ",\"worker_gid\":", worker_gid, ",\"data\":");
+  bool device_ts = false;
+  AppendData(e, out, &device_ts);
+  absl::StrAppend(out, ",\"timestamp_ns\":", device_ts ? e.nc_timestamp_ns : e.host_timestamp_ns,
+                  "}");
+  // nrta_seq_id is written only by events of asynchronous executions, which the simulator
+  // does not model.
 }
 
 }  // namespace
@@ -84,6 +144,8 @@ void AppendJsonString(const std::string& s, std::string* out) {
 SysTrace::SysTrace(uint32_t num_cores, int64_t device_clock_offset_ns)
     : num_cores_(num_cores), device_clock_offset_ns_(device_clock_offset_ns) {
   for (uint32_t i = 0; i < num_cores; ++i) rings_.push_back(std::make_unique<Ring>());
+  realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
+                                     static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
 }
 
 absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
@@ -95,6 +157,8 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
     if (recording_.load()) return absl::FailedPreconditionError("system trace already started");
     config_ = config;
   }
+  realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
+                                     static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     Ring& ring = *rings_[nc];
     std::lock_guard<std::mutex> lock(ring.mu);
@@ -102,6 +166,7 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
     ring.slots.assign(enabled ? config.max_events_per_nc : 0, TraceEvent{});
     ring.head = ring.size = 0;
     ring.overwritten = 0;
+    ring.next_local_id = 1;  // each capture numbers a core's events from 1
   }
   ever_started_.store(true);
   recording_.store(true);
@@ -124,12 +189,25 @@ bool SysTrace::Wants(uint32_t nc_idx, TraceEventType type) const {
          config_.enabled_types[static_cast<int>(type)];
 }
 
+uint64_t SysTrace::HostNow() const { return ReadClock(CLOCK_REALTIME); }
+
+uint64_t SysTrace::HostTimeOfDevice(uint64_t device_ns) const {
+  return static_cast<uint64_t>(static_cast<int64_t>(device_ns) - device_clock_offset_ns_ +
+                               realtime_minus_monotonic_ns_.load(std::memory_order_relaxed));
+}
+
 void SysTrace::Record(TraceEvent event) {
   if (!Wants(event.nc_idx, event.type)) return;
+  event.id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  if (event.tracking_id == 0) {
+    event.tracking_id = next_tracking_.fetch_add(1, std::memory_order_relaxed) |
+                        (static_cast<uint64_t>(event.nc_idx) << kTrackingCoreShift);
+  }
   Ring& ring = *rings_[event.nc_idx];
   std::lock_guard<std::mutex> lock(ring.mu);
   const size_t cap = ring.slots.size();
   if (cap == 0) return;
+  event.nc_local_id = ring.next_local_id++;
   if (ring.size == cap) {
     ring.slots[ring.head] = std::move(event);
     ring.head = (ring.head + 1) % cap;
@@ -142,23 +220,27 @@ void SysTrace::Record(TraceEvent event) {
 
 void SysTrace::RecordSyncPoints() {
   const uint64_t mono = ReadClock(CLOCK_MONOTONIC);
-  const uint64_t real = ReadClock(CLOCK_REALTIME);
+  const int64_t tid = gettid();
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     TraceEvent e;
-    e.type = TraceEventType::kSyncPoint;
-    e.name = "timestamp_sync_point";
-    e.id = NextEventId();
-    e.timestamp_ns = static_cast<uint64_t>(static_cast<int64_t>(mono) + device_clock_offset_ns_);
+    e.type = TraceEventType::kTimestampSync;
+    e.phase = TracePhase::kInstant;
     e.nc_idx = nc;
-    e.thread_id = gettid();
-    e.host_monotonic_ns = mono;
-    e.host_realtime_ns = real;
+    e.thread_id = tid;
+    e.nc_timestamp_ns = static_cast<uint64_t>(static_cast<int64_t>(mono) + device_clock_offset_ns_);
+    e.cpu_timestamp_ns = HostTimeOfDevice(e.nc_timestamp_ns);
+    e.host_timestamp_ns = e.cpu_timestamp_ns;
     Record(std::move(e));
   }
 }
 
+uint64_t SysTrace::overwritten(uint32_t nc) {
+  if (nc >= num_cores_) return 0;
+  std::lock_guard<std::mutex> lock(rings_[nc]->mu);
+  return rings_[nc]->overwritten;
+}
+
 void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, bool* first) {
-  static const std::string pid = std::to_string(getpid());
   Ring& ring = *rings_[nc];
   std::lock_guard<std::mutex> fetching(ring.fetch_mu);
   size_t capacity = 0;
@@ -189,17 +271,19 @@ void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, b
       for (size_t i = 0; i < n; ++i) {
         TraceEvent& e = ring.slots[(ring.head + i) % cap];
         taken.push_back(std::move(e));
-        e = TraceEvent{};  // release strings now, not at the next overwrite
+        e = TraceEvent{};
       }
       if (cap != 0) ring.head = (ring.head + n) % cap;
       ring.size -= n;
     }
   }
+  // One worker per NeuronCore in the simulator: its global id is the core's index.
+  const int64_t worker_gid = nc < num_cores_ ? static_cast<int64_t>(nc) : -1;
   for (size_t i = 0; i < n; ++i) {
     TraceEvent& e = swapped ? ring.spare[(head + i) % ring.spare.size()] : taken[i];
     if (!*first) json->push_back(',');
     *first = false;
-    AppendEventJson(e, pid, json);
+    AppendEventJson(e, worker_gid, json);
     if (swapped) e = TraceEvent{};  // the spare is empty again for the next fetch
   }
 }
@@ -214,27 +298,13 @@ absl::Status SysTrace::Fetch(const TraceFetchOptions& options, std::string* json
   }
   if (Recording()) RecordSyncPoints();
   json->clear();
-  absl::StrAppend(json, "{\"trace_events\":[");
+  absl::StrAppend(json, "{\"events\":[");
   bool first = true;
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     if (options.nc_idx >= 0 && static_cast<uint32_t>(options.nc_idx) != nc) continue;
     AppendCore(nc, options.max_events_per_nc, json, &first);
   }
-  absl::StrAppend(json, "],\"cores\":[");
-  first = true;
-  for (uint32_t nc = 0; nc < num_cores_; ++nc) {
-    if (options.nc_idx >= 0 && static_cast<uint32_t>(options.nc_idx) != nc) continue;
-    Ring& ring = *rings_[nc];
-    std::lock_guard<std::mutex> lock(ring.mu);
-    absl::StrAppendFormat(json,
-                          "%s{\"nc_idx\":%u,\"group\":\"nrt-nc-%03u\",\"capacity\":%u,"
-                          "\"events_pending\":%u,\"events_overwritten\":%u}",
-                          first ? "" : ",", nc, nc, ring.slots.size(), ring.size,
-                          ring.overwritten);
-    first = false;
-  }
-  absl::StrAppend(json, "],\"clock\":{\"device_minus_host_monotonic_ns\":",
-                  device_clock_offset_ns_, "}}");
+  absl::StrAppend(json, "],\"data_version\":2}");
   return absl::OkStatus();
 }
 

@@ -1,61 +1,83 @@
-// The runtime's system trace: per-NeuronCore ring buffers of device events, handed out once
-// each as JSON through nrt_sys_trace_fetch_events().
+// The runtime's system trace: per-NeuronCore ring buffers of events, handed out once each as
+// JSON through nrt_sys_trace_fetch_events(), in the real runtime's document shape:
+//   {"events":[{event}, ...],"data_version":2}
+// (sim/README.md, "System trace", lists the fields and where each fact comes from).
 //
-// Who uses it: the runtime records an event for every execution (nc_exec_running), the engine
-// work and I/O DMA inside it, host-initiated DMA transfers, and clock sync points. Anyone may
-// fetch. Thread-safe: each core's ring has its own lock; Recording() is a relaxed atomic load
-// so the runtime can skip building events when no capture is in force.
+// Who uses it: the runtime records the spans of its API calls (nrt_load, nrt_execute), each
+// execution on a NeuronCore (device_exec start/stop, device clock), host-initiated transfers
+// (tensor_read/tensor_write with the device-memory copy inside, dmem_buf_copyin/copyout),
+// model switches on a core, and clock sync points (timestamp_sync). What happens inside an
+// execution (engine ops, I/O DMA) is not here: like the real runtime, it goes to the device
+// profile, not the system trace. Anyone may fetch.
+//
+// Thread-safe: each core's ring has its own lock; Recording() is a relaxed atomic load so the
+// runtime can skip building events when no capture is in force.
 #ifndef NRTPROF_SIM_SYS_TRACE_H_
 #define NRTPROF_SIM_SYS_TRACE_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include <mutex>
 
 namespace nrtsim {
 
+// The event types this runtime records, by their names in the document (the real runtime's
+// snake_case names; it has more, which the simulator never records).
 enum class TraceEventType : uint8_t {
-  kExecution = 0,  // "nc_exec_running"
-  kEngineOp = 1,   // "nc_engine_op"
-  kDma = 2,        // "dma_transfer"
-  kSyncPoint = 3,  // "timestamp_sync_point"
+  kNrtLoad = 0,         // "nrt_load": the nrt_load call (host clock)
+  kNrtExecute = 1,      // "nrt_execute": the nrt_execute call (host clock)
+  kDeviceExec = 2,      // "device_exec": the execution on its NeuronCore (device clock)
+  kTensorRead = 3,      // "tensor_read": a host-initiated read of a device tensor (host clock)
+  kTensorWrite = 4,     // "tensor_write": a host-initiated write of a device tensor
+  kDmemBufCopyin = 5,   // "dmem_buf_copyin": host -> device memory copy (host clock)
+  kDmemBufCopyout = 6,  // "dmem_buf_copyout": device -> host memory copy
+  kModelSwitch = 7,     // "model_switch": a core starts running another model than before
+  kTimestampSync = 8,   // "timestamp_sync": one instant on the device's and the host's clocks
 };
-inline constexpr int kNumTraceEventTypes = 4;
+inline constexpr int kNumTraceEventTypes = 9;
 const char* TraceEventTypeName(TraceEventType type);
 bool TraceEventTypeFromName(const std::string& name, TraceEventType* type);
 
+enum class TracePhase : uint8_t { kStart = 0, kStop = 1, kInstant = 2 };
+
 struct TraceEvent {
-  TraceEventType type = TraceEventType::kExecution;
-  const char* name = "";      // static string: "nc_exec_running", an op name, "dma_h2d", ...
-  uint64_t id = 0;            // unique within the process
-  uint64_t parent_id = 0;     // the enclosing execution's id, or 0
-  uint64_t timestamp_ns = 0;  // device clock
-  uint64_t duration_ns = 0;
+  TraceEventType type = TraceEventType::kDeviceExec;
+  TracePhase phase = TracePhase::kInstant;
+  uint64_t id = 0;          // unique within the process (assigned by Record)
   uint32_t nc_idx = 0;
-  int64_t thread_id = 0;      // the host thread that submitted the work
-  // Executions and their ops.
-  std::string model_name;
+  uint64_t nc_local_id = 0;  // per core, from 1 (assigned by Record)
+  uint64_t tracking_id = 0;  // 0: Record makes one, sequence | nc_idx << 50
+  int64_t thread_id = 0;     // the calling thread's tid
+  // Host events: CLOCK_REALTIME ns. Events with nc_timestamp_ns: ignored, the document's
+  // timestamp_ns is the device timestamp.
+  uint64_t host_timestamp_ns = 0;
+  // The variant's fields, written only on its own phase (see AppendData in sys_trace.cc).
+  uint64_t nc_timestamp_ns = 0;
+  uint64_t cpu_timestamp_ns = 0;
   uint64_t model_id = 0;
+  // Written as model_name after model_id where the type has a model_id (the real runtime
+  // does so when it knows the name); empty: left out.
+  std::string model_name;
   uint64_t exec_id = 0;
-  const char* engine = nullptr;  // engine ops
-  // DMA.
+  uint32_t device_core_idx = 0;
+  uint64_t tensor_id = 0;
   uint64_t size = 0;
-  std::string tensor_name;
-  // Sync points: the same instant on the host's clocks.
-  uint64_t host_monotonic_ns = 0;
-  uint64_t host_realtime_ns = 0;
+  uint64_t mem_handle = 0;
+  uint64_t offset = 0;
+  bool is_neuron_core_work = true;
 };
 
 struct TraceCaptureConfig {
   uint64_t max_events_per_nc = 1 << 15;
   uint64_t enabled_cores = ~0ull;  // bit i: NeuronCore i
-  bool enabled_types[kNumTraceEventTypes] = {true, true, true, true};
+  bool enabled_types[kNumTraceEventTypes] = {true, true, true, true, true,
+                                             true, true, true, true};
 };
 
 struct TraceFetchOptions {
@@ -76,7 +98,11 @@ class SysTrace {
   bool Recording() const { return recording_.load(std::memory_order_relaxed); }
 
   bool Wants(uint32_t nc_idx, TraceEventType type) const;
-  uint64_t NextEventId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Host CLOCK_REALTIME ns now, and the host time of a device timestamp (both on the capture's
+  // one reading of CLOCK_REALTIME - CLOCK_MONOTONIC, so host spans and device spans line up).
+  uint64_t HostNow() const;
+  uint64_t HostTimeOfDevice(uint64_t device_ns) const;
 
   // Appends to the core's ring if capture is on for that core and type; a full ring
   // overwrites its oldest event and counts it.
@@ -85,6 +111,9 @@ class SysTrace {
   // Records a sync point on every enabled core, then removes and returns as JSON the oldest
   // events of each selected core. Fails if no capture was ever started.
   absl::Status Fetch(const TraceFetchOptions& options, std::string* json);
+
+  // Events overwritten on `nc` since the capture started (the document does not say).
+  uint64_t overwritten(uint32_t nc);
 
  private:
   struct Ring {
@@ -98,6 +127,7 @@ class SysTrace {
     size_t head ABSL_GUARDED_BY(mu) = 0;  // index of the oldest event
     size_t size ABSL_GUARDED_BY(mu) = 0;
     uint64_t overwritten ABSL_GUARDED_BY(mu) = 0;
+    uint64_t next_local_id ABSL_GUARDED_BY(mu) = 1;
   };
 
   void RecordSyncPoints();
@@ -109,13 +139,15 @@ class SysTrace {
   std::atomic<bool> recording_{false};
   std::atomic<bool> ever_started_{false};
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> next_tracking_{1};
+  std::atomic<int64_t> realtime_minus_monotonic_ns_{0};
   // std::mutex, not absl::Mutex: see the note in runtime.h about ThreadSanitizer.
   mutable std::mutex config_mu_;
   TraceCaptureConfig config_ ABSL_GUARDED_BY(config_mu_);
 };
 
-// JSON string escaping for the trace documents (quotes, backslashes, control and non-ASCII
-// bytes as \u00XX, so any input yields valid JSON).
+// JSON string escaping (quotes, backslashes, control and non-ASCII bytes as \u00XX, so any
+// input yields valid JSON).
 void AppendJsonString(const std::string& s, std::string* out);
 
 }  // namespace nrtsim

@@ -10,6 +10,7 @@
 
 #include "google/protobuf/struct.pb.h"
 #include "nrt/nrt.h"
+#include "nrt/nrt_sys_trace.h"
 
 namespace nrtsim::testing {
 
@@ -26,15 +27,23 @@ std::vector<float> ReadFloats(const nrt_tensor_t* tensor);
 nrt_tensor_set_t* Set(const std::map<std::string, nrt_tensor_t*>& tensors);
 
 struct FetchedTrace {
+  std::string json;  // the document as fetched
   std::vector<google::protobuf::Struct> events;
-  std::vector<google::protobuf::Struct> cores;
-  // Events of one type ("nc_exec_running", "nc_engine_op", "dma_transfer",
-  // "timestamp_sync_point").
-  std::vector<google::protobuf::Struct> OfType(const std::string& type) const;
+  // Events of one event_type ("device_exec", "tensor_write", "timestamp_sync", ...), and of
+  // one phase ("start", "stop", "instant") when `phase` is not empty.
+  std::vector<google::protobuf::Struct> OfType(const std::string& type,
+                                               const std::string& phase = "") const;
 };
 
-// nrt_sys_trace_fetch_events(all cores) parsed; fails the current test if it is not JSON.
-FetchedTrace Fetch();
+// nrt_sys_trace_fetch_events (all cores, or per `options`) parsed; fails the current test if
+// it is not JSON with an "events" array.
+FetchedTrace Fetch(const nrt_sys_trace_fetch_options_t* options = nullptr);
+
+// Empty if `json` has the real runtime's system-trace shape exactly: {"events":[...],
+// "data_version":2}, compact, each event's keys in the real order (event_type, phase, id,
+// nc_idx, nc_local_id, tracking_id, thread_id, worker_gid, data, timestamp_ns, and
+// nrta_seq_id only when present), `data` a flat object; else what is wrong and where.
+std::string RealShapeError(const std::string& json);
 
 double Num(const google::protobuf::Struct& s, const std::string& key);
 std::string Str(const google::protobuf::Struct& s, const std::string& key);
