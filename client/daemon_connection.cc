@@ -97,7 +97,8 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> DaemonConnection::StartPrivate
     const std::string root_flag = "--output_root=" + output_root;
     // One run, one capture from the program's start: no past to keep.
     execl(daemon_path.c_str(), daemon_path.c_str(), socket_flag.c_str(), ready_flag.c_str(),
-          root_flag.c_str(), "--flight_recorder_seconds=0", static_cast<char*>(nullptr));
+          root_flag.c_str(), "--flight_recorder_seconds=0", "--quiet=true",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   close(ready[1]);

@@ -80,6 +80,9 @@ ABSL_FLAG(uint32_t, flight_recorder_seconds, 30,
           "the flight recorder: every connected process records all the time, and the daemon "
           "keeps its batches of the last this many seconds for `nrtprof capture --last` "
           "(0: off; processes then record only while in a capture)");
+ABSL_FLAG(bool, quiet, false,
+          "no line at start saying where it listens (nrtprof run's private daemon, whose "
+          "stderr is the user's terminal)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free one); "
           "loopback only, unless --tls_cert and --tls_key make it HTTPS; needs the flight "
@@ -127,7 +130,7 @@ const std::set<std::string>& FlagNames() {
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
       "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes",
-      "metrics_listen"};
+      "metrics_listen", "quiet"};
   return kFlags;
 }
 
@@ -212,8 +215,11 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
       return false;
     }
     std::string value;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
+    } else if (flag != nullptr && flag->IsOfType<bool>()) {
+      value = "true";  // --quiet
     } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
       value = argv[++i];
     } else {
@@ -688,7 +694,7 @@ int NrtprofdMain(int argc, char** argv) {
     fprintf(stderr, "nrtprofd %s: listening on %s (%s) and %s%s%s\n", kVersion,
             tcp->address().c_str(), tcp->security().c_str(), options.address.c_str(),
             run_as ? ", as user " : "", run_as ? run_as->name.c_str() : "");
-  } else {
+  } else if (!absl::GetFlag(FLAGS_quiet)) {
     // Always: where a daemon listens is the first thing its log should say.
     fprintf(stderr, "nrtprofd %s: listening on %s%s%s; captures go to %s; flight recorder %s\n",
             kVersion, options.address.c_str(), run_as ? ", as user " : "",

@@ -110,7 +110,12 @@ TEST(CliTest, CtrlCLetsTheProgramFinishAndWritesEverything) {
   auto calls = testing::CallsByName(out);
   EXPECT_EQ(calls["nrt_tensor_write"], 16000) << run.err();  // 8,000 before, 8,000 in the handler
   EXPECT_EQ(calls["nrt_close"], 1) << run.err();
-  EXPECT_TRUE(absl::StrContains(testing::ReadFile(out + "/summary.txt"), "Events dropped: 0"));
+  // No host event lost (the runtime's own trace ring may overflow under 16,000 writes in a
+  // burst: device events, counted as device_overwritten).
+  const std::string summary = testing::ReadFile(out + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(summary, "Events dropped: 0\n") ||
+              absl::StrContains(summary, "by lane: framework 0, runtime 0, "))
+      << summary;
 }
 
 // Two runs writing one folder at once: the second is refused in one line before its program
