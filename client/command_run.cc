@@ -5,9 +5,11 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -166,16 +168,34 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
   return code;
 }
 
-// Whether execvp() could start `command`: checked before any capture exists, so a typo costs
-// one line and leaves nothing behind.
-bool Runnable(const std::string& command) {
-  if (command.find('/') != std::string::npos) return access(command.c_str(), X_OK) == 0;
+// Whether execvp() could start `command`, as a shell answers it: 0 if it could, 126 for a file
+// that is there but cannot be run, 127 for none (with *why). Checked before any capture
+// exists, so a typo costs one line and leaves nothing behind.
+int Runnable(const std::string& command, std::string* why) {
+  auto check = [&](const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return 127;
+    if (S_ISDIR(st.st_mode)) {
+      *why = "is a folder";
+      return 126;
+    }
+    if (access(path.c_str(), X_OK) != 0) {
+      *why = "permission denied (not executable)";
+      return 126;
+    }
+    return 0;
+  };
+  *why = "no such file";
+  if (command.find('/') != std::string::npos) return check(command);
+  *why = "not found in PATH";
   const char* path = getenv("PATH");
+  int best = 127;
   for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-    const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", command);
-    if (access(candidate.c_str(), X_OK) == 0) return true;
+    const int found = check(absl::StrCat(dir.empty() ? "." : dir, "/", command));
+    if (found == 0) return 0;
+    best = std::min(best, found);
   }
-  return false;
+  return best;
 }
 
 }  // namespace
@@ -200,8 +220,9 @@ int RunCommand(int argc, char** argv) {
   }
   std::vector<char*> command(args.begin() + 1, args.end());
   command.push_back(nullptr);
-  if (!Runnable(command[0])) {
-    return Fail(absl::StrCat("cannot run '", command[0], "': not an executable file"), 127);
+  std::string why;
+  if (const int runnable = Runnable(command[0], &why); runnable != 0) {
+    return Fail(absl::StrCat("cannot run '", command[0], "': ", why), runnable);
   }
 
   absl::StatusOr<std::string> shim = Locate("shim/libnrtprof_shim.so", "NRTPROF_SHIM");

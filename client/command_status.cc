@@ -38,7 +38,13 @@ int StatusCommand(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<DaemonConnection>> connection =
       DaemonConnection::Connect(address, 2000, *credentials);
   if (!connection.ok()) {
-    fprintf(stderr, "nrtprof status: %s\n", std::string(connection.status().message()).c_str());
+    // Nobody there: say how to have one.
+    const bool absent = connection.status().code() == absl::StatusCode::kUnavailable ||
+                        connection.status().code() == absl::StatusCode::kNotFound;
+    fprintf(stderr, "nrtprof status: %s%s\n", std::string(connection.status().message()).c_str(),
+            absent ? " (start one with `nrtprofd &`, or as a service: README, \"Always on\"; "
+                     "nrtprof run starts a private one by itself)"
+                   : "");
     // A setting that cannot be used (NRTPROF_SERVICE_USER naming no user) is bad input.
     return connection.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }

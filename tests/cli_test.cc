@@ -163,5 +163,36 @@ TEST(CliTest, RunLeavesNothingButTheCapture) {
   EXPECT_TRUE(testing::Exists(out + "/trace.pftrace"));
 }
 
+// As a shell answers: 127 for a program that is not there, 126 for one that cannot be run; one
+// line, nothing left behind.
+TEST(CliTest, WhatCannotRunExitsAsAShellDoes) {
+  const std::string dir = testing::TempDir("cli-not-runnable");
+  const std::string script = dir + "/not-executable.sh";
+  FILE* f = fopen(script.c_str(), "w");
+  fputs("echo hi\n", f);
+  fclose(f);
+  struct Case {
+    std::string program;
+    int code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {dir + "/absent", 127, "cannot run '" + dir + "/absent': no such file"},
+           {"no-such-program-4711", 127, "cannot run 'no-such-program-4711': not found in PATH"},
+           {script, 126, "cannot run '" + script + "': permission denied (not executable)"},
+           {dir, 126, "cannot run '" + dir + "': is a folder"},
+       }) {
+    const Result r = Nrtprof({"run", "--out", dir + "/cap", "--", c.program});
+    EXPECT_EQ(r.exit_code, c.code) << r.err;
+    EXPECT_EQ(r.err, "nrtprof run: " + c.says + "\n");
+    EXPECT_FALSE(testing::Exists(dir + "/cap"));
+  }
+  // And status with nobody there says how to have a daemon.
+  const Result status = Nrtprof({"status", "--addr", "unix:/tmp/nrtprof-no-such-4711/d.sock"});
+  EXPECT_EQ(status.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(status.err, "(start one with `nrtprofd &`")) << status.err;
+  EXPECT_EQ(Lines(status.err), 1u) << status.err;
+}
+
 }  // namespace
 }  // namespace nrtprof
