@@ -130,8 +130,7 @@ std::string Text(const google::protobuf::Struct& event, const char* key) {
 // stops pair with starts in order); a host-initiated transfer is a tensor_read or tensor_write
 // span of the calling thread. nc_local_id numbers each core's events one after another, so a
 // gap in it is events the ring buffer lost.
-absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
-                                          std::vector<DeviceTime>* per_core) {
+absl::Status SystemTraceSum::Add(absl::string_view json) {
   google::protobuf::Struct doc;
   const auto parsed = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), &doc);
@@ -142,14 +141,9 @@ absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
   if (doc.fields().count("events") == 0 || doc.fields().count("data_version") == 0) {
     return absl::InvalidArgumentError("system trace JSON lacks events or data_version");
   }
-  DeviceTime time;
-  std::map<size_t, std::deque<double>> exec_starts;               // per core
-  std::map<std::pair<double, std::string>, double> call_starts;  // per thread and type
-  std::map<size_t, uint64_t> next_local_id;                       // per core
   auto add = [&](size_t core, bool execution, double ns) {
-    if (per_core != nullptr && per_core->size() <= core) per_core->resize(core + 1);
-    for (DeviceTime* t : {&time, per_core != nullptr ? &(*per_core)[core] : nullptr}) {
-      if (t == nullptr) continue;
+    if (per_core_.size() <= core) per_core_.resize(core + 1);
+    for (DeviceTime* t : {&total_, &per_core_[core]}) {
       (execution ? t->execution_ns : t->transfer_ns) += static_cast<uint64_t>(ns);
       ++(execution ? t->executions : t->transfers);
     }
@@ -161,42 +155,55 @@ absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
     const auto core = static_cast<size_t>(Number(event, "nc_idx"));
     const double ns = Number(event, "timestamp_ns");
     const auto local_id = static_cast<uint64_t>(Number(event, "nc_local_id"));
-    uint64_t& expected = next_local_id.emplace(core, local_id).first->second;
-    if (local_id > expected) time.overwritten += local_id - expected;
+    uint64_t& expected = next_local_id_.emplace(core, local_id).first->second;
+    if (local_id > expected) total_.overwritten += local_id - expected;
     expected = local_id + 1;
     if (type == "device_exec") {
       if (phase == "start") {
-        exec_starts[core].push_back(ns);
-      } else if (phase == "stop" && !exec_starts[core].empty()) {
-        add(core, true, ns - exec_starts[core].front());
-        exec_starts[core].pop_front();
+        exec_starts_[core].push_back(ns);
+      } else if (phase == "stop" && !exec_starts_[core].empty()) {
+        add(core, true, ns - exec_starts_[core].front());
+        exec_starts_[core].pop_front();
       }
     } else if (type == "tensor_read" || type == "tensor_write") {
       const auto key = std::make_pair(Number(event, "thread_id"), type);
       if (phase == "start") {
-        call_starts[key] = ns;
-      } else if (phase == "stop" && call_starts.count(key) != 0) {
-        add(core, false, ns - call_starts[key]);
-        call_starts.erase(key);
+        call_starts_[key] = ns;
+      } else if (phase == "stop" && call_starts_.count(key) != 0) {
+        add(core, false, ns - call_starts_[key]);
+        call_starts_.erase(key);
       }
     }
   }
-  return time;
+  return absl::OkStatus();
 }
 
-DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
-  stopped_ = true;
+absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
+                                          std::vector<DeviceTime>* per_core) {
+  SystemTraceSum sum;
+  if (absl::Status s = sum.Add(json); !s.ok()) return s;
+  if (per_core != nullptr) *per_core = sum.per_core();
+  return sum.total();
+}
+
+void DeviceTimer::Poll() {
   char* buffer = nullptr;
   size_t size = 0;
   Check(nrt_sys_trace_fetch_events(&buffer, &size, nullptr), "nrt_sys_trace_fetch_events");
-  Check(nrt_sys_trace_stop(), "nrt_sys_trace_stop");
-  absl::StatusOr<DeviceTime> time = SumSystemTrace(absl::string_view(buffer, size), per_core);
+  const absl::Status added = sum_.Add(absl::string_view(buffer, size));
   nrt_sys_trace_buffer_free(buffer);
-  if (!time.ok()) {
-    fprintf(stderr, "%s: %s\n", __progname, std::string(time.status().message()).c_str());
+  if (!added.ok()) {
+    fprintf(stderr, "%s: %s\n", __progname, std::string(added.message()).c_str());
     exit(1);
   }
-  return *time;
+}
+
+DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
+  Poll();
+  stopped_ = true;
+  Check(nrt_sys_trace_stop(), "nrt_sys_trace_stop");
+  if (per_core != nullptr) *per_core = sum_.per_core();
+  return sum_.total();
 }
 
 }  // namespace examples

@@ -8,6 +8,8 @@
 #define NRTPROF_EXAMPLES_EXAMPLE_UTIL_H_
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,25 +57,49 @@ struct DeviceTime {
   uint64_t total_ns() const { return execution_ns + transfer_ns; }
 };
 
-// Sums the system trace JSON that nrt_sys_trace_fetch_events() returns; with `per_core`,
-// also per NeuronCore (indexed by core). Errors say what is wrong with the JSON.
+// Sums system trace documents as nrt_sys_trace_fetch_events() returns them, one fetch after
+// another: a span whose start came in one document and its stop in the next counts once. So a
+// program can fetch as it goes, with a small ring, and keep only the totals.
+class SystemTraceSum {
+ public:
+  // Errors say what is wrong with the JSON; nothing of it is counted then.
+  absl::Status Add(absl::string_view json);
+  const DeviceTime& total() const { return total_; }
+  const std::vector<DeviceTime>& per_core() const { return per_core_; }  // indexed by core
+
+ private:
+  DeviceTime total_;
+  std::vector<DeviceTime> per_core_;
+  std::map<size_t, std::deque<double>> exec_starts_;               // per core
+  std::map<std::pair<double, std::string>, double> call_starts_;  // per thread and type
+  std::map<size_t, uint64_t> next_local_id_;                       // per core
+};
+
+// One document, summed; with `per_core`, also per NeuronCore (indexed by core).
 absl::StatusOr<DeviceTime> SumSystemTrace(absl::string_view json,
                                           std::vector<DeviceTime>* per_core = nullptr);
 
 class DeviceTimer {
  public:
   // Starts a system trace with room for `events_per_core` events per NeuronCore.
-  explicit DeviceTimer(uint64_t events_per_core);
+  explicit DeviceTimer(uint64_t events_per_core = kRingEvents);
+  // The ring a program that Poll()s every kPollEvery iterations needs: constant, whatever the
+  // number of iterations (a ring sized for every iteration grew the examples to gigabytes).
+  static constexpr uint64_t kRingEvents = 16384;
+  static constexpr int kPollEvery = 64;
   DeviceTimer(const DeviceTimer&) = delete;
   DeviceTimer& operator=(const DeviceTimer&) = delete;
   ~DeviceTimer();
 
-  // Stops the capture and sums what it recorded; with `per_core`, also per NeuronCore
-  // (indexed by core). Call once.
+  // Fetches what the runtime recorded since the last fetch and adds it up.
+  void Poll();
+  // Fetches the rest, stops the capture and returns the sums; with `per_core`, also per
+  // NeuronCore (indexed by core). Call once.
   DeviceTime Stop(std::vector<DeviceTime>* per_core = nullptr);
 
  private:
   bool stopped_ = false;
+  SystemTraceSum sum_;
 };
 
 }  // namespace examples

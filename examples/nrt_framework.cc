@@ -78,6 +78,7 @@ struct Runtime {
   std::set<nrt_tensor_t*> allocated;                  // every device tensor, live or free
   std::multimap<size_t, nrt_tensor_t*> free_tensors;  // the caching allocator, by bytes
   bool timer_running = false;
+  std::unique_ptr<examples::SystemTraceSum> timer_sum;  // what the timer's fetches added up
 };
 
 // Leaked on purpose: the interpreter may call into a Tensor's dealloc during its own teardown,
@@ -619,6 +620,34 @@ PyObject* StartDeviceTimer(PyObject*, PyObject* args) {
   nrt_sys_trace_config_free(config);
   if (Failed(status, "nrt_sys_trace_start")) return nullptr;
   rt.timer_running = true;
+  rt.timer_sum = std::make_unique<examples::SystemTraceSum>();
+  Py_RETURN_NONE;
+}
+
+// Fetches what the runtime recorded since the last fetch and adds it to the timer's sums.
+bool FetchIntoTimer(Runtime& rt) {
+  char* buffer = nullptr;
+  size_t size = 0;
+  if (Failed(nrt_sys_trace_fetch_events(&buffer, &size, nullptr), "nrt_sys_trace_fetch_events")) {
+    return false;
+  }
+  const absl::Status added = rt.timer_sum->Add(absl::string_view(buffer, size));
+  nrt_sys_trace_buffer_free(buffer);
+  if (!added.ok()) {
+    PyErr_SetString(g_error, std::string(added.message()).c_str());
+    return false;
+  }
+  return true;
+}
+
+PyObject* PollDeviceTimer(PyObject*, PyObject*) {
+  if (!RequireInit()) return nullptr;
+  Runtime& rt = State();
+  if (!rt.timer_running) {
+    PyErr_SetString(g_error, "the device timer is not running");
+    return nullptr;
+  }
+  if (!FetchIntoTimer(rt)) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -630,19 +659,11 @@ PyObject* StopDeviceTimer(PyObject*, PyObject*) {
     return nullptr;
   }
   rt.timer_running = false;
-  char* buffer = nullptr;
-  size_t size = 0;
-  const NRT_STATUS fetched = nrt_sys_trace_fetch_events(&buffer, &size, nullptr);
+  const bool fetched = FetchIntoTimer(rt);
   const NRT_STATUS stopped = nrt_sys_trace_stop();
-  if (Failed(fetched, "nrt_sys_trace_fetch_events")) return nullptr;
-  absl::StatusOr<examples::DeviceTime> time =
-      examples::SumSystemTrace(absl::string_view(buffer, size));
-  nrt_sys_trace_buffer_free(buffer);
+  if (!fetched) return nullptr;
   if (Failed(stopped, "nrt_sys_trace_stop")) return nullptr;
-  if (!time.ok()) {
-    PyErr_SetString(g_error, std::string(time.status().message()).c_str());
-    return nullptr;
-  }
+  const examples::DeviceTime* time = &rt.timer_sum->total();
   using ull = unsigned long long;  // Py_BuildValue's "K"
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "execution_ns", ull{time->execution_ns},
                        "executions", ull{time->executions}, "transfer_ns", ull{time->transfer_ns},
@@ -701,6 +722,9 @@ PyMethodDef g_methods[] = {
     {"range_pop", RangePop, METH_NOARGS, "range_pop(): closes the innermost range."},
     {"start_device_timer", StartDeviceTimer, METH_VARARGS,
      "start_device_timer(events_per_core): starts the runtime's system trace."},
+    {"poll_device_timer", PollDeviceTimer, METH_NOARGS,
+     "poll_device_timer(): fetches what the runtime recorded so far into the timer's sums (call "
+     "it now and then: the ring then stays small)."},
     {"stop_device_timer", StopDeviceTimer, METH_NOARGS,
      "stop_device_timer() -> dict of device time since the start: execution_ns, executions,"
      " transfer_ns, transfers, overwritten (events the trace lost)."},

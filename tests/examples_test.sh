@@ -7,6 +7,8 @@
 #   - rmsnorm_py, the naive variant from Python through the nrt_framework extension module (the
 #     framework shape: libnrt a dependency of an RTLD_LOCAL module), matches its reference and
 #     reports the naive variant's 6 executions, 1 transfer and 2.355 ms per iteration;
+#   - rmsnorm and rmsnorm_py run in constant memory whatever --iters (they fetch the system
+#     trace as they go);
 #   - a bad flag exits 2 with one line on stderr; a runtime that fails or a module that is not
 #     there exits 1 with one line from the program.
 set -u
@@ -147,6 +149,34 @@ check_flag_error "${MLP}" --iters 0
 check_flag_error "${RMSNORM_PY}" --iters 0
 check_flag_error "${RMSNORM_PY}" --dtype fp16
 check_flag_error "${RMSNORM_PY}" --core 2
+
+# --- constant memory: programs people copy must not grow with --iters --------------------------
+# The peak RSS (GNU time's %M, KiB) of a short and an eight-times longer run. Before the examples
+# fetched the system trace as they go, the ring was sized for every iteration: rmsnorm
+# --variant compiled --iters 20000 peaked at 1.5 GB.
+# (In a command substitution: the exit status goes through a file.)
+peak_kib() {
+  /usr/bin/time -f "%M" -o "${WORK}/rss" "$@" >"${WORK}/out" 2>"${WORK}/err"
+  echo $? >"${WORK}/rc"
+  cat "${WORK}/rss"
+}
+if [[ ! -x /usr/bin/time ]]; then
+  fail "GNU time (/usr/bin/time) is not installed: third_party/install_debian_deps.sh installs it"
+else
+  short=$(peak_kib "${RMSNORM}" --variant compiled --iters 1000)
+  long=$(peak_kib "${RMSNORM}" --variant compiled --iters 8000)
+  rc=$(cat "${WORK}/rc")
+  [[ ${rc} -eq 0 ]] || { show_run "rmsnorm compiled 8000"; fail "rmsnorm --iters 8000 failed"; }
+  # 8,000 more executions with a per-iteration ring would add megabytes; allow 4 MiB of noise.
+  (( long - short < 4096 )) ||
+    fail "rmsnorm grows with --iters: ${short} KiB at 1,000, ${long} KiB at 8,000"
+  short=$(peak_kib "${RMSNORM_PY}" --iters 100)
+  long=$(peak_kib "${RMSNORM_PY}" --iters 1200)
+  rc=$(cat "${WORK}/rc")
+  [[ ${rc} -eq 0 ]] || { show_run "rmsnorm_py 1200"; fail "rmsnorm_py --iters 1200 failed"; }
+  (( long - short < 4096 )) ||
+    fail "rmsnorm_py grows with --iters: ${short} KiB at 100, ${long} KiB at 1,200"
+fi
 
 if [[ ${failures} -ne 0 ]]; then
   echo "${failures} check(s) failed" >&2

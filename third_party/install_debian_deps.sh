@@ -19,6 +19,7 @@ PACKAGES=(
   liblz4-dev libzstd-dev   # the flight recorder compresses the batches it keeps
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
+  time                     # GNU time: examples_test checks the examples' peak memory
 )
 
 missing=()
