@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +18,9 @@ namespace nrtprof::daemon {
 namespace {
 
 // ---- Computing -------------------------------------------------------------------------
+
+constexpr char kStepRangePrefix[] = "ProfilerStep#";
+constexpr char kStepRow[] = "ProfilerStep*";
 
 bool CountsAsDeviceTime(const DeviceEvent& d) {
   // Executions and host-initiated transfers; the ops and DMA inside an execution are already
@@ -30,8 +34,12 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
   std::unordered_map<uint64_t, const RangeEvent*> range_by_id;
   for (const RangeEvent& r : p.ranges) range_by_id[r.id] = &r;
   auto row = [&](const std::string& name) -> SummaryRow& {
-    SummaryRow& r = (*rows)[name];
-    r.name = name;
+    // Steps (nrtprof_step: "ProfilerStep#N") are one row, "ProfilerStep*", as in PyTorch's
+    // key_averages: a row per step number would bury the ops.
+    const std::string key =
+        absl::StartsWith(name, kStepRangePrefix) ? std::string(kStepRow) : name;
+    SummaryRow& r = (*rows)[key];
+    r.name = key;
     return r;
   };
 

@@ -196,6 +196,8 @@ void RunThread(int thread, int core, int iters, const Shape& s, const CoreModels
   const Tolerance tol = ToleranceFor(s.dtype);
   std::vector<uint8_t> yb(size_t(s.batch) * s.hidden * e);
   for (int i = 0; i < iters; ++i) {
+    // Thread 0 marks the steps (a step is the process's, as prof.step() in PyTorch).
+    if (thread == 0) nrtprof_step();
     std::seed_seq seed{thread, i};
     std::mt19937 rng(seed);
     const std::vector<uint8_t> xb =

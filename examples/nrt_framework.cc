@@ -591,6 +591,11 @@ PyObject* Close(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* Step(PyObject*, PyObject*) {
+  nrtprof_step();
+  Py_RETURN_NONE;
+}
+
 PyObject* RangePush(PyObject*, PyObject* args) {
   const char* name;
   if (!PyArg_ParseTuple(args, "s", &name)) return nullptr;
@@ -717,6 +722,8 @@ PyMethodDef g_methods[] = {
     {"rsqrt", Rsqrt, METH_O, "rsqrt(a) -> 1 / sqrt(a) (aten::rsqrt)."},
     {"round_to_dtype", RoundToDtype, METH_VARARGS,
      "round_to_dtype(values, dtype) -> the values as a tensor of dtype stores them."},
+    {"step", Step, METH_NOARGS,
+     "step(): one training step ends and the next begins (as prof.step() in PyTorch)."},
     {"range_push", RangePush, METH_VARARGS,
      "range_push(name): opens an annotation range on this thread."},
     {"range_pop", RangePop, METH_NOARGS, "range_pop(): closes the innermost range."},

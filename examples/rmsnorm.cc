@@ -200,6 +200,7 @@ int Run(const std::string& variant, const Shape& s, int iters, int core) {
   // A small ring, fetched as it goes: the program's memory stays the same whatever --iters.
   examples::DeviceTimer timer;
   for (int i = 0; i < iters; ++i) {
+    nrtprof_step();  // one training step each: whole steps can be captured (--iterations)
     {
       nrtprof::ScopedRange range("rmsnorm");
       v->Forward();

@@ -72,6 +72,7 @@ def run(args):
     # A small ring, fetched as it goes: memory stays the same whatever --iters.
     nf.start_device_timer(16384)
     for i in range(args.iters):
+        nf.step()  # one training step each, as prof.step() in PyTorch
         with record_function("rmsnorm"):
             y = rms_norm(x, weight, EPSILON)
         if (i + 1) % 64 == 0:

@@ -7,7 +7,10 @@
 // nrt_close) happens outside the timed window.
 #include "shim/interpose.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include <atomic>
 
 #include "nrt/nrt.h"
 #include "nrt/nrt_sys_trace.h"
@@ -408,6 +411,32 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   r->name_len = frame.name_len;
   memcpy(r->name(), frame.name, frame.name_len);
   ts->ring->Commit(r);
+}
+
+// Steps, as PyTorch's prof.step(): each call ends the calling thread's step range, when it is
+// the one range open, and begins the next, "ProfilerStep#N", N counting the process's calls
+// from 0. Meant for the top of a training loop: with other ranges open, no step range is
+// begun (the number is still taken). The daemon captures whole steps by these names
+// (nrtprof capture --iterations).
+namespace {
+std::atomic<uint64_t> g_next_step{0};
+thread_local bool t_step_open = false;
+}  // namespace
+
+NRTPROF_EXPORT void nrtprof_step_mark(void) {
+  if (sc::t_in_call != 0) return;
+  ns::ThreadState* ts = sc::t_state;
+  if (t_step_open && reinterpret_cast<uintptr_t>(ts) > 1 && ts->range_depth == 1) {
+    nrtprof_range_pop();
+  }
+  t_step_open = false;
+  char name[32];
+  snprintf(name, sizeof(name), "ProfilerStep#%llu",
+           static_cast<unsigned long long>(g_next_step.fetch_add(1, std::memory_order_relaxed)));
+  ts = sc::GetThreadState(ns::RecordKind::kRange);
+  if (ts == nullptr || ts->range_depth != 0) return;
+  nrtprof_range_push(name);
+  t_step_open = true;
 }
 
 namespace nrtprof::shim::core {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "common/spool_file.h"
 #include "shim/testing/fake_collector.h"
@@ -264,13 +265,21 @@ TEST_F(ShimTest, RmsnormRunsAsWithoutTheShimAndStreamsEveryLane) {
   EXPECT_EQ(Count(ranges, "aten::mul"), 12u);
   EXPECT_EQ(Count(ranges, "aten::add"), 4u);
   EXPECT_EQ(Count(ranges, "aten::copy_"), 2u);
+  // Each iteration is a step (nrtprof_step): the steps outermost, each rmsnorm inside one. The
+  // last step is still open when the program ends: never recorded, as in PyTorch.
+  EXPECT_EQ(Count(ranges, "ProfilerStep#0"), 1u);
+  EXPECT_EQ(Count(ranges, "ProfilerStep#1"), 1u);
+  EXPECT_EQ(Count(ranges, "ProfilerStep#2"), 0u);
   for (const auto& [name, e] : ranges) {
     if (name == "rmsnorm") {
+      EXPECT_EQ(e.depth(), 1u);
+    }
+    if (absl::StartsWith(name, "ProfilerStep#")) {
       EXPECT_EQ(e.depth(), 0u);
     }
   }
   EXPECT_EQ(std::count_if(ranges.begin(), ranges.end(),
-                          [](const auto& r) { return r.first == "aten::mean" && r.second.depth() == 1; }),
+                          [](const auto& r) { return r.first == "aten::mean" && r.second.depth() == 2; }),
             3);
 
   // Hardware lane: every execution, including those under the program's own capture.

@@ -8,7 +8,7 @@
  * valid until the matching pop (string literals are ideal). Ranges nest per thread; an
  * unmatched pop is ignored. Thread-safe; async-signal-unsafe.
  *
- * C:   nrtprof_push("aten::mul"); ... nrtprof_pop();
+ * C:   nrtprof_push("aten::mul"); ... nrtprof_pop();   and once per training step: nrtprof_step();
  * C++: { nrtprof::ScopedRange range("aten::mul"); ... }
  */
 #ifndef NRTPROF_ANNOTATE_H_
@@ -21,6 +21,7 @@ extern "C" {
 /* Defined by libnrtprof_shim.so. */
 void nrtprof_range_push(const char *name) __attribute__((weak));
 void nrtprof_range_pop(void) __attribute__((weak));
+void nrtprof_step_mark(void) __attribute__((weak));
 
 static inline void nrtprof_push(const char *name) {
   if (nrtprof_range_push) nrtprof_range_push(name);
@@ -28,6 +29,14 @@ static inline void nrtprof_push(const char *name) {
 
 static inline void nrtprof_pop(void) {
   if (nrtprof_range_pop) nrtprof_range_pop();
+}
+
+/* One training step ends and the next begins (as prof.step() in PyTorch): call it once per
+ * iteration, at the top of the loop, with no range open. The profiler draws each step as a
+ * range "ProfilerStep#N" and captures whole steps (nrtprof capture --iterations N
+ * --step-multiple K: processes in step record the same step numbers). */
+static inline void nrtprof_step(void) {
+  if (nrtprof_step_mark) nrtprof_step_mark();
 }
 
 #ifdef __cplusplus
