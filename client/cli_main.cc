@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -52,19 +54,24 @@ const std::vector<Command>& Commands() {
        {},
        true},
       {"capture", CaptureCommand,
-       "capture (--duration D | --last L [--duration D]) [--pid PID]... [--out DIR] [--stacks N] "
-       "[--addr ADDRESS ...]",
+       "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
+       "[--pid PID]... [--out DIR] [--stacks N] [--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
        "  --duration D       record from now for D (10s, 1m30s, 500ms; at most 24h)\n"
        "  --last L           also the L before now, from the daemon's flight recorder\n"
+       "  --iterations N     N whole training steps (nrtprof_step) of each process instead\n"
+       "  --step_multiple K  ... from the next step number that is a multiple of K (processes in\n"
+       "                     step record the same steps)\n"
        "  --pid PID          only these processes (--pid 1,2 or --pid 1 --pid 2)\n"
        "  --out DIR          the capture's folder (default: the daemon's, or ./nrtprof-captures/ID)\n"
        "  --stacks N         call-stack depth, 0 (off) to 64\n"
        "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n\n"
        "examples:\n"
        "  nrtprof capture --last 30s\n"
-       "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n",
-       {"duration", "last", "pid", "out", "stacks", NRTPROF_DAEMON_FLAGS},
+       "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n"
+       "  nrtprof capture --iterations 5 --step_multiple 100\n",
+       {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks",
+        NRTPROF_DAEMON_FLAGS},
        {}},
       {"summary", SummaryCommand,
        "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]",
@@ -107,8 +114,20 @@ bool Contains(const std::vector<const char*>& names, absl::string_view name) {
 // a flag of another command (or of none) is one line and exit 2, and for run the program's
 // arguments are set apart with `--` (abseil would read its flags as nrtprof's). Returns -1 to
 // go on, else the exit code. *args may gain a "--".
-int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dashes) {
+int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dashes,
+                   std::deque<std::string>* rewritten) {
   for (size_t i = 1; i < args->size(); ++i) {
+    // --step-multiple is --step_multiple: dashes inside a flag's name are underscores to abseil.
+    if (absl::string_view raw = (*args)[i]; raw.size() > 2 && raw[0] == '-' && raw != "--") {
+      const size_t start = raw[1] == '-' ? 2 : 1;
+      const size_t name_end = std::min(raw.find('='), raw.size());
+      std::string fixed(raw);
+      std::replace(fixed.begin() + start, fixed.begin() + name_end, '-', '_');
+      if (fixed != raw) {
+        rewritten->push_back(std::move(fixed));
+        (*args)[i] = rewritten->back().data();
+      }
+    }
     const absl::string_view a = (*args)[i];
     if (a == "--") return -1;
     if (a == "--help" || a == "-h" || a == "-help" || a == "--helpfull") {
@@ -183,9 +202,10 @@ int CliMain(int argc, char** argv) {
       // The command sees "nrtprof NAME" as its program name.
       std::string program = std::string("nrtprof ") + c.name;
       std::string dashes = "--";
+      std::deque<std::string> rewritten;  // stable addresses for args
       std::vector<char*> args = {program.data()};
       for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
-      if (const int code = CheckArguments(c, &args, &dashes); code >= 0) return code;
+      if (const int code = CheckArguments(c, &args, &dashes, &rewritten); code >= 0) return code;
       args.push_back(nullptr);
       return c.run(static_cast<int>(args.size()) - 1, args.data());
     }

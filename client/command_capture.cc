@@ -34,6 +34,11 @@ ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "how long to record, as 10s, 1m30s or 500ms (at most 24h)");
 ABSL_FLAG(absl::Duration, last, absl::ZeroDuration(),
           "also the time before now, as 30s, from the daemon's flight recorder (at most 24h)");
+ABSL_FLAG(uint32_t, iterations, 0,
+          "whole training steps (nrtprof_step) of each process instead of a time window");
+ABSL_FLAG(uint32_t, step_multiple, 1,
+          "with --iterations: start at the next step number that is a multiple of this, so that "
+          "processes in step record the same steps");
 ABSL_FLAG(std::string, pid, "",
           "record only these processes: a pid, or several (--pid 1,2 or --pid 1 --pid 2)");
 
@@ -41,7 +46,8 @@ namespace nrtprof::cli {
 namespace {
 
 constexpr char kCaptureUsage[] =
-    "nrtprof capture (--duration D | --last L [--duration D]) [--pid PID]... [--out DIR] "
+    "nrtprof capture (--duration D | --last L [--duration D] | --iterations N "
+    "[--step_multiple K]) [--pid PID]... [--out DIR] "
     "[--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]";
 
 int Fail(const std::string& line, int code = 1) {
@@ -102,8 +108,19 @@ int CaptureCommand(int argc, char** argv) {
   if (last < absl::ZeroDuration() || last > absl::Hours(24)) {
     return Fail(absl::StrCat("--last must be at most 24h (as 30s); usage: ", kCaptureUsage), 2);
   }
-  if (duration < absl::ZeroDuration() || duration > absl::Hours(24) ||
-      (duration == absl::ZeroDuration() && last == absl::ZeroDuration())) {
+  const uint32_t iterations = absl::GetFlag(FLAGS_iterations);
+  if (iterations != 0 && (duration != absl::ZeroDuration() || last != absl::ZeroDuration())) {
+    return Fail(absl::StrCat("--iterations takes whole steps: not with --duration or --last; "
+                             "usage: ",
+                             kCaptureUsage),
+                2);
+  }
+  if (iterations > 100000 || absl::GetFlag(FLAGS_step_multiple) > 1000000) {
+    return Fail("--iterations must be at most 100000 and --step_multiple at most 1000000", 2);
+  }
+  if (iterations == 0 &&
+      (duration < absl::ZeroDuration() || duration > absl::Hours(24) ||
+       (duration == absl::ZeroDuration() && last == absl::ZeroDuration()))) {
     return Fail(absl::StrCat("--duration must be more than 0 and at most 24h (as 10s), or "
                              "give --last; usage: ",
                              kCaptureUsage),
@@ -164,6 +181,8 @@ int CaptureCommand(int argc, char** argv) {
   start.set_stack_depth(static_cast<uint32_t>(stacks));
   for (uint32_t pid : pids) start.add_pids(pid);
   start.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(last)));
+  start.set_iterations(iterations);
+  start.set_step_multiple(absl::GetFlag(FLAGS_step_multiple));
   StartCaptureReply capture;
   {
     grpc::ClientContext context;
@@ -174,7 +193,40 @@ int CaptureCommand(int argc, char** argv) {
   }
   const std::string past =
       last == absl::ZeroDuration() ? "" : absl::StrCat("the last ", absl::FormatDuration(last));
-  if (duration == absl::ZeroDuration()) {
+  int signal_number = 0;
+  const absl::Time began = absl::Now();
+  if (iterations != 0) {
+    const uint64_t first = capture.first_step(), final_step = first + iterations - 1;
+    fprintf(stderr,
+            "nrtprof: capture %s -> %s (daemon %s): steps %llu to %llu of each process; Ctrl-C "
+            "ends it early\n",
+            capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
+            address.c_str(), static_cast<unsigned long long>(first),
+            static_cast<unsigned long long>(final_step));
+    // Until every process that marks steps (of the pids, if named) has marked the last one, or
+    // has ended; at most an hour.
+    const timespec tick = absl::ToTimespec(absl::Milliseconds(200));
+    for (;;) {
+      signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (signal_number > 0 || absl::Now() - began > absl::Hours(1)) break;
+      absl::StatusOr<StatusReply> now = connection.Status(2000);
+      if (!now.ok()) break;  // StopCapture below says what is wrong
+      bool stepping = false, done = true;
+      for (const ConnectedProcess& p : now->processes()) {
+        if (p.last_step() < 0) continue;
+        if (!pids.empty() && std::find(pids.begin(), pids.end(), p.pid()) == pids.end()) continue;
+        stepping = true;
+        done = done && p.last_step() >= static_cast<int64_t>(final_step);
+      }
+      if (stepping && done) {
+        // The steps' device events come after their calls (the runtime's trace is fetched
+        // every so often): a moment for them.
+        const timespec settle = absl::ToTimespec(absl::Milliseconds(500));
+        signal_number = sigtimedwait(&stop_signals, nullptr, &settle);
+        break;
+      }
+    }
+  } else if (duration == absl::ZeroDuration()) {
     fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s): %s, from the flight recorder\n",
             capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
             address.c_str(), past.c_str());
@@ -187,10 +239,10 @@ int CaptureCommand(int argc, char** argv) {
             absl::FormatDuration(duration).c_str());
   }
 
-  const absl::Time began = absl::Now();
-  const timespec wait = absl::ToTimespec(duration);
-  const int signal_number =
-      duration == absl::ZeroDuration() ? 0 : sigtimedwait(&stop_signals, nullptr, &wait);
+  if (iterations == 0 && duration != absl::ZeroDuration()) {
+    const timespec wait = absl::ToTimespec(duration);
+    signal_number = sigtimedwait(&stop_signals, nullptr, &wait);
+  }
   if (signal_number > 0) {
     fprintf(stderr, "nrtprof capture: %s after %s: ending the window early\n",
             signal_number == SIGINT ? "interrupted" : "terminated",

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "daemon/correlator.h"
 #include "daemon/spool_replay.h"
+#include "daemon/step_window.h"
 #include "daemon/summary.h"
 
 namespace nrtprof::daemon {
@@ -127,6 +128,7 @@ absl::Status MakeFolders(const std::string& path) {
 // another nrtprofd -- is refused the folder, unless the daemon named is gone (it died): then the
 // folder is taken over.
 constexpr char kClaimFile[] = ".nrtprof-capture-in-progress";
+constexpr uint64_t kStepContextNs = 2'000'000'000;
 
 absl::Status ClaimFolder(const std::string& dir, const std::string& id) {
   const std::string path = absl::StrCat(dir, "/", kClaimFile);
@@ -216,6 +218,8 @@ struct CollectorCore::Capture {
   std::optional<uint32_t> owner;  // the user who asked for it; none: the operator
   uint64_t started_ns = 0;        // CLOCK_MONOTONIC
   uint32_t last_ms = 0;           // StartCaptureRequest.last_ms: from the flight recorder
+  uint32_t iterations = 0;        // whole steps first_step.. (StartCaptureRequest.iterations)
+  uint64_t first_step = 0;
   std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
   bool staged = false;            // written under output_root/users/, to be fetched
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
@@ -442,7 +446,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   if (!request.capture_id().empty()) {
     if (absl::Status s = CheckCaptureId(request.capture_id()); !s.ok()) return s;
   }
-  if (request.last_ms() != 0 && recorder_ == nullptr) {
+  if ((request.last_ms() != 0 || request.iterations() != 0) && recorder_ == nullptr) {
     return absl::FailedPreconditionError(
         "this daemon's flight recorder is off (--flight_recorder_seconds 0): it holds no past "
         "to capture");
@@ -497,6 +501,19 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->pids.assign(request.pids().begin(), request.pids().end());
     c->started_ns = clock_->MonotonicNs();
     c->last_ms = request.last_ms();
+    c->iterations = request.iterations();
+    if (c->iterations != 0) {
+      // The next step number that is a multiple of K after the latest any of the capture's
+      // processes marked: processes in step record the same numbers.
+      int64_t latest = -1;
+      for (const auto& [stream_id, st] : streams_) {
+        if (!MayJoin(*st, *c)) continue;
+        std::lock_guard<std::mutex> stream_lock(st->mu);
+        latest = std::max(latest, st->ingest.last_step());
+      }
+      const uint64_t k = std::max<uint32_t>(request.step_multiple(), 1);
+      c->first_step = (static_cast<uint64_t>(latest + 1) + k - 1) / k * k;
+    }
     c->staged = staged;
     c->number = ++captures_started_;
     captures_[id] = std::move(c);
@@ -547,6 +564,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   reply.set_output_dir(dir);
   reply.set_spool_dir(options_.spool_dir);
   reply.set_fetch(staged);
+  reply.set_first_step(c.first_step);
   return reply;
 }
 
@@ -561,8 +579,14 @@ bool CollectorCore::AllFinal(const Capture& capture) {
 // Correlates a stopped capture and hands its Trace to the sink; fills *out with what was
 // written. The Trace and the raw events are freed when this returns.
 absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles* out) {
-  const Trace trace = Correlate(capture->id, std::move(capture->finished),
-                                clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  Trace trace = Correlate(capture->id, std::move(capture->finished),
+                          clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  if (capture->iterations != 0) {
+    std::vector<std::string> notes;
+    ClipToSteps(capture->first_step, capture->first_step + capture->iterations - 1, &trace,
+                &notes);
+    for (const std::string& n : notes) out->add_notes(n);
+  }
   // The raw events are in the Trace now: give their memory back before the writers take theirs.
   std::vector<ProcessCapture>().swap(capture->finished);
   nrtprof::CaptureFiles& files = *out;
@@ -639,8 +663,11 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   // A capture of the past is made of what the flight recorder kept, which holds the window's
   // live batches too.
   std::vector<std::string> notes;
-  if (capture->last_ms != 0) {
-    const uint64_t back = uint64_t{capture->last_ms} * 1'000'000;
+  if (capture->last_ms != 0 || capture->iterations != 0) {
+    // Whole steps begin after the start; the seconds before give the correlator the context it
+    // matches executions to calls in (clipped away after).
+    const uint64_t back = capture->iterations != 0 ? kStepContextNs
+                                                   : uint64_t{capture->last_ms} * 1'000'000;
     capture->finished = FromRecorder(
         capture.get(), capture->started_ns > back ? capture->started_ns - back : 0, UINT64_MAX,
         &notes);
@@ -713,6 +740,7 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
     p->set_capture_id(s->capture_id);
     std::lock_guard<std::mutex> stream_lock(s->mu);
     p->set_events_received(s->ingest.events_received());
+    p->set_last_step(s->ingest.last_step());
     drops += StreamsOwnDrops(*s);
   }
   for (auto [reason, events] : std::initializer_list<std::pair<const char*, uint64_t>>{

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -318,6 +320,18 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
     ++events_received_;
     IngestedEvent record = ToRecord(e);
     LaneOf(record.kind, &lanes_of_batch) += 1;
+    if (record.kind == nrtprof::EVENT_RANGE) {
+      // Steps: each range name looked at once.
+      auto [step, fresh] = step_of_name_.emplace(record.name_iid, -1);
+      if (fresh) {
+        auto name = strings_.find(record.name_iid);
+        absl::string_view n = name != strings_.end() ? absl::string_view(name->second) : "";
+        if (int64_t k = 0; absl::ConsumePrefix(&n, "ProfilerStep#") && absl::SimpleAtoi(n, &k)) {
+          step->second = k;
+        }
+      }
+      last_step_ = std::max(last_step_, step->second);
+    }
     if (record.kind == nrtprof::EVENT_API_CALL && !replay_) {
       auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
       if (name != strings_.end() && IsHandleFunction(name->second)) KeepHandleEvent(record);

@@ -168,6 +168,8 @@ class ProcessIngest {
   bool final() const { return final_; }
   uint64_t last_sequence() const { return last_sequence_; }
   uint64_t events_received() const { return events_received_; }  // since the stream began
+  // The latest step the process marked (nrtprof_step: a range "ProfilerStep#N"), -1 if none.
+  int64_t last_step() const { return last_step_; }
   uint64_t events_outside_capture() const { return events_outside_capture_; }
   uint64_t batches_missing() const { return batches_missing_; }
   // Cumulative since the stream began: the shim's counters plus the daemon's own.
@@ -185,6 +187,8 @@ class ProcessIngest {
   const nrtprof::Hello hello_;
   const IngestLimits limits_;
   bool replay_ = false;  // ForReplay's copy: events only
+  int64_t last_step_ = -1;
+  std::unordered_map<uint32_t, int64_t> step_of_name_;  // range name iid -> step, -1: not one
   std::unordered_map<uint32_t, std::string> strings_;
   uint64_t interned_bytes_ = 0;
   std::unordered_map<uint32_t, std::vector<uint32_t>> stacks_;

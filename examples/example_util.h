@@ -85,8 +85,9 @@ class DeviceTimer {
   explicit DeviceTimer(uint64_t events_per_core = kRingEvents);
   // The ring a program that Poll()s every kPollEvery iterations needs: constant, whatever the
   // number of iterations (a ring sized for every iteration grew the examples to gigabytes).
+  // Fetching often also hands the profiler the device events soon after their calls.
   static constexpr uint64_t kRingEvents = 16384;
-  static constexpr int kPollEvery = 64;
+  static constexpr int kPollEvery = 8;
   DeviceTimer(const DeviceTimer&) = delete;
   DeviceTimer& operator=(const DeviceTimer&) = delete;
   ~DeviceTimer();

@@ -75,7 +75,7 @@ def run(args):
         nf.step()  # one training step each, as prof.step() in PyTorch
         with record_function("rmsnorm"):
             y = rms_norm(x, weight, EPSILON)
-        if (i + 1) % 64 == 0:
+        if (i + 1) % 8 == 0:
             nf.poll_device_timer()
     time = nf.stop_device_timer()
     y_values = y.read()

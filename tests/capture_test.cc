@@ -237,6 +237,55 @@ TEST(CaptureTest, LastNeedsTheRecorder) {
             "(--flight_recorder_seconds 0): it holds no past to capture\n");
 }
 
+// Whole steps: two programs marking steps (nrtprof_step), started apart, are captured over the
+// same step numbers, the first a multiple of 10.
+TEST(CaptureTest, IterationsAreTheSameStepsInEveryProcess) {
+  Daemon daemon("capture-steps");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-steps");
+  std::vector<std::unique_ptr<Background>> programs;
+  for (int i = 0; i < 2; ++i) {
+    // At the device's pace (2.355 ms a step): long enough to be running when asked.
+    programs.push_back(std::make_unique<Background>(
+        std::vector<std::string>{Runfile("examples/rmsnorm"), "--variant", "naive", "--iters",
+                                 "1500"},
+        std::map<std::string, std::string>{{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                           {"NRTPROF_ADDR", daemon.addr()},
+                                           {"NRT_SIM_TIME_SCALE", "1"}},
+        testing::TempDir(absl::StrCat("capture-steps-", i))));
+    usleep(400'000);
+  }
+  ASSERT_TRUE(AwaitConnected(daemon, 2));
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(
+      Capture(daemon, {"--iterations", "5", "--step-multiple", "10", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.err.find("): steps ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const uint64_t first = std::stoull(r.err.substr(at + 9));
+  EXPECT_EQ(first % 10, 0u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("steps ", first, " to ", first + 4,
+                                                    " of each process")))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 2 processes,")) << r.err;
+  // Each of the five steps once per process, and no other step.
+  const std::string trace = testing::ReadFile(out + "/trace.json");
+  size_t steps = 0;
+  for (size_t pos = 0; (pos = trace.find("\"name\":\"ProfilerStep#", pos)) != std::string::npos;
+       ++pos) {
+    ++steps;
+  }
+  EXPECT_EQ(steps, 10u);
+  for (uint64_t k = first; k < first + 5; ++k) {
+    const std::string name = absl::StrCat("\"name\":\"ProfilerStep#", k, "\"");
+    size_t n = 0;
+    for (size_t pos = 0; (pos = trace.find(name, pos)) != std::string::npos; ++pos) ++n;
+    EXPECT_EQ(n, 2u) << name;
+  }
+  // And the table says what a step cost on the device.
+  EXPECT_TRUE(absl::StrContains(testing::ReadFile(out + "/summary.txt"), "2.355ms")) << r.err;
+}
+
 TEST(CaptureTest, BadInputIsOneLine) {
   Daemon daemon("capture-bad");
   ASSERT_TRUE(daemon.Start());
@@ -247,6 +296,12 @@ TEST(CaptureTest, BadInputIsOneLine) {
     EXPECT_TRUE(absl::StartsWith(r.err, "nrtprof capture: --duration must be more than 0"))
         << r.err;
   }
+  const Result both = RunProcess(
+      Capture(daemon, {"--iterations", "5", "--duration", "1s"}), kCliEnv);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(
+      both.err, "nrtprof capture: --iterations takes whole steps: not with --duration or --last"))
+      << both.err;
   const Result pid = RunProcess(Capture(daemon, {"--duration", "1s", "--pid", "x"}), kCliEnv);
   EXPECT_EQ(pid.exit_code, 2);
   EXPECT_EQ(pid.err, "nrtprof capture: --pid 'x' is not a process id\n");

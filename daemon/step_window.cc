@@ -1,0 +1,85 @@
+#include "daemon/step_window.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace nrtprof::daemon {
+
+void ClipToSteps(uint64_t first, uint64_t last, Trace* trace, std::vector<std::string>* notes) {
+  std::vector<ProcessTrace> kept;
+  uint64_t trace_start = std::numeric_limits<uint64_t>::max(), trace_end = 0;
+  for (ProcessTrace& p : trace->processes) {
+    uint64_t begin = std::numeric_limits<uint64_t>::max(), end = 0, steps = 0;
+    for (const RangeEvent& r : p.ranges) {
+      absl::string_view name = r.name;
+      uint64_t step = 0;
+      if (!absl::ConsumePrefix(&name, "ProfilerStep#") || !absl::SimpleAtoi(name, &step) ||
+          step < first || step > last) {
+        continue;
+      }
+      ++steps;
+      begin = std::min(begin, r.start_ns);
+      end = std::max(end, r.start_ns + r.duration_ns);
+    }
+    if (steps == 0) {
+      notes->push_back(absl::StrCat("pid ", p.pid, " (", p.executable, "): none of steps ", first,
+                                    " to ", last, " in the window; left out"));
+      continue;
+    }
+    if (steps < last - first + 1) {
+      notes->push_back(absl::StrCat("pid ", p.pid, " (", p.executable, "): ", steps, " of the ",
+                                    last - first + 1, " steps (the capture ended first)"));
+    }
+    auto within = [&](uint64_t t) { return t >= begin && t <= end; };
+    std::vector<RangeEvent> ranges;
+    for (RangeEvent& r : p.ranges) {
+      if (within(r.start_ns) && r.start_ns + r.duration_ns <= end) ranges.push_back(std::move(r));
+    }
+    // A range whose parent went keeps no dangling link.
+    std::unordered_set<uint64_t> range_ids;
+    for (const RangeEvent& r : ranges) range_ids.insert(r.id);
+    for (RangeEvent& r : ranges) {
+      if (r.parent_range != 0 && range_ids.count(r.parent_range) == 0) r.parent_range = 0;
+    }
+    std::vector<ApiCall> calls;
+    std::unordered_set<uint64_t> call_ids;
+    for (ApiCall& c : p.calls) {
+      if (!within(c.start_ns)) continue;
+      if (c.range != 0 && range_ids.count(c.range) == 0) c.range = 0;
+      call_ids.insert(c.correlation_id);
+      calls.push_back(std::move(c));
+    }
+    std::vector<DeviceEvent> device;
+    std::unordered_set<uint64_t> device_ids;
+    uint64_t uncorrelated = 0;
+    for (DeviceEvent& d : p.device) {
+      // Children follow their parents (trace_model.h): an op goes with its execution.
+      const bool keep = d.parent != 0 ? device_ids.count(d.parent) != 0
+                        : d.correlation_id != 0 ? call_ids.count(d.correlation_id) != 0
+                                                : within(d.start_ns);
+      if (!keep) continue;
+      if (d.parent == 0 && d.correlation_id == 0) ++uncorrelated;
+      device_ids.insert(d.id);
+      device.push_back(std::move(d));
+    }
+    p.ranges = std::move(ranges);
+    p.calls = std::move(calls);
+    p.device = std::move(device);
+    p.device_uncorrelated = uncorrelated;
+    trace_start = std::min(trace_start, begin);
+    trace_end = std::max(trace_end, end);
+    kept.push_back(std::move(p));
+  }
+  trace->processes = std::move(kept);
+  if (trace_end != 0) {
+    trace->start_ns = trace_start;
+    trace->end_ns = trace_end;
+  }
+}
+
+}  // namespace nrtprof::daemon
