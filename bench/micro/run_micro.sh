@@ -13,8 +13,16 @@
 # Every run's loss is checked: the calls the benchmark made against what each tool recorded,
 # and the tool's own count of what it dropped or discarded.
 #
-#   bench/micro/run_micro.sh [--rounds N] [--repetitions N] [--calls N] [--settle_ms MS]
-#                            [--configs LIST|all] [--no-build] [--out DIR]
+#   bench/micro/run_micro.sh [--pattern repetitions|bursty] [--rounds N] [--repetitions N]
+#                            [--calls N] [--settle_ms MS] [--configs LIST|all] [--no-build]
+#                            [--out DIR]
+#
+# --pattern repetitions (the default): Google Benchmark's repetitions of --calls calls, each
+# followed by a --settle_ms pause, and the clock reads for reference.
+# --pattern bursty (bench/micro/burst_bench.cc): the pattern of a training program, in one
+# process per configuration and round: bursts of --calls nrt_tensor_write calls after a
+# --settle_ms pause and after a 20 ms one, the same calls in one continuous run (a burst right
+# after another), and a new thread's first --calls calls; --repetitions bursts of each.
 #
 # Defaults: plain,nrtprof,nrtprof_stacks16 (bench/lttng/run_lttng.sh runs the LTTng side by
 # side; `--configs all` puts all five in one table); 3 rounds x 5 repetitions x 10000 calls,
@@ -26,8 +34,9 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT" || exit 2
 
+pattern=repetitions
 rounds=3
-repetitions=5
+repetitions=""
 calls=10000
 settle_ms=150
 configs=""
@@ -41,6 +50,7 @@ usage() {
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --pattern) pattern="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --rounds) rounds="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --repetitions) repetitions="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --calls) calls="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
@@ -52,6 +62,11 @@ while [ $# -gt 0 ]; do
     *) echo "run_micro.sh: unknown argument '$1'" >&2; usage ;;
   esac
 done
+case "$pattern" in
+  repetitions) [ -z "$repetitions" ] && repetitions=5 ;;
+  bursty) [ -z "$repetitions" ] && repetitions=10 ;;
+  *) echo "run_micro.sh: unknown pattern '$pattern'" >&2; exit 2 ;;
+esac
 for n in "$rounds" "$repetitions" "$calls"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "run_micro.sh: '$n' is not a positive number" >&2; exit 2; }
 done
@@ -84,7 +99,7 @@ fi
 
 started=$(date +%s)
 if [ "$build" = 1 ]; then
-  targets=(//bench:micro_bench)
+  targets=(//bench:micro_bench //bench:burst_bench)
   [ "$needs_nrtprof" = 1 ] && targets+=(//shim:shim //daemon:nrtprofd //client:nrtprof)
   [ "$needs_lttng" = 1 ] && targets+=(//bench:libnrtprof_peer.so)
   echo "run_micro.sh: bazel build --config=opt ${targets[*]}" >&2
@@ -95,6 +110,7 @@ fi
 # build in this tree used, and others build here too.
 BIN="$ROOT/bazel-out/k8-opt/bin"
 BENCH="$BIN/bench/micro_bench"
+[ "$pattern" = bursty ] && BENCH="$BIN/bench/burst_bench"
 [ -x "$BENCH" ] || { echo "run_micro.sh: $BENCH not built" >&2; exit 1; }
 
 if [ -z "$out" ]; then
@@ -151,16 +167,26 @@ fi
 export NRT_SIM_TIME_SCALE=0
 {
   echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-32768 (default)} 64-byte slots per thread, flusher every" \
-    "100 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
+    "25 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
   echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource \
     2>/dev/null || echo '?'); TSC flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|tsc_reliable' \
     /proc/cpuinfo | sort -u | tr '\n' ' ')"
 } >"$out/settings.txt"
+# The bursty pattern has 30,000 calls between two long pauses: LTTng's sub-buffers are made
+# 1 MiB (4 MiB per CPU, the shim's ring is 2 MiB per thread) so that it need not discard.
+[ "$pattern" = bursty ] && export NRTPROF_LTTNG_SUBBUF_SIZE="${NRTPROF_LTTNG_SUBBUF_SIZE:-1M}"
 export NRTPROF_LTTNG_SESSIOND_STATE="$sessiond_state"
 export NRTPROF_LTTNG_PEER="$BIN/bench/libnrtprof_peer.so"
-bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
-  --benchmark_format=json)
-traced_only=(--benchmark_filter='^(nrt_|range_)')
+if [ "$pattern" = bursty ]; then
+  # A new thread every other round: repetitions/2 new-thread samples per process.
+  bench_args=(--calls="$calls" --long_pause_ms="$settle_ms" --short_pause_ms=20
+    --rounds="$repetitions" --new_thread_every=2)
+  traced_only=()
+else
+  bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
+    --benchmark_format=json)
+  traced_only=(--benchmark_filter='^(nrt_|range_)')
+fi
 
 run_one() {
   local config="$1" dir="$2"
@@ -174,7 +200,7 @@ run_one() {
       [ "$config" = nrtprof_stacks16 ] && stacks=16
       NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$BIN/shim/libnrtprof_shim.so" \
         "$BIN/client/nrtprof" run --out "$dir/capture" \
-        --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" "${traced_only[@]}" \
+        --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"} \
         >"$dir/bench.json" 2>"$dir/stderr"
       local code=$?
       stat -c %s "$dir/capture/trace.pftrace" >"$dir/trace_bytes" 2>/dev/null
@@ -186,7 +212,7 @@ run_one() {
       local flag=()
       [ "$config" = lttng_entry_exit ] && flag=(--entry-exit)
       "$ROOT/bench/lttng/run_lttng.sh" --record "$dir" "${flag[@]}" -- \
-        "$BENCH" "${bench_args[@]}" "${traced_only[@]}"
+        "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"}
       local code=$?
       mv "$dir/stdout" "$dir/bench.json" 2>/dev/null
       return "$code"
@@ -208,7 +234,9 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 
-python3 "$ROOT/bench/micro/micro_report.py" --rounds "$rounds" --configs "$configs" "$out"
+report="$ROOT/bench/micro/micro_report.py"
+[ "$pattern" = bursty ] && report="$ROOT/bench/micro/bursty_report.py"
+python3 "$report" --rounds "$rounds" --configs "$configs" "$out"
 code=$?
 echo "run_micro.sh: done in $(($(date +%s) - started)) s; raw results in $out" >&2
 exit "$code"
