@@ -126,6 +126,14 @@ class Flusher {
   void DrainRings(uint64_t now_ns);
   // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots).
   static void FaultInAhead(EventRing* ring);
+  // A state whose ring is empty and has no thread, onto CoreState::spare_threads if there is
+  // room (kMaxSpareRings); false if not (the caller frees it).
+  bool AddSpare(ThreadState* ts);
+  // Unmaps the ring of a state on no list (punching its slot of the rings file) and frees it.
+  void FreeRing(ThreadState* ts);
+  // Makes a spare ring, faulted in for kSpareRingWarmSlots, if none is ready: the next new
+  // thread's first calls then write into pages already present and mapped.
+  void KeepASpareRing();
   void TakeModels();
   void ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline);
   void SendReady(bool final);

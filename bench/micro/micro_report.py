@@ -24,6 +24,7 @@ LABELS = {
     "nrtprof_stacks16": "nrtprof stacks=16",
     "lttng": "lttng-ust",
     "lttng_entry_exit": "lttng-ust entry+exit",
+    "nrtprof_alt": "nrtprof (alt. build)",
 }
 TRACED = [
     ("nrt_tensor_write/host/4B", "nrt_tensor_write, host, 4 B"),

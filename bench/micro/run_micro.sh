@@ -9,6 +9,8 @@
 #   lttng              under the LTTng-UST peer (bench/lttng/run_lttng.sh --record): one event
 #                      per call
 #   lttng_entry_exit   the peer with an entry event as well, as LTTng gets durations
+#   nrtprof_alt        like nrtprof, with the shim in the folder NRTPROF_BENCH_ALT_SHIM_DIR
+#                      (another build's bazel-out/k8-opt/bin/shim): before and after in one run
 #
 # Every run's loss is checked: the calls the benchmark made against what each tool recorded,
 # and the tool's own count of what it dropped or discarded.
@@ -87,6 +89,13 @@ for c in "${config_list[@]}"; do
   case "$c" in
     plain) ;;
     nrtprof | nrtprof_stacks16) needs_nrtprof=1 ;;
+    nrtprof_alt)
+      needs_nrtprof=1
+      [ -f "${NRTPROF_BENCH_ALT_SHIM_DIR:-}/libnrtprof_shim.so" ] || {
+        echo "run_micro.sh: nrtprof_alt needs NRTPROF_BENCH_ALT_SHIM_DIR (a folder with" \
+          "libnrtprof_shim.so and its backend)" >&2
+        exit 2
+      } ;;
     lttng | lttng_entry_exit) needs_lttng=1 ;;
     *) echo "run_micro.sh: unknown configuration '$c'" >&2; exit 2 ;;
   esac
@@ -195,10 +204,11 @@ run_one() {
     plain)
       "$BENCH" "${bench_args[@]}" >"$dir/bench.json" 2>"$dir/stderr"
       ;;
-    nrtprof | nrtprof_stacks16)
-      local stacks=0
+    nrtprof | nrtprof_stacks16 | nrtprof_alt)
+      local stacks=0 shim="$BIN/shim/libnrtprof_shim.so"
       [ "$config" = nrtprof_stacks16 ] && stacks=16
-      NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$BIN/shim/libnrtprof_shim.so" \
+      [ "$config" = nrtprof_alt ] && shim="$NRTPROF_BENCH_ALT_SHIM_DIR/libnrtprof_shim.so"
+      NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$shim" \
         "$BIN/client/nrtprof" run --out "$dir/capture" \
         --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"} \
         >"$dir/bench.json" 2>"$dir/stderr"

@@ -3,7 +3,11 @@
  * 300 ms (long enough for the profiler to send them), makes N more writes, each inside an
  * annotation range, then ends at once: HOW is kill (SIGKILL), exit (_exit(0), no atexit
  * handlers), segv (SIGSEGV) or abort (SIGABRT); at_once: SIGKILL right after the first N
- * writes, without waiting. Prints how many calls it made first. */
+ * writes, without waiting; threads: the second N writes are made by four threads, one after
+ * another, each 60 ms after the last one ended (so that the profiler has taken back its
+ * ring), and the fourth kills the process with SIGKILL right after its writes. Prints how
+ * many calls it made first. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,24 @@
 
 void nrtprof_range_push(const char* name) __attribute__((weak));
 void nrtprof_range_pop(void) __attribute__((weak));
+
+static nrt_tensor_t* g_tensor;
+static int g_writes_per_thread;
+
+static void Writes(int n) {
+  char buf[64] = {0};
+  for (int i = 0; i < n; ++i) {
+    if (nrtprof_range_push) nrtprof_range_push("step");
+    nrt_tensor_write(g_tensor, buf, 0, sizeof(buf));
+    if (nrtprof_range_pop) nrtprof_range_pop();
+  }
+}
+
+static void* Worker(void* last) {
+  Writes(g_writes_per_thread);
+  if (last != NULL) raise(SIGKILL);
+  return NULL;
+}
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -37,6 +59,21 @@ int main(int argc, char** argv) {
   }
   const struct timespec wait = {0, 300 * 1000 * 1000};
   nanosleep(&wait, NULL);
+  if (strcmp(how, "threads") == 0) {
+    printf("abrupt_end: %d runtime calls, %d ranges; ending by SIGKILL on the fourth thread\n",
+           2 + n + n / 4 * 4, n / 4 * 4);
+    fflush(stdout);
+    g_tensor = tensor;
+    g_writes_per_thread = n / 4;
+    const struct timespec between = {0, 60 * 1000 * 1000};
+    for (int t = 0; t < 4; ++t) {
+      pthread_t thread;
+      if (pthread_create(&thread, NULL, &Worker, t == 3 ? &g_tensor : NULL) != 0) return 5;
+      pthread_join(thread, NULL);
+      nanosleep(&between, NULL);
+    }
+    return 6;  // not reached: the fourth thread kills the process
+  }
   for (int i = 0; i < n; ++i) {
     if (nrtprof_range_push) nrtprof_range_push("step");
     nrt_tensor_write(tensor, buf, 0, sizeof(buf));
