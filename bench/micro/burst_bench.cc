@@ -19,6 +19,7 @@
 //   bazel build --config=opt //bench:burst_bench
 //   NRT_SIM_TIME_SCALE=0 bazel-out/k8-opt/bin/bench/burst_bench [--calls=10000] [--rounds=30]
 //       [--long_pause_ms=150] [--short_pause_ms=20] [--new_thread_every=5] [--warm_bursts=6]
+//       [--evict_mib=0]
 //
 // Prints one JSON document on stdout: the settings, and per pattern the ns/call of each burst
 // (wall and thread CPU). At exit it prints on stderr how many traced calls it made, in the line
@@ -47,6 +48,7 @@ struct Settings {
   long short_pause_ms = 20;
   long new_thread_every = 5;
   long warm_bursts = 6;
+  long evict_mib = 0;
 };
 
 Settings g_settings;
@@ -82,6 +84,15 @@ Sample Burst() {
   const uint64_t wall1 = ClockNs(CLOCK_MONOTONIC);
   const double n = static_cast<double>(g_settings.calls);
   return {static_cast<double>(wall1 - wall0) / n, static_cast<double>(cpu1 - cpu0) / n};
+}
+
+// What a program's other work does to the caches while this thread waits: --evict_mib MiB
+// written and read again, untimed, at the end of each long pause (0: nothing).
+std::vector<char> g_evict;
+void EvictCaches() {
+  if (g_evict.empty()) return;
+  for (size_t i = 0; i < g_evict.size(); i += 64) g_evict[i] = static_cast<char>(g_evict[i] + 1);
+  asm volatile("" : : "r"(g_evict.data()) : "memory");
 }
 
 void* NewThreadBurst(void* out) {
@@ -130,11 +141,13 @@ int main(int argc, char** argv) {
   TakeFlag(&argc, argv, "--short_pause_ms", &s.short_pause_ms);
   TakeFlag(&argc, argv, "--new_thread_every", &s.new_thread_every);
   TakeFlag(&argc, argv, "--warm_bursts", &s.warm_bursts);
+  TakeFlag(&argc, argv, "--evict_mib", &s.evict_mib);
   if (argc > 1) {
     fprintf(stderr, "burst_bench: unknown argument '%s'\n", argv[1]);
     return 2;
   }
   if (s.calls == 0) s.calls = 1;
+  g_evict.assign(static_cast<size_t>(s.evict_mib) << 20, 0);
 
   if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) {
     fprintf(stderr, "burst_bench: nrt_init failed\n");
@@ -164,6 +177,7 @@ int main(int argc, char** argv) {
       }
     }
     SleepMs(s.long_pause_ms);
+    EvictCaches();
     g_samples["after_long_pause"].push_back(Burst());
     SleepMs(s.short_pause_ms);
     g_samples["after_short_pause"].push_back(Burst());
@@ -188,9 +202,9 @@ int main(int argc, char** argv) {
   const char* preload = getenv("LD_PRELOAD");
   printf("{\n  \"context\": {\"calls_per_burst\": %ld, \"rounds\": %ld, \"long_pause_ms\": %ld, "
          "\"short_pause_ms\": %ld, \"new_thread_every\": %ld, \"warm_bursts\": %ld, "
-         "\"cpu\": \"%s\", \"ld_preload\": \"%s\"},\n  \"patterns\": {\n",
+         "\"evict_mib\": %ld, \"cpu\": \"%s\", \"ld_preload\": \"%s\"},\n  \"patterns\": {\n",
          s.calls, s.rounds, s.long_pause_ms, s.short_pause_ms, s.new_thread_every,
-         s.warm_bursts, cpu, preload != nullptr ? preload : "");
+         s.warm_bursts, s.evict_mib, cpu, preload != nullptr ? preload : "");
   size_t i = 0;
   for (const auto& [name, samples] : g_samples) {
     PrintSamples(name.c_str(), samples, ++i == g_samples.size());

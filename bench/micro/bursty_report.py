@@ -22,7 +22,7 @@ from micro_report import (LABELS, load_json, lttng_events, nrtprof_events, quant
 PATTERNS = [
     ("continuous", "continuous (no pause)"),
     ("after_short_pause", "burst after {short} ms"),
-    ("after_long_pause", "burst after {long} ms"),
+    ("after_long_pause", "burst after {long} ms{evict}"),
     ("new_thread", "new thread's first calls"),
 ]
 
@@ -72,7 +72,9 @@ def main():
     if meta is None:
         print("bursty_report: no results in " + args.dir, file=sys.stderr)
         return 1
-    labels = {p: text.format(short=meta.get("short_pause_ms", "?"), long=meta.get("long_pause_ms", "?"))
+    evict = f" +{meta['evict_mib']} MiB" if meta.get("evict_mib") else ""
+    labels = {p: text.format(short=meta.get("short_pause_ms", "?"), long=meta.get("long_pause_ms", "?"),
+                             evict=evict)
               for p, text in PATTERNS}
     print()
     print(f"Per-call cost in the bursty pattern (ns/call of nrt_tensor_write, 4 B, HOST tensor): "

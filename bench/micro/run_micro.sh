@@ -25,6 +25,8 @@
 # process per configuration and round: bursts of --calls nrt_tensor_write calls after a
 # --settle_ms pause and after a 20 ms one, the same calls in one continuous run (a burst right
 # after another), and a new thread's first --calls calls; --repetitions bursts of each.
+# --evict_mib N (bursty only): the benchmark writes N MiB at the end of each long pause, as a
+# program's other work would, so that the burst after it finds the caches cold.
 #
 # Defaults: plain,nrtprof,nrtprof_stacks16 (bench/lttng/run_lttng.sh runs the LTTng side by
 # side; `--configs all` puts all five in one table); 3 rounds x 5 repetitions x 10000 calls,
@@ -37,6 +39,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT" || exit 2
 
 pattern=repetitions
+evict_mib=0
 rounds=3
 repetitions=""
 calls=10000
@@ -53,6 +56,7 @@ usage() {
 while [ $# -gt 0 ]; do
   case "$1" in
     --pattern) pattern="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --evict_mib) evict_mib="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --rounds) rounds="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --repetitions) repetitions="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --calls) calls="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
@@ -72,6 +76,7 @@ esac
 for n in "$rounds" "$repetitions" "$calls"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "run_micro.sh: '$n' is not a positive number" >&2; exit 2; }
 done
+[[ "$evict_mib" =~ ^[0-9]+$ ]] || { echo "run_micro.sh: '$evict_mib' is not a number" >&2; exit 2; }
 [[ "$settle_ms" =~ ^[0-9]+$ ]] || { echo "run_micro.sh: '$settle_ms' is not a number" >&2; exit 2; }
 
 have_lttng=0
@@ -189,7 +194,7 @@ export NRTPROF_LTTNG_PEER="$BIN/bench/libnrtprof_peer.so"
 if [ "$pattern" = bursty ]; then
   # A new thread every other round: repetitions/2 new-thread samples per process.
   bench_args=(--calls="$calls" --long_pause_ms="$settle_ms" --short_pause_ms=20
-    --rounds="$repetitions" --new_thread_every=2)
+    --rounds="$repetitions" --new_thread_every=2 --evict_mib="$evict_mib")
   traced_only=()
 else
   bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
