@@ -4,6 +4,9 @@
 # minute of this shared VM hits them all alike, and the medians printed side by side:
 #
 #   plain              no tracer
+#   plain_threaded     no tracer, the process made multi-threaded first (micro_bench
+#                      --start_thread=1), as it is under any tracer; the bursty pattern's
+#                      processes always are
 #   nrtprof            under the shim, via `nrtprof run` against a private nrtprofd, stacks off
 #   nrtprof_stacks16   the same with NRTPROF_STACKS=16 (`nrtprof run --stacks 16`)
 #   lttng              under the LTTng-UST peer (bench/lttng/run_lttng.sh --record): one event
@@ -86,13 +89,15 @@ if command -v lttng >/dev/null && command -v lttng-sessiond >/dev/null &&
   have_lttng=1
 fi
 [ -z "$configs" ] && configs="plain,nrtprof,nrtprof_stacks16"
-[ "$configs" = all ] && configs="plain,nrtprof,nrtprof_stacks16,lttng,lttng_entry_exit"
+[ "$configs" = all ] && configs="plain,plain_threaded,nrtprof,nrtprof_stacks16,lttng,lttng_entry_exit"
+# The bursty pattern's plain run is multi-threaded already.
+[ "$pattern" = bursty ] && configs="$(echo "$configs" | sed 's/,plain_threaded//; s/^plain_threaded,//')"
 IFS=, read -r -a config_list <<<"$configs"
 needs_lttng=0
 needs_nrtprof=0
 for c in "${config_list[@]}"; do
   case "$c" in
-    plain) ;;
+    plain | plain_threaded) ;;
     nrtprof | nrtprof_stacks16) needs_nrtprof=1 ;;
     nrtprof_alt)
       needs_nrtprof=1
@@ -208,6 +213,9 @@ run_one() {
   case "$config" in
     plain)
       "$BENCH" "${bench_args[@]}" >"$dir/bench.json" 2>"$dir/stderr"
+      ;;
+    plain_threaded)
+      "$BENCH" "${bench_args[@]}" --start_thread=1 >"$dir/bench.json" 2>"$dir/stderr"
       ;;
     nrtprof | nrtprof_stacks16 | nrtprof_alt)
       local stacks=0 shim="$BIN/shim/libnrtprof_shim.so"
