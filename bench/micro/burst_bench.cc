@@ -19,13 +19,14 @@
 //   bazel build --config=opt //bench:burst_bench
 //   NRT_SIM_TIME_SCALE=0 bazel-out/k8-opt/bin/bench/burst_bench [--calls=10000] [--rounds=30]
 //       [--long_pause_ms=150] [--short_pause_ms=20] [--new_thread_every=5] [--warm_bursts=6]
-//       [--evict_mib=0]
+//       [--evict_mib=0] [--drop_ring_mappings=0]
 //
 // Prints one JSON document on stdout: the settings, and per pattern the ns/call of each burst
 // (wall and thread CPU). At exit it prints on stderr how many traced calls it made, in the line
 // micro_bench prints ("micro_bench: traced calls: ..."), for the drivers' loss check. Prints
 // figures; asserts nothing about time (a benchmark, not a test).
 #include <pthread.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +50,7 @@ struct Settings {
   long new_thread_every = 5;
   long warm_bursts = 6;
   long evict_mib = 0;
+  long drop_ring_mappings = 0;
 };
 
 Settings g_settings;
@@ -93,6 +95,24 @@ void EvictCaches() {
   if (g_evict.empty()) return;
   for (size_t i = 0; i < g_evict.size(); i += 64) g_evict[i] = static_cast<char>(g_evict[i] + 1);
   asm volatile("" : : "r"(g_evict.data()) : "memory");
+}
+
+// What a host that reclaims a sleeping guest's mappings would do to the shim's rings:
+// --drop_ring_mappings=1 drops this process's mappings of the nrtprof rings file
+// (MADV_DONTNEED: the file keeps its data, the page table entries go) at the start of each
+// long pause. Nothing else is touched; plain and LTTng runs have no such file.
+void DropRingMappings() {
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return;
+  char line[512];
+  while (fgets(line, sizeof(line), maps) != nullptr) {
+    if (strstr(line, "/memfd:nrtprof-rings") == nullptr) continue;
+    unsigned long begin = 0, end = 0;
+    if (sscanf(line, "%lx-%lx", &begin, &end) == 2 && end > begin) {
+      madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+  }
+  fclose(maps);
 }
 
 void* NewThreadBurst(void* out) {
@@ -142,6 +162,7 @@ int main(int argc, char** argv) {
   TakeFlag(&argc, argv, "--new_thread_every", &s.new_thread_every);
   TakeFlag(&argc, argv, "--warm_bursts", &s.warm_bursts);
   TakeFlag(&argc, argv, "--evict_mib", &s.evict_mib);
+  TakeFlag(&argc, argv, "--drop_ring_mappings", &s.drop_ring_mappings);
   if (argc > 1) {
     fprintf(stderr, "burst_bench: unknown argument '%s'\n", argv[1]);
     return 2;
@@ -184,6 +205,7 @@ int main(int argc, char** argv) {
         g_writes += s.calls;
       }
     }
+    if (s.drop_ring_mappings != 0) DropRingMappings();
     SleepMs(s.long_pause_ms);
     EvictCaches();
     g_samples["after_long_pause"].push_back(Burst());
@@ -210,9 +232,9 @@ int main(int argc, char** argv) {
   const char* preload = getenv("LD_PRELOAD");
   printf("{\n  \"context\": {\"calls_per_burst\": %ld, \"rounds\": %ld, \"long_pause_ms\": %ld, "
          "\"short_pause_ms\": %ld, \"new_thread_every\": %ld, \"warm_bursts\": %ld, "
-         "\"evict_mib\": %ld, \"cpu\": \"%s\", \"ld_preload\": \"%s\"},\n  \"patterns\": {\n",
+         "\"evict_mib\": %ld, \"drop_ring_mappings\": %ld, \"cpu\": \"%s\", \"ld_preload\": \"%s\"},\n  \"patterns\": {\n",
          s.calls, s.rounds, s.long_pause_ms, s.short_pause_ms, s.new_thread_every,
-         s.warm_bursts, s.evict_mib, cpu, preload != nullptr ? preload : "");
+         s.warm_bursts, s.evict_mib, s.drop_ring_mappings, cpu, preload != nullptr ? preload : "");
   size_t i = 0;
   for (const auto& [name, samples] : g_samples) {
     PrintSamples(name.c_str(), samples, ++i == g_samples.size());

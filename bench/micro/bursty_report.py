@@ -73,6 +73,8 @@ def main():
         print("bursty_report: no results in " + args.dir, file=sys.stderr)
         return 1
     evict = f" +{meta['evict_mib']} MiB" if meta.get("evict_mib") else ""
+    if meta.get("drop_ring_mappings"):
+        evict += ", ring unmapped"
     labels = {p: text.format(short=meta.get("short_pause_ms", "?"), long=meta.get("long_pause_ms", "?"),
                              evict=evict)
               for p, text in PATTERNS}

@@ -30,6 +30,8 @@
 # after another), and a new thread's first --calls calls; --repetitions bursts of each.
 # --evict_mib N (bursty only): the benchmark writes N MiB at the end of each long pause, as a
 # program's other work would, so that the burst after it finds the caches cold.
+# --drop_ring_mappings (bursty only): the benchmark drops its mappings of the shim's rings
+# file at the start of each long pause, as a host reclaiming a sleeping guest's mappings would.
 #
 # Defaults: plain,nrtprof,nrtprof_stacks16 (bench/lttng/run_lttng.sh runs the LTTng side by
 # side; `--configs all` puts all five in one table); 3 rounds x 5 repetitions x 10000 calls,
@@ -43,6 +45,7 @@ cd "$ROOT" || exit 2
 
 pattern=repetitions
 evict_mib=0
+drop_ring_mappings=0
 rounds=3
 repetitions=""
 calls=10000
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --pattern) pattern="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --evict_mib) evict_mib="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --drop_ring_mappings) drop_ring_mappings=1; shift ;;
     --rounds) rounds="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --repetitions) repetitions="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --calls) calls="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
@@ -199,7 +203,8 @@ export NRTPROF_LTTNG_PEER="$BIN/bench/libnrtprof_peer.so"
 if [ "$pattern" = bursty ]; then
   # A new thread every other round: repetitions/2 new-thread samples per process.
   bench_args=(--calls="$calls" --long_pause_ms="$settle_ms" --short_pause_ms=20
-    --rounds="$repetitions" --new_thread_every=2 --evict_mib="$evict_mib")
+    --rounds="$repetitions" --new_thread_every=2 --evict_mib="$evict_mib"
+    --drop_ring_mappings="$drop_ring_mappings")
   traced_only=()
 else
   bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
