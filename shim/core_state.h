@@ -44,10 +44,11 @@ inline constexpr uint64_t kCorrelationBlock = 4096;
 inline constexpr uint64_t kInitialFaultInSlots = 256;
 
 // Rings kept ready for the next threads (CoreState::spare_threads): the flusher keeps one made
-// ahead, faulted in for its first kSpareRingWarmSlots (1 MiB: a burst of 10,000 calls and then
-// some), and keeps up to kMaxSpareRings rings of ended threads instead of freeing them. A new
-// thread that takes one finds its first pages present and mapped: on the project's VMs each
-// page a thread's first calls had to fault in cost it 9 us (bench/README.md).
+// ahead, faulted in for twice what the last new threads wrote before its first look at them,
+// from kInitialFaultInSlots up to kSpareRingWarmSlots (1 MiB: a burst of 10,000 calls and
+// then some), and keeps up to kMaxSpareRings rings of ended threads instead of freeing them. A
+// new thread that takes one finds its first pages present and mapped: on the project's VMs
+// each page a thread's first calls had to fault in cost it 9 us (bench/README.md).
 inline constexpr uint64_t kSpareRingWarmSlots = 16384;
 inline constexpr uint32_t kMaxSpareRings = 2;
 
