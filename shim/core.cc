@@ -110,6 +110,9 @@ void AtForkChild() {
   }
   LoadedObjectsAtForkChild();
   g_core.threads = nullptr;
+  // Spare rings are in the parent's rings file: the child makes its own.
+  g_core.spare_threads = nullptr;
+  g_core.spare_count = 0;
   g_core.lost_calls.store(0, std::memory_order_relaxed);
   g_core.lost_ranges.store(0, std::memory_order_relaxed);
   g_core.next_correlation_id.store(1, std::memory_order_relaxed);
@@ -188,6 +191,26 @@ void* MapRing(size_t bytes, int64_t* offset) {
   return mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
+// A state with a new, empty ring, on no list; null if there is no memory for it. Its pages
+// are not faulted in.
+ThreadState* NewRingState() {
+  const size_t ring_bytes = EventRing::BytesFor(g_core.config.ring_events);
+  int64_t ring_offset = -1;
+  void* ring_memory = MapRing(ring_bytes, &ring_offset);
+  auto* ts = static_cast<ThreadState*>(calloc(1, sizeof(ThreadState)));
+  if (ring_memory == MAP_FAILED || ts == nullptr) {
+    // (A slot of the rings file stays handed out, reading as an empty ring.)
+    if (ring_memory != MAP_FAILED) munmap(ring_memory, ring_bytes);
+    free(ts);
+    return nullptr;
+  }
+  ts->ring_offset = ring_offset;
+  ts->ring_bytes = ring_offset >= 0 ? g_core.rings_header.load()->ring_stride : ring_bytes;
+  ts->ring = EventRing::Create(ring_memory, g_core.config.ring_events);
+  new (&ts->retired) std::atomic<int>(0);
+  return ts;
+}
+
 void ConfigureLocked() {
   ParseConfig(&Getenv, &WriteStderr, &g_core.config);
   g_core.tick_source = g_core.config.clock == ClockChoice::kMonotonic ? TickSource::kMonotonic
@@ -199,6 +222,7 @@ void ConfigureLocked() {
   }
   g_core.real_dlsym = RealDlsym();
   g_core.real_functions = g_real;
+  g_core.new_spare_thread = &NewRingState;
   uintptr_t range[2] = {0, 0};
   dl_iterate_phdr(&FindCoreText, range);
   g_core.core_text_begin = range[0];
@@ -352,27 +376,26 @@ bool StartSlow() {
 
 ThreadState* CreateThreadState(RecordKind kind) {
   if (!EnsureConfigured()) return nullptr;
-  const Config& config = g_core.config;
-  const size_t ring_bytes = EventRing::BytesFor(config.ring_events);
-  // Only the ring's first pages are faulted in now; the flusher faults in more ahead of the
-  // producer as the thread records (FaultInSlots), so a thread that records little costs
-  // little memory and the hot path rarely touches a page for the first time.
-  int64_t ring_offset = -1;
-  void* ring_memory = MapRing(ring_bytes, &ring_offset);
-  auto* ts = static_cast<ThreadState*>(calloc(1, sizeof(ThreadState)));
-  if (ring_memory == MAP_FAILED || ts == nullptr) {
-    // (A slot of the rings file stays handed out, reading as an empty ring.)
-    if (ring_memory != MAP_FAILED) munmap(ring_memory, ring_bytes);
-    free(ts);
-    t_state = kDeadThread;
-    CountLostRecord(kind);
-    return nullptr;
+  // A spare ring if there is one: its first pages are present and mapped already.
+  pthread_mutex_lock(&g_core.registry_mu);
+  ThreadState* ts = g_core.spare_threads;
+  if (ts != nullptr) {
+    g_core.spare_threads = ts->next;
+    --g_core.spare_count;
   }
-  ts->ring_offset = ring_offset;
-  ts->ring_bytes = ring_offset >= 0 ? g_core.rings_header.load()->ring_stride : ring_bytes;
-  ts->ring = EventRing::Create(ring_memory, config.ring_events);
-  FaultInSlots(ts->ring, kInitialFaultInSlots);
-  new (&ts->retired) std::atomic<int>(0);
+  pthread_mutex_unlock(&g_core.registry_mu);
+  if (ts == nullptr) {
+    ts = NewRingState();
+    if (ts == nullptr) {
+      t_state = kDeadThread;
+      CountLostRecord(kind);
+      return nullptr;
+    }
+    // Only the ring's first pages are faulted in now; the flusher faults in more ahead of the
+    // producer as the thread records (FaultInSlots), so a thread that records little costs
+    // little memory and the hot path rarely touches a page for the first time.
+    FaultInSlots(ts->ring, kInitialFaultInSlots);
+  }
   ts->tid = static_cast<uint32_t>(gettid());
   pthread_once(&g_key_once, &CreateThreadKey);
   pthread_setspecific(g_thread_key, ts);

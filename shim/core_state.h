@@ -31,7 +31,7 @@ namespace nrtprof::shim {
 
 using ::nrtprof::RingsFileHeader;
 
-inline constexpr uint32_t kShimAbiVersion = 5;
+inline constexpr uint32_t kShimAbiVersion = 6;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -42,6 +42,15 @@ inline constexpr uint64_t kCorrelationBlock = 4096;
 // Slots of a new ring faulted in at the thread's first event (16 KiB); the flusher faults in
 // more ahead of what the thread writes.
 inline constexpr uint64_t kInitialFaultInSlots = 256;
+
+// Rings kept ready for the next threads (CoreState::spare_threads): the flusher keeps one made
+// ahead, faulted in for twice what the last new threads wrote before its first look at them,
+// from kInitialFaultInSlots up to kSpareRingWarmSlots (1 MiB: a burst of 10,000 calls and
+// then some), and keeps up to kMaxSpareRings rings of ended threads instead of freeing them. A
+// new thread that takes one finds its first pages present and mapped: on the project's VMs
+// each page a thread's first calls had to fault in cost it 9 us (bench/README.md).
+inline constexpr uint64_t kSpareRingWarmSlots = 16384;
+inline constexpr uint32_t kMaxSpareRings = 2;
 
 // Notices the core keeps for the capture (CoreState::notices), and the bytes of each.
 inline constexpr uint32_t kMaxNotices = 8;
@@ -57,9 +66,10 @@ struct RangeFrame {
   char name[kRecordNameBytes];
 };
 
-// One application thread that recorded an event. Allocated at its first event; the thread
-// writes only its ring and range stack. At thread exit a pthread key destructor sets
-// `retired`; the flusher then drains the ring, unlinks the state, unmaps the ring and frees
+// One application thread that recorded an event. Allocated at its first event (or taken from
+// CoreState::spare_threads); the thread writes only its ring and range stack. At thread exit a
+// pthread key destructor sets `retired`; the flusher then drains the ring, unlinks the state,
+// and either empties the ring and keeps the state as a spare, or unmaps the ring and frees
 // the state.
 struct ThreadState {
   EventRing* ring;          // mmap()ed (ring_bytes) at the thread's first event; owned here
@@ -87,6 +97,13 @@ struct CoreState {
 
   pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
   ThreadState* threads = nullptr;  // guarded by registry_mu
+  // States with an empty ring and no thread, for the next threads' first events (linked by
+  // `next`; kSpareRingWarmSlots). Guarded by registry_mu.
+  ThreadState* spare_threads = nullptr;
+  uint32_t spare_count = 0;
+  // Made by the core for the flusher: a state with a new, empty ring (a slot of the rings file,
+  // or private memory), on no list; null if there is no memory for one. Any thread.
+  ThreadState* (*new_spare_thread)() = nullptr;
 
   // Records lost outside any live ring, by kind: threads past their exit or without memory for
   // a ring, ranges nested deeper than kMaxRangeDepth. Part of DropCounters.ring_full.

@@ -120,6 +120,19 @@ class EventRing {
   // The first slot's address, for the consumer's page work.
   char* slot_memory() { return reinterpret_cast<char*>(this) + sizeof(EventRing); }
 
+  // Consumer, with no producer (the ring's thread has ended and the ring was drained): empties
+  // the ring and zeroes its counters for the next thread that takes it; its pages stay.
+  void Reset() {
+    head_.store(0, std::memory_order_relaxed);
+    tail_.store(0, std::memory_order_relaxed);
+    cached_tail_ = 0;
+    for (size_t k = 0; k < kDropKinds; ++k) {
+      dropped_[k].store(0, std::memory_order_relaxed);
+      committed_[k].store(0, std::memory_order_relaxed);
+    }
+    seen_written_slots_ = 0;
+  }
+
  private:
   explicit EventRing(uint32_t capacity) : capacity_(capacity) {}
 
@@ -161,9 +174,15 @@ struct EventRingLayout {
 #endif
 
 // Faults in the ring's memory up to slot `until_slots` (at most its capacity), from where the
-// last call stopped, so that the producer finds those pages present. One madvise() call; on a
-// kernel without MADV_POPULATE_WRITE it gives up for good and pages fault in as written.
-// Called by the producer before the ring is shared, then by the consumer only.
+// last call stopped, so that the producer finds those pages present and mapped: one madvise()
+// call, then one read of each page. The read is what makes the producer's first write cheap
+// on a VM whose hypervisor maps a guest page only at its first access from user space (the
+// project's VMs: a page populated by madvise() still cost 3.5 us at its first access, 0 guest
+// page faults counted; read once by any thread of the process, its first write cost 0.2 us;
+// bench/README.md, "Where a new thread's first calls went"). On a kernel without
+// MADV_POPULATE_WRITE it gives up for good and pages fault in as written.
+// Called by the producer before the ring is shared, then by the consumer only. The pages read
+// are ahead of the producer; the reads are atomic, as the producer may reach them meanwhile.
 inline void FaultInSlots(EventRing* ring, uint64_t until_slots) {
   if (until_slots > ring->capacity()) until_slots = ring->capacity();
   const uint64_t from = ring->populated_slots();
@@ -177,6 +196,9 @@ inline void FaultInSlots(EventRing* ring, uint64_t until_slots) {
   if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
     ring->set_populated_slots(ring->capacity());
     return;
+  }
+  for (uintptr_t at = begin; at < end; at += page) {
+    (void)__atomic_load_n(reinterpret_cast<const char*>(at), __ATOMIC_RELAXED);
   }
   ring->set_populated_slots(until_slots);
 }

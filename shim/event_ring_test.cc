@@ -167,6 +167,34 @@ TEST(EventRingTest, PagesAreFaultedInOnlyAsFarAsAsked) {
   munmap(memory, bytes);
 }
 
+// A ring whose thread has ended is emptied for the next thread (the flusher keeps it as a
+// spare): nothing of the old thread comes out again, its counters start from zero, and the
+// pages it had faulted in stay.
+TEST(EventRingTest, AResetRingStartsEmptyWithItsPages) {
+  const uint32_t capacity = 1024;
+  const size_t bytes = EventRing::BytesFor(capacity);
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  EventRing* ring = EventRing::Create(memory, capacity);
+  FaultInSlots(ring, capacity);
+  for (uint64_t id = 1; id <= 1100; ++id) Push(ring, id);  // 76 past a full ring
+  EXPECT_EQ(ring->dropped(RecordKind::kApiCall), 76u);
+  EXPECT_EQ(DrainIds(ring).size(), 1024u);
+  ring->Reset();
+  EXPECT_EQ(ring->written_slots(), 0u);
+  EXPECT_EQ(ring->dropped(), 0u);
+  EXPECT_EQ(ring->committed(RecordKind::kApiCall), 0u);
+  EXPECT_EQ(ring->populated_slots(), capacity);
+  EXPECT_TRUE(DrainIds(ring).empty());
+  for (uint64_t id = 5000; id < 5000 + capacity; ++id) ASSERT_TRUE(Push(ring, id));
+  const std::vector<uint64_t> ids = DrainIds(ring);
+  ASSERT_EQ(ids.size(), capacity);
+  EXPECT_EQ(ids.front(), 5000u);
+  EXPECT_EQ(ids.back(), 5000u + capacity - 1);
+  EXPECT_EQ(ring->committed(RecordKind::kApiCall), capacity);
+  munmap(memory, bytes);
+}
+
 // Several producer threads, each with its own ring, and one consumer draining all of them
 // while they write: every record either arrives, in order, or is counted as dropped. Run
 // under --config=tsan as well.

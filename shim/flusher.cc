@@ -363,6 +363,7 @@ void Flusher::Tick() {
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   DrainRings(now);
+  KeepASpareRing();
   TakeModels();
   batcher_.SealIfDue(now);
   ServiceStream(now, /*final=*/false, Clock::now());
@@ -444,21 +445,61 @@ void Flusher::DrainRings(uint64_t now_ns) {
     pthread_mutex_unlock(&core_->registry_mu);
     freed_rings_dropped_.runtime += ts->ring->dropped(RecordKind::kApiCall);
     freed_rings_dropped_.framework += ts->ring->dropped(RecordKind::kRange);
-    if (RingsFileHeader* h = core_->rings_header.load(std::memory_order_acquire);
-        h != nullptr && ts->ring_offset >= 0) {
-      // The ring's counts move to the header before its memory goes (its slot then reads as
-      // zeros), so that a reader after the process's death still finds them.
+    RingsFileHeader* h = core_->rings_header.load(std::memory_order_acquire);
+    if (h != nullptr && ts->ring_offset >= 0) {
+      // The ring's counts move to the header before its memory goes or is emptied for another
+      // thread (its counters then read as zeros), so that a reader after the process's death
+      // still finds them.
       for (RecordKind kind : {RecordKind::kApiCall, RecordKind::kRange}) {
         const size_t k = static_cast<size_t>(kind) % kRingsKinds;
         h->retired_committed[k].fetch_add(ts->ring->committed(kind), std::memory_order_relaxed);
         h->retired_dropped[k].fetch_add(ts->ring->dropped(kind), std::memory_order_relaxed);
       }
-      fallocate(core_->rings_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ts->ring_offset,
-                static_cast<off_t>(ts->ring_bytes));
     }
-    munmap(ts->ring, ts->ring_bytes);
-    free(ts);
+    // The ring, its pages faulted in, waits for the next new thread (kMaxSpareRings at most).
+    ts->ring->Reset();
+    ts->range_depth = 0;
+    ts->next_correlation_id = ts->correlation_block_end = 0;
+    ts->retired.store(0, std::memory_order_relaxed);
+    if (!AddSpare(ts)) FreeRing(ts);
   }
+}
+
+void Flusher::FreeRing(ThreadState* ts) {
+  if (core_->rings_header.load(std::memory_order_acquire) != nullptr && ts->ring_offset >= 0) {
+    // Its slot of the rings file then reads as zeros (its counts are in the header).
+    fallocate(core_->rings_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ts->ring_offset,
+              static_cast<off_t>(ts->ring_bytes));
+  }
+  munmap(ts->ring, ts->ring_bytes);
+  free(ts);
+}
+
+bool Flusher::AddSpare(ThreadState* ts) {
+  pthread_mutex_lock(&core_->registry_mu);
+  const bool room = core_->spare_count < kMaxSpareRings;
+  if (room) {
+    ts->next = core_->spare_threads;
+    core_->spare_threads = ts;
+    ++core_->spare_count;
+  }
+  pthread_mutex_unlock(&core_->registry_mu);
+  return room;
+}
+
+void Flusher::KeepASpareRing() {
+  pthread_mutex_lock(&core_->registry_mu);
+  const bool have = core_->spare_count != 0;
+  pthread_mutex_unlock(&core_->registry_mu);
+  if (have || core_->new_spare_thread == nullptr) return;
+  ThreadState* ts = core_->new_spare_thread();
+  if (ts == nullptr) return;  // no memory: new threads fault their rings in as they write
+  // As much as the last new threads wrote at once, twice over, within 16 KiB to 1 MiB: a
+  // process whose threads make a few calls each does not pay 1 MiB for each (measured: 64
+  // long-lived threads started 30 ms apart, 89 MiB peak with every spare at 1 MiB).
+  FaultInSlots(ts->ring, std::clamp<uint64_t>(2 * new_thread_slots_, kInitialFaultInSlots,
+                                              kSpareRingWarmSlots));
+  if (!AddSpare(ts)) FreeRing(ts);
 }
 
 void Flusher::CountNoMemory(const LaneCounts& lost) {
@@ -502,12 +543,17 @@ bool Flusher::ProgramThreadsGone() {
 }
 
 void Flusher::FaultInAhead(EventRing* ring) {
+  const uint64_t written = ring->written_slots();
+  const uint64_t recent = written - ring->seen_written_slots();
+  // A thread's first writes seen: how much a new thread writes at once, for the next spare.
+  // A larger one counts at once; smaller ones bring the estimate down by half each.
+  if (ring->seen_written_slots() == 0 && written != 0) {
+    new_thread_slots_ = std::max(written, new_thread_slots_ / 2);
+  }
+  ring->set_seen_written_slots(written);
   if (ring->populated_slots() >= ring->capacity()) return;
   // Room for twice what the thread wrote since the last tick, and at least 16 KiB, past where
   // it is now.
-  const uint64_t written = ring->written_slots();
-  const uint64_t recent = written - ring->seen_written_slots();
-  ring->set_seen_written_slots(written);
   FaultInSlots(ring, written + std::max<uint64_t>(kInitialFaultInSlots, 2 * recent));
 }
 

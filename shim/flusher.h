@@ -124,8 +124,17 @@ class Flusher {
   void OnDocument(uint64_t generation, std::string json);
   void ParseDocuments(uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
-  // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots).
-  static void FaultInAhead(EventRing* ring);
+  // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots), and
+  // notes a new ring's first writes (new_thread_slots_).
+  void FaultInAhead(EventRing* ring);
+  // A state whose ring is empty and has no thread, onto CoreState::spare_threads if there is
+  // room (kMaxSpareRings); false if not (the caller frees it).
+  bool AddSpare(ThreadState* ts);
+  // Unmaps the ring of a state on no list (punching its slot of the rings file) and frees it.
+  void FreeRing(ThreadState* ts);
+  // Makes a spare ring, faulted in for kSpareRingWarmSlots, if none is ready: the next new
+  // thread's first calls then write into pages already present and mapped.
+  void KeepASpareRing();
   void TakeModels();
   void ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline);
   void SendReady(bool final);
@@ -216,6 +225,9 @@ class Flusher {
   DeviceTraceParser device_parser_;
   Batcher batcher_;
   std::vector<ThreadState*> threads_snapshot_;
+  // About how many slots a new thread writes before the flusher's first look at its ring:
+  // what the next spare ring gets faulted in for (twice that, 16 KiB to 1 MiB).
+  uint64_t new_thread_slots_ = kSpareRingWarmSlots / 2;
   LaneCounts freed_rings_dropped_;  // of rings already freed
   LaneCounts daemon_away_;
   LaneCounts oversized_;

@@ -4,7 +4,11 @@
 // With --sys_trace the program starts the runtime's system trace itself, as the profiler does
 // with the capacity nrtprof asks for (nrtprof is not involved): the part of the difference that is the runtime's own trace
 // buffers.
-//   usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace]
+// With --staggered the threads start 30 ms apart (each after the profiler's next tick) and all
+// stay alive until the last has made its calls: a pool of long-lived workers started over time.
+//   usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace|--staggered]
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +25,9 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 64;
   const int calls = argc > 2 ? atoi(argv[2]) : 100;
   const bool sys_trace = argc > 3 && strcmp(argv[3], "--sys_trace") == 0;
-  if (threads < 1 || calls < 1 || argc > 4 || (argc == 4 && !sys_trace)) {
-    fprintf(stderr, "usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace]\n");
+  const bool staggered = argc > 3 && strcmp(argv[3], "--staggered") == 0;
+  if (threads < 1 || calls < 1 || argc > 4 || (argc == 4 && !sys_trace && !staggered)) {
+    fprintf(stderr, "usage: threads_rss THREADS CALLS_PER_THREAD [--sys_trace|--staggered]\n");
     return 2;
   }
   if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 1;
@@ -36,8 +41,10 @@ int main(int argc, char** argv) {
     nrt_sys_trace_config_free(config);
   }
   std::vector<std::thread> pool;
+  std::atomic<int> done{0};
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([calls] {
+    if (staggered && t > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    pool.emplace_back([calls, staggered, threads, &done] {
       nrt_tensor_t* host = nullptr;
       if (nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, -1, 64, "t", &host) != NRT_SUCCESS) {
         return;
@@ -48,6 +55,10 @@ int main(int argc, char** argv) {
         nrt_tensor_write(host, buf, 0, sizeof(buf));
       }
       nrt_tensor_free(&host);
+      done.fetch_add(1);
+      while (staggered && done.load() < threads) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     });
   }
   for (std::thread& t : pool) t.join();

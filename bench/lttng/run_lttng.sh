@@ -7,7 +7,9 @@
 #       Runs, in the same run and interleaved, the benchmark plain, under nrtprof and under the
 #       peer (one event per call, and with NRTPROF_PEER_ENTRY=1 an entry event as well), and
 #       prints ns/call, events recorded and lost per tool, and the nrtprof-vs-LTTng ratio.
-#       It is `bench/micro/run_micro.sh --configs plain,nrtprof,lttng,lttng_entry_exit`.
+#       It is `bench/micro/run_micro.sh --configs plain,nrtprof,lttng,lttng_entry_exit`;
+#       `--pattern bursty` compares them in the bursty and continuous patterns
+#       (bench/micro/burst_bench.cc) instead of Google Benchmark's repetitions.
 #
 #   bench/lttng/run_lttng.sh --record DIR [--entry-exit] -- CMD ARGS...
 #       Runs CMD once with the peer preloaded under a fresh LTTng session (what run_micro.sh

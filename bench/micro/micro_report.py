@@ -20,10 +20,12 @@ import sys
 
 LABELS = {
     "plain": "plain",
+    "plain_threaded": "plain, multi-threaded",
     "nrtprof": "nrtprof",
     "nrtprof_stacks16": "nrtprof stacks=16",
     "lttng": "lttng-ust",
     "lttng_entry_exit": "lttng-ust entry+exit",
+    "nrtprof_alt": "nrtprof (alt. build)",
 }
 TRACED = [
     ("nrt_tensor_write/host/4B", "nrt_tensor_write, host, 4 B"),
@@ -185,7 +187,7 @@ def main():
                 e = lttng_events(run_dir, calls, config == "lttng_entry_exit")
             else:
                 e = None
-            if e is None and config != "plain":
+            if e is None and not config.startswith("plain"):
                 unverified.append(f"round {rnd} {config}")
             if e is not None:
                 acc = events.setdefault(config, [0, 0, 0, [], 0])
@@ -209,8 +211,10 @@ def main():
           f"{meta.get('date', '')}")
     for line in settings(args.dir, configs, args.rounds):
         print(line)
+    threaded = "plain_threaded" in configs
     header = (f"{'benchmark':<30} {'configuration':<22} {'ns/call':>8} {'p25-p75':>13} "
-              f"{'thread CPU':>10} {'added vs plain':>15}")
+              f"{'thread CPU':>10} {'added vs plain':>15}" +
+              (f" {'vs multi-threaded':>18}" if threaded else ""))
     print(header)
     print("-" * len(header))
     medians = {}
@@ -226,8 +230,12 @@ def main():
             added = ""
             if config != "plain" and ("plain", bench) in medians:
                 added = f"{med - medians[('plain', bench)]:+.1f}"
+            added_mt = ""
+            if threaded and not config.startswith("plain") and ("plain_threaded", bench) in medians:
+                added_mt = f"{med - medians[('plain_threaded', bench)]:+.1f}"
             print(f"{label if i == 0 else '':<30} {LABELS.get(config, config):<22} {med:>8.1f} "
-                  f"{spread:>13} {cpu:>10.1f} {added:>15}")
+                  f"{spread:>13} {cpu:>10.1f} {added:>15}" +
+                  (f" {added_mt:>18}" if threaded else ""))
     for bench, label in CLOCKS:
         values = times.get(("plain", bench))
         if values:
@@ -279,10 +287,10 @@ def main():
         if any(events.get(c, [0, 0, 0])[0] != events.get(c, [0, 0, 0])[1] or
                events.get(c, [0, 0, 0])[2] for c in ["nrtprof"] + peers):
             print("NOT A FAIR COMPARISON: a tool lost events (see above)")
-        header = f"{'benchmark':<30} {'nrtprof':>8}" + "".join(
+        header_cmp = f"{'benchmark':<30} {'nrtprof':>8}" + "".join(
             f" {LABELS[p]:>21} {'ratio':>6}" for p in peers)
-        print(header)
-        print("-" * len(header))
+        print(header_cmp)
+        print("-" * len(header_cmp))
         for bench, label in TRACED:
             if ("nrtprof", bench) not in medians or ("plain", bench) not in medians:
                 continue
@@ -298,6 +306,26 @@ def main():
             print(line)
         print("ratio = LTTng's added ns / nrtprof's (wall time); above 1, nrtprof is cheaper; below 1, "
               "LTTng is.")
+        if threaded:
+            print()
+            print("The same, added over the multi-threaded plain run (what the tracer's own work "
+                  "costs a call; a tracer's threads make the process multi-threaded, which costs "
+                  "the simulated runtime's locks the difference between the two plain rows)")
+            print(header_cmp)
+            print("-" * len(header_cmp))
+            for bench, label in TRACED:
+                if ("nrtprof", bench) not in medians or ("plain_threaded", bench) not in medians:
+                    continue
+                base = medians[("plain_threaded", bench)]
+                ours = medians[("nrtprof", bench)] - base
+                line = f"{label:<30} {ours:>8.1f}"
+                for p in peers:
+                    if (p, bench) not in medians:
+                        continue
+                    theirs = medians[(p, bench)] - base
+                    ratio = f"{theirs / ours:.2f}x" if ours > 0 else "-"
+                    line += f" {theirs:>21.1f} {ratio:>6}"
+                print(line)
 
     if failed_runs:
         print()

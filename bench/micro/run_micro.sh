@@ -4,17 +4,34 @@
 # minute of this shared VM hits them all alike, and the medians printed side by side:
 #
 #   plain              no tracer
+#   plain_threaded     no tracer, the process made multi-threaded first (micro_bench
+#                      --start_thread=1), as it is under any tracer; the bursty pattern's
+#                      processes always are
 #   nrtprof            under the shim, via `nrtprof run` against a private nrtprofd, stacks off
 #   nrtprof_stacks16   the same with NRTPROF_STACKS=16 (`nrtprof run --stacks 16`)
 #   lttng              under the LTTng-UST peer (bench/lttng/run_lttng.sh --record): one event
 #                      per call
 #   lttng_entry_exit   the peer with an entry event as well, as LTTng gets durations
+#   nrtprof_alt        like nrtprof, with the shim in the folder NRTPROF_BENCH_ALT_SHIM_DIR
+#                      (another build's bazel-out/k8-opt/bin/shim): before and after in one run
 #
 # Every run's loss is checked: the calls the benchmark made against what each tool recorded,
 # and the tool's own count of what it dropped or discarded.
 #
-#   bench/micro/run_micro.sh [--rounds N] [--repetitions N] [--calls N] [--settle_ms MS]
-#                            [--configs LIST|all] [--no-build] [--out DIR]
+#   bench/micro/run_micro.sh [--pattern repetitions|bursty] [--rounds N] [--repetitions N]
+#                            [--calls N] [--settle_ms MS] [--configs LIST|all] [--no-build]
+#                            [--out DIR]
+#
+# --pattern repetitions (the default): Google Benchmark's repetitions of --calls calls, each
+# followed by a --settle_ms pause, and the clock reads for reference.
+# --pattern bursty (bench/micro/burst_bench.cc): the pattern of a training program, in one
+# process per configuration and round: bursts of --calls nrt_tensor_write calls after a
+# --settle_ms pause and after a 20 ms one, the same calls in one continuous run (a burst right
+# after another), and a new thread's first --calls calls; --repetitions bursts of each.
+# --evict_mib N (bursty only): the benchmark writes N MiB at the end of each long pause, as a
+# program's other work would, so that the burst after it finds the caches cold.
+# --drop_ring_mappings (bursty only): the benchmark drops its mappings of the shim's rings
+# file at the start of each long pause, as a host reclaiming a sleeping guest's mappings would.
 #
 # Defaults: plain,nrtprof,nrtprof_stacks16 (bench/lttng/run_lttng.sh runs the LTTng side by
 # side; `--configs all` puts all five in one table); 3 rounds x 5 repetitions x 10000 calls,
@@ -26,8 +43,11 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT" || exit 2
 
+pattern=repetitions
+evict_mib=0
+drop_ring_mappings=0
 rounds=3
-repetitions=5
+repetitions=""
 calls=10000
 settle_ms=150
 configs=""
@@ -41,6 +61,9 @@ usage() {
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --pattern) pattern="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --evict_mib) evict_mib="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --drop_ring_mappings) drop_ring_mappings=1; shift ;;
     --rounds) rounds="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --repetitions) repetitions="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --calls) calls="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
@@ -52,9 +75,15 @@ while [ $# -gt 0 ]; do
     *) echo "run_micro.sh: unknown argument '$1'" >&2; usage ;;
   esac
 done
+case "$pattern" in
+  repetitions) [ -z "$repetitions" ] && repetitions=5 ;;
+  bursty) [ -z "$repetitions" ] && repetitions=10 ;;
+  *) echo "run_micro.sh: unknown pattern '$pattern'" >&2; exit 2 ;;
+esac
 for n in "$rounds" "$repetitions" "$calls"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "run_micro.sh: '$n' is not a positive number" >&2; exit 2; }
 done
+[[ "$evict_mib" =~ ^[0-9]+$ ]] || { echo "run_micro.sh: '$evict_mib' is not a number" >&2; exit 2; }
 [[ "$settle_ms" =~ ^[0-9]+$ ]] || { echo "run_micro.sh: '$settle_ms' is not a number" >&2; exit 2; }
 
 have_lttng=0
@@ -64,14 +93,23 @@ if command -v lttng >/dev/null && command -v lttng-sessiond >/dev/null &&
   have_lttng=1
 fi
 [ -z "$configs" ] && configs="plain,nrtprof,nrtprof_stacks16"
-[ "$configs" = all ] && configs="plain,nrtprof,nrtprof_stacks16,lttng,lttng_entry_exit"
+[ "$configs" = all ] && configs="plain,plain_threaded,nrtprof,nrtprof_stacks16,lttng,lttng_entry_exit"
+# The bursty pattern's plain run is multi-threaded already.
+[ "$pattern" = bursty ] && configs="$(echo "$configs" | sed 's/,plain_threaded//; s/^plain_threaded,//')"
 IFS=, read -r -a config_list <<<"$configs"
 needs_lttng=0
 needs_nrtprof=0
 for c in "${config_list[@]}"; do
   case "$c" in
-    plain) ;;
+    plain | plain_threaded) ;;
     nrtprof | nrtprof_stacks16) needs_nrtprof=1 ;;
+    nrtprof_alt)
+      needs_nrtprof=1
+      [ -f "${NRTPROF_BENCH_ALT_SHIM_DIR:-}/libnrtprof_shim.so" ] || {
+        echo "run_micro.sh: nrtprof_alt needs NRTPROF_BENCH_ALT_SHIM_DIR (a folder with" \
+          "libnrtprof_shim.so and its backend)" >&2
+        exit 2
+      } ;;
     lttng | lttng_entry_exit) needs_lttng=1 ;;
     *) echo "run_micro.sh: unknown configuration '$c'" >&2; exit 2 ;;
   esac
@@ -84,7 +122,7 @@ fi
 
 started=$(date +%s)
 if [ "$build" = 1 ]; then
-  targets=(//bench:micro_bench)
+  targets=(//bench:micro_bench //bench:burst_bench)
   [ "$needs_nrtprof" = 1 ] && targets+=(//shim:shim //daemon:nrtprofd //client:nrtprof)
   [ "$needs_lttng" = 1 ] && targets+=(//bench:libnrtprof_peer.so)
   echo "run_micro.sh: bazel build --config=opt ${targets[*]}" >&2
@@ -95,6 +133,7 @@ fi
 # build in this tree used, and others build here too.
 BIN="$ROOT/bazel-out/k8-opt/bin"
 BENCH="$BIN/bench/micro_bench"
+[ "$pattern" = bursty ] && BENCH="$BIN/bench/burst_bench"
 [ -x "$BENCH" ] || { echo "run_micro.sh: $BENCH not built" >&2; exit 1; }
 
 if [ -z "$out" ]; then
@@ -151,16 +190,27 @@ fi
 export NRT_SIM_TIME_SCALE=0
 {
   echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-32768 (default)} 64-byte slots per thread, flusher every" \
-    "100 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
+    "25 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
   echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource \
     2>/dev/null || echo '?'); TSC flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|tsc_reliable' \
     /proc/cpuinfo | sort -u | tr '\n' ' ')"
 } >"$out/settings.txt"
+# The bursty pattern has 30,000 calls between two long pauses: LTTng's sub-buffers are made
+# 1 MiB (4 MiB per CPU, the shim's ring is 2 MiB per thread) so that it need not discard.
+[ "$pattern" = bursty ] && export NRTPROF_LTTNG_SUBBUF_SIZE="${NRTPROF_LTTNG_SUBBUF_SIZE:-1M}"
 export NRTPROF_LTTNG_SESSIOND_STATE="$sessiond_state"
 export NRTPROF_LTTNG_PEER="$BIN/bench/libnrtprof_peer.so"
-bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
-  --benchmark_format=json)
-traced_only=(--benchmark_filter='^(nrt_|range_)')
+if [ "$pattern" = bursty ]; then
+  # A new thread every other round: repetitions/2 new-thread samples per process.
+  bench_args=(--calls="$calls" --long_pause_ms="$settle_ms" --short_pause_ms=20
+    --rounds="$repetitions" --new_thread_every=2 --evict_mib="$evict_mib"
+    --drop_ring_mappings="$drop_ring_mappings")
+  traced_only=()
+else
+  bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
+    --benchmark_format=json)
+  traced_only=(--benchmark_filter='^(nrt_|range_)')
+fi
 
 run_one() {
   local config="$1" dir="$2"
@@ -169,12 +219,16 @@ run_one() {
     plain)
       "$BENCH" "${bench_args[@]}" >"$dir/bench.json" 2>"$dir/stderr"
       ;;
-    nrtprof | nrtprof_stacks16)
-      local stacks=0
+    plain_threaded)
+      "$BENCH" "${bench_args[@]}" --start_thread=1 >"$dir/bench.json" 2>"$dir/stderr"
+      ;;
+    nrtprof | nrtprof_stacks16 | nrtprof_alt)
+      local stacks=0 shim="$BIN/shim/libnrtprof_shim.so"
       [ "$config" = nrtprof_stacks16 ] && stacks=16
-      NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$BIN/shim/libnrtprof_shim.so" \
+      [ "$config" = nrtprof_alt ] && shim="$NRTPROF_BENCH_ALT_SHIM_DIR/libnrtprof_shim.so"
+      NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$shim" \
         "$BIN/client/nrtprof" run --out "$dir/capture" \
-        --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" "${traced_only[@]}" \
+        --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"} \
         >"$dir/bench.json" 2>"$dir/stderr"
       local code=$?
       stat -c %s "$dir/capture/trace.pftrace" >"$dir/trace_bytes" 2>/dev/null
@@ -186,7 +240,7 @@ run_one() {
       local flag=()
       [ "$config" = lttng_entry_exit ] && flag=(--entry-exit)
       "$ROOT/bench/lttng/run_lttng.sh" --record "$dir" "${flag[@]}" -- \
-        "$BENCH" "${bench_args[@]}" "${traced_only[@]}"
+        "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"}
       local code=$?
       mv "$dir/stdout" "$dir/bench.json" 2>/dev/null
       return "$code"
@@ -208,7 +262,9 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 
-python3 "$ROOT/bench/micro/micro_report.py" --rounds "$rounds" --configs "$configs" "$out"
+report="$ROOT/bench/micro/micro_report.py"
+[ "$pattern" = bursty ] && report="$ROOT/bench/micro/bursty_report.py"
+python3 "$report" --rounds "$rounds" --configs "$configs" "$out"
 code=$?
 echo "run_micro.sh: done in $(($(date +%s) - started)) s; raw results in $out" >&2
 exit "$code"

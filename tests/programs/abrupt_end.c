@@ -5,8 +5,11 @@
  * handlers), segv (SIGSEGV) or abort (SIGABRT); at_once: SIGKILL right after the first N
  * writes, without waiting; busy: goes on writing, one call a millisecond, until killed (a
  * program that keeps recording beside another); sigint: waits for SIGINT, then, in the
- * manner of a KeyboardInterrupt handler, makes N writes and nrt_close and exits 130. Prints how
- * many calls it made first. */
+ * manner of a KeyboardInterrupt handler, makes N writes and nrt_close and exits 130; threads:
+ * the second N writes are made by four threads, one after another, each 60 ms after the last
+ * one ended (so that the profiler has taken back its ring), and the fourth kills the process
+ * with SIGKILL right after its writes. Prints how many calls it made first. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,24 @@
 void nrtprof_range_push(const char* name) __attribute__((weak));
 void nrtprof_range_pop(void) __attribute__((weak));
 
+static nrt_tensor_t* g_tensor;
+static int g_writes_per_thread;
+
+static void Writes(int n) {
+  char buf[64] = {0};
+  for (int i = 0; i < n; ++i) {
+    if (nrtprof_range_push) nrtprof_range_push("step");
+    nrt_tensor_write(g_tensor, buf, 0, sizeof(buf));
+    if (nrtprof_range_pop) nrtprof_range_pop();
+  }
+}
+
+static void* Worker(void* last) {
+  Writes(g_writes_per_thread);
+  if (last != NULL) raise(SIGKILL);
+  return NULL;
+}
+
 static volatile sig_atomic_t g_interrupted = 0;
 static void OnInterrupt(int sig) {
   (void)sig;
@@ -27,7 +48,7 @@ static void OnInterrupt(int sig) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort|at_once|busy|sigint N\n");
+    fprintf(stderr, "usage: abrupt_end kill|exit|segv|abort|at_once|busy|sigint|threads N\n");
     return 2;
   }
   const char* how = argv[1];
@@ -67,6 +88,21 @@ int main(int argc, char** argv) {
   }
   const struct timespec wait = {0, 300 * 1000 * 1000};
   nanosleep(&wait, NULL);
+  if (strcmp(how, "threads") == 0) {
+    printf("abrupt_end: %d runtime calls, %d ranges; ending by SIGKILL on the fourth thread\n",
+           2 + n + n / 4 * 4, n / 4 * 4);
+    fflush(stdout);
+    g_tensor = tensor;
+    g_writes_per_thread = n / 4;
+    const struct timespec between = {0, 60 * 1000 * 1000};
+    for (int t = 0; t < 4; ++t) {
+      pthread_t thread;
+      if (pthread_create(&thread, NULL, &Worker, t == 3 ? &g_tensor : NULL) != 0) return 5;
+      pthread_join(thread, NULL);
+      nanosleep(&between, NULL);
+    }
+    return 6;  // not reached: the fourth thread kills the process
+  }
   for (int i = 0; i < n; ++i) {
     if (nrtprof_range_push) nrtprof_range_push("step");
     nrt_tensor_write(tensor, buf, 0, sizeof(buf));

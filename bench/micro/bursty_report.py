@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Prints the tables of `bench/micro/run_micro.sh --pattern bursty` from its raw results.
+
+usage: bursty_report.py --rounds N --configs plain,nrtprof,... DIR
+
+DIR/roundR/CONFIG/ holds, per run: bench.json (bench/micro/burst_bench.cc's JSON), stderr
+(with its "micro_bench: traced calls: ..." line), and capture/summary.json (nrtprof) or
+lttng_counts.txt (the LTTng peer). Medians are over every burst of every round; a
+configuration's "added" cost is its median minus plain's, pattern by pattern. Prints figures;
+asserts nothing about time.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from micro_report import (LABELS, load_json, lttng_events, nrtprof_events, quantile,  # noqa: E402
+                          settings, traced_calls)
+
+PATTERNS = [
+    ("continuous", "continuous (no pause)"),
+    ("after_short_pause", "burst after {short} ms"),
+    ("after_long_pause", "burst after {long} ms{evict}"),
+    ("new_thread", "new thread's first calls"),
+]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, required=True)
+    parser.add_argument("--configs", required=True)
+    parser.add_argument("dir")
+    args = parser.parse_args()
+    configs = args.configs.split(",")
+
+    wall = {}  # (config, pattern) -> [ns/call of each burst]
+    cpu = {}
+    events = {}  # config -> [expected, recorded, tool_lost, details]
+    meta = None
+    failed_runs = []
+    unverified = []
+    for rnd in range(1, args.rounds + 1):
+        for config in configs:
+            run_dir = os.path.join(args.dir, f"round{rnd}", config)
+            doc = load_json(os.path.join(run_dir, "bench.json"))
+            if doc is None:
+                failed_runs.append(f"round {rnd} {config}")
+                continue
+            meta = meta or doc.get("context", {})
+            for name, samples in doc.get("patterns", {}).items():
+                wall.setdefault((config, name), []).extend(samples["wall_ns_per_call"])
+                cpu.setdefault((config, name), []).extend(samples["cpu_ns_per_call"])
+            calls = traced_calls(run_dir)
+            if config.startswith("nrtprof"):
+                e = nrtprof_events(run_dir, calls)
+            elif config.startswith("lttng"):
+                e = lttng_events(run_dir, calls, config == "lttng_entry_exit")
+            else:
+                e = None
+            if e is None and config != "plain":
+                unverified.append(f"round {rnd} {config}")
+            if e is not None:
+                acc = events.setdefault(config, [0, 0, 0, []])
+                acc[0] += e[0]
+                acc[1] += e[1]
+                acc[2] += e[2]
+                if e[3]:
+                    acc[3].append(e[3])
+
+    if meta is None:
+        print("bursty_report: no results in " + args.dir, file=sys.stderr)
+        return 1
+    evict = f" +{meta['evict_mib']} MiB" if meta.get("evict_mib") else ""
+    if meta.get("drop_ring_mappings"):
+        evict += ", ring unmapped"
+    labels = {p: text.format(short=meta.get("short_pause_ms", "?"), long=meta.get("long_pause_ms", "?"),
+                             evict=evict)
+              for p, text in PATTERNS}
+    print()
+    print(f"Per-call cost in the bursty pattern (ns/call of nrt_tensor_write, 4 B, HOST tensor): "
+          f"bursts of {meta.get('calls_per_burst', '?')} calls; {args.rounds} processes x "
+          f"{meta.get('rounds', '?')} bursts of each kind (a new thread every "
+          f"{meta.get('new_thread_every', '?')} rounds); median and p25-p75 over the bursts")
+    print(f"cpu: {meta.get('cpu', '?')}")
+    for line in settings(args.dir, configs, args.rounds):
+        print(line)
+    header = (f"{'pattern':<28} {'configuration':<22} {'ns/call':>8} {'p25-p75':>13} "
+              f"{'thread CPU':>10} {'added vs plain':>15}")
+    print(header)
+    print("-" * len(header))
+    medians = {}
+    for pattern, _ in PATTERNS:
+        for i, config in enumerate(configs):
+            values = wall.get((config, pattern))
+            if not values:
+                continue
+            med = statistics.median(values)
+            medians[(config, pattern)] = med
+            spread = f"{quantile(values, 0.25):.1f}-{quantile(values, 0.75):.1f}"
+            added = ""
+            if config != "plain" and ("plain", pattern) in medians:
+                added = f"{med - medians[('plain', pattern)]:+.1f}"
+            print(f"{labels[pattern] if i == 0 else '':<28} {LABELS.get(config, config):<22} "
+                  f"{med:>8.1f} {spread:>13} {statistics.median(cpu[(config, pattern)]):>10.1f} "
+                  f"{added:>15}")
+
+    if events:
+        print()
+        print("Events, all rounds: what the benchmark asked each tool to record, what it recorded, "
+              "and what it says it lost")
+        header = f"{'configuration':<22} {'expected':>10} {'recorded':>10} {'missing':>8} {'tool: lost':>10}  detail"
+        print(header)
+        print("-" * len(header))
+        for config in configs:
+            if config not in events:
+                continue
+            expected, recorded, lost, details = events[config]
+            detail = "; ".join(sorted(set(details))) if details else ""
+            print(f"{LABELS.get(config, config):<22} {expected:>10} {recorded:>10} "
+                  f"{expected - recorded:>8} {lost:>10}  {detail}")
+        lossy = [c for c in events if events[c][0] != events[c][1] or events[c][2]]
+        if unverified:
+            print("NOT A FAIR COMPARISON: loss not checked for " + ", ".join(unverified))
+        if lossy:
+            print("Events were lost in " + ", ".join(LABELS.get(c, c) for c in lossy))
+        elif not unverified:
+            print("Nothing lost in any configuration.")
+
+    peers = [c for c in ("lttng", "lttng_entry_exit") if c in configs]
+    if "nrtprof" in configs and "plain" in configs and peers:
+        print()
+        print("nrtprof vs LTTng-UST, added ns per call, same run (issue 13: >= 4x less than one "
+              "event, >= 8x less than entry+exit)")
+        header = f"{'pattern':<28} {'nrtprof':>8}" + "".join(f" {LABELS[p]:>21} {'ratio':>6}" for p in peers)
+        print(header)
+        print("-" * len(header))
+        for pattern, _ in PATTERNS:
+            if ("nrtprof", pattern) not in medians or ("plain", pattern) not in medians:
+                continue
+            base = medians[("plain", pattern)]
+            ours = medians[("nrtprof", pattern)] - base
+            line = f"{labels[pattern]:<28} {ours:>8.1f}"
+            for p in peers:
+                if (p, pattern) not in medians:
+                    continue
+                theirs = medians[(p, pattern)] - base
+                ratio = f"{theirs / ours:.2f}x" if ours > 0 else "-"
+                line += f" {theirs:>21.1f} {ratio:>6}"
+            print(line)
+        print("ratio = LTTng's added ns / nrtprof's (wall time); above 1, nrtprof is cheaper.")
+
+    if failed_runs:
+        print()
+        print("Runs without results: " + ", ".join(failed_runs))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
