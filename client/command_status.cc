@@ -98,6 +98,20 @@ int StatusCommand(int argc, char** argv) {
          static_cast<unsigned long long>(status->final_batches_alone()));
   printf("captures written:    %llu\n",
          static_cast<unsigned long long>(status->captures_written()));
+  if (status->captures().empty()) {
+    printf("recording:           no capture in progress\n");
+  }
+  for (const CaptureInProgress& c : status->captures()) {
+    std::string what = absl::StrFormat("%.1f s so far", c.running_ms() / 1000.0);
+    if (c.iterations() != 0) {
+      what = absl::StrFormat("steps %llu to %llu", static_cast<unsigned long long>(c.first_step()),
+                             static_cast<unsigned long long>(c.first_step() + c.iterations() - 1));
+    } else if (c.last_ms() != 0) {
+      what = absl::StrFormat("the %.1f s before it and %s", c.last_ms() / 1000.0, what);
+    }
+    printf("recording:           capture %s, %s, %u process%s -> %s\n", c.capture_id().c_str(),
+           what.c_str(), c.processes(), c.processes() == 1 ? "" : "es", c.output_dir().c_str());
+  }
   const FlightRecorderStatus& recorder = status->flight_recorder();
   if (recorder.seconds_limit() == 0) {
     printf("flight recorder:     off (processes record only in a capture)\n");

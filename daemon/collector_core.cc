@@ -760,6 +760,17 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   reply.mutable_dropped_by_lane()->set_runtime(drops.by_lane.runtime);
   reply.mutable_dropped_by_lane()->set_hardware(drops.by_lane.hardware);
   reply.set_captures_written(captures_written_);
+  for (const auto& [id, c] : captures_) {
+    if (c->starting || !MayControl(caller, c->owner)) continue;
+    nrtprof::CaptureInProgress* p = reply.add_captures();
+    p->set_capture_id(id);
+    p->set_running_ms((clock_->MonotonicNs() - c->started_ns) / 1'000'000);
+    p->set_processes(static_cast<uint32_t>(c->members.size()));
+    p->set_last_ms(c->last_ms);
+    p->set_iterations(c->iterations);
+    p->set_first_step(c->first_step);
+    p->set_output_dir(c->output_dir);
+  }
   if (recorder_ != nullptr) {
     const uint64_t now = clock_->MonotonicNs();
     std::vector<uint64_t> emptied;

@@ -102,6 +102,9 @@ TEST(CaptureTest, OnlyTheNamedPids) {
     if (!seen) usleep(50'000);
   }
   ASSERT_TRUE(seen) << status;
+  // And the capture itself, as status shows what is recording.
+  EXPECT_TRUE(absl::StrContains(status, "recording:           capture ")) << status;
+  EXPECT_TRUE(absl::StrContains(status, " so far, 1 process -> " + out + "\n")) << status;
   for (absl::string_view line : absl::StrSplit(status, '\n')) {
     if (absl::StrContains(line, absl::StrCat("pid ", a->pid(), " "))) {
       EXPECT_FALSE(absl::StrContains(line, "capture -")) << line;
@@ -206,6 +209,8 @@ TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
       RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv);
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(absl::StrContains(status.out, "(bounds 30 s, 1 MiB)")) << status.out;
+  EXPECT_TRUE(absl::StrContains(status.out, "recording:           no capture in progress\n"))
+      << status.out;
   EXPECT_FALSE(absl::StrContains(status.out, "; 0 events evicted")) << status.out;
   // The same for scripts.
   const Result json = RunProcess(
