@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/testing/struct_fields.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -27,10 +28,12 @@ namespace nrtprof {
 namespace {
 
 using testing::Exists;
+using testing::Num;
 using testing::ReadFile;
 using testing::Result;
 using testing::RunProcess;
 using testing::Runfile;
+using testing::Str;
 using testing::TempDir;
 
 const std::map<std::string, std::string>& kEnv = testing::kIsolatedEnv;
@@ -45,16 +48,6 @@ google::protobuf::Struct ParseJson(const std::string& text) {
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &doc).ok())
       << text.substr(0, 300);
   return doc;
-}
-
-double Num(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? -1 : it->second.number_value();
-}
-
-std::string Str(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? "" : it->second.string_value();
 }
 
 // summary.json's rows by name.
