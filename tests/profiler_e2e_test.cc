@@ -312,7 +312,7 @@ TEST(ProfilerEndToEnd, DlopenAndCtypesProgramsAreProfiled) {
     std::vector<std::string> argv;
   };
   for (const Case& c : std::vector<Case>{
-           {"dlopen", {Runfile("tests/dlopen_client"), lib, model, "7"}},
+           {"dlopen", {Runfile("shim/testing/dlopen_client"), lib, model, "7"}},
            {"ctypes", {"/usr/bin/python3", Runfile("tests/programs/ctypes_client.py"), lib, model, "7"}}}) {
     const std::string out = TempDir(c.name);
     const Result plain = RunProcess(c.argv, kEnv);
@@ -330,7 +330,8 @@ TEST(ProfilerEndToEnd, DlopenAndCtypesProgramsAreProfiled) {
 
 TEST(ProfilerEndToEnd, ForkingProgram) {
   const std::string model = CompileModel(kAddModel);
-  const std::vector<std::string> argv = {Runfile("tests/fork_client"), model, "4"};
+  const std::vector<std::string> argv = {Runfile("shim/testing/fork_client"), "children", model,
+                                         "4"};
   const Result plain = RunProcess(argv, kEnv);
   const std::string out = TempDir("fork");
   const Result r = Profile(out, argv);
