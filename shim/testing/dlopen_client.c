@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nrt/nrt.h"
+#include "shim/testing/add_model.h"
 
 #define LOOKUP(var, name)                                             \
   do {                                                                \
@@ -63,48 +64,21 @@ static int TensorRoundTrip(void* lib) {
 }
 
 static int ExecuteAdd(void* lib, const char* model_path, int n) {
-  NRT_STATUS (*load)(const void*, size_t, int32_t, int32_t, nrt_model_t**);
+  AddModelApi api;
   NRT_STATUS (*execute)(nrt_model_t*, const nrt_tensor_set_t*, nrt_tensor_set_t*);
-  NRT_STATUS (*allocate)(nrt_tensor_placement_t, int, size_t, const char*, nrt_tensor_t**);
-  NRT_STATUS (*write)(nrt_tensor_t*, const void*, size_t, size_t);
   NRT_STATUS (*read)(const nrt_tensor_t*, void*, size_t, size_t);
-  NRT_STATUS (*allocate_set)(nrt_tensor_set_t**);
-  NRT_STATUS (*add_to_set)(nrt_tensor_set_t*, const char*, nrt_tensor_t*);
-  LOOKUP(load, "nrt_load");
+  LOOKUP(api.load, "nrt_load");
+  LOOKUP(api.allocate, "nrt_tensor_allocate");
+  LOOKUP(api.write, "nrt_tensor_write");
+  LOOKUP(api.allocate_set, "nrt_allocate_tensor_set");
+  LOOKUP(api.add_to_set, "nrt_add_tensor_to_tensor_set");
   LOOKUP(execute, "nrt_execute");
-  LOOKUP(allocate, "nrt_tensor_allocate");
-  LOOKUP(write, "nrt_tensor_write");
   LOOKUP(read, "nrt_tensor_read");
-  LOOKUP(allocate_set, "nrt_allocate_tensor_set");
-  LOOKUP(add_to_set, "nrt_add_tensor_to_tensor_set");
-
-  FILE* f = fopen(model_path, "rb");
-  if (f == NULL) {
-    fprintf(stderr, "dlopen client: cannot open %s\n", model_path);
-    return 1;
-  }
-  static char bytes[1 << 16];
-  const size_t size = fread(bytes, 1, sizeof(bytes), f);
-  fclose(f);
-
-  nrt_model_t* model = NULL;
-  nrt_tensor_t *a = NULL, *b = NULL, *out = NULL;
-  nrt_tensor_set_t *inputs = NULL, *outputs = NULL;
-  const float av[4] = {1, 2, 3, 4}, bv[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  AddModel m;
+  if (SetUpAddModel(&api, model_path, &m) != 0) return 1;
+  for (int i = 0; i < n; ++i) CHECK(execute(m.model, m.inputs, m.outputs));
   float result[4] = {0};
-  CHECK(load(bytes, size, 0, -1, &model));
-  CHECK(allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "a", &a));
-  CHECK(allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "b", &b));
-  CHECK(allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "out", &out));
-  CHECK(write(a, av, 0, 16));
-  CHECK(write(b, bv, 0, 16));
-  CHECK(allocate_set(&inputs));
-  CHECK(allocate_set(&outputs));
-  CHECK(add_to_set(inputs, "a", a));
-  CHECK(add_to_set(inputs, "b", b));
-  CHECK(add_to_set(outputs, "out", out));
-  for (int i = 0; i < n; ++i) CHECK(execute(model, inputs, outputs));
-  CHECK(read(out, result, 0, 16));
+  CHECK(read(m.out, result, 0, 16));
   printf("out: %g %g %g %g\n", result[0], result[1], result[2], result[3]);
   return 0;
 }

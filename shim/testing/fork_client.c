@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "nrt/nrt.h"
+#include "shim/testing/add_model.h"
 
 static int RoundTrip(nrt_tensor_t* tensor, unsigned char seed) {
   unsigned char in[32], out[32];
@@ -84,27 +85,14 @@ static int Execute(nrt_model_t* model, nrt_tensor_set_t* in, nrt_tensor_set_t* o
 
 // Children that never use the runtime: one exits at once, one execs.
 static int Children(const char* model_path, int n) {
-  FILE* f = fopen(model_path, "rb");
-  if (f == NULL) return 1;
-  static char bytes[1 << 16];
-  const size_t size = fread(bytes, 1, sizeof(bytes), f);
-  fclose(f);
-  nrt_model_t* model = NULL;
-  nrt_tensor_t *a = NULL, *b = NULL, *out = NULL;
-  nrt_tensor_set_t *in = NULL, *outs = NULL;
+  const AddModelApi api = {nrt_load, nrt_tensor_allocate, nrt_tensor_write,
+                           nrt_allocate_tensor_set, nrt_add_tensor_to_tensor_set};
+  AddModel m;
   if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS ||
-      nrt_load(bytes, size, 0, -1, &model) != NRT_SUCCESS ||
-      nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "a", &a) != NRT_SUCCESS ||
-      nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "b", &b) != NRT_SUCCESS ||
-      nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "out", &out) != NRT_SUCCESS ||
-      nrt_allocate_tensor_set(&in) != NRT_SUCCESS ||
-      nrt_allocate_tensor_set(&outs) != NRT_SUCCESS ||
-      nrt_add_tensor_to_tensor_set(in, "a", a) != NRT_SUCCESS ||
-      nrt_add_tensor_to_tensor_set(in, "b", b) != NRT_SUCCESS ||
-      nrt_add_tensor_to_tensor_set(outs, "out", out) != NRT_SUCCESS) {
+      SetUpAddModel(&api, model_path, &m) != 0) {
     return 1;
   }
-  if (Execute(model, in, outs, n) != 0) return 1;
+  if (Execute(m.model, m.inputs, m.outputs, n) != 0) return 1;
   fflush(stdout);
   const pid_t quick = fork();
   if (quick == 0) _exit(7);
@@ -116,7 +104,7 @@ static int Children(const char* model_path, int n) {
   int s1 = 0, s2 = 0;
   waitpid(quick, &s1, 0);
   waitpid(execer, &s2, 0);
-  if (Execute(model, in, outs, n) != 0) return 1;
+  if (Execute(m.model, m.inputs, m.outputs, n) != 0) return 1;
   printf("children: %d %d\n", WEXITSTATUS(s1), WEXITSTATUS(s2));
   nrt_close();
   return 0;
