@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/testing/struct_fields.h"
 #include "daemon/writer_test_util.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -17,6 +18,8 @@ namespace {
 using google::protobuf::ListValue;
 using google::protobuf::Struct;
 using google::protobuf::Value;
+using nrtprof::testing::Num;
+using nrtprof::testing::Str;
 
 // Parses as a strict JSON reader would; fails the test on anything that is not JSON.
 Struct Parse(const std::string& json) {
@@ -49,16 +52,6 @@ std::vector<Struct> Events(const Struct& root) {
     events.push_back(v.struct_value());
   }
   return events;
-}
-
-std::string Str(const Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? "" : it->second.string_value();
-}
-
-double Num(const Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? NAN : it->second.number_value();
 }
 
 // Lane name -> synthetic tid, per the thread_name metadata.

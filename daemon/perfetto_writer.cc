@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/atomic_file.h"
 #include "daemon/trace_lanes.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "proto/perfetto_trace.pb.h"
 
 namespace nrtprof::daemon {
@@ -34,7 +35,8 @@ constexpr char kCaptureEventName[] = "nrtprof capture";
 // bundle of this much input always fits.
 constexpr size_t kBundleBytes = 256 << 10;
 
-// Field numbers, from proto/perfetto_trace.proto (each checked against Perfetto's protos).
+// Field numbers, as proto/perfetto_trace.proto declares them (each checked against Perfetto's
+// protos); the static_asserts below tie each to the generated code.
 constexpr uint32_t kTracePacketField = 1;  // Trace.packet
 namespace packet {
 constexpr uint32_t kTimestamp = 8;
@@ -69,6 +71,45 @@ constexpr uint32_t kName = 2;  // EventName.name, DebugAnnotationName.name
 constexpr uint32_t kVarint = 0;
 constexpr uint32_t kFixed64 = 1;
 constexpr uint32_t kLengthDelimited = 2;
+
+// Every number above is the one protoc generated from proto/perfetto_trace.proto (and
+// protobuf's wire types): a field renumbered there stops the build here rather than writing a
+// trace that Perfetto misreads. The hand-written encoder below stays (it is the writer's
+// speed); only its numbers are checked.
+constexpr bool Same(uint32_t ours, int generated) {
+  return generated >= 0 && ours == static_cast<uint32_t>(generated);
+}
+namespace pb = perfetto::protos;
+using google::protobuf::internal::WireFormatLite;
+static_assert(Same(kTracePacketField, pb::Trace::kPacketFieldNumber));
+static_assert(Same(packet::kTimestamp, TracePacket::kTimestampFieldNumber));
+static_assert(Same(packet::kTimestampClockId, TracePacket::kTimestampClockIdFieldNumber));
+static_assert(Same(packet::kTrackEvent, TracePacket::kTrackEventFieldNumber));
+static_assert(Same(packet::kSequenceId, TracePacket::kTrustedPacketSequenceIdFieldNumber));
+static_assert(Same(packet::kInternedData, TracePacket::kInternedDataFieldNumber));
+static_assert(Same(packet::kSequenceFlags, TracePacket::kSequenceFlagsFieldNumber));
+static_assert(Same(packet::kCompressedPackets, TracePacket::kCompressedPacketsFieldNumber));
+static_assert(Same(track_event::kDebugAnnotations, pb::TrackEvent::kDebugAnnotationsFieldNumber));
+static_assert(Same(track_event::kType, pb::TrackEvent::kTypeFieldNumber));
+static_assert(Same(track_event::kNameIid, pb::TrackEvent::kNameIidFieldNumber));
+static_assert(Same(track_event::kTrackUuid, pb::TrackEvent::kTrackUuidFieldNumber));
+static_assert(Same(track_event::kFlowIds, pb::TrackEvent::kFlowIdsFieldNumber));
+static_assert(Same(track_event::kTerminatingFlowIds,
+                   pb::TrackEvent::kTerminatingFlowIdsFieldNumber));
+static_assert(Same(annotation::kNameIid, pb::DebugAnnotation::kNameIidFieldNumber));
+static_assert(Same(annotation::kUintValue, pb::DebugAnnotation::kUintValueFieldNumber));
+static_assert(Same(annotation::kIntValue, pb::DebugAnnotation::kIntValueFieldNumber));
+static_assert(Same(annotation::kStringValue, pb::DebugAnnotation::kStringValueFieldNumber));
+static_assert(Same(interned::kEventNames, pb::InternedData::kEventNamesFieldNumber));
+static_assert(Same(interned::kAnnotationNames,
+                   pb::InternedData::kDebugAnnotationNamesFieldNumber));
+static_assert(Same(interned::kIid, pb::EventName::kIidFieldNumber));
+static_assert(Same(interned::kIid, pb::DebugAnnotationName::kIidFieldNumber));
+static_assert(Same(interned::kName, pb::EventName::kNameFieldNumber));
+static_assert(Same(interned::kName, pb::DebugAnnotationName::kNameFieldNumber));
+static_assert(Same(kVarint, WireFormatLite::WIRETYPE_VARINT));
+static_assert(Same(kFixed64, WireFormatLite::WIRETYPE_FIXED64));
+static_assert(Same(kLengthDelimited, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
 
 // A byte buffer written through a raw pointer: room for a whole field is made once, then its
 // bytes are stored without a check each, as protobuf's own encoders do (appending to a

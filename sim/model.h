@@ -88,6 +88,12 @@ struct Model {
   std::vector<uint32_t> OutputIndices() const;
 };
 
+// numpy broadcasting of two shapes: they align at the last axis, and each pair of dims is equal
+// or one of them is 1. Sets *out to the broadcast shape; false (and *out unspecified) when the
+// shapes do not broadcast. Shared by ValidateModel() and the text form's shape inference.
+bool BroadcastShapes(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
+                     std::vector<uint32_t>* out);
+
 // Checks everything execution relies on: indices in range, arities, shapes that agree
 // (broadcasting, matmul dimensions, axes), each output written by some op, no op reading a
 // tensor that nothing has written yet, sizes that fit in memory limits. Returns

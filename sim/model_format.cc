@@ -1,6 +1,5 @@
 #include "model_format.h"
 
-#include <array>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -8,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "zlib.h"
 
 namespace nrtsim {
 namespace {
@@ -23,17 +23,6 @@ constexpr size_t kHeaderSize = 28;
 // rank (1 each). Op: kind, n_inputs (1 each), output (4), scalar (4), axis (4).
 constexpr size_t kMinTensorBytes = 7;
 constexpr size_t kMinOpBytes = 14;
-
-constexpr std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-constexpr std::array<uint32_t, 256> kCrcTable = MakeCrcTable();
 
 // ---- Encoding --------------------------------------------------------------------------------
 
@@ -283,10 +272,7 @@ absl::Status ReadHeader(const uint8_t* file, size_t size, uint16_t* minor) {
 }  // namespace
 
 uint32_t Crc32(uint32_t crc, const void* data, size_t size) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = kCrcTable[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+  return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), size));
 }
 
 std::string EncodeModel(const Model& model) {

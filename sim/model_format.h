@@ -37,9 +37,9 @@ std::string EncodeModel(const Model& model);
 //     1.x)") for a file of another major version.
 absl::StatusOr<Model> DecodeModel(const void* data, size_t size);
 
-// CRC-32 (IEEE 802.3, the zlib/PNG polynomial) of [data, data + size), continuing from `crc`
-// (0 to start), like zlib's crc32(): Crc32(Crc32(0, a), b) is the CRC of a followed by b.
-// The file's checksum field; exposed for tools and tests that build files by hand.
+// The file's checksum: zlib's crc32() (CRC-32, IEEE 802.3) of [data, data + size), continuing
+// from `crc` (0 to start): Crc32(Crc32(0, a), b) is the CRC of a followed by b. Exposed for
+// tools and tests that build files by hand, so they need not include zlib themselves.
 uint32_t Crc32(uint32_t crc, const void* data, size_t size);
 
 }  // namespace nrtsim

@@ -69,18 +69,6 @@ void AppendValue(float v, DType dtype, std::vector<uint8_t>* data) {
   for (int i = 0; i < bytes; ++i) data->push_back(static_cast<uint8_t>(bits >> (8 * i)));
 }
 
-bool Broadcast(const Shape& a, const Shape& b, Shape* out) {
-  const size_t rank = std::max(a.size(), b.size());
-  out->assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    const uint32_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const uint32_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1) return false;
-    (*out)[rank - 1 - i] = std::max(da, db);
-  }
-  return true;
-}
-
 // The shape of an op's output when the text does not declare it. Inputs that do not fit the
 // op's shape rule give the first input's shape: ValidateModel() then reports the mismatch,
 // with the one wording shared by the text form and the model file.
@@ -94,7 +82,7 @@ Shape InferShape(const OpDef& op, const Model& model) {
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kDiv:
-      if (!Broadcast(a, *b, &out)) out = a;
+      if (!BroadcastShapes(a, *b, &out)) out = a;
       break;
     case OpKind::kMean:
       if (op.axis >= -rank && op.axis < rank) out[op.axis < 0 ? op.axis + rank : op.axis] = 1;

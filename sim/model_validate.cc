@@ -180,19 +180,6 @@ absl::Status CheckOpWiring(const Model& model, uint32_t k, const std::string& la
   return absl::OkStatus();
 }
 
-// numpy broadcasting: shapes align at the last axis; each pair of dims is equal or one is 1.
-bool Broadcast(const Shape& a, const Shape& b, Shape* out) {
-  const size_t rank = std::max(a.size(), b.size());
-  out->assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    const uint32_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const uint32_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1) return false;
-    (*out)[rank - 1 - i] = std::max(da, db);
-  }
-  return true;
-}
-
 // The output shape `op` must have given its inputs' shapes, or an error naming the mismatch.
 absl::Status ExpectedShape(const Model& model, const OpDef& op, const std::string& label,
                            Shape* expected) {
@@ -204,7 +191,7 @@ absl::Status ExpectedShape(const Model& model, const OpDef& op, const std::strin
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kDiv:
-      if (Broadcast(a, *b, expected)) return absl::OkStatus();
+      if (BroadcastShapes(a, *b, expected)) return absl::OkStatus();
       return absl::InvalidArgumentError(absl::StrCat(label, ": shapes ", ShapeString(a), " and ",
                                                      ShapeString(*b), " do not broadcast"));
     case OpKind::kMean:
@@ -285,6 +272,18 @@ absl::Status CheckOps(const Model& model) {
 }
 
 }  // namespace
+
+bool BroadcastShapes(const Shape& a, const Shape& b, Shape* out) {
+  const size_t rank = std::max(a.size(), b.size());
+  out->assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    const uint32_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const uint32_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    (*out)[rank - 1 - i] = std::max(da, db);
+  }
+  return true;
+}
 
 absl::Status ValidateModel(const Model& model) {
   absl::Status status = CheckNames(model);

@@ -97,24 +97,43 @@ Result Profiled(const std::string& out, const std::vector<std::string>& command)
 
 // ---- The daemon misbehaves ----
 
+// A profiled program that finds no daemon runs as without the profiler, and says nothing.
 TEST(FaultTest, DaemonAbsentAtStart) {
-  const std::string dir = TempDir("absent");
   const Result plain = RunProcess(Client("steady", 200), kPlainEnv);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  const Result r =
-      RunProcess(Client("steady", 200), ShimEnv("unix:" + dir + "/nobody.sock", "absent"));
+  EXPECT_TRUE(absl::StrContains(plain.out, "checksum ")) << plain.out;
+  Daemon daemon("absent");  // its socket's address, nobody listening there yet
+  const std::map<std::string, std::string> env = ShimEnv(daemon.addr(), "absent");
+  const Result r = RunProcess(Client("steady", 200), env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, plain.out);
-  EXPECT_TRUE(absl::StrContains(plain.out, "checksum ")) << plain.out;
+  EXPECT_EQ(r.err, "") << "an absent daemon is not said";
+  // The shim was in that run: the same program in the same environment, once a daemon listens
+  // at the address, is recorded.
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  const Result later = RunProcess(Client("steady", 200), env);
+  EXPECT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_EQ(later.out, plain.out);
+  EXPECT_GT(daemon.StatusFigure("events received:"), 0) << daemon.log();
 }
 
 TEST(FaultTest, UnwritableSocketPath) {
   // The program runs as without the profiler...
   const Result plain = RunProcess(Client("steady", 50), kPlainEnv);
-  const Result r = RunProcess(Client("steady", 50),
-                              ShimEnv("unix:/proc/self/nonexistent/nrtprofd.sock", "unwritable"));
+  std::map<std::string, std::string> env =
+      ShimEnv("unix:/proc/self/nonexistent/nrtprofd.sock", "unwritable");
+  const Result r = RunProcess(Client("steady", 50), env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, plain.out);
+  // ...with the shim in it: the same environment but for a listening daemon's address is
+  // recorded.
+  Daemon daemon("unwritable");
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  env["NRTPROF_ADDR"] = daemon.addr();
+  const Result later = RunProcess(Client("steady", 50), env);
+  EXPECT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_EQ(later.out, plain.out);
+  EXPECT_GT(daemon.StatusFigure("events received:"), 0) << daemon.log();
   // ...and a daemon told to listen there refuses in one line.
   const Result d = RunProcess({Runfile("daemon/nrtprofd"), "--socket=/proc/self/nonexistent/x.sock"},
                               kPlainEnv);

@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/testing/struct_fields.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -29,10 +30,12 @@ namespace nrtprof {
 namespace {
 
 using testing::Exists;
+using testing::Num;
 using testing::ReadFile;
 using testing::Result;
 using testing::RunProcess;
 using testing::Runfile;
+using testing::Str;
 using testing::TempDir;
 
 const std::map<std::string, std::string>& kEnv = testing::kIsolatedEnv;
@@ -47,16 +50,6 @@ google::protobuf::Struct ParseJson(const std::string& text) {
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &doc).ok())
       << text.substr(0, 300);
   return doc;
-}
-
-double Num(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? -1 : it->second.number_value();
-}
-
-std::string Str(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? "" : it->second.string_value();
 }
 
 // summary.json's rows by name.
@@ -338,7 +331,7 @@ TEST(ProfilerEndToEnd, DlopenAndCtypesProgramsAreProfiled) {
     std::vector<std::string> argv;
   };
   for (const Case& c : std::vector<Case>{
-           {"dlopen", {Runfile("tests/dlopen_client"), lib, model, "7"}},
+           {"dlopen", {Runfile("shim/testing/dlopen_client"), lib, model, "7"}},
            {"ctypes", {"/usr/bin/python3", Runfile("tests/programs/ctypes_client.py"), lib, model, "7"}}}) {
     const std::string out = TempDir(c.name);
     const Result plain = RunProcess(c.argv, kEnv);
@@ -356,7 +349,8 @@ TEST(ProfilerEndToEnd, DlopenAndCtypesProgramsAreProfiled) {
 
 TEST(ProfilerEndToEnd, ForkingProgram) {
   const std::string model = CompileModel(kAddModel);
-  const std::vector<std::string> argv = {Runfile("tests/fork_client"), model, "4"};
+  const std::vector<std::string> argv = {Runfile("shim/testing/fork_client"), "children", model,
+                                         "4"};
   const Result plain = RunProcess(argv, kEnv);
   const std::string out = TempDir("fork");
   const Result r = Profile(out, argv);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/testing/struct_fields.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -22,6 +23,7 @@
 namespace nrtprof {
 namespace {
 
+using testing::Num;
 using testing::ReadFile;
 using testing::Result;
 using testing::Runfile;
@@ -69,11 +71,6 @@ google::protobuf::Struct ParseJson(const std::string& text) {
   google::protobuf::Struct doc;
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &doc).ok()) << text;
   return doc;
-}
-
-double Num(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? -1 : it->second.number_value();
 }
 
 Result Profile(const std::string& out, const std::map<std::string, std::string>& extra = {}) {

@@ -17,6 +17,7 @@ PACKAGES=(
   systemd                  # systemd-analyze verify checks packaging/nrtprofd.service
   libcpp-httplib-dev       # nrtprofd's /metrics endpoint (--metrics_listen)
   liblz4-dev libzstd-dev   # the flight recorder compresses the batches it keeps
+  zlib1g-dev               # model files' CRC-32 (sim/), the Perfetto trace's deflated bundles
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
   time                     # GNU time: examples_test checks the examples' peak memory

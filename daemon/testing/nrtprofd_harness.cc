@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/spawn.h"
 
 namespace nrtprof::testing {
 namespace {
@@ -36,17 +37,11 @@ DaemonRun Start(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {kDaemon};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.push_back(absl::StrCat("--ready_fd=", ready[1]));
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
+  SpawnOptions options;
+  options.stderr_fd = err[1];
+  options.inherit_fd = ready[1];  // this one survives exec
   DaemonRun run;
-  run.pid = fork();
-  if (run.pid == 0) {
-    dup2(err[1], STDERR_FILENO);
-    fcntl(ready[1], F_SETFD, 0);  // this one survives exec
-    execv(kDaemon, c_argv.data());
-    _exit(127);
-  }
+  run.pid = Spawn(argv, options);
   close(ready[1]);
   close(err[1]);
   run.ready_line = ReadAll(ready[0]);  // EOF once the daemon closed it or exited
@@ -63,7 +58,7 @@ int Wait(DaemonRun* run, std::string* err) {
   const std::string text = ReadAll(run->stderr_fd);
   close(run->stderr_fd);
   if (err != nullptr) *err = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ExitCode(status);
 }
 
 int RunToExit(const std::vector<std::string>& args, std::string* err) {

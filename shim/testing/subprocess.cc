@@ -1,9 +1,8 @@
 #include "shim/testing/subprocess.h"
 
-#include <fcntl.h>
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,8 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-extern char** environ;
 
 namespace nrtprof::shim::testing {
 namespace {
@@ -49,42 +46,16 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const EnvChanges&
                                std::to_string(++counter) + ".out";
   const std::string err_path = out_path + ".err";
 
-  std::map<std::string, std::string> vars;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const char* eq = strchr(*e, '=');
-    if (eq != nullptr) vars[std::string(*e, eq - *e)] = eq + 1;
-  }
-  for (const auto& [name, value] : env) {
-    if (value.has_value()) {
-      vars[name] = *value;
-    } else {
-      vars.erase(name);
-    }
-  }
-  std::vector<std::string> env_strings;
-  for (const auto& [name, value] : vars) env_strings.push_back(name + "=" + value);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  nrtprof::testing::SpawnOptions options;
+  options.env = env;
+  options.stdin_null = true;
+  options.stdout_path = out_path;
+  options.stderr_path = err_path;
   ProcessResult result;
   const auto start = std::chrono::steady_clock::now();
-  pid_t pid = -1;
-  const int spawn_error =
-      posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawn_error != 0) {
-    result.err = std::string("posix_spawn: ") + strerror(spawn_error);
+  const pid_t pid = nrtprof::testing::Spawn(argv, options);
+  if (pid < 0) {
+    result.err = std::string("fork: ") + strerror(errno);
     return result;
   }
   result.pid = pid;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/spawn.h"
+
 namespace nrtprof::shim::testing {
 
 struct ProcessResult {
@@ -22,7 +24,7 @@ struct ProcessResult {
 };
 
 // Variables mapped to nullopt are removed from the environment.
-using EnvChanges = std::map<std::string, std::optional<std::string>>;
+using EnvChanges = ::nrtprof::testing::EnvChanges;
 
 ProcessResult RunProcess(const std::vector<std::string>& argv, const EnvChanges& env,
                          std::chrono::milliseconds timeout);

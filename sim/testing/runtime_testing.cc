@@ -119,14 +119,4 @@ std::string RealShapeError(const std::string& json) {
   return "";
 }
 
-double Num(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? -1 : it->second.number_value();
-}
-
-std::string Str(const google::protobuf::Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? "" : it->second.string_value();
-}
-
 }  // namespace nrtsim::testing

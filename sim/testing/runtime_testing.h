@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/struct_fields.h"
 #include "google/protobuf/struct.pb.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_sys_trace.h"
@@ -45,8 +46,9 @@ FetchedTrace Fetch(const nrt_sys_trace_fetch_options_t* options = nullptr);
 // nrta_seq_id only when present), `data` a flat object; else what is wrong and where.
 std::string RealShapeError(const std::string& json);
 
-double Num(const google::protobuf::Struct& s, const std::string& key);
-std::string Str(const google::protobuf::Struct& s, const std::string& key);
+// One field of an event (common/testing/struct_fields.h).
+using ::nrtprof::testing::Num;
+using ::nrtprof::testing::Str;
 
 }  // namespace nrtsim::testing
 

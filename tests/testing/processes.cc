@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,46 +12,22 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/testing/spawn.h"
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"
 
 namespace nrtprof::testing {
 
-namespace {
-
-// In a forked child: the environment changes, then exec; never returns.
-[[noreturn]] void Exec(const std::vector<std::string>& argv,
-                       const std::map<std::string, std::string>& env) {
-  for (const auto& [k, v] : env) {
-    if (v.empty()) {
-      unsetenv(k.c_str());
-    } else {
-      setenv(k.c_str(), v.c_str(), 1);
-    }
-  }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execv(args[0], args.data());
-  _exit(127);
-}
-
-int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-
-}  // namespace
-
 Background::Background(const std::vector<std::string>& argv,
                        const std::map<std::string, std::string>& env, const std::string& dir,
                        bool own_group)
     : out_path_(dir + "/out"), err_path_(dir + "/err") {
-  pid_ = fork();
-  if (pid_ == 0) {
-    if (own_group) setpgid(0, 0);
-    dup2(open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
-    dup2(open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
-    Exec(argv, env);
-  }
-  if (own_group && pid_ > 0) setpgid(pid_, pid_);  // also here: whichever runs first
+  SpawnOptions options;
+  options.env = EmptyUnsets(env);
+  options.stdout_path = out_path_;
+  options.stderr_path = err_path_;
+  options.own_group = own_group;
+  pid_ = Spawn(argv, options);
 }
 
 Background::~Background() {
@@ -96,26 +71,21 @@ Daemon::~Daemon() {
 
 bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit) {
   int ready[2];
-  if (pipe(ready) != 0) return false;
+  if (pipe2(ready, O_CLOEXEC) != 0) return false;
   const std::string log = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
   std::vector<std::string> argv = {Runfile("daemon/nrtprofd"), "--socket=" + socket_,
                                    "--ready_fd=" + std::to_string(ready[1]),
                                    "--output_root=" + dir_ + "/captures"};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    close(ready[0]);
-    dup2(open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
-    if (fsize_limit > 0) {
-      const rlimit limit{static_cast<rlim_t>(fsize_limit), static_cast<rlim_t>(fsize_limit)};
-      setrlimit(RLIMIT_FSIZE, &limit);
-    }
-    Exec(argv, {});
-  }
+  SpawnOptions options;
+  options.stderr_path = log;
+  options.inherit_fd = ready[1];
+  options.fsize_limit = fsize_limit;
+  pid_ = Spawn(argv, options);
   close(ready[1]);
   pollfd pfd{ready[0], POLLIN, 0};
   char buf[8] = {};
-  const bool ok = poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf)) > 0;
+  const bool ok = pid_ > 0 && poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf)) > 0;
   close(ready[0]);
   return ok;
 }

@@ -1,6 +1,5 @@
 #include "tests/testing/subprocess.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,6 +8,8 @@
 #include <atomic>
 #include <fstream>
 #include <sstream>
+
+#include "common/testing/spawn.h"
 
 namespace nrtprof::testing {
 
@@ -53,32 +54,18 @@ std::string TempDir(const std::string& name) {
 
 Result RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   const std::string dir = TempDir("run");
-  const std::string out_path = dir + "/stdout", err_path = dir + "/stderr";
+  SpawnOptions options;
+  options.env = EmptyUnsets(env);
+  options.stdout_path = dir + "/stdout";
+  options.stderr_path = dir + "/stderr";
   Result result;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    for (const auto& [key, value] : env) {
-      if (value.empty()) {
-        unsetenv(key.c_str());
-      } else {
-        setenv(key.c_str(), value.c_str(), 1);
-      }
-    }
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, 1);
-    dup2(err, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
+  const pid_t pid = Spawn(argv, options);
+  if (pid < 0) return result;
   int status = 0;
   waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = ReadFile(out_path);
-  result.err = ReadFile(err_path);
+  result.exit_code = ExitCode(status);
+  result.out = ReadFile(options.stdout_path);
+  result.err = ReadFile(options.stderr_path);
   return result;
 }
 

@@ -1,0 +1,86 @@
+#include "common/testing/spawn.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+extern char** environ;
+
+namespace nrtprof::testing {
+namespace {
+
+// In the child: `fd` as `target` (the two equal: only FD_CLOEXEC cleared).
+void Redirect(int fd, int target) {
+  if (fd < 0) return;
+  if (fd == target) {
+    fcntl(fd, F_SETFD, 0);
+  } else {
+    dup2(fd, target);
+  }
+}
+
+}  // namespace
+
+EnvChanges EmptyUnsets(const std::map<std::string, std::string>& env) {
+  EnvChanges changes;
+  for (const auto& [name, value] : env) {
+    changes[name] = value.empty() ? std::nullopt : std::optional<std::string>(value);
+  }
+  return changes;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = strchr(*e, '=');
+    if (eq != nullptr) vars[std::string(*e, eq - *e)] = eq + 1;
+  }
+  for (const auto& [name, value] : options.env) {
+    if (value.has_value()) {
+      vars[name] = *value;
+    } else {
+      vars.erase(name);
+    }
+  }
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : vars) env_strings.push_back(name + "=" + value);
+  std::vector<char*> envp, args;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (std::string& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  const rlimit fsize{static_cast<rlim_t>(options.fsize_limit),
+                     static_cast<rlim_t>(options.fsize_limit)};
+  constexpr int kFileFlags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+
+  const pid_t pid = fork();
+  if (pid != 0) {
+    // Also here, whichever of the two runs first: the group exists once Spawn returns.
+    if (pid > 0 && options.own_group) setpgid(pid, pid);
+    return pid;
+  }
+  if (options.own_group) setpgid(0, 0);
+  if (options.stdin_null) Redirect(open("/dev/null", O_RDONLY | O_CLOEXEC), STDIN_FILENO);
+  if (!options.stdout_path.empty()) {
+    Redirect(open(options.stdout_path.c_str(), kFileFlags, 0644), STDOUT_FILENO);
+  }
+  if (!options.stderr_path.empty()) {
+    Redirect(open(options.stderr_path.c_str(), kFileFlags, 0644), STDERR_FILENO);
+  } else {
+    Redirect(options.stderr_fd, STDERR_FILENO);
+  }
+  Redirect(options.inherit_fd, options.inherit_fd);
+  if (options.fsize_limit > 0) setrlimit(RLIMIT_FSIZE, &fsize);
+  execve(args[0], args.data(), envp.data());
+  _exit(127);
+}
+
+int ExitCode(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace nrtprof::testing

@@ -1,0 +1,53 @@
+// Starting a program as a child, for the tests' process helpers (shim/testing/subprocess.h,
+// tests/testing/subprocess.h and processes.h, daemon/testing/nrtprofd_harness.h): the one place
+// that forks and execs for a test, whatever the child's output goes to and however long it
+// lives.
+//
+// Test-only. Spawn() may be called from any thread: everything the child needs (its
+// environment, arguments, paths) is made before the fork, so the child makes system calls only.
+#ifndef NRTPROF_COMMON_TESTING_SPAWN_H_
+#define NRTPROF_COMMON_TESTING_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nrtprof::testing {
+
+// Changes to this process's environment for a child: a variable mapped to nullopt is removed.
+using EnvChanges = std::map<std::string, std::optional<std::string>>;
+
+// `env` with each empty value meaning "remove the variable", as the end-to-end tests write it.
+EnvChanges EmptyUnsets(const std::map<std::string, std::string>& env);
+
+struct SpawnOptions {
+  EnvChanges env;
+  // stdin from /dev/null instead of ours.
+  bool stdin_null = false;
+  // The child's stdout and stderr: to a file (created, or truncated), else, for stderr, to
+  // a descriptor of ours (stderr_fd >= 0), else ours.
+  std::string stdout_path;
+  std::string stderr_path;
+  int stderr_fd = -1;
+  // A descriptor of ours that the child keeps, at the same number, across exec.
+  int inherit_fd = -1;
+  // The child leads a process group of its own (so a signal can reach all it starts).
+  bool own_group = false;
+  // RLIMIT_FSIZE for the child, in bytes; 0 leaves it as ours.
+  uint64_t fsize_limit = 0;
+};
+
+// Starts argv[0] (a path) with `argv` and this process's environment changed by options.env.
+// A child that cannot be exec'd exits with 127. Returns its pid, or -1 if fork failed.
+pid_t Spawn(const std::vector<std::string>& argv, const SpawnOptions& options);
+
+// waitpid()'s status as a shell says it: the exit code, or 128 + the signal that ended it.
+int ExitCode(int status);
+
+}  // namespace nrtprof::testing
+
+#endif  // NRTPROF_COMMON_TESTING_SPAWN_H_
