@@ -76,26 +76,11 @@ int Main() {
   }
 
   // The batches as they arrive on the wire, round robin over the processes (not timed).
-  std::vector<std::string> wire;
-  std::vector<uint32_t> wire_process;
-  uint64_t total = 0;
-  {
-    std::vector<std::unique_ptr<SyntheticProcess>> procs;
-    for (uint32_t i = 0; i < processes; ++i) {
-      SyntheticProcessOptions o;
-      o.pid = 100000 + i * 1000;
-      o.threads = absl::GetFlag(FLAGS_threads);
-      o.start_ns = 1'000'000'000'000;
-      procs.push_back(std::make_unique<SyntheticProcess>(o));
-    }
-    nrtprof::ShimMessage message;
-    for (uint32_t i = 0; total < events; i = (i + 1) % processes) {
-      const bool last = total + uint64_t{batch_events} * processes >= events;
-      total += procs[i]->NextBatch(batch_events, last, message.mutable_batch());
-      wire.push_back(message.SerializeAsString());
-      wire_process.push_back(i);
-    }
-  }
+  WireBatches made = MakeWireBatches(events, processes, absl::GetFlag(FLAGS_threads),
+                                     batch_events, /*final=*/true);
+  std::vector<std::string>& wire = made.batches;
+  const std::vector<uint32_t>& wire_process = made.process;
+  const uint64_t total = made.events;
 
   std::vector<std::unique_ptr<daemon::ProcessIngest>> ingests;
   for (uint32_t i = 0; i < processes; ++i) {

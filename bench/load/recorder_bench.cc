@@ -55,27 +55,12 @@ int Main() {
   const uint32_t processes = std::max<uint32_t>(absl::GetFlag(FLAGS_processes), 1);
   const uint32_t batch_events = std::max<uint32_t>(absl::GetFlag(FLAGS_batch_events), 1);
 
-  std::vector<std::string> wire;
-  std::vector<uint32_t> wire_process;
-  std::vector<nrtprof::Hello> hellos;
-  uint64_t total = 0;
-  {
-    std::vector<std::unique_ptr<SyntheticProcess>> procs;
-    for (uint32_t i = 0; i < processes; ++i) {
-      SyntheticProcessOptions o;
-      o.pid = 100000 + i * 1000;
-      o.threads = absl::GetFlag(FLAGS_threads);
-      o.start_ns = 1'000'000'000'000;
-      procs.push_back(std::make_unique<SyntheticProcess>(o));
-      hellos.push_back(procs.back()->MakeHello());
-    }
-    nrtprof::ShimMessage message;
-    for (uint32_t i = 0; total < events; i = (i + 1) % processes) {
-      total += procs[i]->NextBatch(batch_events, false, message.mutable_batch());
-      wire.push_back(message.SerializeAsString());
-      wire_process.push_back(i);
-    }
-  }
+  WireBatches made = MakeWireBatches(events, processes, absl::GetFlag(FLAGS_threads),
+                                     batch_events, /*final=*/false);
+  std::vector<std::string>& wire = made.batches;
+  const std::vector<uint32_t>& wire_process = made.process;
+  const std::vector<nrtprof::Hello>& hellos = made.hellos;
+  const uint64_t total = made.events;
   if (const std::string dump = absl::GetFlag(FLAGS_dump); !dump.empty()) {
     FILE* f = fopen(dump.c_str(), "w");
     for (const std::string& w : wire) fwrite(w.data(), 1, w.size(), f);

@@ -1,5 +1,7 @@
 #include "bench/load/synthetic_process.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <utility>
 
@@ -327,6 +329,28 @@ uint32_t SyntheticProcess::NextBatch(uint32_t min_events, bool final, nrtprof::E
   batch->mutable_drops();  // all zero: nothing lost in the (synthetic) shim
   batch->set_final(final);
   return events;
+}
+
+WireBatches MakeWireBatches(uint64_t events, uint32_t processes, uint32_t threads,
+                            uint32_t batch_events, bool final) {
+  WireBatches out;
+  std::vector<std::unique_ptr<SyntheticProcess>> procs;
+  for (uint32_t i = 0; i < processes; ++i) {
+    SyntheticProcessOptions o;
+    o.pid = 100000 + i * 1000;
+    o.threads = threads;
+    o.start_ns = 1'000'000'000'000;
+    procs.push_back(std::make_unique<SyntheticProcess>(o));
+    out.hellos.push_back(procs.back()->MakeHello());
+  }
+  nrtprof::ShimMessage message;
+  for (uint32_t i = 0; out.events < events; i = (i + 1) % processes) {
+    const bool last = final && out.events + uint64_t{batch_events} * processes >= events;
+    out.events += procs[i]->NextBatch(batch_events, last, message.mutable_batch());
+    out.batches.push_back(message.SerializeAsString());
+    out.process.push_back(i);
+  }
+  return out;
 }
 
 }  // namespace nrtprof::bench

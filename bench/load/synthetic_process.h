@@ -81,6 +81,18 @@ class SyntheticProcess {
   std::vector<uint64_t> next_exec_id_;  // per NeuronCore
 };
 
+// The serialized batches (ShimMessages) of `processes` synthetic processes (pids 100000,
+// 101000, ...; `threads` each), round robin, `batch_events` events a batch, until `events`
+// events in all: as they arrive on the wire. With `final`, each process's last batch is final.
+struct WireBatches {
+  std::vector<nrtprof::Hello> hellos;  // by process
+  std::vector<std::string> batches;
+  std::vector<uint32_t> process;       // of each batch
+  uint64_t events = 0;
+};
+WireBatches MakeWireBatches(uint64_t events, uint32_t processes, uint32_t threads,
+                            uint32_t batch_events, bool final);
+
 }  // namespace nrtprof::bench
 
 #endif  // NRTPROF_BENCH_LOAD_SYNTHETIC_PROCESS_H_
