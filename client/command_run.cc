@@ -2,6 +2,7 @@
 // against a running daemon or a private one started for this run, then closes the capture and
 // prints the summary table and where the trace is. Exits with CMD's exit code. nrtprof's own
 // lines go to stderr, so CMD's stdout stays exactly its own.
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "client/daemon_connection.h"
@@ -94,10 +96,22 @@ absl::StatusOr<std::unique_ptr<DaemonConnection>> FindDaemon(const TlsPaths& tls
 volatile sig_atomic_t g_interrupted = 0;
 void NoteInterrupt(int sig) { g_interrupted = sig; }
 
+std::string ReadSmallFile(const std::string& path) {
+  std::string text;
+  if (FILE* f = fopen(path.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() < (1 << 20);) {
+      text.append(buf, n);
+    }
+    fclose(f);
+  }
+  return text;
+}
+
 // Runs argv with the profiler's environment; returns its exit code (128 + signal if killed).
 int RunChild(const std::vector<char*>& argv, const std::string& shim, const std::string& address,
              const TlsPaths& tls, const StartCaptureReply& capture, int stacks,
-             const std::string& mode) {
+             const std::string& mode, const std::string& mark) {
   // Like time(1): a Ctrl-C reaches the program (it is in the terminal's foreground group, and
   // the private daemon is not); nrtprof notes it, waits for the program to finish -- its
   // handler may still work -- and writes the capture. Caught, not ignored: exec gives the
@@ -135,6 +149,7 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
       }
     }
     setenv("NRTPROF_CAPTURE", capture.capture_id().c_str(), 1);
+    if (!mark.empty()) setenv("NRTPROF_RUN_MARK", mark.c_str(), 1);
     // The caller's NRTPROF_* settings reach the program as they are (the shim reports an
     // invalid one itself), unless a flag says otherwise.
     if (stacks >= 0) setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
@@ -260,8 +275,29 @@ int RunCommand(int argc, char** argv) {
           : capture.fetch()           ? ", a shared service: fetched when written"
                                       : "");
 
+  // Which processes the profiler reached: each appends a line to this file (the shim's
+  // MarkLoaded), in a folder of this command's own.
+  char mark_dir[] = "/tmp/nrtprof-mark-XXXXXX";
+  std::string mark;
+  if (mkdtemp(mark_dir) != nullptr) {
+    mark = std::string(mark_dir) + "/reached";
+    const int fd = open(mark.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      close(fd);
+    } else {
+      mark.clear();
+    }
+  }
   const int code =
-      RunChild(command, *shim, connection.address(), tls, capture, stacks, mode);
+      RunChild(command, *shim, connection.address(), tls, capture, stacks, mode, mark);
+  std::vector<std::string> reached;
+  if (!mark.empty()) {
+    for (absl::string_view line : absl::StrSplit(ReadSmallFile(mark), '\n', absl::SkipEmpty())) {
+      reached.emplace_back(line);
+    }
+    unlink(mark.c_str());
+  }
+  rmdir(mark_dir);
 
   StopCaptureRequest stop;
   stop.set_capture_id(capture.capture_id());
@@ -288,8 +324,30 @@ int RunCommand(int argc, char** argv) {
     return code;
   }
   if (files.processes() == 0) {
-    fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
-            command[0]);
+    // Why, where it can be known.
+    if (mark.empty()) {
+      fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
+              command[0]);
+    } else if (reached.empty()) {
+      fprintf(stderr,
+              "nrtprof: the profiler never reached '%s': its shim was not loaded (a statically "
+              "linked or setuid program ignores LD_PRELOAD, and so does one started with its "
+              "environment cleared); nothing recorded\n",
+              command[0]);
+    } else {
+      std::vector<std::string> who;
+      for (const std::string& r : reached) {
+        const size_t space = r.find(' ');
+        const std::string exe = space == std::string::npos ? "" : r.substr(space + 1);
+        who.push_back(absl::StrCat(exe.substr(exe.rfind('/') + 1), " (pid ", r.substr(0, space),
+                                   ")"));
+      }
+      fprintf(stderr,
+              "nrtprof: no process of '%s' called libnrt: the capture is empty (the profiler "
+              "reached %s, and none called libnrt; a program they started without LD_PRELOAD, "
+              "as env -i does, is not reached)\n",
+              command[0], absl::StrJoin(who, ", ").c_str());
+    }
   }
   ReportCapture(connection, capture, out, std::move(files), "nrtprof run");
   return code;

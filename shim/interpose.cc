@@ -7,9 +7,13 @@
 // nrt_close) happens outside the timed window.
 #include "shim/interpose.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "nrt/nrt.h"
@@ -369,6 +373,29 @@ NRTPROF_EXPORT void nrt_sys_trace_buffer_free(char* buffer) {
   if (backend != nullptr && backend->sys_trace_buffer_free(buffer)) return;
   if (real != nullptr) real(buffer);
 }
+
+// ---- nrtprof run's mark ----
+
+// `nrtprof run` learns which processes the profiler reached: it names a file of its own in
+// NRTPROF_RUN_MARK, and each process that loads the shim appends "PID EXECUTABLE" to it. A
+// program the shim never reached (a setuid program, one started with its environment cleared)
+// leaves no line, and nrtprof run says so instead of "no process called libnrt". The file must
+// exist (nrtprof run made it): the shim creates nothing.
+namespace {
+__attribute__((constructor)) void MarkLoaded() {
+  const char* path = getenv("NRTPROF_RUN_MARK");
+  if (path == nullptr || path[0] != '/') return;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  char exe[256];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  char line[300];
+  const int len = snprintf(line, sizeof(line), "%d %s\n", static_cast<int>(getpid()), exe);
+  if (len > 0) (void)!write(fd, line, static_cast<size_t>(std::min(len, 299)));
+  close(fd);
+}
+}  // namespace
 
 // ---- Annotations (client/include/nrtprof/annotate.h) ----
 

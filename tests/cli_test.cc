@@ -194,5 +194,30 @@ TEST(CliTest, WhatCannotRunExitsAsAShellDoes) {
   EXPECT_EQ(Lines(status.err), 1u) << status.err;
 }
 
+// An empty capture says why, where it can be known (before: "no process called libnrt" for
+// every cause): the profiler never reached a statically linked program; it reached env, which
+// started the program with its environment cleared.
+TEST(CliTest, AnEmptyCaptureSaysWhyWhereItCanBeKnown) {
+  const std::string dir = testing::TempDir("cli-empty-why");
+  Result r = Nrtprof({"run", "--out", dir + "/static", "--", "/sbin/ldconfig", "--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "nrtprof: the profiler never reached '/sbin/ldconfig': its shim was not loaded (a "
+             "statically linked or setuid program ignores LD_PRELOAD"))
+      << r.err;
+  r = Nrtprof({"run", "--out", dir + "/env", "--", "/usr/bin/env", "-i",
+               Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "1"});
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "nrtprof: no process of '/usr/bin/env' called libnrt: the capture is empty (the "
+             "profiler reached env (pid "))
+      << r.err;
+  // A program that does call libnrt gets neither line.
+  r = Nrtprof({"run", "--out", dir + "/fine", "--", Runfile("examples/rmsnorm"), "--variant",
+               "fused", "--iters", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "never reached")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "called libnrt")) << r.err;
+}
+
 }  // namespace
 }  // namespace nrtprof
