@@ -84,6 +84,15 @@ const std::vector<Command>& Commands() {
        "  nrtprof summary cap/summary.json --format csv > table.csv\n",
        {"sort", "format", "limit"},
        {}},
+      {"diff", DiffCommand, "diff CAPTURE_A CAPTURE_B [--format text|csv|json] [--limit N]",
+       "two captures side by side, row by row, sorted by the change in device time",
+       "  --format FORMAT    text (default), csv or json\n"
+       "  --limit N          only the N rows that changed most (0: all)\n\n"
+       "examples:\n"
+       "  nrtprof diff rmsnorm-naive rmsnorm-compiled\n"
+       "  nrtprof diff before/summary.json after --format csv > change.csv\n",
+       {"format", "limit"},
+       {}},
       {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
        "the daemon's address, uptime, processes, events, drops and flight recorder",
        "  --json             one JSON object (the StatusReply message), for scripts\n"
@@ -211,7 +220,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, status; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, status; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

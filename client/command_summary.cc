@@ -1,11 +1,7 @@
 // `nrtprof summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]`:
 // prints a capture's key_averages table again, from its summary.json, sorted and formatted as
 // asked. Accepts the capture folder, its summary.json, or one of its trace files.
-#include <sys/stat.h>
-
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -13,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/summary_file.h"
 #include "daemon/summary.h"
 
 ABSL_FLAG(std::string, sort, "self_device",
@@ -26,16 +23,6 @@ namespace {
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof summary: %s\n", line.c_str());
   return code;
-}
-
-// The summary.json that belongs to `path`.
-std::string SummaryPathFor(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path + "/summary.json";
-  if (absl::EndsWith(path, "summary.json")) return path;
-  const size_t slash = path.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
-         "/summary.json";
 }
 
 }  // namespace
@@ -55,20 +42,8 @@ int SummaryCommand(int argc, char** argv) {
   const int limit = absl::GetFlag(FLAGS_limit);
   if (limit < 0) return Fail("--limit must not be negative", 2);
 
-  const std::string given = args[1];
-  struct stat st;
-  if (stat(given.c_str(), &st) != 0) return Fail(absl::StrCat(given, ": no such file or folder"));
-  const std::string path = SummaryPathFor(given);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Fail(absl::StrCat(given, " is not an nrtprof capture (no readable ", path, ")"));
-  }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  absl::StatusOr<daemon::Summary> summary = daemon::ParseSummaryJson(contents.str());
-  if (!summary.ok()) {
-    return Fail(absl::StrCat(path, " is not an nrtprof summary: ", summary.status().message()));
-  }
+  absl::StatusOr<daemon::Summary> summary = ReadCaptureSummary(args[1]);
+  if (!summary.ok()) return Fail(std::string(summary.status().message()));
   fputs(daemon::FormatSummary(*summary, *sort, *format, limit).c_str(), stdout);
   return 0;
 }

@@ -219,5 +219,47 @@ TEST(CliTest, AnEmptyCaptureSaysWhyWhereItCanBeKnown) {
   EXPECT_FALSE(absl::StrContains(r.err, "called libnrt")) << r.err;
 }
 
+// nrtprof diff: the RMSNorm demo's naive and compiled captures side by side, op by op, sorted by
+// the change in device time, with the totals: one-sixth of the device time.
+TEST(CliTest, DiffShowsWhereTheDeviceTimeWent) {
+  const std::string dir = testing::TempDir("cli-diff");
+  for (const char* variant : {"naive", "compiled"}) {
+    const Result r = Nrtprof({"run", "--out", dir + "/" + variant, "--",
+                              Runfile("examples/rmsnorm"), "--variant", variant, "--iters", "5"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const Result text = Nrtprof({"diff", dir + "/naive", dir + "/compiled"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  // The largest change first: the six eager ops gone, one compiled kernel in their place.
+  const size_t mul = text.out.find("aten::mul        18         0       6.616ms       0.000us");
+  const size_t compiled = text.out.find(
+      "CompiledFunction         0         6       0.000us       2.250ms             -     "
+      "375.066us      +2.250ms");
+  EXPECT_NE(mul, std::string::npos) << text.out;
+  EXPECT_NE(compiled, std::string::npos) << text.out;
+  EXPECT_LT(mul, compiled) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out,
+                                "Self NEURON time total: 15.517ms -> 2.867ms (-12.650ms, 0.18x)\n"))
+      << text.out;
+  const Result csv = Nrtprof({"diff", dir + "/naive", dir + "/compiled/summary.json", "--format",
+                              "csv", "--limit", "1"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(csv.out,
+            "name,calls_a,calls_b,self_device_ns_a,self_device_ns_b,self_device_change_ns,"
+            "self_cpu_ns_a,self_cpu_ns_b\n" +
+                csv.out.substr(csv.out.find('\n') + 1));
+  EXPECT_TRUE(absl::StartsWith(csv.out.substr(csv.out.find('\n') + 1), "aten::mul,18,0,66156"))
+      << csv.out;
+  EXPECT_EQ(Lines(csv.out), 2u);
+  const Result json = Nrtprof({"diff", dir + "/naive", dir + "/compiled", "--format", "json"});
+  EXPECT_TRUE(absl::StrContains(json.out, "\"self_device_total_ns_b\": ")) << json.out;
+  const Result bad = Nrtprof({"diff", dir + "/naive"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(Lines(bad.err), 1u);
+  const Result absent = Nrtprof({"diff", dir + "/naive", dir + "/nothing"});
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_EQ(absent.err, "nrtprof diff: " + dir + "/nothing: no such file or folder\n");
+}
+
 }  // namespace
 }  // namespace nrtprof

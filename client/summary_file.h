@@ -1,0 +1,18 @@
+// A capture's summary, read back: from the capture folder, its summary.json, or one of its
+// files (nrtprof summary, nrtprof diff). One-line errors name the path.
+#ifndef NRTPROF_CLIENT_SUMMARY_FILE_H_
+#define NRTPROF_CLIENT_SUMMARY_FILE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/summary.h"
+
+namespace nrtprof::cli {
+
+// NotFound for a path that is not there; InvalidArgument for one that is no capture.
+absl::StatusOr<daemon::Summary> ReadCaptureSummary(const std::string& path);
+
+}  // namespace nrtprof::cli
+
+#endif  // NRTPROF_CLIENT_SUMMARY_FILE_H_
