@@ -52,28 +52,6 @@ std::string Ratio(uint64_t a, uint64_t b) {
   return a == 0 ? (b == 0 ? "-" : "new") : absl::StrFormat("%.2fx", static_cast<double>(b) / a);
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 }  // namespace
 
 int DiffCommand(int argc, char** argv) {
@@ -117,11 +95,11 @@ int DiffCommand(int argc, char** argv) {
 
   std::string out;
   if (format == "json") {
-    absl::StrAppend(&out, "{\n  \"a\": ", JsonString(a->capture_id), ",\n  \"b\": ",
-                    JsonString(b->capture_id), ",\n  \"rows\": [");
+    absl::StrAppend(&out, "{\n  \"a\": ", daemon::JsonString(a->capture_id), ",\n  \"b\": ",
+                    daemon::JsonString(b->capture_id), ",\n  \"rows\": [");
     for (size_t i = 0; i < rows.size(); ++i) {
       const DiffRow& r = rows[i];
-      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", JsonString(r.name),
+      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", daemon::JsonString(r.name),
                       ", \"calls_a\": ", r.calls_a, ", \"calls_b\": ", r.calls_b,
                       ", \"self_device_ns_a\": ", r.device_a, ", \"self_device_ns_b\": ",
                       r.device_b, ", \"self_cpu_ns_a\": ", r.cpu_a, ", \"self_cpu_ns_b\": ",
@@ -135,7 +113,7 @@ int DiffCommand(int argc, char** argv) {
     out = "name,calls_a,calls_b,self_device_ns_a,self_device_ns_b,self_device_change_ns,"
           "self_cpu_ns_a,self_cpu_ns_b\n";
     for (const DiffRow& r : rows) {
-      absl::StrAppend(&out, CsvField(r.name), ",", r.calls_a, ",", r.calls_b, ",", r.device_a,
+      absl::StrAppend(&out, daemon::CsvField(r.name), ",", r.calls_a, ",", r.calls_b, ",", r.device_a,
                       ",", r.device_b, ",", r.change(), ",", r.cpu_a, ",", r.cpu_b, "\n");
     }
   } else {

@@ -268,16 +268,6 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   return out;
 }
 
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string quoted = "\"";
-  for (char c : s) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
 std::string FormatCsv(const std::vector<SummaryRow>& rows) {
   std::string out =
       "name,self_cpu_ns,cpu_total_ns,self_device_ns,device_total_ns,device_avg_ns,calls\n";
@@ -289,29 +279,6 @@ std::string FormatCsv(const std::vector<SummaryRow>& rows) {
   return out;
 }
 
-// Valid UTF-8 passes through; control characters are escaped; a byte that is not UTF-8
-// becomes U+FFFD, so the file is always valid JSON.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = s[i];
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-    } else if (c < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-      ++i;
-    } else if (const size_t n = Utf8Length(s, i); n != 0) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += "\\ufffd";
-      ++i;
-    }
-  }
-  return out + "\"";
-}
 
 std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
   std::string out =
@@ -580,6 +547,40 @@ absl::Status Count(const Json& object, const char* key, bool required, uint64_t*
 }
 
 }  // namespace
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+// Valid UTF-8 passes through; control characters are escaped; a byte that is not UTF-8
+// becomes U+FFFD, so the file is always valid JSON.
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = s[i];
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+      ++i;
+    } else if (const size_t n = Utf8Length(s, i); n != 0) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\\ufffd";
+      ++i;
+    }
+  }
+  return out + "\"";
+}
 
 absl::StatusOr<SummarySortKey> ParseSummarySortKey(absl::string_view key) {
   if (key == "self_device") return SummarySortKey::kSelfDevice;

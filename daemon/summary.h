@@ -69,6 +69,12 @@ absl::StatusOr<SummaryFormat> ParseSummaryFormat(absl::string_view format);
 
 Summary ComputeSummary(const Trace& trace);
 
+// A CSV field and a JSON string as the summary files write them (quoted where needed; JSON
+// always valid: a byte that is not UTF-8 becomes U+FFFD), for other writers of such rows
+// (nrtprof diff).
+std::string CsvField(const std::string& s);
+std::string JsonString(const std::string& s);
+
 // Rows sorted by `sort` (numbers descending, names ascending; ties by name), the first
 // `limit` of them if limit > 0. Text: the fixed-width table with its closing lines; csv: a
 // header and the rows, times in ns; json: everything, times in ns (what ParseSummaryJson reads).
