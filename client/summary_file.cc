@@ -1,5 +1,6 @@
 #include "client/summary_file.h"
 
+#include <string.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/perfetto_trace_reader.h"
 
 namespace nrtprof::cli {
 namespace {
@@ -40,6 +42,20 @@ absl::StatusOr<daemon::Summary> ReadCaptureSummary(const std::string& given) {
   if (!summary.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not an nrtprof summary: ", summary.status().message()));
+  }
+  // The table stands for the trace beside it: a trace that does not read back (damaged,
+  // replaced) makes the capture one not to trust.
+  const std::string trace = path.substr(0, path.size() - strlen("summary.json")) + "trace.pftrace";
+  if (std::ifstream t(trace, std::ios::binary); t) {
+    std::stringstream bytes;
+    bytes << t.rdbuf();
+    if (absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
+        !read.ok() || read->trace.packet_size() == 0) {
+      return absl::DataLossError(absl::StrCat(
+          trace, " does not read back as a Perfetto trace (",
+          read.ok() ? std::string("no packets") : std::string(read.status().message()),
+          "): the capture is damaged"));
+    }
   }
   return summary;
 }

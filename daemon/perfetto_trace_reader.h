@@ -3,7 +3,8 @@
 // packet's timestamp through the sequence's clocks (TracePacketDefaults, incremental clocks
 // declared by a ClockSnapshot) to nanoseconds on the file's primary clock, MONOTONIC.
 //
-// Test-only. Pure functions: thread-safe.
+// For tests, and for `nrtprof summary`, which refuses a capture whose trace does not read back.
+// Pure functions: thread-safe.
 #ifndef NRTPROF_DAEMON_PERFETTO_TRACE_READER_H_
 #define NRTPROF_DAEMON_PERFETTO_TRACE_READER_H_
 

@@ -261,5 +261,27 @@ TEST(CliTest, DiffShowsWhereTheDeviceTimeWent) {
   EXPECT_EQ(absent.err, "nrtprof diff: " + dir + "/nothing: no such file or folder\n");
 }
 
+// A capture whose trace does not read back is refused, not summarized as if it were whole
+// (before: random bytes in place of trace.pftrace still printed the table).
+TEST(CliTest, SummaryRefusesADamagedCapture) {
+  const std::string out = testing::TempDir("cli-damaged") + "/cap";
+  const Result run = Nrtprof({"run", "--out", out, "--", Runfile("examples/rmsnorm"), "--variant",
+                              "fused", "--iters", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Result whole = Nrtprof({"summary", out});
+  EXPECT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_TRUE(absl::StrContains(whole.out, "aten::rms_norm")) << whole.out;
+  FILE* f = fopen((out + "/trace.pftrace").c_str(), "w");
+  for (int i = 0; i < 4096; ++i) fputc((i * 7919 + 13) & 0xff, f);
+  fclose(f);
+  const Result damaged = Nrtprof({"summary", out});
+  EXPECT_EQ(damaged.exit_code, 1);
+  EXPECT_EQ(damaged.out, "");
+  EXPECT_TRUE(absl::StartsWith(damaged.err, "nrtprof summary: " + out + "/trace.pftrace does not "
+                                                 "read back as a Perfetto trace ("))
+      << damaged.err;
+  EXPECT_TRUE(absl::EndsWith(damaged.err, "): the capture is damaged\n")) << damaged.err;
+}
+
 }  // namespace
 }  // namespace nrtprof
