@@ -16,7 +16,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from micro_report import (LABELS, load_json, lttng_events, nrtprof_events, quantile,  # noqa: E402
+from micro_report import (LABELS, print_comparison, load_json, lttng_events, nrtprof_events, quantile,  # noqa: E402
                           settings, traced_calls)
 
 PATTERNS = [
@@ -136,19 +136,8 @@ def main():
         header = f"{'pattern':<28} {'nrtprof':>8}" + "".join(f" {LABELS[p]:>21} {'ratio':>6}" for p in peers)
         print(header)
         print("-" * len(header))
-        for pattern, _ in PATTERNS:
-            if ("nrtprof", pattern) not in medians or ("plain", pattern) not in medians:
-                continue
-            base = medians[("plain", pattern)]
-            ours = medians[("nrtprof", pattern)] - base
-            line = f"{labels[pattern]:<28} {ours:>8.1f}"
-            for p in peers:
-                if (p, pattern) not in medians:
-                    continue
-                theirs = medians[(p, pattern)] - base
-                ratio = f"{theirs / ours:.2f}x" if ours > 0 else "-"
-                line += f" {theirs:>21.1f} {ratio:>6}"
-            print(line)
+        print_comparison(medians, [(pattern, labels[pattern]) for pattern, _ in PATTERNS], peers,
+                         "plain", 28)
         print("ratio = LTTng's added ns / nrtprof's (wall time); above 1, nrtprof is cheaper.")
 
     if failed_runs:

@@ -147,6 +147,24 @@ def settings(out_dir, configs, rounds):
     return lines
 
 
+
+def print_comparison(medians, rows, peers, base_config, width):
+    """One line per (key, label) of `rows`: the ns nrtprof adds per call over `base_config`,
+    then each peer's and its ratio to nrtprof's; rows without both medians are left out."""
+    for key, label in rows:
+        if ("nrtprof", key) not in medians or (base_config, key) not in medians:
+            continue
+        base = medians[(base_config, key)]
+        ours = medians[("nrtprof", key)] - base
+        line = f"{label:<{width}} {ours:>8.1f}"
+        for p in peers:
+            if (p, key) not in medians:
+                continue
+            theirs = medians[(p, key)] - base
+            ratio = f"{theirs / ours:.2f}x" if ours > 0 else "-"
+            line += f" {theirs:>21.1f} {ratio:>6}"
+        print(line)
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, required=True)
@@ -291,19 +309,7 @@ def main():
             f" {LABELS[p]:>21} {'ratio':>6}" for p in peers)
         print(header_cmp)
         print("-" * len(header_cmp))
-        for bench, label in TRACED:
-            if ("nrtprof", bench) not in medians or ("plain", bench) not in medians:
-                continue
-            base = medians[("plain", bench)]
-            ours = medians[("nrtprof", bench)] - base
-            line = f"{label:<30} {ours:>8.1f}"
-            for p in peers:
-                if (p, bench) not in medians:
-                    continue
-                theirs = medians[(p, bench)] - base
-                ratio = f"{theirs / ours:.2f}x" if ours > 0 else "-"
-                line += f" {theirs:>21.1f} {ratio:>6}"
-            print(line)
+        print_comparison(medians, TRACED, peers, "plain", 30)
         print("ratio = LTTng's added ns / nrtprof's (wall time); above 1, nrtprof is cheaper; below 1, "
               "LTTng is.")
         if threaded:
@@ -313,19 +319,7 @@ def main():
                   "the simulated runtime's locks the difference between the two plain rows)")
             print(header_cmp)
             print("-" * len(header_cmp))
-            for bench, label in TRACED:
-                if ("nrtprof", bench) not in medians or ("plain_threaded", bench) not in medians:
-                    continue
-                base = medians[("plain_threaded", bench)]
-                ours = medians[("nrtprof", bench)] - base
-                line = f"{label:<30} {ours:>8.1f}"
-                for p in peers:
-                    if (p, bench) not in medians:
-                        continue
-                    theirs = medians[(p, bench)] - base
-                    ratio = f"{theirs / ours:.2f}x" if ours > 0 else "-"
-                    line += f" {theirs:>21.1f} {ratio:>6}"
-                print(line)
+            print_comparison(medians, TRACED, peers, "plain_threaded", 30)
 
     if failed_runs:
         print()
