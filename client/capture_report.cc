@@ -8,15 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/fetch.h"
+#include "client/locate.h"
 
 namespace nrtprof::cli {
 
 std::string CaptureDestination(const StartCaptureReply& started, const std::string& out) {
   if (!started.fetch()) return started.output_dir();
   if (!out.empty()) return out;
-  char cwd[PATH_MAX];
-  const std::string relative = absl::StrCat("nrtprof-captures/", started.capture_id());
-  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", relative) : relative;
+  return Absolute(absl::StrCat("nrtprof-captures/", started.capture_id()));
 }
 
 bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& started,

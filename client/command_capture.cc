@@ -28,6 +28,7 @@
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
 #include "client/flags.h"
+#include "client/locate.h"
 #include "common/address.h"
 
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
@@ -53,12 +54,6 @@ constexpr char kCaptureUsage[] =
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof capture: %s\n", line.c_str());
   return code;
-}
-
-std::string Absolute(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  char cwd[4096];
-  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
 }
 
 // absl keeps only the last of a repeated flag: every --pid joins one list first.

@@ -53,12 +53,6 @@ int Fail(const std::string& line, int code = 1) {
   return code;
 }
 
-std::string Absolute(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  char cwd[PATH_MAX];
-  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
-}
-
 // A daemon to talk to: the one named by --addr or NRTPROF_ADDR (which must answer and, on a
 // unix socket, be trusted; over TLS for a TCP address), else the per-user default if one
 // answers and is trusted, else a private one for this run.

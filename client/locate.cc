@@ -54,4 +54,10 @@ absl::StatusOr<std::string> Locate(const std::string& workspace_path, const char
                                           env_override, ")"));
 }
 
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
+}
+
 }  // namespace nrtprof::cli

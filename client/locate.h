@@ -14,6 +14,10 @@ namespace nrtprof::cli {
 // its runfiles tree, the bazel-bin layout, and the same folder. NotFound names every place.
 absl::StatusOr<std::string> Locate(const std::string& workspace_path, const char* env_override);
 
+// `path` from the current folder when it is relative (empty stays empty): the daemon runs
+// elsewhere, so what the CLI hands it is absolute.
+std::string Absolute(const std::string& path);
+
 }  // namespace nrtprof::cli
 
 #endif  // NRTPROF_CLIENT_LOCATE_H_

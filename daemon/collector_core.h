@@ -114,6 +114,9 @@ class CollectorCore {
   // it came (a serialized ShimMessage), for the flight recorder; empty: made from `batch`.
   absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
                                    std::string wire = "");
+  // Whether OnBatch keeps batches as they came (the flight recorder is on): the transport
+  // then passes them (`wire`); else it need not copy them.
+  bool KeepsWire() const { return recorder_ != nullptr; }
   // The process's rings file (rings_reader.h), opened by the transport for a stream on this
   // machine, right after its Hello.
   void AttachRingsFile(StreamId stream, std::shared_ptr<const RingsFile> rings);

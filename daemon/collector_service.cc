@@ -109,13 +109,18 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
 
   grpc::Status Parse() {
     in_.Clear();
-    // As it came, for the flight recorder, which keeps batches undecoded.
     wire_.clear();
-    grpc::Slice slice;
     bool parsed = false;
-    if (in_bytes_.DumpToSingleSlice(&slice).ok()) {
-      wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
-      parsed = in_.ParseFromString(wire_);
+    if (core_->KeepsWire()) {
+      // As it came, for the flight recorder, which keeps batches undecoded.
+      grpc::Slice slice;
+      if (in_bytes_.DumpToSingleSlice(&slice).ok()) {
+        wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
+        parsed = in_.ParseFromString(wire_);
+      }
+    } else {
+      grpc::ProtoBufferReader reader(&in_bytes_);
+      parsed = in_.ParseFromZeroCopyStream(&reader);
     }
     in_bytes_.Clear();
     if (parsed) return grpc::Status::OK;

@@ -184,10 +184,13 @@ TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
   // The device lane came along: the fused kernel's executions have device time.
   const std::string summary = testing::ReadFile(out + "/summary.txt");
   EXPECT_FALSE(absl::StrContains(summary, "Self NEURON time total: 0.000us")) << summary;
-  bool model = false;
-  for (const std::string& f : {std::string("/trace.pftrace")}) model = testing::Exists(out + f);
-  EXPECT_TRUE(model);
-  EXPECT_TRUE(absl::StrContains(r.err, ".neff")) << r.err;  // the model file is in the capture
+  EXPECT_TRUE(testing::Exists(out + "/trace.pftrace"));
+  // The model file, loaded before anyone asked, is in the capture.
+  const size_t model = r.err.find("\n  model_");
+  ASSERT_NE(model, std::string::npos) << r.err;
+  const std::string name = r.err.substr(model + 3, r.err.find('\n', model + 1) - model - 3);
+  EXPECT_TRUE(absl::EndsWith(name, ".neff")) << name;
+  EXPECT_TRUE(testing::Exists(out + "/" + name)) << name;
 }
 
 // Over its byte bound the recorder lets the oldest go, counts it, and says so in a capture
