@@ -833,7 +833,7 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
     bool final = false;
     {
       std::lock_guard<std::mutex> lock(s->mu);
-      replay = s->ingest.ForReplay(list.front()->sequence - 1);
+      replay = s->ingest.ForReplay(list.front()->sequence - 1, /*models=*/capture != nullptr);
       final = s->ingest.final();
     }
     replay->BeginCapture();

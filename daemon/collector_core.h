@@ -199,6 +199,7 @@ class CollectorCore {
 
   // A capture of the past: its processes (all of them for a null `capture`) as the flight
   // recorder has them from since_ns until until_ns.
+  // (For the metrics, capture is null: the model files stay out.)
   std::vector<ProcessCapture> FromRecorder(const Capture* capture, uint64_t since_ns,
                                            uint64_t until_ns, std::vector<std::string>* notes);
   // The control a process out of every capture gets: record for the flight recorder, or not.

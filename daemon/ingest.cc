@@ -141,7 +141,7 @@ ProcessIngest::ProcessIngest(const nrtprof::Hello& hello, const IngestLimits& li
   }
 }
 
-std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence) const {
+std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool models) const {
   auto copy = std::make_unique<ProcessIngest>(hello_, limits_);
   copy->replay_ = true;
   copy->strings_ = strings_;
@@ -149,7 +149,10 @@ std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence) const
   copy->stacks_ = stacks_;
   copy->clock_syncs_ = clock_syncs_;
   copy->handle_events_ = handle_events_;
-  copy->models_ = models_;
+  copy->models_.reserve(models_.size());
+  for (const IngestedModel& m : models_) {
+    copy->models_.push_back(models ? m : IngestedModel{m.model_handle, {m.file.name, "", m.file.size}});
+  }
   copy->notices_ = notices_;
   copy->rings_ = rings_;
   copy->realtime_offset_ns_ = realtime_offset_ns_;

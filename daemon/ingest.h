@@ -146,8 +146,9 @@ class ProcessIngest {
   // A copy of this stream's lasting state (interned strings and stacks, clock points, handle
   // events, models, notices, rings file), to decode batches the flight recorder kept: the
   // copy takes their events only (what else they carried is in the state already), numbered
-  // after `sequence`.
-  std::unique_ptr<ProcessIngest> ForReplay(uint64_t sequence) const;
+  // after `sequence`. Without `models`, the copy lists the models without their files (what
+  // the metrics need: a fold every few seconds must not copy model files each time).
+  std::unique_ptr<ProcessIngest> ForReplay(uint64_t sequence, bool models = true) const;
 
   // A new stream of a process whose earlier streams the daemon stored up to `sequence`
   // (sequences are the process's, across its streams): batches up to it are duplicates the
