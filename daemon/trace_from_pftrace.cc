@@ -63,6 +63,7 @@ class Rebuilder {
       for (const pb::DebugAnnotationName& n : p.interned_data().debug_annotation_names()) {
         arg_names_[n.iid()] = n.name();
       }
+      if (p.has_clock_snapshot()) ReadClocks(p.clock_snapshot());
       if (p.has_track_descriptor()) {
         if (absl::Status s = AddTrack(p.track_descriptor()); !s.ok()) return s;
       }
@@ -81,6 +82,20 @@ class Rebuilder {
   }
 
  private:
+  // CLOCK_REALTIME - CLOCK_MONOTONIC, when the snapshot has both (the writer's REALTIME
+  // reading is there only when the capture knew it).
+  void ReadClocks(const pb::ClockSnapshot& snapshot) {
+    constexpr uint32_t kRealtime = 1, kMonotonic = 3;
+    uint64_t realtime = 0, monotonic = 0;
+    for (const pb::ClockSnapshot::Clock& c : snapshot.clocks()) {
+      if (c.clock_id() == kRealtime) realtime = c.timestamp();
+      if (c.clock_id() == kMonotonic) monotonic = c.timestamp();
+    }
+    if (realtime != 0 && monotonic != 0) {
+      trace_.realtime_offset_ns = static_cast<int64_t>(realtime - monotonic);
+    }
+  }
+
   absl::Status AddTrack(const pb::TrackDescriptor& d) {
     Track t;
     if (d.has_process()) {
