@@ -201,6 +201,16 @@ class ShippingCoreTest : public ::testing::Test {
     }
   }
 
+  // `extra` batches more than may wait for an ack, made and ticked: the stream gets only as
+  // many as may wait. Returns how many were made.
+  int FillPastTheAckBound(int extra) {
+    const int n = ShippingCore::kMaxUnackedBatches + extra;
+    Produce(n);
+    core_->Tick();
+    EXPECT_EQ(link_.last().Sequences(), Range(1, ShippingCore::kMaxUnackedBatches));
+    return n;
+  }
+
   // The first correlation id of each batch: which calls a stream carried, in order.
   static std::vector<uint64_t> FirstCalls(const StreamLog& log) {
     std::vector<uint64_t> out;
@@ -276,10 +286,7 @@ TEST_F(ShippingCoreTest, AcknowledgedBatchesAreNotSentAgain) {
 }
 
 TEST_F(ShippingCoreTest, NoMoreBatchesWaitForAnAckThanTheBound) {
-  const int n = ShippingCore::kMaxUnackedBatches + 6;
-  Produce(n);
-  core_->Tick();
-  EXPECT_EQ(link_.last().Sequences(), Range(1, ShippingCore::kMaxUnackedBatches));
+  const int n = FillPastTheAckBound(6);
   link_.last().Ack(6);
   core_->Tick();
   EXPECT_EQ(link_.last().Sequences(), Range(1, n));
@@ -401,10 +408,7 @@ TEST_F(ShippingCoreTest, ADaemonFarBehindGetsTheRestFromTheSpoolAsAcksMakeRoom) 
   core_->Tick();
   link_.last().Ack(0);
   core_->Tick();
-  const int n = ShippingCore::kMaxUnackedBatches + 10;
-  Produce(n);
-  core_->Tick();
-  EXPECT_EQ(link_.last().Sequences(), Range(1, ShippingCore::kMaxUnackedBatches));
+  const int n = FillPastTheAckBound(10);
   link_.last().Ack(5);
   core_->Tick();
   link_.last().Ack(ShippingCore::kMaxUnackedBatches + 5);
