@@ -37,8 +37,8 @@ class CollectorStream final : public ShipStream {
 
   // `wait_for_ready`: the stream waits for the daemon to be reachable (gRPC reconnects, at
   // most a second apart) instead of failing at once when it is not.
-  CollectorStream(nrtprof::Collector::Stub* stub, nrtprof::ShimMessage hello,
-                  ControlFn on_control, bool wait_for_ready = false);
+  CollectorStream(nrtprof::Collector::Stub* stub, nrtprof::ShimMessage hello, ControlFn on_control,
+                  bool wait_for_ready = false);
   ~CollectorStream() override;
   CollectorStream(const CollectorStream&) = delete;
   CollectorStream& operator=(const CollectorStream&) = delete;

@@ -35,8 +35,7 @@ ShipClock* SystemShipClock() {
   return clock;
 }
 
-ShippingCore::ShippingCore(ShippingHost* host, ShipLink* link, ShipClock* clock,
-                           Batcher* batcher)
+ShippingCore::ShippingCore(ShippingHost* host, ShipLink* link, ShipClock* clock, Batcher* batcher)
     : host_(host), link_(link), clock_(clock), batcher_(batcher) {}
 
 void ShippingCore::UseSpool(std::unique_ptr<SpoolWriter> spool) { spool_ = std::move(spool); }
@@ -186,11 +185,11 @@ void ShippingCore::NoteConnectFailure() {
 
 void ShippingCore::NoteStarved(int error) {
   connect_starved_ = true;
-  SayOnce(&connect_failure_said_,
-          "nrtprof: cannot connect to the daemon at " + link_->target() + ": " +
-              strerror(error) + "; retrying, its events waiting meanwhile (past " +
-              std::to_string(Batcher::Options().max_pending_events) +
-              ", the oldest are counted as dropped: daemon_away)");
+  SayOnce(&connect_failure_said_, "nrtprof: cannot connect to the daemon at " + link_->target() +
+                                      ": " + strerror(error) +
+                                      "; retrying, its events waiting meanwhile (past " +
+                                      std::to_string(Batcher::Options().max_pending_events) +
+                                      ", the oldest are counted as dropped: daemon_away)");
 }
 
 void ShippingCore::NoteRefusal() {
@@ -239,8 +238,8 @@ void ShippingCore::SendReady(bool final) {
     // A batch only spooled must not count its strings as sent on the stream (the replay adds
     // what the stream lacks): it carries those the spool has not had through spool-only ones.
     // The spool has all of them before their first use either way, since every batch is in it.
-    nrtprof::EventBatch batch = batcher_->TakeNext(
-        connected ? &interning_ : &spool_interning_, Drops(), final, &events);
+    nrtprof::EventBatch batch =
+        batcher_->TakeNext(connected ? &interning_ : &spool_interning_, Drops(), final, &events);
     message.mutable_batch()->Swap(&batch);
     host_->SetNotices(message.mutable_batch());
     if (message.ByteSizeLong() > kMaxMessageBytes) {
@@ -317,8 +316,7 @@ void ShippingCore::PumpReplay() {
   // A daemon that does not answer the Hello with an Ack (one older than that rule) gets the
   // spool from its start after a second; it ignores what it already has.
   if (replay_awaits_ack_ && stream_ != nullptr &&
-      (stream_->ack_seen() ||
-       clock_->MonotonicNs() - replay_wait_since_ns_ > kHelloAckWaitNs)) {
+      (stream_->ack_seen() || clock_->MonotonicNs() - replay_wait_since_ns_ > kHelloAckWaitNs)) {
     replay_awaits_ack_ = false;
     StartReplay(SpoolOffsetOf(stream_->acked() + 1));
   }
@@ -372,9 +370,8 @@ void ShippingCore::FinalBestEffort(TimePoint deadline) {
   // missing (seen: 7 of 64 processes of the full load test cut off, 7,184 calls missing and
   // uncounted; then, keeping a quarter up to 500 ms and sending the final batch alone when
   // it was left, 4 of 64 still cut off).
-  const TimePoint give_up =
-      deadline - std::min<TimePoint::duration>(std::chrono::seconds(1),
-                                               (deadline - clock_->Now()) / 2);
+  const TimePoint give_up = deadline - std::min<TimePoint::duration>(
+                                           std::chrono::seconds(1), (deadline - clock_->Now()) / 2);
   // A daemon this far behind will likely need the final batch sent alone: the connection for
   // it is made now, while the rest goes out, so that only the batch is left to send then.
   if (stream_ != nullptr && !refused_ && unacked_.size() >= kMaxUnackedBatches / 4) OpenAlone();
@@ -417,8 +414,7 @@ void ShippingCore::FinalLossless(TimePoint deadline) {
       acknowledged = true;
       break;
     }
-    stream_->WaitForAck(unacked_.empty() ? final_sequence_ : unacked_.front().sequence,
-                        deadline);
+    stream_->WaitForAck(unacked_.empty() ? final_sequence_ : unacked_.front().sequence, deadline);
     ServiceStream(clock_->MonotonicNs(), /*final=*/true, deadline);
   }
   CloseStream(deadline, acknowledged);
