@@ -107,9 +107,9 @@ void AtForkParent() {
 bool AtForkChild() {
   if (g_flusher == nullptr) return true;
   g_flusher->arbiter()->UnlockAfterFork();
-  const bool grpc_started = g_flusher->grpc_started();
+  const bool may_profile = g_flusher->AtForkChild();
   g_flusher = nullptr;  // the parent's: leaked, never touched again
-  return !grpc_started;
+  return may_profile;
 }
 
 const BackendApi kBackendApi = {
