@@ -135,7 +135,9 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
       builder_(&strings_, &stacks_),
       device_parser_(&strings_),
       batcher_(Batcher::Options(), &strings_, &stacks_),
-      shipping_(this, &link_, SystemShipClock(), &batcher_) {}
+      shipping_(this, &link_, SystemShipClock(), &batcher_) {
+  if (core_->config.addr[0] != '\0') shipping_.SayIfNeverReached();
+}
 
 bool Flusher::Start() {
   // Signals sent to the process must reach the program's threads, not this one nor gRPC's

@@ -5,6 +5,15 @@
 #include "shim/collector_stream.h"
 
 namespace nrtprof::shim {
+namespace {
+
+std::atomic<bool> g_trouble_said{false};  // gRPC has one log per process
+
+}  // namespace
+
+void NoteTransportTroubleSaid() { g_trouble_said.store(true, std::memory_order_relaxed); }
+
+bool GrpcLink::trouble_said() const { return g_trouble_said.load(std::memory_order_relaxed); }
 
 GrpcLink::GrpcLink(DaemonTransport transport) : transport_(std::move(transport)) {}
 

@@ -39,6 +39,10 @@ struct DaemonTransport {
   TrustPolicy trust;
 };
 
+// gRPC's errors reach the user through the backend's log function (backend.cc), one line
+// each: it calls this when it says one, and every GrpcLink's trouble_said() is then true.
+void NoteTransportTroubleSaid();
+
 class GrpcLink final : public ShipLink {
  public:
   explicit GrpcLink(DaemonTransport transport);
@@ -58,6 +62,7 @@ class GrpcLink final : public ShipLink {
   bool started() const override { return started_.load(std::memory_order_acquire); }
   const std::string& target() const override { return transport_.target; }
   bool remote() const override { return transport_.tls; }
+  bool trouble_said() const override;
 
  private:
   DaemonTransport transport_;

@@ -84,6 +84,7 @@ void ShippingCore::ServiceStream(uint64_t now_ns, bool final, TimePoint deadline
     if (stream_->heard_from_daemon()) {
       backoff_ns_ = 0;
       connect_starved_ = false;
+      ever_heard_ = true;
     }
     if (stream_->broken()) AbandonStream(now_ns, final ? deadline : clock_->Now());
   }
@@ -168,6 +169,7 @@ void ShippingCore::BackOff(uint64_t now_ns) {
 
 void ShippingCore::CloseStream(TimePoint deadline, bool graceful) {
   if (stream_ == nullptr) return;
+  if (stream_->heard_from_daemon()) ever_heard_ = true;
   stream_->Close(deadline, graceful);
   NoteRefusal();
   stream_.reset();
@@ -176,6 +178,7 @@ void ShippingCore::CloseStream(TimePoint deadline, bool graceful) {
 void ShippingCore::NoteConnectFailure() {
   if (stream_->heard_from_daemon()) {
     connect_starved_ = false;
+    ever_heard_ = true;
     return;
   }
   // A daemon that is not there (no socket, nobody listening) is the usual state of an
@@ -360,6 +363,14 @@ void ShippingCore::Final(TimePoint deadline) {
     FinalLossless(deadline);
   } else {
     FinalBestEffort(deadline);
+  }
+  // Said once, and only if nothing else said why (a starved or untrusted connection).
+  if (say_if_never_reached_ && !ever_heard_ && !refused_ && !connect_failure_said_ &&
+      !untrusted_said_ && !link_->trouble_said()) {
+    host_->Say("nrtprof: no daemon answered at " + link_->target() +
+               " (NRTPROF_ADDR) while this process ran: it was not profiled" +
+               (spool_ != nullptr ? "; its events are in the spool file " + spool_->path()
+                                  : std::string()));
   }
 }
 

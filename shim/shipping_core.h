@@ -85,6 +85,11 @@ class ShippingCore {
   ShippingCore(const ShippingCore&) = delete;
   ShippingCore& operator=(const ShippingCore&) = delete;
 
+  // The address was given (NRTPROF_ADDR), not the default: a process that ends without ever
+  // reaching a daemon there says so in one line at exit (a daemon absent from the default
+  // address is the usual state of an always-on shim and goes unsaid).
+  void SayIfNeverReached() { say_if_never_reached_ = true; }
+
   // Lossless mode: `spool`, which holds the process's Hello, gets every batch from now on.
   void UseSpool(std::unique_ptr<SpoolWriter> spool);
   bool lossless() const { return spool_ != nullptr; }
@@ -189,6 +194,8 @@ class ShippingCore {
 
   bool final_sent_ = false;
   bool final_attempt_made_ = false;
+  bool say_if_never_reached_ = false;
+  bool ever_heard_ = false;  // some stream of this process's was answered by a daemon
   uint64_t final_sequence_ = 0;
   uint64_t next_attempt_ns_ = 0;
   uint64_t backoff_ns_ = 0;

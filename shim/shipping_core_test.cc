@@ -119,6 +119,7 @@ class FakeLink final : public ShipLink {
   bool started() const override { return started_transport; }
   const std::string& target() const override { return target_; }
   bool remote() const override { return tcp; }
+  bool trouble_said() const override { return transport_trouble; }
 
   StreamLog& last() { return *streams.back(); }
 
@@ -128,6 +129,7 @@ class FakeLink final : public ShipLink {
   absl::Status trust;
   bool started_transport = true;
   bool tcp = false;
+  bool transport_trouble = false;  // the transport said why it cannot connect
   std::vector<std::shared_ptr<StreamLog>> streams;
   std::vector<std::shared_ptr<StreamLog>> alone;
 
@@ -474,6 +476,48 @@ TEST_F(ShippingCoreTest, AtExitAnUnreachableDaemonGetsOneAttemptAndTheExitKeepsI
   EXPECT_TRUE(link_.last().batches.empty());
   EXPECT_TRUE(link_.alone.empty());
   EXPECT_LE(clock_.Now(), deadline);
+}
+
+// A daemon absent from an address the user named (NRTPROF_ADDR) is said once, at exit: the
+// program ran unprofiled (before: not a word). Absent from the default address, it goes unsaid.
+TEST_F(ShippingCoreTest, AtExitANamedDaemonNeverReachedIsSaidOnce) {
+  core_->SayIfNeverReached();
+  link_.reachable = false;
+  Produce(2);
+  core_->Tick();
+  clock_.Advance(1'000'000'000);
+  core_->Tick();
+  EXPECT_TRUE(host_.lines.empty());  // while the program runs, a daemon may still come
+  core_->Final(clock_.Now() + std::chrono::seconds(2));
+  EXPECT_EQ(host_.lines, (std::vector<std::string>{
+                             "nrtprof: no daemon answered at " + link_.target() +
+                             " (NRTPROF_ADDR) while this process ran: it was not profiled"}));
+}
+
+TEST_F(ShippingCoreTest, AtExitADaemonReachedOnceOrAtTheDefaultAddressIsNotSaid) {
+  // Reached, then gone: the capture has the process, and says what it lost.
+  core_->SayIfNeverReached();
+  link_.daemon_keeps_up = true;
+  Produce(1);
+  core_->Tick();
+  link_.last().broken = true;
+  link_.reachable = false;
+  Produce(1);
+  core_->Tick();
+  core_->Final(clock_.Now() + std::chrono::seconds(2));
+  EXPECT_TRUE(host_.lines.empty());
+  // The default address: an always-on shim without a daemon says nothing.
+  Make(Batcher::Options());
+  Produce(1);
+  core_->Final(clock_.Now() + std::chrono::seconds(2));
+  EXPECT_TRUE(host_.lines.empty());
+  // The transport already said why (a failed TLS handshake): not said twice.
+  Make(Batcher::Options());
+  core_->SayIfNeverReached();
+  link_.transport_trouble = true;
+  Produce(1);
+  core_->Final(clock_.Now() + std::chrono::seconds(2));
+  EXPECT_TRUE(host_.lines.empty());
 }
 
 TEST_F(ShippingCoreTest, AtExitAFullSpoolCountsWhatItCouldNotHoldAndKeepsTheSequence) {

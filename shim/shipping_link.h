@@ -89,6 +89,9 @@ class ShipLink {
   virtual const std::string& target() const = 0;
   // True if the daemon is on another machine (TCP): it cannot read this machine's spool files.
   virtual bool remote() const = 0;
+  // True once the transport itself has told the user why it cannot reach the daemon (a TLS
+  // handshake that failed, an error of gRPC's): the core then says no more of it.
+  virtual bool trouble_said() const = 0;
 };
 
 }  // namespace nrtprof::shim
