@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <tuple>
 #include <unordered_map>
@@ -443,6 +444,46 @@ class ProcessCorrelator {
       if (after != trace_id.begin() && (after - 1)->first == wire_parent[i]) {
         out_.device[i].parent = (after - 1)->second;
       }
+    }
+    LinkByExecId(wire_parent);
+  }
+
+  // Work from the runtime's device profile (engine ops, an execution's I/O DMA) names its
+  // execution by core and exec_id, not by device_id: the shim reads the profile apart from the
+  // system trace, often before the execution's device_exec reaches it, so only here are both
+  // at hand. Each goes into the execution of its core with its exec_id whose span is nearest
+  // its start (an exec_id may come again after nrt_close and nrt_init); without one it stays
+  // an orphan, as a child whose execution was lost.
+  void LinkByExecId(const std::vector<uint64_t>& wire_parent) {
+    std::vector<size_t> children;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (d.kind != DeviceEventKind::kExecution && wire_parent[i] == 0 && d.exec_id != 0) {
+        children.push_back(i);
+      }
+    }
+    if (children.empty()) return;
+    std::map<std::pair<int32_t, uint64_t>, std::vector<size_t>> executions;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (d.kind == DeviceEventKind::kExecution) executions[{d.nc_idx, d.exec_id}].push_back(i);
+    }
+    auto distance = [](const DeviceEvent& x, uint64_t t) -> uint64_t {
+      if (t < x.start_ns) return x.start_ns - t;
+      const uint64_t end = x.start_ns + x.duration_ns;
+      return t > end ? t - end : 0;
+    };
+    for (size_t i : children) {
+      DeviceEvent& child = out_.device[i];
+      orphan_or_child_.push_back(i);
+      auto candidates = executions.find({child.nc_idx, child.exec_id});
+      if (candidates == executions.end()) continue;
+      const size_t best = *std::min_element(
+          candidates->second.begin(), candidates->second.end(), [&](size_t a, size_t b) {
+            return distance(out_.device[a], child.start_ns) <
+                   distance(out_.device[b], child.start_ns);
+          });
+      child.parent = out_.device[best].id;
     }
   }
 

@@ -48,6 +48,9 @@ struct Config {
   uint32_t flush_timeout_ms = 2000;               // NRTPROF_FLUSH_TIMEOUT_MS
   uint64_t max_model_bytes = 64ull << 20;         // NRTPROF_MAX_MODEL_BYTES
   char spool_dir[512] = {};       // NRTPROF_SPOOL_DIR; empty: DefaultSpoolDir()
+  // NRTPROF_DEVICE_PROFILE=1: the runtime's device profile of every loaded model, read into
+  // the ops inside each execution (device_profile.h).
+  bool device_profile = false;
   uint64_t spool_max_bytes = 1ull << 30;          // NRTPROF_SPOOL_MAX_BYTES
 };
 

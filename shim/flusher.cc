@@ -131,6 +131,9 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
           [this](uint64_t generation, std::string json) {
             OnDocument(generation, std::move(json));
           }),
+      device_profile_([core] { return ResolveDeviceProfile(core); },
+                      [core](const std::string& line) { core->say_notice(line.c_str()); },
+                      &strings_),
       stacks_(&strings_, &SymbolizeReturnAddress),
       builder_(&strings_, &stacks_),
       device_parser_(&strings_),
@@ -330,6 +333,8 @@ void Flusher::Tick() {
   const uint64_t now = MonotonicNs();
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
+  device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
+                          [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
   DrainRings(now);
   KeepASpareRing();
   TakeModels();
@@ -542,12 +547,14 @@ HostDrops Flusher::Drops() {
     drops.ring_full.framework += ts->ring->dropped(RecordKind::kRange);
   }
   pthread_mutex_unlock(&core_->registry_mu);
-  drops.device_overwritten.hardware = device_parser_.overwritten_total();
+  drops.device_overwritten.hardware =
+      device_parser_.overwritten_total() + device_profile_.overflow_total();
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     drops.device_overwritten.hardware += documents_dropped_;  // fetched but never parsed
   }
-  drops.device_malformed.hardware = device_parser_.malformed_total();
+  drops.device_malformed.hardware =
+      device_parser_.malformed_total() + device_profile_.malformed_total();
   drops.no_memory = no_memory_;
   return drops;
 }
@@ -577,6 +584,8 @@ void Flusher::Final(Clock::time_point deadline) {
   arbiter_.Poll(/*final=*/true);
   const uint64_t now = MonotonicNs();
   ParseDocuments(now);
+  device_profile_.Collect(now, /*final=*/true, core_->recording.load(std::memory_order_relaxed),
+                          [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
   DrainRings(now);
   TakeModels();
   batcher_.SealAll();

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "shim/batcher.h"
 #include "shim/core_state.h"
+#include "shim/device_profile.h"
 #include "shim/device_trace.h"
 #include "shim/event_builder.h"
 #include "shim/grpc_link.h"
@@ -61,6 +62,7 @@ class Flusher final : private ShippingHost {
   bool Start();
 
   SysTraceArbiter* arbiter() { return &arbiter_; }
+  DeviceProfiler* device_profile() { return &device_profile_; }
   // A model file the program loaded; copied (up to NRTPROF_MAX_MODEL_BYTES) now.
   void OnModelLoaded(uint64_t model_handle, const void* bytes, size_t size);
   // exit(): everything sent with final=true and acked, or the deadline.
@@ -118,6 +120,7 @@ class Flusher final : private ShippingHost {
   CoreState* const core_;
   GrpcLink link_;
   SysTraceArbiter arbiter_;
+  DeviceProfiler device_profile_;  // its Collect on the flusher's thread, with strings_
 
   // Handed over by the program's threads.
   std::mutex queue_mu_;

@@ -14,8 +14,9 @@
 namespace nrtprof::shim {
 
 // The libnrt functions the shim interposes. The first kNumRecordedApiFunctions are recorded as
-// runtime-lane events; the nrt_sys_trace_* ones are only arbitrated (sys_trace_arbiter.h) so
-// that the program's own system trace and the profiler's do not collide.
+// runtime-lane events; the nrt_sys_trace_* and nrt_profile_* ones are only arbitrated
+// (sys_trace_arbiter.h, device_profile.h) so that the program's own system trace and device
+// profiles and the profiler's do not collide.
 enum ApiFunction : uint8_t {
   kNrtInit,
   kNrtClose,
@@ -42,6 +43,8 @@ enum ApiFunction : uint8_t {
   kNrtSysTraceStop,
   kNrtSysTraceFetchEvents,
   kNrtSysTraceBufferFree,
+  kNrtProfileStart,
+  kNrtProfileStop,
   kNumApiFunctions,
 };
 
@@ -72,6 +75,8 @@ inline const char* ApiFunctionName(unsigned f) {
       "nrt_sys_trace_stop",
       "nrt_sys_trace_fetch_events",
       "nrt_sys_trace_buffer_free",
+      "nrt_profile_start",
+      "nrt_profile_stop",
   };
   return f < kNumApiFunctions ? kNames[f] : "";
 }
