@@ -36,11 +36,13 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"run", RunCommand,
-       "run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS ...] [--] CMD "
-       "ARGS...",
+       "run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
+       "[--addr ADDRESS ...] [--] CMD ARGS...",
        "run CMD under the profiler and print where its device time went",
        "  --out DIR          the capture's folder (default ./nrtprof-captures/CAPTURE_ID)\n"
        "  --stacks N         call-stack depth recorded for each runtime call, 0 (off) to 64\n"
+       "  --device-profile   also the runtime's device profile of each model: the engines' ops\n"
+       "                     and I/O DMA inside every execution (NRTPROF_DEVICE_PROFILE=1)\n"
        "  --mode MODE        best_effort (default, or NRTPROF_MODE) or lossless (spooled to disk)\n"
        "  --addr ADDRESS     a standing daemon (unix:/path or HOST:PORT with --tls_ca and\n"
        "                     --token_file or --tls_cert/--tls_key); default: $NRTPROF_ADDR, the\n"
@@ -50,8 +52,8 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof run -- python3 train.py --epochs 1\n"
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
-       {"out", "stacks", "mode", NRTPROF_DAEMON_FLAGS},
-       {},
+       {"out", "stacks", "device_profile", "mode", NRTPROF_DAEMON_FLAGS},
+       {"device_profile"},
        true},
       {"capture", CaptureCommand,
        "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
@@ -169,7 +171,7 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
               absl::StrJoin(flags, ", ").c_str(), c.name);
       return 2;
     }
-    if (is_bool) continue;
+    if (is_bool && !has_value) continue;  // --json, --device-profile; a value is checked below
     std::string value;
     if (has_value) {
       value = std::string(a.substr(a.find('=') + 1));

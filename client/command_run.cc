@@ -1,4 +1,4 @@
-// `nrtprof run [--out DIR] [--stacks N] -- CMD ARGS...`: runs CMD with the shim preloaded,
+// `nrtprof run [--out DIR] [--stacks N] [--device-profile] -- CMD ARGS...`: runs CMD with the shim preloaded,
 // against a running daemon or a private one started for this run, then closes the capture and
 // prints the summary table and where the trace is. Exits with CMD's exit code. nrtprof's own
 // lines go to stderr, so CMD's stdout stays exactly its own.
@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(int, stacks, -1,
           "call-stack depth recorded for each runtime call, 0 (off) to 64 (default: "
           "$NRTPROF_STACKS, else 0)");
+ABSL_FLAG(bool, device_profile, false,
+          "also the runtime's device profile of each model: the engines' ops and the I/O DMA "
+          "inside every execution (NRTPROF_DEVICE_PROFILE=1)");
 ABSL_FLAG(std::string, mode, "",
           "best_effort (the default, or NRTPROF_MODE) or lossless: every batch also spooled to "
           "disk, so a daemon that is away or restarts loses nothing");
@@ -45,7 +48,8 @@ namespace nrtprof::cli {
 namespace {
 
 constexpr char kRunUsage[] =
-    "nrtprof run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS "
+    "nrtprof run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
+    "[--addr ADDRESS "
     "[--tls_ca PEM --token_file PATH]] -- CMD ARGS...";
 
 int Fail(const std::string& line, int code = 1) {
@@ -147,6 +151,7 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
     // The caller's NRTPROF_* settings reach the program as they are (the shim reports an
     // invalid one itself), unless a flag says otherwise.
     if (stacks >= 0) setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
+    if (absl::GetFlag(FLAGS_device_profile)) setenv("NRTPROF_DEVICE_PROFILE", "1", 1);
     setenv("NRTPROF_MODE", mode.c_str(), 1);
     // The daemon's spool folder is on its machine: a local daemon reads the shims' spools there;
     // across TCP the shim keeps its spool on this machine (NRTPROF_SPOOL_DIR or the default)

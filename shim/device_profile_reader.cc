@@ -165,10 +165,12 @@ bool ReadDeviceProfile(std::string_view json,
 }
 
 uint64_t CountProfileEntries(std::string_view text) {
+  // Each op has an engine and each transfer a tensor; executions have neither.
   uint64_t n = 0;
-  for (size_t at = text.find("\"start_ns\""); at != std::string_view::npos;
-       at = text.find("\"start_ns\"", at + 1)) {
-    ++n;
+  for (std::string_view key : {"\"engine\"", "\"tensor\""}) {
+    for (size_t at = text.find(key); at != std::string_view::npos; at = text.find(key, at + 1)) {
+      ++n;
+    }
   }
   return std::max<uint64_t>(n, 1);
 }

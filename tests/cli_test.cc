@@ -59,6 +59,8 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
            {{"run", "--stacks", "abc", "--", "/bin/true"},
             "nrtprof run: bad value 'abc' for --stacks"},
            {{"capture", "--duration", "soon"}, "nrtprof capture: bad value 'soon' for --duration"},
+           {{"run", "--device-profile=maybe", "--", "/bin/true"},
+            "nrtprof run: bad value 'maybe' for --device_profile"},
            {{"summary", "x", "--limit"}, "nrtprof summary: --limit needs a value"},
            {{"frobnicate"}, "nrtprof: unknown command 'frobnicate'"},
        }) {
