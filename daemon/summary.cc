@@ -25,9 +25,10 @@ constexpr char kStepRow[] = "ProfilerStep*";
 
 bool CountsAsDeviceTime(const DeviceEvent& d) {
   // Executions and host-initiated transfers; the ops and DMA inside an execution are already
-  // in its time.
-  return d.parent == 0 &&
-         (d.kind == DeviceEventKind::kExecution || d.kind == DeviceEventKind::kDma);
+  // in its time, also the device profile's I/O DMA (named by exec_id) whose execution is not
+  // in the capture.
+  return d.parent == 0 && (d.kind == DeviceEventKind::kExecution ||
+                           (d.kind == DeviceEventKind::kDma && d.exec_id == 0));
 }
 
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,

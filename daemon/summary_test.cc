@@ -75,6 +75,10 @@ Trace AnnotatedTrace() {
   b.Device(DeviceEventKind::kExecution, "nc_exec_running", 150 * kUs, exec2);
   b.Device(DeviceEventKind::kDma, "dma_model_load", 40 * kUs, load);
   b.Device(DeviceEventKind::kExecution, "nc_exec_running", 7 * kUs, 0);  // uncorrelated
+  // An execution's input transfer from the device profile whose execution was lost: inside
+  // an execution's time all the same, never device time of its own.
+  b.Device(DeviceEventKind::kDma, "dma_hbm_to_sbuf", 5 * kUs, 0);
+  b.process().device.back().exec_id = 9;
   b.process().drops.ring_full = 3;
   b.process().drops.device_overwritten = 2;
   b.process().drops.by_lane.framework = 1;
