@@ -73,7 +73,11 @@ void DeviceProfiler::OnRuntimeInit() {
 
 void DeviceProfiler::OnModelLoaded(nrt_model_t* model) {
   std::lock_guard<std::mutex> lock(mu_);
-  Model& m = models_[model] = Model();  // a handle the runtime reuses is a new model
+  // A handle seen before is a new model (its unload passed the profiler by): what was kept of
+  // the old one is collected first.
+  Model& m = models_[model];
+  CollectOwnLocked(&m);
+  m = Model();
   StartOwnLocked(model, &m);
 }
 

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -270,6 +272,39 @@ TEST_F(DeviceProfilerTest, AProfileThatIsNotJsonIsLeftAndSaidOnce) {
   EXPECT_TRUE(runtime_.profiles.empty());
   Collect(2, /*final=*/true);
   EXPECT_EQ(access(profiler_.folder().c_str(), F_OK), 0) << "kept: it holds the files";
+}
+
+// The program's threads load, profile and unload while the flusher collects: every profile of
+// the profiler's that was stopped is read once, whole, and nothing is left running. (Also run
+// under ThreadSanitizer.)
+TEST_F(DeviceProfilerTest, ProgramThreadsAndTheFlusherShareTheRuntimesProfiles) {
+  constexpr int kRounds = 200;
+  std::atomic<bool> done{false};
+  std::thread program([&] {
+    const std::string app = root_ + "/app.json";
+    for (int i = 0; i < kRounds; ++i) {
+      profiler_.OnModelLoaded(model_a_);
+      profiler_.OnModelLoaded(model_b_);
+      EXPECT_EQ(profiler_.AppStart(model_a_, app.c_str()), NRT_SUCCESS);
+      EXPECT_EQ(profiler_.AppStop(app.c_str()), NRT_SUCCESS);
+      profiler_.BeforeModelUnload(model_a_);
+      if (i % 2 == 0) profiler_.BeforeRuntimeClose();
+    }
+    done = true;
+  });
+  size_t events = 0;
+  for (uint64_t now = 1; !done; now += DeviceProfiler::kPeriodNs) events += Collect(now).size();
+  program.join();
+  events += Collect(UINT64_MAX / 2, /*final=*/true).size();
+  EXPECT_TRUE(runtime_.profiles.empty());
+  size_t own_stops = 0;
+  const std::string folder = profiler_.folder();
+  for (const std::string& call : runtime_.calls) {
+    own_stops += call.rfind("stop " + folder + "/", 0) == 0;
+  }
+  EXPECT_EQ(events, 4 * own_stops);  // kProfile holds 2 ops and 2 transfers
+  EXPECT_GE(own_stops, static_cast<size_t>(2 * kRounds));
+  EXPECT_EQ(profiler_.malformed_total(), 0u);
 }
 
 }  // namespace
