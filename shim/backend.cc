@@ -373,6 +373,7 @@ const BackendApi* Start(CoreState* core) {
     g_tls_target = new std::string(transport.target);
   }
   auto* flusher = new Flusher(core, std::move(transport));
+  flusher->device_profile()->set_period_ns(core->config.device_profile_period_ms * 1'000'000ull);
   if (!flusher->Start()) return nullptr;  // its channel is leaked, idle
   g_flusher = flusher;
   if (core->config.device_profile) core->device_profile.store(1, std::memory_order_relaxed);

@@ -103,11 +103,15 @@ void DeviceProfiler::StartOwnLocked(nrt_model_t* model, Model* m) {
   if (fns.start(model, path.c_str()) == NRT_SUCCESS) m->own_file = std::move(path);
 }
 
-void DeviceProfiler::CollectOwnLocked(Model* m) {
+void DeviceProfiler::CollectOwnLocked(Model* m, nrt_model_t* restart) {
   if (m->own_file.empty()) return;
   const std::string path = std::move(m->own_file);
   m->own_file.clear();
-  if (FunctionsLocked().stop(path.c_str()) == NRT_SUCCESS) ReadFileLocked(path);
+  const bool stopped = FunctionsLocked().stop(path.c_str()) == NRT_SUCCESS;
+  // Started again at once, before the file is read: an execution that ends between the stop
+  // and the start is in no profile.
+  if (restart != nullptr) StartOwnLocked(restart, m);
+  if (stopped) ReadFileLocked(path);
 }
 
 void DeviceProfiler::ReadFileLocked(const std::string& path) {
@@ -181,16 +185,13 @@ NRT_STATUS DeviceProfiler::AppStop(const char* filename) {
 
 void DeviceProfiler::Collect(uint64_t now_ns, bool final, bool capturing,
                              absl::FunctionRef<void(nrtprof::Event&)> sink) {
-  if (next_collect_ns_ == 0) next_collect_ns_ = now_ns + kPeriodNs;
+  if (next_collect_ns_ == 0) next_collect_ns_ = now_ns + period_ns_;
   std::deque<std::string> documents;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (final || now_ns >= next_collect_ns_) {
-      next_collect_ns_ = now_ns + kPeriodNs;
-      for (auto& [model, m] : models_) {
-        CollectOwnLocked(&m);
-        if (!final) StartOwnLocked(model, &m);
-      }
+    if (final || (period_ns_ != 0 && now_ns >= next_collect_ns_)) {
+      next_collect_ns_ = now_ns + period_ns_;
+      for (auto& [model, m] : models_) CollectOwnLocked(&m, final ? nullptr : model);
       if (final && !folder_.empty()) rmdir(folder_.c_str());  // kept if a file was left
     }
     documents.swap(documents_);

@@ -5,7 +5,7 @@
 //
 //   - After each successful nrt_load the profiler starts the runtime's profile of that model
 //     into a file of its own, in a private folder (mkdtemp, 0700) made at the first load.
-//   - Every kPeriodNs (the flusher's Collect), and before nrt_unload, nrt_close and the
+//   - Every period (1 s by default; the flusher's Collect), and before nrt_unload, nrt_close and the
 //     process's exit, it stops the profile, reads the file, deletes it and (but at exit,
 //     unload and close) starts it again.
 //   - The program's own nrt_profile_start/stop take precedence: the profiler stops and
@@ -20,7 +20,7 @@
 //     NTFF, binary) is not decoded: it is left in the folder, said once as a notice the capture
 //     shows, counted (unread_files), and the profiler restarts no profile after it.
 //
-// An execution that ends in the instant between a stop and the restart (every kPeriodNs) is
+// An execution that ends in the instant between a stop and the restart (every period) is
 // not in any profile: it has no ops inside (the runtime cannot profile one model twice at
 // once, so the two cannot overlap).
 //
@@ -60,7 +60,7 @@ DeviceProfileFunctions ResolveDeviceProfile(const CoreState* core);
 
 class DeviceProfiler {
  public:
-  static constexpr uint64_t kPeriodNs = 1'000'000'000;
+  static constexpr uint64_t kDefaultPeriodNs = 1'000'000'000;
   // Profiles read and not yet parsed; past this they are dropped, counted (device_overwritten).
   static constexpr uint64_t kMaxQueuedBytes = 64ull << 20;
 
@@ -86,7 +86,11 @@ class DeviceProfiler {
   NRT_STATUS AppStart(nrt_model_t* model, const char* filename);
   NRT_STATUS AppStop(const char* filename);
 
-  // The flusher: every kPeriodNs (or with `final`, at exit: then without restarting, and the
+  // Before the flusher starts: how often Collect reads the profiles; 0: only at unload, close
+  // and exit.
+  void set_period_ns(uint64_t ns) { period_ns_ = ns; }
+
+  // The flusher: every period (or with `final`, at exit: then without restarting, and the
   // folder is removed if empty) the profiles are collected; then what was read is parsed and
   // each event handed to `sink` (only while `capturing`).
   void Collect(uint64_t now_ns, bool final, bool capturing,
@@ -112,8 +116,10 @@ class DeviceProfiler {
 
   const DeviceProfileFunctions& FunctionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartOwnLocked(nrt_model_t* model, Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stops the profiler's profile of the model and queues its file's text.
-  void CollectOwnLocked(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the profiler's profile of the model, starts it again on `restart` (null: not), and
+  // queues the stopped file's text.
+  void CollectOwnLocked(Model* m, nrt_model_t* restart = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadFileLocked(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Parse(const std::string& text, bool capturing,
              absl::FunctionRef<void(nrtprof::Event&)> sink);
@@ -137,7 +143,8 @@ class DeviceProfiler {
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t overflow_total_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // Flusher thread only.
+  // Flusher thread only (the period is set before it starts).
+  uint64_t period_ns_ = kDefaultPeriodNs;
   uint64_t next_collect_ns_ = 0;
   uint64_t malformed_total_ = 0;
 };

@@ -189,8 +189,8 @@ TEST_F(DeviceProfilerTest, EachLoadedModelIsProfiledIntoAPrivateFolderAndReadOnA
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   EXPECT_EQ(profiler_.folder().rfind(root_ + "/nrtprof-profile-", 0), 0u) << profiler_.folder();
 
-  EXPECT_TRUE(Collect(t0 + DeviceProfiler::kPeriodNs / 2).empty());  // not yet
-  const std::vector<nrtprof::Event> events = Collect(t0 + DeviceProfiler::kPeriodNs);
+  EXPECT_TRUE(Collect(t0 + DeviceProfiler::kDefaultPeriodNs / 2).empty());  // not yet
+  const std::vector<nrtprof::Event> events = Collect(t0 + DeviceProfiler::kDefaultPeriodNs);
   ASSERT_EQ(events.size(), 4u);
   EXPECT_EQ(events[0].kind(), nrtprof::EVENT_DEVICE_OP);
   EXPECT_EQ(strings_.Get(events[0].name_iid()), "mul_scalar");
@@ -212,9 +212,21 @@ TEST_F(DeviceProfilerTest, EachLoadedModelIsProfiledIntoAPrivateFolderAndReadOnA
   // Unload collects it; the final collection at exit leaves no folder behind.
   profiler_.BeforeModelUnload(model_a_);
   EXPECT_TRUE(runtime_.profiles.empty());
-  EXPECT_EQ(Collect(t0 + DeviceProfiler::kPeriodNs + 1, /*final=*/true).size(), 4u);
+  EXPECT_EQ(Collect(t0 + DeviceProfiler::kDefaultPeriodNs + 1, /*final=*/true).size(), 4u);
   EXPECT_NE(access(profiler_.folder().c_str(), F_OK), 0);
   EXPECT_TRUE(notices_.empty());
+}
+
+// NRTPROF_DEVICE_PROFILE_PERIOD_MS=0: one profile per model from its load to its unload (or
+// the exit), never switched while the program runs.
+TEST_F(DeviceProfilerTest, WithoutAPeriodProfilesAreReadOnlyAtTheEnd) {
+  profiler_.set_period_ns(0);
+  profiler_.OnModelLoaded(model_a_);
+  const std::string file = OwnFile(model_a_);
+  for (uint64_t now : {1ull, 1ull << 40, 1ull << 60}) EXPECT_TRUE(Collect(now).empty());
+  EXPECT_EQ(OwnFile(model_a_), file);
+  EXPECT_EQ(Collect(1ull << 61, /*final=*/true).size(), 4u);
+  EXPECT_TRUE(runtime_.profiles.empty());
 }
 
 TEST_F(DeviceProfilerTest, TheProgramsProfileTakesPrecedenceAndIsLeftAlone) {
@@ -293,7 +305,7 @@ TEST_F(DeviceProfilerTest, ProgramThreadsAndTheFlusherShareTheRuntimesProfiles) 
     done = true;
   });
   size_t events = 0;
-  for (uint64_t now = 1; !done; now += DeviceProfiler::kPeriodNs) events += Collect(now).size();
+  for (uint64_t now = 1; !done; now += DeviceProfiler::kDefaultPeriodNs) events += Collect(now).size();
   program.join();
   events += Collect(UINT64_MAX / 2, /*final=*/true).size();
   EXPECT_TRUE(runtime_.profiles.empty());

@@ -159,26 +159,36 @@ std::string DeviceTable(const std::string& dir) {
   return table;
 }
 
-// `nrtprof run [--device-profile]`, with TMPDIR (where the profiler keeps the runtime's
-// profiles while it reads them) `tmp` when given.
-Result Profile(const std::string& out, const std::vector<std::string>& command, bool device,
-               const std::string& tmp = "") {
+// How a run asks for device profiles: not at all, `nrtprof run --device-profile`, or the
+// shim's variable set by the user.
+enum class Ask { kNo, kFlag, kVariable };
+
+// `nrtprof run`, with TMPDIR (where the profiler keeps the runtime's profiles while it reads
+// them) `tmp` when given. The profiles are read only at unload, close and exit unless
+// `period_ms` says otherwise: an execution that ends in the instant the profiler switches
+// profiles (NRTPROF_DEVICE_PROFILE_PERIOD_MS, 1 s by default) has no ops, and what a test
+// checks must not depend on when that happens.
+Result Profile(const std::string& out, const std::vector<std::string>& command, Ask ask,
+               const std::string& tmp = "", const std::string& period_ms = "0") {
   std::vector<std::string> flags;
-  if (device) flags.push_back("--device-profile");
+  if (ask == Ask::kFlag) flags.push_back("--device-profile");
   std::map<std::string, std::string> env = testing::kIsolatedEnv;
+  if (ask == Ask::kVariable) env["NRTPROF_DEVICE_PROFILE"] = "1";
+  env["NRTPROF_DEVICE_PROFILE_PERIOD_MS"] = period_ms;
   if (!tmp.empty()) env["TMPDIR"] = tmp;
   return testing::RunProfiled(out, command, flags, env);
 }
 
 TEST(DeviceProfileEndToEnd, EachExecutionHoldsItsModelsOpsAndTheTableIsUnchanged) {
-  for (const char* variant : {"compiled", "naive"}) {
+  for (const auto& [variant, ask] : {std::pair{"compiled", Ask::kFlag},
+                                     std::pair{"naive", Ask::kVariable}}) {
     SCOPED_TRACE(variant);
     const std::vector<std::string> rmsnorm = {Runfile("examples/rmsnorm"), "--variant", variant,
                                               "--iters", "10"};
     const std::string dir = TempDir(std::string("device-profile-") + variant);
-    const Result with = Profile(dir + "/with", rmsnorm, true);
+    const Result with = Profile(dir + "/with", rmsnorm, ask);
     ASSERT_EQ(with.exit_code, 0) << with.err;
-    const Result without = Profile(dir + "/without", rmsnorm, false);
+    const Result without = Profile(dir + "/without", rmsnorm, Ask::kNo);
     ASSERT_EQ(without.exit_code, 0) << without.err;
     EXPECT_EQ(with.out, without.out);
 
@@ -235,6 +245,29 @@ TEST(DeviceProfileEndToEnd, EachExecutionHoldsItsModelsOpsAndTheTableIsUnchanged
   }
 }
 
+// The profiles switched at every flusher tick (1 ms asked, 25 ms the tick) while the program
+// runs: read many times over, each execution has its model's ops or (the rare one that ended
+// in a switch) none, never a part, and the table is unchanged.
+TEST(DeviceProfileEndToEnd, ProfilesReadWhileTheProgramRuns) {
+  const std::vector<std::string> rmsnorm = {Runfile("examples/rmsnorm"), "--variant", "naive",
+                                            "--iters", "40"};
+  const std::string dir = TempDir("device-profile-periodic");
+  const Result with = Profile(dir + "/with", rmsnorm, Ask::kFlag, "", "1");
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  const Result without = Profile(dir + "/without", rmsnorm, Ask::kNo);
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  const auto executions = DeviceTraces(dir + "/with");
+  ASSERT_FALSE(executions.empty());
+  size_t with_ops = 0;
+  for (const auto& [x, model] : executions) {
+    if (x.ops.empty()) continue;
+    ++with_ops;
+    EXPECT_EQ(x.ops, model.ops) << x.model;
+  }
+  EXPECT_GE(with_ops * 10, executions.size() * 9) << with_ops << " of " << executions.size();
+  EXPECT_EQ(DeviceTable(dir + "/with"), DeviceTable(dir + "/without"));
+}
+
 // The program's own nrt_profile_start/stop: the same statuses, messages and file as without
 // the profiler, and the profiler's own profile before and after it.
 TEST(DeviceProfileEndToEnd, AProgramsOwnProfileIsItsOwn) {
@@ -247,7 +280,7 @@ TEST(DeviceProfileEndToEnd, AProgramsOwnProfileIsItsOwn) {
   ASSERT_EQ(unlink(file.c_str()), 0);
 
   ASSERT_EQ(testing::RunProcess({"/bin/mkdir", dir + "/tmp"}).exit_code, 0);
-  const Result profiled = Profile(dir + "/cap", client, true, dir + "/tmp");
+  const Result profiled = Profile(dir + "/cap", client, Ask::kFlag, dir + "/tmp");
   ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
   EXPECT_EQ(profiled.out, plain.out);
   // The runtime's own lines ("nrt: ...") are the same, in the same order.
