@@ -75,10 +75,6 @@ Trace AnnotatedTrace() {
   b.Device(DeviceEventKind::kExecution, "nc_exec_running", 150 * kUs, exec2);
   b.Device(DeviceEventKind::kDma, "dma_model_load", 40 * kUs, load);
   b.Device(DeviceEventKind::kExecution, "nc_exec_running", 7 * kUs, 0);  // uncorrelated
-  // An execution's input transfer from the device profile whose execution was lost: inside
-  // an execution's time all the same, never device time of its own.
-  b.Device(DeviceEventKind::kDma, "dma_hbm_to_sbuf", 5 * kUs, 0);
-  b.process().device.back().exec_id = 9;
   b.process().drops.ring_full = 3;
   b.process().drops.device_overwritten = 2;
   b.process().drops.by_lane.framework = 1;
@@ -124,6 +120,24 @@ TEST(SummaryTest, SelfAndTotalTimes) {
   EXPECT_EQ(s.uncorrelated_device_ns, 7 * kUs);
   EXPECT_EQ(s.drops.total(), 5u);
   EXPECT_EQ(s.capture_id, "cap");
+}
+
+// An execution's input transfer from the device profile whose execution is not in the capture
+// is inside an execution's time all the same: never device time of its own, uncorrelated or
+// not. A host-initiated transfer without its call is uncorrelated device time.
+TEST(SummaryTest, ProfileDmaWithoutItsExecutionAddsNoDeviceTime) {
+  TraceBuilder b(10);
+  const uint64_t exec = b.Call("nrt_execute", 0, 500 * kUs, 0);
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 300 * kUs, exec);
+  b.Device(DeviceEventKind::kDma, "dma_hbm_to_sbuf", 5 * kUs, 0);
+  b.process().device.back().exec_id = 9;
+  b.Device(DeviceEventKind::kDma, "dma_h2d", 7 * kUs, 0);
+  Trace t;
+  t.processes.push_back(b.process());
+  const Summary s = ComputeSummary(t);
+  EXPECT_EQ(s.self_device_total_ns, 300 * kUs);
+  EXPECT_EQ(s.uncorrelated_device_events, 1u);
+  EXPECT_EQ(s.uncorrelated_device_ns, 7 * kUs);
 }
 
 TEST(SummaryTest, NestedRangesOfOneNameCountOnce) {

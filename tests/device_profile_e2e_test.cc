@@ -239,9 +239,15 @@ TEST(DeviceProfileEndToEnd, EachExecutionHoldsItsModelsOpsAndTheTableIsUnchanged
     }
     EXPECT_EQ(io_dma, dma);
 
-    // The table: ops are inside executions, not added to them.
+    // The table: ops are inside executions, not added to them; and recomputed from the trace
+    // alone (nrtprof summary --from-trace), the same.
     EXPECT_EQ(DeviceTable(dir + "/with"), DeviceTable(dir + "/without"));
     EXPECT_TRUE(absl::StrContains(with.err, "Events dropped: 0")) << with.err;
+    const Result saved = testing::RunProcess({Runfile("client/nrtprof"), "summary", dir + "/with"});
+    const Result recomputed = testing::RunProcess(
+        {Runfile("client/nrtprof"), "summary", dir + "/with", "--from-trace"});
+    ASSERT_EQ(recomputed.exit_code, 0) << recomputed.err;
+    EXPECT_EQ(recomputed.out, saved.out);
   }
 }
 
