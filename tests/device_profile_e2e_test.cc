@@ -239,15 +239,28 @@ TEST(DeviceProfileEndToEnd, EachExecutionHoldsItsModelsOpsAndTheTableIsUnchanged
     }
     EXPECT_EQ(io_dma, dma);
 
-    // The table: ops are inside executions, not added to them; and recomputed from the trace
-    // alone (nrtprof summary --from-trace), the same.
+    // The table: ops are inside executions, not added to them.
     EXPECT_EQ(DeviceTable(dir + "/with"), DeviceTable(dir + "/without"));
     EXPECT_TRUE(absl::StrContains(with.err, "Events dropped: 0")) << with.err;
-    const Result saved = testing::RunProcess({Runfile("client/nrtprof"), "summary", dir + "/with"});
-    const Result recomputed = testing::RunProcess(
-        {Runfile("client/nrtprof"), "summary", dir + "/with", "--from-trace"});
-    ASSERT_EQ(recomputed.exit_code, 0) << recomputed.err;
-    EXPECT_EQ(recomputed.out, saved.out);
+    // Recomputed from the trace alone (nrtprof summary --from-trace): the same rows and calls.
+    // (Times may differ by nanoseconds: a host transfer that overlaps an execution's I/O DMA on
+    // the DMA lane by the clocks' noise is drawn clamped; docs/trace_format.md.)
+    auto rows_and_calls = [&](const std::vector<std::string>& extra) {
+      std::vector<std::string> argv = {Runfile("client/nrtprof"), "summary", dir + "/with",
+                                       "--format", "csv"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      const Result r = testing::RunProcess(argv);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      std::vector<std::string> rows;
+      for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+        const std::vector<absl::string_view> cells = absl::StrSplit(line, ',');
+        rows.push_back(std::string(cells.front()) + " " + std::string(cells.back()));
+      }
+      return rows;
+    };
+    const std::vector<std::string> saved = rows_and_calls({});
+    EXPECT_GT(saved.size(), 1u);
+    EXPECT_EQ(rows_and_calls({"--from-trace"}), saved);
   }
 }
 
