@@ -37,13 +37,14 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"run", RunCommand,
        "run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
-       "[--addr ADDRESS ...] [--] CMD ARGS...",
+       "[--quiet] [--addr ADDRESS ...] [--] CMD ARGS...",
        "run CMD under the profiler and print where its device time went",
        "  --out DIR          the capture's folder (default ./nrtprof-captures/CAPTURE_ID)\n"
        "  --stacks N         call-stack depth recorded for each runtime call, 0 (off) to 64\n"
        "  --device-profile   also the runtime's device profile of each model: the engines' ops\n"
        "                     and I/O DMA inside every execution (NRTPROF_DEVICE_PROFILE=1)\n"
        "  --mode MODE        best_effort (default, or NRTPROF_MODE) or lossless (spooled to disk)\n"
+       "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
        "  --addr ADDRESS     a standing daemon (unix:/path or HOST:PORT with --tls_ca and\n"
        "                     --token_file or --tls_cert/--tls_key); default: $NRTPROF_ADDR, the\n"
        "                     per-user socket if a trusted daemon answers, else a private one\n"
@@ -53,11 +54,11 @@ const std::vector<Command>& Commands() {
        "  nrtprof run -- python3 train.py --epochs 1\n"
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
        {"out", "stacks", "device_profile", "mode", NRTPROF_DAEMON_FLAGS},
-       {"device_profile"},
+       {"device_profile", "quiet"},
        true},
       {"capture", CaptureCommand,
        "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
-       "[--pid PID]... [--out DIR] [--stacks N] [--addr ADDRESS ...]",
+       "[--pid PID]... [--out DIR] [--stacks N] [--quiet] [--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
        "  --duration D       record from now for D (10s, 1m30s, 500ms; at most 24h)\n"
        "  --last L           also the L before now, from the daemon's flight recorder\n"
@@ -67,6 +68,7 @@ const std::vector<Command>& Commands() {
        "  --pid PID          only these processes (--pid 1,2 or --pid 1 --pid 2)\n"
        "  --out DIR          the capture's folder (default: the daemon's, or ./nrtprof-captures/ID)\n"
        "  --stacks N         call-stack depth, 0 (off) to 64\n"
+       "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
        "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n\n"
        "examples:\n"
        "  nrtprof capture --last 30s\n"
@@ -74,7 +76,7 @@ const std::vector<Command>& Commands() {
        "  nrtprof capture --iterations 5 --step_multiple 100\n",
        {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks",
         NRTPROF_DAEMON_FLAGS},
-       {}},
+       {"quiet"}},
       {"summary", SummaryCommand,
        "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N] "
        "[--from-trace]",

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "client/progress.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
 #include "client/capture_report.h"
@@ -268,11 +269,13 @@ int RunCommand(int argc, char** argv) {
   }
   // A shared service of another user writes the capture into a folder of its own; this
   // command fetches it and writes it here, as the user who ran it.
-  fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
-          CaptureDestination(capture, out).c_str(), connection.address().c_str(),
-          connection.private_daemon() ? ", private to this run"
-          : capture.fetch()           ? ", a shared service: fetched when written"
-                                      : "");
+  if (!Quiet()) {
+    fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
+            CaptureDestination(capture, out).c_str(), connection.address().c_str(),
+            connection.private_daemon() ? ", private to this run"
+            : capture.fetch()           ? ", a shared service: fetched when written"
+                                        : "");
+  }
 
   // Which processes the profiler reached: each appends a line to this file (the shim's
   // MarkLoaded), in a folder of this command's own.
@@ -303,6 +306,7 @@ int RunCommand(int argc, char** argv) {
   stop.set_wait_ms(10000);
   CaptureFiles files;
   absl::Status s;
+  Progress progress("writing the capture");
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -317,6 +321,7 @@ int RunCommand(int argc, char** argv) {
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     s = FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
   }
+  progress.Done();
   if (!s.ok()) {
     fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
             std::string(s.message()).c_str());

@@ -284,6 +284,44 @@ TEST(CliTest, SummaryFromTheTraceIsTheCapturesOwn) {
   EXPECT_EQ(without_json.out, saved.out);
 }
 
+// Long work shows progress on a terminal only, and --quiet leaves only what is wrong: a pipe
+// never gets a carriage return or an escape code.
+TEST(CliTest, ProgressOnATerminalOnlyAndQuietMeansQuiet) {
+  const std::string dir = testing::TempDir("cli-progress");
+  const std::vector<std::string> program = {Runfile("examples/rmsnorm"), "--variant", "fused",
+                                            "--iters", "2"};
+  const Result plain = RunProcess(program, testing::kIsolatedEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+
+  std::vector<std::string> quiet = {"run", "--quiet", "--out", dir + "/quiet", "--"};
+  quiet.insert(quiet.end(), program.begin(), program.end());
+  const Result q = Nrtprof(quiet);
+  EXPECT_EQ(q.exit_code, 0);
+  EXPECT_EQ(q.out, plain.out);
+  EXPECT_EQ(q.err, "");
+  EXPECT_FALSE(testing::ReadFile(dir + "/quiet/summary.txt").empty());
+
+  std::vector<std::string> piped = {"run", "--out", dir + "/piped", "--"};
+  piped.insert(piped.end(), program.begin(), program.end());
+  const Result p = Nrtprof(piped);
+  EXPECT_EQ(p.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(p.err, "aten::rms_norm")) << p.err;
+  EXPECT_EQ(p.err.find('\r'), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find('\x1b'), std::string::npos) << p.err;
+
+  // The same run on a terminal (script(1) gives it one): the line is drawn, then erased.
+  std::string command = Runfile("client/nrtprof") + " run --out " + dir + "/tty --";
+  for (const std::string& arg : program) command += " " + arg;
+  const Result tty = RunProcess({"/usr/bin/script", "-qfec", command, "/dev/null"}, testing::kIsolatedEnv);
+  EXPECT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  const size_t drawn = tty.out.find("\rnrtprof: writing the capture... ");
+  ASSERT_NE(drawn, std::string::npos) << tty.out;
+  const size_t erased = tty.out.find("\r   ", drawn + 1);
+  EXPECT_NE(erased, std::string::npos) << tty.out;
+  EXPECT_LT(erased, tty.out.find("aten::rms_norm")) << tty.out;
+  EXPECT_EQ(tty.out.find('\x1b'), std::string::npos) << tty.out;  // no colours, no escapes
+}
+
 // A capture whose trace does not read back is refused, not summarized as if it were whole
 // (before: random bytes in place of trace.pftrace still printed the table).
 TEST(CliTest, SummaryRefusesADamagedCapture) {
