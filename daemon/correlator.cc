@@ -131,10 +131,10 @@ class HandleHistory {
  public:
   HandleHistory(const ProcessCapture& in, const Strings& str) {
     for (const IngestedEvent& e : in.handle_events) {
-      const std::string& name = str(e.name_iid);
-      if (name == kNrtTensorAllocate || name == kNrtTensorFree) {
+      const nrtprof::ApiFunction f = CallFunction(e.function, str(e.name_iid));
+      if (f == nrtprof::API_NRT_TENSOR_ALLOCATE || f == nrtprof::API_NRT_TENSOR_FREE) {
         if (e.tensor_handle != 0) tensors_[e.tensor_handle].push_back(&e);
-      } else if (name == kNrtLoad || name == kNrtLoadCollectives) {
+      } else if (f == nrtprof::API_NRT_LOAD) {
         if (e.model_handle != 0 && e.status == kStatusSuccess)
           models_[e.model_handle].push_back(&e);
       }
@@ -152,7 +152,8 @@ class HandleHistory {
   TensorState Tensor(uint64_t handle, uint64_t at_ns, const Strings& str) const {
     TensorState state;
     const IngestedEvent* e = Latest(tensors_, handle, at_ns);
-    if (e == nullptr || str(e->name_iid) != kNrtTensorAllocate || e->status != kStatusSuccess) {
+    if (e == nullptr || CallFunction(e->function, str(e->name_iid)) != nrtprof::API_NRT_TENSOR_ALLOCATE ||
+        e->status != kStatusSuccess) {
       return state;  // never seen, or freed: a call on it fails anyway
     }
     state.known = true;
@@ -367,7 +368,8 @@ class ProcessCorrelator {
       c.nc_idx = e->nc_idx;
       c.repeat = e->repeat;
       if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
-      if (e->model_handle != 0 && c.name != kNrtLoad && c.name != kNrtLoadCollectives) {
+      const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
+      if (e->model_handle != 0 && f != nrtprof::API_NRT_LOAD) {
         int32_t nc = -1;
         handles_.Model(e->model_handle, e->start_ns, str_, &c.model_name, &nc);
         if (c.nc_idx < 0) c.nc_idx = nc;
@@ -376,7 +378,7 @@ class ProcessCorrelator {
         handles_.Model(e->model_handle, End(e->start_ns, e->duration_ns), str_, &c.model_name, &nc);
       }
       if (e->tensor_name_iid != 0) c.tensor_name = str_(e->tensor_name_iid);
-      if (e->tensor_handle != 0 && c.name != kNrtTensorAllocate) {
+      if (e->tensor_handle != 0 && f != nrtprof::API_NRT_TENSOR_ALLOCATE) {
         const TensorState t = handles_.Tensor(e->tensor_handle, e->start_ns, str_);
         if (c.tensor_name.empty() && t.name_iid != 0) c.tensor_name = str_(t.name_iid);
         if (c.nc_idx < 0 && t.device) c.nc_idx = t.nc_idx;
@@ -508,52 +510,67 @@ class ProcessCorrelator {
       x.exact = t.known && c.bytes != 0;
       add_name(c.tensor_name);
     };
-    if (c.name == "nrt_execute" || c.name == "nrt_execute_repeat") {
-      const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
-      if (ok) {
-        x.channels = kExec;
-        x.exact = true;
-        x.capacity = repeat;
-      } else if (c.status == kStatusCompletedWithNumErr || c.status == kStatusCompletedWithErr) {
-        x.channels = kExec;  // ran, but maybe stopped before `repeat` runs
-        x.capacity = repeat;
-      }
-      add_name(c.model_name);
-    } else if (c.name == "nrt_tensor_write") {
-      transfer(kH2d);
-    } else if (c.name == "nrt_tensor_read") {
-      transfer(kD2h);
-    } else if (c.name == "nrt_tensor_memset") {
-      transfer(kMemset);
-    } else if (c.name == "nrt_tensor_write_batch" || c.name == "nrt_tensor_read_batch") {
-      if (ok) {
-        x.channels = c.name == "nrt_tensor_write_batch" ? kH2d : kD2h;
-        x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
-      }
-    } else if (c.name == "nrt_tensor_copy") {
-      if (!ok) return x;
-      const TensorState from = tensor(e.tensor_handle), to = tensor(e.tensor_handle2);
-      if (from.known && to.known) {
-        x.exact = c.bytes != 0;
-        x.channels = from.device && to.device ? kD2d
-                     : to.device              ? kH2d
-                     : from.device            ? kD2h
-                                              : kNone;
-      } else {
-        x.channels = (!from.known || from.device ? (kD2d | kD2h) : 0) |
-                     (!to.known || to.device ? (kD2d | kH2d) : 0);
-      }
-      x.capacity = x.channels == kNone ? 0 : 1;
-      add_name(c.tensor_name);
-      if (from.name_iid != 0) add_name(str_(from.name_iid));
-      if (to.name_iid != 0) add_name(str_(to.name_iid));
-    } else if (c.name == kNrtLoad || c.name == kNrtLoadCollectives) {
-      if (ok) {
-        x.channels = kModelLoad;
-        x.capacity = 1;
-        x.exact = true;
+    switch (CallFunction(e.function, c.name)) {
+      case nrtprof::API_NRT_EXECUTE:
+      case nrtprof::API_NRT_EXECUTE_REPEAT: {
+        const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
+        if (ok) {
+          x.channels = kExec;
+          x.exact = true;
+          x.capacity = repeat;
+        } else if (c.status == kStatusCompletedWithNumErr || c.status == kStatusCompletedWithErr) {
+          x.channels = kExec;  // ran, but maybe stopped before `repeat` runs
+          x.capacity = repeat;
+        }
         add_name(c.model_name);
+        break;
       }
+      case nrtprof::API_NRT_TENSOR_WRITE:
+        transfer(kH2d);
+        break;
+      case nrtprof::API_NRT_TENSOR_READ:
+        transfer(kD2h);
+        break;
+      case nrtprof::API_NRT_TENSOR_MEMSET:
+        transfer(kMemset);
+        break;
+      case nrtprof::API_NRT_TENSOR_WRITE_BATCH:
+      case nrtprof::API_NRT_TENSOR_READ_BATCH:
+        if (ok) {
+          x.channels =
+              CallFunction(e.function, c.name) == nrtprof::API_NRT_TENSOR_WRITE_BATCH ? kH2d : kD2h;
+          x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
+        }
+        break;
+      case nrtprof::API_NRT_TENSOR_COPY: {
+        if (!ok) return x;
+        const TensorState from = tensor(e.tensor_handle), to = tensor(e.tensor_handle2);
+        if (from.known && to.known) {
+          x.exact = c.bytes != 0;
+          x.channels = from.device && to.device ? kD2d
+                       : to.device              ? kH2d
+                       : from.device            ? kD2h
+                                                : kNone;
+        } else {
+          x.channels = (!from.known || from.device ? (kD2d | kD2h) : 0) |
+                       (!to.known || to.device ? (kD2d | kH2d) : 0);
+        }
+        x.capacity = x.channels == kNone ? 0 : 1;
+        add_name(c.tensor_name);
+        if (from.name_iid != 0) add_name(str_(from.name_iid));
+        if (to.name_iid != 0) add_name(str_(to.name_iid));
+        break;
+      }
+      case nrtprof::API_NRT_LOAD:
+        if (ok) {
+          x.channels = kModelLoad;
+          x.capacity = 1;
+          x.exact = true;
+          add_name(c.model_name);
+        }
+        break;
+      default:
+        break;
     }
     if (x.capacity == 0) x.channels = kNone;
     return x;

@@ -110,7 +110,9 @@ class ProcessBuilder {
       c.events.push_back(e);
       const std::string& name = capture_.strings[e.name_iid];
       if (e.kind == nrtprof::EVENT_API_CALL &&
-          (name == kNrtTensorAllocate || name == kNrtTensorFree || name == kNrtLoad)) {
+          (CallFunction(e.function, name) == nrtprof::API_NRT_TENSOR_ALLOCATE ||
+           CallFunction(e.function, name) == nrtprof::API_NRT_TENSOR_FREE ||
+           CallFunction(e.function, name) == nrtprof::API_NRT_LOAD)) {
         c.handle_events.push_back(e);
       }
     }

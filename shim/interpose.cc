@@ -500,34 +500,12 @@ NRTPROF_EXPORT void nrtprof_step_mark(void) {
 namespace nrtprof::shim::core {
 
 void* WrapperAddress(ApiFunction f) {
+#define NRTPROF_WRAPPER(enumerator, function, wire, number) reinterpret_cast<void*>(&function),
   static void* const kWrappers[kNumApiFunctions] = {
-      reinterpret_cast<void*>(&nrt_init),
-      reinterpret_cast<void*>(&nrt_close),
-      reinterpret_cast<void*>(&nrt_load),
-      reinterpret_cast<void*>(&nrt_unload),
-      reinterpret_cast<void*>(&nrt_execute),
-      reinterpret_cast<void*>(&nrt_execute_repeat),
-      reinterpret_cast<void*>(&nrt_tensor_allocate),
-      reinterpret_cast<void*>(&nrt_tensor_allocate_empty),
-      reinterpret_cast<void*>(&nrt_tensor_attach_buffer),
-      reinterpret_cast<void*>(&nrt_tensor_allocate_slice),
-      reinterpret_cast<void*>(&nrt_tensor_free),
-      reinterpret_cast<void*>(&nrt_tensor_read),
-      reinterpret_cast<void*>(&nrt_tensor_write),
-      reinterpret_cast<void*>(&nrt_tensor_read_batch),
-      reinterpret_cast<void*>(&nrt_tensor_write_batch),
-      reinterpret_cast<void*>(&nrt_tensor_copy),
-      reinterpret_cast<void*>(&nrt_tensor_memset),
-      reinterpret_cast<void*>(&nrt_allocate_tensor_set),
-      reinterpret_cast<void*>(&nrt_destroy_tensor_set),
-      reinterpret_cast<void*>(&nrt_add_tensor_to_tensor_set),
-      reinterpret_cast<void*>(&nrt_sys_trace_start),
-      reinterpret_cast<void*>(&nrt_sys_trace_stop),
-      reinterpret_cast<void*>(&nrt_sys_trace_fetch_events),
-      reinterpret_cast<void*>(&nrt_sys_trace_buffer_free),
-      reinterpret_cast<void*>(&nrt_profile_start),
-      reinterpret_cast<void*>(&nrt_profile_stop),
-  };
+      NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_WRAPPER)
+          NRTPROF_ARBITRATED_API_FUNCTIONS(NRTPROF_WRAPPER)};
+#undef NRTPROF_WRAPPER
+
   return f < kNumApiFunctions ? kWrappers[f] : nullptr;
 }
 
