@@ -93,6 +93,17 @@ const std::vector<Command>& Commands() {
        "  nrtprof diff before/summary.json after --format csv > change.csv\n",
        {"format", "limit"},
        {}},
+      {"report", ReportCommand, "report CAPTURE_DIR [-o report.html] [--max_slices N]",
+       "one HTML file of a capture to open in a browser: table, chart, timeline, chains",
+       "  -o FILE            the file to write (default CAPTURE_DIR/report.html)\n"
+       "  --max_slices N     slices the timeline draws one by one (default 200000); past them\n"
+       "                     it draws each lane's busy time, and the page says so\n"
+       "The file is self-contained: it fetches nothing and opens offline.\n\n"
+       "examples:\n"
+       "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
+       "  nrtprof report slow-step -o /tmp/slow-step.html\n",
+       {"o", "max_slices"},
+       {}},
       {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
        "the daemon's address, uptime, processes, events, drops and flight recorder",
        "  --json             one JSON object (the StatusReply message), for scripts\n"
@@ -220,7 +231,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, status; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, status; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

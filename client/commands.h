@@ -9,6 +9,7 @@ int RunCommand(int argc, char** argv);
 int CaptureCommand(int argc, char** argv);
 int SummaryCommand(int argc, char** argv);
 int DiffCommand(int argc, char** argv);
+int ReportCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
 
 // nrtprof's main(): dispatches argv[1] to a command.
