@@ -101,7 +101,7 @@
         return (descending ? -order : order) || (a.values[0] < b.values[0] ? -1 : 1);
       });
       body.replaceChildren(...rows.map((r) => el('tr', {}, r.cells.map((c, i) =>
-        el('td', i === 0 ? { class: 'name' } : {}, [c])))));
+        el('td', i === 0 ? { class: 'name', title: 'show the first ' + c + ' in the timeline' } : {}, [c])))));
       heads.forEach((h, i) => {
         headRow.children[i].textContent = h + (i === sortKey ? (descending ? ' \u25bc' : ' \u25b2') : '');
       });
@@ -114,6 +114,10 @@
         fill();
       });
       headRow.append(th);
+    });
+    body.addEventListener('click', (ev) => {
+      const cell = ev.target.closest('td.name');
+      if (cell) showFirst(cell.textContent);
     });
     t.append(el('thead', {}, [headRow]), body);
     fill();
@@ -317,6 +321,31 @@
     showChain();
   }
 
+  // From the table: the first slice of that name, zoomed to and selected, its chain shown.
+  function showFirst(name) {
+    const n = data.names.indexOf(name);
+    let best = null;
+    data.lanes.forEach((lane, li) => {
+      for (let i = 0; i < lane.s.length; i++) {
+        if (lane.n[i] === n && (best === null || lane.s[i] < data.lanes[best[0]].s[best[1]])) best = [li, i];
+      }
+    });
+    if (best === null) return;
+    // The view: the op and all of its chain, with a margin.
+    const gi = laneBase[best[0]] + best[1];
+    let t0 = Infinity, t1 = -Infinity;
+    for (const c of chainOf(gi)) {
+      const [cl, ci] = sliceLane[c];
+      t0 = Math.min(t0, data.lanes[cl].s[ci]);
+      t1 = Math.max(t1, data.lanes[cl].s[ci] + data.lanes[cl].d[ci]);
+    }
+    const pad = Math.max((t1 - t0) * 0.15, 500);
+    view.t0 = Math.max(0, t0 - pad);
+    view.t1 = t1 + pad;
+    select(gi);
+    document.getElementById('timeline').scrollIntoView({ block: 'start' });
+  }
+
   function zoom(factor, atNs) {
     const span = Math.max(100, (view.t1 - view.t0) * factor);
     const share = (atNs - view.t0) / (view.t1 - view.t0);
@@ -338,7 +367,7 @@
       button('Zoom in', 'zoom-in', () => zoom(0.5, mid())),
       button('Zoom out', 'zoom-out', () => zoom(2, mid())),
       button('Whole window', 'zoom-reset', () => { view.t0 = 0; view.t1 = Math.max(1, data.capture.window_ns); render(); }),
-      el('span', { class: 'hint' }, ['Wheel: zoom at the pointer. Drag: pan. Click a slice: its chain. ' +
+      el('span', { class: 'hint' }, ['Wheel: zoom at the pointer. Drag: pan. Click a slice: its chain (a name in the table: its first one). ' +
         'Double-click: zoom to it. Grey marks stand for slices too small to draw at this zoom.'])]));
     const box = el('div', { id: 'timeline' });
     svgRoot = svgEl('svg', { xmlns: SVG });
