@@ -23,10 +23,10 @@
     if (ns >= 1e6) return (ns / 1e6).toFixed(3) + 'ms';
     return (ns / 1e3).toFixed(3) + 'us';
   }
-  // An axis tick at a round time: 20ms, 1.5ms, 250us.
-  function tickLabel(t, step) {
-    const [unit, ns] = step >= 1e9 ? ['s', 1e9] : step >= 1e6 ? ['ms', 1e6] : step >= 1e3 ? ['us', 1e3] : ['ns', 1];
-    return parseFloat((t / ns).toPrecision(6)) + unit;
+  // An axis tick at a round time, in the unit of the view's end: 20ms, 10.8ms, 250us.
+  function tickLabel(t, end) {
+    const [unit, ns] = end >= 1e9 ? ['s', 1e9] : end >= 1e6 ? ['ms', 1e6] : end >= 1e3 ? ['us', 1e3] : ['ns', 1];
+    return parseFloat((t / ns).toPrecision(7)) + unit;
   }
   function colour(name) {
     let h = 0;
@@ -180,7 +180,7 @@
       const x = X(t);
       g.append(svgEl('line', { class: 'tick', x1: x, x2: x, y1: AXIS_H - 4, y2: lay.height }));
       const label = svgEl('text', { x: x + 2, y: 14 });
-      label.textContent = tickLabel(t, tickNs);
+      label.textContent = tickLabel(t, view.t1);
       g.append(label);
     }
     for (const row of lay.rows) {
