@@ -77,23 +77,22 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
       "nrtprof top - %s - %s - the last %.1f s: %d process%s, %llu events\n\n", now, address,
       top.window_ns() / 1e9, top.processes_size(), top.processes_size() == 1 ? "" : "es",
       static_cast<unsigned long long>(top.events()));
-  absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", "PROCESS",
-                                        "DEVICE TIME", "BUSY", "RUNTIME CALLS"));
-  for (int i = 0; i < top.processes_size() && i < static_cast<int>(rows); ++i) {
-    const TopRow& p = top.processes(i);
-    const std::string name = p.name().substr(p.name().rfind('/') + 1);  // the executable's base name
-    absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", p.pid(), Clip(name, 32),
-                                          daemon::FormatDuration(p.device_ns()),
-                                          Busy(p.device_ns(), top.window_ns()), p.calls()));
-  }
-  absl::StrAppend(&out, absl::StrFormat("\n%-8s %-32s %12s %7s %14s\n", "PID", "MODEL",
-                                        "DEVICE TIME", "BUSY", "EXECUTIONS"));
-  for (int i = 0; i < top.models_size() && i < static_cast<int>(rows); ++i) {
-    const TopRow& m = top.models(i);
-    absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", m.pid(), Clip(m.name(), 32),
-                                          daemon::FormatDuration(m.device_ns()),
-                                          Busy(m.device_ns(), top.window_ns()), m.calls()));
-  }
+  auto list = [&](const char* what, const char* count,
+                  const google::protobuf::RepeatedPtrField<TopRow>& items, bool base_name) {
+    absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", what,
+                                          "DEVICE TIME", "BUSY", count));
+    for (int i = 0; i < items.size() && i < static_cast<int>(rows); ++i) {
+      const TopRow& r = items[i];
+      // A process by its executable's base name.
+      const std::string name = base_name ? r.name().substr(r.name().rfind('/') + 1) : r.name();
+      absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", r.pid(), Clip(name, 32),
+                                            daemon::FormatDuration(r.device_ns()),
+                                            Busy(r.device_ns(), top.window_ns()), r.calls()));
+    }
+  };
+  list("PROCESS", "RUNTIME CALLS", top.processes(), true);
+  out += "\n";
+  list("MODEL", "EXECUTIONS", top.models(), false);
   absl::StrAppend(&out, absl::StrFormat("\n%-41s %12s %7s %14s %12s\n", "OP", "SELF NEURON",
                                         "BUSY", "CALLS", "SELF CPU"));
   for (int i = 0; i < top.ops_size() && i < static_cast<int>(rows); ++i) {

@@ -21,11 +21,7 @@ using testing::Result;
 using testing::RunProcess;
 using testing::Runfile;
 
-Result Nrtprof(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, testing::kIsolatedEnv);
-}
+Result Nrtprof(const std::vector<std::string>& args) { return testing::RunNrtprof(args); }
 
 size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 

@@ -23,14 +23,9 @@ namespace {
 
 using testing::HeadlessBrowser;
 using testing::Result;
-using testing::RunProcess;
 using testing::Runfile;
 
-Result Nrtprof(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, testing::kIsolatedEnv);
-}
+Result Nrtprof(const std::vector<std::string>& args) { return testing::RunNrtprof(args); }
 
 // The rows of `nrtprof summary`'s text table, each row's cells joined by '|', and the lines
 // under the table.
