@@ -179,6 +179,7 @@
     for (let t = Math.ceil(view.t0 / tickNs) * tickNs; t <= view.t1; t += tickNs) {
       const x = X(t);
       g.append(svgEl('line', { class: 'tick', x1: x, x2: x, y1: AXIS_H - 4, y2: lay.height }));
+      if (x > width - 50) continue;  // no room for its label
       const label = svgEl('text', { x: x + 2, y: 14 });
       label.textContent = tickLabel(t, view.t1);
       g.append(label);
