@@ -78,23 +78,30 @@ class ReportBrowserTest : public ::testing::Test {
       GTEST_SKIP() << "SKIPPED: chromium is not installed (third_party/install_debian_deps.sh "
                       "installs it): the report was not checked in a browser";
     }
+    const std::string profile = testing::TempDir("chromium");
+    absl::StatusOr<std::unique_ptr<HeadlessBrowser>> browser =
+        HeadlessBrowser::Start(chromium_, profile, 1400, 1000);
+    if (!browser.ok()) {
+      GTEST_SKIP() << "SKIPPED: chromium cannot run here (" << browser.status()
+                   << "): the report was not checked in a browser; chromium's log:\n"
+                   << testing::ReadFile(profile + "/chromium.log");
+    }
+    browser_ = std::move(*browser);
     dir_ = testing::TempDir("report-browser");
     const Result run = Nrtprof({"run", "--out", dir_ + "/naive", "--", Runfile("examples/rmsnorm"),
                                 "--variant", "naive", "--iters", "20"});
     ASSERT_EQ(run.exit_code, 0) << run.err;
   }
 
-  std::unique_ptr<HeadlessBrowser> Open(const std::string& page) {
-    absl::StatusOr<std::unique_ptr<HeadlessBrowser>> browser =
-        HeadlessBrowser::Start(chromium_, testing::TempDir("chromium"), 1400, 1000);
-    EXPECT_TRUE(browser.ok()) << browser.status();
-    if (!browser.ok()) return nullptr;
-    EXPECT_TRUE((*browser)->Open("file://" + page).ok());
-    EXPECT_EQ(Eval(browser->get(), "document.body.dataset.report"), "ready");
-    return std::move(*browser);
+  // The page, loaded and drawn.
+  HeadlessBrowser* Open(const std::string& page) {
+    EXPECT_TRUE(browser_->Open("file://" + page).ok());
+    EXPECT_EQ(Eval(browser_.get(), "document.body.dataset.report"), "ready");
+    return browser_.get();
   }
 
   std::string chromium_, dir_;
+  std::unique_ptr<HeadlessBrowser> browser_;
 };
 
 TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
@@ -107,14 +114,13 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
   const PrintedTable printed = ParseSummaryText(summary.out);
   ASSERT_GT(printed.rows.size(), 5u) << summary.out;
 
-  std::unique_ptr<HeadlessBrowser> browser = Open(page);
-  ASSERT_NE(browser, nullptr);
+  HeadlessBrowser* browser = Open(page);
   // The table: the same rows, cells and order as `nrtprof summary`, and the same closing lines.
   const std::string table = Eval(
-      browser.get(), "Array.from(document.querySelectorAll('#ops tbody tr')).map((r) => "
+      browser, "Array.from(document.querySelectorAll('#ops tbody tr')).map((r) => "
                      "Array.from(r.cells).map((c) => c.innerText).join('|')).join('\\n')");
   EXPECT_EQ(table, absl::StrJoin(printed.rows, "\n"));
-  EXPECT_EQ(Eval(browser.get(), "document.getElementById('closing').innerText"),
+  EXPECT_EQ(Eval(browser, "document.getElementById('closing').innerText"),
             absl::StrJoin(printed.closing, "\n"));
   // The chart: the ops with device time, largest first, each bar labelled with its Self NEURON
   // time and share as the table prints them.
@@ -125,36 +131,36 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
       expected_bars.push_back(absl::StrCat(cells[0], " ", cells[3], "  (", cells[4], ")"));
     }
   }
-  EXPECT_EQ(Eval(browser.get(),
+  EXPECT_EQ(Eval(browser,
                  "Array.from(document.querySelectorAll('#chart rect')).map((r) => r.dataset.name + "
                  "' ' + r.nextSibling.textContent).join('\\n')"),
             absl::StrJoin(expected_bars, "\n"));
   EXPECT_TRUE(absl::StartsWith(expected_bars[0], "aten::mul ")) << expected_bars[0];
   // The capture's facts.
-  const std::string facts = Eval(browser.get(), "document.getElementById('facts').innerText");
+  const std::string facts = Eval(browser, "document.getElementById('facts').innerText");
   EXPECT_TRUE(absl::StrContains(facts, "rmsnorm --variant naive --iters 20")) << facts;
   EXPECT_TRUE(absl::StrContains(facts, " UTC")) << facts;
   EXPECT_TRUE(absl::StrContains(
-      Eval(browser.get(), "document.getElementById('drops-verdict').innerText"),
+      Eval(browser, "document.getElementById('drops-verdict').innerText"),
       "Events dropped: 0; processes cut off: 0"));
 
   // A click on "# of Calls" sorts by calls, most first: the row `summary --sort calls` puts
   // first.
-  ClickOn(browser.get(), "#ops th:last-child");
+  ClickOn(browser, "#ops th:last-child");
   const Result by_calls = Nrtprof({"summary", dir_ + "/naive", "--sort", "calls", "--limit", "1"});
   ASSERT_EQ(ParseSummaryText(by_calls.out).rows.size(), 1u) << by_calls.out;
-  EXPECT_EQ(Eval(browser.get(), "Array.from(document.querySelector('#ops tbody tr').cells).map("
+  EXPECT_EQ(Eval(browser, "Array.from(document.querySelector('#ops tbody tr').cells).map("
                                 "(c) => c.innerText).join('|')"),
             ParseSummaryText(by_calls.out).rows[0]);
 
   // A click on aten::mul in the table zooms the timeline to its first one; a click on that op
   // in the timeline highlights its chain: one nrt_execute and the nc_exec_running it caused.
-  ClickOn(browser.get(), "#ops td.name[title=\"show the first aten::mul in the timeline\"]");
-  ClickOn(browser.get(), "#timeline rect[data-kind=framework][data-name=\"aten::mul\"]");
-  EXPECT_EQ(Eval(browser.get(), "document.querySelector('#timeline rect.selected').dataset.name"),
+  ClickOn(browser, "#ops td.name[title=\"show the first aten::mul in the timeline\"]");
+  ClickOn(browser, "#timeline rect[data-kind=framework][data-name=\"aten::mul\"]");
+  EXPECT_EQ(Eval(browser, "document.querySelector('#timeline rect.selected').dataset.name"),
             "aten::mul");
   const std::string chain = Eval(
-      browser.get(), "Array.from(document.querySelectorAll('#timeline rect.hl')).map((r) => "
+      browser, "Array.from(document.querySelectorAll('#timeline rect.hl')).map((r) => "
                      "r.dataset.kind + ' ' + r.dataset.name + ' ' + "
                      "(r.textContent.match(/correlation_id=\\d+/) || [''])[0]).sort().join('\\n')");
   const std::vector<std::string> steps = absl::StrSplit(chain, '\n');
@@ -162,9 +168,9 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
   ASSERT_TRUE(absl::StartsWith(steps[0], "executions nc_exec_running correlation_id=")) << chain;
   ASSERT_TRUE(absl::StartsWith(steps[1], "runtime nrt_execute correlation_id=")) << chain;
   EXPECT_EQ(steps[0].substr(steps[0].find('=')), steps[1].substr(steps[1].find('=')));
-  EXPECT_GT(std::stoi(Eval(browser.get(), "document.querySelectorAll('#timeline rect.dim').length")),
+  EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.dim').length")),
             0);
-  const std::string panel = Eval(browser.get(), "document.getElementById('chain').innerText");
+  const std::string panel = Eval(browser, "document.getElementById('chain').innerText");
   EXPECT_TRUE(absl::StrContains(panel, "Selected: aten::mul")) << panel;
   EXPECT_TRUE(absl::StrContains(panel, "device executions (1)")) << panel;
 
@@ -188,15 +194,14 @@ TEST_F(ReportBrowserTest, ALargeCaptureSaysWhatItDrawsAsBusyTime) {
   const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page, "--max_slices", "50"});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_TRUE(absl::StrContains(report.err, "(50 of ")) << report.err;
-  std::unique_ptr<HeadlessBrowser> browser = Open(page);
-  ASSERT_NE(browser, nullptr);
-  const std::string notice = Eval(browser.get(), "document.getElementById('truncated').innerText");
+  HeadlessBrowser* browser = Open(page);
+  const std::string notice = Eval(browser, "document.getElementById('truncated').innerText");
   EXPECT_TRUE(absl::StartsWith(notice, "Large capture: the timeline draws the first 50 of "))
       << notice;
-  EXPECT_GT(std::stoi(Eval(browser.get(), "document.querySelectorAll('#timeline rect.density').length")),
+  EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.density').length")),
             0);
   const Result summary = Nrtprof({"summary", dir_ + "/naive"});
-  EXPECT_EQ(Eval(browser.get(), "Array.from(document.querySelector('#ops tbody tr').cells).map("
+  EXPECT_EQ(Eval(browser, "Array.from(document.querySelector('#ops tbody tr').cells).map("
                                 "(c) => c.innerText).join('|')"),
             ParseSummaryText(summary.out).rows[0]);  // the table is whole
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
