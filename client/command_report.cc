@@ -83,7 +83,7 @@ int ReportCommand(int argc, char** argv) {
   if (written.ok()) written = file.Commit();
   if (!written.ok()) return Fail(absl::StrCat("cannot write ", out, ": ", written.message()));
   fprintf(stderr, "nrtprof report: %s (%zu of %zu slices drawn one by one; open it in a browser)\n",
-          out.c_str(), std::min<size_t>(trace->slices, options.max_slices), trace->slices);
+          out.c_str(), DrawnSlices(*trace, options.max_slices), trace->slices);
   return 0;
 }
 

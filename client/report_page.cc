@@ -217,15 +217,23 @@ std::string CoresJson(const ReportTrace& trace) {
 
 }  // namespace
 
+size_t DrawnSlices(const ReportTrace& trace, size_t max_slices) {
+  const uint64_t drawn_until = DrawnUntil(trace, max_slices);
+  size_t drawn = 0;
+  for (const ReportLane& lane : trace.lanes) {
+    for (const ReportSlice& s : lane.slices) drawn += s.start_ns < drawn_until;
+  }
+  return drawn;
+}
+
 std::string ReportPageData(const ReportTrace& trace, const daemon::Summary& summary,
                            const ReportOptions& options) {
   const uint64_t drawn_until = DrawnUntil(trace, options.max_slices);
   const bool truncated = trace.slices > options.max_slices;
   const uint64_t window = trace.last_ns - trace.first_ns;
-  size_t drawn = 0;
+  const size_t drawn = DrawnSlices(trace, options.max_slices);
   std::vector<std::string> lanes;
   for (const ReportLane& lane : trace.lanes) {
-    for (const ReportSlice& s : lane.slices) drawn += s.start_ns < drawn_until;
     lanes.push_back(LaneJson(lane, trace.first_ns, drawn_until, truncated, options, window));
   }
   return absl::StrCat(

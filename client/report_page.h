@@ -29,6 +29,10 @@ struct ReportOptions {
 std::string RenderReportPage(const ReportTrace& trace, const daemon::Summary& summary,
                              const ReportOptions& options);
 
+// How many slices the page draws one by one: all of them, or (past max_slices) those that
+// start before the first one left out, at most max_slices.
+size_t DrawnSlices(const ReportTrace& trace, size_t max_slices);
+
 // The page's data alone (the JSON the script reads), for tests of what is in it.
 std::string ReportPageData(const ReportTrace& trace, const daemon::Summary& summary,
                            const ReportOptions& options);
