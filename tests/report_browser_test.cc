@@ -153,6 +153,13 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
                                 "(c) => c.innerText).join('|')"),
             ParseSummaryText(by_calls.out).rows[0]);
 
+  // The timeline zooms: the whole window's axis starts at 0, the middle half's does not.
+  const std::string first_tick = "document.querySelector('#timeline svg > g > text').textContent";
+  ClickOn(browser, "#zoom-reset");
+  EXPECT_TRUE(absl::StartsWith(Eval(browser, first_tick), "0")) << Eval(browser, first_tick);
+  ClickOn(browser, "#zoom-in");
+  EXPECT_FALSE(absl::StartsWith(Eval(browser, first_tick), "0")) << Eval(browser, first_tick);
+
   // A click on aten::mul in the table zooms the timeline to its first one; a click on that op
   // in the timeline highlights its chain: one nrt_execute and the nc_exec_running it caused.
   ClickOn(browser, "#ops td.name[title=\"show the first aten::mul in the timeline\"]");
