@@ -79,8 +79,8 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
       static_cast<unsigned long long>(top.events()));
   auto list = [&](const char* what, const char* count,
                   const google::protobuf::RepeatedPtrField<TopRow>& items, bool base_name) {
-    absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", what,
-                                          "DEVICE TIME", "BUSY", count));
+    absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", what, "DEVICE TIME",
+                                          "BUSY", count));
     for (int i = 0; i < items.size() && i < static_cast<int>(rows); ++i) {
       const TopRow& r = items[i];
       // A process by its executable's base name.
@@ -93,8 +93,8 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
   list("PROCESS", "RUNTIME CALLS", top.processes(), true);
   out += "\n";
   list("MODEL", "EXECUTIONS", top.models(), false);
-  absl::StrAppend(&out, absl::StrFormat("\n%-41s %12s %7s %14s %12s\n", "OP", "SELF NEURON",
-                                        "BUSY", "CALLS", "SELF CPU"));
+  absl::StrAppend(&out, absl::StrFormat("\n%-41s %12s %7s %14s %12s\n", "OP", "SELF NEURON", "BUSY",
+                                        "CALLS", "SELF CPU"));
   for (int i = 0; i < top.ops_size() && i < static_cast<int>(rows); ++i) {
     const TopRow& o = top.ops(i);
     absl::StrAppend(&out, absl::StrFormat("%-41s %12s %7s %14u %12s\n", Clip(o.name(), 41),
@@ -103,8 +103,9 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
                                           daemon::FormatDuration(o.host_ns())));
   }
   if (top.processes_size() == 0) {
-    absl::StrAppend(&out, "\n(no process sent events in the window: programs stream to this "
-                          "daemon when started with the shim preloaded)\n");
+    absl::StrAppend(&out,
+                    "\n(no process sent events in the window: programs stream to this "
+                    "daemon when started with the shim preloaded)\n");
   }
   return out;
 }
@@ -145,7 +146,8 @@ int TopCommand(int argc, char** argv) {
   }
   int exit_code = 0;
   std::string address;
-  std::unique_ptr<DaemonConnection> connection = ConnectToStandingDaemon("top", &exit_code, &address);
+  std::unique_ptr<DaemonConnection> connection =
+      ConnectToStandingDaemon("top", &exit_code, &address);
   if (connection == nullptr) return exit_code;
 
   const bool terminal = isatty(STDOUT_FILENO) == 1;
@@ -169,7 +171,8 @@ int TopCommand(int argc, char** argv) {
       break;
     }
     size_t rows = 10;
-    if (struct winsize ws; terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+    if (struct winsize ws;
+        terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
       rows = std::max<size_t>(2, (ws.ws_row - 9) / 3);
     }
     std::string screen = Screen(reply, address, rows);

@@ -27,8 +27,8 @@ std::string JsonStrings(const std::vector<std::string>& items) {
 
 // The wall-clock time of a CLOCK_MONOTONIC instant, "2026-12-03 17:25:01 UTC".
 std::string WallClock(uint64_t monotonic_ns, int64_t realtime_offset_ns) {
-  const time_t seconds =
-      static_cast<time_t>((static_cast<int64_t>(monotonic_ns) + realtime_offset_ns) / 1'000'000'000);
+  const time_t seconds = static_cast<time_t>(
+      (static_cast<int64_t>(monotonic_ns) + realtime_offset_ns) / 1'000'000'000);
   struct tm utc;
   gmtime_r(&seconds, &utc);
   char buf[64];
@@ -112,14 +112,13 @@ std::string ProcessesJson(const ReportTrace& trace) {
       if (absl::StartsWith(k, "not_recorded.")) notices.push_back(v);
     }
     out.push_back(absl::StrCat(
-        "{\"pid\":", p.pid, ",\"name\":", JsonString(p.name), ",\"cmdline\":",
-        JsonString(p.cmdline), ",\"host\":", JsonString(p.Metadata("host")),
+        "{\"pid\":", p.pid, ",\"name\":", JsonString(p.name),
+        ",\"cmdline\":", JsonString(p.cmdline), ",\"host\":", JsonString(p.Metadata("host")),
         ",\"events\":", JsonString(p.Metadata("events_received")),
         ",\"drops_total\":", JsonString(p.Metadata("drops.total")),
         ",\"drops\":", JsonStrings(drops), ",\"cut_off\":", JsonString(p.Metadata("cut_off")),
-        ",\"batches_missing\":", JsonString(p.Metadata("batches_missing")),
-        ",\"uncorrelated\":", JsonString(p.Metadata("device_uncorrelated")),
-        ",\"notices\":", JsonStrings(notices), "}"));
+        ",\"batches_missing\":", JsonString(p.Metadata("batches_missing")), ",\"uncorrelated\":",
+        JsonString(p.Metadata("device_uncorrelated")), ",\"notices\":", JsonStrings(notices), "}"));
   }
   return absl::StrCat("[", absl::StrJoin(out, ","), "]");
 }
@@ -135,11 +134,11 @@ std::string SummaryJson(const daemon::Summary& summary) {
     const double percent = summary.self_device_total_ns == 0
                                ? 0
                                : 100.0 * r.self_device_ns / summary.self_device_total_ns;
-    out.push_back(absl::StrCat(
-        "{\"cells\":", JsonStrings(daemon::SummaryCells(summary, r)), ",\"values\":[",
-        JsonString(r.name), ",", r.self_cpu_ns, ",", r.cpu_total_ns, ",", r.self_device_ns, ",",
-        absl::StrFormat("%.6f", percent), ",", r.device_total_ns, ",",
-        r.calls == 0 ? 0 : r.device_total_ns / r.calls, ",", r.calls, "]}"));
+    out.push_back(absl::StrCat("{\"cells\":", JsonStrings(daemon::SummaryCells(summary, r)),
+                               ",\"values\":[", JsonString(r.name), ",", r.self_cpu_ns, ",",
+                               r.cpu_total_ns, ",", r.self_device_ns, ",",
+                               absl::StrFormat("%.6f", percent), ",", r.device_total_ns, ",",
+                               r.calls == 0 ? 0 : r.device_total_ns / r.calls, ",", r.calls, "]}"));
   }
   // The lines under the text table (totals, drops, cut-off processes, notices), as
   // `nrtprof summary` prints them.
@@ -149,8 +148,9 @@ std::string SummaryJson(const daemon::Summary& summary) {
   for (auto it = lines.rbegin(); it != lines.rend() && !absl::StartsWith(*it, "---"); ++it) {
     closing.insert(closing.begin(), *it);
   }
-  return absl::StrCat("{\"rows\":[", absl::StrJoin(out, ","), "],\"closing\":",
-                      JsonStrings(closing), ",\"cut_off_processes\":", summary.cut_off_processes,
+  return absl::StrCat("{\"rows\":[", absl::StrJoin(out, ","),
+                      "],\"closing\":", JsonStrings(closing),
+                      ",\"cut_off_processes\":", summary.cut_off_processes,
                       ",\"drops_total\":", summary.drops.total(), "}");
 }
 
@@ -183,8 +183,8 @@ std::string LaneJson(const ReportLane& lane, uint64_t first_ns, uint64_t drawn_u
                       ",\"total\":", lane.slices.size(), ",\"s\":[", absl::StrJoin(starts, ","),
                       "],\"d\":[", absl::StrJoin(durations, ","), "],\"n\":[",
                       absl::StrJoin(names, ","), "],\"l\":[", absl::StrJoin(depths, ","),
-                      "],\"a\":[", absl::StrJoin(args, ","), "],\"f\":[",
-                      absl::StrJoin(flows, ","), "],\"density\":", density, "}");
+                      "],\"a\":[", absl::StrJoin(args, ","), "],\"f\":[", absl::StrJoin(flows, ","),
+                      "],\"density\":", density, "}");
 }
 
 // Per NeuronCore of each process: its executions, their busy time and its share of the window,
@@ -207,9 +207,8 @@ std::string CoresJson(const ReportTrace& trace) {
     out.push_back(absl::StrCat(
         "{\"process\":", JsonString(absl::StrCat(p.name, " (pid ", p.pid, ")")),
         ",\"core\":", JsonString(lane.owner), ",\"executions\":", executions,
-        ",\"busy\":", JsonString(FormatDuration(busy)),
-        ",\"utilization\":", JsonString(absl::StrFormat(
-                                 "%.1f%%", window == 0 ? 0.0 : 100.0 * busy / window)),
+        ",\"busy\":", JsonString(FormatDuration(busy)), ",\"utilization\":",
+        JsonString(absl::StrFormat("%.1f%%", window == 0 ? 0.0 : 100.0 * busy / window)),
         ",\"dma_busy\":", JsonString(FormatDuration(dma_busy)), "}"));
   }
   return absl::StrCat("[", absl::StrJoin(out, ","), "]");

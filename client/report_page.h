@@ -21,7 +21,7 @@
 namespace nrtprof::cli {
 
 struct ReportOptions {
-  std::string capture_dir;   // as the user named it, shown in the page
+  std::string capture_dir;      // as the user named it, shown in the page
   size_t max_slices = 200'000;  // drawn one by one
   size_t density_bins = 1000;   // per lane, for what is not drawn one by one
 };

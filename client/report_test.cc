@@ -3,9 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "client/report_page.h"
 #include "client/report_trace.h"
 #include "daemon/perfetto_trace_reader.h"
@@ -51,10 +50,10 @@ TEST(ReportTraceTest, LanesSlicesFlowsAndMetadataAsWritten) {
   EXPECT_EQ(t.processes[0].Metadata("drops.total"), "3");
   std::vector<std::string> lanes;
   for (const ReportLane& l : t.lanes) lanes.push_back(l.owner + " " + l.kind);
-  EXPECT_EQ(lanes, (std::vector<std::string>{
-                       "tid 101 MainThread framework", "tid 101 MainThread runtime",
-                       "tid 102 loader framework", "tid 102 loader runtime",
-                       "NeuronCore 0 executions", "NeuronCore 0 DMA"}));
+  EXPECT_EQ(lanes,
+            (std::vector<std::string>{"tid 101 MainThread framework", "tid 101 MainThread runtime",
+                                      "tid 102 loader framework", "tid 102 loader runtime",
+                                      "NeuronCore 0 executions", "NeuronCore 0 DMA"}));
   EXPECT_EQ(t.first_ns, 1000u);
   EXPECT_EQ(t.last_ns, 2000u);
   ASSERT_TRUE(t.realtime_offset_ns.has_value());
@@ -89,8 +88,9 @@ TEST(ReportPageTest, SaysWhatItDrawsAndHowBusyEachCoreWas) {
   const std::string whole = ReportPageData(t, summary, options);
   EXPECT_TRUE(absl::StrContains(whole, "\"truncated\":false")) << whole;
   // 140 ns of execution in a 1000 ns window; the ops inside it count once.
-  EXPECT_TRUE(absl::StrContains(whole, "\"core\":\"NeuronCore 0\",\"executions\":1,"
-                                       "\"busy\":\"0.140us\",\"utilization\":\"14.0%\""))
+  EXPECT_TRUE(absl::StrContains(whole,
+                                "\"core\":\"NeuronCore 0\",\"executions\":1,"
+                                "\"busy\":\"0.140us\",\"utilization\":\"14.0%\""))
       << whole;
   // Past max_slices: the earliest slices, never more, and the page says how many of all.
   options.max_slices = 4;
@@ -98,9 +98,9 @@ TEST(ReportPageTest, SaysWhatItDrawsAndHowBusyEachCoreWas) {
   EXPECT_GT(drawn, 0u);
   EXPECT_LE(drawn, 4u);
   const std::string sampled = ReportPageData(t, summary, options);
-  EXPECT_TRUE(absl::StrContains(sampled, absl::StrCat("\"drawn\":{\"slices\":", drawn,
-                                                      ",\"total\":", t.slices,
-                                                      ",\"truncated\":true")))
+  EXPECT_TRUE(
+      absl::StrContains(sampled, absl::StrCat("\"drawn\":{\"slices\":", drawn,
+                                              ",\"total\":", t.slices, ",\"truncated\":true")))
       << sampled;
   EXPECT_TRUE(absl::StrContains(sampled, "\"density\":[1,1,")) << "the rest as busy time";
   const std::string page = RenderReportPage(t, summary, options);

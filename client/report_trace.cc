@@ -46,7 +46,8 @@ class Builder {
     if (p.has_clock_snapshot()) {
       for (const auto& c : p.clock_snapshot().clocks()) {
         if (c.clock_id() == perfetto::protos::BUILTIN_CLOCK_REALTIME) {
-          out_.realtime_offset_ns = static_cast<int64_t>(c.timestamp()) - static_cast<int64_t>(time_ns);
+          out_.realtime_offset_ns =
+              static_cast<int64_t>(c.timestamp()) - static_cast<int64_t>(time_ns);
         }
       }
     }
@@ -63,10 +64,9 @@ class Builder {
     }
     bool any = false;
     for (ReportLane& lane : out_.lanes) {
-      std::stable_sort(lane.slices.begin(), lane.slices.end(),
-                       [](const ReportSlice& a, const ReportSlice& b) {
-                         return a.start_ns < b.start_ns;
-                       });
+      std::stable_sort(
+          lane.slices.begin(), lane.slices.end(),
+          [](const ReportSlice& a, const ReportSlice& b) { return a.start_ns < b.start_ns; });
       for (const ReportSlice& s : lane.slices) {
         out_.first_ns = any ? std::min(out_.first_ns, s.start_ns) : s.start_ns;
         out_.last_ns = std::max(out_.last_ns, s.start_ns + s.dur_ns);
@@ -75,14 +75,13 @@ class Builder {
       out_.slices += lane.slices.size();
     }
     // Lanes in the order a reader looks for them: by process, threads before NeuronCores.
-    std::stable_sort(out_.lanes.begin(), out_.lanes.end(),
-                     [](const ReportLane& a, const ReportLane& b) {
-                       auto device = [](const ReportLane& l) {
-                         return l.kind == "executions" || l.kind == "DMA";
-                       };
-                       return std::make_pair(a.process, device(a)) <
-                              std::make_pair(b.process, device(b));
-                     });
+    std::stable_sort(
+        out_.lanes.begin(), out_.lanes.end(), [](const ReportLane& a, const ReportLane& b) {
+          auto device = [](const ReportLane& l) {
+            return l.kind == "executions" || l.kind == "DMA";
+          };
+          return std::make_pair(a.process, device(a)) < std::make_pair(b.process, device(b));
+        });
     return std::move(out_);
   }
 

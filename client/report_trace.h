@@ -21,16 +21,16 @@ namespace nrtprof::cli {
 struct ReportSlice {
   uint64_t start_ns = 0;  // CLOCK_MONOTONIC
   uint64_t dur_ns = 0;
-  uint32_t name = 0;   // index into ReportTrace::names
-  uint32_t depth = 0;  // 0: outermost on its lane
-  std::string args;    // "key=value, ..." as the trace's annotations say
+  uint32_t name = 0;            // index into ReportTrace::names
+  uint32_t depth = 0;           // 0: outermost on its lane
+  std::string args;             // "key=value, ..." as the trace's annotations say
   std::vector<uint64_t> flows;  // the flows that start, pass or end here
 };
 
 struct ReportLane {
-  size_t process = 0;  // index into ReportTrace::processes
-  std::string kind;    // framework, runtime, executions, DMA
-  std::string owner;   // "tid 4242" (with its name when known) or "NeuronCore 0"
+  size_t process = 0;               // index into ReportTrace::processes
+  std::string kind;                 // framework, runtime, executions, DMA
+  std::string owner;                // "tid 4242" (with its name when known) or "NeuronCore 0"
   std::vector<ReportSlice> slices;  // in start order
 };
 
@@ -46,7 +46,7 @@ struct ReportProcess {
 struct ReportTrace {
   std::vector<std::string> names;
   std::vector<ReportProcess> processes;
-  std::vector<ReportLane> lanes;  // by process, then thread lanes, then NeuronCore lanes
+  std::vector<ReportLane> lanes;       // by process, then thread lanes, then NeuronCore lanes
   uint64_t first_ns = 0, last_ns = 0;  // the window: the first slice's start, the last one's end
   std::optional<int64_t> realtime_offset_ns;  // CLOCK_REALTIME - CLOCK_MONOTONIC, when known
   size_t slices = 0;

@@ -116,9 +116,10 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
 
   HeadlessBrowser* browser = Open(page);
   // The table: the same rows, cells and order as `nrtprof summary`, and the same closing lines.
-  const std::string table = Eval(
-      browser, "Array.from(document.querySelectorAll('#ops tbody tr')).map((r) => "
-                     "Array.from(r.cells).map((c) => c.innerText).join('|')).join('\\n')");
+  const std::string table =
+      Eval(browser,
+           "Array.from(document.querySelectorAll('#ops tbody tr')).map((r) => "
+           "Array.from(r.cells).map((c) => c.innerText).join('|')).join('\\n')");
   EXPECT_EQ(table, absl::StrJoin(printed.rows, "\n"));
   EXPECT_EQ(Eval(browser, "document.getElementById('closing').innerText"),
             absl::StrJoin(printed.closing, "\n"));
@@ -140,17 +141,17 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
   const std::string facts = Eval(browser, "document.getElementById('facts').innerText");
   EXPECT_TRUE(absl::StrContains(facts, "rmsnorm --variant naive --iters 20")) << facts;
   EXPECT_TRUE(absl::StrContains(facts, " UTC")) << facts;
-  EXPECT_TRUE(absl::StrContains(
-      Eval(browser, "document.getElementById('drops-verdict').innerText"),
-      "Events dropped: 0; processes cut off: 0"));
+  EXPECT_TRUE(absl::StrContains(Eval(browser, "document.getElementById('drops-verdict').innerText"),
+                                "Events dropped: 0; processes cut off: 0"));
 
   // A click on "# of Calls" sorts by calls, most first: the row `summary --sort calls` puts
   // first.
   ClickOn(browser, "#ops th:last-child");
   const Result by_calls = Nrtprof({"summary", dir_ + "/naive", "--sort", "calls", "--limit", "1"});
   ASSERT_EQ(ParseSummaryText(by_calls.out).rows.size(), 1u) << by_calls.out;
-  EXPECT_EQ(Eval(browser, "Array.from(document.querySelector('#ops tbody tr').cells).map("
-                                "(c) => c.innerText).join('|')"),
+  EXPECT_EQ(Eval(browser,
+                 "Array.from(document.querySelector('#ops tbody tr').cells).map("
+                 "(c) => c.innerText).join('|')"),
             ParseSummaryText(by_calls.out).rows[0]);
 
   // The timeline zooms: the whole window's axis starts at 0, the middle half's does not.
@@ -166,17 +167,17 @@ TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
   ClickOn(browser, "#timeline rect[data-kind=framework][data-name=\"aten::mul\"]");
   EXPECT_EQ(Eval(browser, "document.querySelector('#timeline rect.selected').dataset.name"),
             "aten::mul");
-  const std::string chain = Eval(
-      browser, "Array.from(document.querySelectorAll('#timeline rect.hl')).map((r) => "
-                     "r.dataset.kind + ' ' + r.dataset.name + ' ' + "
-                     "(r.textContent.match(/correlation_id=\\d+/) || [''])[0]).sort().join('\\n')");
+  const std::string chain =
+      Eval(browser,
+           "Array.from(document.querySelectorAll('#timeline rect.hl')).map((r) => "
+           "r.dataset.kind + ' ' + r.dataset.name + ' ' + "
+           "(r.textContent.match(/correlation_id=\\d+/) || [''])[0]).sort().join('\\n')");
   const std::vector<std::string> steps = absl::StrSplit(chain, '\n');
   ASSERT_EQ(steps.size(), 2u) << chain;
   ASSERT_TRUE(absl::StartsWith(steps[0], "executions nc_exec_running correlation_id=")) << chain;
   ASSERT_TRUE(absl::StartsWith(steps[1], "runtime nrt_execute correlation_id=")) << chain;
   EXPECT_EQ(steps[0].substr(steps[0].find('=')), steps[1].substr(steps[1].find('=')));
-  EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.dim').length")),
-            0);
+  EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.dim').length")), 0);
   const std::string panel = Eval(browser, "document.getElementById('chain').innerText");
   EXPECT_TRUE(absl::StrContains(panel, "Selected: aten::mul")) << panel;
   EXPECT_TRUE(absl::StrContains(panel, "device executions (1)")) << panel;
@@ -209,14 +210,15 @@ TEST_F(ReportBrowserTest, ALargeCaptureSaysWhatItDrawsAsBusyTime) {
   EXPECT_LE(drawn, 50) << report.err;
   HeadlessBrowser* browser = Open(page);
   const std::string notice = Eval(browser, "document.getElementById('truncated').innerText");
-  EXPECT_TRUE(absl::StartsWith(notice, "Large capture: the timeline draws the first " + counts +
-                                           " slices one by one"))
+  EXPECT_TRUE(absl::StartsWith(
+      notice, "Large capture: the timeline draws the first " + counts + " slices one by one"))
       << notice << " / " << report.err;
   EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.density').length")),
             0);
   const Result summary = Nrtprof({"summary", dir_ + "/naive"});
-  EXPECT_EQ(Eval(browser, "Array.from(document.querySelector('#ops tbody tr').cells).map("
-                                "(c) => c.innerText).join('|')"),
+  EXPECT_EQ(Eval(browser,
+                 "Array.from(document.querySelector('#ops tbody tr').cells).map("
+                 "(c) => c.innerText).join('|')"),
             ParseSummaryText(summary.out).rows[0]);  // the table is whole
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
 }

@@ -18,18 +18,18 @@ namespace {
 
 using testing::Daemon;
 using testing::Result;
-using testing::RunProcess;
 using testing::Runfile;
+using testing::RunProcess;
 
 const std::map<std::string, std::string> kCliEnv = {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
 
 // The RMSNorm demo's naive variant, streaming to `daemon` (which records it in its flight
 // recorder, no capture asked).
 void RunProgram(const Daemon& daemon) {
-  const Result r = RunProcess(
-      {Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "20"},
-      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")}, {"NRTPROF_ADDR", daemon.addr()},
-       {"NRT_SIM_TIME_SCALE", "0"}});
+  const Result r = RunProcess({Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "20"},
+                              {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                               {"NRTPROF_ADDR", daemon.addr()},
+                               {"NRT_SIM_TIME_SCALE", "0"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
@@ -91,16 +91,16 @@ TEST(TopTest, ShowsTheProgramsOpsInATerminalAndQQuits) {
   RunProgram(daemon);
   AwaitInTop(daemon);
   Tmux tmux;
-  const Result started = tmux.Run(
-      {"new-session", "-d", "-s", "top", "-x", "150", "-y", "60",
-       Runfile("client/nrtprof") + " top --addr " + daemon.addr() +
-           " --window 30s --interval 500ms; echo nrtprof-top-exited-$?; sleep 60"});
+  const Result started =
+      tmux.Run({"new-session", "-d", "-s", "top", "-x", "150", "-y", "60",
+                Runfile("client/nrtprof") + " top --addr " + daemon.addr() +
+                    " --window 30s --interval 500ms; echo nrtprof-top-exited-$?; sleep 60"});
   ASSERT_EQ(started.exit_code, 0) << started.err;
   const std::string screen = tmux.AwaitScreen("aten::mul");
   EXPECT_TRUE(absl::StrContains(screen, "nrtprof top - ")) << screen;
-  EXPECT_TRUE(absl::StrContains(screen, " rmsnorm ")) << screen;          // the process
-  EXPECT_TRUE(absl::StrContains(screen, "aten_mul_square")) << screen;    // a model
-  EXPECT_TRUE(absl::StrContains(screen, "aten::rsqrt")) << screen;        // an op
+  EXPECT_TRUE(absl::StrContains(screen, " rmsnorm ")) << screen;        // the process
+  EXPECT_TRUE(absl::StrContains(screen, "aten_mul_square")) << screen;  // a model
+  EXPECT_TRUE(absl::StrContains(screen, "aten::rsqrt")) << screen;      // an op
   EXPECT_TRUE(absl::StrContains(screen, "q quits")) << screen;
   ASSERT_EQ(tmux.Run({"send-keys", "-t", "top", "q"}).exit_code, 0);
   const std::string after = tmux.AwaitScreen("nrtprof-top-exited-");

@@ -77,10 +77,15 @@ absl::StatusOr<std::unique_ptr<HeadlessBrowser>> HeadlessBrowser::Start(const st
   if (pipe2(commands, O_CLOEXEC) != 0 || pipe2(replies, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
-  std::vector<std::string> args = {
-      binary, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-      "--remote-debugging-pipe", "--user-data-dir=" + dir + "/profile",
-      absl::StrCat("--window-size=", width, ",", height), "about:blank"};
+  std::vector<std::string> args = {binary,
+                                   "--headless",
+                                   "--disable-gpu",
+                                   "--no-sandbox",
+                                   "--no-first-run",
+                                   "--remote-debugging-pipe",
+                                   "--user-data-dir=" + dir + "/profile",
+                                   absl::StrCat("--window-size=", width, ",", height),
+                                   "about:blank"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -112,22 +117,24 @@ absl::StatusOr<std::unique_ptr<HeadlessBrowser>> HeadlessBrowser::Start(const st
   absl::StatusOr<Struct> targets = browser->Call("Target.getTargets", "{}", true);
   if (!targets.ok()) return targets.status();
   std::string target;
-  for (const Value& t : StructField(*targets, "result").fields().at("targetInfos").list_value().values()) {
-    if (StringField(t.struct_value(), "type") == "page") target = StringField(t.struct_value(), "targetId");
+  for (const Value& t :
+       StructField(*targets, "result").fields().at("targetInfos").list_value().values()) {
+    if (StringField(t.struct_value(), "type") == "page")
+      target = StringField(t.struct_value(), "targetId");
   }
   if (target.empty()) return absl::InternalError("chromium has no page");
-  absl::StatusOr<Struct> attached = browser->Call(
-      "Target.attachToTarget", absl::StrCat("{\"targetId\":", Quoted(target), ",\"flatten\":true}"),
-      true);
+  absl::StatusOr<Struct> attached =
+      browser->Call("Target.attachToTarget",
+                    absl::StrCat("{\"targetId\":", Quoted(target), ",\"flatten\":true}"), true);
   if (!attached.ok()) return attached.status();
   browser->session_ = StringField(StructField(*attached, "result"), "sessionId");
   for (const char* domain : {"Page.enable", "Runtime.enable", "Log.enable", "Network.enable"}) {
     if (absl::StatusOr<Struct> r = browser->Call(domain, "{}"); !r.ok()) return r.status();
   }
-  absl::StatusOr<Struct> metrics = browser->Call(
-      "Emulation.setDeviceMetricsOverride",
-      absl::StrCat("{\"width\":", width, ",\"height\":", height,
-                   ",\"deviceScaleFactor\":1,\"mobile\":false}"));
+  absl::StatusOr<Struct> metrics =
+      browser->Call("Emulation.setDeviceMetricsOverride",
+                    absl::StrCat("{\"width\":", width, ",\"height\":", height,
+                                 ",\"deviceScaleFactor\":1,\"mobile\":false}"));
   if (!metrics.ok()) return metrics.status();
   return browser;
 }
@@ -184,7 +191,8 @@ void HeadlessBrowser::Note(const Struct& m) {
   if (method == "Log.entryAdded") {
     const Struct& entry = StructField(params, "entry");
     if (StringField(entry, "level") == "error") {
-      errors_.push_back(absl::StrCat("log: ", StringField(entry, "text"), " ", StringField(entry, "url")));
+      errors_.push_back(
+          absl::StrCat("log: ", StringField(entry, "text"), " ", StringField(entry, "url")));
     }
   }
   if (method == "Network.requestWillBeSent") {
@@ -195,8 +203,8 @@ void HeadlessBrowser::Note(const Struct& m) {
 absl::StatusOr<Struct> HeadlessBrowser::Call(const std::string& method,
                                              const std::string& params_json, bool browser_level) {
   const int id = next_id_++;
-  std::string message = absl::StrCat("{\"id\":", id, ",\"method\":", Quoted(method),
-                                     ",\"params\":", params_json);
+  std::string message =
+      absl::StrCat("{\"id\":", id, ",\"method\":", Quoted(method), ",\"params\":", params_json);
   if (!browser_level) absl::StrAppend(&message, ",\"sessionId\":", Quoted(session_));
   message += "}";
   message.push_back('\0');
@@ -230,21 +238,23 @@ absl::Status HeadlessBrowser::Open(const std::string& url) {
   if (!r.ok()) return r.status();
   Struct event;
   const int64_t deadline = NowMs() + kReplyTimeoutMs;
-  while (!loaded_ && NowMs() < deadline && ReadMessage(&event, static_cast<int>(deadline - NowMs()))) {
+  while (!loaded_ && NowMs() < deadline &&
+         ReadMessage(&event, static_cast<int>(deadline - NowMs()))) {
   }
   return loaded_ ? absl::OkStatus() : absl::DeadlineExceededError(url + " did not load");
 }
 
 absl::StatusOr<std::string> HeadlessBrowser::Evaluate(const std::string& expression) {
-  absl::StatusOr<Struct> r =
-      Call("Runtime.evaluate", absl::StrCat("{\"expression\":", Quoted("String(" + expression + ")"),
-                                            ",\"returnByValue\":true}"));
+  absl::StatusOr<Struct> r = Call(
+      "Runtime.evaluate", absl::StrCat("{\"expression\":", Quoted("String(" + expression + ")"),
+                                       ",\"returnByValue\":true}"));
   if (!r.ok()) return r.status();
   const Struct& result = StructField(*r, "result");
   if (Field(result, "exceptionDetails") != nullptr) {
-    return absl::InternalError(absl::StrCat(
-        "exception in ", expression, ": ",
-        StringField(StructField(StructField(result, "exceptionDetails"), "exception"), "description")));
+    return absl::InternalError(
+        absl::StrCat("exception in ", expression, ": ",
+                     StringField(StructField(StructField(result, "exceptionDetails"), "exception"),
+                                 "description")));
   }
   return StringField(StructField(result, "result"), "value");
 }
