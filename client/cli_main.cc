@@ -74,16 +74,19 @@ const std::vector<Command>& Commands() {
         NRTPROF_DAEMON_FLAGS},
        {}},
       {"summary", SummaryCommand,
-       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]",
+       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N] "
+       "[--from-trace]",
        "the key_averages table of a capture, re-sorted or re-formatted",
        "  --sort KEY         self_device (default), device_total, self_cpu, cpu_total, calls, name\n"
        "  --format FORMAT    text (default), csv or json\n"
-       "  --limit N          only the first N rows (0: all)\n\n"
+       "  --limit N          only the first N rows (0: all)\n"
+       "  --from-trace       recompute the table from trace.pftrace, not summary.json\n\n"
        "examples:\n"
        "  nrtprof summary nrtprof-captures/20261203-101500 --sort calls --limit 10\n"
-       "  nrtprof summary cap/summary.json --format csv > table.csv\n",
+       "  nrtprof summary cap/summary.json --format csv > table.csv\n"
+       "  nrtprof summary cap/trace.pftrace --from-trace\n",
        {"sort", "format", "limit"},
-       {}},
+       {"from_trace"}},
       {"diff", DiffCommand, "diff CAPTURE_A CAPTURE_B [--format text|csv|json] [--limit N]",
        "two captures side by side, row by row, sorted by the change in device time",
        "  --format FORMAT    text (default), csv or json\n"

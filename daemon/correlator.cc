@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/artifact_writer.h"
+#include "daemon/call_ranges.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -661,41 +662,7 @@ class ProcessCorrelator {
   }
 
   // Each call's range: the innermost range on its thread that contains it.
-  void AssignRanges() {
-    std::unordered_map<uint32_t, std::vector<size_t>> ranges_of;  // in (start, outer-first) order
-    for (size_t i = 0; i < out_.ranges.size(); ++i) ranges_of[out_.ranges[i].tid].push_back(i);
-    std::unordered_map<uint32_t, std::vector<size_t>> calls_of;  // by start
-    for (size_t i = 0; i < out_.calls.size(); ++i) calls_of[out_.calls[i].tid].push_back(i);
-    for (auto& [tid, calls] : calls_of) {
-      auto it = ranges_of.find(tid);
-      if (it == ranges_of.end()) continue;
-      const std::vector<size_t>& ranges = it->second;
-      std::vector<size_t> open;
-      size_t next = 0;
-      for (size_t ci : calls) {
-        ApiCall& c = out_.calls[ci];
-        const uint64_t c_end = End(c.start_ns, c.duration_ns);
-        for (; next < ranges.size() && out_.ranges[ranges[next]].start_ns <= c.start_ns; ++next) {
-          const RangeEvent& r = out_.ranges[ranges[next]];
-          while (!open.empty() && RangeEnd(open.back()) < End(r.start_ns, r.duration_ns)) {
-            open.pop_back();
-          }
-          open.push_back(ranges[next]);
-        }
-        while (!open.empty() && RangeEnd(open.back()) < c.start_ns) open.pop_back();
-        for (auto r = open.rbegin(); r != open.rend(); ++r) {
-          if (RangeEnd(*r) >= c_end) {
-            c.range = out_.ranges[*r].id;
-            break;
-          }
-        }
-      }
-    }
-  }
-
-  uint64_t RangeEnd(size_t i) const {
-    return End(out_.ranges[i].start_ns, out_.ranges[i].duration_ns);
-  }
+  void AssignRanges() { AssignCallRanges(out_.ranges, &out_.calls); }
 
   // By (core, start, executions before their work, longer first, id): ids are unique, so the
   // order is total. Sorted as small keys, then the events moved once each into place (sorting

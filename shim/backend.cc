@@ -107,9 +107,9 @@ void AtForkParent() {
 bool AtForkChild() {
   if (g_flusher == nullptr) return true;
   g_flusher->arbiter()->UnlockAfterFork();
-  const bool grpc_started = g_flusher->grpc_started();
+  const bool may_profile = g_flusher->AtForkChild();
   g_flusher = nullptr;  // the parent's: leaked, never touched again
-  return !grpc_started;
+  return may_profile;
 }
 
 const BackendApi kBackendApi = {
@@ -159,6 +159,7 @@ void LogThroughNrtprof(gpr_log_func_args* args) {
                    strstr(file, "ssl_utils") != nullptr;
   if (tls && g_tls_target != nullptr) {
     if (FirstOfKind(std::hash<std::string_view>()("tls"))) {
+      NoteTransportTroubleSaid();
       Report("nrtprof: TLS with the daemon at " + *g_tls_target + " failed: " + message +
              " (is NRTPROF_TLS_CA the CA that signed its certificate?); retrying quietly\n");
     }
@@ -173,6 +174,7 @@ void LogThroughNrtprof(gpr_log_func_args* args) {
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }
+  NoteTransportTroubleSaid();
   Report(line + "\n");
 }
 

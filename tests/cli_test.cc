@@ -290,6 +290,27 @@ TEST(CliTest, ReportRefusesWhatIsNoCapture) {
   EXPECT_FALSE(testing::Exists(dir + "/damaged.html"));
 }
 
+// --from-trace recomputes the table from trace.pftrace alone: the same table the capture wrote,
+// and still there when the summary files are gone.
+TEST(CliTest, SummaryFromTheTraceIsTheCapturesOwn) {
+  const std::string out = testing::TempDir("cli-from-trace") + "/cap";
+  const Result run = Nrtprof({"run", "--out", out, "--", Runfile("examples/rmsnorm"), "--variant",
+                              "naive", "--iters", "3"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Result saved = Nrtprof({"summary", out, "--sort", "calls"});
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_TRUE(absl::StrContains(saved.out, "aten::mul")) << saved.out;
+  const Result recomputed = Nrtprof({"summary", out + "/trace.pftrace", "--from-trace", "--sort",
+                                     "calls"});
+  ASSERT_EQ(recomputed.exit_code, 0) << recomputed.err;
+  EXPECT_EQ(recomputed.out, saved.out);
+  ASSERT_EQ(unlink((out + "/summary.json").c_str()), 0);
+  EXPECT_EQ(Nrtprof({"summary", out}).exit_code, 1);
+  const Result without_json = Nrtprof({"summary", out, "--from-trace", "--sort", "calls"});
+  EXPECT_EQ(without_json.exit_code, 0) << without_json.err;
+  EXPECT_EQ(without_json.out, saved.out);
+}
+
 // A capture whose trace does not read back is refused, not summarized as if it were whole
 // (before: random bytes in place of trace.pftrace still printed the table).
 TEST(CliTest, SummaryRefusesADamagedCapture) {
@@ -310,6 +331,9 @@ TEST(CliTest, SummaryRefusesADamagedCapture) {
                                                  "read back as a Perfetto trace ("))
       << damaged.err;
   EXPECT_TRUE(absl::EndsWith(damaged.err, "): the capture is damaged\n")) << damaged.err;
+  const Result recomputed = Nrtprof({"summary", out, "--from-trace"});
+  EXPECT_EQ(recomputed.exit_code, 1);
+  EXPECT_EQ(recomputed.err, damaged.err);
 }
 
 }  // namespace
