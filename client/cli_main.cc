@@ -100,6 +100,31 @@ const std::vector<Command>& Commands() {
        "  nrtprof diff before/summary.json after --format csv > change.csv\n",
        {"format", "limit"},
        {}},
+      {"report", ReportCommand, "report CAPTURE_DIR [-o report.html] [--max_slices N]",
+       "one HTML file of a capture to open in a browser: table, chart, timeline, chains",
+       "  -o FILE            the file to write (default CAPTURE_DIR/report.html)\n"
+       "  --max_slices N     slices the timeline draws one by one (default 200000); past them\n"
+       "                     it draws each lane's busy time, and the page says so\n"
+       "The file is self-contained: it fetches nothing and opens offline.\n\n"
+       "examples:\n"
+       "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
+       "  nrtprof report slow-step -o /tmp/slow-step.html\n",
+       {"o", "max_slices"},
+       {}},
+      {"top", TopCommand,
+       "top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]",
+       "a live view of the host: processes, models and ops by device time, as top(1) shows",
+       "  --interval D       time between refreshes (default 2s)\n"
+       "  --window D         how far back each refresh looks (default 5s), from the standing\n"
+       "                     daemon's flight recorder\n"
+       "  --iterations N     stop after N refreshes (default: until q or Ctrl-C)\n"
+       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n"
+       "On a terminal it redraws one screen and q quits; piped, it prints one block per refresh.\n\n"
+       "examples:\n"
+       "  nrtprof top\n"
+       "  nrtprof top --interval 1s --iterations 5 > top.txt\n",
+       {"interval", "window", "iterations", NRTPROF_DAEMON_FLAGS},
+       {}},
       {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
        "the daemon's address, uptime, processes, events, drops and flight recorder",
        "  --json             one JSON object (the StatusReply message), for scripts\n"
@@ -227,7 +252,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, status; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, status, top; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

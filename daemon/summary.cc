@@ -280,11 +280,9 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
 
   std::string out = Header(s) + rule + line(headers) + rule;
   for (const SummaryRow& r : rows) {
-    out +=
-        line({TableName(r.name, name_width), FormatDuration(r.self_cpu_ns),
-              FormatDuration(r.cpu_total_ns), FormatDuration(r.self_device_ns),
-              Percent(r.self_device_ns, s.self_device_total_ns), FormatDuration(r.device_total_ns),
-              FormatDuration(Average(r.device_total_ns, r.calls)), absl::StrCat(r.calls)});
+    std::vector<std::string> cells = SummaryCells(s, r);
+    cells[0] = TableName(r.name, name_width);
+    out += line(cells);
   }
   out += rule;
   absl::StrAppend(&out, "Self CPU time total: ", FormatDuration(s.self_cpu_total_ns), "\n");
@@ -731,6 +729,17 @@ Summary ComputeSummary(const Trace& trace) {
     summary.rows.push_back(std::move(row));
   }
   return summary;
+}
+
+std::vector<std::string> SummaryCells(const Summary& s, const SummaryRow& r) {
+  return {r.name,
+          FormatDuration(r.self_cpu_ns),
+          FormatDuration(r.cpu_total_ns),
+          FormatDuration(r.self_device_ns),
+          Percent(r.self_device_ns, s.self_device_total_ns),
+          FormatDuration(r.device_total_ns),
+          FormatDuration(Average(r.device_total_ns, r.calls)),
+          absl::StrCat(r.calls)};
 }
 
 std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFormat format,

@@ -95,6 +95,11 @@ std::string JsonString(const std::string& s);
 std::string FormatSummary(const Summary& summary, SummarySortKey sort = SummarySortKey::kSelfDevice,
                           SummaryFormat format = SummaryFormat::kText, int limit = 0);
 
+// One row's cells as the text table shows them: the name (whole), Self CPU, CPU total, Self
+// NEURON, Self NEURON %, NEURON total, NEURON time avg, # of Calls (nrtprof report shows them
+// the same way).
+std::vector<std::string> SummaryCells(const Summary& summary, const SummaryRow& row);
+
 // Reads FormatSummary's json back. INVALID_ARGUMENT, saying where, for anything else.
 absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json);
 

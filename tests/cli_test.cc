@@ -21,16 +21,12 @@ using testing::Result;
 using testing::RunProcess;
 using testing::Runfile;
 
-Result Nrtprof(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, testing::kIsolatedEnv);
-}
+Result Nrtprof(const std::vector<std::string>& args) { return testing::RunNrtprof(args); }
 
 size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
 TEST(CliTest, EachCommandHasItsOwnHelp) {
-  for (const char* command : {"run", "capture", "summary", "status"}) {
+  for (const char* command : {"run", "capture", "summary", "diff", "report", "status", "top"}) {
     const Result r = Nrtprof({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
     EXPECT_TRUE(absl::StartsWith(r.out, std::string("usage: nrtprof ") + command)) << r.out;
@@ -63,6 +59,11 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
             "nrtprof run: bad value 'maybe' for --device_profile"},
            {{"summary", "x", "--limit"}, "nrtprof summary: --limit needs a value"},
            {{"frobnicate"}, "nrtprof: unknown command 'frobnicate'"},
+           {{"report"}, "nrtprof report: usage: nrtprof report CAPTURE_DIR [-o report.html]"},
+           {{"report", "x", "--sort", "name"}, "nrtprof report: unknown flag --sort"},
+           {{"report", "x", "--max_slices", "0"}, "nrtprof report: --max_slices must be at least 1"},
+           {{"top", "--interval", "soon"}, "nrtprof top: bad value 'soon' for --interval"},
+           {{"top", "extra"}, "nrtprof top: unexpected argument 'extra'"},
        }) {
     const Result r = Nrtprof(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
@@ -261,6 +262,34 @@ TEST(CliTest, DiffShowsWhereTheDeviceTimeWent) {
   const Result absent = Nrtprof({"diff", dir + "/naive", dir + "/nothing"});
   EXPECT_EQ(absent.exit_code, 1);
   EXPECT_EQ(absent.err, "nrtprof diff: " + dir + "/nothing: no such file or folder\n");
+}
+
+// nrtprof report of a capture that is not there, or whose trace is damaged: one line, exit 1,
+// no page written.
+TEST(CliTest, ReportRefusesWhatIsNoCapture) {
+  const std::string dir = testing::TempDir("cli-report");
+  Result r = Nrtprof({"report", dir + "/nothing"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "nrtprof report: " + dir + "/nothing: no such file or folder\n");
+  const Result run = Nrtprof({"run", "--out", dir + "/cap", "--", Runfile("examples/rmsnorm"),
+                              "--variant", "fused", "--iters", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  r = Nrtprof({"report", dir + "/cap"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.err, "nrtprof report: " + dir + "/cap/report.html (")) << r.err;
+  const std::string page = testing::ReadFile(dir + "/cap/report.html");
+  EXPECT_TRUE(absl::StrContains(page, "\"aten::rms_norm\"")) << "the op is not in the page";
+  for (const char* fetch : {"<link", " src=", "url(", "import("}) {
+    EXPECT_FALSE(absl::StrContains(page, fetch)) << "the page would fetch: " << fetch;
+  }
+  FILE* f = fopen((dir + "/cap/trace.pftrace").c_str(), "w");
+  fputs("not a trace", f);
+  fclose(f);
+  r = Nrtprof({"report", dir + "/cap", "-o", dir + "/damaged.html"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "the capture is damaged")) << r.err;
+  EXPECT_FALSE(testing::Exists(dir + "/damaged.html"));
 }
 
 // --from-trace recomputes the table from trace.pftrace alone: the same table the capture wrote,
