@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "daemon/correlator.h"
+#include "daemon/huge_page_allocator.h"
 #include "daemon/spool_replay.h"
 #include "daemon/step_window.h"
 #include "daemon/summary.h"
@@ -687,8 +688,10 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   ReleaseFolder(capture->output_dir);
   for (const std::string& n : notes) files.add_notes(n);
   // The capture's memory is free now: give it back to the system. glibc keeps much of it in
-  // its arenas otherwise (~170 bytes per event of the capture, measured), so that between
-  // captures the daemon would hold memory no stream needs.
+  // its arenas otherwise (~170 bytes per event of the capture, measured), and the huge pages
+  // the capture freed are kept for reuse until released, so that between captures the daemon
+  // would hold memory no stream needs.
+  ReleaseHugePageCache();
   malloc_trim(0);
   RemoveCaptureSpool(options_.spool_dir, capture->id);
 
@@ -837,6 +840,9 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
       final = s->ingest.final();
     }
     replay->BeginCapture();
+    uint64_t recorded = 0;
+    for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) recorded += chunk->events;
+    replay->ReserveCaptureEvents(recorded);
     std::string wire;
     for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
       nrtprof::ShimMessage m;
@@ -890,9 +896,12 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
   std::vector<ProcessCapture> processes = FromRecorder(nullptr, metrics_folded_ns_, until, &notes);
   metrics_folded_ns_ = until;
   if (processes.empty()) return;
-  const Trace trace = Correlate("metrics", std::move(processes),
-                                clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
-  metrics->Add(trace);
+  {
+    const Trace trace = Correlate("metrics", std::move(processes),
+                                  clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+    metrics->Add(trace);
+  }
+  ReleaseHugePageCache();  // what the fold freed (huge_page_allocator.h)
 }
 
 absl::StatusOr<CollectorCore::Fetchable> CollectorCore::FetchableCapture(
