@@ -20,6 +20,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -44,6 +45,7 @@ ABSL_FLAG(uint32_t, batch_events, 1000, "events per batch");
 ABSL_FLAG(bool, write, true, "also time capture --last of everything (the writers)");
 ABSL_FLAG(std::string, codec, "lz4", "how the recorder keeps batches: none, lz4 or zstd");
 ABSL_FLAG(std::string, dump, "", "write the recorded batches, as they came, to this file");
+ABSL_FLAG(bool, keep_files, true, "leave the captures' files (in $TMPDIR, else /tmp) when done");
 
 namespace nrtprof::bench {
 namespace {
@@ -140,10 +142,12 @@ int Main() {
     fclose(f);
   }
 
-  char tmpl[] = "/tmp/nrtprof-recorder-bench-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return 1;
+  const char* tmp = getenv("TMPDIR");
+  std::string root = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                  "/nrtprof-recorder-bench-XXXXXX");
+  if (mkdtemp(root.data()) == nullptr) return 1;
   daemon::CollectorOptions options;
-  options.output_root = tmpl;
+  options.output_root = root;
   options.limits.max_events_per_process = ~uint64_t{0};
   options.flight_recorder = true;
   options.flight_recorder_limits.max_age_ns = 3600ull * 1'000'000'000;
@@ -183,9 +187,11 @@ int Main() {
   if (!absl::GetFlag(FLAGS_write)) return 0;
 
   sink.Use(every_file.get());
-  if (!CaptureLast(&core, "last", "every file", tmpl)) return 1;
+  bool ok = CaptureLast(&core, "last", "every file", root);
   sink.Use(pftrace_summary.get());
-  if (!CaptureLast(&core, "last-pftrace", "trace.pftrace + summary", tmpl)) return 1;
+  ok = ok && CaptureLast(&core, "last-pftrace", "trace.pftrace + summary", root);
+  if (!absl::GetFlag(FLAGS_keep_files)) std::filesystem::remove_all(root);
+  if (!ok) return 1;
   return 0;
 }
 
