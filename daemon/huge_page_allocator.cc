@@ -14,6 +14,7 @@ struct Cache {
   std::mutex mu;
   std::multimap<size_t, uintptr_t> blocks;
   size_t bytes = 0;
+  int scopes = 0;  // HugePageReuse objects alive
 };
 
 Cache& TheCache() {
@@ -44,7 +45,9 @@ void* MapHugePages(size_t bytes) {
   const uintptr_t aligned = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
   if (aligned > start) munmap(raw, aligned - start);
   const uintptr_t end = start + bytes + kHugePage;
-  if (end > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  if (end > aligned + bytes) {
+    munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  }
   madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // a hint: may fail
   return reinterpret_cast<void*>(aligned);
 }
@@ -60,7 +63,7 @@ void FreeHugePages(void* block, size_t bytes) {
   Cache& c = TheCache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.bytes + bytes <= kHugePageCacheBytes) {
+    if (c.scopes > 0 && c.bytes + bytes <= kHugePageReuseBytes) {
       c.blocks.emplace(bytes, reinterpret_cast<uintptr_t>(block));
       c.bytes += bytes;
       return;
@@ -69,21 +72,25 @@ void FreeHugePages(void* block, size_t bytes) {
   munmap(block, bytes);
 }
 
-size_t ReleaseHugePageCache() {
+HugePageReuse::HugePageReuse() {
+  Cache& c = TheCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  ++c.scopes;
+}
+
+HugePageReuse::~HugePageReuse() {
   Cache& c = TheCache();
   std::multimap<size_t, uintptr_t> blocks;
-  size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
+    if (--c.scopes > 0) return;
     blocks.swap(c.blocks);
-    bytes = c.bytes;
     c.bytes = 0;
   }
   for (const auto& [size, block] : blocks) munmap(reinterpret_cast<void*>(block), size);
-  return bytes;
 }
 
-size_t HugePageCacheBytes() {
+size_t HugePageReuseBytes() {
   Cache& c = TheCache();
   std::lock_guard<std::mutex> lock(c.mu);
   return c.bytes;

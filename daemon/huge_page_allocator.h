@@ -7,14 +7,15 @@
 // correlating and writing (BENCHMARKS.md, "The flight recorder"). Smaller blocks come from
 // operator new. Where THP is off the mappings are ordinary pages.
 //
-// A big block freed is kept (HugePageCache) for the next big block of the same size or
-// smaller, so that the later phases of a capture (its Trace, its lanes) reuse the pages its
-// earlier ones (the raw events) had the kernel fault in and zero -- zeroing fresh pages was
-// the largest single cost left in writing a capture. ReleaseHugePageCache() unmaps what is
-// kept: the daemon calls it when a capture is written.
+// While a capture is written (a HugePageReuse in scope), a big block freed is kept for the
+// next big block of the same size or smaller, so that the later phases of the capture (its
+// Trace, its lanes) reuse the pages its earlier ones (the raw events) had the kernel fault in
+// and zero -- zeroing fresh pages was the largest single cost left in writing a capture. When
+// the last such scope ends, what is kept is unmapped. Outside any scope (ingest, whose vectors
+// only grow) a freed block is unmapped at once.
 //
-// The allocator is stateless (any two instances are interchangeable); the cache is one per
-// process, behind a mutex. Thread-safe.
+// The allocator is stateless (any two instances are interchangeable); the kept blocks are one
+// list per process, behind a mutex. Thread-safe.
 #ifndef NRTPROF_DAEMON_HUGE_PAGE_ALLOCATOR_H_
 #define NRTPROF_DAEMON_HUGE_PAGE_ALLOCATOR_H_
 
@@ -34,15 +35,24 @@ inline size_t RoundUpToHugePages(size_t bytes) {
 // `bytes` (a multiple of kHugePage) at a 2 MiB boundary: a block kept from an earlier free, or
 // a new mapping. Null if the system has no memory.
 void* AllocateHugePages(size_t bytes);
-// Keeps the block for a later AllocateHugePages (up to kHugePageCacheBytes kept), else unmaps it.
+// Keeps the block for a later AllocateHugePages while a HugePageReuse is in scope (up to
+// kHugePageReuseBytes kept), else unmaps it.
 void FreeHugePages(void* block, size_t bytes);
-// Unmaps every block kept. Returns the bytes given back.
-size_t ReleaseHugePageCache();
 // What is kept now.
-size_t HugePageCacheBytes();
+size_t HugePageReuseBytes();
 
-// At most this much freed memory is kept for reuse between two ReleaseHugePageCache().
-inline constexpr size_t kHugePageCacheBytes = size_t{4} << 30;
+// At most this much freed memory is kept for reuse.
+inline constexpr size_t kHugePageReuseBytes = size_t{2} << 30;
+
+// Big blocks freed while one of these is alive are kept for reuse; when the last one ends they
+// are unmapped. Scopes may overlap (captures written at once on several threads).
+class HugePageReuse {
+ public:
+  HugePageReuse();
+  ~HugePageReuse();
+  HugePageReuse(const HugePageReuse&) = delete;
+  HugePageReuse& operator=(const HugePageReuse&) = delete;
+};
 
 template <typename T>
 class HugePageAllocator {
