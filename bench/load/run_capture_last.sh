@@ -19,6 +19,7 @@ ROUNDS=${ROUNDS:-3}
 EVENTS=${EVENTS:-3000000}
 disk_cache=(--disk_cache="${NRTPROF_DISK_CACHE:-$HOME/.cache/nrtprof-disk-cache}")
 
+before_rev=$(git rev-parse --short "$BEFORE")  # once: the branch may move during the run
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -27,7 +28,7 @@ trap 'rm -rf "$work"' EXIT
 bazel build "${disk_cache[@]}" --config=opt --symlink_prefix=/ //bench:nrtprof_recorder_bench >&2
 cp "$(bazel info --config=opt bazel-bin 2>/dev/null)/bench/nrtprof_recorder_bench" "$work/after"
 mkdir "$work/tree"
-git archive "$BEFORE" | tar -x -C "$work/tree"
+git archive "$before_rev" | tar -x -C "$work/tree"
 cp bench/load/recorder_bench.cc "$work/tree/bench/load/recorder_bench.cc"
 (
   cd "$work/tree"
@@ -49,7 +50,7 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round of $ROUNDS done" >&2
 done
 
-echo "capture --last of $EVENTS events, 4 processes, $ROUNDS rounds; before = $BEFORE ($(git rev-parse --short "$BEFORE")), after = $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' + changes')"
+echo "capture --last of $EVENTS events, 4 processes, $ROUNDS rounds; before = $BEFORE ($before_rev), after = $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' + changes')"
 echo
 echo "| files written | before, M events/s | after, M events/s | before, peak MiB | after, peak MiB |"
 echo "| --- | --- | --- | --- | --- |"
