@@ -23,8 +23,8 @@ before_rev=$(git rev-parse --short "$BEFORE")  # once: the branch may move durin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# This tree's benchmark, and the same benchmark over BEFORE's daemon (its own Bazel server,
-# shut down once built).
+# This tree's benchmark, and the same benchmark over BEFORE's daemon (its own Bazel server and
+# output base, removed once built; the disk cache keeps what it compiled).
 bazel build "${disk_cache[@]}" --config=opt --symlink_prefix=/ //bench:nrtprof_recorder_bench >&2
 cp "$(bazel info --config=opt bazel-bin 2>/dev/null)/bench/nrtprof_recorder_bench" "$work/after"
 mkdir "$work/tree"
@@ -34,7 +34,7 @@ cp bench/load/recorder_bench.cc "$work/tree/bench/load/recorder_bench.cc"
   cd "$work/tree"
   bazel build "${disk_cache[@]}" --config=opt //bench:nrtprof_recorder_bench >&2
   cp "$(bazel info --config=opt bazel-bin 2>/dev/null)/bench/nrtprof_recorder_bench" "$work/before"
-  bazel shutdown >&2
+  bazel clean --expunge >&2
 )
 
 pin=()
