@@ -10,7 +10,7 @@ uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
 
 }  // namespace
 
-void AssignCallRanges(const std::vector<RangeEvent>& ranges, std::vector<ApiCall>* calls) {
+void AssignCallRanges(const CaptureVector<RangeEvent>& ranges, CaptureVector<ApiCall>* calls) {
   std::unordered_map<uint32_t, std::vector<size_t>> ranges_of;  // in (start, outer-first) order
   for (size_t i = 0; i < ranges.size(); ++i) ranges_of[ranges[i].tid].push_back(i);
   std::unordered_map<uint32_t, std::vector<size_t>> calls_of;  // by start

@@ -15,7 +15,7 @@ namespace nrtprof::daemon {
 
 // Sets `range` of every call in *calls (0 where no range contains it). `ranges` must be, per
 // thread, in (start, outer first) order, and *calls in start order, as a ProcessTrace keeps them.
-void AssignCallRanges(const std::vector<RangeEvent>& ranges, std::vector<ApiCall>* calls);
+void AssignCallRanges(const CaptureVector<RangeEvent>& ranges, CaptureVector<ApiCall>* calls);
 
 }  // namespace nrtprof::daemon
 

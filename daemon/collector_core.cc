@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "daemon/correlator.h"
+#include "daemon/huge_page_allocator.h"
 #include "daemon/spool_replay.h"
 #include "daemon/step_window.h"
 #include "daemon/top.h"
@@ -660,31 +661,37 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     captures_.erase(it);
   }
 
-  // Correlating and writing take a while: no lock, so streams and other captures go on.
-  // A capture of the past is made of what the flight recorder kept, which holds the window's
-  // live batches too.
   std::vector<std::string> notes;
-  if (capture->last_ms != 0 || capture->iterations != 0) {
-    // Whole steps begin after the start; the seconds before give the correlator the context it
-    // matches executions to calls in (clipped away after).
-    const uint64_t back = capture->iterations != 0 ? kStepContextNs
-                                                   : uint64_t{capture->last_ms} * 1'000'000;
-    capture->finished = FromRecorder(
-        capture.get(), capture->started_ns > back ? capture->started_ns - back : 0, UINT64_MAX,
-        &notes);
-  }
-  // Lossless processes: their spool files hold everything they produced (for a user's
-  // capture, only the spool files that user made).
-  std::vector<std::string> problems;
-  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems,
-              capture->owner);
-  // Processes that ended without their final batch: what their rings say they made.
-  for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
-  for (const std::string& p : problems) {
-    if (options_.log) options_.log(absl::StrCat("capture '", capture->id, "': ", p));
-  }
   nrtprof::CaptureFiles files;
-  absl::Status wrote = WriteCapture(capture.get(), &files);
+  absl::Status wrote;
+  {
+    // The capture's big vectors reuse the pages of those it freed (huge_page_allocator.h),
+    // until the scope ends.
+    HugePageReuse reuse;
+    // Correlating and writing take a while: no lock, so streams and other captures go on.
+    // A capture of the past is made of what the flight recorder kept, which holds the window's
+    // live batches too.
+    if (capture->last_ms != 0 || capture->iterations != 0) {
+      // Whole steps begin after the start; the seconds before give the correlator the context it
+      // matches executions to calls in (clipped away after).
+      const uint64_t back = capture->iterations != 0 ? kStepContextNs
+                                                     : uint64_t{capture->last_ms} * 1'000'000;
+      capture->finished = FromRecorder(
+          capture.get(), capture->started_ns > back ? capture->started_ns - back : 0, UINT64_MAX,
+          &notes);
+    }
+    // Lossless processes: their spool files hold everything they produced (for a user's
+    // capture, only the spool files that user made).
+    std::vector<std::string> problems;
+    ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems,
+                capture->owner);
+    // Processes that ended without their final batch: what their rings say they made.
+    for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
+    for (const std::string& p : problems) {
+      if (options_.log) options_.log(absl::StrCat("capture '", capture->id, "': ", p));
+    }
+    wrote = WriteCapture(capture.get(), &files);
+  }
   ReleaseFolder(capture->output_dir);
   for (const std::string& n : notes) files.add_notes(n);
   // The capture's memory is free now: give it back to the system. glibc keeps much of it in
@@ -839,9 +846,14 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
       final = s->ingest.final();
     }
     replay->BeginCapture();
-    std::string wire;
+    uint64_t recorded = 0;
     for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
-      nrtprof::ShimMessage m;
+      recorded += chunk->events;
+    }
+    replay->ReserveCaptureEvents(recorded);
+    std::string wire;
+    nrtprof::ShimMessage m;  // reused: parsing into it again reuses its events' memory
+    for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
       if (!FlightRecorder::Bytes(*chunk, &wire) || !m.ParseFromString(wire) || !m.has_batch()) {
         if (options_.log) {
           options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));
@@ -888,6 +900,7 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
   if (now < kMetricsSettleNs) return;
   const uint64_t until = now - kMetricsSettleNs;
   if (until <= metrics_folded_ns_) return;
+  HugePageReuse reuse;  // as a capture's (StopCapture); ends after the Trace
   std::vector<std::string> notes;
   std::vector<ProcessCapture> processes = FromRecorder(nullptr, metrics_folded_ns_, until, &notes);
   metrics_folded_ns_ = until;

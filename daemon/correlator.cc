@@ -357,7 +357,7 @@ class ProcessCorrelator {
     out_.calls.reserve(calls.size());
     call_sources_.reserve(calls.size());
     for (const IngestedEvent* e : calls) {
-      ApiCall c;
+      ApiCall& c = out_.calls.emplace_back();  // filled in place, as device events are
       c.correlation_id = NextId();
       c.name = str_(e->name_iid);
       c.tid = e->tid;
@@ -389,7 +389,6 @@ class ProcessCorrelator {
           for (uint32_t frame : stack->second) c.stack.push_back(str_(frame));
         }
       }
-      out_.calls.push_back(std::move(c));
       call_sources_.push_back(e);
     }
   }
@@ -410,7 +409,9 @@ class ProcessCorrelator {
         ++out_.drops.by_lane.hardware;
         continue;
       }
-      DeviceEvent d;
+      // Filled in place: moving a 200-byte event with four strings into the vector was a good
+      // part of this loop.
+      DeviceEvent& d = out_.device.emplace_back();
       d.id = NextId();
       d.kind = e->kind == nrtprof::EVENT_DEVICE_EXEC ? DeviceEventKind::kExecution
                : e->kind == nrtprof::EVENT_DEVICE_OP ? DeviceEventKind::kEngineOp
@@ -427,7 +428,6 @@ class ProcessCorrelator {
       d.submitting_tid = e->tid;
       if (e->device_id != 0) trace_id.emplace_back(e->device_id, d.id);
       wire_parent.push_back(e->device_parent_id);
-      out_.device.push_back(std::move(d));
     }
     // Trace ids grow with the index, so a stable sort by wire id keeps the later of equal ids
     // last; the lookup takes the last of a run.
@@ -734,7 +734,7 @@ class ProcessCorrelator {
       uint64_t id;
       size_t index;
     };
-    std::vector<DeviceEvent>& device = out_.device;
+    CaptureVector<DeviceEvent>& device = out_.device;
     const size_t n = device.size();
     std::vector<Key> keys(n);
     for (size_t i = 0; i < n; ++i) {

@@ -1,27 +1,63 @@
-// An allocator for the daemon's big per-capture buffers (a process's ingested events): blocks
-// of 2 MiB and more are their own anonymous mappings, 2 MiB-aligned and marked for transparent
-// huge pages (madvise MADV_HUGEPAGE), so filling them takes one page fault per 2 MiB instead of
-// one per 4 KiB. On the virtual machines the daemon runs on a page fault costs microseconds:
-// with 4 KiB pages they were most of ingest's time (bench/README.md, "Daemon load"). Smaller
-// blocks come from operator new. Where THP is off the mappings are ordinary pages.
+// An allocator for the daemon's big per-capture buffers (a process's ingested events, the
+// Trace's events, the lanes' slices; CaptureVector below): blocks of 2 MiB and more are
+// anonymous mappings, 2 MiB-aligned and marked for transparent huge pages (madvise
+// MADV_HUGEPAGE), so filling them takes one page fault per 2 MiB instead of one per 4 KiB. On
+// the virtual machines the daemon runs on a page fault costs microseconds: with 4 KiB pages
+// they were most of ingest's time (bench/README.md, "Daemon load") and a third of a capture's
+// correlating and writing (BENCHMARKS.md, "The flight recorder"). Smaller blocks come from
+// operator new. Where THP is off the mappings are ordinary pages.
 //
-// Stateless: any two instances are interchangeable. Thread-safe.
+// While a capture is written (a HugePageReuse in scope), a big block freed is kept for the
+// next big block of the same size or smaller, so that the later phases of the capture (its
+// Trace, its lanes) reuse the pages its earlier ones (the raw events) had the kernel fault in
+// and zero -- zeroing fresh pages was the largest single cost left in writing a capture. When
+// the last such scope ends, what is kept is unmapped. Outside any scope (ingest, whose vectors
+// only grow) a freed block is unmapped at once.
+//
+// The allocator is stateless (any two instances are interchangeable); the kept blocks are one
+// list per process, behind a mutex. Thread-safe.
 #ifndef NRTPROF_DAEMON_HUGE_PAGE_ALLOCATOR_H_
 #define NRTPROF_DAEMON_HUGE_PAGE_ALLOCATOR_H_
-
-#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <vector>
 
 namespace nrtprof::daemon {
+
+inline constexpr size_t kHugePage = 2 << 20;
+
+inline size_t RoundUpToHugePages(size_t bytes) {
+  return (bytes + kHugePage - 1) & ~(kHugePage - 1);
+}
+
+// `bytes` (a multiple of kHugePage) at a 2 MiB boundary: a block kept from an earlier free, or
+// a new mapping. Null if the system has no memory.
+void* AllocateHugePages(size_t bytes);
+// Keeps the block for a later AllocateHugePages while a HugePageReuse is in scope (up to
+// kHugePageReuseBytes kept), else unmaps it.
+void FreeHugePages(void* block, size_t bytes);
+// What is kept now.
+size_t HugePageReuseBytes();
+
+// At most this much freed memory is kept for reuse.
+inline constexpr size_t kHugePageReuseBytes = size_t{2} << 30;
+
+// Big blocks freed while one of these is alive are kept for reuse; when the last one ends they
+// are unmapped. Scopes may overlap (captures written at once on several threads).
+class HugePageReuse {
+ public:
+  HugePageReuse();
+  ~HugePageReuse();
+  HugePageReuse(const HugePageReuse&) = delete;
+  HugePageReuse& operator=(const HugePageReuse&) = delete;
+};
 
 template <typename T>
 class HugePageAllocator {
  public:
   using value_type = T;
-  static constexpr size_t kHugePage = 2 << 20;
 
   HugePageAllocator() = default;
   template <typename U>
@@ -30,19 +66,9 @@ class HugePageAllocator {
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
     if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes));
-    const size_t mapped = RoundUp(bytes);
-    // Map one huge page more than needed and trim, so the block starts on a 2 MiB boundary.
-    void* raw = mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) throw std::bad_alloc();
-    const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
-    if (aligned > start) munmap(raw, aligned - start);
-    const uintptr_t end = start + mapped + kHugePage;
-    if (end > aligned + mapped)
-      munmap(reinterpret_cast<void*>(aligned + mapped), end - aligned - mapped);
-    madvise(reinterpret_cast<void*>(aligned), mapped, MADV_HUGEPAGE);  // a hint: may fail
-    return reinterpret_cast<T*>(aligned);
+    void* block = AllocateHugePages(RoundUpToHugePages(bytes));
+    if (block == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(block);
   }
 
   void deallocate(T* p, size_t n) {
@@ -50,7 +76,7 @@ class HugePageAllocator {
     if (bytes < kHugePage) {
       ::operator delete(p);
     } else {
-      munmap(p, RoundUp(bytes));
+      FreeHugePages(p, RoundUpToHugePages(bytes));
     }
   }
 
@@ -62,10 +88,11 @@ class HugePageAllocator {
   bool operator!=(const HugePageAllocator<U>&) const {
     return false;
   }
-
- private:
-  static size_t RoundUp(size_t bytes) { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
 };
+
+// A vector of millions of a capture's records.
+template <typename T>
+using CaptureVector = std::vector<T, HugePageAllocator<T>>;
 
 }  // namespace nrtprof::daemon
 

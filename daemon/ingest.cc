@@ -495,6 +495,10 @@ void ProcessIngest::BeginCapture() {
   missing_at_begin_ = batches_missing_;
 }
 
+void ProcessIngest::ReserveCaptureEvents(uint64_t events) {
+  events_.reserve(events_.size() + std::min<uint64_t>(events, limits_.max_events_per_process));
+}
+
 ProcessCapture ProcessIngest::TakeCapture() {
   ProcessCapture c;
   c.hello = hello_;

@@ -70,7 +70,7 @@ struct IngestedEvent {
 };
 
 // A capture's events: millions of records, so in huge pages (huge_page_allocator.h).
-using IngestedEvents = std::vector<IngestedEvent, HugePageAllocator<IngestedEvent>>;
+using IngestedEvents = CaptureVector<IngestedEvent>;
 
 struct ClockSyncPoint {
   int32_t nc_idx = 0;
@@ -160,6 +160,10 @@ class ProcessIngest {
   // arrive while no capture is in progress are counted (events_outside_capture) and dropped:
   // no capture wanted them.
   void BeginCapture();
+  // Makes room for `events` more events in the capture (at most the per-process bound): a
+  // replay of recorded batches knows how many come, and a vector of them grown by doubling
+  // would fault in twice their memory.
+  void ReserveCaptureEvents(uint64_t events);
   bool capturing() const { return capturing_; }
   // Ends the capture for this process and hands over what it collected.
   ProcessCapture TakeCapture();

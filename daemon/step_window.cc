@@ -36,7 +36,7 @@ void ClipToSteps(uint64_t first, uint64_t last, Trace* trace, std::vector<std::s
                                     last - first + 1, " steps (the capture ended first)"));
     }
     auto within = [&](uint64_t t) { return t >= begin && t <= end; };
-    std::vector<RangeEvent> ranges;
+    CaptureVector<RangeEvent> ranges;
     for (RangeEvent& r : p.ranges) {
       if (within(r.start_ns) && r.start_ns + r.duration_ns <= end) ranges.push_back(std::move(r));
     }
@@ -46,7 +46,7 @@ void ClipToSteps(uint64_t first, uint64_t last, Trace* trace, std::vector<std::s
     for (RangeEvent& r : ranges) {
       if (r.parent_range != 0 && range_ids.count(r.parent_range) == 0) r.parent_range = 0;
     }
-    std::vector<ApiCall> calls;
+    CaptureVector<ApiCall> calls;
     std::unordered_set<uint64_t> call_ids;
     for (ApiCall& c : p.calls) {
       if (!within(c.start_ns)) continue;
@@ -54,7 +54,7 @@ void ClipToSteps(uint64_t first, uint64_t last, Trace* trace, std::vector<std::s
       call_ids.insert(c.correlation_id);
       calls.push_back(std::move(c));
     }
-    std::vector<DeviceEvent> device;
+    CaptureVector<DeviceEvent> device;
     std::unordered_set<uint64_t> device_ids;
     uint64_t uncorrelated = 0;
     for (DeviceEvent& d : p.device) {

@@ -92,7 +92,7 @@ struct PendingSlice {
 
 // Nests `pending` into `lane`; records each slice's address through its back_pointer.
 // The lane's slices vector must not grow afterwards.
-void FillLane(const std::vector<PendingSlice>& pending, Lane* lane) {
+void FillLane(const CaptureVector<PendingSlice>& pending, Lane* lane) {
   std::vector<NestInterval> intervals;
   intervals.reserve(pending.size());
   for (const PendingSlice& p : pending) intervals.push_back(p.interval);
@@ -128,14 +128,14 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   ProcessLanes out;
   out.process = &p;
   // Where each event's slice ends up, for the flows.
-  std::vector<LaneSlice*> range_slice(p.ranges.size(), nullptr);
-  std::vector<LaneSlice*> call_slice(p.calls.size(), nullptr);
-  std::vector<LaneSlice*> device_slice(p.device.size(), nullptr);
+  CaptureVector<LaneSlice*> range_slice(p.ranges.size(), nullptr);
+  CaptureVector<LaneSlice*> call_slice(p.calls.size(), nullptr);
+  CaptureVector<LaneSlice*> device_slice(p.device.size(), nullptr);
 
   // Each lane's pending slices, reserved from a first count: moving millions of them while a
   // vector grows was a good part of the time.
-  std::map<uint32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> threads;
-  std::map<int32_t, std::pair<std::vector<PendingSlice>, std::vector<PendingSlice>>> cores;
+  std::map<uint32_t, std::pair<CaptureVector<PendingSlice>, CaptureVector<PendingSlice>>> threads;
+  std::map<int32_t, std::pair<CaptureVector<PendingSlice>, CaptureVector<PendingSlice>>> cores;
   {
     std::map<uint32_t, std::pair<size_t, size_t>> per_thread;
     std::map<int32_t, std::pair<size_t, size_t>> per_core;
@@ -404,7 +404,7 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
 }
 
 void LaneEdgeCursor::Advance() {
-  const std::vector<LaneSlice>& slices = lane_->slices;
+  const CaptureVector<LaneSlice>& slices = lane_->slices;
   // The innermost open slice ends before the next one begins if it ends by then (or nothing
   // is left to begin); otherwise the next one begins inside it.
   if (!open_.empty() && (next_slice_ >= slices.size() ||

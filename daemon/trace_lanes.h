@@ -66,7 +66,7 @@ struct Lane {
   LaneKind kind = LaneKind::kRuntime;
   // In begin order: start times never decrease, and a slice that begins inside another (see
   // NestIntervals) ends inside it too, so the slices form a proper tree.
-  std::vector<LaneSlice> slices;
+  CaptureVector<LaneSlice> slices;
 };
 
 struct ThreadLanes {

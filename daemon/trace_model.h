@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/huge_page_allocator.h"
+
 namespace nrtprof::daemon {
 
 // Framework lane: an annotated range (aten::mul, rmsnorm) on a host thread.
@@ -129,9 +131,9 @@ struct ProcessTrace {
   std::string executable;
   std::vector<std::string> command_line;
   std::map<uint32_t, std::string> thread_names;  // tid -> name, where known
-  std::vector<RangeEvent> ranges;       // sorted by (tid, start)
-  std::vector<ApiCall> calls;           // sorted by start
-  std::vector<DeviceEvent> device;      // sorted by (nc_idx, start); parents before children
+  CaptureVector<RangeEvent> ranges;   // sorted by (tid, start)
+  CaptureVector<ApiCall> calls;       // sorted by start
+  CaptureVector<DeviceEvent> device;  // sorted by (nc_idx, start); parents before children
   std::vector<LoadedModelFile> models;
   // What the shim could not do in the process (EventBatch.notices), one line each.
   std::vector<std::string> notices;

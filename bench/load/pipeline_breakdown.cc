@@ -35,6 +35,7 @@
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
 #include "daemon/correlator.h"
+#include "daemon/huge_page_allocator.h"
 #include "daemon/ingest.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
@@ -108,6 +109,8 @@ int Main() {
   }
   std::vector<std::string>().swap(wire);
 
+  // As StopCapture: the capture's big vectors reuse the pages of those it freed.
+  daemon::HugePageReuse reuse;
   Clock::time_point t = Clock::now();
   std::vector<daemon::ProcessCapture> captured;
   for (auto& in : ingests) captured.push_back(in->TakeCapture());

@@ -6,8 +6,11 @@
 //              Events per second of the thread's CPU time.
 //   held       the recorder's bytes per event held (FlightRecorder::Stats), bookkeeping included.
 //   last       `capture --last` of everything recorded: StartCapture(last_ms) + StopCapture,
-//              decoding the recorded batches, correlating and writing trace.pftrace, trace.json,
-//              the summary and the artifacts (nrtprofd's sinks). Events per second.
+//              decoding the recorded batches, correlating and writing the files, twice from the
+//              same recording: every file nrtprofd writes (trace.pftrace, trace.json, the
+//              summary, the artifacts), then trace.pftrace and the summary alone (issue 14's
+//              figure). Events per second of the thread's CPU time, and the peak resident
+//              memory during the capture (VmHWM, reset before it), above the RSS before it.
 //
 // The batches are the synthetic RMSNorm processes of nrtprof_loadgen (synthetic_process.h),
 // round robin over --processes streams. Prints figures; asserts nothing.
@@ -17,6 +20,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,13 +38,14 @@
 #include "daemon/trace_lanes.h"
 #include "proto/nrtprof.pb.h"
 
-ABSL_FLAG(uint64_t, events, 2'000'000, "events in all");
+ABSL_FLAG(uint64_t, events, 3'000'000, "events in all");
 ABSL_FLAG(uint32_t, processes, 4, "synthetic processes (streams)");
 ABSL_FLAG(uint32_t, threads, 2, "host threads per process");
 ABSL_FLAG(uint32_t, batch_events, 1000, "events per batch");
 ABSL_FLAG(bool, write, true, "also time capture --last of everything (the writers)");
 ABSL_FLAG(std::string, codec, "lz4", "how the recorder keeps batches: none, lz4 or zstd");
 ABSL_FLAG(std::string, dump, "", "write the recorded batches, as they came, to this file");
+ABSL_FLAG(bool, keep_files, true, "leave the captures' files (in $TMPDIR, else /tmp) when done");
 
 namespace nrtprof::bench {
 namespace {
@@ -48,6 +54,75 @@ double CpuNow() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Resident memory from /proc/self/status: "VmRSS" now, "VmHWM" the peak since the last reset.
+uint64_t StatusKiB(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return strtoull(line.c_str() + field.size() + 1, nullptr, 10);
+    }
+  }
+  return 0;
+}
+
+// Makes VmHWM start again from the current RSS (proc(5), clear_refs "5").
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// Hands each capture to one of several sink sets, chosen between captures.
+class SwitchSink : public daemon::TraceSink {
+ public:
+  void Use(daemon::TraceSink* sink) { sink_ = sink; }
+  absl::Status Write(const daemon::Trace& trace, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    return sink_->Write(trace, output_dir, files);
+  }
+
+ private:
+  daemon::TraceSink* sink_ = nullptr;
+};
+
+std::unique_ptr<daemon::TraceSink> Sinks(bool everything) {
+  std::vector<std::unique_ptr<daemon::TraceSink>> sinks;
+  std::vector<std::unique_ptr<daemon::LaneSink>> traces;
+  traces.push_back(std::make_unique<daemon::PerfettoWriter>());
+  if (everything) traces.push_back(std::make_unique<daemon::ChromeJsonWriter>());
+  sinks.push_back(std::make_unique<daemon::LaneSinkGroup>(std::move(traces)));
+  sinks.push_back(std::make_unique<daemon::SummarySink>());
+  if (everything) sinks.push_back(std::make_unique<daemon::ArtifactWriter>());
+  return std::make_unique<daemon::CompositeSink>(std::move(sinks));
+}
+
+// `capture --last` of everything recorded, written by the sink `sink` now uses.
+bool CaptureLast(daemon::CollectorCore* core, const std::string& id, const char* what,
+                 const std::string& root) {
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id(id);
+  request.set_last_ms(3'600'000);
+  const uint64_t rss_before = StatusKiB("VmRSS");
+  ResetPeakRss();
+  const double last_start = CpuNow();
+  if (!core->StartCapture(request).ok()) return false;
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id(id);
+  absl::StatusOr<nrtprof::CaptureFiles> files = core->StopCapture(stop);
+  const double last_s = CpuNow() - last_start;
+  const uint64_t peak = StatusKiB("VmHWM");
+  if (!files.ok()) {
+    fprintf(stderr, "capture: %s\n", files.status().ToString().c_str());
+    return false;
+  }
+  const double events = static_cast<double>(files->events());
+  const double added = peak > rss_before ? static_cast<double>(peak - rss_before) * 1024 : 0;
+  printf("last, %s: %.3f s CPU for %" PRIu64
+         " events: %.2f M events/s; peak RSS %.0f MiB, %.0f MiB over the %.0f MiB before "
+         "(%.0f B/event) (files in %s/%s)\n",
+         what, last_s, static_cast<uint64_t>(files->events()), events / last_s / 1e6,
+         peak / 1024.0, added / (1 << 20), rss_before / 1024.0, added / events, root.c_str(),
+         id.c_str());
+  return true;
 }
 
 int Main() {
@@ -67,10 +142,12 @@ int Main() {
     fclose(f);
   }
 
-  char tmpl[] = "/tmp/nrtprof-recorder-bench-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return 1;
+  const char* tmp = getenv("TMPDIR");
+  std::string root = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                  "/nrtprof-recorder-bench-XXXXXX");
+  if (mkdtemp(root.data()) == nullptr) return 1;
   daemon::CollectorOptions options;
-  options.output_root = tmpl;
+  options.output_root = root;
   options.limits.max_events_per_process = ~uint64_t{0};
   options.flight_recorder = true;
   options.flight_recorder_limits.max_age_ns = 3600ull * 1'000'000'000;
@@ -79,14 +156,9 @@ int Main() {
   options.flight_recorder_codec = codec == "none"   ? daemon::FlightRecorder::Codec::kNone
                                   : codec == "zstd" ? daemon::FlightRecorder::Codec::kZstd
                                                     : daemon::FlightRecorder::Codec::kLz4;
-  std::vector<std::unique_ptr<daemon::TraceSink>> sinks;
-  std::vector<std::unique_ptr<daemon::LaneSink>> traces;
-  traces.push_back(std::make_unique<daemon::PerfettoWriter>());
-  traces.push_back(std::make_unique<daemon::ChromeJsonWriter>());
-  sinks.push_back(std::make_unique<daemon::LaneSinkGroup>(std::move(traces)));
-  sinks.push_back(std::make_unique<daemon::SummarySink>());
-  sinks.push_back(std::make_unique<daemon::ArtifactWriter>());
-  daemon::CompositeSink sink(std::move(sinks));
+  const std::unique_ptr<daemon::TraceSink> every_file = Sinks(/*everything=*/true);
+  const std::unique_ptr<daemon::TraceSink> pftrace_summary = Sinks(/*everything=*/false);
+  SwitchSink sink;
   daemon::CollectorCore core(options, &sink, daemon::SystemClock());
   for (uint32_t i = 0; i < processes; ++i) {
     if (!core.OnHello(i + 1, hellos[i], [](const nrtprof::CaptureControl&) {}).ok()) return 1;
@@ -114,21 +186,12 @@ int Main() {
          static_cast<double>(r.bytes()) / static_cast<double>(r.events()));
   if (!absl::GetFlag(FLAGS_write)) return 0;
 
-  nrtprof::StartCaptureRequest request;
-  request.set_capture_id("last");
-  request.set_last_ms(3'600'000);
-  const double last_start = CpuNow();
-  if (!core.StartCapture(request).ok()) return 1;
-  nrtprof::StopCaptureRequest stop;
-  stop.set_capture_id("last");
-  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
-  const double last_s = CpuNow() - last_start;
-  if (!files.ok()) {
-    fprintf(stderr, "capture: %s\n", files.status().ToString().c_str());
-    return 1;
-  }
-  printf("last:   %.3f s CPU for %" PRIu64 " events written: %.2f M events/s (files in %s/last)\n",
-         last_s, static_cast<uint64_t>(files->events()), files->events() / last_s / 1e6, tmpl);
+  sink.Use(every_file.get());
+  bool ok = CaptureLast(&core, "last", "every file", root);
+  sink.Use(pftrace_summary.get());
+  ok = ok && CaptureLast(&core, "last-pftrace", "trace.pftrace + summary", root);
+  if (!absl::GetFlag(FLAGS_keep_files)) std::filesystem::remove_all(root);
+  if (!ok) return 1;
   return 0;
 }
 

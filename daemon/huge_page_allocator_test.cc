@@ -1,0 +1,54 @@
+// The huge-page blocks of a capture's big vectors: while a capture is written (HugePageReuse)
+// what is freed is reused by the next big block (the same pages, with what was written in
+// them), split when that is smaller; outside a scope, and when the last scope ends, freed
+// blocks go back to the system.
+#include "daemon/huge_page_allocator.h"
+
+#include <cstdint>
+#include <optional>
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+TEST(HugePageAllocatorTest, BigVectorsAreOnAlignedBlocksAndFreedAtOnceOutsideACapture) {
+  {
+    CaptureVector<uint64_t> big(kHugePage / sizeof(uint64_t) + 1, 7);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % kHugePage, 0u);
+    EXPECT_EQ(big.back(), 7u);
+  }
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+}
+
+TEST(HugePageAllocatorTest, WhileACaptureIsWrittenFreedBlocksAreReusedThenSplitThenUnmapped) {
+  std::optional<HugePageReuse> capture(std::in_place);
+  {
+    CaptureVector<uint64_t> big(kHugePage / sizeof(uint64_t) + 1, 7);
+    CaptureVector<uint64_t> small(16, 1);
+  }
+  EXPECT_EQ(HugePageReuseBytes(), 2 * kHugePage)
+      << "2 MiB and 8 bytes take two huge pages; 128 bytes come from the heap";
+
+  void* front = AllocateHugePages(kHugePage);
+  void* back = AllocateHugePages(kHugePage);
+  EXPECT_EQ(static_cast<char*>(back), static_cast<char*>(front) + kHugePage)
+      << "the two halves of the block kept";
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(back), 7u) << "the same pages, not new ones";
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+
+  FreeHugePages(front, kHugePage);
+  void* bigger = AllocateHugePages(2 * kHugePage);
+  EXPECT_NE(bigger, front) << "bigger than anything kept: a new mapping";
+  {
+    HugePageReuse another;  // a second capture written at the same time
+    FreeHugePages(back, kHugePage);
+    FreeHugePages(bigger, 2 * kHugePage);
+  }
+  EXPECT_EQ(HugePageReuseBytes(), 4 * kHugePage) << "kept while the first capture goes on";
+  capture.reset();
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon
