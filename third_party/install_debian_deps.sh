@@ -20,6 +20,9 @@ PACKAGES=(
   zlib1g-dev               # model files' CRC-32 (sim/), the Perfetto trace's deflated bundles
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
+  libcurl4-openssl-dev     # the fleet store: inserts and queries over ClickHouse's HTTP interface
+  clickhouse-server        # the fleet store test runs a real ClickHouse server (18.16) on loopback
+  clickhouse-client
   time                     # GNU time: examples_test checks the examples' peak memory
 )
 
