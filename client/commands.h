@@ -10,6 +10,7 @@ int CaptureCommand(int argc, char** argv);
 int SummaryCommand(int argc, char** argv);
 int DiffCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
+int FleetCommand(int argc, char** argv);
 
 // nrtprof's main(): dispatches argv[1] to a command.
 int CliMain(int argc, char** argv);
