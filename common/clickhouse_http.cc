@@ -95,6 +95,10 @@ absl::StatusOr<std::string> ClickHouseClient::Run(absl::string_view query, absl:
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, std::min(timeout_ms, 3000L));
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  // A connection of its own for every request: libcurl sends a request again by itself when a
+  // reused connection closes before any answer, and an INSERT ClickHouse ran then goes in twice.
+  curl_easy_setopt(curl, CURLOPT_FRESH_CONNECT, 1L);
+  curl_easy_setopt(curl, CURLOPT_FORBID_REUSE, 1L);
   if (!config_.user.empty()) {
     curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
     curl_easy_setopt(curl, CURLOPT_USERNAME, config_.user.c_str());

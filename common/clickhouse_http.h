@@ -51,7 +51,7 @@ class ClickHouseClient {
 
  private:
   ClickHouseConfig config_;
-  void* curl_;  // CURL*, kept for its connection
+  void* curl_;  // CURL*
 };
 
 }  // namespace nrtprof
