@@ -28,8 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-CLICKHOUSE_SERVER=$(command -v clickhouse-server || true)
-if [[ -z "${CLICKHOUSE_SERVER}" ]]; then
+if ! command -v clickhouse-server >/dev/null; then
   echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
   exit 0
 fi
@@ -40,88 +39,19 @@ fail() {
   failures=$((failures + 1))
 }
 
-# A free port in 22000-22999 (the range this test may use), not one handed out before.
-used_ports=" "
-free_port() {
-  local port
-  port=$(python3 - "${used_ports}" <<'PY'
-import random, socket, sys
-used = set(sys.argv[1].split())
-for _ in range(500):
-    p = random.randint(22000, 22999)
-    if str(p) in used:
-        continue
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break
-PY
-)
-  used_ports+="${port} "
-  echo "${port}"
-}
-
-readonly CH_HTTP=$(free_port) CH_TCP=$(free_port) CH_INTERSERVER=$(free_port)
+readonly PORTS_FILE="${WORK}/ports"
+source "${RUNFILES}/tests/fleet/clickhouse_local.sh"
 readonly PROXY_PORT=$(free_port)
-readonly CH_URL="http://127.0.0.1:${CH_HTTP}"
-mkdir -p "${WORK}/ch/data" "${WORK}/ch/tmp" "${WORK}/ch/user_files" "${WORK}/ch/format_schemas"
-cat >"${WORK}/ch/config.xml" <<XML
-<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><console>1</console></logger>
-  <http_port>${CH_HTTP}</http_port>
-  <tcp_port>${CH_TCP}</tcp_port>
-  <interserver_http_port>${CH_INTERSERVER}</interserver_http_port>
-  <listen_host>127.0.0.1</listen_host>
-  <path>${WORK}/ch/data/</path>
-  <tmp_path>${WORK}/ch/tmp/</tmp_path>
-  <user_files_path>${WORK}/ch/user_files/</user_files_path>
-  <format_schema_path>${WORK}/ch/format_schemas/</format_schema_path>
-  <users_config>${WORK}/ch/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mark_cache_size>268435456</mark_cache_size>
-  <mlock_executable>false</mlock_executable>
-</yandex>
-XML
-cat >"${WORK}/ch/users.xml" <<XML
-<?xml version="1.0"?>
-<yandex>
-  <profiles><default></default></profiles>
-  <users>
-    <default>
-      <password></password>
-      <networks><ip>127.0.0.1</ip></networks>
-      <profile>default</profile>
-      <quota>default</quota>
-    </default>
-  </users>
-  <quotas><default></default></quotas>
-</yandex>
-XML
 
-sql() { curl -sS --max-time 20 --data-binary "$1" "${CH_URL}/?database=nrtprof"; }
-start_clickhouse() {
-  "${CLICKHOUSE_SERVER}" --config-file="${WORK}/ch/config.xml" >>"${WORK}/ch/server.log" 2>&1 &
-  clickhouse_pid=$!
-  for _ in $(seq 150); do
-    [[ "$(curl -s --max-time 1 "${CH_URL}/?query=SELECT%201")" == 1 ]] && return 0
-    kill -0 "${clickhouse_pid}" 2>/dev/null || break
-    sleep 0.2
-  done
-  return 1
-}
+sql() { curl -sS --max-time 20 --data-binary "$1" "${CLICKHOUSE_URL}/?database=nrtprof"; }
+start_clickhouse() { clickhouse_local_start "${WORK}/ch"; }
 if ! start_clickhouse; then
   echo "SKIP: clickhouse-server cannot run here: $(tail -3 "${WORK}/ch/server.log")"
   exit 0
 fi
+readonly CH_URL="${CLICKHOUSE_URL}"
 
-python3 "${RUNFILES}/tests/fleet/answer_losing_proxy.py" "${PROXY_PORT}" "${CH_HTTP}" 2 \
+python3 "${RUNFILES}/tests/fleet/answer_losing_proxy.py" "${PROXY_PORT}" "${CH_URL##*:}" 2 \
   >"${WORK}/proxy.log" 2>&1 &
 pids+=($!)
 
