@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
 #include "common/clickhouse_http.h"
@@ -155,16 +156,16 @@ absl::StatusOr<ClickHouseConfig> ServerFromFlags() {
   return config;
 }
 
+// One pass over the rows: the groups, and (WITH TOTALS, computed before LIMIT) the sums over all
+// of them, a last line after an empty one.
 std::string TopSql(const std::vector<std::string>& columns, const std::vector<std::string>& conds,
                    int64_t since_s, int limit) {
-  const std::string where = absl::StrCat("time > now() - ", since_s,
-                                         conds.empty() ? "" : " AND ", absl::StrJoin(conds, " AND "));
   const std::string keys = absl::StrJoin(columns, ", ");
-  return absl::StrCat("WITH (SELECT sum(device_ns) FROM fleet_ops WHERE ", where,
-                      ") AS total SELECT ", keys,
+  return absl::StrCat("SELECT ", keys,
                       ", sum(calls) AS c, sum(device_ns) AS d, sum(host_ns) AS h, "
-                      "sum(executions) AS e, uniqExact(host) AS n, total FROM fleet_ops WHERE ",
-                      where, " GROUP BY ", keys, " ORDER BY d DESC, ", keys,
+                      "sum(executions) AS e, uniqExact(host) AS n FROM fleet_ops WHERE time > now() - ",
+                      since_s, conds.empty() ? "" : " AND ", absl::StrJoin(conds, " AND "),
+                      " GROUP BY ", keys, " WITH TOTALS ORDER BY d DESC, ", keys,
                       limit > 0 ? absl::StrCat(" LIMIT ", limit) : "", " FORMAT TabSeparated");
 }
 
@@ -250,22 +251,33 @@ int Top(ClickHouseClient* client, const std::vector<std::string>& wheres) {
   }
   absl::StatusOr<std::string> answer = client->Run(TopSql(columns, conds, since_s, limit));
   if (!answer.ok()) return Fail(std::string(answer.status().message()));
-  std::vector<TopRow> rows;
-  uint64_t total = 0;
-  for (absl::string_view line : absl::StrSplit(*answer, '\n', absl::SkipEmpty())) {
+  const size_t k = columns.size();
+  auto parse = [k](absl::string_view line, TopRow* r) {
     const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
-    const size_t k = columns.size();
+    if (f.size() != k + 5 || !absl::SimpleAtoi(f[k], &r->calls) ||
+        !absl::SimpleAtoi(f[k + 1], &r->device_ns) || !absl::SimpleAtoi(f[k + 2], &r->host_ns) ||
+        !absl::SimpleAtoi(f[k + 3], &r->executions) || !absl::SimpleAtoi(f[k + 4], &r->hosts)) {
+      return false;
+    }
+    for (size_t i = 0; i < k; ++i) r->key.push_back(Unescape(f[i]));
+    return true;
+  };
+  // The groups, an empty line, the totals.
+  const std::vector<absl::string_view> parts = absl::StrSplit(*answer, absl::MaxSplits("\n\n", 1));
+  std::vector<TopRow> rows;
+  for (absl::string_view line : absl::StrSplit(parts[0], '\n', absl::SkipEmpty())) {
     TopRow r;
-    if (f.size() != k + 6 || !absl::SimpleAtoi(f[k], &r.calls) ||
-        !absl::SimpleAtoi(f[k + 1], &r.device_ns) || !absl::SimpleAtoi(f[k + 2], &r.host_ns) ||
-        !absl::SimpleAtoi(f[k + 3], &r.executions) || !absl::SimpleAtoi(f[k + 4], &r.hosts) ||
-        !absl::SimpleAtoi(f[k + 5], &total)) {
+    if (!parse(line, &r)) {
       return Fail(absl::StrCat("ClickHouse's answer is not fleet_ops' rows: '", line,
                                "' (is the database the fleet store's?)"));
     }
-    for (size_t i = 0; i < k; ++i) r.key.push_back(Unescape(f[i]));
     rows.push_back(std::move(r));
   }
+  TopRow totals;
+  if (parts.size() == 2 && !parse(absl::StripSuffix(parts[1], "\n"), &totals)) {
+    return Fail(absl::StrCat("ClickHouse's totals are not fleet_ops' sums: '", parts[1], "'"));
+  }
+  const uint64_t total = totals.device_ns;
   if (rows.empty() && format == "text") {
     printf("no rows in the fleet store in the last %s%s\n",
            absl::FormatDuration(absl::Seconds(since_s)).c_str(),

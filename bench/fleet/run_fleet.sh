@@ -55,10 +55,11 @@ for s in text.split(";"):
         sys.stdout.write(s.strip() + "\0")
 PY
 
-# 1. One hour: 360 periods x 16 hosts x 64 processes x 50 ops, ending 5 minutes from now (so
-# that --since 1h covers all of it while the queries run).
+# 1. One hour: 360 periods x 16 hosts x 64 processes x 50 ops, ending 20 minutes from now (so
+# that --since 1h covers all of it while the rows are made and the queries run; on a busy
+# machine the generation alone took 6 minutes).
 readonly ROWS=$((360 * 16 * 64 * 50))
-start=$(($(date +%s) - 3600 + 300))
+start=$(($(date +%s) - 3600 + 1200))
 t0=$(date +%s%N)
 sql "INSERT INTO fleet_ops SELECT
   toDateTime(${start} + intDiv(number, 51200) * 10),
@@ -124,7 +125,7 @@ for _ in $(seq "${processes}"); do
 done
 thread_ns() {  # thread_ns NAME: CPU ns of the daemon's thread NAME so far
   for t in /proc/${daemon}/task/*; do
-    [[ "$(cat "$t/comm")" == "$1" ]] && cut -d' ' -f1 "$t/schedstat"
+    if [[ "$(cat "$t/comm")" == "$1" ]]; then cut -d' ' -f1 "$t/schedstat"; fi
   done
 }
 all_ns() { awk '{print ($14 + $15) * 10000000}' "/proc/${daemon}/stat"; }

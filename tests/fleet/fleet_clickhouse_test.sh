@@ -28,19 +28,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+readonly PORTS_FILE="${WORK}/ports"
+source "${RUNFILES}/tests/fleet/clickhouse_local.sh"
 if ! command -v clickhouse-server >/dev/null; then
   echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
   exit 0
 fi
-
 failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-readonly PORTS_FILE="${WORK}/ports"
-source "${RUNFILES}/tests/fleet/clickhouse_local.sh"
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 readonly PROXY_PORT=$(free_port)
 
 sql() { curl -sS --max-time 20 --data-binary "$1" "${CLICKHOUSE_URL}/?database=nrtprof"; }
