@@ -30,6 +30,25 @@ CREATE TABLE IF NOT EXISTS fleet_ops (
 PARTITION BY toYYYYMMDD(time)
 ORDER BY (toStartOfHour(time), op, host, model, pid, executable, daemon, seq);
 
+-- fleet_ops summed per minute, as ClickHouse inserts into fleet_ops (a materialized view: each
+-- insert's rows are grouped and added here too; SummingMergeTree adds rows of one key up as it
+-- merges, so a query still sums). A (host, process, model, op) exports every 10 s: six rows of
+-- fleet_ops are one here, and `nrtprof fleet top` reads this. No histogram: that stays in
+-- fleet_ops (sumForEach(device_hist)).
+CREATE MATERIALIZED VIEW IF NOT EXISTS fleet_ops_by_minute
+ENGINE = SummingMergeTree
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (minute, op, host, model, pid, executable)
+AS SELECT
+    toStartOfMinute(time) AS minute,
+    host, pid, executable, model, op,
+    sum(calls) AS calls,
+    sum(host_ns) AS host_ns,
+    sum(device_ns) AS device_ns,
+    sum(executions) AS executions
+FROM fleet_ops
+GROUP BY minute, host, pid, executable, model, op;
+
 -- One row per capture a daemon wrote.
 CREATE TABLE IF NOT EXISTS fleet_captures (
     time DateTime,                 -- when it was written
@@ -52,8 +71,9 @@ PARTITION BY toYYYYMM(time)
 ORDER BY (time, host, capture_id, daemon, seq);
 
 -- Keeping 30 days. ClickHouse 18.16 has no TTL (it came in 19.6): drop old days' partitions,
--- e.g. daily from cron:
+-- e.g. daily from cron (the view's rows are in its inner table):
 --   ALTER TABLE nrtprof.fleet_ops DROP PARTITION 20261101
+--   ALTER TABLE nrtprof.`.inner.fleet_ops_by_minute` DROP PARTITION 20261101
 -- On ClickHouse 19.6 or newer instead, once:
 --   ALTER TABLE nrtprof.fleet_ops MODIFY TTL time + INTERVAL 30 DAY
 --   ALTER TABLE nrtprof.fleet_captures MODIFY TTL time + INTERVAL 365 DAY
