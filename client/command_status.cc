@@ -135,6 +135,13 @@ int StatusCommand(int argc, char** argv) {
            static_cast<unsigned long long>(f.rows_dropped()),
            static_cast<unsigned long long>(f.retries()),
            static_cast<unsigned long long>(f.retries_found_in()));
+    if (f.exports() != 0) {
+      printf("  cost:              %.2f ms CPU per export (fold %.2f, rows %.2f, sending %.2f) "
+             "over %llu exports\n",
+             (f.fold_cpu_ns() + f.rows_cpu_ns() + f.send_cpu_ns()) / 1e6 / f.exports(),
+             f.fold_cpu_ns() / 1e6 / f.exports(), f.rows_cpu_ns() / 1e6 / f.exports(),
+             f.send_cpu_ns() / 1e6 / f.exports(), static_cast<unsigned long long>(f.exports()));
+    }
     if (!f.last_error().empty()) printf("  failing:           %s\n", f.last_error().c_str());
   }
   return 0;

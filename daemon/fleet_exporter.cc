@@ -35,6 +35,8 @@ std::string RandomHex() {
 
 int64_t NowSeconds() { return RealtimeNs() / 1'000'000'000; }
 
+uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
 template <typename T>
 std::string JsonArray(const std::vector<T>& items) {
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
@@ -118,7 +120,17 @@ void FleetExporter::Enqueue(const std::string& table, int64_t time, uint64_t row
 }
 
 void FleetExporter::ExportOnce() {
+  const uint64_t start_ns = ThreadCpuNs();
   core_->FoldMetrics(metrics_);
+  const uint64_t folded_ns = ThreadCpuNs();
+  MakeRows();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++exports_;
+  fold_cpu_ns_ += folded_ns - start_ns;
+  rows_cpu_ns_ += ThreadCpuNs() - folded_ns;
+}
+
+void FleetExporter::MakeRows() {
   const std::vector<Metrics::FleetRow> rows = metrics_->TakeFleetRows();
   if (rows.empty()) return;
   const int64_t time = NowSeconds();
@@ -238,8 +250,11 @@ void FleetExporter::SendLoop() {
     // Only this thread pops, and a deque's push_back leaves its elements where they are.
     Batch* batch = &queue_.front();
     lock.unlock();
+    const uint64_t start_ns = ThreadCpuNs();
     const absl::Status sent = SendHead(&client, batch);
+    const uint64_t end_ns = ThreadCpuNs();
     lock.lock();
+    send_cpu_ns_ += end_ns - start_ns;
     if (sent.ok()) {
       if (!last_error_.empty()) {
         Log(absl::StrCat("fleet store: ClickHouse at ", options_.clickhouse.url,
@@ -278,6 +293,10 @@ void FleetExporter::FillStatus(nrtprof::FleetExportStatus* out) const {
   out->set_last_error(last_error_);
   out->set_captures_exported(captures_exported_);
   out->set_period_ms(options_.period.count());
+  out->set_exports(exports_);
+  out->set_fold_cpu_ns(fold_cpu_ns_);
+  out->set_rows_cpu_ns(rows_cpu_ns_);
+  out->set_send_cpu_ns(send_cpu_ns_);
 }
 
 void FleetExporter::Stop() {

@@ -83,7 +83,10 @@ class FleetExporter {
 
   void ExportLoop();
   void SendLoop();
+  // A fold, then MakeRows; their CPU time counted.
   void ExportOnce();
+  // The rows folded since the last export, queued as one batch.
+  void MakeRows();
   // Queues a batch of `rows` rows made by `make(seq)`, or drops and counts it if the buffer
   // has no room.
   void Enqueue(const std::string& table, int64_t time, uint64_t rows,
@@ -114,6 +117,10 @@ class FleetExporter {
   uint64_t captures_exported_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t retries_found_in_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t exports_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t fold_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t rows_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t send_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   bool schema_ready_ = false;  // the sending thread's own
 

@@ -126,7 +126,7 @@ pids+=(${daemon})
 for _ in $(seq 100); do grep -q "fleet store: exporting" "${WORK}/d.err" && break; sleep 0.1; done
 for _ in $(seq "${processes}"); do
   LD_PRELOAD="${PWD}/${BIN}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/d/d.sock" \
-    "${BIN}/examples/rmsnorm" --variant naive --iters 100000000 >/dev/null 2>&1 &
+    "${BIN}/examples/rmsnorm" --variant naive --iters 1000000 >/dev/null 2>&1 &
   pids+=($!)
 done
 thread_ns() {  # thread_ns NAME: CPU ns of the daemon's thread NAME so far
@@ -134,35 +134,43 @@ thread_ns() {  # thread_ns NAME: CPU ns of the daemon's thread NAME so far
     if [[ "$(cat "$t/comm")" == "$1" ]]; then cut -d' ' -f1 "$t/schedstat"; fi
   done
 }
-all_ns() { awk '{print ($14 + $15) * 10000000}' "/proc/${daemon}/stat"; }
+all_ns() { awk '{printf "%.0f\n", ($14 + $15) * 10000000}' "/proc/${daemon}/stat"; }
 # From the first export on (the daemon makes its tables then).
 for _ in $(seq 60); do
   [[ "$(sql "EXISTS TABLE nrtprof_export.fleet_ops" 2>/dev/null)" == 1 ]] &&
     [[ "$(sql "SELECT count() FROM nrtprof_export.fleet_ops")" -gt 0 ]] && break
   sleep 1
 done
-e0=$(thread_ns fleet-export); s0=$(thread_ns fleet-send); a0=$(all_ns)
+status() { "${BIN}/client/nrtprof" status --json --addr "unix:${WORK}/d/d.sock"; }
+e0=$(thread_ns fleet-export); s0=$(thread_ns fleet-send); a0=$(all_ns); status >"${WORK}/s0"
 r0=$(sql "SELECT count(), uniqExact(seq) FROM nrtprof_export.fleet_ops")
 sleep "${seconds}"
-e1=$(thread_ns fleet-export); s1=$(thread_ns fleet-send); a1=$(all_ns)
+e1=$(thread_ns fleet-export); s1=$(thread_ns fleet-send); a1=$(all_ns); status >"${WORK}/s1"
 r1=$(sql "SELECT count(), uniqExact(seq) FROM nrtprof_export.fleet_ops")
 rows=$(( $(echo "${r1}" | cut -f1) - $(echo "${r0}" | cut -f1) ))
 exports=$(( $(echo "${r1}" | cut -f2) - $(echo "${r0}" | cut -f2) ))
-events=$("${BIN}/client/nrtprof" status --json --addr "unix:${WORK}/d/d.sock" |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["events_received"])')
 echo "export cost: ${processes} processes (rmsnorm naive, looping) under one daemon for ${seconds} s:" \
-  "${exports} exports, ${rows} rows (${events} events received in all)"
+  "${exports} batches, ${rows} rows inserted"
 if [[ ${exports} -gt 0 && ${rows} -gt 0 ]]; then
-  python3 - "${e0}" "${e1}" "${s0}" "${s1}" "${a0}" "${a1}" "${exports}" "${rows}" "${seconds}" <<'PY'
-import sys
-e0, e1, s0, s1, a0, a1, exports, rows, seconds = map(int, sys.argv[1:])
+  python3 - "${e0}" "${e1}" "${s0}" "${s1}" "${a0}" "${a1}" "${rows}" "${seconds}" \
+    "${WORK}/s0" "${WORK}/s1" <<'PY'
+import json, sys
+e0, e1, s0, s1, a0, a1, rows, seconds = map(int, sys.argv[1:9])
+st0, st1 = (json.load(open(f)) for f in sys.argv[9:11])
+f0, f1 = st0["fleet_export"], st1["fleet_export"]
+d = lambda k: int(f1.get(k, 0)) - int(f0.get(k, 0))
+exports = d("exports")
+events = int(st1["events_received"]) - int(st0["events_received"])
 export, send, whole = e1 - e0, s1 - s0, a1 - a0
-print(f"  fleet-export thread (fold + rows + JSON): {export / 1e6:8.2f} ms CPU, "
-      f"{export / exports / 1e6:.2f} ms per export, {export / rows / 1e3:.1f} us per row")
-print(f"  fleet-send thread (HTTP insert):          {send / 1e6:8.2f} ms CPU, "
-      f"{send / exports / 1e6:.2f} ms per export, {send / rows / 1e3:.1f} us per row")
-print(f"  the whole daemon meanwhile:               {whole / 1e6:8.0f} ms CPU "
-      f"({100 * whole / 1e9 / seconds:.1f}% of a core); the export's share "
-      f"{100 * (export + send) / whole:.1f}%")
+print(f"  {exports} exports; {events} events received meanwhile ({events / seconds:.0f}/s)")
+print(f"  fleet-export thread (/proc):  {export / 1e6:8.2f} ms CPU, {export / exports / 1e6:7.2f} ms per export")
+print(f"    of which the fold (status): {d('fold_cpu_ns') / 1e6:8.2f} ms, {d('fold_cpu_ns') / exports / 1e6:7.2f} ms per export "
+      f"({d('fold_cpu_ns') / max(events, 1):.0f} ns per event; /metrics does the same fold)")
+print(f"    the rows and their JSON:    {d('rows_cpu_ns') / 1e6:8.2f} ms, {d('rows_cpu_ns') / exports / 1e6:7.2f} ms per export, "
+      f"{d('rows_cpu_ns') / rows / 1e3:.2f} us per row")
+print(f"  fleet-send thread (/proc):    {send / 1e6:8.2f} ms CPU, {send / exports / 1e6:7.2f} ms per export, "
+      f"{send / rows / 1e3:.2f} us per row (status: {d('send_cpu_ns') / 1e6:.2f} ms)")
+print(f"  the whole daemon meanwhile:   {whole / 1e6:8.0f} ms CPU ({100 * whole / 1e9 / seconds:.1f}% of a core); "
+      f"the export's threads {100 * (export + send) / whole:.1f}% of it")
 PY
 fi
