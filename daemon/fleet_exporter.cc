@@ -231,7 +231,7 @@ absl::Status FleetExporter::SendHead(ClickHouseClient* client, Batch* batch) {
   }
   absl::StatusOr<std::string> inserted =
       client->Run(absl::StrCat("INSERT INTO ", batch->table, " FORMAT JSONEachRow"), batch->body,
-                  30'000);
+                  10'000);
   return inserted.status();
 }
 

@@ -67,7 +67,7 @@ class FleetExporter {
                       const nrtprof::CaptureFiles& files);
   void FillStatus(nrtprof::FleetExportStatus* out) const;
   // A last export, then up to kStopWait to send what is queued; what is left is said in one
-  // line and counted as dropped.
+  // line and counted as dropped. An insert under way is waited for (at most 10 s, its timeout).
   void Stop();
   static constexpr std::chrono::milliseconds kStopWait{2'000};
 
