@@ -41,7 +41,7 @@ readonly WORK="$(mktemp -d /tmp/nrtprof-fleet-bench.XXXXXX)"
 readonly PORTS_FILE="${WORK}/ports"
 pids=()
 clickhouse_pid=""
-trap 'for p in "${pids[@]}" ${clickhouse_pid}; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "${WORK}"' EXIT
+trap 'for p in "${pids[@]}" ${clickhouse_pid}; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done; rm -rf "${WORK}"' EXIT
 source tests/fleet/clickhouse_local.sh
 clickhouse_local_start "${WORK}/ch" || { echo "clickhouse-server did not start" >&2; exit 1; }
 sql() { curl -sS --max-time 600 --data-binary "$1" "${CLICKHOUSE_URL}/?database=nrtprof"; }
