@@ -134,6 +134,28 @@ const std::vector<Command>& Commands() {
        "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n",
        {"json", NRTPROF_DAEMON_FLAGS},
        {"json"}},
+      {"fleet", FleetCommand,
+       "fleet top [--since 1h] [--by op|model|host|process] [--where KEY=VALUE]... [--limit N] "
+       "[--format text|csv|json] | fleet query \"SQL\"  [--clickhouse_url URL ...]",
+       "the fleet store (ClickHouse, filled by nrtprofd --clickhouse_url): what spent the most "
+       "device time across hosts",
+       "  --since D          how far back (default 1h; 30m, 2h30m)\n"
+       "  --by KEY           op (default), model, host or process (host, pid, executable)\n"
+       "  --where KEY=VALUE  only rows with host, pid, executable, model or op VALUE; repeatable\n"
+       "  --limit N          only the first N rows (0: all)\n"
+       "  --format FORMAT    text (default), csv or json\n"
+       "  --clickhouse_url URL            the server (default $NRTPROF_CLICKHOUSE_URL)\n"
+       "  --clickhouse_database DB        default nrtprof\n"
+       "  --clickhouse_user NAME, --clickhouse_password_file FILE  (mode 0600)\n"
+       "fleet query runs any SQL and prints ClickHouse's answer (TabSeparated unless it says "
+       "FORMAT).\n\n"
+       "examples:\n"
+       "  nrtprof fleet top --clickhouse_url http://clickhouse:8123 --since 1h --limit 10\n"
+       "  nrtprof fleet top --by model --where host=trn1-07 --format csv\n"
+       "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n",
+       {"since", "by", "where", "limit", "format", "clickhouse_url", "clickhouse_database",
+        "clickhouse_user", "clickhouse_password_file"},
+       {}},
   };
   return kCommands;
 }
@@ -252,7 +274,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, status, top; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, status, top, fleet; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

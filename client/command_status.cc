@@ -137,6 +137,27 @@ int StatusCommand(int argc, char** argv) {
            static_cast<unsigned long long>(recorder.bytes_limit() >> 20),
            static_cast<unsigned long long>(recorder.evicted_events()));
   }
+  if (status->has_fleet_export()) {
+    const FleetExportStatus& f = status->fleet_export();
+    printf("fleet store:         %s every %.1f s: %llu rows and %llu captures exported, %llu rows "
+           "buffered (%.1f of %llu MiB), %llu dropped, %llu retries (%llu found in already)\n",
+           f.clickhouse_url().c_str(), f.period_ms() / 1000.0,
+           static_cast<unsigned long long>(f.rows_exported()),
+           static_cast<unsigned long long>(f.captures_exported()),
+           static_cast<unsigned long long>(f.rows_buffered()), f.bytes_buffered() / 1048576.0,
+           static_cast<unsigned long long>(f.bytes_limit() >> 20),
+           static_cast<unsigned long long>(f.rows_dropped()),
+           static_cast<unsigned long long>(f.retries()),
+           static_cast<unsigned long long>(f.retries_found_in()));
+    if (f.exports() != 0) {
+      printf("  cost:              %.2f ms CPU per export (fold %.2f, rows %.2f, sending %.2f) "
+             "over %llu exports\n",
+             (f.fold_cpu_ns() + f.rows_cpu_ns() + f.send_cpu_ns()) / 1e6 / f.exports(),
+             f.fold_cpu_ns() / 1e6 / f.exports(), f.rows_cpu_ns() / 1e6 / f.exports(),
+             f.send_cpu_ns() / 1e6 / f.exports(), static_cast<unsigned long long>(f.exports()));
+    }
+    if (!f.last_error().empty()) printf("  failing:           %s\n", f.last_error().c_str());
+  }
   return 0;
 }
 

@@ -60,13 +60,23 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, absl::string_
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path, absl::string_view flag) {
+absl::StatusOr<std::string> ReadPrivateLine(const std::string& path, absl::string_view flag) {
   absl::StatusOr<std::string> text =
       ReadSmallFile(path, flag, kMaxTokenBytes + 2, /*private_only=*/true);
   if (!text.ok()) return text.status();
-  std::string token = *std::move(text);
-  if (absl::EndsWith(token, "\n")) token.pop_back();
-  if (absl::EndsWith(token, "\r")) token.pop_back();
+  std::string line = *std::move(text);
+  if (absl::EndsWith(line, "\n")) line.pop_back();
+  if (absl::EndsWith(line, "\r")) line.pop_back();
+  if (line.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " must hold one line"));
+  }
+  return line;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, absl::string_view flag) {
+  absl::StatusOr<std::string> line = ReadPrivateLine(path, flag);
+  if (!line.ok()) return line.status();
+  const std::string token = *std::move(line);
   for (char c : token) {
     if (c < 0x21 || c > 0x7e) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -17,6 +17,10 @@ inline constexpr size_t kMinTokenBytes = 16;
 inline constexpr size_t kMaxTokenBytes = 4096;
 inline constexpr size_t kMaxPemBytes = 1 << 20;
 
+// A regular file of one line of at most 4096 bytes (a final "\n" or "\r\n" is allowed, and
+// cut), mode 0600 or stricter: a password.
+absl::StatusOr<std::string> ReadPrivateLine(const std::string& path, absl::string_view flag);
+
 // A regular file of one line, 16 to 4096 visible ASCII characters (a final "\n" or "\r\n" is
 // allowed), mode 0600 or stricter. `flag` names the setting in errors ("--token_file").
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, absl::string_view flag);

@@ -596,7 +596,8 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
   std::vector<std::string> written;
   absl::Status wrote = sink_->Write(trace, capture->output_dir, &written);
   for (const std::string& f : written) files.add_files(f);
-  files.set_summary_text(FormatSummary(ComputeSummary(trace)));
+  const Summary summary = ComputeSummary(trace);
+  files.set_summary_text(FormatSummary(summary));
   uint64_t events = 0, dropped = 0;
   for (const ProcessTrace& p : trace.processes) {
     events += p.ranges.size() + p.calls.size() + p.device.size();
@@ -605,6 +606,7 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
   files.set_events(events);
   files.set_events_dropped(dropped);
   files.set_processes(static_cast<uint32_t>(trace.processes.size()));
+  if (options_.capture_written) options_.capture_written(trace, summary, files);
   return wrote;
 }
 
@@ -735,6 +737,7 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   reply.set_address(options_.address);
   reply.set_daemon_version(options_.daemon_version);
   reply.set_events_received(events_received_.load());
+  if (options_.add_status) options_.add_status(&reply);
   std::lock_guard<std::mutex> lock(mu_);
   reply.set_uptime_ms((clock_->MonotonicNs() - started_ns_) / 1'000'000);
   reply.set_final_batches_alone(final_batches_alone_);

@@ -89,6 +89,11 @@ struct CollectorOptions {
   FlightRecorder::Codec flight_recorder_codec = FlightRecorder::Codec::kLz4;
   // Where the core says what the daemon's log should (one line each); null: nowhere.
   std::function<void(const std::string&)> log;
+  // The fleet store (fleet_exporter.h), if any: told of each capture written (with its trace,
+  // summary and files), and asked for its part of Status. Must not block nor call the core.
+  std::function<void(const Trace&, const Summary&, const nrtprof::CaptureFiles&)>
+      capture_written;
+  std::function<void(nrtprof::StatusReply*)> add_status;
 };
 
 class CollectorCore {

@@ -32,10 +32,32 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The histogram bucket of a device time: the first bound at or above it, or one past the last.
+size_t BucketOf(uint64_t ns) {
+  const std::vector<double>& bounds = Metrics::DeviceBuckets();
+  return std::lower_bound(bounds.begin(), bounds.end(), ns / 1e9) - bounds.begin();
+}
+
 std::string Seconds(uint64_t ns) { return absl::StrFormat("%.9f", ns / 1e9); }
 
 void Header(std::string* out, const char* name, const char* type, const char* help) {
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+// The fleet store's exporter (nrtprofd --clickhouse_url).
+void RenderFleetExport(const nrtprof::FleetExportStatus& f, std::string* out) {
+  Header(out, "nrtprof_fleet_rows_exported_total", "counter",
+         "rows of fleet_ops ClickHouse took");
+  absl::StrAppend(out, "nrtprof_fleet_rows_exported_total ", f.rows_exported(), "\n");
+  Header(out, "nrtprof_fleet_rows_dropped_total", "counter",
+         "rows for ClickHouse dropped over --clickhouse_buffer_bytes (or unsent at exit)");
+  absl::StrAppend(out, "nrtprof_fleet_rows_dropped_total ", f.rows_dropped(), "\n");
+  Header(out, "nrtprof_fleet_rows_buffered", "gauge", "rows waiting for ClickHouse");
+  absl::StrAppend(out, "nrtprof_fleet_rows_buffered ", f.rows_buffered(), "\n");
+  Header(out, "nrtprof_fleet_bytes_buffered", "gauge", "bytes waiting for ClickHouse");
+  absl::StrAppend(out, "nrtprof_fleet_bytes_buffered ", f.bytes_buffered(), "\n");
+  Header(out, "nrtprof_fleet_retries_total", "counter", "inserts into ClickHouse tried again");
+  absl::StrAppend(out, "nrtprof_fleet_retries_total ", f.retries(), "\n");
 }
 
 }  // namespace
@@ -58,7 +80,6 @@ Metrics::ModelKey Metrics::KeyOf(uint32_t pid, const std::string& executable,
 }
 
 void Metrics::Add(const Trace& trace) {
-  const Summary summary = ComputeSummary(trace);
   std::lock_guard<std::mutex> lock(mu_);
   for (const ProcessTrace& p : trace.processes) {
     for (const ApiCall& call : p.calls) {
@@ -74,20 +95,85 @@ void Metrics::Add(const Trace& trace) {
           device_[KeyOf(p.pid, p.executable, e.model_name.empty() ? "unknown" : e.model_name)];
       const std::vector<double>& bounds = DeviceBuckets();
       if (h.buckets.empty()) h.buckets.assign(bounds.size(), 0);
-      const double s = e.duration_ns / 1e9;
-      const size_t b = std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin();
+      const size_t b = BucketOf(e.duration_ns);
       if (b < bounds.size()) ++h.buckets[b];
       ++h.count;
-      h.sum += s;
+      h.sum += e.duration_ns / 1e9;
     }
+    // The key_averages rows of this process, and for the fleet store where each device
+    // event's time went, by (op, model).
+    std::map<std::pair<std::string, std::string>, FleetRow> by_op_model;
+    const Summary summary = ComputeProcessSummary(
+        p, [&](const DeviceEvent& d, const std::string& row) {
+          if (!keep_fleet_rows_) return;
+          FleetRow& r = by_op_model[{row.empty() ? kUncorrelatedOp : row, d.model_name}];
+          r.device_ns += d.duration_ns;
+          if (d.kind != DeviceEventKind::kExecution) return;
+          ++r.executions;
+          if (r.device_histogram.empty()) r.device_histogram.assign(DeviceBuckets().size() + 1, 0);
+          ++r.device_histogram[BucketOf(d.duration_ns)];
+        });
+    for (const SummaryRow& row : summary.rows) {
+      OpTimes& op = ops_[row.name];
+      op.calls += row.calls;
+      op.host_ns += row.self_cpu_ns;
+      op.device_ns += row.self_device_ns;
+    }
+    uncorrelated_device_ns_ += summary.uncorrelated_device_ns;
+    if (keep_fleet_rows_) AddFleetRows(p, summary, by_op_model);
+  }
+}
+
+void Metrics::AddFleetRows(
+    const ProcessTrace& p, const Summary& summary,
+    const std::map<std::pair<std::string, std::string>, FleetRow>& by_op_model) {
+  const ModelKey process = KeyOf(p.pid, p.executable, "");
+  auto row_of = [&](const std::string& op, const std::string& model) -> FleetRow& {
+    FleetRow& r = fleet_[FleetKey(std::get<0>(process), std::get<1>(process), model, op)];
+    if (r.op.empty()) {
+      r.pid = std::get<0>(process);
+      r.executable = std::get<1>(process);
+      r.model = model;
+      r.op = op;
+      r.device_histogram.assign(DeviceBuckets().size() + 1, 0);
+    }
+    return r;
+  };
+  // Each op's calls and host time go to the model it spent most device time in ("" if none).
+  std::map<std::string, std::pair<uint64_t, std::string>> main_model;
+  for (const auto& [key, part] : by_op_model) {
+    FleetRow& r = row_of(key.first, key.second);
+    r.device_ns += part.device_ns;
+    r.executions += part.executions;
+    for (size_t i = 0; i < part.device_histogram.size(); ++i) {
+      r.device_histogram[i] += part.device_histogram[i];
+    }
+    auto [it, added] = main_model.try_emplace(key.first, part.device_ns, key.second);
+    if (!added && part.device_ns > it->second.first) it->second = {part.device_ns, key.second};
   }
   for (const SummaryRow& row : summary.rows) {
-    OpTimes& op = ops_[row.name];
-    op.calls += row.calls;
-    op.host_ns += row.self_cpu_ns;
-    op.device_ns += row.self_device_ns;
+    auto it = main_model.find(row.name);
+    FleetRow& r = row_of(row.name, it == main_model.end() ? "" : it->second.second);
+    r.calls += row.calls;
+    r.host_ns += row.self_cpu_ns;
   }
-  uncorrelated_device_ns_ += summary.uncorrelated_device_ns;
+}
+
+void Metrics::KeepFleetRows(bool keep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keep_fleet_rows_ = keep;
+}
+
+std::vector<Metrics::FleetRow> Metrics::TakeFleetRows() {
+  std::map<FleetKey, FleetRow> taken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    taken.swap(fleet_);
+  }
+  std::vector<FleetRow> rows;
+  rows.reserve(taken.size());
+  for (auto& [key, row] : taken) rows.push_back(std::move(row));
+  return rows;
 }
 
 std::string Metrics::Render(const nrtprof::StatusReply& status) const {
@@ -173,6 +259,7 @@ std::string Metrics::Render(const nrtprof::StatusReply& status) const {
   Header(&out, "nrtprof_flight_recorder_evicted_events_total", "counter",
          "events the flight recorder let go over its bounds");
   absl::StrAppend(&out, "nrtprof_flight_recorder_evicted_events_total ", r.evicted_events(), "\n");
+  if (status.has_fleet_export()) RenderFleetExport(status.fleet_export(), &out);
   return out;
 }
 

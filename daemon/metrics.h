@@ -16,6 +16,12 @@
 // Series per process are bounded (kMaxProcessSeries): past it, new processes' series fold into
 // pid="other", executable="other".
 //
+// With KeepFleetRows(true), each fold also adds to the fleet store's rows (fleet_exporter.h):
+// per (process, executable, model, op) the calls, self CPU and self NEURON time and a histogram
+// of executions' device time since the last TakeFleetRows. An op's calls and host time go to
+// the row of the model it spent most device time in (within the process and fold); device time
+// no call was matched to is op "(uncorrelated)".
+//
 // Thread-safe.
 #ifndef NRTPROF_DAEMON_METRICS_H_
 #define NRTPROF_DAEMON_METRICS_H_
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "daemon/summary.h"
 #include "daemon/trace_model.h"
 #include "proto/nrtprof.pb.h"
 
@@ -39,8 +46,25 @@ class Metrics {
   // Upper bounds of the device-time histogram's buckets, in seconds.
   static const std::vector<double>& DeviceBuckets();
 
+  // The device-time histogram of a fleet row: per DeviceBuckets() bound, then one for longer.
+  struct FleetRow {
+    std::string pid;  // "other" past kMaxProcessSeries
+    std::string executable;
+    std::string model;
+    std::string op;
+    uint64_t calls = 0;
+    uint64_t host_ns = 0;
+    uint64_t device_ns = 0;
+    uint64_t executions = 0;
+    std::vector<uint64_t> device_histogram;  // DeviceBuckets().size() + 1, not cumulative
+  };
+  static constexpr char kUncorrelatedOp[] = "(uncorrelated)";
+
   // Folds in the calls, executions and op times of one decoded window.
   void Add(const Trace& trace);
+  void KeepFleetRows(bool keep);
+  // The fleet rows folded since the last call (in key order), and forgets them.
+  std::vector<FleetRow> TakeFleetRows();
   // The exposition text: the counters so far, then the gauges of `status`.
   std::string Render(const nrtprof::StatusReply& status) const;
 
@@ -60,6 +84,11 @@ class Metrics {
 
   ModelKey KeyOf(uint32_t pid, const std::string& executable, const std::string& model)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // (pid, executable, model, op)
+  using FleetKey = std::tuple<std::string, std::string, std::string, std::string>;
+  void AddFleetRows(const ProcessTrace& p, const Summary& summary,
+                    const std::map<std::pair<std::string, std::string>, FleetRow>& by_op_model)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int32_t>, uint64_t> calls_ ABSL_GUARDED_BY(mu_);
@@ -68,6 +97,8 @@ class Metrics {
   std::map<std::string, OpTimes> ops_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, std::string>, bool> processes_ ABSL_GUARDED_BY(mu_);
   uint64_t uncorrelated_device_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool keep_fleet_rows_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<FleetKey, FleetRow> fleet_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace nrtprof::daemon

@@ -22,7 +22,8 @@ bool IsLoopback(const std::string& host) {
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& listen,
                                                                     const std::string& cert_file,
                                                                     const std::string& key_file,
-                                                                    CollectorCore* core) {
+                                                                    CollectorCore* core,
+                                                                    Metrics* metrics) {
   const size_t colon = listen.rfind(':');
   int port = -1;
   if (colon == std::string::npos || colon == 0 ||
@@ -41,7 +42,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
                      " is not a loopback address: metrics leave the host only over TLS "
                      "(--tls_cert and --tls_key)"));
   }
-  std::unique_ptr<MetricsServer> server(new MetricsServer(core));
+  std::unique_ptr<MetricsServer> server(new MetricsServer(core, metrics));
   if (tls) {
     auto https = std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
     if (!https->is_valid()) {
@@ -54,8 +55,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   }
   MetricsServer* self = server.get();
   server->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-    self->core_->FoldMetrics(&self->metrics_);
-    res.set_content(self->metrics_.Render(self->core_->Status()),
+    self->core_->FoldMetrics(self->metrics_);
+    res.set_content(self->metrics_->Render(self->core_->Status()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   const int bound = port == 0 ? server->http_->bind_to_any_port(host.c_str())
@@ -70,7 +71,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     std::unique_lock<std::mutex> lock(self->mu_);
     while (!self->stop_cv_.wait_for(lock, kFoldPeriod, [self] { return self->stopped_; })) {
       lock.unlock();
-      self->core_->FoldMetrics(&self->metrics_);
+      self->core_->FoldMetrics(self->metrics_);
       lock.lock();
     }
   });
@@ -89,7 +90,8 @@ void MetricsServer::Stop() {
   if (folding_.joinable()) folding_.join();
 }
 
-MetricsServer::MetricsServer(CollectorCore* core) : core_(core) {}
+MetricsServer::MetricsServer(CollectorCore* core, Metrics* metrics)
+    : core_(core), metrics_(metrics) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 

@@ -31,11 +31,13 @@ class MetricsServer {
   static constexpr std::chrono::seconds kFoldPeriod{10};
 
   // InvalidArgument (one line) for an address that is not HOST:PORT, or not loopback without
-  // TLS; Unavailable if it cannot be bound. `core` must outlive the server.
+  // TLS; Unavailable if it cannot be bound. `core` and `metrics` (the daemon's one set of
+  // folded counters, which the fleet exporter may fold into too) must outlive the server.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
                                                               const std::string& cert_file,
                                                               const std::string& key_file,
-                                                              CollectorCore* core);
+                                                              CollectorCore* core,
+                                                              Metrics* metrics);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -45,10 +47,10 @@ class MetricsServer {
   void Stop();
 
  private:
-  explicit MetricsServer(CollectorCore* core);
+  MetricsServer(CollectorCore* core, Metrics* metrics);
 
   CollectorCore* const core_;
-  Metrics metrics_;
+  Metrics* const metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::thread serving_;
   std::thread folding_;

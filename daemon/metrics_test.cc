@@ -90,3 +90,84 @@ TEST(MetricsTest, StatusGauges) {
 
 }  // namespace
 }  // namespace nrtprof::daemon
+
+namespace nrtprof::daemon {
+namespace {
+
+// An op (aten::mul) that runs two models, one three times and the other once, and an
+// execution no call was matched to.
+Trace TwoModelsInOneOp() {
+  Trace t;
+  ProcessTrace p;
+  p.pid = 7;
+  p.executable = "/opt/train";
+  RangeEvent op;
+  op.id = 1;
+  op.name = "aten::mul";
+  op.start_ns = 0;
+  op.duration_ns = 10'000'000;
+  p.ranges.push_back(op);
+  uint64_t id = 0;
+  for (const char* model : {"mul_a", "mul_a", "mul_a", "mul_b"}) {
+    ++id;
+    ApiCall call;
+    call.name = "nrt_execute";
+    call.model_name = model;
+    call.correlation_id = id;
+    call.range = 1;
+    call.start_ns = id * 1000;
+    call.duration_ns = 100;
+    p.calls.push_back(call);
+    DeviceEvent run;
+    run.id = id;
+    run.name = "nc_exec_running";
+    run.model_name = model;
+    run.duration_ns = 2'000'000;  // 2 ms: bucket 2.5 ms (index 6)
+    run.correlation_id = id;
+    p.device.push_back(run);
+  }
+  DeviceEvent stray;
+  stray.id = 99;
+  stray.name = "nc_exec_running";
+  stray.model_name = "mul_a";
+  stray.duration_ns = 20'000;  // 20 us: bucket 50 us (index 1)
+  p.device.push_back(stray);
+  t.processes.push_back(p);
+  return t;
+}
+
+TEST(MetricsTest, FleetRowsSplitAnOpByModelAndAreTakenOnce) {
+  Metrics m;
+  m.Add(TwoModelsInOneOp());  // before KeepFleetRows: no fleet rows
+  EXPECT_TRUE(m.TakeFleetRows().empty());
+  m.KeepFleetRows(true);
+  m.Add(TwoModelsInOneOp());
+  const std::vector<Metrics::FleetRow> rows = m.TakeFleetRows();
+  ASSERT_EQ(rows.size(), 3u);
+  // Key order: (pid, executable, model, op).
+  const Metrics::FleetRow& stray = rows[0];
+  EXPECT_EQ(stray.op, Metrics::kUncorrelatedOp);
+  EXPECT_EQ(stray.model, "mul_a");
+  EXPECT_EQ(stray.calls, 0u);
+  EXPECT_EQ(stray.device_ns, 20'000u);
+  EXPECT_EQ(stray.device_histogram[1], 1u);
+  const Metrics::FleetRow& a = rows[1];
+  EXPECT_EQ(a.pid, "7");
+  EXPECT_EQ(a.executable, "train");
+  EXPECT_EQ(a.op, "aten::mul");
+  EXPECT_EQ(a.model, "mul_a");
+  EXPECT_EQ(a.calls, 1u);  // the op's one range: with the model it spent most device time in
+  EXPECT_EQ(a.device_ns, 6'000'000u);
+  EXPECT_EQ(a.executions, 3u);
+  EXPECT_EQ(a.device_histogram[6], 3u);
+  EXPECT_EQ(a.device_histogram.size(), Metrics::DeviceBuckets().size() + 1);
+  const Metrics::FleetRow& b = rows[2];
+  EXPECT_EQ(b.model, "mul_b");
+  EXPECT_EQ(b.calls, 0u);
+  EXPECT_EQ(b.device_ns, 2'000'000u);
+  EXPECT_EQ(b.executions, 1u);
+  EXPECT_TRUE(m.TakeFleetRows().empty());
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

@@ -32,7 +32,9 @@
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
 #include "daemon/collector_core.h"
+#include "common/clickhouse_http.h"
 #include "daemon/collector_service.h"
+#include "daemon/fleet_exporter.h"
 #include "daemon/control_service.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
@@ -87,6 +89,22 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free one); "
           "loopback only, unless --tls_cert and --tls_key make it HTTPS; needs the flight "
           "recorder");
+ABSL_FLAG(std::string, clickhouse_url, "",
+          "the fleet store: export per-op rows every --clickhouse_export_ms, and a row per "
+          "capture, to the ClickHouse server at this HTTP URL (http://HOST:8123); needs the "
+          "flight recorder");
+ABSL_FLAG(std::string, clickhouse_database, "nrtprof",
+          "the fleet store's database (made if missing, with its tables)");
+ABSL_FLAG(std::string, clickhouse_user, "", "ClickHouse user (default: the server's default)");
+ABSL_FLAG(std::string, clickhouse_password_file, "",
+          "file of one line: the ClickHouse user's password (mode 0600)");
+ABSL_FLAG(uint64_t, clickhouse_buffer_bytes, 64ull << 20,
+          "rows kept for ClickHouse while it is away, in bytes; beyond it they are dropped "
+          "(counted in nrtprof status and /metrics)");
+ABSL_FLAG(uint32_t, clickhouse_export_ms, 10'000,
+          "how often rows are exported to ClickHouse, in ms (1000 to 3600000)");
+ABSL_FLAG(std::string, fleet_host, "",
+          "this host's name in the fleet store (default: the machine's hostname)");
 ABSL_FLAG(uint64_t, flight_recorder_bytes, 256ull << 20,
           "the most the flight recorder holds, in bytes; over it, or over its seconds, the "
           "oldest batches go first (counted)");
@@ -100,7 +118,10 @@ constexpr char kUsage[] =
     "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
     "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
     "[--user NAME] [--socket_group GROUP] [--flight_recorder_seconds N] "
-    "[--flight_recorder_bytes N] [--metrics_listen HOST:PORT] [--config FILE]";
+    "[--flight_recorder_bytes N] [--metrics_listen HOST:PORT] "
+    "[--clickhouse_url URL [--clickhouse_database DB] [--clickhouse_user NAME "
+    "--clickhouse_password_file FILE] [--clickhouse_buffer_bytes N] [--clickhouse_export_ms N] "
+    "[--fleet_host NAME]] [--config FILE]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -130,7 +151,9 @@ const std::set<std::string>& FlagNames() {
       "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
       "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
       "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes",
-      "metrics_listen", "quiet"};
+      "metrics_listen", "quiet", "clickhouse_url", "clickhouse_database", "clickhouse_user",
+      "clickhouse_password_file", "clickhouse_buffer_bytes", "clickhouse_export_ms",
+      "fleet_host"};
   return kFlags;
 }
 
@@ -190,6 +213,68 @@ bool ReadConfig(const std::string& path, std::string* error) {
     if (!SetFlag(name, value, where, error)) return false;
   }
   return true;
+}
+
+// The fleet store's flags (--clickhouse_*): only with --clickhouse_url, and each sound.
+bool CheckFleetFlags(std::string* error) {
+  const std::string url = absl::GetFlag(FLAGS_clickhouse_url);
+  if (url.empty()) {
+    if (!absl::GetFlag(FLAGS_clickhouse_user).empty() ||
+        !absl::GetFlag(FLAGS_clickhouse_password_file).empty()) {
+      *error = "--clickhouse_user and --clickhouse_password_file need --clickhouse_url";
+      return false;
+    }
+    return true;
+  }
+  absl::Status s = CheckClickHouseUrl(url, "--clickhouse_url");
+  if (s.ok()) s = FleetExporter::CheckDatabaseName(absl::GetFlag(FLAGS_clickhouse_database));
+  if (!s.ok()) {
+    *error = std::string(s.message());
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_flight_recorder_seconds) == 0) {
+    *error = "--clickhouse_url needs the flight recorder (--flight_recorder_seconds above 0)";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_clickhouse_password_file).empty() !=
+      absl::GetFlag(FLAGS_clickhouse_user).empty()) {
+    *error = "--clickhouse_user and --clickhouse_password_file go together";
+    return false;
+  }
+  const uint32_t period = absl::GetFlag(FLAGS_clickhouse_export_ms);
+  if (period < 1000 || period > 3'600'000) {
+    *error = "--clickhouse_export_ms must be 1000 to 3600000 (an hour)";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_clickhouse_buffer_bytes) < (1u << 20)) {
+    *error = "--clickhouse_buffer_bytes must be at least 1048576 (1 MiB)";
+    return false;
+  }
+  return true;
+}
+
+// The fleet exporter's settings from the flags (already checked): the password file is read
+// here, before the daemon drops root.
+absl::StatusOr<FleetExporterOptions> FleetOptions() {
+  FleetExporterOptions fleet;
+  fleet.clickhouse.url = absl::GetFlag(FLAGS_clickhouse_url);
+  fleet.clickhouse.database = absl::GetFlag(FLAGS_clickhouse_database);
+  fleet.clickhouse.user = absl::GetFlag(FLAGS_clickhouse_user);
+  if (const std::string file = absl::GetFlag(FLAGS_clickhouse_password_file); !file.empty()) {
+    absl::StatusOr<std::string> password = ReadClickHousePassword(Absolute(file));
+    if (!password.ok()) return password.status();
+    fleet.clickhouse.password = *std::move(password);
+  }
+  fleet.host = absl::GetFlag(FLAGS_fleet_host);
+  if (fleet.host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    fleet.host = name;
+  }
+  fleet.buffer_bytes = absl::GetFlag(FLAGS_clickhouse_buffer_bytes);
+  fleet.period = std::chrono::milliseconds(absl::GetFlag(FLAGS_clickhouse_export_ms));
+  fleet.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
+  return fleet;
 }
 
 // Sets the flags from --config FILE, then argv, through absl's flag registry, so that a bad
@@ -254,6 +339,7 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
     *error = "--metrics_listen needs the flight recorder (--flight_recorder_seconds above 0)";
     return false;
   }
+  if (!CheckFleetFlags(error)) return false;
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
     *error = "--max_events_per_process must be at least 1";
     return false;
@@ -540,6 +626,16 @@ int NrtprofdMain(int argc, char** argv) {
           "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n"
           "  --metrics_listen HOST:PORT      Prometheus metrics at http://HOST:PORT/metrics "
           "(loopback, or HTTPS with --tls_cert/--tls_key)\n"
+          "  --clickhouse_url URL            the fleet store: per-op rows every 10 s and a row per "
+          "capture to ClickHouse (http://HOST:8123)\n"
+          "  --clickhouse_database DB        its database (default nrtprof; made if missing)\n"
+          "  --clickhouse_user NAME, --clickhouse_password_file FILE  who inserts (file mode "
+          "0600)\n"
+          "  --clickhouse_buffer_bytes N     rows kept while ClickHouse is away (default "
+          "67108864); beyond: dropped, counted\n"
+          "  --clickhouse_export_ms N        export period (default 10000)\n"
+          "  --fleet_host NAME               this host's name in the fleet store (default: "
+          "hostname)\n"
           "  --config FILE                   settings, a line each: NAME = VALUE (a flag's name; "
           "'#' comments); the command line wins\n",
           kUsage, DefaultSocketPath().c_str());
@@ -565,6 +661,12 @@ int NrtprofdMain(int argc, char** argv) {
   }
   std::optional<RunAs> run_as;
   if (!ResolveUser(!tcp_flags.listen.empty(), &run_as, &error)) return Fail(error, 2);
+  std::unique_ptr<FleetExporter> fleet;
+  if (!absl::GetFlag(FLAGS_clickhouse_url).empty()) {
+    absl::StatusOr<FleetExporterOptions> fleet_options = FleetOptions();
+    if (!fleet_options.ok()) return Fail(std::string(fleet_options.status().message()), 2);
+    fleet = std::make_unique<FleetExporter>(*std::move(fleet_options));
+  }
   Access reach;
   if (!ResolveGroup(&reach, &error)) return Fail(error, 2);
   std::string socket_path;
@@ -628,8 +730,20 @@ int NrtprofdMain(int argc, char** argv) {
   options.flight_recorder_limits.max_age_ns =
       uint64_t{absl::GetFlag(FLAGS_flight_recorder_seconds)} * 1'000'000'000;
   options.flight_recorder_limits.max_bytes = absl::GetFlag(FLAGS_flight_recorder_bytes);
+  if (fleet != nullptr) {
+    FleetExporter* exporter = fleet.get();
+    options.capture_written = [exporter](const Trace& trace, const Summary& summary,
+                                         const nrtprof::CaptureFiles& files) {
+      exporter->CaptureWritten(trace, summary, files);
+    };
+    options.add_status = [exporter](nrtprof::StatusReply* reply) {
+      exporter->FillStatus(reply->mutable_fleet_export());
+    };
+  }
   std::unique_ptr<TraceSink> sink = ProductionSink();
   CollectorCore core(options, sink.get(), SystemClock());
+  // The counters folded from the flight recorder, for /metrics and the fleet store alike.
+  Metrics folded;
   for (const std::string& line : core.RecoverCaptures()) options.log(line);
   CollectorServiceOptions collector_options;
   collector_options.hello_timeout_ms = absl::GetFlag(FLAGS_hello_timeout_ms);
@@ -668,7 +782,7 @@ int NrtprofdMain(int argc, char** argv) {
   std::unique_ptr<MetricsServer> metrics;
   if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> started =
-        MetricsServer::Start(listen, tcp_flags.cert_file, tcp_flags.key_file, &core);
+        MetricsServer::Start(listen, tcp_flags.cert_file, tcp_flags.key_file, &core, &folded);
     if (!started.ok()) {
       server->Shutdown(std::chrono::system_clock::now());
       unlink(socket_path.c_str());
@@ -678,6 +792,13 @@ int NrtprofdMain(int argc, char** argv) {
     metrics = *std::move(started);
     // Always: where the metrics are is the first thing an operator looks for in the log.
     fprintf(stderr, "nrtprofd: metrics at %s\n", metrics->url().c_str());
+  }
+  if (fleet != nullptr) {
+    fleet->Start(&core, &folded);
+    fprintf(stderr, "nrtprofd: fleet store: exporting every %u ms to %s, database %s\n",
+            absl::GetFlag(FLAGS_clickhouse_export_ms),
+            absl::GetFlag(FLAGS_clickhouse_url).c_str(),
+            absl::GetFlag(FLAGS_clickhouse_database).c_str());
   }
 
   if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
@@ -711,6 +832,7 @@ int NrtprofdMain(int argc, char** argv) {
   // Captures first, while the shims can still deliver their last events; then the streams.
   const absl::Status written = core.Shutdown(kShutdownWaitMs);
   if (metrics != nullptr) metrics->Stop();
+  if (fleet != nullptr) fleet->Stop();
   if (tcp != nullptr) tcp->Shutdown(std::chrono::system_clock::now());
   (*acceptor)->Stop();
   server->Shutdown(std::chrono::system_clock::now());

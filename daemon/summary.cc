@@ -32,7 +32,7 @@ bool CountsAsDeviceTime(const DeviceEvent& d) {
 }
 
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
-                      Summary* summary) {
+                      Summary* summary, const DeviceTimeCharged& charged_to = nullptr) {
   std::unordered_map<uint64_t, const RangeEvent*> range_by_id;
   for (const RangeEvent& r : p.ranges) range_by_id[r.id] = &r;
   auto row = [&](const std::string& name) -> SummaryRow& {
@@ -81,6 +81,7 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     if (d.correlation_id == 0 || call == call_by_id.end()) {
       ++summary->uncorrelated_device_events;
       summary->uncorrelated_device_ns += d.duration_ns;
+      if (charged_to) charged_to(d, "");
       continue;
     }
     auto range = range_by_id.find(call->second->range);
@@ -88,9 +89,12 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
       SummaryRow& out = row(call->second->name);
       out.self_device_ns += d.duration_ns;
       out.device_total_ns += d.duration_ns;
+      if (charged_to) charged_to(d, out.name);
       continue;
     }
-    row(range->second->name).self_device_ns += d.duration_ns;
+    SummaryRow& self = row(range->second->name);
+    self.self_device_ns += d.duration_ns;
+    if (charged_to) charged_to(d, self.name);
     std::set<std::string> charged;  // once per row, however many ranges of a name enclose it
     for (; range != range_by_id.end(); range = range_by_id.find(range->second->parent_range)) {
       if (charged.insert(range->second->name).second) {
@@ -715,6 +719,14 @@ void DescribeCapture(const Trace& trace, Summary* summary) {
   }
 }
 
+void CloseSummary(std::map<std::string, SummaryRow>& rows, Summary& summary) {
+  for (auto& [name, row] : rows) {
+    summary.self_cpu_total_ns += row.self_cpu_ns;
+    summary.self_device_total_ns += row.self_device_ns;
+    summary.rows.push_back(std::move(row));
+  }
+}
+
 }  // namespace
 
 Summary ComputeSummary(const Trace& trace) {
@@ -723,11 +735,15 @@ Summary ComputeSummary(const Trace& trace) {
   DescribeCapture(trace, &summary);
   std::map<std::string, SummaryRow> rows;
   for (const ProcessTrace& p : trace.processes) SummarizeProcess(p, &rows, &summary);
-  for (auto& [name, row] : rows) {
-    summary.self_cpu_total_ns += row.self_cpu_ns;
-    summary.self_device_total_ns += row.self_device_ns;
-    summary.rows.push_back(std::move(row));
-  }
+  CloseSummary(rows, summary);
+  return summary;
+}
+
+Summary ComputeProcessSummary(const ProcessTrace& process, const DeviceTimeCharged& charged_to) {
+  Summary summary;
+  std::map<std::string, SummaryRow> rows;
+  SummarizeProcess(process, &rows, &summary, charged_to);
+  CloseSummary(rows, summary);
   return summary;
 }
 

@@ -22,6 +22,7 @@
 #define NRTPROF_DAEMON_SUMMARY_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,14 @@ absl::StatusOr<SummarySortKey> ParseSummarySortKey(absl::string_view key);
 absl::StatusOr<SummaryFormat> ParseSummaryFormat(absl::string_view format);
 
 Summary ComputeSummary(const Trace& trace);
+
+// Called for each device event that counts as device time (a top-level execution or transfer)
+// with the row its self NEURON time is charged to; "" for an uncorrelated one.
+using DeviceTimeCharged = std::function<void(const DeviceEvent&, const std::string& row)>;
+// The summary of one process alone (ComputeSummary of a trace holding only it), telling
+// `charged_to` (if set) where each device event went: the fleet store's rows by op and model.
+Summary ComputeProcessSummary(const ProcessTrace& process,
+                              const DeviceTimeCharged& charged_to = nullptr);
 
 // A CSV field and a JSON string as the summary files write them (quoted where needed; JSON
 // always valid: a byte that is not UTF-8 becomes U+FFFD), for other writers of such rows

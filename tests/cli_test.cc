@@ -26,7 +26,8 @@ Result Nrtprof(const std::vector<std::string>& args) { return testing::RunNrtpro
 size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
 TEST(CliTest, EachCommandHasItsOwnHelp) {
-  for (const char* command : {"run", "capture", "summary", "diff", "report", "status", "top"}) {
+  for (const char* command :
+       {"run", "capture", "summary", "diff", "report", "status", "top", "fleet"}) {
     const Result r = Nrtprof({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
     EXPECT_TRUE(absl::StartsWith(r.out, std::string("usage: nrtprof ") + command)) << r.out;
@@ -64,6 +65,19 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
            {{"report", "x", "--max_slices", "0"}, "nrtprof report: --max_slices must be at least 1"},
            {{"top", "--interval", "soon"}, "nrtprof top: bad value 'soon' for --interval"},
            {{"top", "extra"}, "nrtprof top: unexpected argument 'extra'"},
+           {{"fleet", "top"},
+            "nrtprof fleet: no fleet store: give --clickhouse_url http://HOST:8123 (or set "
+            "NRTPROF_CLICKHOUSE_URL)\n"},
+           {{"fleet", "top", "--clickhouse_url", "localhost:8123"},
+            "nrtprof fleet: --clickhouse_url 'localhost:8123' is not an http:// or https:// URL"},
+           {{"fleet", "top", "--clickhouse_url", "http://127.0.0.1:1", "--by", "rack"},
+            "nrtprof fleet: --by 'rack' is not op, model, host or process\n"},
+           {{"fleet", "top", "--clickhouse_url", "http://127.0.0.1:1", "--where", "rack=4"},
+            "nrtprof fleet: --where 'rack=4' is not KEY=VALUE with KEY host, pid, executable, "
+            "model or op\n"},
+           {{"fleet", "top", "--since", "soon"}, "nrtprof fleet: bad value 'soon' for --since"},
+           {{"fleet", "query"}, "nrtprof fleet: usage: nrtprof fleet query \"SQL\""},
+           {{"fleet", "drop"}, "nrtprof fleet: unknown 'drop': it is fleet top or fleet query\n"},
        }) {
     const Result r = Nrtprof(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;

@@ -20,6 +20,9 @@ PACKAGES=(
   zlib1g-dev               # model files' CRC-32 (sim/), the Perfetto trace's deflated bundles
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
+  libcurl4-openssl-dev     # the fleet store: inserts and queries over ClickHouse's HTTP interface
+  clickhouse-server        # the fleet store test runs a real ClickHouse server (18.16) on loopback
+  clickhouse-client
   time                     # GNU time: examples_test checks the examples' peak memory
   chromium fonts-dejavu-core  # report_browser_test opens `nrtprof report`'s page headless
   tmux                     # top_test runs `nrtprof top` in a terminal and reads its screen

@@ -1,0 +1,322 @@
+// `nrtprof fleet top|query`: reads the fleet store, the ClickHouse tables nrtprofd
+// --clickhouse_url fills (docs/fleet.md, docs/fleet_schema.sql).
+//
+//   nrtprof fleet top [--since 1h] [--by op|model|host|process] [--where KEY=VALUE]...
+//                     [--limit N] [--format text|csv|json]
+//       the device time, calls and host time of the fleet's ops (models, hosts, processes) in
+//       the last --since, most device time first;
+//   nrtprof fleet query "SQL"
+//       any query, its answer as ClickHouse writes it (TabSeparated unless it says FORMAT).
+//
+// The server: --clickhouse_url (else $NRTPROF_CLICKHOUSE_URL), --clickhouse_database (default
+// nrtprof), --clickhouse_user with --clickhouse_password_file.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "client/commands.h"
+#include "common/clickhouse_http.h"
+#include "daemon/summary.h"
+
+ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
+ABSL_DECLARE_FLAG(int, limit);           // command_summary.cc
+
+ABSL_FLAG(std::string, clickhouse_url, "",
+          "the fleet store's ClickHouse server, http://HOST:8123 (default "
+          "$NRTPROF_CLICKHOUSE_URL)");
+ABSL_FLAG(std::string, clickhouse_database, "nrtprof", "the fleet store's database");
+ABSL_FLAG(std::string, clickhouse_user, "", "ClickHouse user (default: the server's default)");
+ABSL_FLAG(std::string, clickhouse_password_file, "",
+          "file of one line: the ClickHouse user's password (mode 0600)");
+ABSL_FLAG(absl::Duration, since, absl::Hours(1), "how far back fleet top looks (1h, 30m, 2h30m)");
+ABSL_FLAG(std::string, by, "op", "what fleet top ranks: op, model, host or process");
+ABSL_FLAG(std::string, where, "",
+          "fleet top only over rows with KEY=VALUE (host, pid, executable, model, op); repeat "
+          "for several");
+
+namespace nrtprof::cli {
+namespace {
+
+int Fail(const std::string& line, int code = 1) {
+  fprintf(stderr, "nrtprof fleet: %s\n", line.c_str());
+  return code;
+}
+
+// The columns each --by groups on.
+bool GroupColumns(const std::string& by, std::vector<std::string>* columns) {
+  if (by == "op" || by == "model" || by == "host") {
+    *columns = {by};
+  } else if (by == "process") {
+    *columns = {"host", "pid", "executable"};
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// absl keeps only the last of a repeated flag: every --where is gathered here first, and
+// taken out of argv.
+std::vector<std::string> TakeWheres(int* argc, char** argv) {
+  std::vector<std::string> wheres;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--") {
+      while (i < *argc) argv[out++] = argv[i++];
+      break;
+    }
+    if ((a == "--where" || a == "-where") && i + 1 < *argc) {
+      wheres.push_back(argv[++i]);
+    } else if (absl::StartsWith(a, "--where=") || absl::StartsWith(a, "-where=")) {
+      wheres.push_back(std::string(a.substr(a.find('=') + 1)));
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return wheres;
+}
+
+// --where KEY=VALUE as a condition.
+absl::StatusOr<std::string> Condition(const std::string& where) {
+  const size_t eq = where.find('=');
+  const std::string key = where.substr(0, eq);
+  static const std::vector<std::string> kKeys = {"host", "pid", "executable", "model", "op"};
+  if (eq == std::string::npos || std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--where '", where, "' is not KEY=VALUE with KEY host, pid, executable, model or op"));
+  }
+  const std::string value = where.substr(eq + 1);
+  if (key == "pid") {
+    uint32_t pid = 0;
+    if (!absl::SimpleAtoi(value, &pid)) {
+      return absl::InvalidArgumentError(absl::StrCat("--where pid='", value, "' is not a pid"));
+    }
+    return absl::StrCat("pid = ", pid);
+  }
+  return absl::StrCat(key, " = ", ClickHouseQuote(value));
+}
+
+// A TabSeparated field back to its text (ClickHouse escapes \t, \n, \\ and a few more).
+std::string Unescape(absl::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] != '\\' || i + 1 == field.size()) {
+      out += field[i];
+      continue;
+    }
+    const char c = field[++i];
+    out += c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == '0' ? '\0' : c;
+  }
+  return out;
+}
+
+struct TopRow {
+  std::vector<std::string> key;  // the --by columns' values
+  uint64_t calls = 0, device_ns = 0, host_ns = 0, executions = 0, hosts = 0;
+};
+
+absl::StatusOr<ClickHouseConfig> ServerFromFlags() {
+  ClickHouseConfig config;
+  config.url = absl::GetFlag(FLAGS_clickhouse_url);
+  if (config.url.empty()) {
+    const char* env = getenv("NRTPROF_CLICKHOUSE_URL");
+    config.url = env == nullptr ? "" : env;
+  }
+  if (config.url.empty()) {
+    return absl::InvalidArgumentError(
+        "no fleet store: give --clickhouse_url http://HOST:8123 (or set NRTPROF_CLICKHOUSE_URL)");
+  }
+  if (absl::Status s = CheckClickHouseUrl(config.url, "--clickhouse_url"); !s.ok()) return s;
+  config.database = absl::GetFlag(FLAGS_clickhouse_database);
+  config.user = absl::GetFlag(FLAGS_clickhouse_user);
+  const std::string password_file = absl::GetFlag(FLAGS_clickhouse_password_file);
+  if (config.user.empty() != password_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--clickhouse_user and --clickhouse_password_file go together");
+  }
+  if (!password_file.empty()) {
+    absl::StatusOr<std::string> password = ReadClickHousePassword(password_file);
+    if (!password.ok()) return absl::InvalidArgumentError(password.status().message());
+    config.password = *std::move(password);
+  }
+  return config;
+}
+
+// From the per-minute sums (fleet_ops_by_minute), the minutes from the one `since_s` ago, in
+// one pass: the groups, and (WITH TOTALS, computed before LIMIT) the sums over all of them, a
+// last line after an empty one. uniq(host): exact up to 65536 hosts (bar a hash
+// collision), and much cheaper than uniqExact's strings.
+std::string TopSql(const std::vector<std::string>& columns, const std::vector<std::string>& conds,
+                   int64_t since_s, int limit) {
+  const std::string keys = absl::StrJoin(columns, ", ");
+  return absl::StrCat("SELECT ", keys,
+                      ", sum(calls) AS c, sum(device_ns) AS d, sum(host_ns) AS h, "
+                      "sum(executions) AS e, uniq(host) AS n FROM fleet_ops_by_minute "
+                      "WHERE minute >= toStartOfMinute(now() - ",
+                      since_s, ")", conds.empty() ? "" : " AND ", absl::StrJoin(conds, " AND "),
+                      " GROUP BY ", keys, " WITH TOTALS ORDER BY d DESC, ", keys,
+                      limit > 0 ? absl::StrCat(" LIMIT ", limit) : "", " FORMAT TabSeparated");
+}
+
+std::string PerCall(uint64_t ns, uint64_t calls) {
+  return calls == 0 ? "-" : daemon::FormatDuration(ns / calls);
+}
+
+std::string FormatTop(const std::string& format, const std::vector<std::string>& columns,
+                      const std::vector<TopRow>& rows, uint64_t total, int64_t since_s) {
+  std::string out;
+  if (format == "csv") {
+    out = absl::StrCat(absl::StrJoin(columns, ","),
+                       ",calls,device_ns,host_ns,executions,hosts\n");
+    for (const TopRow& r : rows) {
+      std::vector<std::string> key;
+      for (const std::string& k : r.key) key.push_back(daemon::CsvField(k));
+      absl::StrAppend(&out, absl::StrJoin(key, ","), ",", r.calls, ",", r.device_ns, ",",
+                      r.host_ns, ",", r.executions, ",", r.hosts, "\n");
+    }
+  } else if (format == "json") {
+    absl::StrAppend(&out, "{\n  \"since_s\": ", since_s, ",\n  \"device_total_ns\": ", total,
+                    ",\n  \"rows\": [");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const TopRow& r = rows[i];
+      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {");
+      for (size_t k = 0; k < columns.size(); ++k) {
+        absl::StrAppend(&out, daemon::JsonString(columns[k]), ": ",
+                        columns[k] == "pid" ? r.key[k] : daemon::JsonString(r.key[k]), ", ");
+      }
+      absl::StrAppend(&out, "\"calls\": ", r.calls, ", \"device_ns\": ", r.device_ns,
+                      ", \"host_ns\": ", r.host_ns, ", \"executions\": ", r.executions,
+                      ", \"hosts\": ", r.hosts, "}");
+    }
+    absl::StrAppend(&out, "\n  ]\n}\n");
+  } else {
+    std::vector<std::string> names;
+    size_t width = 4;
+    for (const TopRow& r : rows) {
+      names.push_back(absl::StrJoin(r.key, " "));
+      width = std::max(width, std::min<size_t>(names.back().size(), 60));
+    }
+    const std::string header = absl::StrJoin(columns, " ");
+    width = std::max(width, header.size());
+    absl::StrAppend(&out, absl::StrFormat("%*s  %12s  %8s  %10s  %12s  %12s  %10s  %5s\n",
+                                          static_cast<int>(width), header, "NEURON", "NEURON %",
+                                          "Calls", "per call", "Self CPU", "Executions",
+                                          "Hosts"));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const TopRow& r = rows[i];
+      std::string name = names[i].size() > width ? names[i].substr(0, width - 3) + "..." : names[i];
+      absl::StrAppend(
+          &out, absl::StrFormat("%*s  %12s  %7.2f%%  %10d  %12s  %12s  %10d  %5d\n",
+                                static_cast<int>(width), name, daemon::FormatDuration(r.device_ns),
+                                total == 0 ? 0.0 : 100.0 * r.device_ns / total, r.calls,
+                                PerCall(r.device_ns, r.calls), daemon::FormatDuration(r.host_ns),
+                                r.executions, r.hosts));
+    }
+    absl::StrAppend(&out, "NEURON time total, last ", absl::FormatDuration(absl::Seconds(since_s)),
+                    ": ", daemon::FormatDuration(total), "\n");
+  }
+  return out;
+}
+
+int Top(ClickHouseClient* client, const std::vector<std::string>& wheres) {
+  std::vector<std::string> columns;
+  if (!GroupColumns(absl::GetFlag(FLAGS_by), &columns)) {
+    return Fail(absl::StrCat("--by '", absl::GetFlag(FLAGS_by),
+                             "' is not op, model, host or process"), 2);
+  }
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "text" && format != "csv" && format != "json") {
+    return Fail(absl::StrCat("--format '", format, "' is not text, csv or json"), 2);
+  }
+  const int limit = absl::GetFlag(FLAGS_limit);
+  if (limit < 0) return Fail("--limit must not be negative", 2);
+  const int64_t since_s = absl::ToInt64Seconds(absl::GetFlag(FLAGS_since));
+  if (since_s < 1) return Fail("--since must be at least 1s", 2);
+  std::vector<std::string> conds;
+  for (const std::string& w : wheres) {
+    absl::StatusOr<std::string> c = Condition(w);
+    if (!c.ok()) return Fail(std::string(c.status().message()), 2);
+    conds.push_back(*std::move(c));
+  }
+  absl::StatusOr<std::string> answer = client->Run(TopSql(columns, conds, since_s, limit));
+  if (!answer.ok()) return Fail(std::string(answer.status().message()));
+  const size_t k = columns.size();
+  auto parse = [k](absl::string_view line, TopRow* r) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    if (f.size() != k + 5 || !absl::SimpleAtoi(f[k], &r->calls) ||
+        !absl::SimpleAtoi(f[k + 1], &r->device_ns) || !absl::SimpleAtoi(f[k + 2], &r->host_ns) ||
+        !absl::SimpleAtoi(f[k + 3], &r->executions) || !absl::SimpleAtoi(f[k + 4], &r->hosts)) {
+      return false;
+    }
+    for (size_t i = 0; i < k; ++i) r->key.push_back(Unescape(f[i]));
+    return true;
+  };
+  // The groups, an empty line, the totals.
+  const std::vector<absl::string_view> parts = absl::StrSplit(*answer, absl::MaxSplits("\n\n", 1));
+  std::vector<TopRow> rows;
+  for (absl::string_view line : absl::StrSplit(parts[0], '\n', absl::SkipEmpty())) {
+    TopRow r;
+    if (!parse(line, &r)) {
+      return Fail(absl::StrCat("ClickHouse's answer is not fleet_ops' rows: '", line,
+                               "' (is the database the fleet store's?)"));
+    }
+    rows.push_back(std::move(r));
+  }
+  TopRow totals;
+  if (parts.size() == 2 && !parse(absl::StripSuffix(parts[1], "\n"), &totals)) {
+    return Fail(absl::StrCat("ClickHouse's totals are not fleet_ops' sums: '", parts[1], "'"));
+  }
+  const uint64_t total = totals.device_ns;
+  if (rows.empty() && format == "text") {
+    printf("no rows in the fleet store in the last %s%s\n",
+           absl::FormatDuration(absl::Seconds(since_s)).c_str(),
+           conds.empty() ? "" : absl::StrCat(" where ", absl::StrJoin(wheres, ", ")).c_str());
+    return 0;
+  }
+  fputs(FormatTop(format, columns, rows, total, since_s).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int FleetCommand(int argc, char** argv) {
+  const std::vector<std::string> wheres = TakeWheres(&argc, argv);
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const std::string what = args.size() > 1 ? args[1] : "";
+  if (what != "top" && what != "query") {
+    return Fail(what.empty() ? "say what: nrtprof fleet top [FLAGS] or nrtprof fleet query SQL"
+                             : absl::StrCat("unknown '", what, "': it is fleet top or fleet query"),
+                2);
+  }
+  if (what == "top" && args.size() > 2) {
+    return Fail(absl::StrCat("fleet top: unexpected argument '", args[2], "'"), 2);
+  }
+  if (what == "query" && args.size() != 3) {
+    return Fail("usage: nrtprof fleet query \"SQL\" (one argument: quote the query)", 2);
+  }
+  if (what == "query" && !wheres.empty()) return Fail("--where is for fleet top", 2);
+  absl::StatusOr<ClickHouseConfig> server = ServerFromFlags();
+  if (!server.ok()) return Fail(std::string(server.status().message()), 2);
+  ClickHouseClient client(*std::move(server));
+  if (what == "top") return Top(&client, wheres);
+  absl::StatusOr<std::string> answer = client.Run(args[2], "", 60'000);
+  if (!answer.ok()) return Fail(std::string(answer.status().message()));
+  fputs(answer->c_str(), stdout);
+  return 0;
+}
+
+}  // namespace nrtprof::cli

@@ -1,0 +1,325 @@
+#include "daemon/fleet_exporter.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "daemon/fleet_schema_sql.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr char kOpsTable[] = "fleet_ops";
+constexpr char kCapturesTable[] = "fleet_captures";
+
+std::string RandomHex() {
+  uint64_t value = 0;
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || read(fd, &value, sizeof(value)) != static_cast<ssize_t>(sizeof(value))) {
+    value = static_cast<uint64_t>(RealtimeNs()) ^ (static_cast<uint64_t>(getpid()) << 40);
+  }
+  if (fd >= 0) close(fd);
+  char hex[17];
+  snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(value));
+  return hex;
+}
+
+int64_t NowSeconds() { return RealtimeNs() / 1'000'000'000; }
+
+uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+template <typename T>
+std::string JsonArray(const std::vector<T>& items) {
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string JsonStrings(const std::vector<std::string>& items) {
+  std::vector<std::string> quoted;
+  for (const std::string& s : items) quoted.push_back(JsonString(s));
+  return JsonArray(quoted);
+}
+
+// docs/fleet_schema.sql as single statements, comments and blank lines left out.
+std::vector<std::string> SchemaStatements() {
+  std::vector<std::string> statements;
+  std::string current;
+  for (absl::string_view line : absl::StrSplit(kFleetSchemaSql, '\n')) {
+    line = line.substr(0, line.find("--"));
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    absl::StrAppend(&current, line, "\n");
+    if (absl::EndsWith(absl::StripTrailingAsciiWhitespace(line), ";")) {
+      current.erase(current.rfind(';'));
+      statements.push_back(std::move(current));
+      current.clear();
+    }
+  }
+  return statements;
+}
+
+}  // namespace
+
+absl::Status FleetExporter::CheckDatabaseName(const std::string& name) {
+  if (name.empty() || name.size() > 64 ||
+      !std::all_of(name.begin(), name.end(),
+                   [](char c) { return absl::ascii_isalnum(c) || c == '_'; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--clickhouse_database '", name, "' must be 1 to 64 letters, digits or '_'"));
+  }
+  return absl::OkStatus();
+}
+
+FleetExporter::FleetExporter(FleetExporterOptions options)
+    : options_(std::move(options)), instance_(absl::StrCat(options_.host, "-", RandomHex())) {}
+
+FleetExporter::~FleetExporter() { Stop(); }
+
+void FleetExporter::Start(CollectorCore* core, Metrics* metrics) {
+  core_ = core;
+  metrics_ = metrics;
+  metrics_->KeepFleetRows(true);
+  // Named, so that their CPU time can be read apart (bench/fleet/run_fleet.sh).
+  exporting_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "fleet-export");
+    ExportLoop();
+  });
+  sending_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "fleet-send");
+    SendLoop();
+  });
+}
+
+void FleetExporter::Enqueue(const std::string& table, int64_t time, uint64_t rows,
+                            const std::function<std::string(uint64_t seq)>& make) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch batch{table, next_seq_++, time, rows, "", 0};
+  batch.body = make(batch.seq);
+  if (bytes_queued_ + batch.body.size() > options_.buffer_bytes) {
+    if (!dropping_) {
+      Log(absl::StrCat("fleet store: the buffer is full (", bytes_queued_, " of ",
+                       options_.buffer_bytes, " bytes; ", last_error_,
+                       "): dropping rows, counted in nrtprof status"));
+    }
+    dropping_ = true;
+    rows_dropped_ += rows;
+    return;
+  }
+  dropping_ = false;
+  bytes_queued_ += batch.body.size();
+  rows_queued_ += rows;
+  queue_.push_back(std::move(batch));
+  wake_.notify_all();
+}
+
+void FleetExporter::ExportOnce() {
+  const uint64_t start_ns = ThreadCpuNs();
+  core_->FoldMetrics(metrics_);
+  const uint64_t folded_ns = ThreadCpuNs();
+  MakeRows();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++exports_;
+  fold_cpu_ns_ += folded_ns - start_ns;
+  rows_cpu_ns_ += ThreadCpuNs() - folded_ns;
+}
+
+void FleetExporter::MakeRows() {
+  const std::vector<Metrics::FleetRow> rows = metrics_->TakeFleetRows();
+  if (rows.empty()) return;
+  const int64_t time = NowSeconds();
+  Enqueue(kOpsTable, time, rows.size(), [&](uint64_t seq) {
+    std::string body;
+    const std::string tail = absl::StrCat(",\"daemon\":", JsonString(instance_), ",\"seq\":", seq,
+                                          ",\"time\":", time, ",\"host\":",
+                                          JsonString(options_.host), "}\n");
+    for (const Metrics::FleetRow& r : rows) {
+      uint32_t pid = 0;
+      if (!absl::SimpleAtoi(r.pid, &pid)) pid = 0;  // "other"
+      absl::StrAppend(&body, "{\"pid\":", pid, ",\"executable\":", JsonString(r.executable),
+                      ",\"model\":", JsonString(r.model), ",\"op\":", JsonString(r.op),
+                      ",\"calls\":", r.calls, ",\"host_ns\":", r.host_ns,
+                      ",\"device_ns\":", r.device_ns, ",\"executions\":", r.executions,
+                      ",\"device_hist\":", JsonArray(r.device_histogram), tail);
+    }
+    return body;
+  });
+}
+
+void FleetExporter::CaptureWritten(const Trace& trace, const Summary& summary,
+                                   const nrtprof::CaptureFiles& files) {
+  std::vector<std::string> hosts;
+  for (const ProcessTrace& p : trace.processes) {
+    if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
+  }
+  std::vector<SummaryRow> top = summary.rows;
+  std::sort(top.begin(), top.end(), [](const SummaryRow& a, const SummaryRow& b) {
+    return a.self_device_ns != b.self_device_ns ? a.self_device_ns > b.self_device_ns
+                                                : a.name < b.name;
+  });
+  if (top.size() > kTopOps) top.resize(kTopOps);
+  std::vector<std::string> top_names;
+  std::vector<uint64_t> top_ns;
+  for (const SummaryRow& r : top) {
+    top_names.push_back(r.name);
+    top_ns.push_back(r.self_device_ns);
+  }
+  auto unix_ms = [&](uint64_t monotonic_ns) {
+    return static_cast<int64_t>(monotonic_ns) / 1'000'000 + trace.realtime_offset_ns / 1'000'000;
+  };
+  const std::vector<std::string> names(files.files().begin(), files.files().end());
+  const int64_t time = NowSeconds();
+  Enqueue(kCapturesTable, time, 1, [&](uint64_t seq) {
+    return absl::StrCat(
+        "{\"time\":", time, ",\"host\":", JsonString(options_.host),
+        ",\"capture_id\":", JsonString(trace.capture_id), ",\"hosts\":", JsonStrings(hosts),
+        ",\"start_ms\":", trace.processes.empty() ? 0 : unix_ms(trace.start_ns),
+        ",\"end_ms\":", trace.processes.empty() ? 0 : unix_ms(trace.end_ns),
+        ",\"output_dir\":", JsonString(files.output_dir()), ",\"files\":", JsonStrings(names),
+        ",\"processes\":", files.processes(), ",\"events\":", files.events(),
+        ",\"events_dropped\":", files.events_dropped(), ",\"top_ops\":", JsonStrings(top_names),
+        ",\"top_ops_device_ns\":", JsonArray(top_ns), ",\"daemon\":", JsonString(instance_),
+        ",\"seq\":", seq, "}\n");
+  });
+}
+
+void FleetExporter::ExportLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, options_.period, [this] { return stopping_; })) {
+    lock.unlock();
+    ExportOnce();
+    lock.lock();
+  }
+}
+
+absl::Status FleetExporter::EnsureSchema(ClickHouseClient* client) {
+  if (schema_ready_) return absl::OkStatus();
+  ClickHouseConfig server = client->config();
+  server.database.clear();
+  ClickHouseClient plain(server);
+  absl::StatusOr<std::string> made =
+      plain.Run(absl::StrCat("CREATE DATABASE IF NOT EXISTS ", client->config().database));
+  if (!made.ok()) return made.status();
+  for (const std::string& statement : SchemaStatements()) {
+    if (absl::StatusOr<std::string> r = client->Run(statement); !r.ok()) return r.status();
+  }
+  schema_ready_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status FleetExporter::SendHead(ClickHouseClient* client, Batch* batch) {
+  if (absl::Status s = EnsureSchema(client); !s.ok()) return s;
+  if (batch->attempts > 0) {
+    // The last try may have gone in with its answer lost: then it is in, whole (one insert of
+    // fewer rows than max_insert_block_size is one part, all or nothing).
+    absl::StatusOr<std::string> count = client->Run(absl::StrCat(
+        "SELECT count() FROM ", batch->table, " WHERE time = toDateTime(", batch->time,
+        ") AND daemon = ", ClickHouseQuote(instance_), " AND seq = ", batch->seq));
+    if (!count.ok()) return count.status();
+    uint64_t n = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*count), &n) && n > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++retries_found_in_;
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<std::string> inserted =
+      client->Run(absl::StrCat("INSERT INTO ", batch->table, " FORMAT JSONEachRow"), batch->body,
+                  10'000);
+  return inserted.status();
+}
+
+void FleetExporter::SendLoop() {
+  ClickHouseClient client(options_.clickhouse);
+  std::chrono::milliseconds backoff{0};
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (backoff.count() > 0) {
+      wake_.wait_for(lock, stopping_ ? std::min(backoff, kFirstBackoff) : backoff,
+                     [this] { return stopped_; });
+    } else {
+      wake_.wait(lock, [this] { return stopped_ || !queue_.empty(); });
+    }
+    if (stopped_) break;
+    // Only this thread pops, and a deque's push_back leaves its elements where they are.
+    Batch* batch = &queue_.front();
+    lock.unlock();
+    const uint64_t start_ns = ThreadCpuNs();
+    const absl::Status sent = SendHead(&client, batch);
+    const uint64_t end_ns = ThreadCpuNs();
+    lock.lock();
+    send_cpu_ns_ += end_ns - start_ns;
+    if (sent.ok()) {
+      if (!last_error_.empty()) {
+        Log(absl::StrCat("fleet store: ClickHouse at ", options_.clickhouse.url,
+                         " takes rows again"));
+      }
+      last_error_.clear();
+      bytes_queued_ -= batch->body.size();
+      rows_queued_ -= batch->rows;
+      (batch->table == kCapturesTable ? captures_exported_ : rows_exported_) += batch->rows;
+      queue_.pop_front();
+      backoff = std::chrono::milliseconds{0};
+      continue;
+    }
+    if (last_error_.empty()) {
+      Log(absl::StrCat("fleet store: ", sent.message(), "; keeping rows (up to ",
+                       options_.buffer_bytes, " bytes) and retrying"));
+    }
+    last_error_ = std::string(sent.message());
+    schema_ready_ = false;  // a server that was away may come back empty
+    ++batch->attempts;
+    ++retries_;
+    backoff = backoff.count() == 0 ? kFirstBackoff : std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void FleetExporter::FillStatus(nrtprof::FleetExportStatus* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->set_clickhouse_url(options_.clickhouse.url);
+  out->set_rows_exported(rows_exported_);
+  out->set_rows_buffered(rows_queued_);
+  out->set_bytes_buffered(bytes_queued_);
+  out->set_bytes_limit(options_.buffer_bytes);
+  out->set_rows_dropped(rows_dropped_);
+  out->set_retries(retries_);
+  out->set_retries_found_in(retries_found_in_);
+  out->set_last_error(last_error_);
+  out->set_captures_exported(captures_exported_);
+  out->set_period_ms(options_.period.count());
+  out->set_exports(exports_);
+  out->set_fold_cpu_ns(fold_cpu_ns_);
+  out->set_rows_cpu_ns(rows_cpu_ns_);
+  out->set_send_cpu_ns(send_cpu_ns_);
+}
+
+void FleetExporter::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || core_ == nullptr) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (exporting_.joinable()) exporting_.join();
+  ExportOnce();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, kStopWait, [this] { return queue_.empty(); });
+    stopped_ = true;
+  }
+  wake_.notify_all();
+  if (sending_.joinable()) sending_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!queue_.empty()) {
+    Log(absl::StrCat("fleet store: ", rows_queued_, " rows not sent at exit (", last_error_, ")"));
+    rows_dropped_ += rows_queued_;
+  }
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,79 @@
+-- The fleet store's tables (docs/fleet.md). nrtprofd --clickhouse_url runs these statements, in
+-- the database --clickhouse_database names (default nrtprof), each time it (re)connects: every
+-- one is CREATE TABLE IF NOT EXISTS, so a table made by hand beforehand (on a cluster: below) is
+-- left alone. Written for Debian's ClickHouse 18.16; newer servers take them as they are.
+--
+-- Both tables are ReplacingMergeTree, keyed so that a row sent twice (an insert retried after
+-- its answer was lost) is the same key: (daemon, seq) names one export batch of one daemon.
+-- The daemon asks, before it retries a batch, whether the batch is there already, so queries
+-- can sum without FINAL; the engine also folds any duplicate that got in when it merges parts.
+
+-- One row per (host, process, executable, model, op) per export (every 10 s): what happened in
+-- that period only, so sums over a time range are the totals.
+CREATE TABLE IF NOT EXISTS fleet_ops (
+    time DateTime,              -- when the daemon exported the row (end of its period)
+    host String,                -- nrtprofd --fleet_host (default: the machine's hostname)
+    pid UInt32,                 -- 0: "other", past the daemon's 4096 processes
+    executable String,          -- the program's file name
+    model String,               -- the model the op ran most device time in; '' none
+    op String,                  -- framework op (aten::mul), runtime call outside any op
+                                -- (nrt_execute), or '(uncorrelated)' device time
+    calls UInt64,               -- the op's calls (ranges, or runtime calls)
+    host_ns UInt64,             -- self CPU time
+    device_ns UInt64,           -- self NEURON (device) time
+    executions UInt64,          -- device executions in device_ns
+    device_hist Array(UInt64),  -- executions by device time: <= 10us, 50us, 100us, 250us,
+                                -- 500us, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 500ms, 1s, more
+    daemon String,              -- the exporting daemon's instance (host and a random id)
+    seq UInt64                  -- its export batch
+) ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMMDD(time)
+ORDER BY (toStartOfHour(time), op, host, model, pid, executable, daemon, seq);
+
+-- fleet_ops summed per minute, as ClickHouse inserts into fleet_ops (a materialized view: each
+-- insert's rows are grouped and added here too; SummingMergeTree adds rows of one key up as it
+-- merges, so a query still sums). A (host, process, model, op) exports every 10 s: six rows of
+-- fleet_ops are one here, and `nrtprof fleet top` reads this. No histogram: that stays in
+-- fleet_ops (sumForEach(device_hist)).
+CREATE MATERIALIZED VIEW IF NOT EXISTS fleet_ops_by_minute
+ENGINE = SummingMergeTree
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (minute, op, host, model, pid, executable)
+AS SELECT
+    toStartOfMinute(time) AS minute,
+    host, pid, executable, model, op,
+    sum(calls) AS calls,
+    sum(host_ns) AS host_ns,
+    sum(device_ns) AS device_ns,
+    sum(executions) AS executions
+FROM fleet_ops
+GROUP BY minute, host, pid, executable, model, op;
+
+-- One row per capture a daemon wrote.
+CREATE TABLE IF NOT EXISTS fleet_captures (
+    time DateTime,                 -- when it was written
+    host String,
+    capture_id String,
+    hosts Array(String),           -- the hosts its processes ran on
+    start_ms UInt64,               -- its window, Unix time in ms
+    end_ms UInt64,
+    output_dir String,             -- on the daemon's machine
+    files Array(String),
+    processes UInt32,
+    events UInt64,
+    events_dropped UInt64,
+    top_ops Array(String),         -- its 10 ops of most self device time, most first
+    top_ops_device_ns Array(UInt64),
+    daemon String,
+    seq UInt64
+) ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(time)
+ORDER BY (time, host, capture_id, daemon, seq);
+
+-- Keeping 30 days. ClickHouse 18.16 has no TTL (it came in 19.6): drop old days' partitions,
+-- e.g. daily from cron (the view's rows are in its inner table):
+--   ALTER TABLE nrtprof.fleet_ops DROP PARTITION 20261101
+--   ALTER TABLE nrtprof.`.inner.fleet_ops_by_minute` DROP PARTITION 20261101
+-- On ClickHouse 19.6 or newer instead, once:
+--   ALTER TABLE nrtprof.fleet_ops MODIFY TTL time + INTERVAL 30 DAY
+--   ALTER TABLE nrtprof.fleet_captures MODIFY TTL time + INTERVAL 365 DAY
