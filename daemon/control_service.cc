@@ -43,6 +43,13 @@ grpc::Status ControlService::Status(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::Clock(grpc::ServerContext* context,
+                                   const nrtprof::ClockRequest* request,
+                                   nrtprof::ClockReply* reply) {
+  *reply = core_->ReadClock();
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::FetchCapture(grpc::ServerContext* context,
                                           const nrtprof::FetchCaptureRequest* request,
                                           grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) {
