@@ -25,8 +25,9 @@ constexpr int kPidShift = 22;  // above /proc/sys/kernel/pid_max's limit (2^22)
 // What one host's packets become in the merged file.
 class HostRewrite {
  public:
-  HostRewrite(size_t index, const HostTrace& host, bool move_pids)
-      : index_(index), host_(host), move_pids_(move_pids) {}
+  // `shift_ns`: the host's trace clock minus ours.
+  HostRewrite(size_t index, const HostTrace& host, int64_t shift_ns, bool move_pids)
+      : index_(index), host_(host), shift_ns_(shift_ns), move_pids_(move_pids) {}
 
   // Moves the packet to the host's sequence, its time to ours, its ids to the host's range.
   void Rewrite(uint64_t time_ns, TracePacket* p) const {
@@ -39,8 +40,7 @@ class HostRewrite {
       p->clear_timestamp();
       p->clear_timestamp_clock_id();
     } else if (p->has_timestamp()) {
-      p->set_timestamp(static_cast<uint64_t>(static_cast<int64_t>(time_ns) -
-                                             host_.monotonic_offset_ns));
+      p->set_timestamp(static_cast<uint64_t>(static_cast<int64_t>(time_ns) - shift_ns_));
       p->set_timestamp_clock_id(kMonotonic);
     }
     if (p->has_track_descriptor()) RewriteTrack(p->mutable_track_descriptor());
@@ -76,8 +76,29 @@ class HostRewrite {
 
   const size_t index_;
   const HostTrace& host_;
+  const int64_t shift_ns_;
   const bool move_pids_;
 };
+
+// How far the host's trace times are ahead of our CLOCK_MONOTONIC. Through the wall clocks
+// when the trace states its own (its clock snapshot's REALTIME): host time + its REALTIME -
+// MONOTONIC is its wall clock, less its offset is ours, less our REALTIME - MONOTONIC is our
+// monotonic time. Else by the monotonic offset itself.
+int64_t ShiftOf(const HostTrace& host, const perfetto::protos::Trace& trace,
+                int64_t realtime_minus_monotonic_ns) {
+  for (const TracePacket& p : trace.packet()) {
+    if (!p.has_clock_snapshot()) continue;
+    int64_t monotonic = -1, realtime = -1;
+    for (const auto& c : p.clock_snapshot().clocks()) {
+      if (c.clock_id() == kMonotonic) monotonic = static_cast<int64_t>(c.timestamp());
+      if (c.clock_id() == kRealtime) realtime = static_cast<int64_t>(c.timestamp());
+    }
+    if (monotonic >= 0 && realtime >= 0) {
+      return host.realtime_offset_ns + realtime_minus_monotonic_ns - (realtime - monotonic);
+    }
+  }
+  return host.monotonic_offset_ns;
+}
 
 // The pids and tids a host's descriptors name.
 std::set<int32_t> IdsOf(const perfetto::protos::Trace& trace) {
@@ -136,6 +157,7 @@ void AddHostTrack(size_t index, const HostTrace& host, uint64_t time_ns,
 absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
                                             int64_t realtime_minus_monotonic_ns) {
   std::vector<daemon::ReadTrace> read;
+  std::vector<int64_t> shifts;
   uint64_t first_ns = UINT64_MAX;
   for (const HostTrace& host : hosts) {
     absl::StatusOr<daemon::ReadTrace> r = daemon::ReadPerfettoTrace(host.pftrace);
@@ -143,9 +165,10 @@ absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
       return absl::DataLossError(
           absl::StrCat("the trace of ", host.host, " does not read back: ", r.status().message()));
     }
+    shifts.push_back(ShiftOf(host, r->trace, realtime_minus_monotonic_ns));
     for (uint64_t t : r->times) {
       if (t == 0) continue;
-      const int64_t ours = static_cast<int64_t>(t) - host.monotonic_offset_ns;
+      const int64_t ours = static_cast<int64_t>(t) - shifts.back();
       if (ours > 0 && static_cast<uint64_t>(ours) < first_ns) first_ns = ours;
     }
     read.push_back(*std::move(r));
@@ -174,7 +197,7 @@ absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
     bool meets = false;
     for (int32_t id : ids) meets = meets || seen_ids.count(id) != 0;
     seen_ids.insert(ids.begin(), ids.end());
-    const HostRewrite rewrite(i, hosts[i], meets);
+    const HostRewrite rewrite(i, hosts[i], shifts[i], meets);
     auto* packets = read[i].trace.mutable_packet();
     for (int k = 0; k < packets->size(); ++k) {
       TracePacket* p = packets->Mutable(k);

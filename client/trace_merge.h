@@ -1,8 +1,10 @@
 // One Perfetto trace of several hosts' captures, for `nrtprof capture --hosts`: each host's
 // trace.pftrace (as the daemon's writer made it, read back with perfetto_trace_reader.h) put on
-// the caller's CLOCK_MONOTONIC timeline by that host's offset (clock_offset.h), its processes
-// named "EXECUTABLE @ HOST", and, per host, a track "host HOST (HOSTNAME)" whose one instant
-// states the clock offset and its error bound.
+// the caller's CLOCK_MONOTONIC timeline by that host's clock offset (clock_offset.h): through
+// the wall clocks when the trace states its own (the daemon's REALTIME - MONOTONIC in its clock
+// snapshot), less the host's measured realtime offset; else by the monotonic offset. Its
+// processes are named "EXECUTABLE @ HOST", and each host has a track "host HOST (HOSTNAME):
+// clock OFFSET ± BOUND" whose one instant carries the same figures in ns.
 //
 // Each host's packets keep a sequence of their own (their interned names stay theirs); track
 // uuids and flow ids are moved into a range per host. A host whose pids or tids meet those of

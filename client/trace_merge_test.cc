@@ -18,9 +18,10 @@ namespace nrtprof::cli {
 namespace {
 
 // One process (pid 100, "app") that made one nrt_execute at `call_ns` on its host's clock,
-// written by the daemon's own Perfetto writer.
-std::string HostTraceBytes(uint64_t call_ns) {
+// written by the daemon's own Perfetto writer; with the host's REALTIME - MONOTONIC if not 0.
+std::string HostTraceBytes(uint64_t call_ns, int64_t realtime_minus_monotonic_ns = 0) {
   daemon::Trace trace;
+  trace.realtime_offset_ns = realtime_minus_monotonic_ns;
   trace.capture_id = "cap";
   daemon::ProcessTrace& p = trace.processes.emplace_back();
   p.pid = 100;
@@ -101,6 +102,22 @@ TEST(TraceMergeTest, HostsLineUpOnOurClockAndStayApart) {
   EXPECT_NE(seen.pid_by_process.at("app @ b:2 (pid 100)"), 100);
   EXPECT_EQ(seen.track_names.at(0), "host a:1 (alpha): clock +0.000ms ± 0.010ms");
   EXPECT_EQ(seen.track_names.at(1), "host b:2 (beta): clock +250.000ms ± 0.020ms");
+}
+
+// Traces that state their wall clock are placed by it: b's monotonic clock is 7 s ahead of
+// ours and its wall clock 250 ms; the monotonic offsets given are left unused.
+TEST(TraceMergeTest, TracesThatStateTheirWallClockArePlacedByIt) {
+  const uint64_t ours = 5'000'000'000;
+  const int64_t our_wall = 1'000'000'000'000;  // our REALTIME - MONOTONIC
+  const int64_t b_wall = our_wall + 250'000'000 - 7'000'000'000;
+  std::vector<HostTrace> hosts = {
+      {"a:1", "", HostTraceBytes(ours, our_wall), 123, 0, 10'000},
+      {"b:2", "", HostTraceBytes(ours + 7'000'000'000, b_wall), 456, 250'000'000, 10'000}};
+  absl::StatusOr<std::string> merged = MergeHostTraces(hosts, our_wall);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  const Seen seen = ReadMerged(*merged);
+  EXPECT_EQ(seen.call_time_by_process.at("app @ a:1"), ours);
+  EXPECT_EQ(seen.call_time_by_process.at("app @ b:2 (pid 100)"), ours);
 }
 
 TEST(TraceMergeTest, AHostWhoseTraceDoesNotReadBackIsNamed) {

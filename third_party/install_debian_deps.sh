@@ -21,6 +21,7 @@ PACKAGES=(
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
   time                     # GNU time: examples_test checks the examples' peak memory
+  libfaketime              # capture_hosts_test runs a daemon whose clocks are 250 ms ahead
 )
 
 missing=()
