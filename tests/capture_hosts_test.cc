@@ -339,5 +339,40 @@ TEST_F(CaptureHostsTest, AHostWhoseClockIsAheadLinesUp) {
                                           << " ns apart in the merged trace";
 }
 
+// Two hosts whose programs are in step (they mark a step every 50 ms from the same instant, as
+// the ranks of a training job): with --iterations and --step_multiple, both record the same
+// step numbers, and the capture ends once both have made the last one.
+TEST_F(CaptureHostsTest, WholeStepsAreTheSameStepsOnEveryHost) {
+  const std::string a = StartHost("steps-a");
+  const std::string b = StartHost("steps-b");
+  ASSERT_FALSE(a.empty() || b.empty());
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const std::vector<std::string> marks = {Runfile("tests/clock_marks"),
+                                          std::to_string((now.tv_sec + 1) * 1'000'000'000LL),
+                                          "100", "50"};
+  auto program_a = Program(a, marks);
+  auto program_b = Program(b, marks);
+  ASSERT_TRUE(AwaitConnected(a));
+  ASSERT_TRUE(AwaitConnected(b));
+
+  const std::string out = TempDir("hosts-steps") + "/cap";
+  const Result r = CaptureHosts(
+      {a, b}, {"--iterations", "3", "--step_multiple", "10", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> line_a = LinesWith(r.err, "  " + a + " (");
+  const std::vector<std::string> line_b = LinesWith(r.err, "  " + b + " (");
+  ASSERT_EQ(line_a.size(), 1u) << r.err;
+  ASSERT_EQ(line_b.size(), 1u) << r.err;
+  const std::string steps = line_a[0].substr(line_a[0].find(", steps "));
+  EXPECT_TRUE(absl::StrContains(steps, "0 to ")) << steps;  // a multiple of 10
+  EXPECT_TRUE(absl::EndsWith(line_b[0], steps)) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "not in step")) << r.err;
+  // Three steps of each: a mark each.
+  MergedTrace merged = ReadMerged(out + "/trace.pftrace");
+  EXPECT_EQ(merged.slice_times["clock_marks @ " + a]["nrt_tensor_write"].size(), 3u) << r.err;
+  EXPECT_EQ(merged.slice_times["clock_marks @ " + b]["nrt_tensor_write"].size(), 3u) << r.err;
+}
+
 }  // namespace
 }  // namespace nrtprof

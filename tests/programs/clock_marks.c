@@ -1,15 +1,17 @@
-/* Marks chosen instants with a libnrt call, for the clock test of `nrtprof capture --hosts`.
- * Usage: clock_marks FIRST_NS COUNT GAP_MS. After nrt_init and a tensor, makes one
- * nrt_tensor_write when this process's CLOCK_REALTIME reads FIRST_NS, then one every GAP_MS,
- * COUNT in all (sleeping until 2 ms before each, then watching the clock), waits 300 ms for
- * the profiler to send them, and exits. Two such programs on two hosts, given the same instant
- * each in its host's clock, make calls at the same real instant. */
+/* Marks chosen instants with a libnrt call and a training step, for the tests of `nrtprof
+ * capture --hosts`. Usage: clock_marks FIRST_NS COUNT GAP_MS. After nrt_init and a tensor,
+ * makes one nrt_tensor_write when this process's CLOCK_REALTIME reads FIRST_NS, then one every
+ * GAP_MS, COUNT in all (sleeping until 2 ms before each, then watching the clock), each
+ * the first call of a training step (nrtprof_step()); waits 300 ms for the profiler to send them,
+ * and exits. Two such programs on two hosts, given the same instant each in its host's clock,
+ * make calls at the same real instant and are in step, as the ranks of a training job. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "nrt/nrt.h"
+#include "nrtprof/annotate.h"
 
 static int64_t RealtimeNs(void) {
   struct timespec ts;
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
     if (ahead > 2000000) SleepNs(ahead - 2000000);
     while (RealtimeNs() < at) {
     }
+    nrtprof_step();  /* a step each, with its mark in it */
     nrt_tensor_write(tensor, buf, 0, sizeof(buf));
   }
   SleepNs(300000000);
