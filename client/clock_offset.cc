@@ -31,9 +31,11 @@ absl::StatusOr<ClockEstimate> EstimateClock(const std::vector<ClockSample>& samp
 
 absl::StatusOr<ClockEstimate> MeasureClock(Control::StubInterface* stub,
                                            const std::string& address, int rounds,
-                                           std::string* hostname) {
+                                           uint64_t budget_ns, std::string* hostname) {
   std::vector<ClockSample> samples;
+  const uint64_t began = MonotonicNs();
   for (int i = 0; i < rounds; ++i) {
+    if (i >= kMinClockRounds && MonotonicNs() - began > budget_ns) break;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     ClockReply reply;

@@ -42,11 +42,14 @@ struct ClockEstimate {
 // From the sample of the shortest round trip. InvalidArgument without samples.
 absl::StatusOr<ClockEstimate> EstimateClock(const std::vector<ClockSample>& samples);
 
-// `rounds` calls of Control.Clock, each with a 2 s deadline; the first error ends it (one line,
-// as FromGrpc says it). The daemon's host name in *hostname, if not null.
+// Up to `rounds` calls of Control.Clock one after the other, each with a 2 s deadline, ending
+// early once `budget` has passed and at least kMinClockRounds were made (a far host costs no
+// more than that); the first error ends it (one line, as FromGrpc says it). The daemon's host
+// name in *hostname, if not null.
 absl::StatusOr<ClockEstimate> MeasureClock(Control::StubInterface* stub,
                                            const std::string& address, int rounds,
-                                           std::string* hostname);
+                                           uint64_t budget_ns, std::string* hostname);
+constexpr int kMinClockRounds = 16;
 
 // "+250.012ms ± 0.021ms": an offset and its bound as the CLI and the merged trace state them.
 std::string FormatOffset(int64_t offset_ns, uint64_t error_bound_ns);

@@ -111,6 +111,7 @@ class CaptureHostsTest : public ::testing::Test {
     ASSERT_EQ(chmod(folder_.c_str(), 01777), 0);
   }
   void TearDown() override {
+    programs_.clear();
     hosts_.clear();
     RunProcess({"/bin/rm", "-rf", folder_});
   }
@@ -165,6 +166,19 @@ class CaptureHostsTest : public ::testing::Test {
     return false;
   }
 
+  // A host for each name, with a program running the fused RMSNorm under it, connected; their
+  // addresses in *hosts.
+  void StartHostsWithPrograms(const std::vector<std::string>& names,
+                              std::vector<std::string>* hosts) {
+    for (const std::string& name : names) {
+      hosts->push_back(StartHost(name));
+      ASSERT_FALSE(hosts->back().empty());
+      programs_.push_back(Program(hosts->back(), {Runfile("examples/rmsnorm"), "--variant",
+                                                  "fused", "--iters", "100000"}));
+    }
+    for (const std::string& h : *hosts) ASSERT_TRUE(AwaitConnected(h)) << h;
+  }
+
   Result CaptureHosts(const std::vector<std::string>& hosts,
                       const std::vector<std::string>& flags) {
     std::vector<std::string> argv = {Runfile("client/nrtprof"), "capture", "--hosts",
@@ -180,22 +194,12 @@ class CaptureHostsTest : public ::testing::Test {
   testing::TlsFiles tls_;
   std::string folder_;
   std::map<std::string, std::unique_ptr<Daemon>> hosts_;  // by address
+  std::vector<std::unique_ptr<Background>> programs_;
 };
-
-// A program that runs the fused RMSNorm on the simulated device for a few seconds.
-std::vector<std::string> RmsNorm() {
-  return {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "100000"};
-}
 
 TEST_F(CaptureHostsTest, OneCaptureOfThreeHostsMergesTheirTraces) {
   std::vector<std::string> hosts;
-  std::vector<std::unique_ptr<Background>> programs;
-  for (const char* name : {"alpha", "beta", "gamma"}) {
-    hosts.push_back(StartHost(name));
-    ASSERT_FALSE(hosts.back().empty());
-    programs.push_back(Program(hosts.back(), RmsNorm()));
-  }
-  for (const std::string& h : hosts) ASSERT_TRUE(AwaitConnected(h)) << h;
+  ASSERT_NO_FATAL_FAILURE(StartHostsWithPrograms({"alpha", "beta", "gamma"}, &hosts));
 
   const std::string out = TempDir("hosts") + "/cap";
   const Result r = CaptureHosts(hosts, {"--duration", "1s", "--out", out});
@@ -230,18 +234,12 @@ TEST_F(CaptureHostsTest, OneCaptureOfThreeHostsMergesTheirTraces) {
                             }),
               1);
   }
-  for (auto& p : programs) EXPECT_TRUE(p->Running()) << "the programs go on, unaware";
+  for (auto& p : programs_) EXPECT_TRUE(p->Running()) << "the programs go on, unaware";
 }
 
 TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
   std::vector<std::string> hosts;
-  std::vector<std::unique_ptr<Background>> programs;
-  for (const char* name : {"up1", "up2", "down"}) {
-    hosts.push_back(StartHost(name));
-    ASSERT_FALSE(hosts.back().empty());
-    programs.push_back(Program(hosts.back(), RmsNorm()));
-  }
-  for (const std::string& h : hosts) ASSERT_TRUE(AwaitConnected(h)) << h;
+  ASSERT_NO_FATAL_FAILURE(StartHostsWithPrograms({"up1", "up2", "down"}, &hosts));
   const std::string down = hosts[2];
   hosts_[down]->Stop(SIGTERM);
 
