@@ -257,11 +257,16 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
     Say(std::string(parsed.status().message()));
     return 2;
   }
-  if (absl::Status s = CheckCaptureFolderFree(out); !s.ok()) {
-    Say(std::string(s.message()));
+  std::vector<Host>& hosts = *parsed;
+  // Before any host records: a folder already holding a capture would refuse its files after.
+  absl::Status free = CheckCaptureFolderFree(out);
+  for (const Host& h : hosts) {
+    if (free.ok()) free = CheckCaptureFolderFree(h.folder);
+  }
+  if (!free.ok()) {
+    Say(std::string(free.message()));
     return 2;
   }
-  std::vector<Host>& hosts = *parsed;
   const TlsPaths tls = TlsPathsFromFlags();
   ForEachHost(&hosts, [&tls](Host* h) { Connect(tls, h); });
   // One host at a time: the round trips of several at once would delay each other on this

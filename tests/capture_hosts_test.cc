@@ -235,6 +235,13 @@ TEST_F(CaptureHostsTest, OneCaptureOfThreeHostsMergesTheirTraces) {
               1);
   }
   for (auto& p : programs_) EXPECT_TRUE(p->Running()) << "the programs go on, unaware";
+
+  // Again into the same folder: refused before any host records, and nothing changes.
+  const Result again = CaptureHosts(hosts, {"--duration", "1s", "--out", out});
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_EQ(again.err, "nrtprof capture: " + out +
+                           " already holds a capture (trace.pftrace); choose another folder or "
+                           "remove it\n");
 }
 
 TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
