@@ -379,5 +379,29 @@ TEST_F(CaptureHostsTest, WholeStepsAreTheSameStepsOnEveryHost) {
   EXPECT_EQ(merged.slice_times["clock_marks @ " + b]["nrt_tensor_write"].size(), 3u) << r.err;
 }
 
+// Flags that cannot make a capture across hosts: one line each, exit 2, nothing written.
+TEST_F(CaptureHostsTest, BadHostListsAreRefusedInOneLine) {
+  const std::string out = TempDir("hosts-bad") + "/cap";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--hosts", "a:1,,b:2", "--duration", "1s", "--out", out},
+       "nrtprof capture: --hosts 'a:1,,b:2' has an empty entry\n"},
+      {{"--hosts", "a:1,b:2,a:1", "--duration", "1s", "--out", out},
+       "nrtprof capture: --hosts names a:1 twice\n"},
+      {{"--hosts", "a:1", "--duration", "1s"},
+       "nrtprof capture: --hosts needs --out DIR: the folder on this machine where every host's "
+       "files go\n"},
+      {{"--hosts", "a:1", "--addr", "a:1", "--duration", "1s", "--out", out},
+       "nrtprof capture: --hosts names every daemon: not with --addr\n"},
+  };
+  for (const auto& [flags, line] : cases) {
+    std::vector<std::string> argv = {Runfile("client/nrtprof"), "capture"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const Result r = RunProcess(argv, kCliEnv);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, line);
+  }
+  EXPECT_FALSE(Exists(out));
+}
+
 }  // namespace
 }  // namespace nrtprof
