@@ -579,11 +579,12 @@ absl::Status CollectorCore::AwaitStart(uint64_t start_ns) {
         "the start time is %.3f s ahead of this daemon's clock; at most %d s",
         static_cast<double>(start_ns - now) / 1e9, kMaxStartAheadNs / 1'000'000'000));
   }
-  // A lock and a condition of its own: nothing notifies it, the clock ends the wait.
-  std::mutex mu;
-  std::condition_variable never;
-  std::unique_lock<std::mutex> lock(mu);
-  while (clock_->MonotonicNs() < start_ns) clock_->WaitUntil(&never, &lock, start_ns);
+  // On the core's condition (which waiting releases): what wakes it early is checked again.
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutting_down_ && clock_->MonotonicNs() < start_ns) {
+    clock_->WaitUntil(&cv_, &lock, start_ns);
+  }
+  if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
   return absl::OkStatus();
 }
 
@@ -960,6 +961,7 @@ absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
+    cv_.notify_all();  // a StartCapture waiting for its start time gives up
     for (const auto& [id, c] : captures_) {
       if (!c->stopping) active.push_back(id);
     }

@@ -189,8 +189,9 @@ class CollectorCore {
   // mu_ and the stream's mu.
   static DropCounts StreamsOwnDrops(const Stream& s);
   bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns once the monotonic clock reads start_ns (at once if it is past).
-  absl::Status AwaitStart(uint64_t start_ns);
+  // Returns once the monotonic clock reads start_ns (at once if it is past); Unavailable if
+  // the daemon shuts down meanwhile.
+  absl::Status AwaitStart(uint64_t start_ns) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
   // A new id, free among the captures in progress and in `root`'s folders.
   std::string NewCaptureId(const std::string& root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -367,6 +367,17 @@ TEST_F(CollectorCoreTest, ACaptureStartsAtTheTimeItNames) {
             "the start time is 61.000 s ahead of this daemon's clock; at most 60 s");
 }
 
+// The daemon stopping while a capture waits for its start time: the wait ends, refused.
+TEST_F(CollectorCoreTest, ShutdownEndsTheWaitForAStartTime) {
+  nrtprof::StartCaptureRequest request;
+  request.set_start_monotonic_ns(30'000'000'000);
+  auto started = std::async(std::launch::async, [&] { return core_.StartCapture(request); });
+  clock_.AwaitWaits(1);
+  EXPECT_TRUE(core_.Shutdown(0).ok());
+  EXPECT_EQ(started.get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(clock_.MonotonicNs(), 0u);
+}
+
 // Two daemons (two cores here) writing captures in one folder: ids they pick in the same
 // second differ, and a folder a capture is writing is refused to another until it is written;
 // a folder claimed by a daemon that died is taken over.
