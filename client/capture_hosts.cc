@@ -38,6 +38,8 @@ constexpr uint64_t kClockBudgetNs = 50'000'000;
 // How far ahead of now the hosts start: enough for StartCapture to reach the slowest of them.
 constexpr absl::Duration kMinStartLead = absl::Milliseconds(100);
 constexpr absl::Duration kMaxStartLead = absl::Seconds(5);
+// A host's window that opened later than this after the instant named is said to have.
+constexpr uint64_t kLateStartNs = 1'000'000;
 
 void Say(const std::string& line) { fprintf(stderr, "nrtprof capture: %s\n", line.c_str()); }
 
@@ -135,6 +137,14 @@ void Start(StartCaptureRequest request, uint64_t local_start_ns, Host* h) {
   if (!s.ok()) h->Fail("cannot start the capture", FromGrpc(s, h->address));
 }
 
+// How long after the named instant the host opened its window (its StartCapture came late), in
+// its own clock; 0 if on time.
+uint64_t LateBy(const Host& h, uint64_t local_start_ns) {
+  const int64_t named = static_cast<int64_t>(local_start_ns) + h.clock.monotonic_offset_ns;
+  const int64_t began = static_cast<int64_t>(h.started.started_monotonic_ns());
+  return began > named ? static_cast<uint64_t>(began - named) : 0;
+}
+
 void StopAndFetch(uint32_t wait_ms, Host* h) {
   StopCaptureRequest stop;
   stop.set_capture_id(h->started.capture_id());
@@ -150,7 +160,8 @@ void StopAndFetch(uint32_t wait_ms, Host* h) {
   if (!fetched.ok()) return h->Fail("its files could not be fetched", fetched.status());
 }
 
-// Until every host's processes have marked the capture's last step (or a signal, or an hour).
+// Until every host's processes have marked the capture's last step (or a signal, or an hour). A
+// host that stops answering is left out, said in one line, and waited for no more.
 int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
                const sigset_t& stop_signals) {
   const absl::Time began = absl::Now();
@@ -163,9 +174,15 @@ int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
     for (Host& h : *hosts) {
       if (!h.in()) continue;
       absl::StatusOr<StatusReply> now = h.connection->Status(2000);
+      if (!now.ok()) {
+        h.Fail("lost during the capture", now.status());
+        Say(absl::StrCat("host ", h.name, " is left out: ", h.failure));
+        continue;
+      }
       const uint64_t final_step = h.started.first_step() + window.iterations - 1;
-      done = done && now.ok() && StepsDone(*now, window.pids, final_step);
+      done = done && StepsDone(*now, window.pids, final_step);
     }
+    if (HostsIn(*hosts) == 0) return 0;
     if (done) {
       // The steps' device events come after their calls: a moment for them.
       const timespec settle = absl::ToTimespec(absl::Milliseconds(500));
@@ -315,6 +332,11 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
       first_steps.insert(h.started.first_step());
       absl::StrAppend(&line, ", steps ", h.started.first_step(), " to ",
                       h.started.first_step() + window.iterations - 1);
+    }
+    // A window opened late is said: the hosts' windows differ by that much at their start.
+    if (const uint64_t late = LateBy(h, local_start); late > kLateStartNs) {
+      absl::StrAppend(&line, "; its window began ", daemon::FormatDuration(late),
+                      " late (the start reached it after the instant named)");
     }
     fprintf(stderr, "%s\n", line.c_str());
   }

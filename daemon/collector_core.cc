@@ -568,6 +568,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   reply.set_spool_dir(options_.spool_dir);
   reply.set_fetch(staged);
   reply.set_first_step(c.first_step);
+  reply.set_started_monotonic_ns(c.started_ns);
   return reply;
 }
 

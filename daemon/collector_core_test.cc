@@ -358,6 +358,7 @@ TEST_F(CollectorCoreTest, ACaptureStartsAtTheTimeItNames) {
   clock_.Advance(5'000'000'000);
   absl::StatusOr<nrtprof::StartCaptureReply> reply = started.get();
   ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->started_monotonic_ns(), 5'000'000'000u);
   EXPECT_TRUE(c.sent.back().capturing());
   EXPECT_EQ(core_.Status().captures(0).running_ms(), 0u) << "its window began at the start";
 

@@ -307,7 +307,8 @@ TEST_F(CaptureHostsTest, AHostWhoseClockIsAheadLinesUp) {
 
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  const int64_t first = (now.tv_sec + 2) * 1'000'000'000LL;  // a whole second, 1-2 s from now
+  // A whole second 3-4 s from now: time for both programs to start and connect on a busy machine.
+  const int64_t first = (now.tv_sec + 4) * 1'000'000'000LL;
   constexpr int kMarks = 5;
   auto marks = [&](int64_t at) {
     return std::vector<std::string>{Runfile("tests/clock_marks"), std::to_string(at),
@@ -322,7 +323,7 @@ TEST_F(CaptureHostsTest, AHostWhoseClockIsAheadLinesUp) {
   const std::string out = TempDir("hosts-clock") + "/cap";
   // From the flight recorder too: the marks are in the window however long the start took.
   const Result r =
-      CaptureHosts({near, far}, {"--last", "10s", "--duration", "3s", "--out", out});
+      CaptureHosts({near, far}, {"--last", "10s", "--duration", "5s", "--out", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NEAR(OffsetMs(r.err, near), 0, 5) << r.err;
   EXPECT_NEAR(OffsetMs(r.err, far), 250, 5) << r.err;
@@ -344,9 +345,9 @@ TEST_F(CaptureHostsTest, AHostWhoseClockIsAheadLinesUp) {
                                           << " ns apart in the merged trace";
 }
 
-// Two hosts whose programs are in step (they mark a step every 50 ms from the same instant, as
-// the ranks of a training job): with --iterations and --step_multiple, both record the same
-// step numbers, and the capture ends once both have made the last one.
+// Two hosts whose programs are in step (they mark a step every 50 ms for 15 s from the same
+// instant, as the ranks of a training job): with --iterations and --step_multiple, both record
+// the same step numbers, and the capture ends once both have made the last one.
 TEST_F(CaptureHostsTest, WholeStepsAreTheSameStepsOnEveryHost) {
   const std::string a = StartHost("steps-a");
   const std::string b = StartHost("steps-b");
@@ -355,7 +356,7 @@ TEST_F(CaptureHostsTest, WholeStepsAreTheSameStepsOnEveryHost) {
   clock_gettime(CLOCK_REALTIME, &now);
   const std::vector<std::string> marks = {Runfile("tests/clock_marks"),
                                           std::to_string((now.tv_sec + 1) * 1'000'000'000LL),
-                                          "100", "50"};
+                                          "300", "50"};
   auto program_a = Program(a, marks);
   auto program_b = Program(b, marks);
   ASSERT_TRUE(AwaitConnected(a));
