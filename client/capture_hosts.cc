@@ -36,7 +36,7 @@ namespace {
 constexpr int kClockRounds = 128;
 constexpr uint64_t kClockBudgetNs = 50'000'000;
 // How far ahead of now the hosts start: enough for StartCapture to reach the slowest of them.
-constexpr absl::Duration kMinStartLead = absl::Milliseconds(100);
+constexpr absl::Duration kMinStartLead = absl::Milliseconds(250);
 constexpr absl::Duration kMaxStartLead = absl::Seconds(5);
 // A host's window that opened later than this after the instant named is said to have.
 constexpr uint64_t kLateStartNs = 1'000'000;
