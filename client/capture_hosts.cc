@@ -250,6 +250,120 @@ std::string WindowText(const CaptureWindow& window) {
   return text;
 }
 
+// Connects to every host at once, then measures their clocks one at a time: the round trips
+// of several at once would delay each other on this machine's cores, and the bound is half the
+// shortest one.
+void ConnectAll(std::vector<Host>* hosts) {
+  const TlsPaths tls = TlsPathsFromFlags();
+  ForEachHost(hosts, [&tls](Host* h) { Connect(tls, h); });
+  for (Host& h : *hosts) {
+    if (!h.in()) continue;
+    MeasureHostClock(&h);
+    if (!h.in()) Say(absl::StrCat("host ", h.name, " is left out: ", h.failure));
+  }
+}
+
+// Starts the capture on every host at one instant of our clock, named to each in its own;
+// returns that instant.
+uint64_t StartAll(const CaptureWindow& window, const std::string& capture_id,
+                  std::vector<Host>* hosts) {
+  uint64_t slowest = 0;
+  for (const Host& h : *hosts) {
+    if (h.in()) slowest = std::max(slowest, h.clock.max_round_trip_ns);
+  }
+  const absl::Duration lead =
+      std::min(kMaxStartLead, kMinStartLead + 2 * absl::Nanoseconds(slowest));
+  const uint64_t local_start = MonotonicNs() + absl::ToInt64Nanoseconds(lead);
+  StartCaptureRequest request;
+  request.set_capture_id(capture_id);
+  request.set_stack_depth(window.stacks);
+  for (uint32_t pid : window.pids) request.add_pids(pid);
+  request.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(window.last)));
+  request.set_iterations(window.iterations);
+  request.set_step_multiple(window.step_multiple);
+  request.set_fetch(true);
+  ForEachHost(hosts, [&](Host* h) { Start(request, local_start, h); });
+  return local_start;
+}
+
+// What started where: a line per host with its clock (and steps, and a late start).
+void SayStarted(const std::vector<Host>& hosts, const CaptureWindow& window,
+                const std::string& capture_id, const std::string& out, uint64_t local_start) {
+  fprintf(stderr, "nrtprof: capture %s on %zu host%s -> %s: %s\n", capture_id.c_str(),
+          HostsIn(hosts), HostsIn(hosts) == 1 ? "" : "s", out.c_str(), WindowText(window).c_str());
+  std::set<uint64_t> first_steps;
+  for (const Host& h : hosts) {
+    if (!h.in()) continue;
+    std::string line = absl::StrCat("  ", h.name, " (", h.hostname, "): clock ",
+                                    FormatOffset(h.clock.realtime_offset_ns,
+                                                 h.clock.error_bound_ns));
+    if (window.iterations != 0) {
+      first_steps.insert(h.started.first_step());
+      absl::StrAppend(&line, ", steps ", h.started.first_step(), " to ",
+                      h.started.first_step() + window.iterations - 1);
+    }
+    // A window opened late is said: the hosts' windows differ by that much at their start.
+    if (const uint64_t late = LateBy(h, local_start); late > kLateStartNs) {
+      absl::StrAppend(&line, "; its window began ", daemon::FormatDuration(late),
+                      " late (the start reached it after the instant named)");
+    }
+    fprintf(stderr, "%s\n", line.c_str());
+  }
+  if (first_steps.size() > 1) {
+    Say("the hosts' processes were not in step: they record different step numbers (a larger "
+        "--step_multiple puts them on the same ones)");
+  }
+}
+
+// The window: its duration, or until every host's processes made the last step; Ctrl-C or
+// SIGTERM ends it early (said).
+void AwaitWindow(std::vector<Host>* hosts, const CaptureWindow& window,
+                 const sigset_t& stop_signals) {
+  const absl::Time began = absl::Now();
+  int signal_number = 0;
+  if (window.iterations != 0) {
+    signal_number = AwaitSteps(hosts, window, stop_signals);
+  } else if (window.duration != absl::ZeroDuration()) {
+    const timespec wait = absl::ToTimespec(window.duration);
+    signal_number = std::max(sigtimedwait(&stop_signals, nullptr, &wait), 0);
+  }
+  if (signal_number > 0) {
+    Say(absl::StrCat(signal_number == SIGINT ? "interrupted" : "terminated", " after ",
+                     absl::FormatDuration(absl::Trunc(absl::Now() - began,
+                                                      absl::Milliseconds(100))),
+                     ": ending the window early"));
+  }
+}
+
+// The end, as `nrtprof capture` says it for one host: the hosts' notes, the table, the totals
+// and where the files are.
+void SayWritten(const std::vector<Host>& hosts, const std::string& out,
+                const std::string& summary) {
+  uint64_t events = 0, dropped = 0, processes = 0;
+  for (const Host& h : hosts) {
+    if (!h.in()) continue;
+    events += h.files.events();
+    dropped += h.files.events_dropped();
+    processes += h.files.processes();
+    for (const std::string& note : h.files.notes()) Say(absl::StrCat(h.name, ": ", note));
+  }
+  fprintf(stderr, "\n%s\n", summary.c_str());
+  fprintf(stderr,
+          "nrtprof: %llu events from %llu process%s on %zu of %zu hosts, %llu dropped; files in "
+          "%s:\n",
+          static_cast<unsigned long long>(events), static_cast<unsigned long long>(processes),
+          processes == 1 ? "" : "es", HostsIn(hosts), hosts.size(),
+          static_cast<unsigned long long>(dropped), out.c_str());
+  fprintf(stderr, "  trace.pftrace (every host, on this machine's clock)\n  summary.txt\n");
+  for (const Host& h : hosts) {
+    if (h.in()) fprintf(stderr, "  %s/\n", h.folder.substr(out.size() + 1).c_str());
+  }
+  fprintf(stderr,
+          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
+          "trace file\")\n",
+          out.c_str());
+}
+
 }  // namespace
 
 bool StepsDone(const StatusReply& status, const std::vector<uint32_t>& pids, uint64_t final_step) {
@@ -284,81 +398,19 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
     Say(std::string(free.message()));
     return 2;
   }
-  const TlsPaths tls = TlsPathsFromFlags();
-  ForEachHost(&hosts, [&tls](Host* h) { Connect(tls, h); });
-  // One host at a time: the round trips of several at once would delay each other on this
-  // machine's cores, and the bound is half the shortest one.
-  for (Host& h : hosts) {
-    if (!h.in()) continue;
-    MeasureHostClock(&h);
-    if (!h.in()) Say(absl::StrCat("host ", h.name, " is left out: ", h.failure));
-  }
+  ConnectAll(&hosts);
   if (HostsIn(hosts) == 0) {
     Say("no host could be reached; nothing was captured");
     return 1;
   }
-
-  // One instant in our clock, named to each host in its own.
-  uint64_t slowest = 0;
-  for (const Host& h : hosts) {
-    if (h.in()) slowest = std::max(slowest, h.clock.max_round_trip_ns);
-  }
-  const absl::Duration lead =
-      std::min(kMaxStartLead, kMinStartLead + 2 * absl::Nanoseconds(slowest));
-  const uint64_t local_start = MonotonicNs() + absl::ToInt64Nanoseconds(lead);
-  StartCaptureRequest request;
-  request.set_capture_id(CaptureId());
-  request.set_stack_depth(window.stacks);
-  for (uint32_t pid : window.pids) request.add_pids(pid);
-  request.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(window.last)));
-  request.set_iterations(window.iterations);
-  request.set_step_multiple(window.step_multiple);
-  request.set_fetch(true);
-  ForEachHost(&hosts, [&](Host* h) { Start(request, local_start, h); });
+  const std::string capture_id = CaptureId();
+  const uint64_t local_start = StartAll(window, capture_id, &hosts);
   if (HostsIn(hosts) == 0) {
     Say("no host started the capture; nothing was captured");
     return 1;
   }
-
-  fprintf(stderr, "nrtprof: capture %s on %zu host%s -> %s: %s\n", request.capture_id().c_str(),
-          HostsIn(hosts), HostsIn(hosts) == 1 ? "" : "s", out.c_str(), WindowText(window).c_str());
-  std::set<uint64_t> first_steps;
-  for (const Host& h : hosts) {
-    if (!h.in()) continue;
-    std::string line = absl::StrCat("  ", h.name, " (", h.hostname, "): clock ",
-                                    FormatOffset(h.clock.realtime_offset_ns,
-                                                 h.clock.error_bound_ns));
-    if (window.iterations != 0) {
-      first_steps.insert(h.started.first_step());
-      absl::StrAppend(&line, ", steps ", h.started.first_step(), " to ",
-                      h.started.first_step() + window.iterations - 1);
-    }
-    // A window opened late is said: the hosts' windows differ by that much at their start.
-    if (const uint64_t late = LateBy(h, local_start); late > kLateStartNs) {
-      absl::StrAppend(&line, "; its window began ", daemon::FormatDuration(late),
-                      " late (the start reached it after the instant named)");
-    }
-    fprintf(stderr, "%s\n", line.c_str());
-  }
-  if (first_steps.size() > 1) {
-    Say("the hosts' processes were not in step: they record different step numbers (a larger "
-        "--step_multiple puts them on the same ones)");
-  }
-
-  const absl::Time began = absl::Now();
-  int signal_number = 0;
-  if (window.iterations != 0) {
-    signal_number = AwaitSteps(&hosts, window, stop_signals);
-  } else if (window.duration != absl::ZeroDuration()) {
-    const timespec wait = absl::ToTimespec(window.duration);
-    signal_number = std::max(sigtimedwait(&stop_signals, nullptr, &wait), 0);
-  }
-  if (signal_number > 0) {
-    Say(absl::StrCat(signal_number == SIGINT ? "interrupted" : "terminated", " after ",
-                     absl::FormatDuration(absl::Trunc(absl::Now() - began,
-                                                      absl::Milliseconds(100))),
-                     ": ending the window early"));
-  }
+  SayStarted(hosts, window, capture_id, out, local_start);
+  AwaitWindow(&hosts, window, stop_signals);
   // As for one host: what the programs made by the window's end arrives within 100 ms.
   const uint32_t wait_ms = window.duration == absl::ZeroDuration() ? 0 : 100;
   ForEachHost(&hosts, [wait_ms](Host* h) { StopAndFetch(wait_ms, h); });
@@ -366,35 +418,12 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
     Say("no host's capture was written");
     return 1;
   }
-
   std::string summary;
-  if (absl::Status s = WriteMerged(hosts, request.capture_id(), out, &summary); !s.ok()) {
+  if (absl::Status s = WriteMerged(hosts, capture_id, out, &summary); !s.ok()) {
     Say(absl::StrCat("the hosts' files are in ", out, " but were not merged: ", s.message()));
     return 1;
   }
-  uint64_t events = 0, dropped = 0, processes = 0;
-  for (const Host& h : hosts) {
-    if (!h.in()) continue;
-    events += h.files.events();
-    dropped += h.files.events_dropped();
-    processes += h.files.processes();
-    for (const std::string& note : h.files.notes()) Say(absl::StrCat(h.name, ": ", note));
-  }
-  fprintf(stderr, "\n%s\n", summary.c_str());
-  fprintf(stderr,
-          "nrtprof: %llu events from %llu process%s on %zu of %zu hosts, %llu dropped; files in "
-          "%s:\n",
-          static_cast<unsigned long long>(events), static_cast<unsigned long long>(processes),
-          processes == 1 ? "" : "es", HostsIn(hosts), hosts.size(),
-          static_cast<unsigned long long>(dropped), out.c_str());
-  fprintf(stderr, "  trace.pftrace (every host, on this machine's clock)\n  summary.txt\n");
-  for (const Host& h : hosts) {
-    if (h.in()) fprintf(stderr, "  %s/\n", h.folder.substr(out.size() + 1).c_str());
-  }
-  fprintf(stderr,
-          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
-          "trace file\")\n",
-          out.c_str());
+  SayWritten(hosts, out, summary);
   return 0;
 }
 
