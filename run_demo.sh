@@ -54,5 +54,8 @@ awk -v n="${ms[naive]}" -v p="${ms[python]}" -v f="${ms[fused]}" -v c="${ms[comp
   printf "RMSNorm 4x512 bf16, device time per iteration: naive %.3f ms (from Python: %s), fused %.3f ms, compiled %.3f ms\n", n, p == "" ? "failed" : sprintf("%.3f ms", p), f, c
   printf "(public reference: 2.355 ms, 0.403 ms, 0.376 ms). Compiled runs in 1/%.1f of the naive time.\n", n / c
 }'
-echo "Open nrtprof-captures/rmsnorm-naive/trace.pftrace in https://ui.perfetto.dev (\"Open trace file\")"
+echo "\$ bazel-bin/client/nrtprof report nrtprof-captures/rmsnorm-naive"
+bazel-bin/client/nrtprof report "$captures/rmsnorm-naive" || exit 1
+echo "Open nrtprof-captures/rmsnorm-naive/report.html in a browser (offline: it fetches nothing), or"
+echo "nrtprof-captures/rmsnorm-naive/trace.pftrace in https://ui.perfetto.dev (\"Open trace file\"),"
 echo "to see the three lanes: framework ops, runtime calls, and the NeuronCore's executions."

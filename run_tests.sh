@@ -69,7 +69,7 @@ run "all tests" "" //...
 tsan_dir="$(bazel info --config=tsan bazel-testlogs 2>/dev/null | sed 's|/testlogs$||')"
 run "ThreadSanitizer" "$tsan_dir" --config=tsan \
   //sim:concurrency_test //sim:runtime_api_test //sim:sys_trace_test \
-  //daemon:all //shim:event_ring_test //shim:sys_trace_arbiter_test
+  //daemon:all //shim:event_ring_test //shim:sys_trace_arbiter_test //shim:device_profile_test
 
 # The libFuzzer targets (clang, ASan, UBSan), each from its seed corpus for a bounded time: a
 # crash fails its case, and the script prints the path of the input that caused it.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/fetch.h"
 #include "client/locate.h"
+#include "client/progress.h"
 
 namespace nrtprof::cli {
 
@@ -33,6 +34,7 @@ bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& starte
     files.clear_files();
     for (const std::string& f : *fetched) files.add_files(f);
   }
+  if (Quiet()) return true;
   fprintf(stderr, "\n%s\n", files.summary_text().c_str());
   fprintf(stderr, "nrtprof: %llu events from %u process%s, %llu dropped; files in %s:\n",
           static_cast<unsigned long long>(files.events()), files.processes(),

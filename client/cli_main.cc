@@ -36,12 +36,15 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"run", RunCommand,
-       "run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS ...] [--] CMD "
-       "ARGS...",
+       "run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
+       "[--quiet] [--addr ADDRESS ...] [--] CMD ARGS...",
        "run CMD under the profiler and print where its device time went",
        "  --out DIR          the capture's folder (default ./nrtprof-captures/CAPTURE_ID)\n"
        "  --stacks N         call-stack depth recorded for each runtime call, 0 (off) to 64\n"
+       "  --device-profile   also the runtime's device profile of each model: the engines' ops\n"
+       "                     and I/O DMA inside every execution (NRTPROF_DEVICE_PROFILE=1)\n"
        "  --mode MODE        best_effort (default, or NRTPROF_MODE) or lossless (spooled to disk)\n"
+       "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
        "  --addr ADDRESS     a standing daemon (unix:/path or HOST:PORT with --tls_ca and\n"
        "                     --token_file or --tls_cert/--tls_key); default: $NRTPROF_ADDR, the\n"
        "                     per-user socket if a trusted daemon answers, else a private one\n"
@@ -50,12 +53,12 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof run -- python3 train.py --epochs 1\n"
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
-       {"out", "stacks", "mode", NRTPROF_DAEMON_FLAGS},
-       {},
+       {"out", "stacks", "device_profile", "mode", NRTPROF_DAEMON_FLAGS},
+       {"device_profile", "quiet"},
        true},
       {"capture", CaptureCommand,
        "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
-       "[--pid PID]... [--out DIR] [--stacks N] [--addr ADDRESS ...]",
+       "[--pid PID]... [--out DIR] [--stacks N] [--quiet] [--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
        "  --duration D       record from now for D (10s, 1m30s, 500ms; at most 24h)\n"
        "  --last L           also the L before now, from the daemon's flight recorder\n"
@@ -65,6 +68,7 @@ const std::vector<Command>& Commands() {
        "  --pid PID          only these processes (--pid 1,2 or --pid 1 --pid 2)\n"
        "  --out DIR          the capture's folder (default: the daemon's, or ./nrtprof-captures/ID)\n"
        "  --stacks N         call-stack depth, 0 (off) to 64\n"
+       "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
        "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n"
        "  --hosts H:P,...    several daemons (TCP) at one instant, clocks aligned; every host's\n"
        "                     files come to --out DIR, with a merged trace.pftrace and summary\n\n"
@@ -76,18 +80,21 @@ const std::vector<Command>& Commands() {
        "      --iterations 3 --step_multiple 100 --out step-1200\n",
        {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks", "hosts",
         NRTPROF_DAEMON_FLAGS},
-       {}},
+       {"quiet"}},
       {"summary", SummaryCommand,
-       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]",
+       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N] "
+       "[--from-trace]",
        "the key_averages table of a capture, re-sorted or re-formatted",
        "  --sort KEY         self_device (default), device_total, self_cpu, cpu_total, calls, name\n"
        "  --format FORMAT    text (default), csv or json\n"
-       "  --limit N          only the first N rows (0: all)\n\n"
+       "  --limit N          only the first N rows (0: all)\n"
+       "  --from-trace       recompute the table from trace.pftrace, not summary.json\n\n"
        "examples:\n"
        "  nrtprof summary nrtprof-captures/20261203-101500 --sort calls --limit 10\n"
-       "  nrtprof summary cap/summary.json --format csv > table.csv\n",
+       "  nrtprof summary cap/summary.json --format csv > table.csv\n"
+       "  nrtprof summary cap/trace.pftrace --from-trace\n",
        {"sort", "format", "limit"},
-       {}},
+       {"from_trace"}},
       {"diff", DiffCommand, "diff CAPTURE_A CAPTURE_B [--format text|csv|json] [--limit N]",
        "two captures side by side, row by row, sorted by the change in device time",
        "  --format FORMAT    text (default), csv or json\n"
@@ -96,6 +103,31 @@ const std::vector<Command>& Commands() {
        "  nrtprof diff rmsnorm-naive rmsnorm-compiled\n"
        "  nrtprof diff before/summary.json after --format csv > change.csv\n",
        {"format", "limit"},
+       {}},
+      {"report", ReportCommand, "report CAPTURE_DIR [-o report.html] [--max_slices N]",
+       "one HTML file of a capture to open in a browser: table, chart, timeline, chains",
+       "  -o FILE            the file to write (default CAPTURE_DIR/report.html)\n"
+       "  --max_slices N     slices the timeline draws one by one (default 200000); past them\n"
+       "                     it draws each lane's busy time, and the page says so\n"
+       "The file is self-contained: it fetches nothing and opens offline.\n\n"
+       "examples:\n"
+       "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
+       "  nrtprof report slow-step -o /tmp/slow-step.html\n",
+       {"o", "max_slices"},
+       {}},
+      {"top", TopCommand,
+       "top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]",
+       "a live view of the host: processes, models and ops by device time, as top(1) shows",
+       "  --interval D       time between refreshes (default 2s)\n"
+       "  --window D         how far back each refresh looks (default 5s), from the standing\n"
+       "                     daemon's flight recorder\n"
+       "  --iterations N     stop after N refreshes (default: until q or Ctrl-C)\n"
+       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n"
+       "On a terminal it redraws one screen and q quits; piped, it prints one block per refresh.\n\n"
+       "examples:\n"
+       "  nrtprof top\n"
+       "  nrtprof top --interval 1s --iterations 5 > top.txt\n",
+       {"interval", "window", "iterations", NRTPROF_DAEMON_FLAGS},
        {}},
       {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
        "the daemon's address, uptime, processes, events, drops and flight recorder",
@@ -170,7 +202,7 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
               absl::StrJoin(flags, ", ").c_str(), c.name);
       return 2;
     }
-    if (is_bool) continue;
+    if (is_bool && !has_value) continue;  // --json, --device-profile; a value is checked below
     std::string value;
     if (has_value) {
       value = std::string(a.substr(a.find('=') + 1));
@@ -224,7 +256,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, status; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, status, top; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

@@ -26,6 +26,7 @@
 #include "client/capture_hosts.h"
 #include "client/capture_report.h"
 #include "client/commands.h"
+#include "client/progress.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
 #include "client/flags.h"
@@ -228,6 +229,7 @@ int CaptureCommand(int argc, char** argv) {
         break;
       }
     }
+  } else if (Quiet()) {
   } else if (duration == absl::ZeroDuration()) {
     fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s): %s, from the flight recorder\n",
             capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
@@ -260,6 +262,7 @@ int CaptureCommand(int argc, char** argv) {
   stop.set_wait_ms(duration == absl::ZeroDuration() ? 0 : 100);
   CaptureFiles files;
   {
+    Progress progress("writing the capture");
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     const absl::Status s =

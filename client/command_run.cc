@@ -1,4 +1,4 @@
-// `nrtprof run [--out DIR] [--stacks N] -- CMD ARGS...`: runs CMD with the shim preloaded,
+// `nrtprof run [--out DIR] [--stacks N] [--device-profile] -- CMD ARGS...`: runs CMD with the shim preloaded,
 // against a running daemon or a private one started for this run, then closes the capture and
 // prints the summary table and where the trace is. Exits with CMD's exit code. nrtprof's own
 // lines go to stderr, so CMD's stdout stays exactly its own.
@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "client/progress.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
 #include "client/capture_report.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(int, stacks, -1,
           "call-stack depth recorded for each runtime call, 0 (off) to 64 (default: "
           "$NRTPROF_STACKS, else 0)");
+ABSL_FLAG(bool, device_profile, false,
+          "also the runtime's device profile of each model: the engines' ops and the I/O DMA "
+          "inside every execution (NRTPROF_DEVICE_PROFILE=1)");
 ABSL_FLAG(std::string, mode, "",
           "best_effort (the default, or NRTPROF_MODE) or lossless: every batch also spooled to "
           "disk, so a daemon that is away or restarts loses nothing");
@@ -45,7 +49,8 @@ namespace nrtprof::cli {
 namespace {
 
 constexpr char kRunUsage[] =
-    "nrtprof run [--out DIR] [--stacks N] [--mode best_effort|lossless] [--addr ADDRESS "
+    "nrtprof run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
+    "[--addr ADDRESS "
     "[--tls_ca PEM --token_file PATH]] -- CMD ARGS...";
 
 int Fail(const std::string& line, int code = 1) {
@@ -147,6 +152,7 @@ int RunChild(const std::vector<char*>& argv, const std::string& shim, const std:
     // The caller's NRTPROF_* settings reach the program as they are (the shim reports an
     // invalid one itself), unless a flag says otherwise.
     if (stacks >= 0) setenv("NRTPROF_STACKS", std::to_string(stacks).c_str(), 1);
+    if (absl::GetFlag(FLAGS_device_profile)) setenv("NRTPROF_DEVICE_PROFILE", "1", 1);
     setenv("NRTPROF_MODE", mode.c_str(), 1);
     // The daemon's spool folder is on its machine: a local daemon reads the shims' spools there;
     // across TCP the shim keeps its spool on this machine (NRTPROF_SPOOL_DIR or the default)
@@ -263,11 +269,13 @@ int RunCommand(int argc, char** argv) {
   }
   // A shared service of another user writes the capture into a folder of its own; this
   // command fetches it and writes it here, as the user who ran it.
-  fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
-          CaptureDestination(capture, out).c_str(), connection.address().c_str(),
-          connection.private_daemon() ? ", private to this run"
-          : capture.fetch()           ? ", a shared service: fetched when written"
-                                      : "");
+  if (!Quiet()) {
+    fprintf(stderr, "nrtprof: capture %s -> %s (daemon %s%s)\n", capture.capture_id().c_str(),
+            CaptureDestination(capture, out).c_str(), connection.address().c_str(),
+            connection.private_daemon() ? ", private to this run"
+            : capture.fetch()           ? ", a shared service: fetched when written"
+                                        : "");
+  }
 
   // Which processes the profiler reached: each appends a line to this file (the shim's
   // MarkLoaded), in a folder of this command's own.
@@ -298,6 +306,7 @@ int RunCommand(int argc, char** argv) {
   stop.set_wait_ms(10000);
   CaptureFiles files;
   absl::Status s;
+  Progress progress("writing the capture");
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -312,6 +321,7 @@ int RunCommand(int argc, char** argv) {
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     s = FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
   }
+  progress.Done();
   if (!s.ok()) {
     fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
             std::string(s.message()).c_str());

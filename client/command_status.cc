@@ -21,19 +21,17 @@ ABSL_FLAG(std::string, addr, "",
 
 namespace nrtprof::cli {
 
-int StatusCommand(int argc, char** argv) {
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() > 1) {
-    fprintf(stderr, "nrtprof status: unexpected argument '%s'\n", args[1]);
-    return 2;
-  }
+std::unique_ptr<DaemonConnection> ConnectToStandingDaemon(const char* command, int* exit_code,
+                                                          std::string* address_out) {
   const std::string flag = absl::GetFlag(FLAGS_addr);
   const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+  if (address_out != nullptr) *address_out = address;
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       CredentialsFor(address, TlsPathsFromFlags());
   if (!credentials.ok()) {
-    fprintf(stderr, "nrtprof status: %s\n", std::string(credentials.status().message()).c_str());
-    return credentials.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    fprintf(stderr, "nrtprof %s: %s\n", command, std::string(credentials.status().message()).c_str());
+    *exit_code = credentials.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return nullptr;
   }
   absl::StatusOr<std::unique_ptr<DaemonConnection>> connection =
       DaemonConnection::Connect(address, 2000, *credentials);
@@ -41,14 +39,30 @@ int StatusCommand(int argc, char** argv) {
     // Nobody there: say how to have one.
     const bool absent = connection.status().code() == absl::StatusCode::kUnavailable ||
                         connection.status().code() == absl::StatusCode::kNotFound;
-    fprintf(stderr, "nrtprof status: %s%s\n", std::string(connection.status().message()).c_str(),
+    fprintf(stderr, "nrtprof %s: %s%s\n", command,
+            std::string(connection.status().message()).c_str(),
             absent ? " (start one with `nrtprofd &`, or as a service: README, \"Always on\"; "
                      "nrtprof run starts a private one by itself)"
                    : "");
     // A setting that cannot be used (NRTPROF_SERVICE_USER naming no user) is bad input.
-    return connection.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    *exit_code = connection.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return nullptr;
   }
-  absl::StatusOr<StatusReply> status = (*connection)->Status(2000);
+  return std::move(*connection);
+}
+
+int StatusCommand(int argc, char** argv) {
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) {
+    fprintf(stderr, "nrtprof status: unexpected argument '%s'\n", args[1]);
+    return 2;
+  }
+  int exit_code = 0;
+  std::string address;
+  std::unique_ptr<DaemonConnection> connection =
+      ConnectToStandingDaemon("status", &exit_code, &address);
+  if (connection == nullptr) return exit_code;
+  absl::StatusOr<StatusReply> status = connection->Status(2000);
   if (!status.ok()) {
     fprintf(stderr, "nrtprof status: %s\n", std::string(status.status().message()).c_str());
     return 1;

@@ -1,6 +1,7 @@
-// `nrtprof summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]`:
-// prints a capture's key_averages table again, from its summary.json, sorted and formatted as
-// asked. Accepts the capture folder, its summary.json, or one of its trace files.
+// `nrtprof summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]
+// [--from-trace]`: prints a capture's key_averages table again, from its summary.json (or,
+// with --from-trace, recomputed from its trace.pftrace), sorted and formatted as asked. Accepts
+// the capture folder, its summary.json, or one of its trace files.
 #include <cstdio>
 #include <string>
 
@@ -16,6 +17,8 @@ ABSL_FLAG(std::string, sort, "self_device",
           "self_device, device_total, self_cpu, cpu_total, calls or name");
 ABSL_FLAG(std::string, format, "text", "text, csv or json");
 ABSL_FLAG(int, limit, 0, "print only the first N rows (0: all)");
+ABSL_FLAG(bool, from_trace, false,
+          "recompute the table from the capture's trace.pftrace instead of reading summary.json");
 
 namespace nrtprof::cli {
 namespace {
@@ -31,7 +34,7 @@ int SummaryCommand(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
     return Fail("usage: nrtprof summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json]"
-                " [--limit N]", 2);
+                " [--limit N] [--from-trace]", 2);
   }
   absl::StatusOr<daemon::SummarySortKey> sort =
       daemon::ParseSummarySortKey(absl::GetFlag(FLAGS_sort));
@@ -42,7 +45,9 @@ int SummaryCommand(int argc, char** argv) {
   const int limit = absl::GetFlag(FLAGS_limit);
   if (limit < 0) return Fail("--limit must not be negative", 2);
 
-  absl::StatusOr<daemon::Summary> summary = ReadCaptureSummary(args[1]);
+  absl::StatusOr<daemon::Summary> summary = absl::GetFlag(FLAGS_from_trace)
+                                                ? RecomputeCaptureSummary(args[1])
+                                                : ReadCaptureSummary(args[1]);
   if (!summary.ok()) return Fail(std::string(summary.status().message()));
   fputs(daemon::FormatSummary(*summary, *sort, *format, limit).c_str(), stdout);
   return 0;

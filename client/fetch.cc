@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/daemon_connection.h"
+#include "client/progress.h"
 #include "grpcpp/grpcpp.h"
 
 namespace nrtprof::cli {
@@ -91,8 +92,12 @@ absl::StatusOr<std::vector<std::string>> FetchCaptureFiles(Control::StubInterfac
     written.push_back(file.name);
     return absl::OkStatus();
   };
+  Progress progress("fetching the capture from " + address);
+  uint64_t fetched_bytes = 0;
   CaptureFileChunk chunk;
   while (failed.ok() && reader->Read(&chunk)) {
+    fetched_bytes += chunk.data().size();
+    progress.SetBytes(fetched_bytes);
     if (!chunk.name().empty()) {
       failed = finish();
       if (!failed.ok()) break;

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/perfetto_trace_reader.h"
+#include "daemon/trace_from_pftrace.h"
 
 namespace nrtprof::cli {
 namespace {
@@ -23,7 +24,49 @@ std::string SummaryPathFor(const std::string& path) {
          "/summary.json";
 }
 
+// The capture's trace.pftrace, read back. DataLoss, naming it, if it does not read back.
+absl::StatusOr<daemon::ReadTrace> ReadCaptureTrace(const std::string& trace) {
+  std::ifstream t(trace, std::ios::binary);
+  if (!t) return absl::NotFoundError(absl::StrCat(trace, ": cannot be read"));
+  std::stringstream bytes;
+  bytes << t.rdbuf();
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
+  if (!read.ok() || read->trace.packet_size() == 0) {
+    return absl::DataLossError(absl::StrCat(
+        trace, " does not read back as a Perfetto trace (",
+        read.ok() ? std::string("no packets") : std::string(read.status().message()),
+        "): the capture is damaged"));
+  }
+  return read;
+}
+
+// The trace.pftrace beside `summary_json`.
+std::string TracePathFor(const std::string& summary_json) {
+  return summary_json.substr(0, summary_json.size() - strlen("summary.json")) + "trace.pftrace";
+}
+
 }  // namespace
+
+absl::StatusOr<daemon::Summary> RecomputeCaptureSummary(const std::string& given) {
+  struct stat st;
+  if (stat(given.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(given, ": no such file or folder"));
+  }
+  const std::string trace =
+      absl::EndsWith(given, ".pftrace") ? given : TracePathFor(SummaryPathFor(given));
+  absl::StatusOr<daemon::ReadTrace> read = ReadCaptureTrace(trace);
+  if (absl::IsNotFound(read.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(given, " is not an nrtprof capture (no readable ", trace, ")"));
+  }
+  if (!read.ok()) return read.status();
+  absl::StatusOr<daemon::Trace> rebuilt = daemon::TraceFromPerfetto(*read);
+  if (!rebuilt.ok()) {
+    return absl::DataLossError(absl::StrCat(trace, " is not laid out as nrtprof writes it (",
+                                            rebuilt.status().message(), ")"));
+  }
+  return daemon::ComputeSummary(*rebuilt);
+}
 
 absl::StatusOr<daemon::Summary> ReadCaptureSummary(const std::string& given) {
   struct stat st;
@@ -45,17 +88,9 @@ absl::StatusOr<daemon::Summary> ReadCaptureSummary(const std::string& given) {
   }
   // The table stands for the trace beside it: a trace that does not read back (damaged,
   // replaced) makes the capture one not to trust.
-  const std::string trace = path.substr(0, path.size() - strlen("summary.json")) + "trace.pftrace";
-  if (std::ifstream t(trace, std::ios::binary); t) {
-    std::stringstream bytes;
-    bytes << t.rdbuf();
-    if (absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
-        !read.ok() || read->trace.packet_size() == 0) {
-      return absl::DataLossError(absl::StrCat(
-          trace, " does not read back as a Perfetto trace (",
-          read.ok() ? std::string("no packets") : std::string(read.status().message()),
-          "): the capture is damaged"));
-    }
+  if (absl::StatusOr<daemon::ReadTrace> read = ReadCaptureTrace(TracePathFor(path));
+      !read.ok() && !absl::IsNotFound(read.status())) {
+    return read.status();
   }
   return summary;
 }

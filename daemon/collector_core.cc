@@ -24,6 +24,7 @@
 #include "daemon/correlator.h"
 #include "daemon/spool_replay.h"
 #include "daemon/step_window.h"
+#include "daemon/top.h"
 #include "daemon/summary.h"
 
 namespace nrtprof::daemon {
@@ -863,7 +864,8 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
     bool final = false;
     {
       std::lock_guard<std::mutex> lock(s->mu);
-      replay = s->ingest.ForReplay(list.front()->sequence - 1, /*models=*/capture != nullptr);
+      replay = s->ingest.ForReplay(list.front()->sequence - 1,
+                                   /*models=*/capture != nullptr && !capture->id.empty());
       final = s->ingest.final();
     }
     replay->BeginCapture();
@@ -923,6 +925,27 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
   const Trace trace = Correlate("metrics", std::move(processes),
                                 clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
   metrics->Add(trace);
+}
+
+absl::StatusOr<nrtprof::TopReply> CollectorCore::Top(const nrtprof::TopRequest& request,
+                                                      Caller caller) {
+  if (recorder_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the daemon keeps no flight recorder (nrtprofd --flight_recorder_seconds 0), so it has "
+        "no recent events to show");
+  }
+  const uint64_t window_ns = (request.window_ms() == 0 ? 5000 : request.window_ms()) * 1'000'000ull;
+  const uint64_t now = clock_->MonotonicNs();
+  const uint64_t until = now > kMetricsSettleNs ? now - kMetricsSettleNs : 0;
+  const uint64_t since = until > window_ns ? until - window_ns : 0;
+  // Whose processes: an unnamed scope of the caller's (every process, for the operator).
+  Capture scope;
+  if (!IsOperator(caller)) scope.owner = caller.uid;
+  std::vector<std::string> notes;
+  std::vector<ProcessCapture> processes = FromRecorder(&scope, since, until, &notes);
+  const Trace trace = Correlate("top", std::move(processes),
+                                clock_->RealtimeNs() - static_cast<int64_t>(now));
+  return ComputeTop(trace, until - since);
 }
 
 absl::StatusOr<CollectorCore::Fetchable> CollectorCore::FetchableCapture(

@@ -158,6 +158,12 @@ class CollectorCore {
   void FetchedCapture(const std::string& capture_id);
   static constexpr size_t kRememberedCaptures = 256;
 
+  // `nrtprof top`: the flight recorder's last request.window_ms (default 5 s) up to
+  // kMetricsSettleNs ago, decoded and correlated, by process, model and op (daemon/top.h). A
+  // user of a shared service sees only its own processes. FailedPrecondition without a flight
+  // recorder.
+  absl::StatusOr<nrtprof::TopReply> Top(const nrtprof::TopRequest& request, Caller caller = {});
+
   // Folds into `metrics` what the flight recorder received since the last fold, up to
   // kMetricsSettleNs ago (so that the device events of an execution have come in with it):
   // decoded and correlated as a capture would be. Needs the flight recorder; one fold at a
@@ -207,7 +213,7 @@ class CollectorCore {
 
   // A capture of the past: its processes (all of them for a null `capture`) as the flight
   // recorder has them from since_ns until until_ns.
-  // (For the metrics, capture is null: the model files stay out.)
+  // (For the metrics, capture is null, and for top it has no id: the model files stay out.)
   std::vector<ProcessCapture> FromRecorder(const Capture* capture, uint64_t since_ns,
                                            uint64_t until_ns, std::vector<std::string>* notes);
   // The control a process out of every capture gets: record for the flight recorder, or not.

@@ -306,6 +306,35 @@ TEST_F(CollectorCoreTest, RootsCaptureOfAServiceTakesEveryoneAndIsFetched) {
             absl::StatusCode::kPermissionDenied);
 }
 
+// nrtprof top: the flight recorder's recent window by process and op; a user of a shared
+// service sees only their own processes; without a recorder, one clear refusal.
+TEST_F(CollectorCoreTest, TopShowsTheRecentWindowOfTheCallersProcesses) {
+  EXPECT_EQ(core_.Top(nrtprof::TopRequest()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  CollectorOptions options = Options();
+  options.flight_recorder = true;
+  CollectorCore core(options, &sink_, &clock_);
+  Controls a, b;
+  ASSERT_TRUE(core.OnHello(1, Hello(201), a.Sender(), Caller{1001u}).ok());
+  ASSERT_TRUE(core.OnHello(2, Hello(202), b.Sender(), Caller{1002u}).ok());
+  ASSERT_TRUE(core.OnBatch(1, Batch(1)).ok());
+  ASSERT_TRUE(core.OnBatch(1, Batch(2)).ok());
+  ASSERT_TRUE(core.OnBatch(2, Batch(1)).ok());
+  clock_.Advance(2 * CollectorCore::kMetricsSettleNs);  // past the settling second
+
+  absl::StatusOr<nrtprof::TopReply> all = core.Top(nrtprof::TopRequest());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->processes_size(), 2);
+  ASSERT_GE(all->ops_size(), 1);
+  EXPECT_EQ(all->ops(0).name(), "aten::mul");
+  EXPECT_EQ(all->ops(0).calls(), 3u);
+  absl::StatusOr<nrtprof::TopReply> mine = core.Top(nrtprof::TopRequest(), Caller{1002u});
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->processes_size(), 1);
+  EXPECT_EQ(mine->processes(0).pid(), 202u);
+  EXPECT_EQ(mine->ops(0).calls(), 1u);
+}
+
 TEST_F(CollectorCoreTest, TheOperatorsCaptureTakesEveryone) {
   Controls a, b;
   ASSERT_FALSE(core_.OnHello(1, Hello(201), a.Sender(), Caller{1001u})->capturing());

@@ -43,6 +43,14 @@ grpc::Status ControlService::Status(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::Top(grpc::ServerContext* context, const nrtprof::TopRequest* request,
+                                 nrtprof::TopReply* reply) {
+  absl::StatusOr<nrtprof::TopReply> top = core_->Top(*request, PeerOf(context->peer()).caller);
+  if (!top.ok()) return ToGrpcStatus(top.status());
+  *reply = std::move(*top);
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::Clock(grpc::ServerContext* context,
                                    const nrtprof::ClockRequest* request,
                                    nrtprof::ClockReply* reply) {

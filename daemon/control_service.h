@@ -1,4 +1,4 @@
-// The Control gRPC service of the `nrtprof` CLI: StartCapture, StopCapture, Status, Clock, each
+// The Control gRPC service of the `nrtprof` CLI: StartCapture, StopCapture, Status, Top, Clock, each
 // forwarded to CollectorCore, its absl::Status turned into the grpc::Status of the same code and
 // message. Synchronous API: StopCapture blocks its server thread while the capture is written.
 // Each call acts for its caller (peer.h): a user of a shared service sees and controls only
@@ -31,6 +31,8 @@ class ControlService final : public nrtprof::Control::Service {
                            nrtprof::CaptureFiles* reply) override;
   grpc::Status Status(grpc::ServerContext* context, const nrtprof::StatusRequest* request,
                       nrtprof::StatusReply* reply) override;
+  grpc::Status Top(grpc::ServerContext* context, const nrtprof::TopRequest* request,
+                   nrtprof::TopReply* reply) override;
   // Sends a written capture's files in order, in chunks of kFetchChunkBytes.
   grpc::Status FetchCapture(grpc::ServerContext* context,
                             const nrtprof::FetchCaptureRequest* request,

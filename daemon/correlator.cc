@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <tuple>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/artifact_writer.h"
+#include "daemon/call_ranges.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -129,10 +131,10 @@ class HandleHistory {
  public:
   HandleHistory(const ProcessCapture& in, const Strings& str) {
     for (const IngestedEvent& e : in.handle_events) {
-      const std::string& name = str(e.name_iid);
-      if (name == kNrtTensorAllocate || name == kNrtTensorFree) {
+      const nrtprof::ApiFunction f = CallFunction(e.function, str(e.name_iid));
+      if (f == nrtprof::API_NRT_TENSOR_ALLOCATE || f == nrtprof::API_NRT_TENSOR_FREE) {
         if (e.tensor_handle != 0) tensors_[e.tensor_handle].push_back(&e);
-      } else if (name == kNrtLoad || name == kNrtLoadCollectives) {
+      } else if (f == nrtprof::API_NRT_LOAD) {
         if (e.model_handle != 0 && e.status == kStatusSuccess)
           models_[e.model_handle].push_back(&e);
       }
@@ -150,7 +152,8 @@ class HandleHistory {
   TensorState Tensor(uint64_t handle, uint64_t at_ns, const Strings& str) const {
     TensorState state;
     const IngestedEvent* e = Latest(tensors_, handle, at_ns);
-    if (e == nullptr || str(e->name_iid) != kNrtTensorAllocate || e->status != kStatusSuccess) {
+    if (e == nullptr || CallFunction(e->function, str(e->name_iid)) != nrtprof::API_NRT_TENSOR_ALLOCATE ||
+        e->status != kStatusSuccess) {
       return state;  // never seen, or freed: a call on it fails anyway
     }
     state.known = true;
@@ -365,7 +368,8 @@ class ProcessCorrelator {
       c.nc_idx = e->nc_idx;
       c.repeat = e->repeat;
       if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
-      if (e->model_handle != 0 && c.name != kNrtLoad && c.name != kNrtLoadCollectives) {
+      const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
+      if (e->model_handle != 0 && f != nrtprof::API_NRT_LOAD) {
         int32_t nc = -1;
         handles_.Model(e->model_handle, e->start_ns, str_, &c.model_name, &nc);
         if (c.nc_idx < 0) c.nc_idx = nc;
@@ -374,7 +378,7 @@ class ProcessCorrelator {
         handles_.Model(e->model_handle, End(e->start_ns, e->duration_ns), str_, &c.model_name, &nc);
       }
       if (e->tensor_name_iid != 0) c.tensor_name = str_(e->tensor_name_iid);
-      if (e->tensor_handle != 0 && c.name != kNrtTensorAllocate) {
+      if (e->tensor_handle != 0 && f != nrtprof::API_NRT_TENSOR_ALLOCATE) {
         const TensorState t = handles_.Tensor(e->tensor_handle, e->start_ns, str_);
         if (c.tensor_name.empty() && t.name_iid != 0) c.tensor_name = str_(t.name_iid);
         if (c.nc_idx < 0 && t.device) c.nc_idx = t.nc_idx;
@@ -443,6 +447,46 @@ class ProcessCorrelator {
         out_.device[i].parent = (after - 1)->second;
       }
     }
+    LinkByExecId(wire_parent);
+  }
+
+  // Work from the runtime's device profile (engine ops, an execution's I/O DMA) names its
+  // execution by core and exec_id, not by device_id: the shim reads the profile apart from the
+  // system trace, often before the execution's device_exec reaches it, so only here are both
+  // at hand. Each goes into the execution of its core with its exec_id whose span is nearest
+  // its start (an exec_id may come again after nrt_close and nrt_init); without one it stays
+  // an orphan, as a child whose execution was lost.
+  void LinkByExecId(const std::vector<uint64_t>& wire_parent) {
+    std::vector<size_t> children;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (d.kind != DeviceEventKind::kExecution && wire_parent[i] == 0 && d.exec_id != 0) {
+        children.push_back(i);
+      }
+    }
+    if (children.empty()) return;
+    std::map<std::pair<int32_t, uint64_t>, std::vector<size_t>> executions;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (d.kind == DeviceEventKind::kExecution) executions[{d.nc_idx, d.exec_id}].push_back(i);
+    }
+    auto distance = [](const DeviceEvent& x, uint64_t t) -> uint64_t {
+      if (t < x.start_ns) return x.start_ns - t;
+      const uint64_t end = x.start_ns + x.duration_ns;
+      return t > end ? t - end : 0;
+    };
+    for (size_t i : children) {
+      DeviceEvent& child = out_.device[i];
+      orphan_or_child_.push_back(i);
+      auto candidates = executions.find({child.nc_idx, child.exec_id});
+      if (candidates == executions.end()) continue;
+      const size_t best = *std::min_element(
+          candidates->second.begin(), candidates->second.end(), [&](size_t a, size_t b) {
+            return distance(out_.device[a], child.start_ns) <
+                   distance(out_.device[b], child.start_ns);
+          });
+      child.parent = out_.device[best].id;
+    }
   }
 
   Expectation Expect(size_t call_index) const {
@@ -466,52 +510,67 @@ class ProcessCorrelator {
       x.exact = t.known && c.bytes != 0;
       add_name(c.tensor_name);
     };
-    if (c.name == "nrt_execute" || c.name == "nrt_execute_repeat") {
-      const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
-      if (ok) {
-        x.channels = kExec;
-        x.exact = true;
-        x.capacity = repeat;
-      } else if (c.status == kStatusCompletedWithNumErr || c.status == kStatusCompletedWithErr) {
-        x.channels = kExec;  // ran, but maybe stopped before `repeat` runs
-        x.capacity = repeat;
-      }
-      add_name(c.model_name);
-    } else if (c.name == "nrt_tensor_write") {
-      transfer(kH2d);
-    } else if (c.name == "nrt_tensor_read") {
-      transfer(kD2h);
-    } else if (c.name == "nrt_tensor_memset") {
-      transfer(kMemset);
-    } else if (c.name == "nrt_tensor_write_batch" || c.name == "nrt_tensor_read_batch") {
-      if (ok) {
-        x.channels = c.name == "nrt_tensor_write_batch" ? kH2d : kD2h;
-        x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
-      }
-    } else if (c.name == "nrt_tensor_copy") {
-      if (!ok) return x;
-      const TensorState from = tensor(e.tensor_handle), to = tensor(e.tensor_handle2);
-      if (from.known && to.known) {
-        x.exact = c.bytes != 0;
-        x.channels = from.device && to.device ? kD2d
-                     : to.device              ? kH2d
-                     : from.device            ? kD2h
-                                              : kNone;
-      } else {
-        x.channels = (!from.known || from.device ? (kD2d | kD2h) : 0) |
-                     (!to.known || to.device ? (kD2d | kH2d) : 0);
-      }
-      x.capacity = x.channels == kNone ? 0 : 1;
-      add_name(c.tensor_name);
-      if (from.name_iid != 0) add_name(str_(from.name_iid));
-      if (to.name_iid != 0) add_name(str_(to.name_iid));
-    } else if (c.name == kNrtLoad || c.name == kNrtLoadCollectives) {
-      if (ok) {
-        x.channels = kModelLoad;
-        x.capacity = 1;
-        x.exact = true;
+    switch (CallFunction(e.function, c.name)) {
+      case nrtprof::API_NRT_EXECUTE:
+      case nrtprof::API_NRT_EXECUTE_REPEAT: {
+        const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
+        if (ok) {
+          x.channels = kExec;
+          x.exact = true;
+          x.capacity = repeat;
+        } else if (c.status == kStatusCompletedWithNumErr || c.status == kStatusCompletedWithErr) {
+          x.channels = kExec;  // ran, but maybe stopped before `repeat` runs
+          x.capacity = repeat;
+        }
         add_name(c.model_name);
+        break;
       }
+      case nrtprof::API_NRT_TENSOR_WRITE:
+        transfer(kH2d);
+        break;
+      case nrtprof::API_NRT_TENSOR_READ:
+        transfer(kD2h);
+        break;
+      case nrtprof::API_NRT_TENSOR_MEMSET:
+        transfer(kMemset);
+        break;
+      case nrtprof::API_NRT_TENSOR_WRITE_BATCH:
+      case nrtprof::API_NRT_TENSOR_READ_BATCH:
+        if (ok) {
+          x.channels =
+              CallFunction(e.function, c.name) == nrtprof::API_NRT_TENSOR_WRITE_BATCH ? kH2d : kD2h;
+          x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
+        }
+        break;
+      case nrtprof::API_NRT_TENSOR_COPY: {
+        if (!ok) return x;
+        const TensorState from = tensor(e.tensor_handle), to = tensor(e.tensor_handle2);
+        if (from.known && to.known) {
+          x.exact = c.bytes != 0;
+          x.channels = from.device && to.device ? kD2d
+                       : to.device              ? kH2d
+                       : from.device            ? kD2h
+                                                : kNone;
+        } else {
+          x.channels = (!from.known || from.device ? (kD2d | kD2h) : 0) |
+                       (!to.known || to.device ? (kD2d | kH2d) : 0);
+        }
+        x.capacity = x.channels == kNone ? 0 : 1;
+        add_name(c.tensor_name);
+        if (from.name_iid != 0) add_name(str_(from.name_iid));
+        if (to.name_iid != 0) add_name(str_(to.name_iid));
+        break;
+      }
+      case nrtprof::API_NRT_LOAD:
+        if (ok) {
+          x.channels = kModelLoad;
+          x.capacity = 1;
+          x.exact = true;
+          add_name(c.model_name);
+        }
+        break;
+      default:
+        break;
     }
     if (x.capacity == 0) x.channels = kNone;
     return x;
@@ -661,41 +720,7 @@ class ProcessCorrelator {
   }
 
   // Each call's range: the innermost range on its thread that contains it.
-  void AssignRanges() {
-    std::unordered_map<uint32_t, std::vector<size_t>> ranges_of;  // in (start, outer-first) order
-    for (size_t i = 0; i < out_.ranges.size(); ++i) ranges_of[out_.ranges[i].tid].push_back(i);
-    std::unordered_map<uint32_t, std::vector<size_t>> calls_of;  // by start
-    for (size_t i = 0; i < out_.calls.size(); ++i) calls_of[out_.calls[i].tid].push_back(i);
-    for (auto& [tid, calls] : calls_of) {
-      auto it = ranges_of.find(tid);
-      if (it == ranges_of.end()) continue;
-      const std::vector<size_t>& ranges = it->second;
-      std::vector<size_t> open;
-      size_t next = 0;
-      for (size_t ci : calls) {
-        ApiCall& c = out_.calls[ci];
-        const uint64_t c_end = End(c.start_ns, c.duration_ns);
-        for (; next < ranges.size() && out_.ranges[ranges[next]].start_ns <= c.start_ns; ++next) {
-          const RangeEvent& r = out_.ranges[ranges[next]];
-          while (!open.empty() && RangeEnd(open.back()) < End(r.start_ns, r.duration_ns)) {
-            open.pop_back();
-          }
-          open.push_back(ranges[next]);
-        }
-        while (!open.empty() && RangeEnd(open.back()) < c.start_ns) open.pop_back();
-        for (auto r = open.rbegin(); r != open.rend(); ++r) {
-          if (RangeEnd(*r) >= c_end) {
-            c.range = out_.ranges[*r].id;
-            break;
-          }
-        }
-      }
-    }
-  }
-
-  uint64_t RangeEnd(size_t i) const {
-    return End(out_.ranges[i].start_ns, out_.ranges[i].duration_ns);
-  }
+  void AssignRanges() { AssignCallRanges(out_.ranges, &out_.calls); }
 
   // By (core, start, executions before their work, longer first, id): ids are unique, so the
   // order is total. Sorted as small keys, then the events moved once each into place (sorting

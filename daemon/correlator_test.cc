@@ -110,7 +110,9 @@ class ProcessBuilder {
       c.events.push_back(e);
       const std::string& name = capture_.strings[e.name_iid];
       if (e.kind == nrtprof::EVENT_API_CALL &&
-          (name == kNrtTensorAllocate || name == kNrtTensorFree || name == kNrtLoad)) {
+          (CallFunction(e.function, name) == nrtprof::API_NRT_TENSOR_ALLOCATE ||
+           CallFunction(e.function, name) == nrtprof::API_NRT_TENSOR_FREE ||
+           CallFunction(e.function, name) == nrtprof::API_NRT_LOAD)) {
         c.handle_events.push_back(e);
       }
     }
@@ -229,6 +231,40 @@ TEST(CorrelatorTest, WorkFindsItsExecutionWhateverTheOrderTheyCameIn) {
     EXPECT_EQ(q.device[i].correlation_id, p.device[i].correlation_id);
     EXPECT_EQ(q.device[i].start_ns, p.device[i].start_ns);
   }
+}
+
+// The device profile's ops and I/O DMA name their execution by core and exec_id (no
+// device_parent_id): each lands in the execution with that exec_id on that core nearest in
+// time, also when an exec_id comes again (a second nrt_init) or arrives before its execution.
+TEST(CorrelatorTest, ProfileWorkFindsItsExecutionByCoreAndExecId) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  b.Call(1, "nrt_execute", 600 * kUs, 500 * kUs);
+  b.Call(1, "nrt_execute", 2000 * kUs, 500 * kUs);
+  IngestedEvent& early_op = b.Op(1, 2020 * kUs, 5 * kUs, 0, 0);  // before its execution
+  early_op.exec_id = 5;
+  b.Exec(1, 10 * kUs, 400 * kUs, 11).exec_id = 5;
+  b.Exec(1, 610 * kUs, 400 * kUs, 31).exec_id = 6;
+  b.Exec(1, 2010 * kUs, 400 * kUs, 41).exec_id = 5;  // exec_id 5 again, after a restart
+  b.Op(1, 20 * kUs, 5 * kUs, 0, 0).exec_id = 5;
+  b.Dma(1, "dma_hbm_to_sbuf", 611 * kUs, 2 * kUs, 0, "x").exec_id = 6;
+  b.Op(1, 3000 * kUs, 5 * kUs, 0, 0).exec_id = 7;  // no such execution
+  const Trace t = Correlate("c", {b.Build()}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  const std::vector<const DeviceEvent*> ops = Device(p, "mul");
+  const std::vector<const DeviceEvent*> dma = Device(p, "dma_hbm_to_sbuf");
+  ASSERT_EQ(execs.size(), 3u);
+  ASSERT_EQ(ops.size(), 3u);
+  ASSERT_EQ(dma.size(), 1u);
+  EXPECT_EQ(ops[0]->parent, execs[0]->id);
+  EXPECT_EQ(ops[1]->parent, execs[2]->id);
+  EXPECT_EQ(ops[1]->correlation_id, CallNamed(p, "nrt_execute", 2).correlation_id);
+  EXPECT_EQ(dma[0]->parent, execs[1]->id);
+  EXPECT_EQ(dma[0]->correlation_id, CallNamed(p, "nrt_execute", 1).correlation_id);
+  EXPECT_EQ(ops[2]->parent, 0u);
+  EXPECT_EQ(ops[2]->correlation_id, 0u);
+  EXPECT_EQ(p.device_uncorrelated, 1u);
 }
 
 TEST(CorrelatorTest, ExecuteRepeatTakesRepeatExecutions) {

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "common/api_functions.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -32,6 +34,7 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   r.kind = e.kind();
   r.tid = e.tid();
   r.name_iid = e.name_iid();
+  r.function = e.function();
   r.stack_iid = e.stack_iid();
   r.depth = e.depth();
   r.model_name_iid = e.model_name_iid();
@@ -55,9 +58,9 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   return r;
 }
 
-bool IsHandleFunction(const std::string& name) {
-  return name == kNrtLoad || name == kNrtLoadCollectives || name == kNrtTensorAllocate ||
-         name == kNrtTensorFree;
+bool IsHandleFunction(nrtprof::ApiFunction f) {
+  return f == nrtprof::API_NRT_LOAD || f == nrtprof::API_NRT_TENSOR_ALLOCATE ||
+         f == nrtprof::API_NRT_TENSOR_FREE;
 }
 
 // The lane an event of `kind` is drawn in.
@@ -94,6 +97,18 @@ LaneDropCounts LanesOf(const nrtprof::EventsByLane& lanes) {
 }
 
 }  // namespace
+
+nrtprof::ApiFunction CallFunction(nrtprof::ApiFunction wire, const std::string& name) {
+  if (wire != nrtprof::API_FUNCTION_UNSPECIFIED) return wire;
+#define NRTPROF_BY_NAME(enumerator, function, wire_enumerator, number) \
+  {#function, nrtprof::wire_enumerator},
+  static const auto* const kByName =
+      new std::unordered_map<std::string, nrtprof::ApiFunction>{
+          NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_BY_NAME)};
+#undef NRTPROF_BY_NAME
+  auto it = kByName->find(name);
+  return it == kByName->end() ? nrtprof::API_FUNCTION_UNSPECIFIED : it->second;
+}
 
 DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
                              uint64_t (*fn)(uint64_t, uint64_t)) {
@@ -337,7 +352,9 @@ void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
     }
     if (record.kind == nrtprof::EVENT_API_CALL && !replay_) {
       auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
-      if (name != strings_.end() && IsHandleFunction(name->second)) KeepHandleEvent(record);
+      if (name != strings_.end() && IsHandleFunction(CallFunction(record.function, name->second))) {
+        KeepHandleEvent(record);
+      }
     }
     if (!capturing_) {
       ++events_outside_capture_;

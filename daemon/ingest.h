@@ -44,6 +44,7 @@ struct IngestLimits {
 struct IngestedEvent {
   nrtprof::EventKind kind = nrtprof::EVENT_KIND_UNSPECIFIED;
   uint32_t tid = 0;
+  nrtprof::ApiFunction function = nrtprof::API_FUNCTION_UNSPECIFIED;  // API calls
   uint32_t name_iid = 0;
   uint32_t stack_iid = 0;
   uint32_t depth = 0;
@@ -228,11 +229,10 @@ class ProcessIngest {
   uint64_t missing_at_begin_ = 0;
 };
 
-// The libnrt functions whose handles the correlator tracks.
-inline constexpr char kNrtLoad[] = "nrt_load";
-inline constexpr char kNrtLoadCollectives[] = "nrt_load_collectives";
-inline constexpr char kNrtTensorAllocate[] = "nrt_tensor_allocate";
-inline constexpr char kNrtTensorFree[] = "nrt_tensor_free";
+// The function an API call event records: its `function` (the wire's number), or, from a shim
+// older than that field, the one its name names (common/api_functions.h); unspecified for a
+// name on no list.
+nrtprof::ApiFunction CallFunction(nrtprof::ApiFunction wire, const std::string& name);
 
 }  // namespace nrtprof::daemon
 

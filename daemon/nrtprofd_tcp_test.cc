@@ -222,6 +222,13 @@ TEST_F(NrtprofdTcpTest, ServesTcpCallsThatCarryTheToken) {
   const grpc::Status stopped = StopCapture(control.get(), "remote", 30'000, &files);
   ASSERT_TRUE(stopped.ok()) << stopped.error_message();
   EXPECT_EQ(files.processes(), 1u);
+  {  // nrtprof top over TCP: answered (the daemon's flight recorder is on by default)
+    grpc::ClientContext context;
+    nrtprof::TopReply top;
+    const grpc::Status answered = control->Top(&context, nrtprof::TopRequest(), &top);
+    EXPECT_TRUE(answered.ok()) << answered.error_message();
+    EXPECT_EQ(top.window_ns(), 5'000'000'000u);
+  }
   EXPECT_EQ(files.events(), 2u);
   EXPECT_TRUE(Exists(out_ + "/remote/trace.pftrace"));
   uint64_t acked = 0;
@@ -255,6 +262,14 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
   const grpc::Status none = CallStatus(TlsChannel(port, tls_.ca, ""));
   EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << none.error_message();
   EXPECT_EQ(none.error_message(), "nrtprofd refused the call: no bearer token");
+  {  // nrtprof top's call is gated too
+    grpc::ClientContext context;
+    nrtprof::TopReply top;
+    const grpc::Status refused =
+        nrtprof::Control::NewStub(TlsChannel(port, tls_.ca, tls_.wrong_token))
+            ->Top(&context, nrtprof::TopRequest(), &top);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
+  }
 
   // A shim's stream with a wrong token: refused before its Hello is read; nothing is stored.
   {
@@ -294,18 +309,21 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
   for (const std::string& line : Lines(err)) {
     if (line.find("refused") != std::string::npos) refusals.push_back(line);
   }
-  ASSERT_EQ(refusals.size(), 4u) << err;  // one line per refused call
+  ASSERT_EQ(refusals.size(), 5u) << err;  // one line per refused call
   EXPECT_EQ(refusals[0].rfind("nrtprofd: refused /nrtprof.Control/Status from ipv4:127.0.0.1:", 0),
             0u)
       << refusals[0];
   EXPECT_TRUE(absl::EndsWith(refusals[0], ": wrong bearer token")) << refusals[0];
   EXPECT_TRUE(absl::EndsWith(refusals[1], ": no bearer token")) << refusals[1];
-  EXPECT_EQ(
-      refusals[2].rfind("nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:", 0), 0u)
-      << refusals[2];
-  EXPECT_EQ(refusals[3].rfind("nrtprofd: refused /nrtprof.Control/Clock from ipv4:127.0.0.1:", 0),
+  EXPECT_EQ(refusals[2].rfind("nrtprofd: refused /nrtprof.Control/Top from ipv4:127.0.0.1:", 0),
             0u)
+      << refusals[2];
+  EXPECT_EQ(
+      refusals[3].rfind("nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:", 0), 0u)
       << refusals[3];
+  EXPECT_EQ(refusals[4].rfind("nrtprofd: refused /nrtprof.Control/Clock from ipv4:127.0.0.1:", 0),
+            0u)
+      << refusals[4];
   EXPECT_EQ(err.find(tls_.token), std::string::npos);
   EXPECT_EQ(err.find(tls_.wrong_token), std::string::npos);
 }

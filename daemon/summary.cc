@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "daemon/atomic_file.h"
 
 namespace nrtprof::daemon {
@@ -24,9 +25,10 @@ constexpr char kStepRow[] = "ProfilerStep*";
 
 bool CountsAsDeviceTime(const DeviceEvent& d) {
   // Executions and host-initiated transfers; the ops and DMA inside an execution are already
-  // in its time.
-  return d.parent == 0 &&
-         (d.kind == DeviceEventKind::kExecution || d.kind == DeviceEventKind::kDma);
+  // in its time, also the device profile's I/O DMA (named by exec_id) whose execution is not
+  // in the capture.
+  return d.parent == 0 && (d.kind == DeviceEventKind::kExecution ||
+                           (d.kind == DeviceEventKind::kDma && d.exec_id == 0));
 }
 
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
@@ -207,6 +209,47 @@ std::string TableName(const std::string& name, size_t width) {
   return shown.substr(0, cut) + "...";
 }
 
+// What was captured, where and when, above the table:
+//   Capture 20261203-101500 on trn1: 2026-12-03 10:15:00.125 UTC, window 1.234s
+//   pid 4242: python3 train.py --steps 10
+//   Totals: 120345 events, Self CPU 1.100s, Self NEURON 0.900s
+std::string Header(const Summary& s) {
+  if (s.capture_id.empty() && s.processes.empty()) return "";  // an older summary.json
+  constexpr size_t kShownProcesses = 8;
+  constexpr size_t kCommandWidth = 160;
+  std::vector<std::string> hosts;
+  for (const SummaryProcess& p : s.processes) {
+    if (!p.host.empty() && std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) {
+      hosts.push_back(p.host);
+    }
+  }
+  std::string out = "Capture";
+  if (!s.capture_id.empty()) absl::StrAppend(&out, " ", TableName(s.capture_id, 64));
+  if (!hosts.empty()) {
+    absl::StrAppend(&out, " on ", TableName(absl::StrJoin(hosts, ", "), kCommandWidth));
+  }
+  out += ":";
+  if (s.window_start_unix_ns != 0) {
+    absl::StrAppend(&out, " ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC",
+                                     absl::FromUnixNanos(static_cast<int64_t>(s.window_start_unix_ns)),
+                                     absl::UTCTimeZone()),
+                    ",");
+  }
+  absl::StrAppend(&out, " window ", FormatDuration(s.window_ns), "\n");
+  for (size_t i = 0; i < s.processes.size() && i < kShownProcesses; ++i) {
+    absl::StrAppend(&out, "pid ", s.processes[i].pid, ": ",
+                    TableName(s.processes[i].command, kCommandWidth), "\n");
+  }
+  if (s.processes.size() > kShownProcesses) {
+    absl::StrAppend(&out, "... and ", s.processes.size() - kShownProcesses, " more processes\n");
+  }
+  absl::StrAppend(&out, "Totals: ", s.events, " events, Self CPU ",
+                  FormatDuration(s.self_cpu_total_ns), ", Self NEURON ",
+                  FormatDuration(s.self_device_total_ns), "\n");
+  return out;
+}
+
 std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   // PyTorch's layout: right-aligned columns two spaces apart, dashed rules, the name column as
   // wide as the longest name plus 4, at most 55 (longer names end in "...").
@@ -235,13 +278,11 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   for (size_t w : widths) dashes.push_back(std::string(w, '-'));
   const std::string rule = line(dashes);
 
-  std::string out = rule + line(headers) + rule;
+  std::string out = Header(s) + rule + line(headers) + rule;
   for (const SummaryRow& r : rows) {
-    out +=
-        line({TableName(r.name, name_width), FormatDuration(r.self_cpu_ns),
-              FormatDuration(r.cpu_total_ns), FormatDuration(r.self_device_ns),
-              Percent(r.self_device_ns, s.self_device_total_ns), FormatDuration(r.device_total_ns),
-              FormatDuration(Average(r.device_total_ns, r.calls)), absl::StrCat(r.calls)});
+    std::vector<std::string> cells = SummaryCells(s, r);
+    cells[0] = TableName(r.name, name_width);
+    out += line(cells);
   }
   out += rule;
   absl::StrAppend(&out, "Self CPU time total: ", FormatDuration(s.self_cpu_total_ns), "\n");
@@ -281,8 +322,17 @@ std::string FormatCsv(const std::vector<SummaryRow>& rows) {
 
 
 std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
-  std::string out =
-      absl::StrCat("{\n  \"capture_id\": ", JsonString(s.capture_id), ",\n  \"rows\": [");
+  std::string out = absl::StrCat("{\n  \"capture_id\": ", JsonString(s.capture_id),
+                                 ",\n  \"processes\": [");
+  for (size_t i = 0; i < s.processes.size(); ++i) {
+    const SummaryProcess& p = s.processes[i];
+    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"pid\": ", p.pid,
+                    ", \"host\": ", JsonString(p.host), ", \"command\": ", JsonString(p.command),
+                    "}");
+  }
+  absl::StrAppend(&out, s.processes.empty() ? "],\n" : "\n  ],\n", "  \"events\": ", s.events,
+                  ",\n  \"window_start_unix_ns\": ", s.window_start_unix_ns,
+                  ",\n  \"window_ns\": ", s.window_ns, ",\n  \"rows\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
     const SummaryRow& r = rows[i];
     absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", JsonString(r.name),
@@ -546,6 +596,34 @@ absl::Status Count(const Json& object, const char* key, bool required, uint64_t*
   return absl::OkStatus();
 }
 
+// The header's facts (processes, events, window), absent from an older summary.json.
+absl::Status ReadHeader(const Json& doc, Summary* s) {
+  for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
+           {"events", &s->events},
+           {"window_start_unix_ns", &s->window_start_unix_ns},
+           {"window_ns", &s->window_ns}}) {
+    if (absl::Status st = Count(doc, key, false, field); !st.ok()) return st;
+  }
+  const Json* processes = doc.Find("processes");
+  if (processes == nullptr) return absl::OkStatus();
+  if (processes->type != Json::kArray) {
+    return absl::InvalidArgumentError("summary.json: \"processes\" is not an array");
+  }
+  for (const Json& p : processes->items) {
+    const Json* host = p.type == Json::kObject ? p.Find("host") : nullptr;
+    const Json* command = p.type == Json::kObject ? p.Find("command") : nullptr;
+    uint64_t pid = 0;
+    if (host == nullptr || host->type != Json::kString || command == nullptr ||
+        command->type != Json::kString || !Count(p, "pid", true, &pid).ok() ||
+        pid > UINT32_MAX) {
+      return absl::InvalidArgumentError(
+          "summary.json: a process is not {\"pid\": N, \"host\": \"...\", \"command\": \"...\"}");
+    }
+    s->processes.push_back({static_cast<uint32_t>(pid), host->text, command->text});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string CsvField(const std::string& s) {
@@ -609,9 +687,40 @@ std::string FormatDuration(uint64_t ns) {
   return absl::StrFormat("%.3fus", us);
 }
 
+namespace {
+
+// The header's facts: each process's command line and host, the events, and the window from
+// the first event to the last (from the events themselves, so that a summary recomputed from
+// the trace file has the same).
+void DescribeCapture(const Trace& trace, Summary* summary) {
+  uint64_t first = UINT64_MAX, last = 0;
+  auto span = [&](uint64_t start, uint64_t duration) {
+    first = std::min(first, start);
+    last = std::max(last, start + duration);
+  };
+  for (const ProcessTrace& p : trace.processes) {
+    summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
+    std::string& command = summary->processes.back().command;
+    if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
+    summary->events += p.ranges.size() + p.calls.size() + p.device.size();
+    for (const RangeEvent& r : p.ranges) span(r.start_ns, r.duration_ns);
+    for (const ApiCall& c : p.calls) span(c.start_ns, c.duration_ns);
+    for (const DeviceEvent& d : p.device) span(d.start_ns, d.duration_ns);
+  }
+  if (first > last) return;
+  summary->window_ns = last - first;
+  if (trace.realtime_offset_ns != 0) {
+    summary->window_start_unix_ns = static_cast<uint64_t>(static_cast<int64_t>(first) +
+                                                          trace.realtime_offset_ns);
+  }
+}
+
+}  // namespace
+
 Summary ComputeSummary(const Trace& trace) {
   Summary summary;
   summary.capture_id = trace.capture_id;
+  DescribeCapture(trace, &summary);
   std::map<std::string, SummaryRow> rows;
   for (const ProcessTrace& p : trace.processes) SummarizeProcess(p, &rows, &summary);
   for (auto& [name, row] : rows) {
@@ -620,6 +729,17 @@ Summary ComputeSummary(const Trace& trace) {
     summary.rows.push_back(std::move(row));
   }
   return summary;
+}
+
+std::vector<std::string> SummaryCells(const Summary& s, const SummaryRow& r) {
+  return {r.name,
+          FormatDuration(r.self_cpu_ns),
+          FormatDuration(r.cpu_total_ns),
+          FormatDuration(r.self_device_ns),
+          Percent(r.self_device_ns, s.self_device_total_ns),
+          FormatDuration(r.device_total_ns),
+          FormatDuration(Average(r.device_total_ns, r.calls)),
+          absl::StrCat(r.calls)};
 }
 
 std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFormat format,
@@ -646,6 +766,7 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   if (const Json* id = doc->Find("capture_id"); id != nullptr && id->type == Json::kString) {
     s.capture_id = id->text;
   }
+  if (absl::Status st = ReadHeader(*doc, &s); !st.ok()) return st;
   const Json* rows = doc->Find("rows");
   if (rows == nullptr || rows->type != Json::kArray) {
     return absl::InvalidArgumentError("summary.json: no \"rows\" array");

@@ -42,8 +42,22 @@ struct SummaryRow {
   uint64_t calls = 0;
 };
 
+// One process of the capture, for the table's header.
+struct SummaryProcess {
+  uint32_t pid = 0;
+  std::string host;     // empty if the shim did not say
+  std::string command;  // its command line, arguments joined by spaces
+};
+
 struct Summary {
   std::string capture_id;
+  // What was captured, where and when: the header of summary.txt.
+  std::vector<SummaryProcess> processes;  // by pid
+  uint64_t events = 0;                    // ranges, runtime calls and device events
+  // The span from the first event's start to the last one's end, on CLOCK_REALTIME (0 if the
+  // capture has no event or its wall clock is unknown), and its length.
+  uint64_t window_start_unix_ns = 0;
+  uint64_t window_ns = 0;
   std::vector<SummaryRow> rows;  // in no particular order; FormatSummary sorts
   uint64_t self_cpu_total_ns = 0;
   uint64_t self_device_total_ns = 0;
@@ -80,6 +94,11 @@ std::string JsonString(const std::string& s);
 // header and the rows, times in ns; json: everything, times in ns (what ParseSummaryJson reads).
 std::string FormatSummary(const Summary& summary, SummarySortKey sort = SummarySortKey::kSelfDevice,
                           SummaryFormat format = SummaryFormat::kText, int limit = 0);
+
+// One row's cells as the text table shows them: the name (whole), Self CPU, CPU total, Self
+// NEURON, Self NEURON %, NEURON total, NEURON time avg, # of Calls (nrtprof report shows them
+// the same way).
+std::vector<std::string> SummaryCells(const Summary& summary, const SummaryRow& row);
 
 // Reads FormatSummary's json back. INVALID_ARGUMENT, saying where, for anything else.
 absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json);

@@ -122,6 +122,24 @@ TEST(SummaryTest, SelfAndTotalTimes) {
   EXPECT_EQ(s.capture_id, "cap");
 }
 
+// An execution's input transfer from the device profile whose execution is not in the capture
+// is inside an execution's time all the same: never device time of its own, uncorrelated or
+// not. A host-initiated transfer without its call is uncorrelated device time.
+TEST(SummaryTest, ProfileDmaWithoutItsExecutionAddsNoDeviceTime) {
+  TraceBuilder b(10);
+  const uint64_t exec = b.Call("nrt_execute", 0, 500 * kUs, 0);
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 300 * kUs, exec);
+  b.Device(DeviceEventKind::kDma, "dma_hbm_to_sbuf", 5 * kUs, 0);
+  b.process().device.back().exec_id = 9;
+  b.Device(DeviceEventKind::kDma, "dma_h2d", 7 * kUs, 0);
+  Trace t;
+  t.processes.push_back(b.process());
+  const Summary s = ComputeSummary(t);
+  EXPECT_EQ(s.self_device_total_ns, 300 * kUs);
+  EXPECT_EQ(s.uncorrelated_device_events, 1u);
+  EXPECT_EQ(s.uncorrelated_device_ns, 7 * kUs);
+}
+
 TEST(SummaryTest, NestedRangesOfOneNameCountOnce) {
   TraceBuilder b(1);
   const uint64_t outer = b.Range("f", 0, 100 * kUs);
@@ -181,9 +199,42 @@ std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
 }
 
+// The table's lines, from its first rule on: without the header above it.
+std::vector<std::string> TableLines(const std::string& text) {
+  std::vector<std::string> lines = Lines(text);
+  while (!lines.empty() && lines[0].rfind("---", 0) != 0) lines.erase(lines.begin());
+  return lines;
+}
+
+// Above the table: what was captured, where and when, and the totals.
+TEST(SummaryTest, TextHeader) {
+  Trace trace = AnnotatedTrace();
+  trace.capture_id = "20261203-101500";
+  trace.realtime_offset_ns = 1'764'756'900'000'000'000;  // 2025-12-03 10:15:00 UTC at 0
+  trace.processes[0].host = "trn1-a";
+  trace.processes[0].command_line = {"python3", "train.py", "--steps", "10"};
+  ProcessTrace quiet;
+  quiet.pid = 11;
+  quiet.executable = "/usr/bin/sleeper";
+  trace.processes.push_back(quiet);
+  const std::vector<std::string> lines = Lines(FormatSummary(ComputeSummary(trace)));
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "Capture 20261203-101500 on trn1-a: 2025-12-03 10:15:00.000 UTC, window 2.050ms");
+  EXPECT_EQ(lines[1], "pid 10: python3 train.py --steps 10");
+  EXPECT_EQ(lines[2], "pid 11: /usr/bin/sleeper");  // no command line: its executable
+  EXPECT_EQ(lines[3], "Totals: 13 events, Self CPU 1.050ms, Self NEURON 330.000us");
+  EXPECT_EQ(lines[4].find_first_not_of("- "), std::string::npos);  // the table's rule
+
+  // The same header read back from summary.json.
+  absl::StatusOr<Summary> back = ParseSummaryJson(
+      FormatSummary(ComputeSummary(trace), SummarySortKey::kSelfDevice, SummaryFormat::kJson));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Lines(FormatSummary(*back)), lines);
+}
+
 TEST(SummaryTest, TextTable) {
   const std::string text = FormatSummary(ComputeSummary(AnnotatedTrace()));
-  const std::vector<std::string> lines = Lines(text);
+  const std::vector<std::string> lines = TableLines(text);
   ASSERT_EQ(lines.size(), 13u) << text;  // rule, header, rule, 4 rows, rule, 5 closing lines
   EXPECT_EQ(lines[0].find_first_not_of("- "), std::string::npos);
   for (const char* header : {"Name", "Self CPU", "CPU total", "Self NEURON", "Self NEURON %",
@@ -217,7 +268,7 @@ TEST(SummaryTest, LongNamesAreCut) {
   b.Range(std::string(80, 'n'), 0, 1);
   Trace t;
   t.processes.push_back(b.process());
-  const std::vector<std::string> lines = Lines(FormatSummary(ComputeSummary(t)));
+  const std::vector<std::string> lines = TableLines(FormatSummary(ComputeSummary(t)));
   EXPECT_NE(lines[3].find(std::string(52, 'n') + "..."), std::string::npos) << lines[3];
   EXPECT_EQ(lines[3].size(), lines[0].size());
 }
@@ -236,7 +287,7 @@ TEST(SummaryTest, HostileNamesStayOnOneLineAsUtf8) {
   Trace t;
   t.processes.push_back(b.process());
   const std::string text = FormatSummary(ComputeSummary(t), SummarySortKey::kName);
-  const std::vector<std::string> lines = Lines(text);
+  const std::vector<std::string> lines = TableLines(text);
   ASSERT_EQ(lines.size(), 11u) << text;  // rule, header, rule, 4 rows, rule, 3 closing lines
   EXPECT_EQ(text.find('\0'), std::string::npos);
   EXPECT_NE(lines[3].find("bad\xef\xbf\xbd "), std::string::npos) << lines[3];

@@ -87,6 +87,13 @@ grpc::Status GatedControlService::Status(grpc::ServerContext* context,
   return allowed.ok() ? inner_->Status(context, request, reply) : allowed;
 }
 
+grpc::Status GatedControlService::Top(grpc::ServerContext* context,
+                                      const nrtprof::TopRequest* request,
+                                      nrtprof::TopReply* reply) {
+  const grpc::Status allowed = gate_->Check(*context, "/nrtprof.Control/Top");
+  return allowed.ok() ? inner_->Top(context, request, reply) : allowed;
+}
+
 grpc::Status GatedControlService::FetchCapture(
     grpc::ServerContext* context, const nrtprof::FetchCaptureRequest* request,
     grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) {

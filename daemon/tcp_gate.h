@@ -87,6 +87,8 @@ class GatedControlService final : public nrtprof::Control::Service {
                            nrtprof::CaptureFiles* reply) override;
   grpc::Status Status(grpc::ServerContext* context, const nrtprof::StatusRequest* request,
                       nrtprof::StatusReply* reply) override;
+  grpc::Status Top(grpc::ServerContext* context, const nrtprof::TopRequest* request,
+                   nrtprof::TopReply* reply) override;
   grpc::Status FetchCapture(grpc::ServerContext* context,
                             const nrtprof::FetchCaptureRequest* request,
                             grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) override;

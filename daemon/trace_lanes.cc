@@ -452,23 +452,31 @@ void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string*
   if (slice.device != nullptr) DeviceArgs(*slice.device, args);
 }
 
-std::vector<DropCounter> DropCounters(const DropCounts& d) {
+std::vector<DropCounterField> DropCounterFields(DropCounts* d) {
   return {
-      {"total", "drops.total", d.total()},
-      {"ring_full", "drops.ring_full", d.ring_full},
-      {"daemon_away", "drops.daemon_away", d.daemon_away},
-      {"spool_full", "drops.spool_full", d.spool_full},
-      {"device_overwritten", "drops.device_overwritten", d.device_overwritten},
-      {"oversized", "drops.oversized", d.oversized},
-      {"no_memory", "drops.no_memory", d.no_memory},
-      {"device_malformed", "drops.device_malformed", d.device_malformed},
-      {"process_died", "drops.process_died", d.process_died},
-      {"daemon_overflow", "drops.daemon_overflow", d.daemon_overflow},
-      {"no_clock_sync", "drops.no_clock_sync", d.no_clock_sync},
-      {"by_lane.framework", "drops.by_lane.framework", d.by_lane.framework},
-      {"by_lane.runtime", "drops.by_lane.runtime", d.by_lane.runtime},
-      {"by_lane.hardware", "drops.by_lane.hardware", d.by_lane.hardware},
+      {{"ring_full", "drops.ring_full", 0}, &d->ring_full},
+      {{"daemon_away", "drops.daemon_away", 0}, &d->daemon_away},
+      {{"spool_full", "drops.spool_full", 0}, &d->spool_full},
+      {{"device_overwritten", "drops.device_overwritten", 0}, &d->device_overwritten},
+      {{"oversized", "drops.oversized", 0}, &d->oversized},
+      {{"no_memory", "drops.no_memory", 0}, &d->no_memory},
+      {{"device_malformed", "drops.device_malformed", 0}, &d->device_malformed},
+      {{"process_died", "drops.process_died", 0}, &d->process_died},
+      {{"daemon_overflow", "drops.daemon_overflow", 0}, &d->daemon_overflow},
+      {{"no_clock_sync", "drops.no_clock_sync", 0}, &d->no_clock_sync},
+      {{"by_lane.framework", "drops.by_lane.framework", 0}, &d->by_lane.framework},
+      {{"by_lane.runtime", "drops.by_lane.runtime", 0}, &d->by_lane.runtime},
+      {{"by_lane.hardware", "drops.by_lane.hardware", 0}, &d->by_lane.hardware},
   };
+}
+
+std::vector<DropCounter> DropCounters(const DropCounts& d) {
+  DropCounts copy = d;
+  std::vector<DropCounter> out = {{"total", "drops.total", d.total()}};
+  for (const DropCounterField& f : DropCounterFields(&copy)) {
+    out.push_back({f.counter.name, f.counter.arg_name, *f.field});
+  }
+  return out;
 }
 
 std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {

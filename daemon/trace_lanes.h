@@ -142,6 +142,14 @@ struct DropCounter {
 };
 std::vector<DropCounter> DropCounters(const DropCounts& drops);
 
+// The same counters, but "total" (which is computed), as fields of *drops: for a reader of the
+// trace files to set them back by their arg_name. `value` is unused (0).
+struct DropCounterField {
+  DropCounter counter;
+  uint64_t* field;
+};
+std::vector<DropCounterField> DropCounterFields(DropCounts* drops);
+
 // The arguments that describe a process's part of the capture: capture_id, host, pid,
 // executable, events_received, every drop counter as "drops.<name>", device_uncorrelated and
 // batches_missing.

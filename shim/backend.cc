@@ -48,12 +48,16 @@ Flusher* g_flusher = nullptr;  // never destroyed
 // program's call goes on.
 void OnRuntimeInit() {
   try {
+    if (g_flusher != nullptr) g_flusher->device_profile()->OnRuntimeInit();
     if (g_flusher != nullptr) g_flusher->arbiter()->OnRuntimeInit();
   } catch (const std::exception&) {
   }
 }
 void BeforeRuntimeClose() {
   try {
+    if (g_flusher != nullptr && g_core->device_profile.load(std::memory_order_relaxed) != 0) {
+      g_flusher->device_profile()->BeforeRuntimeClose();
+    }
     if (g_flusher != nullptr) g_flusher->arbiter()->BeforeRuntimeClose();
   } catch (const std::exception&) {
   }
@@ -89,6 +93,32 @@ NRT_STATUS SysTraceFetchEvents(char** buffer, size_t* written_size,
 bool SysTraceBufferFree(char* buffer) {
   return g_flusher != nullptr && g_flusher->arbiter()->AppBufferFree(buffer);
 }
+void OnModelProfiled(nrt_model_t* model) {
+  try {
+    if (g_flusher != nullptr) g_flusher->device_profile()->OnModelLoaded(model);
+  } catch (const std::exception&) {
+  }
+}
+void BeforeModelUnload(nrt_model_t* model) {
+  try {
+    if (g_flusher != nullptr) g_flusher->device_profile()->BeforeModelUnload(model);
+  } catch (const std::exception&) {
+  }
+}
+NRT_STATUS ProfileStart(nrt_model_t* model, const char* filename) {
+  try {
+    return g_flusher->device_profile()->AppStart(model, filename);
+  } catch (const std::exception&) {
+    return NRT_RESOURCE;
+  }
+}
+NRT_STATUS ProfileStop(const char* filename) {
+  try {
+    return g_flusher->device_profile()->AppStop(filename);
+  } catch (const std::exception&) {
+    return NRT_RESOURCE;
+  }
+}
 void ExitFlush() {
   if (g_flusher == nullptr) return;
   const auto deadline = std::chrono::steady_clock::now() +
@@ -99,23 +129,29 @@ void ExitFlush() {
   }
 }
 void AtForkPrepare() {
-  if (g_flusher != nullptr) g_flusher->arbiter()->LockForFork();
+  if (g_flusher == nullptr) return;
+  g_flusher->device_profile()->LockForFork();
+  g_flusher->arbiter()->LockForFork();
 }
 void AtForkParent() {
-  if (g_flusher != nullptr) g_flusher->arbiter()->UnlockAfterFork();
+  if (g_flusher == nullptr) return;
+  g_flusher->arbiter()->UnlockAfterFork();
+  g_flusher->device_profile()->UnlockAfterFork();
 }
 bool AtForkChild() {
   if (g_flusher == nullptr) return true;
   g_flusher->arbiter()->UnlockAfterFork();
-  const bool grpc_started = g_flusher->grpc_started();
+  g_flusher->device_profile()->UnlockAfterFork();
+  const bool may_profile = g_flusher->AtForkChild();
   g_flusher = nullptr;  // the parent's: leaked, never touched again
-  return !grpc_started;
+  return may_profile;
 }
 
 const BackendApi kBackendApi = {
-    kShimAbiVersion, &OnRuntimeInit,      &BeforeRuntimeClose, &AfterRuntimeClose,
-    &OnModelLoaded,  &SysTraceStart,      &SysTraceStop,       &SysTraceFetchEvents,
-    &SysTraceBufferFree, &ExitFlush,      &AtForkPrepare,      &AtForkParent,
+    kShimAbiVersion,     &OnRuntimeInit,     &BeforeRuntimeClose, &AfterRuntimeClose,
+    &OnModelLoaded,      &SysTraceStart,     &SysTraceStop,       &SysTraceFetchEvents,
+    &SysTraceBufferFree, &OnModelProfiled,   &BeforeModelUnload,  &ProfileStart,
+    &ProfileStop,        &ExitFlush,         &AtForkPrepare,      &AtForkParent,
     &AtForkChild,
 };
 
@@ -159,6 +195,7 @@ void LogThroughNrtprof(gpr_log_func_args* args) {
                    strstr(file, "ssl_utils") != nullptr;
   if (tls && g_tls_target != nullptr) {
     if (FirstOfKind(std::hash<std::string_view>()("tls"))) {
+      NoteTransportTroubleSaid();
       Report("nrtprof: TLS with the daemon at " + *g_tls_target + " failed: " + message +
              " (is NRTPROF_TLS_CA the CA that signed its certificate?); retrying quietly\n");
     }
@@ -173,6 +210,7 @@ void LogThroughNrtprof(gpr_log_func_args* args) {
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }
+  NoteTransportTroubleSaid();
   Report(line + "\n");
 }
 
@@ -335,8 +373,10 @@ const BackendApi* Start(CoreState* core) {
     g_tls_target = new std::string(transport.target);
   }
   auto* flusher = new Flusher(core, std::move(transport));
+  flusher->device_profile()->set_period_ns(core->config.device_profile_period_ms * 1'000'000ull);
   if (!flusher->Start()) return nullptr;  // its channel is leaked, idle
   g_flusher = flusher;
+  if (core->config.device_profile) core->device_profile.store(1, std::memory_order_relaxed);
   return &kBackendApi;
 }
 

@@ -129,11 +129,6 @@ void CollectorStream::Send(nrtprof::ShimMessage message) {
   if (!closed_) reactor_->Write(std::move(message));
 }
 
-size_t CollectorStream::queued() {
-  std::lock_guard<std::mutex> lock(shared_->mu);
-  return shared_->outbox.size();
-}
-
 uint64_t CollectorStream::acked() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return shared_->acked;

@@ -68,6 +68,23 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_DISABLE", v, "1 or 0", "0 (profiling on)");
     }
   }
+  if (const char* v = get("NRTPROF_DEVICE_PROFILE"); v != nullptr) {
+    if (strcmp(v, "1") == 0) {
+      config->device_profile = true;
+    } else if (strcmp(v, "0") != 0 && v[0] != '\0') {
+      Report(report, "NRTPROF_DEVICE_PROFILE", v, "1 or 0", "0 (no device profiles)");
+    }
+  }
+  if (const char* v = get("NRTPROF_DEVICE_PROFILE_PERIOD_MS"); v != nullptr && v[0] != '\0') {
+    uint64_t ms = 0;
+    if (ParseUnsigned(v, kMaxDeviceProfilePeriodMs, &ms)) {
+      config->device_profile_period_ms = static_cast<uint32_t>(ms);
+    } else {
+      snprintf(fallback, sizeof(fallback), "%u", config->device_profile_period_ms);
+      Report(report, "NRTPROF_DEVICE_PROFILE_PERIOD_MS", v, "milliseconds from 0 to 3600000",
+             fallback);
+    }
+  }
   if (const char* v = get("NRTPROF_ADDR"); v != nullptr) {
     if (!CopyString(v, config->addr, sizeof(config->addr))) {
       Report(report, "NRTPROF_ADDR", v, "an address under 512 bytes", "the default socket");

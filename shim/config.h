@@ -48,12 +48,19 @@ struct Config {
   uint32_t flush_timeout_ms = 2000;               // NRTPROF_FLUSH_TIMEOUT_MS
   uint64_t max_model_bytes = 64ull << 20;         // NRTPROF_MAX_MODEL_BYTES
   char spool_dir[512] = {};       // NRTPROF_SPOOL_DIR; empty: DefaultSpoolDir()
+  // NRTPROF_DEVICE_PROFILE=1: the runtime's device profile of every loaded model, read into
+  // the ops inside each execution (device_profile.h).
+  bool device_profile = false;
+  // NRTPROF_DEVICE_PROFILE_PERIOD_MS: how often the profiles are read while the program runs;
+  // 0: only at nrt_unload, nrt_close and exit.
+  uint32_t device_profile_period_ms = 1000;
   uint64_t spool_max_bytes = 1ull << 30;          // NRTPROF_SPOOL_MAX_BYTES
 };
 
 inline constexpr uint32_t kMinRingEvents = 64;
 inline constexpr uint32_t kMaxRingEvents = 1u << 22;
 inline constexpr uint32_t kMaxFlushTimeoutMs = 600000;
+inline constexpr uint32_t kMaxDeviceProfilePeriodMs = 3600000;
 inline constexpr uint64_t kMaxModelBytesLimit = 1ull << 30;
 inline constexpr uint64_t kMinSpoolBytes = 1ull << 16;
 inline constexpr uint64_t kMaxSpoolBytes = 1ull << 40;

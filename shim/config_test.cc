@@ -50,9 +50,12 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
   env_ = {{"NRTPROF_DISABLE", "1"},          {"NRTPROF_ADDR", "unix:/tmp/x.sock"},
           {"NRTPROF_CAPTURE", "cap-1"},      {"NRTPROF_STACKS", "64"},
           {"NRTPROF_MODE", "best_effort"},   {"NRTPROF_RING_EVENTS", "1000"},
-          {"NRTPROF_FLUSH_TIMEOUT_MS", "0"}, {"NRTPROF_MAX_MODEL_BYTES", "0"}};
+          {"NRTPROF_FLUSH_TIMEOUT_MS", "0"}, {"NRTPROF_MAX_MODEL_BYTES", "0"},
+          {"NRTPROF_DEVICE_PROFILE", "1"},    {"NRTPROF_DEVICE_PROFILE_PERIOD_MS", "0"}};
   const Config c = Parse();
   EXPECT_TRUE(c.disabled);
+  EXPECT_TRUE(c.device_profile);
+  EXPECT_EQ(c.device_profile_period_ms, 0u);
   EXPECT_STREQ(c.addr, "unix:/tmp/x.sock");
   EXPECT_STREQ(c.capture_id, "cap-1");
   EXPECT_EQ(c.stack_depth, 64u);
@@ -65,15 +68,24 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
 TEST_F(ConfigTest, EachMalformedValueIsOneLineAndTheDefault) {
   env_ = {{"NRTPROF_DISABLE", "yes"},          {"NRTPROF_STACKS", "65"},
           {"NRTPROF_MODE", "fast"},            {"NRTPROF_RING_EVENTS", "8"},
-          {"NRTPROF_FLUSH_TIMEOUT_MS", "-1"},  {"NRTPROF_MAX_MODEL_BYTES", "1e6"}};
+          {"NRTPROF_FLUSH_TIMEOUT_MS", "-1"},  {"NRTPROF_MAX_MODEL_BYTES", "1e6"},
+          {"NRTPROF_DEVICE_PROFILE", "on"},    {"NRTPROF_DEVICE_PROFILE_PERIOD_MS", "1s"}};
   const Config c = Parse();
   EXPECT_FALSE(c.disabled);
+  EXPECT_FALSE(c.device_profile) << "off by default, and on only for 1";
+  EXPECT_EQ(c.device_profile_period_ms, 1000u);
   EXPECT_EQ(c.stack_depth, 0u);
   EXPECT_EQ(c.ring_events, 32768u);
   EXPECT_EQ(c.flush_timeout_ms, 2000u);
   EXPECT_EQ(c.max_model_bytes, 64ull << 20);
-  ASSERT_EQ(lines_.size(), 6u);
+  ASSERT_EQ(lines_.size(), 8u);
   EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_DISABLE='yes' is not 1 or 0; using 0 (profiling on)\n");
+  EXPECT_EQ(lines_[1],
+            "nrtprof: NRTPROF_DEVICE_PROFILE='on' is not 1 or 0; using 0 (no device profiles)\n");
+  EXPECT_EQ(lines_[2],
+            "nrtprof: NRTPROF_DEVICE_PROFILE_PERIOD_MS='1s' is not milliseconds from 0 to 3600000; "
+            "using 1000\n");
+  lines_.erase(lines_.begin() + 1, lines_.begin() + 3);
   EXPECT_EQ(lines_[1], "nrtprof: NRTPROF_STACKS='65' is not a depth from 0 to 64; using 0 (no stacks)\n");
   EXPECT_EQ(lines_[2], "nrtprof: NRTPROF_MODE='fast' is not best_effort or lossless; using best_effort\n");
   EXPECT_EQ(lines_[3], "nrtprof: NRTPROF_RING_EVENTS='8' is not a count from 64 to 4194304; using 32768\n");

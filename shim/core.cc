@@ -223,6 +223,7 @@ void ConfigureLocked() {
   g_core.real_dlsym = RealDlsym();
   g_core.real_functions = g_real;
   g_core.new_spare_thread = &NewRingState;
+  g_core.say_notice = &SayNotice;
   uintptr_t range[2] = {0, 0};
   dl_iterate_phdr(&FindCoreText, range);
   g_core.core_text_begin = range[0];

@@ -31,7 +31,7 @@ namespace nrtprof::shim {
 
 using ::nrtprof::RingsFileHeader;
 
-inline constexpr uint32_t kShimAbiVersion = 6;
+inline constexpr uint32_t kShimAbiVersion = 7;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -111,6 +111,11 @@ struct CoreState {
   std::atomic<uint64_t> lost_ranges{0};
   // Wrappers record while this is 1 (relaxed loads on the hot path).
   std::atomic<int> recording{0};
+  // 1 when the backend runs the runtime's device profiles (NRTPROF_DEVICE_PROFILE=1): the
+  // nrt_load, nrt_unload and nrt_profile_* wrappers then call it (relaxed loads).
+  std::atomic<int> device_profile{0};
+  // The core's SayNotice (core.h), for the backend's notices.
+  void (*say_notice)(const char* line) = nullptr;
   std::atomic<uint64_t> next_correlation_id{1};
   // Set by the backend when NRTPROF_STACKS asks for stacks: libunwind's unw_backtrace.
   std::atomic<int (*)(void**, int)> backtrace{nullptr};
@@ -154,6 +159,13 @@ struct BackendApi {
                                        const nrt_sys_trace_fetch_options_t* options);
   // True if `buffer` was one the backend handed out (and is now freed).
   bool (*sys_trace_buffer_free)(char* buffer);
+  // With CoreState::device_profile: after a successful nrt_load and before nrt_unload, the
+  // profiler's device profile of the model starts, and is collected; the program's own
+  // nrt_profile_start/stop are arbitrated against it (device_profile.h).
+  void (*on_model_profiled)(nrt_model_t* model);
+  void (*before_model_unload)(nrt_model_t* model);
+  NRT_STATUS (*profile_start)(nrt_model_t* model, const char* filename);
+  NRT_STATUS (*profile_stop)(const char* filename);
   // exit(): drain, fetch, send the final batch, wait for its ack; bounded by
   // NRTPROF_FLUSH_TIMEOUT_MS.
   void (*exit_flush)();

@@ -30,11 +30,19 @@ void EventBuilder::Build(const Record& record, uint32_t tid, const TickConverter
   BuildApiCall(record, event);
 }
 
+// The one list's wire numbers are the proto's.
+#define NRTPROF_CHECK_WIRE(enumerator, function, wire, number) \
+  static_assert(nrtprof::wire == number, #function " has another number on the wire");
+NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_CHECK_WIRE)
+NRTPROF_ARBITRATED_API_FUNCTIONS(NRTPROF_CHECK_WIRE)
+#undef NRTPROF_CHECK_WIRE
+
 void EventBuilder::BuildApiCall(const Record& record, nrtprof::Event* event) {
   event->set_kind(nrtprof::EVENT_API_CALL);
   const unsigned api = record.api < kNumApiFunctions ? record.api : 0;
   if (api_name_iids_[api] == 0) api_name_iids_[api] = strings_->Intern(ApiFunctionName(api));
   event->set_name_iid(api_name_iids_[api]);
+  event->set_function(static_cast<nrtprof::ApiFunction>(ApiFunctionWireNumber(api)));
   event->set_correlation_id(record.correlation_id);
   event->set_status(record.status);
   event->set_bytes(record.bytes);

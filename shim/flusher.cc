@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
-#include "absl/strings/match.h"
 #include "common/clock.h"
 #include "shim/process_info.h"
 #include "shim/symbolizer.h"
@@ -75,18 +75,6 @@ constexpr char kNoMemoryLine[] =
     "nrtprof: the profiler ran out of memory (is the process's address space limited, ulimit "
     "-v?); what it could not keep is counted as dropped (no_memory)\n";
 
-// The shortage a failure message names (EMFILE, ENFILE, ENOMEM, ENOBUFS: the process lacks what
-// it takes to connect), or 0.
-int StarvedError(absl::string_view failure) {
-  for (int error : {EMFILE, ENFILE, ENOMEM, ENOBUFS}) {
-    if (absl::StrContains(failure, strerror(error))) return error;
-  }
-  return 0;
-}
-
-constexpr uint64_t kFirstBackoffNs = 100'000'000;
-constexpr uint64_t kMaxBackoffNs = 5'000'000'000;
-
 // The runtime's system-trace functions, found in the libnrt the program's calls went to (it
 // may be dlopen()ed RTLD_LOCAL, out of reach of a global look-up).
 SysTraceFunctions ResolveSysTrace(CoreState* core) {
@@ -137,16 +125,22 @@ uint64_t CountEvents(const std::string& json) {
 
 Flusher::Flusher(CoreState* core, DaemonTransport transport)
     : core_(core),
-      transport_(std::move(transport)),
+      link_(std::move(transport)),
       arbiter_(
           kOwnMaxEventsPerCore, [core] { return ResolveSysTrace(core); },
           [this](uint64_t generation, std::string json) {
             OnDocument(generation, std::move(json));
           }),
+      device_profile_([core] { return ResolveDeviceProfile(core); },
+                      [core](const std::string& line) { core->say_notice(line.c_str()); },
+                      &strings_),
       stacks_(&strings_, &SymbolizeReturnAddress),
       builder_(&strings_, &stacks_),
       device_parser_(&strings_),
-      batcher_(Batcher::Options(), &strings_, &stacks_) {}
+      batcher_(Batcher::Options(), &strings_, &stacks_),
+      shipping_(this, &link_, SystemShipClock(), &batcher_) {
+  if (core_->config.addr[0] != '\0') shipping_.SayIfNeverReached();
+}
 
 bool Flusher::Start() {
   // Signals sent to the process must reach the program's threads, not this one nor gRPC's
@@ -156,28 +150,7 @@ bool Flusher::Start() {
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   // The channel (and with it gRPC's threads) is created here, on the program's first libnrt
   // call, so that whether a forked child may use gRPC never depends on timing.
-  grpc_started_.store(true, std::memory_order_release);
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (transport_.tls) {
-    grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = std::move(transport_.ca_pem);
-    tls.pem_cert_chain = std::move(transport_.cert_pem);
-    tls.pem_private_key = std::move(transport_.key_pem);
-    credentials = grpc::SslCredentials(tls);
-    if (!transport_.token.empty()) {
-      // Sent as "authorization: Bearer TOKEN" on every call, only over TLS.
-      credentials = grpc::CompositeChannelCredentials(
-          credentials, grpc::AccessTokenCredentials(transport_.token));
-    }
-    transport_.token.clear();
-  }
-  credentials_ = credentials;
-  channel_ = grpc::CreateCustomChannel(transport_.target, credentials, args);
-  stub_ = nrtprof::Collector::NewStub(channel_);
+  link_.Start();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -276,7 +249,6 @@ void Flusher::Run() {
   try {
     OpenSpool();
   } catch (const std::bad_alloc&) {
-    spool_.reset();
     CountNoMemory(LaneCounts());
   }
   while (true) {
@@ -310,8 +282,7 @@ void Flusher::Run() {
     uint64_t wait_ns = kTickNs;
     if (contact_deadline_ns_ != 0) {
       // Until the first contact settles, look every millisecond instead of every tick.
-      if (stream_ == nullptr || stream_->ack_seen() || stream_->broken() ||
-          MonotonicNs() >= contact_deadline_ns_) {
+      if (shipping_.FirstContactSettled() || MonotonicNs() >= contact_deadline_ns_) {
         contact_deadline_ns_ = 0;
         std::lock_guard<std::mutex> contact(contact_mu_);
         contact_settled_ = true;
@@ -349,27 +320,26 @@ void Flusher::OpenSpool() {
   if (!spool->Open(dir,
                    SpoolFileName(hello.hello().capture_id(), hello.hello().pid(),
                                  hello.hello().process_start_ns()),
-                   core_->config.spool_max_bytes, transport_.trust, &error) ||
+                   core_->config.spool_max_bytes, link_.trust(), &error) ||
       !spool->Append(hello.SerializeAsString())) {
     if (error.empty()) error = "cannot write the spool file";
     Report("nrtprof: NRTPROF_MODE=lossless: " + error + "; running best_effort");
     return;
   }
-  spool_ = std::move(spool);
+  shipping_.UseSpool(std::move(spool));
 }
 
 void Flusher::Tick() {
   const uint64_t now = MonotonicNs();
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
+  device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
+                          [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
   DrainRings(now);
   KeepASpareRing();
   TakeModels();
   batcher_.SealIfDue(now);
-  ServiceStream(now, /*final=*/false, Clock::now());
-  SendReady(/*final=*/false);
-  PumpReplay();
-  daemon_away_ += batcher_.EnforceBounds();
+  shipping_.Tick();
 }
 
 void Flusher::ParseDocuments(uint64_t now_ns) {
@@ -566,41 +536,26 @@ void Flusher::TakeModels() {
   for (nrtprof::LoadedModel& model : models) batcher_.AddModel(std::move(model));
 }
 
-nrtprof::DropCounters Flusher::Drops() {
-  LaneCounts ring_full = freed_rings_dropped_;
-  ring_full.runtime += core_->lost_calls.load(std::memory_order_relaxed);
-  ring_full.framework += core_->lost_ranges.load(std::memory_order_relaxed);
+HostDrops Flusher::Drops() {
+  HostDrops drops;
+  drops.ring_full = freed_rings_dropped_;
+  drops.ring_full.runtime += core_->lost_calls.load(std::memory_order_relaxed);
+  drops.ring_full.framework += core_->lost_ranges.load(std::memory_order_relaxed);
   pthread_mutex_lock(&core_->registry_mu);
   for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) {
-    ring_full.runtime += ts->ring->dropped(RecordKind::kApiCall);
-    ring_full.framework += ts->ring->dropped(RecordKind::kRange);
+    drops.ring_full.runtime += ts->ring->dropped(RecordKind::kApiCall);
+    drops.ring_full.framework += ts->ring->dropped(RecordKind::kRange);
   }
   pthread_mutex_unlock(&core_->registry_mu);
-  LaneCounts device_overwritten;
-  device_overwritten.hardware = device_parser_.overwritten_total();
+  drops.device_overwritten.hardware =
+      device_parser_.overwritten_total() + device_profile_.overflow_total();
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    device_overwritten.hardware += documents_dropped_;  // fetched but never parsed
+    drops.device_overwritten.hardware += documents_dropped_;  // fetched but never parsed
   }
-  LaneCounts device_malformed;
-  device_malformed.hardware = device_parser_.malformed_total();
-  nrtprof::DropCounters drops;
-  drops.set_ring_full(ring_full.total());
-  drops.set_device_malformed(device_malformed.total());
-  drops.set_daemon_away(daemon_away_.total());
-  drops.set_device_overwritten(device_overwritten.total());
-  drops.set_oversized(oversized_.total());
-  drops.set_spool_full(spool_full_.total());
-  drops.set_no_memory(no_memory_.total());
-  LaneCounts all = ring_full;
-  for (const LaneCounts* c :
-       {&daemon_away_, &device_overwritten, &oversized_, &spool_full_, &no_memory_,
-        &device_malformed}) {
-    all += *c;
-  }
-  drops.mutable_by_lane()->set_framework(all.framework);
-  drops.mutable_by_lane()->set_runtime(all.runtime);
-  drops.mutable_by_lane()->set_hardware(all.hardware);
+  drops.device_malformed.hardware =
+      device_parser_.malformed_total() + device_profile_.malformed_total();
+  drops.no_memory = no_memory_;
   return drops;
 }
 
@@ -610,297 +565,11 @@ void Flusher::OnControl(const nrtprof::CaptureControl& control) {
   core_->recording.store(control.capturing() ? 1 : 0, std::memory_order_relaxed);
 }
 
-void Flusher::AbandonStream(uint64_t now_ns, Clock::time_point deadline) {
-  // Batches the daemon did not acknowledge stay in unacked_ for the next stream: the daemon
-  // may have stored some of them (their acks lost with the stream) and ignores those by their
-  // sequence numbers; a daemon that restarted takes them all.
-  stream_->Close(deadline, /*graceful=*/false);
-  NoteRefusal();
-  NoteConnectFailure();
-  stream_.reset();
-  replay_.reset();  // the next stream starts where its daemon says
-  replay_awaits_ack_ = false;
-  backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
-  next_attempt_ns_ = now_ns + backoff_ns_;
-}
+void Flusher::StopRecording() { core_->recording.store(0, std::memory_order_relaxed); }
 
-void Flusher::NoteConnectFailure() {
-  if (stream_->heard_from_daemon()) {
-    connect_starved_ = false;
-    return;
-  }
-  // A daemon that is not there (no socket, nobody listening) is the usual state of an
-  // always-on shim and goes unsaid; the process lacking what it takes to connect does not.
-  if (const int error = StarvedError(stream_->failure()); error != 0) NoteStarved(error);
-}
+void Flusher::Say(const std::string& line) { Report(line); }
 
-void Flusher::NoteStarved(int error) {
-  connect_starved_ = true;
-  SayOnce(&connect_failure_said_,
-          "nrtprof: cannot connect to the daemon at " + transport_.target + ": " +
-              strerror(error) + "; retrying, its events waiting meanwhile (past " +
-              std::to_string(Batcher::Options().max_pending_events) +
-              ", the oldest are counted as dropped: daemon_away)");
-}
-
-void Flusher::NoteRefusal() {
-  if (refused_ || !stream_->refused_by_daemon()) return;
-  // Credentials the daemon refused once it refuses every time: stop asking, stop recording.
-  refused_ = true;
-  core_->recording.store(0, std::memory_order_relaxed);
-  Report("nrtprof: the daemon at " + transport_.target +
-         " refused this process's credentials (UNAUTHENTICATED); not profiling it");
-}
-
-void Flusher::ServiceStream(uint64_t now_ns, bool final, Clock::time_point deadline) {
-  if (stream_ != nullptr) {
-    const uint64_t acked = stream_->acked();
-    while (!unacked_.empty() && unacked_.front().sequence <= acked) unacked_.pop_front();
-    if (stream_->heard_from_daemon()) {
-      backoff_ns_ = 0;
-      connect_starved_ = false;
-    }
-    if (stream_->broken()) AbandonStream(now_ns, final ? deadline : Clock::now());
-  }
-  if (stream_ != nullptr || refused_) return;
-  if (final) {
-    // At exit one attempt is made at once, whatever the backoff says, and only one.
-    if (final_attempt_made_) return;
-    final_attempt_made_ = true;
-  } else if (now_ns < next_attempt_ns_) {
-    return;
-  }
-  if (transport_.trust_check) {
-    // The socket may have changed hands since the last stream: nothing is sent to a daemon
-    // that is not to be trusted, and the next attempt checks again.
-    const absl::Status trust = transport_.trust_check();
-    if (!trust.ok()) {
-      if (trust.code() == absl::StatusCode::kResourceExhausted) {
-        // Not a verdict on the daemon: the process has no descriptor (or memory) to check with.
-        const int error = StarvedError(trust.message());
-        NoteStarved(error != 0 ? error : EMFILE);
-      } else if (trust.code() != absl::StatusCode::kNotFound) {
-        SayOnce(&untrusted_said_, "nrtprof: not trusting the daemon at " + transport_.target +
-                                      ": " + std::string(trust.message()) +
-                                      "; not sending it anything");
-      }
-      backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(backoff_ns_ * 2, kMaxBackoffNs);
-      next_attempt_ns_ = now_ns + backoff_ns_;
-      return;
-    }
-  }
-  nrtprof::ShimMessage hello;
-  *hello.mutable_hello() = Hello();
-  if (spool_ == nullptr) hello.mutable_hello()->set_mode(nrtprof::MODE_BEST_EFFORT);
-  // Lossless streams wait for a daemon that is away to come back, so that one back within a
-  // second of the process's end still gets everything (seen: a new stream failing at once
-  // in gRPC's reconnection backoff, at exit, left a restarted daemon across TCP with nothing).
-  // A process that could not connect for want of descriptors may have them back: at exit its
-  // one attempt reconnects at once (not at gRPC's next backoff) and waits for the connection
-  // within the flush's time, so that what it kept reaches the daemon.
-  const bool starved_at_exit = final && connect_starved_;
-  if (starved_at_exit) grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
-  stream_ = std::make_unique<CollectorStream>(
-      stub_.get(), std::move(hello),
-      [this](const nrtprof::CaptureControl& control) { OnControl(control); },
-      /*wait_for_ready=*/spool_ != nullptr || starved_at_exit);
-  interning_ = StreamInterning();
-  if (spool_ != nullptr) {
-    // Lossless: the new stream gets, from the spool, every batch past the one the daemon says
-    // it has (its first Ack), then goes on live (PumpReplay). A daemon that restarted has
-    // none of what its predecessor acknowledged, and gets it all again.
-    unacked_.clear();
-    replay_.reset();
-    replay_awaits_ack_ = true;
-    replay_wait_since_ns_ = now_ns;
-    return;
-  }
-  // The final batch counts as sent only if this stream gets it again.
-  final_sent_ = !unacked_.empty() && unacked_.back().batch.final();
-  Resend();
-}
-
-void Flusher::StartReplay(uint64_t offset) {
-  replay_ = std::make_unique<SpoolCursor>();
-  std::string error;
-  if (!replay_->Open(spool_->path(), offset, &error)) {
-    // Cannot happen short of the file being removed under the process; the daemon on this
-    // machine reads the spool itself, a remote one misses what was not sent live (counted
-    // through events_sent).
-    replay_.reset();
-    SayOnce(&replay_failed_, "nrtprof: cannot read back the spool file: " + error);
-  }
-}
-
-uint64_t Flusher::SpoolOffsetOf(uint64_t sequence) const {
-  const uint64_t i = sequence == 0 ? 0 : (sequence - 1) / kSpoolIndexStride;
-  return i < spool_index_.size() ? spool_index_[i] : spool_->bytes();
-}
-
-void Flusher::PumpReplay() {
-  // A daemon that does not answer the Hello with an Ack (one older than that rule) gets the
-  // spool from its start after a second; it ignores what it already has.
-  if (replay_awaits_ack_ && stream_ != nullptr &&
-      (stream_->ack_seen() || MonotonicNs() - replay_wait_since_ns_ > kHelloAckWaitNs)) {
-    replay_awaits_ack_ = false;
-    StartReplay(SpoolOffsetOf(stream_->acked() + 1));
-  }
-  while (replay_ != nullptr && stream_ != nullptr && !stream_->broken() &&
-         unacked_.size() < kMaxUnackedBatches) {
-    std::string record, error;
-    const SpoolCursor::Next next = replay_->Read(&record, &error);
-    if (next != SpoolCursor::Next::kRecord) {
-      if (next == SpoolCursor::Next::kError) {
-        SayOnce(&replay_failed_, "nrtprof: cannot read back the spool file: " + error);
-      }
-      replay_.reset();  // caught up: batches go out live again
-      return;
-    }
-    nrtprof::ShimMessage message;
-    if (!message.ParseFromString(record) || !message.has_batch()) continue;  // the Hello
-    nrtprof::EventBatch* batch = message.mutable_batch();
-    if (batch->sequence() <= stream_->acked()) continue;  // the daemon has it
-    batcher_.Restamp(batch, &interning_);
-    unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), *batch});
-    stream_->Send(std::move(message));
-  }
-}
-
-void Flusher::SayOnce(bool* said, const std::string& line) {
-  if (*said) return;
-  *said = true;
-  Report(line);
-}
-
-void Flusher::Resend() {
-  for (Unacked& u : unacked_) {
-    batcher_.Restamp(&u.batch, &interning_);
-    nrtprof::ShimMessage message;
-    *message.mutable_batch() = u.batch;
-    stream_->Send(std::move(message));
-  }
-}
-
-void Flusher::SendReady(bool final) {
-  // Best effort keeps batches until a stream takes them; lossless spools them as they are
-  // ready, and sends them too when a stream is there.
-  while (batcher_.has_ready() || (final && !final_sent_)) {
-    bool connected = stream_ != nullptr && !stream_->broken();
-    if (connected && unacked_.size() >= kMaxUnackedBatches) {
-      if (spool_ == nullptr) break;  // wait for acks
-      // A daemon this far behind: the spool carries on alone, and the stream gets what it
-      // missed from it as acks make room (PumpReplay).
-      if (replay_ == nullptr) StartReplay(spool_->bytes());
-      connected = false;  // (also if the spool could not be read back: never past the bound)
-    }
-    // Lossless, while the stream catches up from the spool, batches go into the spool only.
-    if (replay_ != nullptr || replay_awaits_ack_) connected = false;
-    if (!connected && spool_ == nullptr) break;
-    LaneCounts events;
-    nrtprof::ShimMessage message;
-    // A batch only spooled must not count its strings as sent on the stream (the replay adds
-    // what the stream lacks): it carries those the spool has not had through spool-only ones.
-    // The spool has all of them before their first use either way, since every batch is in it.
-    nrtprof::EventBatch batch = batcher_.TakeNext(connected ? &interning_ : &spool_interning_,
-                                                  Drops(), final, &events);
-    message.mutable_batch()->Swap(&batch);
-    SetNotices(message.mutable_batch());
-    if (message.ByteSizeLong() > kMaxMessageBytes) {
-      // Keep the sequence without a gap: send the batch's frame, count what it carried.
-      oversized_ += events;
-      message.mutable_batch()->clear_events();
-      message.mutable_batch()->clear_models();
-      *message.mutable_batch()->mutable_drops() = Drops();
-      events = LaneCounts();
-    }
-    SetEventsSent(sent_ + events, message.mutable_batch());
-    if (spool_ != nullptr && (message.batch().sequence() - 1) % kSpoolIndexStride == 0) {
-      spool_index_.push_back(spool_->bytes());
-    }
-    if (spool_ != nullptr && !spool_->Append(message.SerializeAsString())) {
-      // The spool's bound (or the disk) is reached: the daemon reads lossless processes from
-      // their spools, so what this batch carried is lost. Counted, and the count goes into
-      // the spool's reserve in an event-less copy of the batch (strings and stacks kept, so
-      // later batches still find them). The stream gets the same copy: its events are
-      // counted as lost, so they are not sent either.
-      spool_full_ += events;
-      events = LaneCounts();
-      message.mutable_batch()->clear_events();
-      *message.mutable_batch()->mutable_drops() = Drops();
-      SetEventsSent(sent_, message.mutable_batch());
-      nrtprof::ShimMessage counts = message;
-      counts.mutable_batch()->clear_models();
-      counts.mutable_batch()->clear_clock_syncs();
-      spool_->Append(counts.SerializeAsString(), /*reserve=*/true);
-    }
-    sent_ += events;
-    const uint64_t sequence = message.batch().sequence();
-    if (message.batch().final()) {
-      final_sent_ = true;
-      final_sequence_ = sequence;
-    }
-    if (!connected) continue;
-    unacked_.push_back({sequence, events, message.batch()});
-    stream_->Send(std::move(message));
-  }
-}
-
-void Flusher::SendFinalNow() {
-  LaneCounts events;
-  nrtprof::ShimMessage message;
-  nrtprof::EventBatch batch = batcher_.TakeNext(&interning_, Drops(), /*final=*/true, &events);
-  message.mutable_batch()->Swap(&batch);
-  SetNotices(message.mutable_batch());
-  sent_ += events;
-  SetEventsSent(sent_, message.mutable_batch());
-  final_sent_ = true;
-  final_sequence_ = message.batch().sequence();
-  unacked_.push_back({final_sequence_, events, message.batch()});
-  stream_->Send(std::move(message));
-}
-
-void Flusher::OpenAlone() {
-  if (alone_ != nullptr) return;
-  // A connection of its own is a new connection: the socket is checked again, as for any
-  // new stream (its Hello carries the command line).
-  if (transport_.trust_check) {
-    const absl::Status trust = transport_.trust_check();
-    if (!trust.ok() && trust.code() != absl::StatusCode::kNotFound &&
-        trust.code() != absl::StatusCode::kResourceExhausted) {
-      return;
-    }
-  }
-  nrtprof::ShimMessage hello;
-  *hello.mutable_hello() = Hello();
-  hello.mutable_hello()->set_mode(nrtprof::MODE_BEST_EFFORT);
-  hello.mutable_hello()->set_final_only(true);
-  // A channel with arguments of its own and a local subchannel pool never shares the
-  // clogged stream's connection.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetString("nrtprof.final_only", "1");
-  alone_channel_ = grpc::CreateCustomChannel(transport_.target, credentials_, args);
-  alone_stub_ = nrtprof::Collector::NewStub(alone_channel_);
-  alone_ = std::make_unique<CollectorStream>(alone_stub_.get(), std::move(hello),
-                                             [](const nrtprof::CaptureControl&) {});
-}
-
-bool Flusher::SendFinalAlone(Clock::time_point deadline) {
-  OpenAlone();
-  if (alone_ == nullptr) return false;  // the socket is no longer to be trusted
-  nrtprof::ShimMessage report;
-  nrtprof::EventBatch* batch = report.mutable_batch();
-  batch->set_sequence(final_sequence_);
-  batch->set_final(true);
-  *batch->mutable_drops() = Drops();
-  SetNotices(batch);
-  *batch->mutable_clock() = unacked_.back().batch.clock();
-  *batch->mutable_events_sent() = unacked_.back().batch.events_sent();
-  alone_->Send(std::move(report));
-  return alone_->WaitForAck(final_sequence_, deadline);
-}
-
-void Flusher::SetNotices(nrtprof::EventBatch* batch) const {
+void Flusher::SetNotices(nrtprof::EventBatch* batch) {
   batch->clear_notices();
   const uint32_t n =
       std::min(core_->notices_reserved.load(std::memory_order_acquire), kMaxNotices);
@@ -910,98 +579,17 @@ void Flusher::SetNotices(nrtprof::EventBatch* batch) const {
   }
 }
 
-void Flusher::SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch) {
-  nrtprof::EventsByLane* lanes = batch->mutable_events_sent();
-  lanes->set_framework(sent.framework);
-  lanes->set_runtime(sent.runtime);
-  lanes->set_hardware(sent.hardware);
-}
-
 void Flusher::Final(Clock::time_point deadline) {
-  // Lossless to a daemon on this machine: everything is on disk once spooled, and that daemon
-  // reads the spool, so the exit waits only briefly for acks. A daemon across TCP cannot read
-  // it: the exit may then spend the whole flush time sending it what it has not had.
-  if (spool_ != nullptr && !transport_.tls) {
-    deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
-  }
+  deadline = shipping_.ExitDeadline(deadline);
   arbiter_.Poll(/*final=*/true);
   const uint64_t now = MonotonicNs();
   ParseDocuments(now);
+  device_profile_.Collect(now, /*final=*/true, core_->recording.load(std::memory_order_relaxed),
+                          [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
   DrainRings(now);
   TakeModels();
   batcher_.SealAll();
-  ServiceStream(now, /*final=*/true, deadline);
-  if (spool_ != nullptr) {
-    FinalLossless(deadline);
-    return;
-  }
-  // Everything, then the final batch; when too many batches wait for an ack, wait for one.
-  // Best effort keeps the last half of the time (up to 1 s) for a final batch that counts
-  // what could not be sent, so that a daemon too busy to take it all still learns how much is
-  // missing (seen: 7 of 64 processes of the full load test cut off, 7,184 calls missing and
-  // uncounted; then, keeping a quarter up to 500 ms and sending the final batch alone when
-  // it was left, 4 of 64 still cut off).
-  const Clock::time_point give_up =
-      deadline - std::min<Clock::duration>(std::chrono::seconds(1),
-                                           (deadline - Clock::now()) / 2);
-  // A daemon this far behind will likely need the final batch sent alone: the connection for
-  // it is made now, while the rest goes out, so that only the batch is left to send then.
-  if (stream_ != nullptr && !refused_ && unacked_.size() >= kMaxUnackedBatches / 4) OpenAlone();
-  while (stream_ != nullptr && !final_sent_ && Clock::now() < give_up) {
-    SendReady(/*final=*/true);
-    if (final_sent_) break;
-    if (!unacked_.empty()) stream_->WaitForAck(unacked_.front().sequence, give_up);
-    ServiceStream(MonotonicNs(), /*final=*/true, deadline);
-  }
-  if (stream_ != nullptr && !final_sent_) {
-    daemon_away_ += batcher_.DiscardAll();
-    SendFinalNow();
-  }
-  // A final batch not acknowledged within 100 ms is stuck behind batches the daemon has not
-  // read yet (seen: 51 of 64 processes of the full load test cut off, 118,329 calls
-  // uncounted); its copy on a connection of its own overtakes them, with the rest of the time.
-  bool acknowledged = false;
-  if (stream_ != nullptr && final_sent_) {
-    acknowledged = stream_->WaitForAck(
-        final_sequence_, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-    if (!acknowledged && !stream_->broken() && !refused_) {
-      acknowledged = SendFinalAlone(deadline);
-    }
-  }
-  if (alone_ != nullptr) {
-    // Unused (the stream caught up), it goes without a batch: the daemon counts nothing of it.
-    alone_->Close(deadline, /*graceful=*/acknowledged);
-    alone_.reset();
-  }
-  if (stream_ != nullptr) {
-    stream_->Close(deadline, /*graceful=*/acknowledged);
-    NoteRefusal();
-    stream_.reset();
-  }
-}
-
-void Flusher::FinalLossless(Clock::time_point deadline) {
-  // Everything and the final batch into the spool (and onto the stream, if it keeps up).
-  SendReady(/*final=*/true);
-  bool acknowledged = false;
-  while (stream_ != nullptr && Clock::now() < deadline) {
-    PumpReplay();
-    if (final_sent_ && stream_->acked() >= final_sequence_) {
-      acknowledged = true;
-      break;
-    }
-    stream_->WaitForAck(unacked_.empty() ? final_sequence_ : unacked_.front().sequence,
-                        deadline);
-    ServiceStream(MonotonicNs(), /*final=*/true, deadline);
-  }
-  if (stream_ != nullptr) {
-    stream_->Close(deadline, /*graceful=*/acknowledged);
-    NoteRefusal();
-    stream_.reset();
-  }
-  // A daemon across TCP has all of it and never reads (nor removes) this machine's spool
-  // files; one it did not acknowledge stays, for whoever wants to know what it missed.
-  if (acknowledged && transport_.tls) unlink(spool_->path().c_str());
+  shipping_.Final(deadline);
 }
 
 }  // namespace nrtprof::shim

@@ -4,7 +4,8 @@
 // record reserved and stamped) → the real call → End() (exit stamp) → the call's fields →
 // Commit(). The real result is returned untouched. What is not on the hot path (starting the
 // device trace at nrt_init, copying a model at nrt_load, fetching device events before
-// nrt_close) happens outside the timed window.
+// nrt_close, the device profiles around nrt_load and nrt_unload) happens outside the timed
+// window.
 #include "shim/interpose.h"
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <atomic>
 
 #include "nrt/nrt.h"
+#include "nrt/nrt_profile.h"
 #include "nrt/nrt_sys_trace.h"
 #include "shim/core.h"
 
@@ -33,6 +35,13 @@ namespace ns = nrtprof::shim;
 namespace {
 
 inline int32_t Status(NRT_STATUS s) { return static_cast<int32_t>(s); }
+
+// The backend when it runs device profiles (NRTPROF_DEVICE_PROFILE=1) and this is the
+// program's own call, else null. Off, it costs one relaxed load.
+const ns::BackendApi* DeviceProfiling() {
+  if (sc::g_core.device_profile.load(std::memory_order_relaxed) == 0) return nullptr;
+  return sc::t_in_call == 0 ? sc::RunningBackend() : nullptr;
+}
 
 // Bytes named by a batch of tensor reads or writes.
 uint64_t BatchBytes(const nrt_tensor_batch_t* batches, uint64_t num_batches) {
@@ -100,12 +109,18 @@ NRTPROF_EXPORT NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t 
       }
     }
   }
+  if (handle != 0 && call.outermost() &&
+      sc::g_core.device_profile.load(std::memory_order_relaxed) != 0) {
+    if (const ns::BackendApi* backend = sc::RunningBackend()) backend->on_model_profiled(*model);
+  }
   return status;
 }
 
 NRTPROF_EXPORT NRT_STATUS nrt_unload(nrt_model_t* model) {
   auto real = NRTPROF_REAL(ns::kNrtUnload, nrt_unload);
   if (real == nullptr) return NRT_FAILURE;
+  // The profiler's device profile of the model is collected while the model is there.
+  if (const ns::BackendApi* backend = DeviceProfiling()) backend->before_model_unload(model);
   ApiCall call(ns::kNrtUnload);
   const NRT_STATUS status = real(model);
   if (Record* r = call.End()) {
@@ -374,6 +389,22 @@ NRTPROF_EXPORT void nrt_sys_trace_buffer_free(char* buffer) {
   if (real != nullptr) real(buffer);
 }
 
+// ---- The program's own device profiles: arbitrated with the profiler's, not recorded ----
+
+NRTPROF_EXPORT NRT_STATUS nrt_profile_start(nrt_model_t* model, const char* filename) {
+  auto real = NRTPROF_REAL(ns::kNrtProfileStart, nrt_profile_start);
+  if (real == nullptr) return NRT_FAILURE;
+  const ns::BackendApi* backend = DeviceProfiling();
+  return backend != nullptr ? backend->profile_start(model, filename) : real(model, filename);
+}
+
+NRTPROF_EXPORT NRT_STATUS nrt_profile_stop(const char* filename) {
+  auto real = NRTPROF_REAL(ns::kNrtProfileStop, nrt_profile_stop);
+  if (real == nullptr) return NRT_FAILURE;
+  const ns::BackendApi* backend = DeviceProfiling();
+  return backend != nullptr ? backend->profile_stop(filename) : real(filename);
+}
+
 // ---- nrtprof run's mark ----
 
 // `nrtprof run` learns which processes the profiler reached: it names a file of its own in
@@ -469,32 +500,12 @@ NRTPROF_EXPORT void nrtprof_step_mark(void) {
 namespace nrtprof::shim::core {
 
 void* WrapperAddress(ApiFunction f) {
+#define NRTPROF_WRAPPER(enumerator, function, wire, number) reinterpret_cast<void*>(&function),
   static void* const kWrappers[kNumApiFunctions] = {
-      reinterpret_cast<void*>(&nrt_init),
-      reinterpret_cast<void*>(&nrt_close),
-      reinterpret_cast<void*>(&nrt_load),
-      reinterpret_cast<void*>(&nrt_unload),
-      reinterpret_cast<void*>(&nrt_execute),
-      reinterpret_cast<void*>(&nrt_execute_repeat),
-      reinterpret_cast<void*>(&nrt_tensor_allocate),
-      reinterpret_cast<void*>(&nrt_tensor_allocate_empty),
-      reinterpret_cast<void*>(&nrt_tensor_attach_buffer),
-      reinterpret_cast<void*>(&nrt_tensor_allocate_slice),
-      reinterpret_cast<void*>(&nrt_tensor_free),
-      reinterpret_cast<void*>(&nrt_tensor_read),
-      reinterpret_cast<void*>(&nrt_tensor_write),
-      reinterpret_cast<void*>(&nrt_tensor_read_batch),
-      reinterpret_cast<void*>(&nrt_tensor_write_batch),
-      reinterpret_cast<void*>(&nrt_tensor_copy),
-      reinterpret_cast<void*>(&nrt_tensor_memset),
-      reinterpret_cast<void*>(&nrt_allocate_tensor_set),
-      reinterpret_cast<void*>(&nrt_destroy_tensor_set),
-      reinterpret_cast<void*>(&nrt_add_tensor_to_tensor_set),
-      reinterpret_cast<void*>(&nrt_sys_trace_start),
-      reinterpret_cast<void*>(&nrt_sys_trace_stop),
-      reinterpret_cast<void*>(&nrt_sys_trace_fetch_events),
-      reinterpret_cast<void*>(&nrt_sys_trace_buffer_free),
-  };
+      NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_WRAPPER)
+          NRTPROF_ARBITRATED_API_FUNCTIONS(NRTPROF_WRAPPER)};
+#undef NRTPROF_WRAPPER
+
   return f < kNumApiFunctions ? kWrappers[f] : nullptr;
 }
 

@@ -11,69 +11,42 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/api_functions.h"
+
 namespace nrtprof::shim {
 
 // The libnrt functions the shim interposes. The first kNumRecordedApiFunctions are recorded as
-// runtime-lane events; the nrt_sys_trace_* ones are only arbitrated (sys_trace_arbiter.h) so
-// that the program's own system trace and the profiler's do not collide.
+// runtime-lane events; the nrt_sys_trace_* and nrt_profile_* ones are only arbitrated
+// (sys_trace_arbiter.h, device_profile.h) so that the program's own system trace and device
+// profiles and the profiler's do not collide.
+#define NRTPROF_SHIM_ENUMERATOR(enumerator, function, wire, number) enumerator,
 enum ApiFunction : uint8_t {
-  kNrtInit,
-  kNrtClose,
-  kNrtLoad,
-  kNrtUnload,
-  kNrtExecute,
-  kNrtExecuteRepeat,
-  kNrtTensorAllocate,
-  kNrtTensorAllocateEmpty,
-  kNrtTensorAttachBuffer,
-  kNrtTensorAllocateSlice,
-  kNrtTensorFree,
-  kNrtTensorRead,
-  kNrtTensorWrite,
-  kNrtTensorReadBatch,
-  kNrtTensorWriteBatch,
-  kNrtTensorCopy,
-  kNrtTensorMemset,
-  kNrtAllocateTensorSet,
-  kNrtDestroyTensorSet,
-  kNrtAddTensorToTensorSet,
+  NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_SHIM_ENUMERATOR)  //
   kNumRecordedApiFunctions,
-  kNrtSysTraceStart = kNumRecordedApiFunctions,
-  kNrtSysTraceStop,
-  kNrtSysTraceFetchEvents,
-  kNrtSysTraceBufferFree,
+  kBeforeArbitrated = kNumRecordedApiFunctions - 1,
+  NRTPROF_ARBITRATED_API_FUNCTIONS(NRTPROF_SHIM_ENUMERATOR)  //
   kNumApiFunctions,
 };
+#undef NRTPROF_SHIM_ENUMERATOR
 
 // The exported name of each ApiFunction, in enum order.
 inline const char* ApiFunctionName(unsigned f) {
+#define NRTPROF_SHIM_NAME(enumerator, function, wire, number) #function,
   static constexpr const char* kNames[kNumApiFunctions] = {
-      "nrt_init",
-      "nrt_close",
-      "nrt_load",
-      "nrt_unload",
-      "nrt_execute",
-      "nrt_execute_repeat",
-      "nrt_tensor_allocate",
-      "nrt_tensor_allocate_empty",
-      "nrt_tensor_attach_buffer",
-      "nrt_tensor_allocate_slice",
-      "nrt_tensor_free",
-      "nrt_tensor_read",
-      "nrt_tensor_write",
-      "nrt_tensor_read_batch",
-      "nrt_tensor_write_batch",
-      "nrt_tensor_copy",
-      "nrt_tensor_memset",
-      "nrt_allocate_tensor_set",
-      "nrt_destroy_tensor_set",
-      "nrt_add_tensor_to_tensor_set",
-      "nrt_sys_trace_start",
-      "nrt_sys_trace_stop",
-      "nrt_sys_trace_fetch_events",
-      "nrt_sys_trace_buffer_free",
-  };
+      NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_SHIM_NAME)
+          NRTPROF_ARBITRATED_API_FUNCTIONS(NRTPROF_SHIM_NAME)};
+#undef NRTPROF_SHIM_NAME
   return f < kNumApiFunctions ? kNames[f] : "";
+}
+
+// The nrtprof.ApiFunction number of each ApiFunction (what the call's event carries).
+inline uint32_t ApiFunctionWireNumber(unsigned f) {
+#define NRTPROF_SHIM_NUMBER(enumerator, function, wire, number) number,
+  static constexpr uint32_t kNumbers[kNumApiFunctions] = {
+      NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_SHIM_NUMBER)
+          NRTPROF_ARBITRATED_API_FUNCTIONS(NRTPROF_SHIM_NUMBER)};
+#undef NRTPROF_SHIM_NUMBER
+  return f < kNumApiFunctions ? kNumbers[f] : 0;
 }
 
 // The ApiFunction named `name`, or -1. Allocation-free: the dlsym hook calls it.

@@ -2,12 +2,10 @@
 
 #include <cstring>
 
-#include "shim/utf8.h"
+#include "shim/json_scanner.h"
 
 namespace nrtprof::shim {
 namespace {
-
-constexpr int kMaxDepth = 64;
 
 // The fields of the event object and of `data` the reader knows, by name.
 enum class Member : uint8_t {
@@ -92,9 +90,9 @@ constexpr uint32_t kRequired =
     Bit(Member::kNcLocalId) | Bit(Member::kTrackingId) | Bit(Member::kThreadId) |
     Bit(Member::kWorkerGid) | Bit(Member::kData) | Bit(Member::kTimestampNs);
 
-class Reader {
+class Reader : public JsonScanner {
  public:
-  Reader(std::string_view text, SysTraceReadStats* stats) : text_(text), stats_(stats) {}
+  Reader(std::string_view text, SysTraceReadStats* stats) : JsonScanner(text), stats_(stats) {}
 
   bool Document(absl::FunctionRef<void(const SysTraceEvent&)> on_event) {
     SkipSpace();
@@ -117,55 +115,13 @@ class Reader {
         })) {
       return false;
     }
-    SkipSpace();
-    if (pos_ != text_.size()) return Fail("characters after the document");
+    if (!End()) return false;
     if (!events) return Fail("no events array");
     if (!version) return Fail("no data_version");
     return true;
   }
 
-  std::string error() const { return error_ + " (at byte " + std::to_string(pos_) + ")"; }
-
  private:
-  bool Fail(std::string what) {
-    if (error_.empty()) error_ = std::move(what);
-    return false;
-  }
-  bool AtEnd() const { return pos_ >= text_.size(); }
-  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
-  void SkipSpace() {
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
-      ++pos_;
-    }
-  }
-  bool Consume(char c) {
-    if (Peek() != c) return false;
-    ++pos_;
-    return true;
-  }
-
-  // An object's members after its '{': `member(key)` reads each value.
-  template <typename Fn>
-  bool Members(Fn&& member) {
-    SkipSpace();
-    if (Consume('}')) return true;
-    while (true) {
-      SkipSpace();
-      std::string_view key;
-      if (Peek() != '"' || !String(&key)) return Fail("expected a member name");
-      SkipSpace();
-      if (!Consume(':')) return Fail("expected ':'");
-      SkipSpace();
-      if (!member(key)) return false;
-      SkipSpace();
-      if (Consume(',')) continue;
-      if (Consume('}')) return true;
-      return Fail("expected ',' or '}'");
-    }
-  }
-
   bool Events(absl::FunctionRef<void(const SysTraceEvent&)> on_event) {
     if (!Consume('[')) return Fail("events is not an array");
     SkipSpace();
@@ -281,7 +237,7 @@ class Reader {
             return Fail("data.model_name is not a string");
           }
           // A later string would reuse the scratch buffer: keep this one apart.
-          if (e->model_name.data() == scratch_.data()) {
+          if (InScratch(e->model_name)) {
             model_name_.assign(e->model_name);
             e->model_name = model_name_;
           }
@@ -296,180 +252,7 @@ class Reader {
     });
   }
 
-  // A JSON string at pos_ (which is '"'). Without escapes, a view of the text; with, of a
-  // decoded copy that the next String() call replaces.
-  bool String(std::string_view* out) {
-    if (!Consume('"')) return false;
-    const size_t start = pos_;
-    while (pos_ < text_.size()) {
-      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        *out = text_.substr(start, pos_ - start);
-        ++pos_;
-        return true;
-      }
-      if (c == '\\') break;
-      if (c < 0x20) return Fail("control character in a string");
-      ++pos_;
-    }
-    if (AtEnd()) return Fail("unterminated string");
-    scratch_.assign(text_.substr(start, pos_ - start));
-    while (true) {
-      if (AtEnd()) return Fail("unterminated string");
-      const unsigned char c = static_cast<unsigned char>(text_[pos_++]);
-      if (c == '"') break;
-      if (c < 0x20) return Fail("control character in a string");
-      if (c != '\\') {
-        scratch_.push_back(static_cast<char>(c));
-        continue;
-      }
-      if (AtEnd()) return Fail("unterminated escape");
-      const char esc = text_[pos_++];
-      switch (esc) {
-        case '"': scratch_.push_back('"'); break;
-        case '\\': scratch_.push_back('\\'); break;
-        case '/': scratch_.push_back('/'); break;
-        case 'b': scratch_.push_back('\b'); break;
-        case 'f': scratch_.push_back('\f'); break;
-        case 'n': scratch_.push_back('\n'); break;
-        case 'r': scratch_.push_back('\r'); break;
-        case 't': scratch_.push_back('\t'); break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!Hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t low = 0;
-            if (text_.substr(pos_, 2) == "\\u") {
-              pos_ += 2;
-              if (!Hex4(&low)) return false;
-            }
-            cp = (low >= 0xDC00 && low <= 0xDFFF)
-                     ? 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
-                     : 0xFFFD;
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            cp = 0xFFFD;
-          }
-          AppendUtf8(cp, &scratch_);
-          break;
-        }
-        default:
-          return Fail("bad escape in a string");
-      }
-    }
-    *out = scratch_;
-    return true;
-  }
-
-  bool Hex4(uint32_t* out) {
-    if (text_.size() - pos_ < 4) return Fail("short \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        v |= static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        v |= static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        return Fail("bad \\u escape");
-      }
-    }
-    *out = v;
-    return true;
-  }
-
-  // The members the shape has as integers: digits only, within 64 bits.
-  bool Unsigned(uint64_t* out, const char* what) {
-    const size_t start = pos_;
-    uint64_t v = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (v > (UINT64_MAX - digit) / 10) return Fail(std::string(what) + " out of range");
-      v = v * 10 + digit;
-      ++pos_;
-    }
-    const char next = Peek();
-    if (pos_ == start || next == '.' || next == 'e' || next == 'E' ||
-        (pos_ - start > 1 && text_[start] == '0')) {
-      return Fail(std::string(what) + " is not an unsigned integer");
-    }
-    *out = v;
-    return true;
-  }
-
-  bool Signed(int64_t* out, const char* what) {
-    const bool negative = Consume('-');
-    uint64_t magnitude = 0;
-    if (!Unsigned(&magnitude, what)) return false;
-    if (magnitude > (negative ? (1ull << 63) : static_cast<uint64_t>(INT64_MAX))) {
-      return Fail(std::string(what) + " out of range");
-    }
-    *out = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
-    return true;
-  }
-
-  // Any JSON value, checked and skipped.
-  bool SkipValue(int depth) {
-    if (depth > kMaxDepth) return Fail("nested too deeply");
-    std::string_view s;
-    switch (Peek()) {
-      case '{':
-        ++pos_;
-        return Members([&](std::string_view) { return SkipValue(depth + 1); });
-      case '[':
-        ++pos_;
-        SkipSpace();
-        if (Consume(']')) return true;
-        while (true) {
-          SkipSpace();
-          if (!SkipValue(depth + 1)) return false;
-          SkipSpace();
-          if (Consume(',')) continue;
-          if (Consume(']')) return true;
-          return Fail("expected ',' or ']'");
-        }
-      case '"':
-        return String(&s) || Fail("bad string");
-      case 't': return Literal("true");
-      case 'f': return Literal("false");
-      case 'n': return Literal("null");
-      default: return Number();
-    }
-  }
-
-  bool Literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return Fail("invalid literal");
-    pos_ += word.size();
-    return true;
-  }
-
-  bool Number() {
-    Consume('-');
-    auto digits = [&] {
-      const size_t start = pos_;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
-      return pos_ - start;
-    };
-    const size_t start = pos_;
-    const size_t n = digits();
-    if (n == 0) return Fail("expected a value");
-    if (n > 1 && text_[start] == '0') return Fail("bad number");
-    if (Consume('.') && digits() == 0) return Fail("bad number");
-    if (Peek() == 'e' || Peek() == 'E') {
-      ++pos_;
-      if (Peek() == '+' || Peek() == '-') ++pos_;
-      if (digits() == 0) return Fail("bad number");
-    }
-    return true;
-  }
-
-  const std::string_view text_;
   SysTraceReadStats* const stats_;
-  size_t pos_ = 0;
-  std::string error_;
-  std::string scratch_;
   std::string model_name_;
   uint64_t pending_unknown_ = 0;
 };

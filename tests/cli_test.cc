@@ -21,16 +21,12 @@ using testing::Result;
 using testing::RunProcess;
 using testing::Runfile;
 
-Result Nrtprof(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {Runfile("client/nrtprof")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, testing::kIsolatedEnv);
-}
+Result Nrtprof(const std::vector<std::string>& args) { return testing::RunNrtprof(args); }
 
 size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
 
 TEST(CliTest, EachCommandHasItsOwnHelp) {
-  for (const char* command : {"run", "capture", "summary", "status"}) {
+  for (const char* command : {"run", "capture", "summary", "diff", "report", "status", "top"}) {
     const Result r = Nrtprof({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
     EXPECT_TRUE(absl::StartsWith(r.out, std::string("usage: nrtprof ") + command)) << r.out;
@@ -59,8 +55,15 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
            {{"run", "--stacks", "abc", "--", "/bin/true"},
             "nrtprof run: bad value 'abc' for --stacks"},
            {{"capture", "--duration", "soon"}, "nrtprof capture: bad value 'soon' for --duration"},
+           {{"run", "--device-profile=maybe", "--", "/bin/true"},
+            "nrtprof run: bad value 'maybe' for --device_profile"},
            {{"summary", "x", "--limit"}, "nrtprof summary: --limit needs a value"},
            {{"frobnicate"}, "nrtprof: unknown command 'frobnicate'"},
+           {{"report"}, "nrtprof report: usage: nrtprof report CAPTURE_DIR [-o report.html]"},
+           {{"report", "x", "--sort", "name"}, "nrtprof report: unknown flag --sort"},
+           {{"report", "x", "--max_slices", "0"}, "nrtprof report: --max_slices must be at least 1"},
+           {{"top", "--interval", "soon"}, "nrtprof top: bad value 'soon' for --interval"},
+           {{"top", "extra"}, "nrtprof top: unexpected argument 'extra'"},
        }) {
     const Result r = Nrtprof(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
@@ -261,6 +264,93 @@ TEST(CliTest, DiffShowsWhereTheDeviceTimeWent) {
   EXPECT_EQ(absent.err, "nrtprof diff: " + dir + "/nothing: no such file or folder\n");
 }
 
+// nrtprof report of a capture that is not there, or whose trace is damaged: one line, exit 1,
+// no page written.
+TEST(CliTest, ReportRefusesWhatIsNoCapture) {
+  const std::string dir = testing::TempDir("cli-report");
+  Result r = Nrtprof({"report", dir + "/nothing"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "nrtprof report: " + dir + "/nothing: no such file or folder\n");
+  const Result run = Nrtprof({"run", "--out", dir + "/cap", "--", Runfile("examples/rmsnorm"),
+                              "--variant", "fused", "--iters", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  r = Nrtprof({"report", dir + "/cap"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.err, "nrtprof report: " + dir + "/cap/report.html (")) << r.err;
+  const std::string page = testing::ReadFile(dir + "/cap/report.html");
+  EXPECT_TRUE(absl::StrContains(page, "\"aten::rms_norm\"")) << "the op is not in the page";
+  for (const char* fetch : {"<link", " src=", "url(", "import("}) {
+    EXPECT_FALSE(absl::StrContains(page, fetch)) << "the page would fetch: " << fetch;
+  }
+  FILE* f = fopen((dir + "/cap/trace.pftrace").c_str(), "w");
+  fputs("not a trace", f);
+  fclose(f);
+  r = Nrtprof({"report", dir + "/cap", "-o", dir + "/damaged.html"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "the capture is damaged")) << r.err;
+  EXPECT_FALSE(testing::Exists(dir + "/damaged.html"));
+}
+
+// --from-trace recomputes the table from trace.pftrace alone: the same table the capture wrote,
+// and still there when the summary files are gone.
+TEST(CliTest, SummaryFromTheTraceIsTheCapturesOwn) {
+  const std::string out = testing::TempDir("cli-from-trace") + "/cap";
+  const Result run = Nrtprof({"run", "--out", out, "--", Runfile("examples/rmsnorm"), "--variant",
+                              "naive", "--iters", "3"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Result saved = Nrtprof({"summary", out, "--sort", "calls"});
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_TRUE(absl::StrContains(saved.out, "aten::mul")) << saved.out;
+  const Result recomputed = Nrtprof({"summary", out + "/trace.pftrace", "--from-trace", "--sort",
+                                     "calls"});
+  ASSERT_EQ(recomputed.exit_code, 0) << recomputed.err;
+  EXPECT_EQ(recomputed.out, saved.out);
+  ASSERT_EQ(unlink((out + "/summary.json").c_str()), 0);
+  EXPECT_EQ(Nrtprof({"summary", out}).exit_code, 1);
+  const Result without_json = Nrtprof({"summary", out, "--from-trace", "--sort", "calls"});
+  EXPECT_EQ(without_json.exit_code, 0) << without_json.err;
+  EXPECT_EQ(without_json.out, saved.out);
+}
+
+// Long work shows progress on a terminal only, and --quiet leaves only what is wrong: a pipe
+// never gets a carriage return or an escape code.
+TEST(CliTest, ProgressOnATerminalOnlyAndQuietMeansQuiet) {
+  const std::string dir = testing::TempDir("cli-progress");
+  const std::vector<std::string> program = {Runfile("examples/rmsnorm"), "--variant", "fused",
+                                            "--iters", "2"};
+  const Result plain = RunProcess(program, testing::kIsolatedEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+
+  std::vector<std::string> quiet = {"run", "--quiet", "--out", dir + "/quiet", "--"};
+  quiet.insert(quiet.end(), program.begin(), program.end());
+  const Result q = Nrtprof(quiet);
+  EXPECT_EQ(q.exit_code, 0);
+  EXPECT_EQ(q.out, plain.out);
+  EXPECT_EQ(q.err, "");
+  EXPECT_FALSE(testing::ReadFile(dir + "/quiet/summary.txt").empty());
+
+  std::vector<std::string> piped = {"run", "--out", dir + "/piped", "--"};
+  piped.insert(piped.end(), program.begin(), program.end());
+  const Result p = Nrtprof(piped);
+  EXPECT_EQ(p.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(p.err, "aten::rms_norm")) << p.err;
+  EXPECT_EQ(p.err.find('\r'), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.find('\x1b'), std::string::npos) << p.err;
+
+  // The same run on a terminal (script(1) gives it one): the line is drawn, then erased.
+  std::string command = Runfile("client/nrtprof") + " run --out " + dir + "/tty --";
+  for (const std::string& arg : program) command += " " + arg;
+  const Result tty = RunProcess({"/usr/bin/script", "-qfec", command, "/dev/null"}, testing::kIsolatedEnv);
+  EXPECT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  const size_t drawn = tty.out.find("\rnrtprof: writing the capture... ");
+  ASSERT_NE(drawn, std::string::npos) << tty.out;
+  const size_t erased = tty.out.find("\r   ", drawn + 1);
+  EXPECT_NE(erased, std::string::npos) << tty.out;
+  EXPECT_LT(erased, tty.out.find("aten::rms_norm")) << tty.out;
+  EXPECT_EQ(tty.out.find('\x1b'), std::string::npos) << tty.out;  // no colours, no escapes
+}
+
 // A capture whose trace does not read back is refused, not summarized as if it were whole
 // (before: random bytes in place of trace.pftrace still printed the table).
 TEST(CliTest, SummaryRefusesADamagedCapture) {
@@ -281,6 +371,9 @@ TEST(CliTest, SummaryRefusesADamagedCapture) {
                                                  "read back as a Perfetto trace ("))
       << damaged.err;
   EXPECT_TRUE(absl::EndsWith(damaged.err, "): the capture is damaged\n")) << damaged.err;
+  const Result recomputed = Nrtprof({"summary", out, "--from-trace"});
+  EXPECT_EQ(recomputed.exit_code, 1);
+  EXPECT_EQ(recomputed.err, damaged.err);
 }
 
 }  // namespace

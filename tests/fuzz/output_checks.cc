@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -263,7 +264,8 @@ absl::Status CheckCsv(absl::string_view text, size_t records, size_t fields) {
   return absl::OkStatus();
 }
 
-// The table: a rule, the header, a rule, one line per row, a rule, then the totals.
+// The header (the capture's line first, its totals last), then the table: a rule, the column
+// names, a rule, one line per row, a rule, then the totals.
 absl::Status CheckSummaryText(absl::string_view text, size_t rows) {
   if (absl::Status s = CheckUtf8(text); !s.ok()) return s;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -277,6 +279,19 @@ absl::Status CheckSummaryText(absl::string_view text, size_t rows) {
     return absl::InvalidArgumentError("does not end with a newline");
   }
   std::vector<absl::string_view> lines = absl::StrSplit(text.substr(0, text.size() - 1), '\n');
+  size_t first_rule = 0;
+  while (first_rule < lines.size() &&
+         (lines[first_rule].empty() || lines[first_rule].find_first_not_of("- ") !=
+                                           absl::string_view::npos)) {
+    ++first_rule;
+  }
+  if (first_rule != 0 && (!absl::StartsWith(lines[0], "Capture") ||
+                          !absl::StartsWith(lines[first_rule - 1], "Totals: "))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", first_rule, " lines above the table are not its header"));
+  }
+  lines.erase(lines.begin(), lines.begin() + std::min(first_rule, lines.size()));
+  if (lines.empty()) return absl::InvalidArgumentError("no table below the header");
   std::vector<size_t> rules;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i] == lines[0]) rules.push_back(i);

@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-ALL=(collector model_file model_text sys_trace)
+ALL=(collector model_file model_text sys_trace device_profile)
 seconds=60
 targets=()
 while [ $# -gt 0 ]; do

@@ -38,6 +38,13 @@ Result RunProfiled(const std::string& out, const std::vector<std::string>& comma
   return RunProcess(argv, env);
 }
 
+Result RunNrtprof(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, env);
+}
+
 std::string Runfile(const std::string& workspace_path) {
   const char* root = getenv("TEST_SRCDIR");
   return std::string(root != nullptr ? root : ".") + "/nrtprof/" + workspace_path;

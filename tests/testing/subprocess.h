@@ -28,6 +28,10 @@ Result RunProfiled(const std::string& out, const std::vector<std::string>& comma
                    const std::vector<std::string>& flags = {},
                    const std::map<std::string, std::string>& env = kIsolatedEnv);
 
+// `nrtprof ARGS...` with the current environment plus `env`.
+Result RunNrtprof(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env = kIsolatedEnv);
+
 // A file of the test's runfiles: "client/nrtprof" -> $TEST_SRCDIR/nrtprof/client/nrtprof.
 std::string Runfile(const std::string& workspace_path);
 

@@ -1,0 +1,90 @@
+// `nrtprof report CAPTURE [-o FILE] [--max_slices N]`: one self-contained HTML file of a
+// capture (report_page.h), written atomically, by default as CAPTURE/report.html. It reads the
+// capture's summary.json (the table, as `nrtprof summary` prints it) and trace.pftrace (the
+// timeline, the chain, the per-core utilization, each process's drops).
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "client/commands.h"
+#include "client/report_page.h"
+#include "client/report_trace.h"
+#include "client/summary_file.h"
+#include "daemon/atomic_file.h"
+#include "daemon/perfetto_trace_reader.h"
+
+ABSL_FLAG(std::string, o, "", "the HTML file to write (default CAPTURE/report.html)");
+ABSL_FLAG(int64_t, max_slices, 200'000,
+          "slices the timeline draws one by one; the rest as busy time per lane");
+
+namespace nrtprof::cli {
+namespace {
+
+int Fail(const std::string& line, int code = 1) {
+  fprintf(stderr, "nrtprof report: %s\n", line.c_str());
+  return code;
+}
+
+// The capture's folder: the path itself, or the folder of one of its files.
+std::string CaptureFolder(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+absl::StatusOr<ReportTrace> ReadTraceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
+  if (!read.ok()) {
+    return absl::DataLossError(absl::StrCat(path, " does not read back as a Perfetto trace (",
+                                            read.status().message(), ")"));
+  }
+  absl::StatusOr<ReportTrace> trace = ReadReportTrace(*read);
+  if (!trace.ok()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", trace.status().message()));
+  }
+  return trace;
+}
+
+}  // namespace
+
+int ReportCommand(int argc, char** argv) {
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    return Fail("usage: nrtprof report CAPTURE_DIR [-o report.html] [--max_slices N]", 2);
+  }
+  const int64_t max_slices = absl::GetFlag(FLAGS_max_slices);
+  if (max_slices < 1) return Fail("--max_slices must be at least 1", 2);
+  absl::StatusOr<daemon::Summary> summary = ReadCaptureSummary(args[1]);
+  if (!summary.ok()) return Fail(std::string(summary.status().message()));
+  const std::string folder = CaptureFolder(args[1]);
+  absl::StatusOr<ReportTrace> trace = ReadTraceFile(folder + "/trace.pftrace");
+  if (!trace.ok()) return Fail(std::string(trace.status().message()));
+
+  ReportOptions options;
+  options.capture_dir = folder;
+  options.max_slices = static_cast<size_t>(max_slices);
+  const std::string page = RenderReportPage(*trace, *summary, options);
+  std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) out = folder + "/report.html";
+  daemon::AtomicFile file;
+  absl::Status written = file.Open(out);
+  if (written.ok()) written = file.Append(page);
+  if (written.ok()) written = file.Commit();
+  if (!written.ok()) return Fail(absl::StrCat("cannot write ", out, ": ", written.message()));
+  fprintf(stderr, "nrtprof report: %s (%zu of %zu slices drawn one by one; open it in a browser)\n",
+          out.c_str(), DrawnSlices(*trace, options.max_slices), trace->slices);
+  return 0;
+}
+
+}  // namespace nrtprof::cli

@@ -1,0 +1,196 @@
+// `nrtprof top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]`: a live view
+// of the host, as top(1) gives one: the processes, models and ops with the most device time in
+// the last few seconds, from the standing daemon's flight recorder (Control.Top), refreshed
+// every --interval. On a terminal it redraws one screen and `q` (or Ctrl-C) quits; otherwise
+// it prints plain blocks of lines, one per refresh, with no terminal codes.
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/commands.h"
+#include "daemon/summary.h"
+
+ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "time between refreshes (at least 100ms)");
+ABSL_FLAG(absl::Duration, window, absl::Seconds(5),
+          "how far back each refresh looks (100ms to the flight recorder's span)");
+ABSL_DECLARE_FLAG(uint32_t, iterations);  // command_capture.cc; here: refreshes (0: no end)
+
+namespace nrtprof::cli {
+namespace {
+
+volatile sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+// The terminal in non-canonical mode without echo while top runs (a key is read at once),
+// restored when it goes.
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+    struct termios raw = saved_;
+    raw.c_lflag &= ~(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    active_ = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (active_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  struct termios saved_;
+  bool active_ = false;
+};
+
+std::string Busy(uint64_t device_ns, uint64_t window_ns) {
+  return window_ns == 0 ? "-" : absl::StrFormat("%.1f%%", 100.0 * device_ns / window_ns);
+}
+
+std::string Clip(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+}
+
+// One screen: a header line, then the three lists, at most `rows` lines each.
+std::string Screen(const TopReply& top, const std::string& address, size_t rows) {
+  char now[32];
+  const time_t t = time(nullptr);
+  struct tm local;
+  localtime_r(&t, &local);
+  strftime(now, sizeof(now), "%H:%M:%S", &local);
+  std::string out = absl::StrFormat(
+      "nrtprof top - %s - %s - the last %.1f s: %d process%s, %llu events\n\n", now, address,
+      top.window_ns() / 1e9, top.processes_size(), top.processes_size() == 1 ? "" : "es",
+      static_cast<unsigned long long>(top.events()));
+  auto list = [&](const char* what, const char* count,
+                  const google::protobuf::RepeatedPtrField<TopRow>& items, bool base_name) {
+    absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", what, "DEVICE TIME",
+                                          "BUSY", count));
+    for (int i = 0; i < items.size() && i < static_cast<int>(rows); ++i) {
+      const TopRow& r = items[i];
+      // A process by its executable's base name.
+      const std::string name = base_name ? r.name().substr(r.name().rfind('/') + 1) : r.name();
+      absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", r.pid(), Clip(name, 32),
+                                            daemon::FormatDuration(r.device_ns()),
+                                            Busy(r.device_ns(), top.window_ns()), r.calls()));
+    }
+  };
+  list("PROCESS", "RUNTIME CALLS", top.processes(), true);
+  out += "\n";
+  list("MODEL", "EXECUTIONS", top.models(), false);
+  absl::StrAppend(&out, absl::StrFormat("\n%-41s %12s %7s %14s %12s\n", "OP", "SELF NEURON", "BUSY",
+                                        "CALLS", "SELF CPU"));
+  for (int i = 0; i < top.ops_size() && i < static_cast<int>(rows); ++i) {
+    const TopRow& o = top.ops(i);
+    absl::StrAppend(&out, absl::StrFormat("%-41s %12s %7s %14u %12s\n", Clip(o.name(), 41),
+                                          daemon::FormatDuration(o.device_ns()),
+                                          Busy(o.device_ns(), top.window_ns()), o.calls(),
+                                          daemon::FormatDuration(o.host_ns())));
+  }
+  if (top.processes_size() == 0) {
+    absl::StrAppend(&out,
+                    "\n(no process sent events in the window: programs stream to this "
+                    "daemon when started with the shim preloaded)\n");
+  }
+  return out;
+}
+
+// Waits `d`; true if the user asked to quit (q, or Ctrl-C) meanwhile.
+bool WaitOrQuit(absl::Duration d, bool keys) {
+  const absl::Time until = absl::Now() + d;
+  while (!g_interrupted) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(until - absl::Now());
+    if (left_ms <= 0) return false;
+    struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+    if (poll(&p, keys ? 1 : 0, static_cast<int>(left_ms)) > 0 && (p.revents & POLLIN)) {
+      char c = 0;
+      if (read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q')) return true;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int TopCommand(int argc, char** argv) {
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) {
+    fprintf(stderr, "nrtprof top: unexpected argument '%s' (see nrtprof top --help)\n", args[1]);
+    return 2;
+  }
+  const absl::Duration interval = absl::GetFlag(FLAGS_interval);
+  const absl::Duration window = absl::GetFlag(FLAGS_window);
+  const int64_t iterations = absl::GetFlag(FLAGS_iterations);
+  if (interval < absl::Milliseconds(100)) {
+    fprintf(stderr, "nrtprof top: --interval must be at least 100ms\n");
+    return 2;
+  }
+  if (window < absl::Milliseconds(100) || window > absl::Hours(1)) {
+    fprintf(stderr, "nrtprof top: --window must be from 100ms to 1h\n");
+    return 2;
+  }
+  int exit_code = 0;
+  std::string address;
+  std::unique_ptr<DaemonConnection> connection =
+      ConnectToStandingDaemon("top", &exit_code, &address);
+  if (connection == nullptr) return exit_code;
+
+  const bool terminal = isatty(STDOUT_FILENO) == 1;
+  const bool keys = terminal && isatty(STDIN_FILENO) == 1;
+  signal(SIGINT, OnInterrupt);
+  signal(SIGTERM, OnInterrupt);
+  RawTerminal* raw = keys ? new RawTerminal() : nullptr;
+  if (terminal) fputs("\x1b[?1049h\x1b[?25l", stdout);  // the alternate screen, no cursor
+  int code = 0;
+  for (int64_t i = 0; iterations == 0 || i < iterations; ++i) {
+    TopRequest request;
+    request.set_window_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(window)));
+    TopReply reply;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const grpc::Status status = connection->stub()->Top(&context, request, &reply);
+    if (!status.ok()) {
+      if (terminal) fputs("\x1b[?25h\x1b[?1049l", stdout);
+      fprintf(stderr, "nrtprof top: %s\n", status.error_message().c_str());
+      code = 1;
+      break;
+    }
+    size_t rows = 10;
+    if (struct winsize ws;
+        terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+      rows = std::max<size_t>(2, (ws.ws_row - 9) / 3);
+    }
+    std::string screen = Screen(reply, address, rows);
+    if (terminal) {
+      absl::StrAppend(&screen, "\n", keys ? "q quits" : "Ctrl-C quits", "; refreshed every ",
+                      absl::FormatDuration(interval));
+      fputs("\x1b[H\x1b[2J", stdout);
+    } else {
+      screen += "\n";
+    }
+    fputs(screen.c_str(), stdout);
+    fflush(stdout);
+    if ((iterations != 0 && i + 1 == iterations) || WaitOrQuit(interval, keys)) break;
+  }
+  if (terminal && code == 0) fputs("\x1b[?25h\x1b[?1049l", stdout);
+  fflush(stdout);
+  delete raw;
+  return code;
+}
+
+}  // namespace nrtprof::cli

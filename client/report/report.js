@@ -1,0 +1,458 @@
+// nrtprof report: draws the page from the capture's data in #nrtprof-data. Compiled into the
+// nrtprof binary (client/BUILD) and inlined into each report; it fetches nothing.
+(function () {
+  'use strict';
+  const data = JSON.parse(document.getElementById('nrtprof-data').textContent);
+  const app = document.getElementById('app');
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  function el(tag, attrs, children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    for (const c of children || []) e.append(c);
+    return e;
+  }
+  function svgEl(tag, attrs) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    return e;
+  }
+  // As the summary table writes times: 2.355ms, 365.521us.
+  function duration(ns) {
+    if (ns >= 1e9) return (ns / 1e9).toFixed(3) + 's';
+    if (ns >= 1e6) return (ns / 1e6).toFixed(3) + 'ms';
+    return (ns / 1e3).toFixed(3) + 'us';
+  }
+  // An axis tick at a round time, in the unit of the view's end: 20ms, 10.8ms, 250us.
+  function tickLabel(t, end) {
+    const [unit, ns] = end >= 1e9 ? ['s', 1e9] : end >= 1e6 ? ['ms', 1e6] : end >= 1e3 ? ['us', 1e3] : ['ns', 1];
+    return parseFloat((t / ns).toPrecision(7)) + unit;
+  }
+  function colour(name) {
+    let h = 0;
+    for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
+    return 'hsl(' + (h % 360) + ',55%,' + (58 + (h >> 9) % 14) + '%)';
+  }
+
+  // ---- The capture: command, host, date, window ----
+  function header() {
+    const c = data.capture;
+    app.append(el('h1', {}, ['nrtprof report: ' + (c.id || '(no id)')]));
+    const facts = el('dl', { class: 'facts', id: 'facts' });
+    const add = (k, v) => facts.append(el('dt', {}, [k]), el('dd', {}, [v]));
+    c.commands.forEach((cmd, i) => add(i === 0 ? 'Command' : '', cmd));
+    if (c.commands.length === 0) add('Command', '(no process)');
+    add('Host', c.hosts.join(', ') || '(unknown)');
+    add('Date', c.date || '(unknown)');
+    add('Window', c.window);
+    add('Capture', c.dir);
+    add('Events', data.drawn.total + ' slices from ' + data.processes.length + ' process(es)');
+    app.append(facts);
+    if (data.drawn.truncated) {
+      app.append(el('p', { class: 'notice', id: 'truncated' }, [
+        'Large capture: the timeline draws the first ' + data.drawn.slices + ' of ' +
+        data.drawn.total + ' slices one by one (up to ' + data.drawn.until + ' of ' + c.window +
+        '); after that it shows each lane\'s busy time per 1/' + (data.lanes[0] || { density: [] }).density.length +
+        ' of the window. The table, the chart and the utilization count every event.']));
+    }
+  }
+
+  // ---- The top ops by self device time ----
+  function chart() {
+    app.append(el('h2', {}, ['Top ops by self device time (Self NEURON)']));
+    const rows = data.summary.rows.filter((r) => r.values[3] > 0)
+      .sort((a, b) => b.values[3] - a.values[3] || (a.values[0] < b.values[0] ? -1 : 1))
+      .slice(0, 12);
+    if (rows.length === 0) {
+      app.append(el('p', {}, ['No device time in this capture.']));
+      return;
+    }
+    const labelW = 260, barW = 640, rowH = 22, W = labelW + barW + 170;
+    const chartSvg = svgEl('svg', { class: 'chart', id: 'chart', width: W, height: rows.length * rowH + 6,
+      viewBox: '0 0 ' + W + ' ' + (rows.length * rowH + 6) });
+    const max = rows[0].values[3];
+    rows.forEach((r, i) => {
+      const y = i * rowH + 3;
+      const name = svgEl('text', { x: labelW - 8, y: y + 15, 'text-anchor': 'end' });
+      name.textContent = r.cells[0].length > 36 ? r.cells[0].slice(0, 33) + '...' : r.cells[0];
+      const w = Math.max(1, barW * r.values[3] / max);
+      const bar = svgEl('rect', { x: labelW, y: y + 2, width: w, height: rowH - 6, fill: colour(r.cells[0]),
+        'data-name': r.cells[0] });
+      const value = svgEl('text', { class: 'value', x: labelW + w + 6, y: y + 15 });
+      value.textContent = r.cells[3] + '  (' + r.cells[4] + ')';
+      chartSvg.append(name, bar, value);
+    });
+    app.append(chartSvg);
+  }
+
+  // ---- The key_averages table, sortable by each column ----
+  function table() {
+    app.append(el('h2', {}, ['Operators (key_averages)']));
+    const heads = ['Name', 'Self CPU', 'CPU total', 'Self NEURON', 'Self NEURON %', 'NEURON total',
+      'NEURON time avg', '# of Calls'];
+    const t = el('table', { id: 'ops' });
+    const headRow = el('tr');
+    const body = el('tbody');
+    let sortKey = 3, descending = true;
+    function fill() {
+      const rows = data.summary.rows.slice().sort((a, b) => {
+        const x = a.values[sortKey], y = b.values[sortKey];
+        const order = x < y ? -1 : x > y ? 1 : 0;
+        return (descending ? -order : order) || (a.values[0] < b.values[0] ? -1 : 1);
+      });
+      body.replaceChildren(...rows.map((r) => el('tr', {}, r.cells.map((c, i) =>
+        el('td', i === 0 ? { class: 'name', title: 'show the first ' + c + ' in the timeline' } : {}, [c])))));
+      heads.forEach((h, i) => {
+        headRow.children[i].textContent = h + (i === sortKey ? (descending ? ' \u25bc' : ' \u25b2') : '');
+      });
+    }
+    heads.forEach((h, i) => {
+      const th = el('th', { class: 'sortable', title: 'sort by ' + h }, [h]);
+      th.addEventListener('click', () => {
+        descending = sortKey === i ? !descending : i !== 0;
+        sortKey = i;
+        fill();
+      });
+      headRow.append(th);
+    });
+    body.addEventListener('click', (ev) => {
+      const cell = ev.target.closest('td.name');
+      if (cell) showFirst(cell.textContent);
+    });
+    t.append(el('thead', {}, [headRow]), body);
+    fill();
+    app.append(t, el('div', { class: 'closing', id: 'closing' }, [data.summary.closing.join('\n')]));
+  }
+
+  // ---- The timeline: lanes per process and NeuronCore, zoomable, and the chain ----
+  const LABEL_W = 230, ROW_H = 16, AXIS_H = 22, PROCESS_H = 20;
+  const laneBase = [];  // global index of each lane's first slice
+  const flowSlices = new Map();  // flow id -> global slice indices
+  const sliceFlows = new Map();  // global slice index -> flow ids
+  const sliceLane = [];  // global slice index -> [lane, index]
+  function indexSlices() {
+    let base = 0;
+    data.lanes.forEach((lane, li) => {
+      laneBase.push(base);
+      for (let i = 0; i < lane.s.length; i++) sliceLane.push([li, i]);
+      for (const [i, ...flows] of lane.f) {
+        sliceFlows.set(base + i, flows);
+        for (const f of flows) {
+          if (!flowSlices.has(f)) flowSlices.set(f, []);
+          flowSlices.get(f).push(base + i);
+        }
+      }
+      base += lane.s.length;
+    });
+  }
+
+  const view = { t0: 0, t1: Math.max(1, data.capture.window_ns) };
+  let selection = null;  // { index, chain: Set of global indices }
+  let svgRoot = null, width = 1000;
+
+  function layout() {
+    const rows = [];
+    let y = AXIS_H, lastProcess = -1;
+    data.lanes.forEach((lane, li) => {
+      if (lane.p !== lastProcess) {
+        rows.push({ process: lane.p, y: y });
+        y += PROCESS_H;
+        lastProcess = lane.p;
+      }
+      rows.push({ lane: li, y: y });
+      y += lane.rows * ROW_H + 4;
+    });
+    return { rows: rows, height: y + 4 };
+  }
+
+  function render() {
+    const lay = layout();
+    const plotW = width - LABEL_W;
+    const span = view.t1 - view.t0;
+    const X = (t) => LABEL_W + (t - view.t0) / span * plotW;
+    svgRoot.setAttribute('height', lay.height);
+    svgRoot.setAttribute('width', width);
+    const g = svgEl('g');
+    // Axis: about eight ticks, at round times.
+    const step = Math.pow(10, Math.floor(Math.log10(span / 8)));
+    const tickNs = [1, 2, 5, 10].map((m) => m * step).find((s) => span / s <= 10) || step * 10;
+    for (let t = Math.ceil(view.t0 / tickNs) * tickNs; t <= view.t1; t += tickNs) {
+      const x = X(t);
+      g.append(svgEl('line', { class: 'tick', x1: x, x2: x, y1: AXIS_H - 4, y2: lay.height }));
+      if (x > width - 50) continue;  // no room for its label
+      const label = svgEl('text', { x: x + 2, y: 14 });
+      label.textContent = tickLabel(t, view.t1);
+      g.append(label);
+    }
+    for (const row of lay.rows) {
+      if (row.process !== undefined) {
+        const p = data.processes[row.process];
+        const label = svgEl('text', { class: 'process-label', x: 4, y: row.y + 14 });
+        label.textContent = p.name + ' (pid ' + p.pid + ')' + (p.cut_off === 'true' ? ' - cut off' : '');
+        g.append(label);
+        continue;
+      }
+      const lane = data.lanes[row.lane];
+      const label = svgEl('text', { class: 'lane-label', x: 12, y: row.y + 12 });
+      label.textContent = lane.owner + ' ' + lane.kind;
+      g.append(label);
+      drawLane(g, lane, row.lane, row.y, X);
+    }
+    g.append(svgEl('rect', { x: 0, y: 0, width: LABEL_W - 2, height: 1, fill: 'none' }));
+    svgRoot.replaceChildren(g);
+  }
+
+  function drawLane(g, lane, li, y, X) {
+    const pending = [];  // per depth: sub-pixel slices merged into one mark
+    const flush = (depth) => {
+      const m = pending[depth];
+      if (!m) return;
+      const r = svgEl('rect', { class: 'agg', x: m.x0, y: y + depth * ROW_H + 1,
+        width: Math.max(1, m.x1 - m.x0), height: ROW_H - 2 });
+      const title = svgEl('title');
+      title.textContent = m.count + ' slices too small to draw one by one at this zoom';
+      r.append(title);
+      g.append(r);
+      pending[depth] = null;
+    };
+    const left = X(view.t0), right = X(view.t1);
+    for (let i = 0; i < lane.s.length; i++) {
+      const s = lane.s[i], e = s + lane.d[i];
+      if (s > view.t1) break;
+      if (e < view.t0) continue;
+      const depth = lane.l[i];
+      const x0 = Math.max(left, X(s)), x1 = Math.min(right, X(e));
+      const gi = laneBase[li] + i;
+      if (x1 - x0 < 1 && !(selection && selection.chain.has(gi))) {
+        const m = pending[depth];
+        if (m && x0 <= m.x1 + 1) {
+          m.x1 = Math.max(m.x1, x0 + 1);
+          m.count++;
+        } else {
+          flush(depth);
+          pending[depth] = { x0: x0, x1: x0 + 1, count: 1 };
+        }
+        continue;
+      }
+      flush(depth);
+      const name = data.names[lane.n[i]];
+      let cls = 'slice';
+      if (selection) {
+        if (selection.index === gi) cls += ' selected';
+        else if (selection.chain.has(gi)) cls += ' hl';
+        else cls += ' dim';
+      }
+      const r = svgEl('rect', { class: cls, x: x0, y: y + depth * ROW_H + 1, width: Math.max(1.5, x1 - x0),
+        height: ROW_H - 2, fill: colour(name), 'data-i': gi, 'data-name': name, 'data-kind': lane.kind });
+      const title = svgEl('title');
+      title.textContent = name + '  ' + duration(lane.d[i]) + (lane.a[i] ? '\n' + lane.a[i] : '');
+      r.append(title);
+      g.append(r);
+      if (x1 - x0 > 40) {
+        const text = svgEl('text', { x: x0 + 3, y: y + depth * ROW_H + 12 });
+        text.textContent = name.slice(0, Math.floor((x1 - x0 - 6) / 6.5));
+        g.append(text);
+      }
+    }
+    pending.forEach((m, depth) => flush(depth));
+    if (lane.density.length > 0) {
+      const bins = lane.density.length, binW = (X(data.capture.window_ns) - X(0)) / bins;
+      for (let b = 0; b < bins; b++) {
+        const start = data.capture.window_ns * b / bins;
+        if (start + data.capture.window_ns / bins < data.drawn.until_ns || lane.density[b] === 0) continue;
+        const x0 = Math.max(left, X(start)), x1 = Math.min(right, x0 + Math.max(binW, 1));
+        if (x1 <= x0) continue;
+        g.append(svgEl('rect', { class: 'density', x: x0, y: y + 1, width: x1 - x0, height: ROW_H - 2,
+          opacity: 0.15 + 0.85 * lane.density[b] }));
+      }
+    }
+  }
+
+  // The chain of a slice: its flows (for a framework op, also those of the ops inside it), and
+  // every slice those flows reach: the runtime calls and the device work they caused.
+  function chainOf(gi) {
+    const [li, i] = sliceLane[gi];
+    const lane = data.lanes[li];
+    const flows = new Set(sliceFlows.get(gi) || []);
+    if (lane.kind === 'framework') {
+      const end = lane.s[i] + lane.d[i];
+      for (let j = i + 1; j < lane.s.length && lane.s[j] <= end; j++) {
+        if (lane.l[j] > lane.l[i]) (sliceFlows.get(laneBase[li] + j) || []).forEach((f) => flows.add(f));
+      }
+    }
+    const chain = new Set([gi]);
+    for (const f of flows) for (const s of flowSlices.get(f) || []) chain.add(s);
+    return chain;
+  }
+
+  function describe(gi) {
+    const [li, i] = sliceLane[gi];
+    const lane = data.lanes[li];
+    return data.names[lane.n[i]] + '  ' + duration(lane.d[i]) + '  [' + lane.owner + ' ' + lane.kind + ']' +
+      (lane.a[i] ? '  ' + lane.a[i] : '');
+  }
+
+  function showChain() {
+    const panel = document.getElementById('chain');
+    if (!selection) {
+      panel.replaceChildren(el('span', { class: 'step' }, [
+        'Click a framework op (or a runtime call, or an execution) to see its chain: the runtime calls it made ' +
+        'and the device executions and transfers they caused.']));
+      return;
+    }
+    const byKind = { framework: [], runtime: [], executions: [], DMA: [] };
+    const ordered = Array.from(selection.chain).sort((a, b) => {
+      const [la, ia] = sliceLane[a], [lb, ib] = sliceLane[b];
+      return data.lanes[la].s[ia] - data.lanes[lb].s[ib];
+    });
+    for (const gi of ordered) byKind[data.lanes[sliceLane[gi][0]].kind].push(gi);
+    const list = (title, items) => items.length === 0 ? [] : [
+      el('div', { class: 'step' }, [title + ' (' + items.length + ')']),
+      el('ol', {}, items.map((gi) => el('li', {}, [describe(gi)])))];
+    panel.replaceChildren(el('strong', {}, ['Selected: ' + describe(selection.index)]),
+      ...list('framework', byKind.framework.filter((gi) => gi !== selection.index)),
+      ...list('runtime calls', byKind.runtime.filter((gi) => gi !== selection.index)),
+      ...list('device executions', byKind.executions.filter((gi) => gi !== selection.index)),
+      ...list('DMA', byKind.DMA.filter((gi) => gi !== selection.index)));
+  }
+
+  function select(gi) {
+    selection = gi === null ? null : { index: gi, chain: chainOf(gi) };
+    render();
+    showChain();
+  }
+
+  // From the table: the first slice of that name, zoomed to and selected, its chain shown.
+  function showFirst(name) {
+    const n = data.names.indexOf(name);
+    let best = null;
+    data.lanes.forEach((lane, li) => {
+      for (let i = 0; i < lane.s.length; i++) {
+        if (lane.n[i] === n && (best === null || lane.s[i] < data.lanes[best[0]].s[best[1]])) best = [li, i];
+      }
+    });
+    if (best === null) return;
+    // The view: the op and all of its chain, with a margin.
+    const gi = laneBase[best[0]] + best[1];
+    let t0 = Infinity, t1 = -Infinity;
+    for (const c of chainOf(gi)) {
+      const [cl, ci] = sliceLane[c];
+      t0 = Math.min(t0, data.lanes[cl].s[ci]);
+      t1 = Math.max(t1, data.lanes[cl].s[ci] + data.lanes[cl].d[ci]);
+    }
+    const pad = Math.max((t1 - t0) * 0.15, 500);
+    view.t0 = Math.max(0, t0 - pad);
+    view.t1 = t1 + pad;
+    select(gi);
+    document.getElementById('timeline').scrollIntoView({ block: 'start' });
+  }
+
+  function zoom(factor, atNs) {
+    const span = Math.max(100, (view.t1 - view.t0) * factor);
+    const share = (atNs - view.t0) / (view.t1 - view.t0);
+    view.t0 = Math.max(0, atNs - share * span);
+    view.t1 = Math.min(Math.max(1, data.capture.window_ns), view.t0 + span);
+    render();
+  }
+
+  function timeline() {
+    app.append(el('h2', {}, ['Timeline']));
+    indexSlices();
+    const button = (text, id, onClick) => {
+      const b = el('button', { id: id }, [text]);
+      b.addEventListener('click', onClick);
+      return b;
+    };
+    const mid = () => (view.t0 + view.t1) / 2;
+    app.append(el('div', { class: 'toolbar' }, [
+      button('Zoom in', 'zoom-in', () => zoom(0.5, mid())),
+      button('Zoom out', 'zoom-out', () => zoom(2, mid())),
+      button('Whole window', 'zoom-reset', () => { view.t0 = 0; view.t1 = Math.max(1, data.capture.window_ns); render(); }),
+      el('span', { class: 'hint' }, ['Wheel: zoom at the pointer. Drag: pan. Click a slice: its chain (a name in the table: its first one). ' +
+        'Double-click: zoom to it. Grey marks stand for slices too small to draw at this zoom.'])]));
+    const box = el('div', { id: 'timeline' });
+    svgRoot = svgEl('svg', { xmlns: SVG });
+    box.append(svgRoot);
+    app.append(box, el('div', { id: 'chain' }));
+    width = Math.max(800, box.clientWidth || 1000);
+    const timeAt = (clientX) => {
+      const rect = svgRoot.getBoundingClientRect();
+      const x = Math.max(0, clientX - rect.left - LABEL_W);
+      return view.t0 + x / (width - LABEL_W) * (view.t1 - view.t0);
+    };
+    svgRoot.addEventListener('wheel', (ev) => {
+      ev.preventDefault();
+      zoom(ev.deltaY > 0 ? 1.25 : 0.8, timeAt(ev.clientX));
+    }, { passive: false });
+    let drag = null;
+    svgRoot.addEventListener('mousedown', (ev) => { drag = { x: ev.clientX, t0: view.t0, t1: view.t1, moved: false }; });
+    window.addEventListener('mousemove', (ev) => {
+      if (!drag) return;
+      const dx = ev.clientX - drag.x;
+      if (Math.abs(dx) < 3 && !drag.moved) return;
+      drag.moved = true;
+      const shift = -dx / (width - LABEL_W) * (drag.t1 - drag.t0);
+      const windowNs = Math.max(1, data.capture.window_ns);
+      const clamped = Math.min(Math.max(shift, -drag.t0), windowNs - drag.t1);
+      view.t0 = drag.t0 + clamped;
+      view.t1 = drag.t1 + clamped;
+      render();
+    });
+    window.addEventListener('mouseup', (ev) => {
+      const wasDrag = drag && drag.moved;
+      drag = null;
+      if (wasDrag || !svgRoot.contains(ev.target)) return;
+      const hit = ev.target.closest('[data-i]');
+      select(hit ? Number(hit.getAttribute('data-i')) : null);
+    });
+    svgRoot.addEventListener('dblclick', (ev) => {
+      const hit = ev.target.closest('[data-i]');
+      if (!hit) return;
+      const [li, i] = sliceLane[Number(hit.getAttribute('data-i'))];
+      const lane = data.lanes[li];
+      const pad = Math.max(lane.d[i] * 0.1, 50);
+      view.t0 = Math.max(0, lane.s[i] - pad);
+      view.t1 = lane.s[i] + lane.d[i] + pad;
+      render();
+    });
+    render();
+    showChain();
+  }
+
+  // ---- Per-core utilization; drops and cut-off processes ----
+  function simpleTable(id, heads, rows) {
+    return el('table', { id: id }, [el('thead', {}, [el('tr', {}, heads.map((h) => el('th', {}, [h])))]),
+      el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, [String(c)])))))]);
+  }
+
+  function cores() {
+    app.append(el('h2', {}, ['NeuronCore utilization']));
+    if (data.cores.length === 0) {
+      app.append(el('p', {}, ['No device executions in this capture.']));
+      return;
+    }
+    app.append(simpleTable('cores', ['Process', 'NeuronCore', 'Executions', 'Busy', 'Utilization of the window',
+      'DMA busy'], data.cores.map((c) => [c.process, c.core, c.executions, c.busy, c.utilization, c.dma_busy])));
+  }
+
+  function drops() {
+    app.append(el('h2', {}, ['Drops and cut-off processes']));
+    const cut = data.summary.cut_off_processes;
+    app.append(el('p', { id: 'drops-verdict', class: data.summary.drops_total === 0 && cut === 0 ? 'ok' : 'bad' }, [
+      'Events dropped: ' + data.summary.drops_total + '; processes cut off: ' + cut +
+      (data.summary.drops_total === 0 && cut === 0 ? ' (the capture is whole)' : ' (the capture is not whole: see below)')]));
+    app.append(simpleTable('processes', ['pid', 'Executable', 'Host', 'Events', 'Dropped', 'by reason', 'Cut off',
+      'Batches missing', 'Uncorrelated device events', 'Not recorded'],
+    data.processes.map((p) => [p.pid, p.name, p.host, p.events, p.drops_total, p.drops.join(', ') || '-',
+      p.cut_off === 'true' ? 'yes: its last events are missing' : 'no', p.batches_missing, p.uncorrelated,
+      p.notices.join('; ') || '-'])));
+  }
+
+  header();
+  chart();
+  table();
+  timeline();
+  cores();
+  drops();
+  document.body.setAttribute('data-report', 'ready');
+})();

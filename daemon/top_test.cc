@@ -1,0 +1,61 @@
+#include "daemon/top.h"
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+DeviceEvent Device(uint64_t id, DeviceEventKind kind, const std::string& model, uint64_t ns,
+                   uint64_t parent = 0) {
+  DeviceEvent e;
+  e.id = id;
+  e.kind = kind;
+  e.name = kind == DeviceEventKind::kDma ? "dma_h2d" : "nc_exec_running";
+  e.model_name = model;
+  e.duration_ns = ns;
+  e.parent = parent;
+  return e;
+}
+
+// Device time by process (executions and transfers, an op inside an execution not twice), by
+// model (its executions), and by op, most first.
+TEST(TopTest, DeviceTimeByProcessModelAndOp) {
+  Trace trace;
+  ProcessTrace busy;
+  busy.pid = 7;
+  busy.executable = "train";
+  busy.device = {Device(1, DeviceEventKind::kExecution, "attention", 200),
+                 Device(2, DeviceEventKind::kEngineOp, "attention", 150, /*parent=*/1),
+                 Device(3, DeviceEventKind::kExecution, "mlp", 50),
+                 Device(4, DeviceEventKind::kExecution, "attention", 100),
+                 Device(5, DeviceEventKind::kDma, "", 10)};
+  busy.calls.resize(4);
+  for (ApiCall& c : busy.calls) c.name = "nrt_execute";
+  ProcessTrace idle;
+  idle.pid = 8;
+  idle.executable = "eval";
+  idle.device = {Device(6, DeviceEventKind::kExecution, "", 5)};
+  trace.processes = {idle, busy};
+
+  const nrtprof::TopReply top = ComputeTop(trace, 5'000'000'000);
+  EXPECT_EQ(top.window_ns(), 5'000'000'000u);
+  ASSERT_EQ(top.processes_size(), 2);
+  EXPECT_EQ(top.processes(0).name(), "train");
+  EXPECT_EQ(top.processes(0).device_ns(), 360u);
+  EXPECT_EQ(top.processes(0).calls(), 4u);
+  EXPECT_EQ(top.processes(1).name(), "eval");
+  ASSERT_EQ(top.models_size(), 3);
+  EXPECT_EQ(top.models(0).name(), "attention");
+  EXPECT_EQ(top.models(0).calls(), 2u);
+  EXPECT_EQ(top.models(0).device_ns(), 300u);
+  EXPECT_EQ(top.models(1).name(), "mlp");
+  EXPECT_EQ(top.models(2).name(), "unknown");
+  EXPECT_EQ(top.models(2).pid(), 8u);
+  ASSERT_GE(top.ops_size(), 1);
+  EXPECT_EQ(top.ops(0).name(), "nrt_execute");
+  EXPECT_EQ(top.ops(0).calls(), 4u);
+  EXPECT_EQ(top.events(), 10u);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

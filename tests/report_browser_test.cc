@@ -1,0 +1,227 @@
+// `nrtprof report` as a user sees it, in a real browser: Debian's chromium, headless, started by
+// the test, opens the report of the RMSNorm demo's naive capture. The page loads with no error
+// and fetches nothing; its table and chart show the figures `nrtprof summary` prints; a click
+// sorts the table; a click on a framework op highlights the runtime call it made and the device
+// execution that call caused (one flow, the same correlation id). The screenshot is kept as a
+// test output (report.png in TEST_UNDECLARED_OUTPUTS_DIR).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "tests/testing/headless_browser.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::HeadlessBrowser;
+using testing::Result;
+using testing::Runfile;
+
+Result Nrtprof(const std::vector<std::string>& args) { return testing::RunNrtprof(args); }
+
+// The rows of `nrtprof summary`'s text table, each row's cells joined by '|', and the lines
+// under the table.
+struct PrintedTable {
+  std::vector<std::string> rows;
+  std::vector<std::string> closing;
+};
+
+PrintedTable ParseSummaryText(const std::string& text) {
+  PrintedTable out;
+  int rules = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "---")) {
+      ++rules;
+    } else if (rules == 2) {
+      std::vector<std::string> cells =
+          absl::StrSplit(absl::StripAsciiWhitespace(line), "  ", absl::SkipWhitespace());
+      for (std::string& c : cells) c = std::string(absl::StripAsciiWhitespace(c));
+      out.rows.push_back(absl::StrJoin(cells, "|"));
+    } else if (rules == 3) {
+      out.closing.push_back(std::string(line));
+    }
+  }
+  return out;
+}
+
+std::string Eval(HeadlessBrowser* browser, const std::string& expression) {
+  absl::StatusOr<std::string> v = browser->Evaluate(expression);
+  EXPECT_TRUE(v.ok()) << v.status();
+  return v.ok() ? *v : "";
+}
+
+// Scrolls the element into view and clicks its middle, as a user would.
+void ClickOn(HeadlessBrowser* browser, const std::string& selector) {
+  const std::string at = Eval(
+      browser, absl::StrCat("(() => { const e = document.querySelector('", selector,
+                            "'); if (!e) return ''; e.scrollIntoView({block: 'center'}); "
+                            "const b = e.getBoundingClientRect(); "
+                            "return (b.left + b.width / 2) + ',' + (b.top + b.height / 2); })()"));
+  ASSERT_FALSE(at.empty()) << "nothing on the page matches " << selector;
+  const std::vector<std::string> xy = absl::StrSplit(at, ',');
+  ASSERT_TRUE(browser->Click(std::stod(xy[0]), std::stod(xy[1])).ok());
+}
+
+class ReportBrowserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chromium_ = HeadlessBrowser::Find();
+    if (chromium_.empty()) {
+      GTEST_SKIP() << "SKIPPED: chromium is not installed (third_party/install_debian_deps.sh "
+                      "installs it): the report was not checked in a browser";
+    }
+    const std::string profile = testing::TempDir("chromium");
+    absl::StatusOr<std::unique_ptr<HeadlessBrowser>> browser =
+        HeadlessBrowser::Start(chromium_, profile, 1400, 1000);
+    if (!browser.ok()) {
+      GTEST_SKIP() << "SKIPPED: chromium cannot run here (" << browser.status()
+                   << "): the report was not checked in a browser; chromium's log:\n"
+                   << testing::ReadFile(profile + "/chromium.log");
+    }
+    browser_ = std::move(*browser);
+    dir_ = testing::TempDir("report-browser");
+    const Result run = Nrtprof({"run", "--out", dir_ + "/naive", "--", Runfile("examples/rmsnorm"),
+                                "--variant", "naive", "--iters", "20"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+
+  // The page, loaded and drawn.
+  HeadlessBrowser* Open(const std::string& page) {
+    EXPECT_TRUE(browser_->Open("file://" + page).ok());
+    EXPECT_EQ(Eval(browser_.get(), "document.body.dataset.report"), "ready");
+    return browser_.get();
+  }
+
+  std::string chromium_, dir_;
+  std::unique_ptr<HeadlessBrowser> browser_;
+};
+
+TEST_F(ReportBrowserTest, ShowsTheSummaryAndTheChainOfAClickedOp) {
+  const std::string page = dir_ + "/report.html";
+  const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_TRUE(absl::StartsWith(report.err, "nrtprof report: " + page + " (")) << report.err;
+  const Result summary = Nrtprof({"summary", dir_ + "/naive"});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  const PrintedTable printed = ParseSummaryText(summary.out);
+  ASSERT_GT(printed.rows.size(), 5u) << summary.out;
+
+  HeadlessBrowser* browser = Open(page);
+  // The table: the same rows, cells and order as `nrtprof summary`, and the same closing lines.
+  const std::string table =
+      Eval(browser,
+           "Array.from(document.querySelectorAll('#ops tbody tr')).map((r) => "
+           "Array.from(r.cells).map((c) => c.innerText).join('|')).join('\\n')");
+  EXPECT_EQ(table, absl::StrJoin(printed.rows, "\n"));
+  EXPECT_EQ(Eval(browser, "document.getElementById('closing').innerText"),
+            absl::StrJoin(printed.closing, "\n"));
+  // The chart: the ops with device time, largest first, each bar labelled with its Self NEURON
+  // time and share as the table prints them.
+  std::vector<std::string> expected_bars;
+  for (const std::string& row : printed.rows) {
+    const std::vector<std::string> cells = absl::StrSplit(row, '|');
+    if (cells[3] != "0.000us" && expected_bars.size() < 12) {
+      expected_bars.push_back(absl::StrCat(cells[0], " ", cells[3], "  (", cells[4], ")"));
+    }
+  }
+  EXPECT_EQ(Eval(browser,
+                 "Array.from(document.querySelectorAll('#chart rect')).map((r) => r.dataset.name + "
+                 "' ' + r.nextSibling.textContent).join('\\n')"),
+            absl::StrJoin(expected_bars, "\n"));
+  EXPECT_TRUE(absl::StartsWith(expected_bars[0], "aten::mul ")) << expected_bars[0];
+  // The capture's facts.
+  const std::string facts = Eval(browser, "document.getElementById('facts').innerText");
+  EXPECT_TRUE(absl::StrContains(facts, "rmsnorm --variant naive --iters 20")) << facts;
+  EXPECT_TRUE(absl::StrContains(facts, " UTC")) << facts;
+  EXPECT_TRUE(absl::StrContains(Eval(browser, "document.getElementById('drops-verdict').innerText"),
+                                "Events dropped: 0; processes cut off: 0"));
+
+  // A click on "# of Calls" sorts by calls, most first: the row `summary --sort calls` puts
+  // first.
+  ClickOn(browser, "#ops th:last-child");
+  const Result by_calls = Nrtprof({"summary", dir_ + "/naive", "--sort", "calls", "--limit", "1"});
+  ASSERT_EQ(ParseSummaryText(by_calls.out).rows.size(), 1u) << by_calls.out;
+  EXPECT_EQ(Eval(browser,
+                 "Array.from(document.querySelector('#ops tbody tr').cells).map("
+                 "(c) => c.innerText).join('|')"),
+            ParseSummaryText(by_calls.out).rows[0]);
+
+  // The timeline zooms: the whole window's axis starts at 0, the middle half's does not.
+  const std::string first_tick = "document.querySelector('#timeline svg > g > text').textContent";
+  ClickOn(browser, "#zoom-reset");
+  EXPECT_TRUE(absl::StartsWith(Eval(browser, first_tick), "0")) << Eval(browser, first_tick);
+  ClickOn(browser, "#zoom-in");
+  EXPECT_FALSE(absl::StartsWith(Eval(browser, first_tick), "0")) << Eval(browser, first_tick);
+
+  // A click on aten::mul in the table zooms the timeline to its first one; a click on that op
+  // in the timeline highlights its chain: one nrt_execute and the nc_exec_running it caused.
+  ClickOn(browser, "#ops td.name[title=\"show the first aten::mul in the timeline\"]");
+  ClickOn(browser, "#timeline rect[data-kind=framework][data-name=\"aten::mul\"]");
+  EXPECT_EQ(Eval(browser, "document.querySelector('#timeline rect.selected').dataset.name"),
+            "aten::mul");
+  const std::string chain =
+      Eval(browser,
+           "Array.from(document.querySelectorAll('#timeline rect.hl')).map((r) => "
+           "r.dataset.kind + ' ' + r.dataset.name + ' ' + "
+           "(r.textContent.match(/correlation_id=\\d+/) || [''])[0]).sort().join('\\n')");
+  const std::vector<std::string> steps = absl::StrSplit(chain, '\n');
+  ASSERT_EQ(steps.size(), 2u) << chain;
+  ASSERT_TRUE(absl::StartsWith(steps[0], "executions nc_exec_running correlation_id=")) << chain;
+  ASSERT_TRUE(absl::StartsWith(steps[1], "runtime nrt_execute correlation_id=")) << chain;
+  EXPECT_EQ(steps[0].substr(steps[0].find('=')), steps[1].substr(steps[1].find('=')));
+  EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.dim').length")), 0);
+  const std::string panel = Eval(browser, "document.getElementById('chain').innerText");
+  EXPECT_TRUE(absl::StrContains(panel, "Selected: aten::mul")) << panel;
+  EXPECT_TRUE(absl::StrContains(panel, "device executions (1)")) << panel;
+
+  absl::StatusOr<std::string> png = browser->Screenshot();
+  ASSERT_TRUE(png.ok()) << png.status();
+  EXPECT_EQ(png->substr(1, 3), "PNG");
+  if (const char* outputs = getenv("TEST_UNDECLARED_OUTPUTS_DIR"); outputs != nullptr) {
+    FILE* f = fopen((std::string(outputs) + "/report.png").c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    fwrite(png->data(), 1, png->size(), f);
+    fclose(f);
+  }
+  EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
+  for (const std::string& url : browser->requests()) EXPECT_EQ(url, "file://" + page);
+}
+
+// Past --max_slices the timeline draws the first slices one by one and the rest as busy time,
+// and says so; the table still counts every event.
+TEST_F(ReportBrowserTest, ALargeCaptureSaysWhatItDrawsAsBusyTime) {
+  const std::string page = dir_ + "/sampled.html";
+  const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page, "--max_slices", "50"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  // "(N of M slices drawn one by one; ...)": N at most 50, and the page says the same.
+  const size_t open = report.err.find('(');
+  ASSERT_NE(open, std::string::npos) << report.err;
+  const std::string counts = report.err.substr(open + 1, report.err.find(" slices") - open - 1);
+  const int drawn = std::stoi(counts);
+  EXPECT_GT(drawn, 0) << report.err;
+  EXPECT_LE(drawn, 50) << report.err;
+  HeadlessBrowser* browser = Open(page);
+  const std::string notice = Eval(browser, "document.getElementById('truncated').innerText");
+  EXPECT_TRUE(absl::StartsWith(
+      notice, "Large capture: the timeline draws the first " + counts + " slices one by one"))
+      << notice << " / " << report.err;
+  EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.density').length")),
+            0);
+  const Result summary = Nrtprof({"summary", dir_ + "/naive"});
+  EXPECT_EQ(Eval(browser,
+                 "Array.from(document.querySelector('#ops tbody tr').cells).map("
+                 "(c) => c.innerText).join('|')"),
+            ParseSummaryText(summary.out).rows[0]);  // the table is whole
+  EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
+}
+
+}  // namespace
+}  // namespace nrtprof
