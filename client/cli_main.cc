@@ -69,12 +69,16 @@ const std::vector<Command>& Commands() {
        "  --out DIR          the capture's folder (default: the daemon's, or ./nrtprof-captures/ID)\n"
        "  --stacks N         call-stack depth, 0 (off) to 64\n"
        "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
-       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n\n"
+       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n"
+       "  --hosts H:P,...    several daemons (TCP) at one instant, clocks aligned; every host's\n"
+       "                     files come to --out DIR, with a merged trace.pftrace and summary\n\n"
        "examples:\n"
        "  nrtprof capture --last 30s\n"
        "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n"
-       "  nrtprof capture --iterations 5 --step_multiple 100\n",
-       {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks",
+       "  nrtprof capture --iterations 5 --step_multiple 100\n"
+       "  nrtprof capture --hosts trn1:50051,trn2:50051 --tls_ca ca.pem --token_file token \\\n"
+       "      --iterations 3 --step_multiple 100 --out step-1200\n",
+       {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks", "hosts",
         NRTPROF_DAEMON_FLAGS},
        {"quiet"}},
       {"summary", SummaryCommand,

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "client/capture_hosts.h"
 #include "client/capture_report.h"
 #include "client/commands.h"
 #include "client/progress.h"
@@ -41,6 +42,10 @@ ABSL_FLAG(uint32_t, iterations, 0,
 ABSL_FLAG(uint32_t, step_multiple, 1,
           "with --iterations: start at the next step number that is a multiple of this, so that "
           "processes in step record the same steps");
+ABSL_FLAG(std::string, hosts, "",
+          "capture on these daemons at one instant, as HOST:PORT,HOST:PORT,... (TCP, with the "
+          "same --tls_ca and --token_file or client certificate for each); their files come "
+          "to --out, one folder per host, with a merged trace.pftrace and summary.txt");
 ABSL_FLAG(std::string, pid, "",
           "record only these processes: a pid, or several (--pid 1,2 or --pid 1 --pid 2)");
 
@@ -50,7 +55,8 @@ namespace {
 constexpr char kCaptureUsage[] =
     "nrtprof capture (--duration D | --last L [--duration D] | --iterations N "
     "[--step_multiple K]) [--pid PID]... [--out DIR] "
-    "[--stacks N] [--addr ADDRESS [--tls_ca PEM --token_file PATH]]";
+    "[--stacks N] [--addr ADDRESS | --hosts HOST:PORT,... --out DIR] "
+    "[--tls_ca PEM --token_file PATH]";
 
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof capture: %s\n", line.c_str());
@@ -135,6 +141,14 @@ int CaptureCommand(int argc, char** argv) {
   const int stacks = std::max(absl::GetFlag(FLAGS_stacks), 0);  // -1: not given
   if (stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
   const std::string out = Absolute(absl::GetFlag(FLAGS_out));
+  if (const std::string hosts = absl::GetFlag(FLAGS_hosts); !hosts.empty()) {
+    if (!absl::GetFlag(FLAGS_addr).empty()) {
+      return Fail("--hosts names every daemon: not with --addr", 2);
+    }
+    CaptureWindow window{duration, last, iterations, absl::GetFlag(FLAGS_step_multiple), pids,
+                         static_cast<uint32_t>(stacks)};
+    return CaptureOnHosts(hosts, window, out, stop_signals);
+  }
 
   const std::string flag = absl::GetFlag(FLAGS_addr);
   const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
@@ -207,14 +221,7 @@ int CaptureCommand(int argc, char** argv) {
       if (signal_number > 0 || absl::Now() - began > absl::Hours(1)) break;
       absl::StatusOr<StatusReply> now = connection.Status(2000);
       if (!now.ok()) break;  // StopCapture below says what is wrong
-      bool stepping = false, done = true;
-      for (const ConnectedProcess& p : now->processes()) {
-        if (p.last_step() < 0) continue;
-        if (!pids.empty() && std::find(pids.begin(), pids.end(), p.pid()) == pids.end()) continue;
-        stepping = true;
-        done = done && p.last_step() >= static_cast<int64_t>(final_step);
-      }
-      if (stepping && done) {
+      if (StepsDone(*now, pids, final_step)) {
         // The steps' device events come after their calls (the runtime's trace is fetched
         // every so often): a moment for them.
         const timespec settle = absl::ToTimespec(absl::Milliseconds(500));

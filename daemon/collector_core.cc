@@ -223,7 +223,7 @@ struct CollectorCore::Capture {
   uint32_t iterations = 0;        // whole steps first_step.. (StartCaptureRequest.iterations)
   uint64_t first_step = 0;
   std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
-  bool staged = false;            // written under output_root/users/, to be fetched
+  bool staged = false;            // written in the daemon's own folder, fetched, then removed
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
   bool starting = true;  // the id is reserved, the folder not made yet
   bool stopping = false;
@@ -453,17 +453,20 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
         "this daemon's flight recorder is off (--flight_recorder_seconds 0): it holds no past "
         "to capture");
   }
+  if (absl::Status s = AwaitStart(request.start_monotonic_ns()); !s.ok()) return s;
   // Another user's capture is staged in the daemon's own folder and fetched: the daemon never
   // writes where such a caller asks, since it cannot know what that user may write.
-  // So is root's: the daemon runs as its own user and cannot write as root.
-  const bool staged = caller.uid.has_value() && *caller.uid != options_.daemon_uid;
+  // So is root's: the daemon runs as its own user and cannot write as root. An operator's is
+  // staged when it asks to fetch the files (a caller on another machine), in output_root.
+  const bool for_user = caller.uid.has_value() && *caller.uid != options_.daemon_uid;
+  const bool staged = for_user || request.fetch();
   const std::string users_root = absl::StrCat(options_.output_root, "/users");
   const std::string root =
-      staged ? absl::StrCat(users_root, "/", *caller.uid) : options_.output_root;
+      for_user ? absl::StrCat(users_root, "/", *caller.uid) : options_.output_root;
   if (!staged && !request.output_dir().empty()) {
     if (absl::Status s = CheckOutputDir(request.output_dir()); !s.ok()) return s;
   }
-  if (staged) {
+  if (for_user) {
     if (absl::Status s = MakeFolders(options_.output_root); !s.ok()) return s;
     // Private to the daemon's user, whatever the output root's mode: the other users' captures
     // must not be readable through it.
@@ -567,6 +570,33 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
   reply.set_spool_dir(options_.spool_dir);
   reply.set_fetch(staged);
   reply.set_first_step(c.first_step);
+  reply.set_started_monotonic_ns(c.started_ns);
+  return reply;
+}
+
+absl::Status CollectorCore::AwaitStart(uint64_t start_ns) {
+  const uint64_t now = clock_->MonotonicNs();
+  if (start_ns <= now) return absl::OkStatus();
+  if (start_ns - now > kMaxStartAheadNs) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the start time is %.3f s ahead of this daemon's clock; at most %d s",
+        static_cast<double>(start_ns - now) / 1e9, kMaxStartAheadNs / 1'000'000'000));
+  }
+  // On the core's condition (which waiting releases): what wakes it early is checked again.
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutting_down_ && clock_->MonotonicNs() < start_ns) {
+    clock_->WaitUntil(&cv_, &lock, start_ns);
+  }
+  if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
+  return absl::OkStatus();
+}
+
+nrtprof::ClockReply CollectorCore::ReadClock() {
+  nrtprof::ClockReply reply;
+  reply.set_monotonic_ns(clock_->MonotonicNs());
+  reply.set_realtime_ns(clock_->RealtimeNs());
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0) reply.set_hostname(name);
   return reply;
 }
 
@@ -971,6 +1001,7 @@ absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
+    cv_.notify_all();  // a StartCapture waiting for its start time gives up
     for (const auto& [id, c] : captures_) {
       if (!c->stopping) active.push_back(id);
     }

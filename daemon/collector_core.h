@@ -133,8 +133,10 @@ class CollectorCore {
   // returns.
   void OnStreamClosed(StreamId stream);
 
-  // For a caller that is not the operator, the reply's `fetch` says the files are to be
-  // fetched; request.output_dir is then the caller's business, not the daemon's.
+  // For a caller that is not the operator, or one that asks (request.fetch), the reply's
+  // `fetch` says the files are to be fetched; request.output_dir is then the caller's
+  // business, not the daemon's. With request.start_monotonic_ns ahead, waits until the clock
+  // reads it (InvalidArgument if more than kMaxStartAheadNs ahead) before anything else.
   absl::StatusOr<nrtprof::StartCaptureReply> StartCapture(
       const nrtprof::StartCaptureRequest& request, Caller caller = {});
   // Writes the capture and returns what was written. Blocks up to request.wait_ms, then for the
@@ -143,6 +145,9 @@ class CollectorCore {
   absl::StatusOr<nrtprof::CaptureFiles> StopCapture(const nrtprof::StopCaptureRequest& request,
                                                     Caller caller = {});
   nrtprof::StatusReply Status(Caller caller = {});
+  static constexpr uint64_t kMaxStartAheadNs = 60'000'000'000;
+  // The core's clocks now and the machine's name, for a caller's offset estimate.
+  nrtprof::ClockReply ReadClock();
 
   // A written capture's files, for FetchCapture: its folder and their names in it. NotFound if
   // no capture of that id was written lately (the daemon remembers the last
@@ -150,7 +155,7 @@ class CollectorCore {
   struct Fetchable {
     std::string dir;
     std::vector<std::string> names;
-    bool staged = false;  // a user's, under output_root/users/: removed once fetched
+    bool staged = false;  // a user's, or one asked to be fetched: removed once fetched
   };
   absl::StatusOr<Fetchable> FetchableCapture(const std::string& capture_id, const Caller& caller);
   // After a whole fetch: removes a staged capture's files and folder, and forgets it. Only a
@@ -195,6 +200,9 @@ class CollectorCore {
   // mu_ and the stream's mu.
   static DropCounts StreamsOwnDrops(const Stream& s);
   bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns once the monotonic clock reads start_ns (at once if it is past); Unavailable if
+  // the daemon shuts down meanwhile.
+  absl::Status AwaitStart(uint64_t start_ns) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
   // A new id, free among the captures in progress and in `root`'s folders.
   std::string NewCaptureId(const std::string& root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -352,6 +352,62 @@ TEST_F(CollectorCoreTest, TheOperatorsCaptureTakesEveryone) {
   EXPECT_FALSE(f->staged);
 }
 
+// An operator on another machine asks to fetch the files: the capture is written in the
+// daemon's own folder (not where output_dir says), and removed once fetched.
+TEST_F(CollectorCoreTest, AnOperatorsCaptureForFetchingIsRemovedOnceFetched) {
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("remote");
+  request.set_output_dir("/not/on/this/machine");
+  request.set_fetch(true);
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core_.StartCapture(request, Caller{});
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_TRUE(started->fetch());
+  const std::string dir = Options().output_root + "/remote";
+  EXPECT_EQ(started->output_dir(), dir);
+  ASSERT_TRUE(Stop("remote").ok());
+  absl::StatusOr<CollectorCore::Fetchable> f = core_.FetchableCapture("remote", Caller{});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->staged);
+  core_.FetchedCapture("remote");
+  struct stat st;
+  EXPECT_NE(stat(dir.c_str(), &st), 0) << "the daemon's copy outlived its fetch";
+}
+
+// A start time ahead: StartCapture returns when the clock reads it, and processes are told
+// to record then, not before; one more than a minute ahead is refused.
+TEST_F(CollectorCoreTest, ACaptureStartsAtTheTimeItNames) {
+  Controls c;
+  ASSERT_FALSE(core_.OnHello(1, Hello(7), c.Sender())->capturing());
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("later");
+  request.set_start_monotonic_ns(5'000'000'000);
+  auto started = std::async(std::launch::async, [&] { return core_.StartCapture(request); });
+  clock_.AwaitWaits(1);
+  EXPECT_FALSE(c.sent.back().capturing()) << "told to record before the start";
+  clock_.Advance(5'000'000'000);
+  absl::StatusOr<nrtprof::StartCaptureReply> reply = started.get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->started_monotonic_ns(), 5'000'000'000u);
+  EXPECT_TRUE(c.sent.back().capturing());
+  EXPECT_EQ(core_.Status().captures(0).running_ms(), 0u) << "its window began at the start";
+
+  request.set_capture_id("too-late");
+  request.set_start_monotonic_ns(clock_.MonotonicNs() + 61'000'000'000);
+  EXPECT_EQ(core_.StartCapture(request).status().message(),
+            "the start time is 61.000 s ahead of this daemon's clock; at most 60 s");
+}
+
+// The daemon stopping while a capture waits for its start time: the wait ends, refused.
+TEST_F(CollectorCoreTest, ShutdownEndsTheWaitForAStartTime) {
+  nrtprof::StartCaptureRequest request;
+  request.set_start_monotonic_ns(30'000'000'000);
+  auto started = std::async(std::launch::async, [&] { return core_.StartCapture(request); });
+  clock_.AwaitWaits(1);
+  EXPECT_TRUE(core_.Shutdown(0).ok());
+  EXPECT_EQ(started.get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(clock_.MonotonicNs(), 0u);
+}
+
 // Two daemons (two cores here) writing captures in one folder: ids they pick in the same
 // second differ, and a folder a capture is writing is refused to another until it is written;
 // a folder claimed by a daemon that died is taken over.

@@ -51,6 +51,13 @@ grpc::Status ControlService::Top(grpc::ServerContext* context, const nrtprof::To
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::Clock(grpc::ServerContext* context,
+                                   const nrtprof::ClockRequest* request,
+                                   nrtprof::ClockReply* reply) {
+  *reply = core_->ReadClock();
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::FetchCapture(grpc::ServerContext* context,
                                           const nrtprof::FetchCaptureRequest* request,
                                           grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) {

@@ -1,4 +1,4 @@
-// The Control gRPC service of the `nrtprof` CLI: StartCapture, StopCapture, Status, Top, each
+// The Control gRPC service of the `nrtprof` CLI: StartCapture, StopCapture, Status, Top, Clock, each
 // forwarded to CollectorCore, its absl::Status turned into the grpc::Status of the same code and
 // message. Synchronous API: StopCapture blocks its server thread while the capture is written.
 // Each call acts for its caller (peer.h): a user of a shared service sees and controls only
@@ -37,6 +37,8 @@ class ControlService final : public nrtprof::Control::Service {
   grpc::Status FetchCapture(grpc::ServerContext* context,
                             const nrtprof::FetchCaptureRequest* request,
                             grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) override;
+  grpc::Status Clock(grpc::ServerContext* context, const nrtprof::ClockRequest* request,
+                     nrtprof::ClockReply* reply) override;
   static constexpr size_t kFetchChunkBytes = 1 << 20;
 
  private:

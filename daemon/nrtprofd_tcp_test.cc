@@ -282,6 +282,20 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
     EXPECT_FALSE(stream->Read(&reply));
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
+  // The clock `nrtprof capture --hosts` reads: behind the same gate, answered with the token.
+  {
+    nrtprof::ClockReply clock;
+    grpc::ClientContext refused, answered;
+    EXPECT_EQ(nrtprof::Control::NewStub(TlsChannel(port, tls_.ca, tls_.wrong_token))
+                  ->Clock(&refused, nrtprof::ClockRequest(), &clock)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    ASSERT_TRUE(nrtprof::Control::NewStub(TlsChannel(port, tls_.ca, tls_.token))
+                    ->Clock(&answered, nrtprof::ClockRequest(), &clock)
+                    .ok());
+    EXPECT_GT(clock.monotonic_ns(), 0u);
+    EXPECT_FALSE(clock.hostname().empty());
+  }
   Connect();
   nrtprof::StatusReply status;
   ASSERT_TRUE(CallStatus(channel_, &status).ok());
@@ -295,7 +309,7 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
   for (const std::string& line : Lines(err)) {
     if (line.find("refused") != std::string::npos) refusals.push_back(line);
   }
-  ASSERT_EQ(refusals.size(), 4u) << err;  // one line per refused call
+  ASSERT_EQ(refusals.size(), 5u) << err;  // one line per refused call
   EXPECT_EQ(refusals[0].rfind("nrtprofd: refused /nrtprof.Control/Status from ipv4:127.0.0.1:", 0),
             0u)
       << refusals[0];
@@ -307,6 +321,9 @@ TEST_F(NrtprofdTcpTest, RefusesCallsWithAWrongOrNoTokenAndSaysWho) {
   EXPECT_EQ(
       refusals[3].rfind("nrtprofd: refused /nrtprof.Collector/Stream from ipv4:127.0.0.1:", 0), 0u)
       << refusals[3];
+  EXPECT_EQ(refusals[4].rfind("nrtprofd: refused /nrtprof.Control/Clock from ipv4:127.0.0.1:", 0),
+            0u)
+      << refusals[4];
   EXPECT_EQ(err.find(tls_.token), std::string::npos);
   EXPECT_EQ(err.find(tls_.wrong_token), std::string::npos);
 }

@@ -101,4 +101,11 @@ grpc::Status GatedControlService::FetchCapture(
   return allowed.ok() ? inner_->FetchCapture(context, request, writer) : allowed;
 }
 
+grpc::Status GatedControlService::Clock(grpc::ServerContext* context,
+                                        const nrtprof::ClockRequest* request,
+                                        nrtprof::ClockReply* reply) {
+  const grpc::Status allowed = gate_->Check(*context, "/nrtprof.Control/Clock");
+  return allowed.ok() ? inner_->Clock(context, request, reply) : allowed;
+}
+
 }  // namespace nrtprof::daemon

@@ -92,6 +92,8 @@ class GatedControlService final : public nrtprof::Control::Service {
   grpc::Status FetchCapture(grpc::ServerContext* context,
                             const nrtprof::FetchCaptureRequest* request,
                             grpc::ServerWriter<nrtprof::CaptureFileChunk>* writer) override;
+  grpc::Status Clock(grpc::ServerContext* context, const nrtprof::ClockRequest* request,
+                     nrtprof::ClockReply* reply) override;
 
  private:
   const TcpGate* const gate_;

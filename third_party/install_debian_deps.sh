@@ -26,6 +26,7 @@ PACKAGES=(
   time                     # GNU time: examples_test checks the examples' peak memory
   chromium fonts-dejavu-core  # report_browser_test opens `nrtprof report`'s page headless
   tmux                     # top_test runs `nrtprof top` in a terminal and reads its screen
+  libfaketime              # capture_hosts_test runs a daemon whose clocks are 250 ms ahead
 )
 
 missing=()

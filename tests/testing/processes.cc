@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -69,7 +70,8 @@ Daemon::~Daemon() {
   RunProcess({"/bin/rm", "-rf", socket_dir_});
 }
 
-bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit) {
+bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit,
+                   const std::map<std::string, std::string>& env) {
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return false;
   const std::string log = dir_ + "/nrtprofd." + std::to_string(++starts_) + ".log";
@@ -81,12 +83,17 @@ bool Daemon::Start(const std::vector<std::string>& flags, uint64_t fsize_limit) 
   options.stderr_path = log;
   options.inherit_fd = ready[1];
   options.fsize_limit = fsize_limit;
+  options.env = EmptyUnsets(env);
   pid_ = Spawn(argv, options);
   close(ready[1]);
   pollfd pfd{ready[0], POLLIN, 0};
-  char buf[8] = {};
-  const bool ok = pid_ > 0 && poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf)) > 0;
+  char buf[128] = {};
+  const bool ok =
+      pid_ > 0 && poll(&pfd, 1, 20000) == 1 && read(ready[0], buf, sizeof(buf) - 1) > 0;
   close(ready[0]);
+  // "ready\n", or "ready HOST:PORT\n" with --listen.
+  absl::string_view line = absl::StripTrailingAsciiWhitespace(buf);
+  tcp_addr_ = absl::ConsumePrefix(&line, "ready ") ? std::string(line) : "";
   return ok;
 }
 
@@ -109,9 +116,14 @@ std::string Daemon::log() const {
   return all;
 }
 
-int64_t Daemon::StatusFigure(const std::string& label) {
-  const Result r = RunProcess({Runfile("client/nrtprof"), "status", "--addr", addr()},
-                              {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}});
+int64_t Daemon::StatusFigure(const std::string& label, const std::vector<std::string>& cli_flags) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "status"};
+  if (cli_flags.empty()) {
+    argv.insert(argv.end(), {"--addr", addr()});
+  } else {
+    argv.insert(argv.end(), cli_flags.begin(), cli_flags.end());
+  }
+  const Result r = RunProcess(argv, {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
     line = absl::StripLeadingAsciiWhitespace(line);

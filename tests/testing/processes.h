@@ -51,25 +51,30 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Starts nrtprofd with `flags` besides the socket, root and readiness ones, under a file
-  // size limit if `fsize_limit` > 0, and waits until it listens; false if it did not.
-  bool Start(const std::vector<std::string>& flags = {}, uint64_t fsize_limit = 0);
+  // Starts nrtprofd with `flags` besides the socket, root and readiness ones (a flag given
+  // again here wins), under a file size limit if `fsize_limit` > 0, with the environment
+  // changed by `env` (an empty value unsets), and waits until it listens; false if it did not.
+  bool Start(const std::vector<std::string>& flags = {}, uint64_t fsize_limit = 0,
+             const std::map<std::string, std::string>& env = {});
   // Sends `sig` and waits for the exit: the exit code (128 + signal if one ended it).
   int Stop(int sig);
   void Signal(int sig);
 
   pid_t pid() const { return pid_; }
   std::string addr() const { return "unix:" + socket_; }
+  // Where it listens on TCP (--listen), as its ready line said: "127.0.0.1:PORT"; else empty.
+  std::string tcp_addr() const { return tcp_addr_; }
   std::string dir() const { return dir_; }
   // Its spool folder: spool/ beside the socket (the daemon's default).
   std::string spool_dir() const { return socket_dir_ + "/spool"; }
   // What it wrote on stderr, all its starts together.
   std::string log() const;
   // `nrtprof status`'s figure on the line that starts with `label`, or -1 (a test failure).
-  int64_t StatusFigure(const std::string& label);
+  // `cli_flags`: how the CLI reaches the daemon; none: --addr addr().
+  int64_t StatusFigure(const std::string& label, const std::vector<std::string>& cli_flags = {});
 
  private:
-  std::string dir_, socket_dir_, socket_;
+  std::string dir_, socket_dir_, socket_, tcp_addr_;
   pid_t pid_ = -1;
   int starts_ = 0;
 };

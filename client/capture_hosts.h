@@ -1,0 +1,45 @@
+// `nrtprof capture --hosts HOST:PORT,...`: one capture on several daemons at one instant, their
+// files fetched to the caller. Per host, over one authenticated connection: the clock offset
+// (clock_offset.h), StartCapture at a start instant named in that host's own clock, the window
+// (a duration, whole steps or the flight recorder's past), StopCapture and FetchCapture into
+// DIR/HOST. Then DIR/trace.pftrace (trace_merge.h) and DIR/summary.txt (hosts_summary.h), the
+// latter also on stderr. A host that cannot be reached or refuses is left out with one line
+// naming it; the command fails (1) only when no host's capture was written.
+//
+// Not thread-safe: one call per command (it runs a thread per host inside).
+#ifndef NRTPROF_CLIENT_CAPTURE_HOSTS_H_
+#define NRTPROF_CLIENT_CAPTURE_HOSTS_H_
+
+#include <signal.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::cli {
+
+// What `nrtprof capture` records, from its flags (checked already).
+struct CaptureWindow {
+  absl::Duration duration;
+  absl::Duration last;
+  uint32_t iterations = 0;
+  uint32_t step_multiple = 1;
+  std::vector<uint32_t> pids;
+  uint32_t stacks = 0;
+};
+
+// Whether every process of `status` that marks steps (of `pids`, if any) has marked
+// `final_step`, and at least one does.
+bool StepsDone(const StatusReply& status, const std::vector<uint32_t>& pids, uint64_t final_step);
+
+// `hosts`: the --hosts list as given; `out`: DIR, absolute. `stop_signals` (blocked in every
+// thread) end the window early. Returns the exit code.
+int CaptureOnHosts(const std::string& hosts, const CaptureWindow& window, const std::string& out,
+                   const sigset_t& stop_signals);
+
+}  // namespace nrtprof::cli
+
+#endif  // NRTPROF_CLIENT_CAPTURE_HOSTS_H_

@@ -1,0 +1,420 @@
+// `nrtprof capture --hosts` (issue 16's first part) as a user runs it across machines: three
+// nrtprofd standing for three hosts, each on its own loopback TCP port with TLS and a token,
+// programs preloaded with the shim by hand streaming to each, and one capture of all of them
+// from the CLI, whose files come home to one folder with a merged trace. A host that is down is
+// named in one line and the others are still written. A host whose clocks are a quarter of a
+// second ahead (Debian's libfaketime, preloaded into its daemon and its program) is measured
+// as such, and the same instant on both hosts lands at the same time in the merged trace.
+// Real daemons, real programs, the real CLI; the merged trace is read back as Perfetto would.
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "daemon/perfetto_trace_reader.h"
+#include "gtest/gtest.h"
+#include "proto/perfetto_trace.pb.h"
+#include "tests/testing/processes.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/tls_certs.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::Background;
+using testing::Daemon;
+using testing::Exists;
+using testing::ReadFile;
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+using testing::TempDir;
+
+// Where Debian's libfaketime package puts the library (third_party/install_debian_deps.sh).
+constexpr char kLibFaketime[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+// What a reader of the merged trace sees: per process (by its name), the lanes it has and the
+// times of its slices by name.
+struct MergedTrace {
+  std::map<std::string, std::set<std::string>> lanes;
+  std::map<std::string, std::map<std::string, std::vector<uint64_t>>> slice_times;
+  std::vector<std::string> named_tracks;
+};
+
+MergedTrace ReadMerged(const std::string& path) {
+  MergedTrace merged;
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(ReadFile(path));
+  EXPECT_TRUE(read.ok()) << path << ": " << read.status();
+  if (!read.ok()) return merged;
+  std::map<uint64_t, uint64_t> parent;
+  std::map<uint64_t, std::string> process_of, track_name;
+  std::map<std::pair<uint32_t, uint64_t>, std::string> names;  // (sequence, iid)
+  auto process = [&](uint64_t track) {
+    while (process_of.count(track) == 0 && parent.count(track) != 0) track = parent[track];
+    return process_of.count(track) != 0 ? process_of[track] : std::string();
+  };
+  for (int i = 0; i < read->trace.packet_size(); ++i) {
+    const perfetto::protos::TracePacket& p = read->trace.packet(i);
+    for (const auto& n : p.interned_data().event_names()) {
+      names[{p.trusted_packet_sequence_id(), n.iid()}] = n.name();
+    }
+    if (p.has_track_descriptor()) {
+      const auto& t = p.track_descriptor();
+      parent[t.uuid()] = t.parent_uuid();
+      if (t.has_process()) process_of[t.uuid()] = t.process().process_name();
+      if (t.has_name()) {
+        track_name[t.uuid()] = t.name();
+        merged.named_tracks.push_back(t.name());
+      }
+    }
+    const auto& e = p.track_event();
+    if (e.type() != perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN) continue;
+    const std::string owner = process(e.track_uuid());
+    merged.lanes[owner].insert(track_name[e.track_uuid()]);
+    const std::string name =
+        e.has_name_iid() ? names[{p.trusted_packet_sequence_id(), e.name_iid()}] : e.name();
+    merged.slice_times[owner][name].push_back(read->times[i]);
+  }
+  return merged;
+}
+
+std::vector<std::string> LinesWith(const std::string& text, const std::string& part) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line, part)) lines.emplace_back(line);
+  }
+  return lines;
+}
+
+class CaptureHostsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(testing::MakeTlsFiles(TempDir("tls"), &tls_, &error)) << error;
+    // As nobody (under root), the daemons must be able to write here: sticky, as /tmp.
+    char folder[] = "/tmp/nrtprof-hosts-XXXXXX";
+    ASSERT_NE(mkdtemp(folder), nullptr);
+    folder_ = folder;
+    ASSERT_EQ(chmod(folder_.c_str(), 01777), 0);
+  }
+  void TearDown() override {
+    programs_.clear();
+    hosts_.clear();
+    RunProcess({"/bin/rm", "-rf", folder_});
+  }
+
+  // A daemon standing for a host: TCP on 127.0.0.1 (any port) with TLS and the token; with
+  // `env` (libfaketime) if given. Its address, or "" (a test failure). Its socket and folders
+  // are in folder_, where nobody may write.
+  std::string StartHost(const std::string& name,
+                        const std::map<std::string, std::string>& env = {}) {
+    auto daemon = std::make_unique<Daemon>(name);
+    std::vector<std::string> flags = {"--listen=127.0.0.1:0",
+                                      "--tls_cert=" + tls_.server_cert,
+                                      "--tls_key=" + tls_.server_key,
+                                      "--token_file=" + tls_.token_file,
+                                      "--output_root=" + folder_ + "/" + name + "-captures",
+                                      "--spool_dir=" + folder_ + "/" + name + "-spool",
+                                      "--socket=" + folder_ + "/" + name + "-sock/nrtprofd.sock"};
+    if (geteuid() == 0) flags.push_back("--user=nobody");
+    const bool started = daemon->Start(flags, 0, env);
+    const std::string addr = daemon->tcp_addr();
+    EXPECT_TRUE(started && absl::StartsWith(addr, "127.0.0.1:")) << addr << daemon->log();
+    if (!started || addr.empty()) return "";
+    hosts_[addr] = std::move(daemon);
+    return addr;
+  }
+
+  std::vector<std::string> Tls() const {
+    return {"--tls_ca", tls_.ca, "--token_file", tls_.token_file};
+  }
+
+  // `argv` preloaded with the shim (after `preload`, if any), streaming to the daemon at `addr`
+  // over TLS, as a program on that host would.
+  std::unique_ptr<Background> Program(const std::string& addr, const std::vector<std::string>& argv,
+                                      const std::string& preload = "",
+                                      std::map<std::string, std::string> env = {}) {
+    const std::string shim = Runfile("shim/libnrtprof_shim.so");
+    env["LD_PRELOAD"] = preload.empty() ? shim : preload + ":" + shim;
+    env["NRTPROF_ADDR"] = addr;
+    env["NRTPROF_TLS_CA"] = tls_.ca;
+    env["NRTPROF_TOKEN_FILE"] = tls_.token_file;
+    return std::make_unique<Background>(argv, env, TempDir("program"));
+  }
+
+  // Until the daemon at `addr` has a process connected (up to 10 s).
+  bool AwaitConnected(const std::string& addr) {
+    std::vector<std::string> argv = {"--addr", addr};
+    for (const std::string& f : Tls()) argv.push_back(f);
+    for (int i = 0; i < 200; ++i) {
+      if (hosts_[addr]->StatusFigure("connected processes:", argv) >= 1) return true;
+      usleep(50'000);
+    }
+    return false;
+  }
+
+  // A host for each name, with a program running the fused RMSNorm under it, connected; their
+  // addresses in *hosts.
+  void StartHostsWithPrograms(const std::vector<std::string>& names,
+                              std::vector<std::string>* hosts) {
+    for (const std::string& name : names) {
+      hosts->push_back(StartHost(name));
+      ASSERT_FALSE(hosts->back().empty());
+      programs_.push_back(Program(hosts->back(), {Runfile("examples/rmsnorm"), "--variant",
+                                                  "fused", "--iters", "100000"}));
+    }
+    for (const std::string& h : *hosts) ASSERT_TRUE(AwaitConnected(h)) << h;
+  }
+
+  Result CaptureHosts(const std::vector<std::string>& hosts,
+                      const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {Runfile("client/nrtprof"), "capture", "--hosts",
+                                     absl::StrJoin(hosts, ",")};
+    for (const std::string& f : Tls()) argv.push_back(f);
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return RunProcess(argv, kCliEnv);
+  }
+
+  const std::map<std::string, std::string> kCliEnv = {
+      {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}, {"NRTPROF_TLS_CA", ""},
+      {"NRTPROF_TOKEN_FILE", ""}};
+  testing::TlsFiles tls_;
+  std::string folder_;
+  std::map<std::string, std::unique_ptr<Daemon>> hosts_;  // by address
+  std::vector<std::unique_ptr<Background>> programs_;
+};
+
+TEST_F(CaptureHostsTest, OneCaptureOfThreeHostsMergesTheirTraces) {
+  std::vector<std::string> hosts;
+  ASSERT_NO_FATAL_FAILURE(StartHostsWithPrograms({"alpha", "beta", "gamma"}, &hosts));
+
+  const std::string out = TempDir("hosts") + "/cap";
+  const Result r = CaptureHosts(hosts, {"--duration", "1s", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "on 3 hosts -> " + out + ": recording for 1s")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "on 3 of 3 hosts")) << r.err;
+  for (const std::string& h : hosts) {
+    // Each host's clock, stated; its own files, fetched.
+    EXPECT_EQ(LinesWith(r.err, "  " + h + " (").size(), 1u) << r.err;
+    EXPECT_TRUE(absl::StrContains(LinesWith(r.err, "  " + h + " (").at(0), "): clock ")) << r.err;
+    EXPECT_TRUE(Exists(out + "/" + h + "/trace.pftrace")) << h;
+    EXPECT_TRUE(Exists(out + "/" + h + "/summary.json")) << h;
+  }
+  // The merged summary: overall, then by host, on stderr as in the file.
+  const std::string summary = ReadFile(out + "/summary.txt");
+  EXPECT_TRUE(absl::StartsWith(summary, "Overall (3 hosts)\n")) << summary;
+  for (const std::string& h : hosts) EXPECT_TRUE(absl::StrContains(summary, "\nHost " + h + "\n"));
+  EXPECT_TRUE(absl::StrContains(r.err, summary)) << r.err;
+
+  // Every host's process, with its runtime calls and its device lanes, in the merged trace.
+  const MergedTrace merged = ReadMerged(out + "/trace.pftrace");
+  for (const std::string& h : hosts) {
+    const std::string process = "rmsnorm @ " + h;
+    ASSERT_EQ(merged.lanes.count(process), 1u) << process;
+    const std::set<std::string>& lanes = merged.lanes.at(process);
+    EXPECT_EQ(lanes.count("runtime"), 1u) << process;
+    EXPECT_EQ(lanes.count("executions"), 1u) << process;
+    EXPECT_EQ(std::count_if(merged.named_tracks.begin(), merged.named_tracks.end(),
+                            [&](const std::string& t) {
+                              return absl::StartsWith(t, "host " + h + " (") &&
+                                     absl::StrContains(t, "): clock ");
+                            }),
+              1);
+  }
+  for (auto& p : programs_) EXPECT_TRUE(p->Running()) << "the programs go on, unaware";
+
+  // Again into the same folder: refused before any host records, and nothing changes.
+  const Result again = CaptureHosts(hosts, {"--duration", "1s", "--out", out});
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_EQ(again.err, "nrtprof capture: " + out +
+                           " already holds a capture (trace.pftrace); choose another folder or "
+                           "remove it\n");
+}
+
+TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
+  std::vector<std::string> hosts;
+  ASSERT_NO_FATAL_FAILURE(StartHostsWithPrograms({"up1", "up2", "down"}, &hosts));
+  const std::string down = hosts[2];
+  hosts_[down]->Stop(SIGTERM);
+
+  const std::string out = TempDir("hosts-down") + "/cap";
+  const Result r = CaptureHosts(hosts, {"--duration", "500ms", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> named = LinesWith(r.err, down);
+  ASSERT_EQ(named.size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StartsWith(named[0], "nrtprof capture: host " + down + " is left out: "))
+      << named[0];
+  EXPECT_TRUE(absl::StrContains(r.err, "on 2 of 3 hosts")) << r.err;
+  EXPECT_FALSE(Exists(out + "/" + down));
+  EXPECT_TRUE(absl::StartsWith(ReadFile(out + "/summary.txt"), "Overall (2 hosts)\n"));
+  const MergedTrace merged = ReadMerged(out + "/trace.pftrace");
+  for (const std::string& h : {hosts[0], hosts[1]}) {
+    EXPECT_TRUE(Exists(out + "/" + h + "/trace.pftrace")) << h;
+    EXPECT_EQ(merged.lanes.count("rmsnorm @ " + h), 1u) << h;
+  }
+
+  // No host at all: nothing is written, and the command fails.
+  const std::string none = TempDir("hosts-none") + "/cap";
+  const Result failed = CaptureHosts({down}, {"--duration", "500ms", "--out", none});
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  EXPECT_TRUE(absl::StrContains(failed.err, "no host could be reached; nothing was captured"))
+      << failed.err;
+  EXPECT_FALSE(Exists(none + "/trace.pftrace"));
+}
+
+// The CLI's offset of a host, from its line "  HOST (NAME): clock +250.012ms ± 0.030ms", in
+// ms; NaN if absent.
+double OffsetMs(const std::string& err, const std::string& host) {
+  for (const std::string& line : LinesWith(err, "  " + host + " (")) {
+    const size_t at = line.find("): clock ");
+    if (at == std::string::npos) continue;
+    std::string number = line.substr(at + 9);
+    number = number.substr(0, number.find("ms"));
+    double ms = 0;
+    if (absl::SimpleAtod(number, &ms)) return ms;
+  }
+  return std::nan("");
+}
+
+// A host whose wall clock is 250 ms ahead (libfaketime in its daemon and its program): the CLI
+// says so, and calls made at the same real instant on both hosts -- each program was given
+// that instant in its own host's clock -- land within 1 ms of each other in the merged trace
+// (unshifted, they would be 250 ms apart).
+TEST_F(CaptureHostsTest, AHostWhoseClockIsAheadLinesUp) {
+  ASSERT_TRUE(Exists(kLibFaketime))
+      << kLibFaketime << " is missing: run third_party/install_debian_deps.sh";
+  // The wall clock only: libfaketime 0.9.10 does not wrap pthread_cond_clockwait, through
+  // which the daemon's condition variables wait on CLOCK_MONOTONIC, so a faked monotonic clock
+  // would have them wait for decades. The merged trace is placed by the hosts' wall clocks.
+  const std::map<std::string, std::string> ahead = {
+      {"LD_PRELOAD", kLibFaketime}, {"FAKETIME", "+0.25"}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
+  const std::string near = StartHost("near");
+  const std::string far = StartHost("far", ahead);
+  ASSERT_FALSE(near.empty() || far.empty());
+
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  // A whole second 3-4 s from now: time for both programs to start and connect on a busy machine.
+  const int64_t first = (now.tv_sec + 4) * 1'000'000'000LL;
+  constexpr int kMarks = 5;
+  auto marks = [&](int64_t at) {
+    return std::vector<std::string>{Runfile("tests/clock_marks"), std::to_string(at),
+                                    std::to_string(kMarks), "100"};
+  };
+  auto near_program = Program(near, marks(first));
+  auto far_program = Program(far, marks(first + 250'000'000), kLibFaketime,
+                             {{"FAKETIME", "+0.25"}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});
+  ASSERT_TRUE(AwaitConnected(near));
+  ASSERT_TRUE(AwaitConnected(far));
+
+  const std::string out = TempDir("hosts-clock") + "/cap";
+  // From the flight recorder too: the marks are in the window however long the start took.
+  const Result r =
+      CaptureHosts({near, far}, {"--last", "10s", "--duration", "5s", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(OffsetMs(r.err, near), 0, 5) << r.err;
+  EXPECT_NEAR(OffsetMs(r.err, far), 250, 5) << r.err;
+  EXPECT_EQ(near_program->Wait(), 0) << near_program->err();
+  EXPECT_EQ(far_program->Wait(), 0) << far_program->err();
+
+  MergedTrace merged = ReadMerged(out + "/trace.pftrace");
+  const std::vector<uint64_t> a = merged.slice_times["clock_marks @ " + near]["nrt_tensor_write"];
+  const std::vector<uint64_t> b = merged.slice_times["clock_marks @ " + far]["nrt_tensor_write"];
+  ASSERT_EQ(a.size(), static_cast<size_t>(kMarks)) << r.err;
+  ASSERT_EQ(b.size(), static_cast<size_t>(kMarks)) << r.err;
+  // The median of the marks' differences: one mark a busy machine woke late does not decide.
+  std::vector<int64_t> apart;
+  for (int i = 0; i < kMarks; ++i) {
+    apart.push_back(std::llabs(static_cast<int64_t>(a[i]) - static_cast<int64_t>(b[i])));
+  }
+  std::sort(apart.begin(), apart.end());
+  EXPECT_LE(apart[kMarks / 2], 1'000'000) << "the same instant, " << apart[kMarks / 2]
+                                          << " ns apart in the merged trace";
+}
+
+// Two hosts whose programs are in step (they mark a step every 20 ms from the same instant, as
+// the ranks of a training job, and stand still at step 24 for 3 s, when the capture starts):
+// with --iterations and --step_multiple, both record the same step numbers, and the capture
+// ends once both have made the last one.
+TEST_F(CaptureHostsTest, WholeStepsAreTheSameStepsOnEveryHost) {
+  const std::string a = StartHost("steps-a");
+  const std::string b = StartHost("steps-b");
+  ASSERT_FALSE(a.empty() || b.empty());
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t first = (now.tv_sec + 2) * 1'000'000'000LL;
+  const std::vector<std::string> marks = {Runfile("tests/clock_marks"), std::to_string(first),
+                                          "60", "20", "24", "3000"};
+  auto program_a = Program(a, marks);
+  auto program_b = Program(b, marks);
+  ASSERT_TRUE(AwaitConnected(a));
+  ASSERT_TRUE(AwaitConnected(b));
+  // Into the pause: both have marked their 25th step, and mark no other for 3 s.
+  for (;;) {
+    clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t ns = now.tv_sec * 1'000'000'000LL + now.tv_nsec;
+    if (ns >= first + 1'000'000'000) break;
+    usleep(10'000);
+  }
+
+  const std::string out = TempDir("hosts-steps") + "/cap";
+  const Result r = CaptureHosts(
+      {a, b}, {"--iterations", "3", "--step_multiple", "10", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> line_a = LinesWith(r.err, "  " + a + " (");
+  const std::vector<std::string> line_b = LinesWith(r.err, "  " + b + " (");
+  ASSERT_EQ(line_a.size(), 1u) << r.err;
+  ASSERT_EQ(line_b.size(), 1u) << r.err;
+  // ", steps 50 to 52" (and maybe "; its window began ... late", which changes no step).
+  auto steps_of = [](const std::string& line) {
+    const size_t at = line.find(", steps ");
+    return at == std::string::npos ? "" : line.substr(at, line.find(';', at) - at);
+  };
+  EXPECT_TRUE(absl::StrContains(steps_of(line_a[0]), "0 to ")) << r.err;  // a multiple of 10
+  EXPECT_EQ(steps_of(line_b[0]), steps_of(line_a[0])) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "not in step")) << r.err;
+  // Three steps of each: a mark each.
+  MergedTrace merged = ReadMerged(out + "/trace.pftrace");
+  EXPECT_EQ(merged.slice_times["clock_marks @ " + a]["nrt_tensor_write"].size(), 3u) << r.err;
+  EXPECT_EQ(merged.slice_times["clock_marks @ " + b]["nrt_tensor_write"].size(), 3u) << r.err;
+}
+
+// Flags that cannot make a capture across hosts: one line each, exit 2, nothing written.
+TEST_F(CaptureHostsTest, BadHostListsAreRefusedInOneLine) {
+  const std::string out = TempDir("hosts-bad") + "/cap";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--hosts", "a:1,,b:2", "--duration", "1s", "--out", out},
+       "nrtprof capture: --hosts 'a:1,,b:2' has an empty entry\n"},
+      {{"--hosts", "a:1,b:2,a:1", "--duration", "1s", "--out", out},
+       "nrtprof capture: --hosts names a:1 twice\n"},
+      {{"--hosts", "a:1", "--duration", "1s"},
+       "nrtprof capture: --hosts needs --out DIR: the folder on this machine where every host's "
+       "files go\n"},
+      {{"--hosts", "a:1", "--addr", "a:1", "--duration", "1s", "--out", out},
+       "nrtprof capture: --hosts names every daemon: not with --addr\n"},
+  };
+  for (const auto& [flags, line] : cases) {
+    std::vector<std::string> argv = {Runfile("client/nrtprof"), "capture"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const Result r = RunProcess(argv, kCliEnv);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, line);
+  }
+  EXPECT_FALSE(Exists(out));
+}
+
+}  // namespace
+}  // namespace nrtprof
