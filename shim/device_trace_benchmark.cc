@@ -1,19 +1,17 @@
-// How fast the shim reads a fetched system-trace document, against the parser it replaced.
+// How fast the shim reads a fetched system-trace document.
 //
 //   bazel run -c opt //shim:device_trace_benchmark
 //
 // The documents hold the same work: 2000 executions (each an nrt_execute span around a
 // device_exec span: 4 events in the real shape) and 500 host-to-device writes (a tensor_write
 // span around its device-memory copy: 4 events), 10000 events in all, about what the flusher
-// fetches in 25 ms from a busy NeuronCore. The replaced path read our former shape (one event
-// per execution and per transfer, with durations) into a tree (shim/json_reader.h) and walked
-// it; it is kept here, as it was, for the comparison.
+// fetches in 25 ms from a busy NeuronCore. (The tree parser this reader replaced, measured
+// against it in shim/README.md, was removed once nothing but this benchmark used it.)
 #include <cstdio>
 #include <string>
 
 #include "benchmark/benchmark.h"
 #include "shim/device_trace.h"
-#include "shim/json_reader.h"
 #include "shim/sys_trace_reader.h"
 
 namespace nrtprof::shim {
@@ -60,84 +58,6 @@ std::string RealShapeDocument() {
   }
   return doc + "],\"data_version\":2}";
 }
-
-// Our former shape, the same work: one event per execution and per transfer.
-std::string FormerShapeDocument() {
-  std::string doc = "{\"trace_events\":[";
-  char buf[512];
-  for (int i = 0; i < kExecutions + kWrites; ++i) {
-    const bool exec = i < kExecutions;
-    snprintf(buf, sizeof(buf),
-             "%s{\"name\":\"%s\",\"type\":\"%s\",\"group\":\"nrt-nc-000\",\"id\":%d,"
-             "\"parent_id\":0,\"timestamp\":%llu,\"duration\":%d,\"process_id\":\"20417\","
-             "\"thread_id\":20417,\"lnc_idx\":\"0\",\"nc_idx\":0,%s}",
-             i == 0 ? "" : ",", exec ? "nc_exec_running" : "dma_h2d",
-             exec ? "nc_exec_running" : "dma_transfer", i + 1,
-             1000000000000ull + static_cast<unsigned long long>(i) * 400000,
-             exec ? 375000 : 154000,
-             exec ? "\"model_name\":\"aten_mul\",\"model_id\":3,\"exec_id\":7"
-                  : "\"size\":4,\"tensor_name\":\"eps\"");
-    doc += buf;
-  }
-  return doc +
-         "],\"cores\":[{\"nc_idx\":0,\"group\":\"nrt-nc-000\",\"capacity\":8192,"
-         "\"events_pending\":0,\"events_overwritten\":0}],"
-         "\"clock\":{\"device_minus_host_monotonic_ns\":999123456789}}";
-}
-
-// The replaced DeviceTraceParser::Parse, minus its overwrite bookkeeping.
-size_t FormerParse(const std::string& json, StringTable* strings) {
-  JsonValue doc;
-  std::string error;
-  if (!ParseJson(json, &doc, &error)) return 0;
-  const JsonValue* events = doc.Find("trace_events");
-  auto u64 = [](const JsonValue& o, const char* k) {
-    const JsonValue* v = o.Find(k);
-    return v != nullptr ? v->AsUint64() : 0;
-  };
-  auto str = [](const JsonValue& o, const char* k) -> std::string {
-    const JsonValue* v = o.Find(k);
-    return v != nullptr ? v->AsString() : std::string();
-  };
-  std::vector<nrtprof::Event> out;
-  for (const JsonValue& e : events->items()) {
-    nrtprof::Event& event = out.emplace_back();
-    const std::string type = str(e, "type");
-    event.set_kind(type == "nc_exec_running" ? nrtprof::EVENT_DEVICE_EXEC
-                                             : nrtprof::EVENT_DEVICE_DMA);
-    event.set_start_ns(u64(e, "timestamp"));
-    event.set_duration_ns(u64(e, "duration"));
-    event.set_tid(static_cast<uint32_t>(u64(e, "thread_id")));
-    event.set_name_iid(strings->Intern(str(e, "name")));
-    event.set_device_id(u64(e, "id"));
-    event.set_exec_id(u64(e, "exec_id"));
-    const std::string model = str(e, "model_name");
-    if (!model.empty()) event.set_model_name_iid(strings->Intern(model));
-    event.set_bytes(u64(e, "size"));
-  }
-  return out.size();
-}
-
-void BM_FormerTreeParserAndWalk_FormerShape(benchmark::State& state) {
-  const std::string doc = FormerShapeDocument();
-  StringTable strings;
-  for (auto _ : state) benchmark::DoNotOptimize(FormerParse(doc, &strings));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * doc.size()));
-  state.counters["doc_bytes"] = static_cast<double>(doc.size());
-}
-BENCHMARK(BM_FormerTreeParserAndWalk_FormerShape);
-
-void BM_FormerTreeParserOnly_RealShape(benchmark::State& state) {
-  const std::string doc = RealShapeDocument();
-  for (auto _ : state) {
-    JsonValue value;
-    std::string error;
-    benchmark::DoNotOptimize(ParseJson(doc, &value, &error));
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * doc.size()));
-  state.counters["doc_bytes"] = static_cast<double>(doc.size());
-}
-BENCHMARK(BM_FormerTreeParserOnly_RealShape);
 
 void BM_StreamingReaderOnly_RealShape(benchmark::State& state) {
   const std::string doc = RealShapeDocument();
