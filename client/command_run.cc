@@ -314,6 +314,7 @@ int RunCommand(int argc, char** argv) {
   }
   if (s.code() == absl::StatusCode::kUnavailable && !connection.private_daemon()) {
     // A standing daemon that restarted carries the capture on (its manifest); wait for it.
+    progress.Done();  // the line below must not land on the progress line
     fprintf(stderr, "nrtprof run: the daemon at %s is away; waiting up to 30 s for it\n",
             connection.address().c_str());
     grpc::ClientContext context;

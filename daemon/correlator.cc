@@ -510,7 +510,8 @@ class ProcessCorrelator {
       x.exact = t.known && c.bytes != 0;
       add_name(c.tensor_name);
     };
-    switch (CallFunction(e.function, c.name)) {
+    const nrtprof::ApiFunction function = CallFunction(e.function, c.name);
+    switch (function) {
       case nrtprof::API_NRT_EXECUTE:
       case nrtprof::API_NRT_EXECUTE_REPEAT: {
         const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
@@ -537,8 +538,7 @@ class ProcessCorrelator {
       case nrtprof::API_NRT_TENSOR_WRITE_BATCH:
       case nrtprof::API_NRT_TENSOR_READ_BATCH:
         if (ok) {
-          x.channels =
-              CallFunction(e.function, c.name) == nrtprof::API_NRT_TENSOR_WRITE_BATCH ? kH2d : kD2h;
+          x.channels = function == nrtprof::API_NRT_TENSOR_WRITE_BATCH ? kH2d : kD2h;
           x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
         }
         break;
