@@ -400,7 +400,8 @@ TEST_F(NrtprofdTcpTest, MutualTlsTakesClientsWithACertificateOfItsCa) {
       CallStatus(TlsChannel(both_port, tls_.ca, tls_.token, tls_.client_cert, tls_.client_key))
           .ok());
   kill(both.pid, SIGTERM);
-  EXPECT_EQ(Wait(&both), 0);
+  std::string both_err;
+  EXPECT_EQ(Wait(&both, &both_err), 0) << both_err;
 }
 
 TEST_F(NrtprofdTcpTest, AKeyThatIsNotTheCertificatesIsOneLine) {

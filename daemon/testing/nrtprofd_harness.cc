@@ -57,8 +57,15 @@ int Wait(DaemonRun* run, std::string* err) {
   waitpid(run->pid, &status, 0);
   const std::string text = ReadAll(run->stderr_fd);
   close(run->stderr_fd);
-  if (err != nullptr) *err = text;
-  return ExitCode(status);
+  const int code = ExitCode(status);
+  if (err != nullptr) {
+    *err = text;
+  } else if (code != 0) {
+    // The caller did not keep the daemon's words; a failed exit shows them anyway (a sanitizer's
+    // report, for one, is only there).
+    std::fprintf(stderr, "nrtprofd exited %d; its stderr:\n%s", code, text.c_str());
+  }
+  return code;
 }
 
 int RunToExit(const std::vector<std::string>& args, std::string* err) {
