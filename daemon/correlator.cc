@@ -369,6 +369,7 @@ class ProcessCorrelator {
       c.repeat = e->repeat;
       if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
       const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
+      c.function = f;
       if (e->model_handle != 0 && f != nrtprof::API_NRT_LOAD) {
         int32_t nc = -1;
         handles_.Model(e->model_handle, e->start_ns, str_, &c.model_name, &nc);

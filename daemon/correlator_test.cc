@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -523,6 +524,7 @@ TEST(CorrelatorTest, StreamsOfOneReconnectedProcessMerge) {
   const ProcessTrace& p = OnlyProcess(t);
   ASSERT_EQ(p.calls.size(), 2u);
   EXPECT_LT(p.calls[0].start_ns, p.calls[1].start_ns);
+  EXPECT_EQ(p.calls[0].function, nrtprof::API_NRT_EXECUTE);
   ASSERT_EQ(p.device.size(), 2u);
   EXPECT_EQ(p.device[0].correlation_id, p.calls[0].correlation_id);
   EXPECT_EQ(p.device[1].correlation_id, p.calls[1].correlation_id);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/summary.h"
+#include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -84,7 +85,8 @@ void Metrics::Add(const Trace& trace) {
   for (const ProcessTrace& p : trace.processes) {
     for (const ApiCall& call : p.calls) {
       ++calls_[{call.name, call.status}];
-      if (call.name == "nrt_execute" || call.name == "nrt_execute_repeat") {
+      if (call.function == nrtprof::API_NRT_EXECUTE ||
+          call.function == nrtprof::API_NRT_EXECUTE_REPEAT) {
         executions_[KeyOf(p.pid, p.executable, call.model_name.empty() ? "unknown" : call.model_name)] +=
             std::max<uint32_t>(call.repeat, 1);
       }

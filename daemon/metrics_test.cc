@@ -2,10 +2,12 @@
 // buckets are cumulative, label values escaped, and the status's gauges.
 #include "daemon/metrics.h"
 
+
 #include <string>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -17,6 +19,7 @@ Trace OneWindow(const std::string& executable) {
   p.executable = executable;
   ApiCall exec;
   exec.name = "nrt_execute";
+  exec.function = nrtprof::API_NRT_EXECUTE;
   exec.model_name = "aten_mul";
   exec.correlation_id = 1;
   exec.start_ns = 1000;
@@ -24,6 +27,7 @@ Trace OneWindow(const std::string& executable) {
   p.calls.push_back(exec);
   ApiCall failed = exec;
   failed.name = "nrt_tensor_write";
+  failed.function = nrtprof::API_NRT_TENSOR_WRITE;
   failed.status = 4;
   failed.correlation_id = 2;
   p.calls.push_back(failed);
@@ -112,6 +116,7 @@ Trace TwoModelsInOneOp() {
     ++id;
     ApiCall call;
     call.name = "nrt_execute";
+    call.function = nrtprof::API_NRT_EXECUTE;
     call.model_name = model;
     call.correlation_id = id;
     call.range = 1;

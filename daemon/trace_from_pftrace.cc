@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "daemon/call_ranges.h"
+#include "daemon/ingest.h"
 #include "daemon/trace_lanes.h"
 
 namespace nrtprof::daemon {
@@ -226,6 +227,7 @@ class Rebuilder {
       case TrackKind::kRuntime: {
         ApiCall& c = p.calls.emplace_back();
         c.name = std::move(*name);
+        c.function = CallFunction(nrtprof::API_FUNCTION_UNSPECIFIED, c.name);
         c.tid = t.tid;
         c.start_ns = ts;
         c.status = static_cast<int32_t>(args->Int("status", 0));

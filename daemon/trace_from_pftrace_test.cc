@@ -10,6 +10,7 @@
 #include "daemon/summary.h"
 #include "daemon/writer_test_util.h"
 #include "gtest/gtest.h"
+#include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -68,6 +69,7 @@ TEST(TraceFromPerfettoTest, ProcessesThreadsAndLanesComeBack) {
   ASSERT_EQ(p.calls.size(), 2u);
   const ApiCall& exec = p.calls[1];
   EXPECT_EQ(exec.name, "nrt_execute");
+  EXPECT_EQ(exec.function, nrtprof::API_NRT_EXECUTE);  // what /metrics and the summary count by
   EXPECT_EQ(exec.range, mul->id);  // the innermost range around it
   EXPECT_EQ(exec.model_name, "mlp");
   EXPECT_EQ(exec.nc_idx, 0);

@@ -31,6 +31,8 @@ struct RangeEvent {
 struct ApiCall {
   uint64_t correlation_id = 0;  // unique within the Trace (the shim's id, made unique per process)
   std::string name;             // "nrt_execute", "nrt_tensor_write", ...
+  int32_t function = 0;         // its nrtprof.ApiFunction number (common/api_functions.h); 0
+                                // for a name on no list
   uint32_t tid = 0;
   uint64_t start_ns = 0;
   uint64_t duration_ns = 0;
