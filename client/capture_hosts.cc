@@ -1,5 +1,6 @@
 #include "client/capture_hosts.h"
 
+#include <optional>
 #include <time.h>
 
 #include <algorithm>
@@ -53,6 +54,7 @@ struct Host {
   ClockEstimate clock;
   StartCaptureReply started;
   CaptureFiles files;
+  std::optional<StepWatch> steps;  // capture --iterations: its processes' steps
   std::string failure;  // why it was left out; empty while it is in
 
   bool in() const { return failure.empty(); }
@@ -160,10 +162,8 @@ void StopAndFetch(uint32_t wait_ms, Host* h) {
   if (!fetched.ok()) return h->Fail("its files could not be fetched", fetched.status());
 }
 
-// Until every host's processes have marked the capture's last step (or a signal, or an hour). A
-// host that stops answering is left out, said in one line, and waited for no more.
-int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
-               const sigset_t& stop_signals) {
+// The loop of AwaitSteps: a signal's number, or 0.
+int AwaitStepsOnEveryHost(std::vector<Host>* hosts, const sigset_t& stop_signals) {
   const absl::Time began = absl::Now();
   const timespec tick = absl::ToTimespec(absl::Milliseconds(200));
   for (;;) {
@@ -179,8 +179,7 @@ int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
         Say(absl::StrCat("host ", h.name, " is left out: ", h.failure));
         continue;
       }
-      const uint64_t final_step = h.started.first_step() + window.iterations - 1;
-      done = done && StepsDone(*now, window.pids, final_step);
+      done = h.steps->Done(*now) && done;
     }
     if (HostsIn(*hosts) == 0) return 0;
     if (done) {
@@ -189,6 +188,23 @@ int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
       return std::max(sigtimedwait(&stop_signals, nullptr, &settle), 0);
     }
   }
+}
+
+// Until every host's processes have marked the capture's last step or ended (or a signal, or an
+// hour); a process that ended before the last step is said. A host that stops answering is left
+// out, said in one line, and waited for no more.
+int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
+               const sigset_t& stop_signals) {
+  for (Host& h : *hosts) {
+    h.steps.emplace(window.pids, h.started.first_step() + window.iterations - 1);
+  }
+  const int signal_number = AwaitStepsOnEveryHost(hosts, stop_signals);
+  for (const Host& h : *hosts) {
+    for (const std::string& line : h.steps->EndedEarly()) {
+      Say(absl::StrCat("host ", h.name, ": ", line));
+    }
+  }
+  return signal_number;
 }
 
 std::string CaptureId() {
@@ -366,15 +382,31 @@ void SayWritten(const std::vector<Host>& hosts, const std::string& out,
 
 }  // namespace
 
-bool StepsDone(const StatusReply& status, const std::vector<uint32_t>& pids, uint64_t final_step) {
-  bool stepping = false, done = true;
+bool StepWatch::Done(const StatusReply& status) {
+  std::set<uint32_t> present;
+  bool done = true;
   for (const ConnectedProcess& p : status.processes()) {
     if (p.last_step() < 0) continue;
-    if (!pids.empty() && std::find(pids.begin(), pids.end(), p.pid()) == pids.end()) continue;
-    stepping = true;
-    done = done && p.last_step() >= static_cast<int64_t>(final_step);
+    if (!pids_.empty() && std::find(pids_.begin(), pids_.end(), p.pid()) == pids_.end()) continue;
+    present.insert(p.pid());
+    gone_.erase(p.pid());  // back (a stream that broke and came again)
+    last_step_[p.pid()] = p.last_step();
+    done = done && p.last_step() >= static_cast<int64_t>(final_step_);
   }
-  return stepping && done;
+  for (const auto& [pid, step] : last_step_) {
+    if (present.count(pid) == 0) gone_.insert(pid);
+  }
+  return !last_step_.empty() && done;
+}
+
+std::vector<std::string> StepWatch::EndedEarly() const {
+  std::vector<std::string> lines;
+  for (uint32_t pid : gone_) {
+    const int64_t step = last_step_.at(pid);
+    if (step >= static_cast<int64_t>(final_step_)) continue;
+    lines.push_back(absl::StrCat("pid ", pid, " ended before step ", final_step_));
+  }
+  return lines;
 }
 
 int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const std::string& out,

@@ -13,7 +13,10 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -31,9 +34,26 @@ struct CaptureWindow {
   uint32_t stacks = 0;
 };
 
-// Whether every process of `status` that marks steps (of `pids`, if any) has marked
-// `final_step`, and at least one does.
-bool StepsDone(const StatusReply& status, const std::vector<uint32_t>& pids, uint64_t final_step);
+// The wait of `capture --iterations` on one daemon: fed each status it answers, it says when
+// every process that marks steps (of `pids`, if any) has marked `final_step` or has gone (a
+// process that ends leaves the daemon's list), once at least one has been seen. Not
+// thread-safe.
+class StepWatch {
+ public:
+  StepWatch(std::vector<uint32_t> pids, uint64_t final_step)
+      : pids_(std::move(pids)), final_step_(final_step) {}
+
+  bool Done(const StatusReply& status);
+
+  // One line per process that went before the final step: "pid N ended before step F".
+  std::vector<std::string> EndedEarly() const;
+
+ private:
+  std::vector<uint32_t> pids_;
+  uint64_t final_step_;
+  std::map<uint32_t, int64_t> last_step_;  // every process seen marking steps: its last
+  std::set<uint32_t> gone_;
+};
 
 // `hosts`: the --hosts list as given; `out`: DIR, absolute. `stop_signals` (blocked in every
 // thread) end the window early. Returns the exit code.

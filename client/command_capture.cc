@@ -216,18 +216,22 @@ int CaptureCommand(int argc, char** argv) {
     // Until every process that marks steps (of the pids, if named) has marked the last one, or
     // has ended; at most an hour.
     const timespec tick = absl::ToTimespec(absl::Milliseconds(200));
+    StepWatch steps(pids, final_step);
     for (;;) {
       signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
       if (signal_number > 0 || absl::Now() - began > absl::Hours(1)) break;
       absl::StatusOr<StatusReply> now = connection.Status(2000);
       if (!now.ok()) break;  // StopCapture below says what is wrong
-      if (StepsDone(*now, pids, final_step)) {
+      if (steps.Done(*now)) {
         // The steps' device events come after their calls (the runtime's trace is fetched
         // every so often): a moment for them.
         const timespec settle = absl::ToTimespec(absl::Milliseconds(500));
         signal_number = sigtimedwait(&stop_signals, nullptr, &settle);
         break;
       }
+    }
+    for (const std::string& line : steps.EndedEarly()) {
+      fprintf(stderr, "nrtprof capture: %s\n", line.c_str());
     }
   } else if (Quiet()) {
   } else if (duration == absl::ZeroDuration()) {

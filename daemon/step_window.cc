@@ -33,7 +33,7 @@ void ClipToSteps(uint64_t first, uint64_t last, Trace* trace, std::vector<std::s
     }
     if (steps < last - first + 1) {
       notes->push_back(absl::StrCat("pid ", p.pid, " (", p.executable, "): ", steps, " of the ",
-                                    last - first + 1, " steps (the capture ended first)"));
+                                    last - first + 1, " steps (the others came after the window ended, or never)"));
     }
     auto within = [&](uint64_t t) { return t >= begin && t <= end; };
     CaptureVector<RangeEvent> ranges;

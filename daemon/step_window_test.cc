@@ -86,7 +86,7 @@ TEST(StepWindowTest, AnEarlyEndKeepsTheStepsThereAreAndSaysSo) {
   ClipToSteps(20, 24, &t, &notes);
   ASSERT_EQ(t.processes.size(), 1u);
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0], "pid 7 (train): 1 of the 5 steps (the capture ended first)");
+  EXPECT_EQ(notes[0], "pid 7 (train): 1 of the 5 steps (the others came after the window ended, or never)");
 }
 
 }  // namespace

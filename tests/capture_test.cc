@@ -294,6 +294,34 @@ TEST(CaptureTest, IterationsAreTheSameStepsInEveryProcess) {
   EXPECT_TRUE(absl::StrContains(testing::ReadFile(out + "/summary.txt"), "2.355ms")) << r.err;
 }
 
+// Whole steps of a program that ends first: the capture ends when it does, says so, and writes
+// the steps it made (it used to wait an hour for a step that never came).
+TEST(CaptureTest, IterationsEndWhenTheProcessesEndFirst) {
+  Daemon daemon("capture-steps-end");
+  ASSERT_TRUE(daemon.Start());
+  Background program(
+      {Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "400"},
+      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+       {"NRTPROF_ADDR", daemon.addr()},
+       {"NRT_SIM_TIME_SCALE", "1"}},
+      testing::TempDir("capture-steps-end"));
+  ASSERT_TRUE(AwaitConnected(daemon, 1));
+  const std::string out = testing::TempDir("capture-steps-end-out") + "/cap";
+  // Far more steps than the program makes; `timeout` turns the old hour's wait into a failure.
+  std::vector<std::string> argv = {"/usr/bin/timeout", "60"};
+  for (const std::string& a : Capture(daemon, {"--iterations", "50000", "--out", out})) {
+    argv.push_back(a);
+  }
+  const Result r = RunProcess(argv, kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(program.Wait(), 0) << program.err();
+  EXPECT_TRUE(absl::StrContains(r.err, " ended before step ")) << r.err;  // its last, never made
+  EXPECT_TRUE(absl::StrContains(r.err, " of the 50000 steps (the others came after")) << r.err;
+  // The steps it made in the window are in the trace.
+  const std::string trace = testing::ReadFile(out + "/trace.json");
+  EXPECT_TRUE(absl::StrContains(trace, "\"name\":\"ProfilerStep#")) << r.err;
+}
+
 TEST(CaptureTest, BadInputIsOneLine) {
   Daemon daemon("capture-bad");
   ASSERT_TRUE(daemon.Start());
