@@ -1,11 +1,18 @@
 #include "common/testing/spawn.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 extern char** environ;
 
@@ -81,6 +88,50 @@ pid_t Spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
 
 int ExitCode(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+ProcessResult RunToExit(const std::vector<std::string>& argv, SpawnOptions options,
+                        const std::string& scratch_dir, std::chrono::milliseconds timeout) {
+  static std::atomic<int> counter{0};
+  const std::string base = scratch_dir + "/" + std::to_string(getpid()) + "." +
+                           std::to_string(counter++);
+  options.stdout_path = base + ".out";
+  options.stderr_path = base + ".err";
+  ProcessResult result;
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = Spawn(argv, options);
+  if (pid < 0) {
+    result.err = std::string("fork: ") + strerror(errno);
+    return result;
+  }
+  result.pid = pid;
+  if (timeout.count() > 0) {
+    // glibc 2.36 declares pidfd_open without C linkage for C++: the system call itself.
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    struct pollfd p = {pidfd, POLLIN, 0};
+    if (pidfd < 0 || poll(&p, 1, static_cast<int>(timeout.count())) != 1) {
+      result.timed_out = true;
+      kill(pid, SIGKILL);
+    }
+    if (pidfd >= 0) close(pidfd);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.exit_code = ExitCode(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  result.out = ReadFile(options.stdout_path);
+  result.err = ReadFile(options.stderr_path);
+  return result;
 }
 
 }  // namespace nrtprof::testing

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -47,6 +48,26 @@ pid_t Spawn(const std::vector<std::string>& argv, const SpawnOptions& options);
 
 // waitpid()'s status as a shell says it: the exit code, or 128 + the signal that ended it.
 int ExitCode(int status);
+
+// A program run to its end.
+struct ProcessResult {
+  pid_t pid = -1;       // -1: it could not be started (err says why)
+  int exit_code = -1;   // as ExitCode() says it: 128 + the signal if one ended it
+  int term_signal = 0;  // the signal that ended it, if one did
+  bool timed_out = false;  // killed (SIGKILL) for outliving the timeout
+  std::string out, err;
+  double seconds = 0;   // from start to exit
+};
+
+// Runs argv to its exit with `options` (its stdout and stderr go to files in `scratch_dir`,
+// which exists, so a chatty child never blocks on a pipe; their paths in options are
+// overridden). A timeout above zero kills the child once it has run that long.
+ProcessResult RunToExit(const std::vector<std::string>& argv, SpawnOptions options,
+                        const std::string& scratch_dir,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+// A whole file, or "" if it cannot be read.
+std::string ReadFile(const std::string& path);
 
 }  // namespace nrtprof::testing
 

@@ -14,14 +14,7 @@
 
 namespace nrtprof::shim::testing {
 
-struct ProcessResult {
-  int pid = -1;
-  int exit_code = -1;   // when it exited
-  int term_signal = 0;  // when a signal ended it
-  bool timed_out = false;
-  std::string out, err;
-  double seconds = 0;
-};
+using ProcessResult = ::nrtprof::testing::ProcessResult;
 
 // Variables mapped to nullopt are removed from the environment.
 using EnvChanges = ::nrtprof::testing::EnvChanges;

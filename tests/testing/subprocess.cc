@@ -2,23 +2,13 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
-#include <sstream>
 
 #include "common/testing/spawn.h"
 
 namespace nrtprof::testing {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -60,20 +50,10 @@ std::string TempDir(const std::string& name) {
 }
 
 Result RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
-  const std::string dir = TempDir("run");
   SpawnOptions options;
   options.env = EmptyUnsets(env);
-  options.stdout_path = dir + "/stdout";
-  options.stderr_path = dir + "/stderr";
-  Result result;
-  const pid_t pid = Spawn(argv, options);
-  if (pid < 0) return result;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  result.exit_code = ExitCode(status);
-  result.out = ReadFile(options.stdout_path);
-  result.err = ReadFile(options.stderr_path);
-  return result;
+  const ProcessResult ran = RunToExit(argv, options, TempDir("run"));
+  return {ran.exit_code, ran.out, ran.err};
 }
 
 }  // namespace nrtprof::testing

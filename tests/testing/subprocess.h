@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/spawn.h"  // ReadFile
+
 namespace nrtprof::testing {
 
 struct Result {
@@ -38,7 +40,6 @@ std::string Runfile(const std::string& workspace_path);
 // A fresh folder under TEST_TMPDIR.
 std::string TempDir(const std::string& name);
 
-std::string ReadFile(const std::string& path);
 bool Exists(const std::string& path);
 
 }  // namespace nrtprof::testing
