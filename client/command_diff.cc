@@ -1,9 +1,10 @@
 // `nrtprof diff A B [--format text|csv|json] [--limit N]`: two captures side by side, row by
 // row of their key_averages tables (framework ops, and runtime calls outside any op): the
-// calls, the self device (NEURON) time, the device time per call, and the change from A to B,
-// sorted by how much the change is (largest first). The totals close the table.
+// calls, the self device (NEURON) time, the device time per call (the summary's "NEURON time
+// avg": all the device time under the row, so a step's or a module's own cost shows), and the
+// change of the self device time from A to B, sorted by how much it is (largest first). The
+// totals close the table. Times are written as the summary table writes them.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -32,21 +33,21 @@ struct DiffRow {
   std::string name;
   uint64_t calls_a = 0, calls_b = 0;
   uint64_t device_a = 0, device_b = 0;  // self NEURON, ns
+  uint64_t total_a = 0, total_b = 0;    // NEURON total (under the row), ns
   uint64_t cpu_a = 0, cpu_b = 0;        // self CPU, ns
   int64_t change() const { return static_cast<int64_t>(device_b) - static_cast<int64_t>(device_a); }
 };
 
-// "2.355ms", "403.659us", as the summary table writes times.
-std::string Duration(double ns) {
-  if (std::fabs(ns) >= 1e6) return absl::StrFormat("%.3fms", ns / 1e6);
-  return absl::StrFormat("%.3fus", ns / 1e3);
-}
-
+// The device time per call as the summary's "NEURON time avg" says it, or "-" without calls.
 std::string PerCall(uint64_t ns, uint64_t calls) {
-  return calls == 0 ? "-" : Duration(static_cast<double>(ns) / calls);
+  return calls == 0 ? "-" : daemon::FormatDuration(ns / calls);
 }
 
-std::string Change(int64_t ns) { return (ns > 0 ? "+" : "") + Duration(static_cast<double>(ns)); }
+// "+2.250ms", "-6.616ms", "0.000us".
+std::string Change(int64_t ns) {
+  const uint64_t size = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  return (ns > 0 ? "+" : ns < 0 ? "-" : "") + daemon::FormatDuration(size);
+}
 
 std::string Ratio(uint64_t a, uint64_t b) {
   return a == 0 ? (b == 0 ? "-" : "new") : absl::StrFormat("%.2fx", static_cast<double>(b) / a);
@@ -76,6 +77,7 @@ int DiffCommand(int argc, char** argv) {
     d.name = r.name;
     d.calls_a = r.calls;
     d.device_a = r.self_device_ns;
+    d.total_a = r.device_total_ns;
     d.cpu_a = r.self_cpu_ns;
   }
   for (const daemon::SummaryRow& r : b->rows) {
@@ -83,6 +85,7 @@ int DiffCommand(int argc, char** argv) {
     d.name = r.name;
     d.calls_b = r.calls;
     d.device_b = r.self_device_ns;
+    d.total_b = r.device_total_ns;
     d.cpu_b = r.self_cpu_ns;
   }
   std::vector<DiffRow> rows;
@@ -102,8 +105,10 @@ int DiffCommand(int argc, char** argv) {
       absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", daemon::JsonString(r.name),
                       ", \"calls_a\": ", r.calls_a, ", \"calls_b\": ", r.calls_b,
                       ", \"self_device_ns_a\": ", r.device_a, ", \"self_device_ns_b\": ",
-                      r.device_b, ", \"self_cpu_ns_a\": ", r.cpu_a, ", \"self_cpu_ns_b\": ",
-                      r.cpu_b, ", \"self_device_change_ns\": ", r.change(), "}");
+                      r.device_b, ", \"device_total_ns_a\": ", r.total_a,
+                      ", \"device_total_ns_b\": ", r.total_b, ", \"self_cpu_ns_a\": ", r.cpu_a,
+                      ", \"self_cpu_ns_b\": ", r.cpu_b, ", \"self_device_change_ns\": ", r.change(),
+                      "}");
     }
     absl::StrAppend(&out, "\n  ],\n  \"self_device_total_ns_a\": ", a->self_device_total_ns,
                     ",\n  \"self_device_total_ns_b\": ", b->self_device_total_ns,
@@ -111,41 +116,42 @@ int DiffCommand(int argc, char** argv) {
                     ",\n  \"self_cpu_total_ns_b\": ", b->self_cpu_total_ns, "\n}\n");
   } else if (format == "csv") {
     out = "name,calls_a,calls_b,self_device_ns_a,self_device_ns_b,self_device_change_ns,"
-          "self_cpu_ns_a,self_cpu_ns_b\n";
+          "self_cpu_ns_a,self_cpu_ns_b,device_total_ns_a,device_total_ns_b\n";
     for (const DiffRow& r : rows) {
       absl::StrAppend(&out, daemon::CsvField(r.name), ",", r.calls_a, ",", r.calls_b, ",", r.device_a,
-                      ",", r.device_b, ",", r.change(), ",", r.cpu_a, ",", r.cpu_b, "\n");
+                      ",", r.device_b, ",", r.change(), ",", r.cpu_a, ",", r.cpu_b, ",", r.total_a,
+                      ",", r.total_b, "\n");
     }
   } else {
     size_t width = 4;
     for (const DiffRow& r : rows) width = std::max(width, std::min<size_t>(r.name.size(), 55));
-    const std::string rule = absl::StrCat(std::string(width, '-'), "  ", std::string(8, '-'), "  ",
-                                          std::string(8, '-'), "  ", std::string(12, '-'), "  ",
-                                          std::string(12, '-'), "  ", std::string(12, '-'), "  ",
-                                          std::string(12, '-'), "  ", std::string(12, '-'));
+    std::string rule = absl::StrCat(std::string(width, '-'), "  ", std::string(8, '-'), "  ",
+                                    std::string(8, '-'));
+    for (int column = 0; column < 5; ++column) absl::StrAppend(&rule, "  ", std::string(13, '-'));
     absl::StrAppend(&out, "A: ", a->capture_id, "   B: ", b->capture_id, "\n", rule, "\n");
-    absl::StrAppend(&out, absl::StrFormat("%*s  %8s  %8s  %12s  %12s  %12s  %12s  %12s\n",
+    absl::StrAppend(&out, absl::StrFormat("%*s  %8s  %8s  %13s  %13s  %13s  %13s  %13s\n",
                                           static_cast<int>(width), "Name", "Calls A", "Calls B",
-                                          "NEURON A", "NEURON B", "per call A", "per call B",
-                                          "Change"),
+                                          "Self NEURON A", "Self NEURON B", "NEURON avg A",
+                                          "NEURON avg B", "Self change"),
                     rule, "\n");
     for (const DiffRow& r : rows) {
       std::string name = r.name.size() > width ? r.name.substr(0, width - 3) + "..." : r.name;
-      absl::StrAppend(&out, absl::StrFormat("%*s  %8d  %8d  %12s  %12s  %12s  %12s  %12s\n",
+      absl::StrAppend(&out, absl::StrFormat("%*s  %8d  %8d  %13s  %13s  %13s  %13s  %13s\n",
                                             static_cast<int>(width), name, r.calls_a, r.calls_b,
-                                            Duration(r.device_a), Duration(r.device_b),
-                                            PerCall(r.device_a, r.calls_a),
-                                            PerCall(r.device_b, r.calls_b), Change(r.change())));
+                                            daemon::FormatDuration(r.device_a),
+                                            daemon::FormatDuration(r.device_b),
+                                            PerCall(r.total_a, r.calls_a),
+                                            PerCall(r.total_b, r.calls_b), Change(r.change())));
     }
     absl::StrAppend(
-        &out, rule, "\n", "Self NEURON time total: ", Duration(a->self_device_total_ns), " -> ",
-        Duration(b->self_device_total_ns), " (",
+        &out, rule, "\n", "Self NEURON time total: ", daemon::FormatDuration(a->self_device_total_ns),
+        " -> ", daemon::FormatDuration(b->self_device_total_ns), " (",
         Change(static_cast<int64_t>(b->self_device_total_ns) -
                static_cast<int64_t>(a->self_device_total_ns)),
         ", ", Ratio(a->self_device_total_ns, b->self_device_total_ns), ")\n",
-        "Self CPU time total: ", Duration(a->self_cpu_total_ns), " -> ",
-        Duration(b->self_cpu_total_ns), " (", Ratio(a->self_cpu_total_ns, b->self_cpu_total_ns),
-        ")\n");
+        "Self CPU time total: ", daemon::FormatDuration(a->self_cpu_total_ns), " -> ",
+        daemon::FormatDuration(b->self_cpu_total_ns), " (",
+        Ratio(a->self_cpu_total_ns, b->self_cpu_total_ns), ")\n");
   }
   fputs(out.c_str(), stdout);
   return 0;

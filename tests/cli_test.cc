@@ -248,10 +248,14 @@ TEST(CliTest, DiffShowsWhereTheDeviceTimeWent) {
   const Result text = Nrtprof({"diff", dir + "/naive", dir + "/compiled"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   // The largest change first: the six eager ops gone, one compiled kernel in their place.
-  const size_t mul = text.out.find("aten::mul        18         0       6.616ms       0.000us");
+  const size_t mul = text.out.find("aten::mul        18         0        6.616ms        0.000us");
   const size_t compiled = text.out.find(
-      "CompiledFunction         0         6       0.000us       2.250ms             -     "
-      "375.066us      +2.250ms");
+      "CompiledFunction         0         6        0.000us        2.250ms              -      "
+      "375.066us       +2.250ms");
+  // A step's device time, as the summary's "NEURON time avg" gives it: one-sixth.
+  EXPECT_TRUE(absl::StrContains(text.out, "ProfilerStep*         4         4        0.000us        "
+                                          "0.000us        2.355ms      375.066us        0.000us"))
+      << text.out;
   EXPECT_NE(mul, std::string::npos) << text.out;
   EXPECT_NE(compiled, std::string::npos) << text.out;
   EXPECT_LT(mul, compiled) << text.out;
@@ -263,7 +267,7 @@ TEST(CliTest, DiffShowsWhereTheDeviceTimeWent) {
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
   EXPECT_EQ(csv.out,
             "name,calls_a,calls_b,self_device_ns_a,self_device_ns_b,self_device_change_ns,"
-            "self_cpu_ns_a,self_cpu_ns_b\n" +
+            "self_cpu_ns_a,self_cpu_ns_b,device_total_ns_a,device_total_ns_b\n" +
                 csv.out.substr(csv.out.find('\n') + 1));
   EXPECT_TRUE(absl::StartsWith(csv.out.substr(csv.out.find('\n') + 1), "aten::mul,18,0,66156"))
       << csv.out;
