@@ -89,9 +89,11 @@ int StatusCommand(int argc, char** argv) {
   printf("uptime:              %.1f s\n", status->uptime_ms() / 1000.0);
   printf("connected processes: %d\n", status->processes_size());
   for (const ConnectedProcess& p : status->processes()) {
-    printf("  pid %-8u %-40s capture %-20s events %llu\n", p.pid(), p.executable().c_str(),
-           p.capture_id().empty() ? "-" : p.capture_id().c_str(),
-           static_cast<unsigned long long>(p.events_received()));
+    // The executable last: a long path then leaves the columns before it aligned.
+    const std::string step = p.last_step() < 0 ? "-" : std::to_string(p.last_step());
+    printf("  pid %-8u events %-10llu step %-8s capture %-18s %s\n", p.pid(),
+           static_cast<unsigned long long>(p.events_received()), step.c_str(),
+           p.capture_id().empty() ? "-" : p.capture_id().c_str(), p.executable().c_str());
   }
   printf("events received:     %llu\n",
          static_cast<unsigned long long>(status->events_received()));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -264,6 +265,25 @@ TEST(CaptureTest, IterationsAreTheSameStepsInEveryProcess) {
     usleep(400'000);
   }
   ASSERT_TRUE(AwaitConnected(daemon, 2));
+  // nrtprof status shows each process's latest step once it has marked one, its executable last.
+  Result status;
+  int stepping = 0;
+  for (int attempt = 0; attempt < 50 && stepping < 2; ++attempt) {
+    if (attempt > 0) usleep(100'000);
+    status = RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv);
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    stepping = 0;
+    for (absl::string_view line : absl::StrSplit(status.out, '\n')) {
+      if (!absl::StartsWith(line, "  pid ") || !absl::EndsWith(line, "examples/rmsnorm")) continue;
+      const size_t at = line.find(" step ");
+      ASSERT_NE(at, absl::string_view::npos) << status.out;
+      uint64_t step = 0;
+      if (absl::SimpleAtoi(line.substr(at + 6, line.find(' ', at + 6) - at - 6), &step)) {
+        ++stepping;
+      }
+    }
+  }
+  EXPECT_EQ(stepping, 2) << status.out;
   const std::string out = dir + "/cap";
   const Result r = RunProcess(
       Capture(daemon, {"--iterations", "5", "--step-multiple", "10", "--out", out}), kCliEnv);
