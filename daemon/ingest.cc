@@ -1,6 +1,7 @@
 #include "daemon/ingest.h"
 
 #include <algorithm>
+#include <new>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -481,6 +482,16 @@ void ProcessIngest::BeginCapture() {
   if (capturing_) return;
   capturing_ = true;
   events_.clear();
+  // The capture's events in one reservation of address space (CaptureVector's blocks are
+  // mappings whose pages the kernel provides only as events fill them, so a process that
+  // records little costs little). Grown by doubling instead, each growth was fresh memory and a
+  // copy: most of ingest's time where fresh pages are dear (BENCHMARKS.md, "capture --last").
+  // Where the system refuses the address space (strict overcommit), the vector grows as before.
+  try {
+    events_.reserve(std::min<uint64_t>(limits_.max_events_per_process,
+                                       kReservedCaptureBytes / sizeof(IngestedEvent)));
+  } catch (const std::bad_alloc&) {
+  }
   // A stream that has had batches knows the shim's counters at this point; one that has not
   // knows the events sent only from its first batch (Apply).
   shim_at_begin_known_ = batches_applied_ != 0;

@@ -26,6 +26,10 @@
 
 namespace nrtprof::daemon {
 
+// The most address space a capture reserves up front for one process's events (pages come
+// only as they fill); past it the events' vector grows by doubling.
+inline constexpr uint64_t kReservedCaptureBytes = uint64_t{1} << 30;
+
 // Bounds on what one process may make the daemon keep. Beyond max_events_per_capture, events
 // are counted as dropped (DropCounts::daemon_overflow); beyond the other bounds a batch is
 // refused (RESOURCE_EXHAUSTED), except model files, whose bytes are then not kept.
