@@ -1,7 +1,7 @@
 // nrtprof_first_touch: what a byte of fresh memory costs on this machine, against a byte of
 // memory already faulted in. The daemon's capture path is bound by it (BENCHMARKS.md, "capture
 // --last"): every byte a capture touches for the first time is a page the kernel must map and
-// zero. Maps 1 GiB, touches one byte a page (4 KiB pages, then 2 MiB transparent huge pages),
+// zero, and on a VM with free page reporting one the host must provide again. Maps 1 GiB, touches one byte a page (4 KiB pages, then 2 MiB transparent huge pages),
 // then rewrites the whole of it; the thread's CPU time per byte. Prints figures; asserts nothing.
 #include <stdint.h>
 #include <stdio.h>
