@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,26 @@ int Wait(DaemonRun* run, std::string* err) {
 int RunToExit(const std::vector<std::string>& args, std::string* err) {
   DaemonRun run = Start(args);
   EXPECT_FALSE(run.ready);
+  if (run.ready) kill(run.pid, SIGTERM);  // the test fails, and does not wait forever
   return Wait(&run, err);
+}
+
+int RunWithOutput(const std::vector<std::string>& args, const std::string& stdout_path,
+                  std::string* out, std::string* err) {
+  int err_pipe[2];
+  EXPECT_EQ(pipe2(err_pipe, O_CLOEXEC), 0);
+  std::vector<std::string> argv = {kDaemon};
+  argv.insert(argv.end(), args.begin(), args.end());
+  SpawnOptions options;
+  options.stdout_path = stdout_path;
+  options.stderr_fd = err_pipe[1];
+  DaemonRun run;
+  run.pid = Spawn(argv, options);
+  close(err_pipe[1]);
+  run.stderr_fd = err_pipe[0];
+  const int code = Wait(&run, err);
+  *out = ReadFileText(stdout_path);
+  return code;
 }
 
 void DaemonTest::SetUp() {

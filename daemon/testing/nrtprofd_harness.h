@@ -43,9 +43,14 @@ DaemonRun Start(const std::vector<std::string>& args);
 // is not null, the daemon's stderr.
 int Wait(DaemonRun* run, std::string* err = nullptr);
 
-// A run expected to fail before it is ready (a test failure if it got ready): its exit code
-// and stderr.
+// A run expected to fail before it is ready (a test failure if it got ready, and then it is
+// stopped with SIGTERM): its exit code and stderr.
 int RunToExit(const std::vector<std::string>& args, std::string* err);
+
+// nrtprofd run with `args` alone (no --ready_fd) to its exit, as a user runs `nrtprofd --help`:
+// its exit code, its stdout (through the file `stdout_path`) and its stderr.
+int RunWithOutput(const std::vector<std::string>& args, const std::string& stdout_path,
+                  std::string* out, std::string* err);
 
 // The fixture: a folder of the test's own, /tmp/PREFIX-XXXXXX (short: socket paths are limited
 // to 107 bytes), removed with all in it after the test.
