@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -27,13 +28,16 @@ bool DefinedIn(const absl::CommandLineFlag& flag, absl::string_view file) {
 
 std::string Invocation(const absl::CommandLineFlag& flag) {
   const std::string word = FlagValueWord(flag);
-  return absl::StrCat("  --", flag.Name(), word.empty() ? "" : " ", word);
+  // A one-letter flag is written as such flags usually are: -o FILE.
+  return absl::StrCat(flag.Name().size() == 1 ? "  -" : "  --", flag.Name(),
+                      word.empty() ? "" : " ", word);
 }
 
 std::string Description(const absl::CommandLineFlag& flag) {
   const std::string fallback = flag.IsOfType<bool>() ? "false" : "";
   const std::string default_value = flag.DefaultValue();
-  if (default_value == fallback) return flag.Help();
+  // A help string that says its default itself knows it better (-1 for "not given", say).
+  if (default_value == fallback || absl::StrContains(flag.Help(), "(default")) return flag.Help();
   return absl::StrCat(flag.Help(), " (default: ", default_value, ")");
 }
 

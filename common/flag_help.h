@@ -21,11 +21,11 @@ namespace nrtprof {
 std::string FlagValueWord(const absl::CommandLineFlag& flag);
 
 // One block of lines per flag, in the order given:
-//   "  --name VALUE   help string (default: D)"
+//   "  --name VALUE   help string (default: D)"    ("  -o VALUE ..." for a one-letter name)
 // the help strings starting in one column (a name too long for it puts its help on the next
 // line), wrapped at word boundaries so that no line is longer than `width` columns (unless a
-// single word is). "(default: D)" is left out when the default is empty, and for bools that
-// default to false.
+// single word is). "(default: D)" is left out when the default is empty, for bools that
+// default to false, and when the help string says its default itself ("(default ...").
 std::string FlagHelpLines(const std::vector<const absl::CommandLineFlag*>& flags,
                           size_t width = 100);
 

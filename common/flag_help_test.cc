@@ -21,6 +21,8 @@ ABSL_FLAG(uint64_t, bytes, 1024,
           "is counted and shown in the status, so that nothing is dropped without a word about "
           "it anywhere");
 ABSL_FLAG(absl::Duration, every, absl::Seconds(2), "how often");
+ABSL_FLAG(std::string, o, "", "the file to write");
+ABSL_FLAG(int, depth, -1, "how deep (default: $DEPTH, else 0)");
 
 namespace nrtprof {
 namespace {
@@ -33,8 +35,8 @@ std::vector<std::string> Names(const std::vector<const absl::CommandLineFlag*>& 
 
 TEST(FlagHelp, FindsTheFlagsOfOneFileOnly) {
   EXPECT_EQ(Names(FlagsDefinedIn(__FILE__)),
-            (std::vector<std::string>{"bytes", "colour", "every", "name_of_a_rather_long_flag",
-                                      "verbose", "where"}));
+            (std::vector<std::string>{"bytes", "colour", "depth", "every",
+                                      "name_of_a_rather_long_flag", "o", "verbose", "where"}));
   EXPECT_NE(FlagDefinedIn(__FILE__, "where"), nullptr);
   EXPECT_EQ(FlagDefinedIn(__FILE__, "nowhere"), nullptr);
   EXPECT_EQ(FlagDefinedIn("common/another_file.cc", "where"), nullptr);
@@ -48,15 +50,17 @@ TEST(FlagHelp, ValueWordsComeFromTheType) {
 }
 
 TEST(FlagHelp, OneAlignedEntryPerFlagWithItsDefault) {
-  const std::string help = FlagHelpLines({FlagDefinedIn(__FILE__, "verbose"),
-                                          FlagDefinedIn(__FILE__, "colour"),
-                                          FlagDefinedIn(__FILE__, "where"),
-                                          FlagDefinedIn(__FILE__, "every")});
+  const std::string help =
+      FlagHelpLines({FlagDefinedIn(__FILE__, "verbose"), FlagDefinedIn(__FILE__, "colour"),
+                     FlagDefinedIn(__FILE__, "where"), FlagDefinedIn(__FILE__, "every"),
+                     FlagDefinedIn(__FILE__, "o"), FlagDefinedIn(__FILE__, "depth")});
   EXPECT_EQ(help,
             "  --verbose       say more\n"
             "  --colour        colour the table (default: true)\n"
             "  --where STRING  the folder to write to\n"
-            "  --every D       how often (default: 2s)\n")
+            "  --every D       how often (default: 2s)\n"
+            "  -o STRING       the file to write\n"
+            "  --depth N       how deep (default: $DEPTH, else 0)\n")
       << help;
 }
 
