@@ -369,7 +369,6 @@ Parsed ParseFlags(int argc, char** argv, std::string* error) {
   return CheckFlagValues(error) ? Parsed::kRun : Parsed::kError;
 }
 
-
 // The socket's path from --socket: PATH, unix:PATH or unix://PATH; relative paths from the
 // current folder.
 bool SocketPath(uid_t uid, std::string* path, std::string* error) {
