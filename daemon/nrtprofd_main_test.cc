@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <regex>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/testing/spawn.h"
 #include "daemon/testing/hello_answer.h"
 #include "daemon/testing/nrtprofd_harness.h"
 #include "grpcpp/grpcpp.h"
@@ -322,9 +324,11 @@ std::vector<std::string> NamesInSettingsFile(const std::string& path) {
 TEST_F(NrtprofdTest, HelpListsEveryFlagOnceFromItsDefinition) {
   const std::vector<std::string> defined = FlagsInTheSource();
   ASSERT_GE(defined.size(), 20u);
-  std::string out, err;
-  ASSERT_EQ(RunWithOutput({"--help"}, folder_ + "/help.txt", &out, &err), 0) << err;
-  EXPECT_EQ(err, "");
+  const ProcessResult help =
+      RunToExit({"daemon/nrtprofd", "--help"}, SpawnOptions(), folder_, std::chrono::seconds(60));
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_EQ(help.err, "");
+  const std::string& out = help.out;
   EXPECT_TRUE(absl::StartsWith(out, "usage: nrtprofd ")) << out;
   std::vector<std::string> listed;  // each flag's first line: "  --NAME VALUE   help"
   for (absl::string_view line : absl::StrSplit(out, '\n')) {

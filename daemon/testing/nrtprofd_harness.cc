@@ -76,24 +76,6 @@ int RunToExit(const std::vector<std::string>& args, std::string* err) {
   return Wait(&run, err);
 }
 
-int RunWithOutput(const std::vector<std::string>& args, const std::string& stdout_path,
-                  std::string* out, std::string* err) {
-  int err_pipe[2];
-  EXPECT_EQ(pipe2(err_pipe, O_CLOEXEC), 0);
-  std::vector<std::string> argv = {kDaemon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  SpawnOptions options;
-  options.stdout_path = stdout_path;
-  options.stderr_fd = err_pipe[1];
-  DaemonRun run;
-  run.pid = Spawn(argv, options);
-  close(err_pipe[1]);
-  run.stderr_fd = err_pipe[0];
-  const int code = Wait(&run, err);
-  *out = ReadFileText(stdout_path);
-  return code;
-}
-
 void DaemonTest::SetUp() {
   std::string templ = absl::StrCat("/tmp/", folder_prefix_, "-XXXXXX");
   ASSERT_NE(mkdtemp(templ.data()), nullptr) << templ << ": " << strerror(errno);

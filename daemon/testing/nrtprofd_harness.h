@@ -47,11 +47,6 @@ int Wait(DaemonRun* run, std::string* err = nullptr);
 // stopped with SIGTERM): its exit code and stderr.
 int RunToExit(const std::vector<std::string>& args, std::string* err);
 
-// nrtprofd run with `args` alone (no --ready_fd) to its exit, as a user runs `nrtprofd --help`:
-// its exit code, its stdout (through the file `stdout_path`) and its stderr.
-int RunWithOutput(const std::vector<std::string>& args, const std::string& stdout_path,
-                  std::string* out, std::string* err);
-
 // The fixture: a folder of the test's own, /tmp/PREFIX-XXXXXX (short: socket paths are limited
 // to 107 bytes), removed with all in it after the test.
 class DaemonTest : public ::testing::Test {
