@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/commands.h"
+#include "common/flag_help.h"
 
 namespace nrtprof::cli {
 namespace {
@@ -24,13 +25,14 @@ constexpr char kVersion[] = "0.1.0";
 struct Command {
   const char* name;
   int (*run)(int argc, char** argv);
-  const char* usage;  // one line after "nrtprof "
+  const char* usage;  // one line after "nrtprof ": the synopsis
   const char* what;   // one line: what it is for
-  // Its own help: the flags and examples, after the usage line.
-  const char* help;
-  std::vector<const char*> flags;       // the flags it takes (absl's names)
-  std::vector<const char*> bool_flags;  // of those, the ones that take no value
-  bool takes_program = false;           // run: everything from the first argument on is CMD
+  // The flags it takes (absl's names), in the order its --help lists them; their help lines
+  // are generated from their ABSL_FLAG definitions (common/flag_help.h).
+  std::vector<const char*> flags;
+  // What its --help says after the flags: notes and examples.
+  const char* notes;
+  bool takes_program = false;  // run: everything from the first argument on is CMD
 };
 
 const std::vector<Command>& Commands() {
@@ -39,129 +41,84 @@ const std::vector<Command>& Commands() {
        "run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
        "[--quiet] [--addr ADDRESS ...] [--] CMD ARGS...",
        "run CMD under the profiler and print where its device time went",
-       "  --out DIR          the capture's folder (default ./nrtprof-captures/CAPTURE_ID)\n"
-       "  --stacks N         call-stack depth recorded for each runtime call, 0 (off) to 64\n"
-       "  --device-profile   also the runtime's device profile of each model: the engines' ops\n"
-       "                     and I/O DMA inside every execution (NRTPROF_DEVICE_PROFILE=1)\n"
-       "  --mode MODE        best_effort (default, or NRTPROF_MODE) or lossless (spooled to disk)\n"
-       "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
-       "  --addr ADDRESS     a standing daemon (unix:/path or HOST:PORT with --tls_ca and\n"
-       "                     --token_file or --tls_cert/--tls_key); default: $NRTPROF_ADDR, the\n"
-       "                     per-user socket if a trusted daemon answers, else a private one\n"
+       {"out", "stacks", "device_profile", "mode", "quiet", NRTPROF_DAEMON_FLAGS},
        "Everything from CMD on is the program's, flags included; `--` before CMD is optional.\n"
        "Exits with CMD's exit code.\n\n"
        "examples:\n"
        "  nrtprof run -- python3 train.py --epochs 1\n"
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
-       {"out", "stacks", "device_profile", "mode", NRTPROF_DAEMON_FLAGS},
-       {"device_profile", "quiet"},
        true},
       {"capture", CaptureCommand,
        "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
        "[--pid PID]... [--out DIR] [--stacks N] [--quiet] [--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
-       "  --duration D       record from now for D (10s, 1m30s, 500ms; at most 24h)\n"
-       "  --last L           also the L before now, from the daemon's flight recorder\n"
-       "  --iterations N     N whole training steps (nrtprof_step) of each process instead\n"
-       "  --step_multiple K  ... from the next step number that is a multiple of K (processes in\n"
-       "                     step record the same steps)\n"
-       "  --pid PID          only these processes (--pid 1,2 or --pid 1 --pid 2)\n"
-       "  --out DIR          the capture's folder (default: the daemon's, or ./nrtprof-captures/ID)\n"
-       "  --stacks N         call-stack depth, 0 (off) to 64\n"
-       "  --quiet            only errors and warnings: no table, no list of files, no progress\n"
-       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n"
-       "  --hosts H:P,...    several daemons (TCP) at one instant, clocks aligned; every host's\n"
-       "                     files come to --out DIR, with a merged trace.pftrace and summary\n\n"
+       {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks", "quiet",
+        "hosts", NRTPROF_DAEMON_FLAGS},
        "examples:\n"
        "  nrtprof capture --last 30s\n"
        "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n"
        "  nrtprof capture --iterations 5 --step_multiple 100\n"
        "  nrtprof capture --hosts trn1:50051,trn2:50051 --tls_ca ca.pem --token_file token \\\n"
-       "      --iterations 3 --step_multiple 100 --out step-1200\n",
-       {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks", "hosts",
-        NRTPROF_DAEMON_FLAGS},
-       {"quiet"}},
+       "      --iterations 3 --step_multiple 100 --out step-1200\n"},
       {"summary", SummaryCommand,
        "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N] "
        "[--from-trace]",
        "the key_averages table of a capture, re-sorted or re-formatted",
-       "  --sort KEY         self_device (default), device_total, self_cpu, cpu_total, calls, name\n"
-       "  --format FORMAT    text (default), csv or json\n"
-       "  --limit N          only the first N rows (0: all)\n"
-       "  --from-trace       recompute the table from trace.pftrace, not summary.json\n\n"
+       {"sort", "format", "limit", "from_trace"},
        "examples:\n"
        "  nrtprof summary nrtprof-captures/20261203-101500 --sort calls --limit 10\n"
        "  nrtprof summary cap/summary.json --format csv > table.csv\n"
-       "  nrtprof summary cap/trace.pftrace --from-trace\n",
-       {"sort", "format", "limit"},
-       {"from_trace"}},
+       "  nrtprof summary cap/trace.pftrace --from-trace\n"},
       {"diff", DiffCommand, "diff CAPTURE_A CAPTURE_B [--format text|csv|json] [--limit N]",
        "two captures side by side, row by row, sorted by the change in device time",
-       "  --format FORMAT    text (default), csv or json\n"
-       "  --limit N          only the N rows that changed most (0: all)\n\n"
+       {"format", "limit"},
        "examples:\n"
        "  nrtprof diff rmsnorm-naive rmsnorm-compiled\n"
-       "  nrtprof diff before/summary.json after --format csv > change.csv\n",
-       {"format", "limit"},
-       {}},
+       "  nrtprof diff before/summary.json after --format csv > change.csv\n"},
       {"report", ReportCommand, "report CAPTURE_DIR [-o report.html] [--max_slices N]",
        "one HTML file of a capture to open in a browser: table, chart, timeline, chains",
-       "  -o FILE            the file to write (default CAPTURE_DIR/report.html)\n"
-       "  --max_slices N     slices the timeline draws one by one (default 200000); past them\n"
-       "                     it draws each lane's busy time, and the page says so\n"
+       {"o", "max_slices"},
        "The file is self-contained: it fetches nothing and opens offline.\n\n"
        "examples:\n"
        "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
-       "  nrtprof report slow-step -o /tmp/slow-step.html\n",
-       {"o", "max_slices"},
-       {}},
+       "  nrtprof report slow-step -o /tmp/slow-step.html\n"},
       {"top", TopCommand,
        "top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]",
        "a live view of the host: processes, models and ops by device time, as top(1) shows",
-       "  --interval D       time between refreshes (default 2s)\n"
-       "  --window D         how far back each refresh looks (default 5s), from the standing\n"
-       "                     daemon's flight recorder\n"
-       "  --iterations N     stop after N refreshes (default: until q or Ctrl-C)\n"
-       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n"
+       {"interval", "window", "iterations", NRTPROF_DAEMON_FLAGS},
        "On a terminal it redraws one screen and q quits; piped, it prints one block per refresh.\n\n"
        "examples:\n"
        "  nrtprof top\n"
-       "  nrtprof top --interval 1s --iterations 5 > top.txt\n",
-       {"interval", "window", "iterations", NRTPROF_DAEMON_FLAGS},
-       {}},
+       "  nrtprof top --interval 1s --iterations 5 > top.txt\n"},
       {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
        "the daemon's address, uptime, processes, events, drops and flight recorder",
-       "  --json             one JSON object (the StatusReply message), for scripts\n"
-       "  --addr ADDRESS     the daemon, as for run (default $NRTPROF_ADDR or the per-user socket)\n\n"
+       {"json", NRTPROF_DAEMON_FLAGS},
        "examples:\n"
        "  nrtprof status\n"
-       "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n",
-       {"json", NRTPROF_DAEMON_FLAGS},
-       {"json"}},
+       "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n"},
       {"fleet", FleetCommand,
        "fleet top [--since 1h] [--by op|model|host|process] [--where KEY=VALUE]... [--limit N] "
        "[--format text|csv|json] | fleet query \"SQL\"  [--clickhouse_url URL ...]",
        "the fleet store (ClickHouse, filled by nrtprofd --clickhouse_url): what spent the most "
        "device time across hosts",
-       "  --since D          how far back (default 1h; 30m, 2h30m)\n"
-       "  --by KEY           op (default), model, host or process (host, pid, executable)\n"
-       "  --where KEY=VALUE  only rows with host, pid, executable, model or op VALUE; repeatable\n"
-       "  --limit N          only the first N rows (0: all)\n"
-       "  --format FORMAT    text (default), csv or json\n"
-       "  --clickhouse_url URL            the server (default $NRTPROF_CLICKHOUSE_URL)\n"
-       "  --clickhouse_database DB        default nrtprof\n"
-       "  --clickhouse_user NAME, --clickhouse_password_file FILE  (mode 0600)\n"
+       {"since", "by", "where", "limit", "format", "clickhouse_url", "clickhouse_database",
+        "clickhouse_user", "clickhouse_password_file"},
        "fleet query runs any SQL and prints ClickHouse's answer (TabSeparated unless it says "
        "FORMAT).\n\n"
        "examples:\n"
        "  nrtprof fleet top --clickhouse_url http://clickhouse:8123 --since 1h --limit 10\n"
        "  nrtprof fleet top --by model --where host=trn1-07 --format csv\n"
-       "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n",
-       {"since", "by", "where", "limit", "format", "clickhouse_url", "clickhouse_database",
-        "clickhouse_user", "clickhouse_password_file"},
-       {}},
+       "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n"},
   };
   return kCommands;
+}
+
+// `nrtprof COMMAND --help`: the synopsis, the flags from their definitions, the notes.
+void PrintCommandHelp(const Command& c) {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const char* name : c.flags) flags.push_back(absl::FindCommandLineFlag(name));
+  printf("usage: nrtprof %s\n%s\n\nflags:\n%s\n%s", c.usage, c.what,
+         FlagHelpLines(flags).c_str(), c.notes);
 }
 
 void PrintUsage(FILE* out) {
@@ -175,6 +132,12 @@ bool Contains(const std::vector<const char*>& names, absl::string_view name) {
     if (name == n) return true;
   }
   return false;
+}
+
+// One of the command's flags, and a bool (given alone, it means true).
+bool IsBoolFlag(const Command& c, absl::string_view name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return Contains(c.flags, name) && flag != nullptr && flag->IsOfType<bool>();
 }
 
 // Checks the command's flags before abseil sees them: --help prints the command's own help,
@@ -198,7 +161,7 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
     const absl::string_view a = (*args)[i];
     if (a == "--") return -1;
     if (a == "--help" || a == "-h" || a == "-help" || a == "--helpfull") {
-      printf("usage: nrtprof %s\n%s\n\n%s", c.usage, c.what, c.help);
+      PrintCommandHelp(c);
       return 0;
     }
     if (a.size() < 2 || a[0] != '-') {
@@ -214,8 +177,8 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
     const bool has_value = eq != absl::string_view::npos;
     name = name.substr(0, eq);
     absl::string_view negated = name;
-    const bool is_bool = Contains(c.bool_flags, name) ||
-                         (absl::ConsumePrefix(&negated, "no") && Contains(c.bool_flags, negated));
+    const bool is_bool = IsBoolFlag(c, name) ||
+                         (absl::ConsumePrefix(&negated, "no") && IsBoolFlag(c, negated));
     if (!Contains(c.flags, name) && !is_bool) {
       std::vector<std::string> flags;
       for (const char* f : c.flags) flags.push_back(std::string("--") + f);

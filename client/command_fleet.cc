@@ -37,11 +37,14 @@ ABSL_FLAG(std::string, clickhouse_url, "",
           "the fleet store's ClickHouse server, http://HOST:8123 (default "
           "$NRTPROF_CLICKHOUSE_URL)");
 ABSL_FLAG(std::string, clickhouse_database, "nrtprof", "the fleet store's database");
-ABSL_FLAG(std::string, clickhouse_user, "", "ClickHouse user (default: the server's default)");
+ABSL_FLAG(std::string, clickhouse_user, "",
+          "the ClickHouse user, with --clickhouse_password_file (default: the server's default "
+          "user)");
 ABSL_FLAG(std::string, clickhouse_password_file, "",
           "file of one line: the ClickHouse user's password (mode 0600)");
 ABSL_FLAG(absl::Duration, since, absl::Hours(1), "how far back fleet top looks (1h, 30m, 2h30m)");
-ABSL_FLAG(std::string, by, "op", "what fleet top ranks: op, model, host or process");
+ABSL_FLAG(std::string, by, "op",
+          "what fleet top ranks: op, model, host or process (a host's pid and executable)");
 ABSL_FLAG(std::string, where, "",
           "fleet top only over rows with KEY=VALUE (host, pid, executable, model, op); repeat "
           "for several");

@@ -19,9 +19,10 @@
 #include "daemon/atomic_file.h"
 #include "daemon/perfetto_trace_reader.h"
 
-ABSL_FLAG(std::string, o, "", "the HTML file to write (default CAPTURE/report.html)");
+ABSL_FLAG(std::string, o, "", "the HTML file to write (default: CAPTURE_DIR/report.html)");
 ABSL_FLAG(int64_t, max_slices, 200'000,
-          "slices the timeline draws one by one; the rest as busy time per lane");
+          "slices the timeline draws one by one; past them it draws each lane's busy time, and "
+          "the page says so");
 
 namespace nrtprof::cli {
 namespace {

@@ -34,7 +34,8 @@
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, out, "",
-          "folder for the capture's files (default: ./nrtprof-captures/CAPTURE_ID)");
+          "the capture's folder (default: ./nrtprof-captures/CAPTURE_ID; nrtprof capture from "
+          "one standing daemon: that daemon's captures folder)");
 ABSL_FLAG(int, stacks, -1,
           "call-stack depth recorded for each runtime call, 0 (off) to 64 (default: "
           "$NRTPROF_STACKS, else 0)");

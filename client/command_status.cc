@@ -16,8 +16,9 @@ ABSL_FLAG(bool, json, false,
           "print the status as one JSON object (the StatusReply message, its field names as in "
           "proto/nrtprof.proto), for scripts");
 ABSL_FLAG(std::string, addr, "",
-          "daemon address (unix:/path, /path, or HOST:PORT with TLS); default $NRTPROF_ADDR or "
-          "the per-user socket");
+          "the daemon: unix:/path, /path, or HOST:PORT (TLS: with --tls_ca, and --token_file or "
+          "--tls_cert and --tls_key); default $NRTPROF_ADDR, else the per-user socket (run: if "
+          "a trusted daemon answers there, else a private daemon of its own)");
 
 namespace nrtprof::cli {
 

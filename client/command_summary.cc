@@ -14,9 +14,10 @@
 #include "daemon/summary.h"
 
 ABSL_FLAG(std::string, sort, "self_device",
-          "self_device, device_total, self_cpu, cpu_total, calls or name");
-ABSL_FLAG(std::string, format, "text", "text, csv or json");
-ABSL_FLAG(int, limit, 0, "print only the first N rows (0: all)");
+          "the rows' order: self_device, device_total, self_cpu, cpu_total, calls or name");
+ABSL_FLAG(std::string, format, "text", "what to print: text, csv or json");
+ABSL_FLAG(int, limit, 0,
+          "print only the first N rows (0: all); diff's first rows are those that changed most");
 ABSL_FLAG(bool, from_trace, false,
           "recompute the table from the capture's trace.pftrace instead of reading summary.json");
 

@@ -26,8 +26,9 @@
 
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "time between refreshes (at least 100ms)");
 ABSL_FLAG(absl::Duration, window, absl::Seconds(5),
-          "how far back each refresh looks (100ms to the flight recorder's span)");
-ABSL_DECLARE_FLAG(uint32_t, iterations);  // command_capture.cc; here: refreshes (0: no end)
+          "how far back each refresh looks, in the standing daemon's flight recorder (100ms to "
+          "the recorder's span)");
+ABSL_DECLARE_FLAG(uint32_t, iterations);  // command_capture.cc (its help says top's meaning too)
 
 namespace nrtprof::cli {
 namespace {

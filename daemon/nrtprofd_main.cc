@@ -16,7 +16,6 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <set>
 #include <utility>
 #include <string>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "common/address.h"
+#include "common/flag_help.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
 #include "daemon/collector_core.h"
@@ -45,35 +45,44 @@
 #include "daemon/trace_sink.h"
 #include "grpcpp/grpcpp.h"
 
+// nrtprofd's flags, listed here once: the command line, --config and --help all find them in
+// abseil's registry (common/flag_help.h). Their help strings are what `nrtprofd --help` prints.
 ABSL_FLAG(std::string, socket, "",
-          "unix socket to listen on, as PATH or unix:PATH (default "
-          "$XDG_RUNTIME_DIR/nrtprof/nrtprofd.sock, or /tmp/nrtprof-UID/nrtprofd.sock)");
+          "the unix socket to listen on, as PATH or unix:PATH; made 0600 in a 0700 folder "
+          "(default: $XDG_RUNTIME_DIR/nrtprof/nrtprofd.sock, else /tmp/nrtprof-UID/nrtprofd.sock)");
 ABSL_FLAG(std::string, output_root, "nrtprof-captures",
-          "folder for the captures that name no folder of their own (each in output_root/ID)");
+          "the folder of the captures that name no folder of their own, each in "
+          "OUTPUT_ROOT/CAPTURE_ID (relative: to the folder nrtprofd starts in)");
 ABSL_FLAG(int, ready_fd, -1,
-          "file descriptor to write \"ready\\n\" to once listening (\"ready HOST:PORT\\n\" "
-          "with --listen)");
+          "a file descriptor to write \"ready\\n\" to once listening (\"ready HOST:PORT\\n\" "
+          "with --listen, the port bound), then closed (-1: none)");
 ABSL_FLAG(std::string, spool_dir, "",
-          "lossless mode's folder: capture manifests and the shims' spool files (default: "
+          "lossless mode's folder: the shims' spool files and the capture manifests (default: "
           "spool/ beside the socket)");
 ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
           "events kept per process and capture; beyond it they are counted as dropped "
           "(daemon_overflow)");
 ABSL_FLAG(uint32_t, hello_timeout_ms, 10'000,
-          "a stream that has not sent its Hello by then is ended (DEADLINE_EXCEEDED)");
+          "a stream that has not sent its Hello within this many ms is ended "
+          "(DEADLINE_EXCEEDED); 1 to 86400000");
 ABSL_FLAG(uint32_t, client_timeout_ms, 20'000,
           "a connection that has not finished its handshake, or has not answered a keepalive "
-          "ping, within this is closed; connections are pinged as often");
+          "ping, within this many ms is closed; connections are pinged as often; 1 to 86400000");
 ABSL_FLAG(std::string, listen, "",
-          "also listen on TCP at HOST:PORT (port 0: any free one), with TLS only");
-ABSL_FLAG(std::string, tls_cert, "", "PEM file: the daemon's TLS certificate chain (--listen)");
+          "also listen on TCP at HOST:PORT (port 0: any free port), with TLS only: needs "
+          "--tls_cert and --tls_key, and --token_file or --tls_client_ca (or both)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file: the daemon's TLS certificate chain, for --listen (and for --metrics_listen, "
+          "which it makes HTTPS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert");
 ABSL_FLAG(std::string, token_file, "",
           "file of one line: the bearer token every call on TCP must carry (mode 0600)");
 ABSL_FLAG(std::string, tls_client_ca, "",
-          "PEM file: the CA whose client certificates TCP callers must present (mutual TLS)");
+          "PEM file: the CA that must have signed the client certificate of every TCP caller "
+          "(mutual TLS)");
 ABSL_FLAG(std::string, user, "",
-          "user to run as once the sockets are bound; needed to --listen when started as root");
+          "the user to run as once the sockets are bound; started as root, nrtprofd needs one "
+          "to --listen");
 ABSL_FLAG(std::string, socket_group, "",
           "a shared service: the group (name or gid) whose members may connect; the socket's "
           "folder is then 0750 and the socket 0660 in that group, and the spool folder 01770. "
@@ -81,12 +90,15 @@ ABSL_FLAG(std::string, socket_group, "",
 ABSL_FLAG(uint32_t, flight_recorder_seconds, 30,
           "the flight recorder: every connected process records all the time, and the daemon "
           "keeps its batches of the last this many seconds for `nrtprof capture --last` "
-          "(0: off; processes then record only while in a capture)");
+          "(0: off; processes then record only while in a capture; at most 86400)");
+ABSL_FLAG(uint64_t, flight_recorder_bytes, 256ull << 20,
+          "the most the flight recorder holds, in bytes (at least 1048576); over it, or over its "
+          "seconds, the oldest batches go first (counted)");
 ABSL_FLAG(bool, quiet, false,
           "no line at start saying where it listens (nrtprof run's private daemon, whose "
           "stderr is the user's terminal)");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free one); "
+          "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port); "
           "loopback only, unless --tls_cert and --tls_key make it HTTPS; needs the flight "
           "recorder");
 ABSL_FLAG(std::string, clickhouse_url, "",
@@ -95,33 +107,27 @@ ABSL_FLAG(std::string, clickhouse_url, "",
           "flight recorder");
 ABSL_FLAG(std::string, clickhouse_database, "nrtprof",
           "the fleet store's database (made if missing, with its tables)");
-ABSL_FLAG(std::string, clickhouse_user, "", "ClickHouse user (default: the server's default)");
+ABSL_FLAG(std::string, clickhouse_user, "",
+          "the ClickHouse user that inserts the rows, with --clickhouse_password_file (default: "
+          "the server's default user)");
 ABSL_FLAG(std::string, clickhouse_password_file, "",
-          "file of one line: the ClickHouse user's password (mode 0600)");
+          "file of one line: --clickhouse_user's password (mode 0600)");
 ABSL_FLAG(uint64_t, clickhouse_buffer_bytes, 64ull << 20,
-          "rows kept for ClickHouse while it is away, in bytes; beyond it they are dropped "
-          "(counted in nrtprof status and /metrics)");
+          "rows kept for ClickHouse while it is away, in bytes (at least 1048576); beyond it "
+          "they are dropped (counted in nrtprof status and /metrics)");
 ABSL_FLAG(uint32_t, clickhouse_export_ms, 10'000,
           "how often rows are exported to ClickHouse, in ms (1000 to 3600000)");
 ABSL_FLAG(std::string, fleet_host, "",
           "this host's name in the fleet store (default: the machine's hostname)");
-ABSL_FLAG(uint64_t, flight_recorder_bytes, 256ull << 20,
-          "the most the flight recorder holds, in bytes; over it, or over its seconds, the "
-          "oldest batches go first (counted)");
+ABSL_FLAG(std::string, config, "",
+          "a settings file, read before the command line (whose flags win): a line each, "
+          "NAME = VALUE, NAME being any other flag here without its dashes; '#' starts a "
+          "comment (the installed service reads /etc/nrtprof/nrtprofd.conf)");
 
 namespace nrtprof::daemon {
 namespace {
 
 constexpr char kVersion[] = "0.1.0";
-constexpr char kUsage[] =
-    "usage: nrtprofd [--socket PATH] [--output_root DIR] [--ready_fd N] "
-    "[--max_events_per_process N] [--hello_timeout_ms N] [--client_timeout_ms N] "
-    "[--listen HOST:PORT --tls_cert PEM --tls_key PEM (--token_file PATH | --tls_client_ca PEM)] "
-    "[--user NAME] [--socket_group GROUP] [--flight_recorder_seconds N] "
-    "[--flight_recorder_bytes N] [--metrics_listen HOST:PORT] "
-    "[--clickhouse_url URL [--clickhouse_database DB] [--clickhouse_user NAME "
-    "--clickhouse_password_file FILE] [--clickhouse_buffer_bytes N] [--clickhouse_export_ms N] "
-    "[--fleet_host NAME]] [--config FILE]";
 // How long a capture still in progress at SIGTERM waits for its processes' last events.
 constexpr uint32_t kShutdownWaitMs = 1000;
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -144,27 +150,17 @@ std::string Parent(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// The flags nrtprofd takes, on its command line and in --config.
-const std::set<std::string>& FlagNames() {
-  static const std::set<std::string> kFlags = {
-      "socket",     "output_root",   "ready_fd",         "max_events_per_process",
-      "spool_dir",  "hello_timeout_ms", "client_timeout_ms", "listen",
-      "tls_cert",   "tls_key",       "token_file",       "tls_client_ca",
-      "user",       "socket_group",  "flight_recorder_seconds", "flight_recorder_bytes",
-      "metrics_listen", "quiet", "clickhouse_url", "clickhouse_database", "clickhouse_user",
-      "clickhouse_password_file", "clickhouse_buffer_bytes", "clickhouse_export_ms",
-      "fleet_host"};
-  return kFlags;
-}
+// One of the flags above, by name; null for any other (abseil's own and other libraries' flags
+// are in the same registry, and are not nrtprofd's).
+absl::CommandLineFlag* OwnFlag(absl::string_view name) { return FlagDefinedIn(__FILE__, name); }
 
 // Sets one flag through absl's registry. `where` names the settings file's line in an error
 // ("FILE line 3"); empty for the command line.
 bool SetFlag(const std::string& name, const std::string& value, const std::string& where,
              std::string* error) {
-  absl::CommandLineFlag* flag =
-      FlagNames().count(name) != 0 ? absl::FindCommandLineFlag(name) : nullptr;
+  absl::CommandLineFlag* flag = OwnFlag(name);
   if (flag == nullptr) {
-    *error = absl::StrCat(where, ": unknown setting '", name, "'; ", kUsage);
+    *error = absl::StrCat(where, ": unknown setting '", name, "' (see nrtprofd --help)");
     return false;
   }
   std::string why;
@@ -277,50 +273,8 @@ absl::StatusOr<FleetExporterOptions> FleetOptions() {
   return fleet;
 }
 
-// Sets the flags from --config FILE, then argv, through absl's flag registry, so that a bad
-// flag is one line and exit code 2 (absl::ParseCommandLine would exit 1). The command line wins.
-bool ParseFlags(int argc, char** argv, std::string* error) {
-  std::vector<std::pair<std::string, std::string>> given;
-  std::string config;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
-      *error = "";
-      return false;
-    }
-    if (arg.size() < 2 || arg[0] != '-') {
-      *error = absl::StrCat("unexpected argument '", arg, "'; ", kUsage);
-      return false;
-    }
-    arg = arg.substr(arg[1] == '-' ? 2 : 1);
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    if (name != "config" && FlagNames().count(name) == 0) {
-      *error = absl::StrCat("unknown flag --", name, "; ", kUsage);
-      return false;
-    }
-    std::string value;
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (flag != nullptr && flag->IsOfType<bool>()) {
-      value = "true";  // --quiet
-    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-      value = argv[++i];
-    } else {
-      *error = absl::StrCat("--", name, " needs a value");
-      return false;
-    }
-    if (name == "config") {
-      config = value;
-    } else {
-      given.emplace_back(name, value);
-    }
-  }
-  if (!config.empty() && !ReadConfig(config, error)) return false;
-  for (const auto& [name, value] : given) {
-    if (!SetFlag(name, value, "", error)) return false;
-  }
+// The flags' values, and how they go together, once all are set.
+bool CheckFlagValues(std::string* error) {
   if (absl::GetFlag(FLAGS_ready_fd) < -1) {
     *error = "--ready_fd must be a file descriptor";
     return false;
@@ -353,6 +307,66 @@ bool ParseFlags(int argc, char** argv, std::string* error) {
     }
   }
   return true;
+}
+
+// What the command line asks for.
+enum class Parsed { kRun, kHelp, kError };
+
+// Walks argv: --config is set at once, the other flags are returned in `given` to be set after
+// the settings file. A flag that is not nrtprofd's, or lacks its value, is an error.
+Parsed ReadCommandLine(int argc, char** argv,
+                       std::vector<std::pair<std::string, std::string>>* given,
+                       std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "--helpfull") return Parsed::kHelp;
+    if (arg.size() < 2 || arg[0] != '-') {
+      *error = absl::StrCat("unexpected argument '", arg, "' (see nrtprofd --help)");
+      return Parsed::kError;
+    }
+    arg = arg.substr(arg[1] == '-' ? 2 : 1);
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const absl::CommandLineFlag* flag = OwnFlag(name);
+    if (flag == nullptr) {
+      *error = absl::StrCat("unknown flag --", name, " (see nrtprofd --help)");
+      return Parsed::kError;
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (flag->IsOfType<bool>()) {
+      value = "true";  // --quiet
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      value = argv[++i];
+    } else {
+      *error = absl::StrCat("--", name, " needs a value");
+      return Parsed::kError;
+    }
+    if (name == "config") {
+      if (!SetFlag(name, value, "", error)) return Parsed::kError;
+    } else {
+      given->emplace_back(name, value);
+    }
+  }
+  return Parsed::kRun;
+}
+
+// Sets the flags from --config FILE, then the command line's, which win. absl::ParseCommandLine
+// would exit 1 on a bad flag, and Debian 12's abseil (20220623) has no ParseAbseilFlagsOnly to
+// parse without exiting; so argv is walked here, every flag found in and set through abseil's
+// registry, and a bad one is one line and exit code 2.
+Parsed ParseFlags(int argc, char** argv, std::string* error) {
+  std::vector<std::pair<std::string, std::string>> given;
+  if (Parsed p = ReadCommandLine(argc, argv, &given, error); p != Parsed::kRun) return p;
+  if (const std::string config = absl::GetFlag(FLAGS_config);
+      !config.empty() && !ReadConfig(config, error)) {
+    return Parsed::kError;
+  }
+  for (const auto& [name, value] : given) {
+    if (!SetFlag(name, value, "", error)) return Parsed::kError;
+  }
+  return CheckFlagValues(error) ? Parsed::kRun : Parsed::kError;
 }
 
 // The socket's path from --socket: PATH, unix:PATH or unix://PATH; relative paths from the
@@ -505,6 +519,16 @@ std::unique_ptr<TraceSink> ProductionSink() {
   return std::make_unique<CompositeSink>(std::move(sinks));
 }
 
+// `nrtprofd --help`: every flag once, from its ABSL_FLAG above.
+void PrintHelp() {
+  printf("usage: nrtprofd [--FLAG=VALUE | --FLAG VALUE]...\n"
+         "nrtprofd %s, nrtprof's collector daemon: takes the profiled programs' event streams\n"
+         "and the nrtprof CLI's calls, and writes the captures.\n\n"
+         "flags (also NAME = VALUE lines of a --config file):\n%s\n"
+         "This user's default socket: %s\n",
+         kVersion, FlagHelpLines(FlagsDefinedIn(__FILE__)).c_str(), DefaultSocketPath().c_str());
+}
+
 int Fail(const std::string& message, int code) {
   fprintf(stderr, "nrtprofd: %s\n", message.c_str());
   return code;
@@ -595,53 +619,14 @@ int NrtprofdMain(int argc, char** argv) {
   signal(SIGXFSZ, SIG_IGN);
 
   std::string error;
-  if (!ParseFlags(argc, argv, &error)) {
-    if (error.empty()) {  // --help
-      printf(
-          "%s\n\n  --socket PATH                  unix socket (default %s)\n"
-          "  --output_root DIR              captures without a folder of their own go to "
-          "DIR/ID (default ./nrtprof-captures)\n"
-          "  --ready_fd N                   write \"ready\\n\" to fd N once listening "
-          "(\"ready HOST:PORT\\n\" with --listen)\n"
-          "  --max_events_per_process N     events kept per process and capture (default "
-          "2000000)\n"
-          "  --spool_dir DIR                lossless shims' spool files and capture manifests "
-          "(default: spool/ beside the socket)\n"
-          "  --hello_timeout_ms N           end a stream that sends no Hello within N ms "
-          "(default 10000)\n"
-          "  --client_timeout_ms N          close a connection that does not finish its "
-          "handshake or answer a keepalive ping within N ms (default 20000)\n"
-          "  --listen HOST:PORT             also listen on TCP (port 0: any free port), TLS only\n"
-          "  --tls_cert PEM, --tls_key PEM  the daemon's certificate chain and key (--listen)\n"
-          "  --token_file PATH              one line: the bearer token TCP calls must carry "
-          "(mode 0600)\n"
-          "  --tls_client_ca PEM            TCP callers must present a certificate this CA "
-          "signed\n"
-          "  --user NAME                    run as NAME once the sockets are bound (root must "
-          "give it to --listen)\n"
-          "  --socket_group GROUP           a shared service: GROUP's members may connect (folder "
-          "0750, socket 0660; else 0700, 0600)\n"
-          "  --flight_recorder_seconds N     keep every process's last N s for capture --last "
-          "(default 30; 0: off, processes record only in a capture)\n"
-          "  --flight_recorder_bytes N       at most N bytes of it (default 268435456)\n"
-          "  --metrics_listen HOST:PORT      Prometheus metrics at http://HOST:PORT/metrics "
-          "(loopback, or HTTPS with --tls_cert/--tls_key)\n"
-          "  --clickhouse_url URL            the fleet store: per-op rows every 10 s and a row per "
-          "capture to ClickHouse (http://HOST:8123)\n"
-          "  --clickhouse_database DB        its database (default nrtprof; made if missing)\n"
-          "  --clickhouse_user NAME, --clickhouse_password_file FILE  who inserts (file mode "
-          "0600)\n"
-          "  --clickhouse_buffer_bytes N     rows kept while ClickHouse is away (default "
-          "67108864); beyond: dropped, counted\n"
-          "  --clickhouse_export_ms N        export period (default 10000)\n"
-          "  --fleet_host NAME               this host's name in the fleet store (default: "
-          "hostname)\n"
-          "  --config FILE                   settings, a line each: NAME = VALUE (a flag's name; "
-          "'#' comments); the command line wins\n",
-          kUsage, DefaultSocketPath().c_str());
+  switch (ParseFlags(argc, argv, &error)) {
+    case Parsed::kHelp:
+      PrintHelp();
       return 0;
-    }
-    return Fail(error, 2);
+    case Parsed::kError:
+      return Fail(error, 2);
+    case Parsed::kRun:
+      break;
   }
   TcpListenerFlags tcp_flags;
   tcp_flags.listen = absl::GetFlag(FLAGS_listen);

@@ -9,15 +9,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/testing/spawn.h"
 #include "daemon/testing/hello_answer.h"
 #include "daemon/testing/nrtprofd_harness.h"
 #include "grpcpp/grpcpp.h"
@@ -287,6 +292,101 @@ TEST_F(NrtprofdTest, ConfigFileSetsWhatTheFlagsSet) {
                                          "; captures go to " + out_ +
                                          "; flight recorder the last 7 s\n"))
       << err;
+}
+
+// The names of the flags nrtprofd_main.cc defines, read from its source: what --help must list
+// and --config must take, found without abseil's registry that both of them use.
+std::vector<std::string> FlagsInTheSource() {
+  const std::string source = ReadFileText("daemon/nrtprofd_main.cc");
+  EXPECT_FALSE(source.empty()) << "daemon/nrtprofd_main.cc is not in the test's runfiles";
+  const std::regex definition(R"(ABSL_FLAG\(\s*[\w:]+\s*,\s*(\w+)\s*,)");
+  std::vector<std::string> names;
+  for (std::sregex_iterator it(source.begin(), source.end(), definition), end; it != end; ++it) {
+    names.push_back((*it)[1]);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The names a settings file sets, commented-out examples included ("# NAME = VALUE").
+std::vector<std::string> NamesInSettingsFile(const std::string& path) {
+  const std::string text = ReadFileText(path);
+  EXPECT_FALSE(text.empty()) << path << " is not in the test's runfiles";
+  const std::regex setting(R"(^#? *(\w+) = )");
+  std::vector<std::string> names;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::cmatch m;
+    if (std::regex_search(line.begin(), line.end(), m, setting)) names.push_back(m[1]);
+  }
+  return names;
+}
+
+TEST_F(NrtprofdTest, HelpListsEveryFlagOnceFromItsDefinition) {
+  const std::vector<std::string> defined = FlagsInTheSource();
+  ASSERT_GE(defined.size(), 20u);
+  const ProcessResult help =
+      RunToExit({"daemon/nrtprofd", "--help"}, SpawnOptions(), folder_, std::chrono::seconds(60));
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_EQ(help.err, "");
+  const std::string& out = help.out;
+  EXPECT_TRUE(absl::StartsWith(out, "usage: nrtprofd ")) << out;
+  std::vector<std::string> listed;  // each flag's first line: "  --NAME VALUE   help"
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    EXPECT_LE(line.size(), 100u) << line;
+    if (absl::ConsumePrefix(&line, "  --")) {
+      listed.emplace_back(line.substr(0, line.find(' ')));
+    }
+  }
+  // Every flag, once each, in order of name: abseil's own flags (--flagfile, --undefok), in the
+  // same registry, are not listed.
+  EXPECT_EQ(listed, defined) << out;
+  // Whatever the packaged settings file sets or shows is explained there.
+  for (const std::string& name : NamesInSettingsFile("packaging/nrtprofd.conf")) {
+    EXPECT_NE(std::find(listed.begin(), listed.end(), name), listed.end()) << name;
+  }
+  // The defaults come from the flags' definitions: a string's empty one is left out.
+  EXPECT_TRUE(absl::StrContains(out, "(default: nrtprof-captures)")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "(default: 10000)")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "(default: )")) << out;
+}
+
+// A settings file takes every flag --help lists (but --config itself), by the same name.
+TEST_F(NrtprofdTest, ConfigFileTakesEveryFlag) {
+  for (const std::string& name : FlagsInTheSource()) {
+    // An empty value: good for a string, a bad value for a number, and a second line that is
+    // unknown: either way the error says the first line's name was known.
+    const std::string path = folder_ + "/" + name + ".conf";
+    FILE* f = fopen(path.c_str(), "w");
+    fprintf(f, "%s =\nsokcet = /x\n", name.c_str());
+    fclose(f);
+    std::string err;
+    EXPECT_EQ(RunToExit({"--config", path}, &err), 2) << name;
+    if (name == "config") {
+      EXPECT_TRUE(absl::StrContains(err, "line 1: a settings file cannot name another")) << err;
+    } else {
+      EXPECT_TRUE(absl::StrContains(err, "line 2: unknown setting 'sokcet'") ||
+                  absl::StrContains(err, absl::StrCat("line 1: bad value '' for ", name, ":")))
+          << name << ": " << err;
+    }
+  }
+}
+
+// A flag that is not nrtprofd's, its own or abseil's, is one line that points at --help, and
+// nothing is made: no socket folder, no captures folder.
+TEST_F(NrtprofdTest, UnknownFlagIsOneLineAndChangesNothing) {
+  for (auto [flag, name] : std::vector<std::pair<std::string, std::string>>{
+           {"--bogus=1", "bogus"},
+           {"--flagfile=/dev/null", "flagfile"},
+           {"--undefok", "undefok"},
+           {"-sokcet", "sokcet"}}) {
+    std::vector<std::string> args = Args();
+    args.push_back(flag);  // after flags that would make both folders
+    std::string err;
+    EXPECT_EQ(RunToExit(args, &err), 2) << flag;
+    EXPECT_EQ(err, "nrtprofd: unknown flag --" + name + " (see nrtprofd --help)\n");
+    EXPECT_FALSE(Exists(folder_ + "/sock")) << flag;
+    EXPECT_FALSE(Exists(out_)) << flag;
+  }
 }
 
 TEST_F(NrtprofdTest, BadFlagsAndFoldersFailWithOneLine) {

@@ -1,15 +1,19 @@
-// The nrtprof CLI as a new user meets it (issue 17's list): each command's own --help with
-// examples, --version, another command's flag refused in one line, usage errors exit 2, and a
+// The nrtprof CLI as a new user meets it (issue 17's list): each command's own --help with its
+// flags (generated from their definitions) and examples, --version, another command's flag refused in one line, usage errors exit 2, and a
 // program given to `nrtprof run` without `--` keeps its own flags.
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
@@ -34,6 +38,28 @@ TEST(CliTest, EachCommandHasItsOwnHelp) {
     EXPECT_TRUE(absl::StrContains(r.out, "\nexamples:\n  nrtprof " + std::string(command)))
         << r.out;
     EXPECT_EQ(r.err, "") << command;
+    // The flags, generated from their definitions: each flag the synopsis names is there, once,
+    // with its help, in 100 columns.
+    const std::string usage = r.out.substr(0, r.out.find('\n'));
+    const size_t flags_at = r.out.find("\nflags:\n");
+    ASSERT_NE(flags_at, std::string::npos) << r.out;
+    std::vector<std::string> listed;
+    for (absl::string_view line : absl::StrSplit(
+             r.out.substr(flags_at + 8, r.out.find("\n\n", flags_at) - flags_at - 8), '\n')) {
+      EXPECT_LE(line.size(), 100u) << line;
+      if (absl::ConsumePrefix(&line, "  -")) {
+        absl::ConsumePrefix(&line, "-");
+        listed.emplace_back(line.substr(0, line.find(' ')));
+      }
+    }
+    EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()).size(), listed.size()) << r.out;
+    const std::regex named(R"( \[?\(?--?([a-z][a-z_-]*))");
+    for (std::sregex_iterator it(usage.begin(), usage.end(), named), end; it != end; ++it) {
+      std::string flag = (*it)[1];
+      std::replace(flag.begin(), flag.end(), '-', '_');  // --device-profile is --device_profile
+      EXPECT_NE(std::find(listed.begin(), listed.end(), flag), listed.end())
+          << command << ": --" << flag << " is not in\n" << r.out;
+    }
   }
   const Result top = Nrtprof({"help"});
   EXPECT_EQ(top.exit_code, 0);

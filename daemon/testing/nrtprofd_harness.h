@@ -43,8 +43,8 @@ DaemonRun Start(const std::vector<std::string>& args);
 // is not null, the daemon's stderr.
 int Wait(DaemonRun* run, std::string* err = nullptr);
 
-// A run expected to fail before it is ready (a test failure if it got ready): its exit code
-// and stderr.
+// A run expected to fail before it is ready (a test failure if it got ready, and then it is
+// stopped with SIGTERM): its exit code and stderr.
 int RunToExit(const std::vector<std::string>& args, std::string* err);
 
 // The fixture: a folder of the test's own, /tmp/PREFIX-XXXXXX (short: socket paths are limited
