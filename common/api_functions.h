@@ -35,7 +35,8 @@
   X(kNrtTensorMemset, nrt_tensor_memset, API_NRT_TENSOR_MEMSET, 17)                        \
   X(kNrtAllocateTensorSet, nrt_allocate_tensor_set, API_NRT_ALLOCATE_TENSOR_SET, 18)       \
   X(kNrtDestroyTensorSet, nrt_destroy_tensor_set, API_NRT_DESTROY_TENSOR_SET, 19)          \
-  X(kNrtAddTensorToTensorSet, nrt_add_tensor_to_tensor_set, API_NRT_ADD_TENSOR_TO_TENSOR_SET, 20)
+  X(kNrtAddTensorToTensorSet, nrt_add_tensor_to_tensor_set, API_NRT_ADD_TENSOR_TO_TENSOR_SET, 20) \
+  X(kNrtLoadCollectives, nrt_load_collectives, API_NRT_LOAD_COLLECTIVES, 27)
 
 #define NRTPROF_ARBITRATED_API_FUNCTIONS(X)                                   \
   X(kNrtSysTraceStart, nrt_sys_trace_start, API_NRT_SYS_TRACE_START, 21)      \

@@ -134,7 +134,7 @@ class HandleHistory {
       const nrtprof::ApiFunction f = CallFunction(e.function, str(e.name_iid));
       if (f == nrtprof::API_NRT_TENSOR_ALLOCATE || f == nrtprof::API_NRT_TENSOR_FREE) {
         if (e.tensor_handle != 0) tensors_[e.tensor_handle].push_back(&e);
-      } else if (f == nrtprof::API_NRT_LOAD) {
+      } else if (IsModelLoad(f)) {
         if (e.model_handle != 0 && e.status == kStatusSuccess)
           models_[e.model_handle].push_back(&e);
       }
@@ -370,7 +370,7 @@ class ProcessCorrelator {
       if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
       const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
       c.function = f;
-      if (e->model_handle != 0 && f != nrtprof::API_NRT_LOAD) {
+      if (e->model_handle != 0 && !IsModelLoad(f)) {
         int32_t nc = -1;
         handles_.Model(e->model_handle, e->start_ns, str_, &c.model_name, &nc);
         if (c.nc_idx < 0) c.nc_idx = nc;
@@ -563,6 +563,7 @@ class ProcessCorrelator {
         break;
       }
       case nrtprof::API_NRT_LOAD:
+      case nrtprof::API_NRT_LOAD_COLLECTIVES:
         if (ok) {
           x.channels = kModelLoad;
           x.capacity = 1;

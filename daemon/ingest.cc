@@ -60,7 +60,7 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
 }
 
 bool IsHandleFunction(nrtprof::ApiFunction f) {
-  return f == nrtprof::API_NRT_LOAD || f == nrtprof::API_NRT_TENSOR_ALLOCATE ||
+  return IsModelLoad(f) || f == nrtprof::API_NRT_TENSOR_ALLOCATE ||
          f == nrtprof::API_NRT_TENSOR_FREE;
 }
 

@@ -242,6 +242,11 @@ class ProcessIngest {
 // name on no list.
 nrtprof::ApiFunction CallFunction(nrtprof::ApiFunction wire, const std::string& name);
 
+// Whether the function loads a model: nrt_load, or nrt_load_collectives (a rank's model).
+inline bool IsModelLoad(nrtprof::ApiFunction f) {
+  return f == nrtprof::API_NRT_LOAD || f == nrtprof::API_NRT_LOAD_COLLECTIVES;
+}
+
 }  // namespace nrtprof::daemon
 
 #endif  // NRTPROF_DAEMON_INGEST_H_

@@ -50,6 +50,7 @@ void EventBuilder::BuildApiCall(const Record& record, nrtprof::Event* event) {
   uint64_t tensor = 0;
   switch (api) {
     case kNrtLoad:
+    case kNrtLoadCollectives:
     case kNrtUnload:
       event->set_model_handle(record.handle);
       break;

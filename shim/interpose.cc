@@ -91,12 +91,15 @@ NRTPROF_EXPORT void nrt_close() {
 
 // ---- Models ----
 
-NRTPROF_EXPORT NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc,
-                                   int32_t vnc_count, nrt_model_t** model) {
-  auto real = NRTPROF_REAL(ns::kNrtLoad, nrt_load);
-  if (real == nullptr) return NRT_FAILURE;
-  ApiCall call(ns::kNrtLoad);
-  const NRT_STATUS status = real(neff_bytes, size, vnc, vnc_count, model);
+namespace {
+
+// A model's load, by nrt_load or nrt_load_collectives: `load` calls the runtime. The model file
+// goes to the backend (the capture's copy of it), and its device profile is started if asked.
+template <typename Load>
+NRT_STATUS RecordLoad(ApiFunction f, const Load& load, const void* neff_bytes, size_t size,
+                      int32_t vnc, nrt_model_t** model) {
+  ApiCall call(f);
+  const NRT_STATUS status = load();
   const uint64_t handle = status == NRT_SUCCESS && model != nullptr ? Handle(*model) : 0;
   if (Record* r = call.End()) {
     r->bytes = size;
@@ -114,6 +117,31 @@ NRTPROF_EXPORT NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t 
     if (const ns::BackendApi* backend = sc::RunningBackend()) backend->on_model_profiled(*model);
   }
   return status;
+}
+
+}  // namespace
+
+NRTPROF_EXPORT NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc,
+                                   int32_t vnc_count, nrt_model_t** model) {
+  auto real = NRTPROF_REAL(ns::kNrtLoad, nrt_load);
+  if (real == nullptr) return NRT_FAILURE;
+  return RecordLoad(
+      ns::kNrtLoad, [&] { return real(neff_bytes, size, vnc, vnc_count, model); }, neff_bytes,
+      size, vnc, model);
+}
+
+// A model of a collectives group (a rank of a distributed job, as torch-neuronx loads it).
+NRTPROF_EXPORT NRT_STATUS nrt_load_collectives(const void* neff_bytes, size_t size, int32_t vnc,
+                                               int32_t vnc_count, uint32_t ctx_device_id,
+                                               uint32_t ctx_device_count, nrt_model_t** model) {
+  auto real = NRTPROF_REAL(ns::kNrtLoadCollectives, nrt_load_collectives);
+  if (real == nullptr) return NRT_FAILURE;
+  return RecordLoad(
+      ns::kNrtLoadCollectives,
+      [&] {
+        return real(neff_bytes, size, vnc, vnc_count, ctx_device_id, ctx_device_count, model);
+      },
+      neff_bytes, size, vnc, model);
 }
 
 NRTPROF_EXPORT NRT_STATUS nrt_unload(nrt_model_t* model) {

@@ -90,9 +90,15 @@ NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc, int32_t,
   return Runtime::Get().Load(neff_bytes, size, vnc, model);
 }
 
-NRT_STATUS nrt_load_collectives(const void*, size_t, int32_t, int32_t, uint32_t, uint32_t,
-                                nrt_model_t**) {
-  return Unsupported("nrt_load_collectives");
+// The simulator is one device: a collectives group of one (device 0 of 1) is a plain load;
+// a larger group, whose ranks would wait for each other, is not supported.
+NRT_STATUS nrt_load_collectives(const void* neff_bytes, size_t size, int32_t vnc, int32_t,
+                                uint32_t ctx_device_id, uint32_t ctx_device_count,
+                                nrt_model_t** model) {
+  if (ctx_device_count != 1 || ctx_device_id != 0) {
+    return Unsupported("nrt_load_collectives beyond a group of one device");
+  }
+  return Runtime::Get().Load(neff_bytes, size, vnc, model);
 }
 
 NRT_STATUS nrt_unload(nrt_model_t* model) { return Runtime::Get().Unload(model); }

@@ -63,6 +63,22 @@ TEST_F(RuntimeApiTest, LoadPlacesOnRequestedOrLeastLoadedCore) {
   EXPECT_EQ(nrt_unload(reinterpret_cast<nrt_model_t*>(&count)), NRT_INVALID_HANDLE);
 }
 
+// A collectives group of one device loads as nrt_load does; a larger one is not simulated.
+TEST_F(RuntimeApiTest, LoadCollectivesOfAGroupOfOneIsALoad) {
+  const std::string bytes = ModelBytes(kAddModel);
+  nrt_model_t* model = nullptr;
+  ASSERT_EQ(nrt_load_collectives(bytes.data(), bytes.size(), 1, -1, 0, 1, &model), NRT_SUCCESS);
+  nrt_model_info_t info{};
+  size_t written = 0;
+  ASSERT_EQ(nrt_get_model_info(model, &info, sizeof(info), &written), NRT_SUCCESS);
+  EXPECT_EQ(info.vnc, 1u);
+  EXPECT_EQ(nrt_unload(model), NRT_SUCCESS);
+  EXPECT_EQ(nrt_load_collectives(nullptr, 10, -1, -1, 0, 1, &model), NRT_INVALID);
+  nrt_model_t* ranked = nullptr;
+  EXPECT_EQ(nrt_load_collectives(bytes.data(), bytes.size(), -1, -1, 1, 4, &ranked), NRT_FAILURE);
+  EXPECT_EQ(ranked, nullptr);
+}
+
 TEST_F(RuntimeApiTest, TensorInfoListsInputsThenOutputs) {
   nrt_model_t* model = Load(
       "model mm\ninput x bf16 [2,3]\ninput w bf16 [3,5]\noutput y bf16 [2,5]\n"

@@ -332,6 +332,8 @@ TEST(ProfilerEndToEnd, DlopenAndCtypesProgramsAreProfiled) {
   };
   for (const Case& c : std::vector<Case>{
            {"dlopen", {Runfile("shim/testing/dlopen_client"), lib, model, "7"}},
+           // A rank's model, loaded as torch-neuronx's distributed jobs load theirs.
+           {"collectives", {Runfile("shim/testing/dlopen_client"), lib, model, "7", "collectives"}},
            {"ctypes", {"/usr/bin/python3", Runfile("tests/programs/ctypes_client.py"), lib, model, "7"}}}) {
     const std::string out = TempDir(c.name);
     const Result plain = RunProcess(c.argv, kEnv);
@@ -344,6 +346,19 @@ TEST(ProfilerEndToEnd, DlopenAndCtypesProgramsAreProfiled) {
     ASSERT_TRUE(rows.count("nrt_execute")) << c.name << ": " << ReadFile(out + "/summary.txt");
     EXPECT_EQ(Num(rows.at("nrt_execute"), "calls"), 7) << c.name;
     EXPECT_GT(Num(rows.at("nrt_execute"), "self_device_ns"), 7 * 360000) << c.name;
+    const char* load = c.name == "collectives" ? "nrt_load_collectives" : "nrt_load";
+    ASSERT_TRUE(rows.count(load)) << c.name << ": " << ReadFile(out + "/summary.txt");
+    EXPECT_EQ(Num(rows.at(load), "calls"), 1) << c.name;
+    // The model's copy to the device is the load's device time, whichever function loaded it.
+    EXPECT_GT(Num(rows.at(load), "self_device_ns"), 0) << c.name;
+    // The executions (and their device work) name the model the load brought, whichever
+    // function loaded it.
+    const std::string trace = ReadFile(out + "/trace.json");
+    size_t named = 0;
+    for (size_t at = 0; (at = trace.find("\"model\":\"add4\"", at)) != std::string::npos; ++at) {
+      ++named;
+    }
+    EXPECT_GE(named, 7u) << c.name;
   }
 }
 

@@ -3,8 +3,11 @@
  *   dlopen_client LIBNRT           a tensor's round trip: allocate "dlopen_tensor" (64 bytes) on
  *                                  NeuronCore 0, write, read back, read out of bounds (which must
  *                                  fail), free. Prints "dlopen client: ok".
- *   dlopen_client LIBNRT MODEL N   N executions of MODEL, which must take inputs a, b (fp32 [4])
- *                                  and give out (fp32 [4]) = a + b. Prints the last result.
+ *   dlopen_client LIBNRT MODEL N [collectives]
+ *                                  N executions of MODEL, which must take inputs a, b (fp32 [4])
+ *                                  and give out (fp32 [4]) = a + b. Prints the last result. With
+ *                                  "collectives", MODEL is loaded by nrt_load_collectives, as
+ *                                  device 0 of a group of one (a rank of a distributed job).
  * Exits 0 when every call behaves, else prints what failed on stderr and exits 1 (2: usage). */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -63,11 +66,25 @@ static int TensorRoundTrip(void* lib) {
   return 0;
 }
 
-static int ExecuteAdd(void* lib, const char* model_path, int n) {
+static NRT_STATUS (*load_collectives)(const void*, size_t, int32_t, int32_t, uint32_t, uint32_t,
+                                      nrt_model_t**);
+
+/* nrt_load's shape, through nrt_load_collectives: device 0 of a group of one. */
+static NRT_STATUS LoadAsRank(const void* bytes, size_t size, int32_t vnc, int32_t vnc_count,
+                             nrt_model_t** model) {
+  return load_collectives(bytes, size, vnc, vnc_count, 0, 1, model);
+}
+
+static int ExecuteAdd(void* lib, const char* model_path, int n, int collectives) {
   AddModelApi api;
   NRT_STATUS (*execute)(nrt_model_t*, const nrt_tensor_set_t*, nrt_tensor_set_t*);
   NRT_STATUS (*read)(const nrt_tensor_t*, void*, size_t, size_t);
-  LOOKUP(api.load, "nrt_load");
+  if (collectives) {
+    LOOKUP(load_collectives, "nrt_load_collectives");
+    api.load = LoadAsRank;
+  } else {
+    LOOKUP(api.load, "nrt_load");
+  }
   LOOKUP(api.allocate, "nrt_tensor_allocate");
   LOOKUP(api.write, "nrt_tensor_write");
   LOOKUP(api.allocate_set, "nrt_allocate_tensor_set");
@@ -84,8 +101,9 @@ static int ExecuteAdd(void* lib, const char* model_path, int n) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 4) {
-    fprintf(stderr, "usage: dlopen_client LIBNRT [MODEL N]\n");
+  const int collectives = argc == 5 && strcmp(argv[4], "collectives") == 0;
+  if (argc != 2 && argc != 4 && !collectives) {
+    fprintf(stderr, "usage: dlopen_client LIBNRT [MODEL N [collectives]]\n");
     return 2;
   }
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -98,7 +116,8 @@ int main(int argc, char** argv) {
   LOOKUP(init, "nrt_init");
   LOOKUP(close_runtime, "nrt_close");
   CHECK(init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
-  const int rc = argc == 2 ? TensorRoundTrip(lib) : ExecuteAdd(lib, argv[2], atoi(argv[3]));
+  const int rc =
+      argc == 2 ? TensorRoundTrip(lib) : ExecuteAdd(lib, argv[2], atoi(argv[3]), collectives);
   close_runtime();
   return rc;
 }
