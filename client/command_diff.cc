@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
 #include "client/summary_file.h"
+#include "common/json_text.h"
 #include "daemon/summary.h"
 
 ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
@@ -98,11 +99,11 @@ int DiffCommand(int argc, char** argv) {
 
   std::string out;
   if (format == "json") {
-    absl::StrAppend(&out, "{\n  \"a\": ", daemon::JsonString(a->capture_id), ",\n  \"b\": ",
-                    daemon::JsonString(b->capture_id), ",\n  \"rows\": [");
+    absl::StrAppend(&out, "{\n  \"a\": ", JsonString(a->capture_id), ",\n  \"b\": ",
+                    JsonString(b->capture_id), ",\n  \"rows\": [");
     for (size_t i = 0; i < rows.size(); ++i) {
       const DiffRow& r = rows[i];
-      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", daemon::JsonString(r.name),
+      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", JsonString(r.name),
                       ", \"calls_a\": ", r.calls_a, ", \"calls_b\": ", r.calls_b,
                       ", \"self_device_ns_a\": ", r.device_a, ", \"self_device_ns_b\": ",
                       r.device_b, ", \"device_total_ns_a\": ", r.total_a,

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "client/commands.h"
 #include "common/clickhouse_http.h"
+#include "common/json_text.h"
 #include "daemon/summary.h"
 
 ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
@@ -198,8 +199,8 @@ std::string FormatTop(const std::string& format, const std::vector<std::string>&
       const TopRow& r = rows[i];
       absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {");
       for (size_t k = 0; k < columns.size(); ++k) {
-        absl::StrAppend(&out, daemon::JsonString(columns[k]), ": ",
-                        columns[k] == "pid" ? r.key[k] : daemon::JsonString(r.key[k]), ", ");
+        absl::StrAppend(&out, JsonString(columns[k]), ": ",
+                        columns[k] == "pid" ? r.key[k] : JsonString(r.key[k]), ", ");
       }
       absl::StrAppend(&out, "\"calls\": ", r.calls, ", \"device_ns\": ", r.device_ns,
                       ", \"host_ns\": ", r.host_ns, ", \"executions\": ", r.executions,

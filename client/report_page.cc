@@ -12,12 +12,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/report_assets.h"
+#include "common/json_text.h"
 
 namespace nrtprof::cli {
 namespace {
 
 using daemon::FormatDuration;
-using daemon::JsonString;
 
 std::string JsonStrings(const std::vector<std::string>& items) {
   std::vector<std::string> quoted;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_text.h"
 #include "daemon/atomic_file.h"
 #include "daemon/chrome_json_writer.h"
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "daemon/atomic_file.h"
 #include "daemon/trace_lanes.h"
 
@@ -23,34 +24,6 @@ constexpr size_t kFlushBytes = 256 << 10;
 constexpr char kCaptureEventName[] = "nrtprof capture";
 constexpr char kFlowCategory[] = "flow";
 constexpr char kFlowName[] = "correlation";
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (a byte >= 0x80), or 0 if there
-// is none (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, truncated).
-size_t Utf8SequenceLength(absl::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;  // no overlong forms
-    if (c == 0xed) hi = 0x9f;  // no UTF-16 surrogates
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;  // nothing beyond U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
-  }
-  return n;
-}
 
 // The fixed-format pieces of an entry are put together in a buffer on the stack and appended
 // at once: appending them piece by piece was most of the writer's time.
@@ -121,7 +94,7 @@ void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
     switch (a.type) {
       case SliceArg::Type::kString:
         out->push_back(':');
-        AppendJsonString(absl::string_view(a.string_value.data(), a.string_value.size()), out);
+        AppendJsonString(a.string_value, out);
         continue;
       case SliceArg::Type::kUint:
         p = PutJsonUint(a.uint_value, p);
@@ -364,65 +337,6 @@ class JsonEncoder {
 };
 
 }  // namespace
-
-void AppendJsonString(absl::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  size_t i = 0;
-  while (i < s.size()) {
-    // Runs of printable ASCII, the whole of nearly every name, go in one append.
-    size_t run = i;
-    while (run < s.size()) {
-      const unsigned char r = static_cast<unsigned char>(s[run]);
-      if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\') break;
-      ++run;
-    }
-    if (run > i) {
-      out->append(s.data() + i, run - i);
-      i = run;
-      continue;
-    }
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(static_cast<char>(c));
-      ++i;
-    } else if (c < 0x20) {
-      switch (c) {
-        case '\b':
-          out->append("\\b");
-          break;
-        case '\f':
-          out->append("\\f");
-          break;
-        case '\n':
-          out->append("\\n");
-          break;
-        case '\r':
-          out->append("\\r");
-          break;
-        case '\t':
-          out->append("\\t");
-          break;
-        default:
-          out->append("\\u00");
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 0xf]);
-      }
-      ++i;
-    } else if (c < 0x80) {
-      out->push_back(static_cast<char>(c));
-      ++i;
-    } else if (size_t n = Utf8SequenceLength(s, i); n > 0) {
-      out->append(s.data() + i, n);
-      i += n;
-    } else {
-      out->append("\\ufffd");
-      ++i;
-    }
-  }
-  out->push_back('"');
-}
 
 void AppendJsonUint(uint64_t v, std::string* out) {
   char buf[24];

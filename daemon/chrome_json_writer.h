@@ -26,12 +26,6 @@ class ChromeJsonWriter : public LaneSink {
                           const std::string& output_dir, std::vector<std::string>* files) override;
 };
 
-// Appends `s` as a JSON string literal, quotes included, valid whatever the bytes: quote and
-// backslash escaped, control characters as \n, \t, ... or \u00XX, well-formed UTF-8 kept as
-// is, and every byte that is not part of well-formed UTF-8 replaced by \ufffd (the Unicode
-// replacement character). Shared by the daemon's JSON writers.
-void AppendJsonString(absl::string_view s, std::string* out);
-
 // Appends an unsigned integer as a JSON number, or as a decimal string when it is beyond 2^53
 // (where JavaScript readers would silently round it).
 void AppendJsonUint(uint64_t v, std::string* out);

@@ -226,26 +226,6 @@ TEST(ChromeJsonWriterTest, HostileNamesNeverBreakTheJson) {
   EXPECT_TRUE(Lanes(events).count(std::to_string(101) + " " + replaced_high + " framework"));
 }
 
-TEST(AppendJsonStringTest, EveryByteAndPairOfBytesGivesValidJson) {
-  for (int a = 0; a < 256; ++a) {
-    for (int b = 0; b < 256; b += 17) {
-      std::string s = {static_cast<char>(a), static_cast<char>(b), 'z'};
-      std::string json = "{\"k\":";
-      AppendJsonString(s, &json);
-      json += "}";
-      Struct parsed;
-      ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok())
-          << "bytes " << a << " " << b << ": " << json;
-    }
-  }
-}
-
-TEST(AppendJsonStringTest, ControlCharactersUseShortEscapes) {
-  std::string out;
-  AppendJsonString(std::string("\b\f\n\r\t\x1f\x7f", 7), &out);
-  EXPECT_EQ(out, "\"\\b\\f\\n\\r\\t\\u001f\x7f\"");
-}
-
 TEST(AppendJsonUintTest, LargeIntegersBecomeStrings) {
   std::string out;
   AppendJsonUint(uint64_t{1} << 53, &out);

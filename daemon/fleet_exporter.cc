@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
+#include "common/json_text.h"
 #include "daemon/fleet_schema_sql.h"
 
 namespace nrtprof::daemon {

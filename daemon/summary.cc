@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/json_text.h"
 #include "daemon/atomic_file.h"
 
 namespace nrtprof::daemon {
@@ -162,29 +163,6 @@ std::string DropsDetail(const DropCounts& d) {
   return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
 }
 
-// The length of the well-formed UTF-8 character at s[i] (no overlong forms, surrogates or code
-// points past U+10FFFF), or 0.
-size_t Utf8Length(const std::string& s, size_t i) {
-  const unsigned char c = s[i];
-  if (c < 0x80) return 1;
-  const size_t n = c >= 0xf0 && c < 0xf5   ? 4
-                   : c >= 0xe0 && c < 0xf0 ? 3
-                   : c >= 0xc2 && c < 0xe0 ? 2
-                                           : 0;
-  bool valid = n != 0 && i + n <= s.size();
-  for (size_t k = 1; valid && k < n; ++k) {
-    valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-  }
-  if (valid && n == 3) {
-    const unsigned char c1 = s[i + 1];
-    valid = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
-  } else if (valid && n == 4) {
-    const unsigned char c1 = s[i + 1];
-    valid = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
-  }
-  return valid ? n : 0;
-}
-
 // A name as the text table shows it: on one line whatever it holds (control characters as
 // \n, \t, \0, \x7f...), bytes that are not UTF-8 as U+FFFD, and cut to `width` bytes ending
 // in "..." at a character boundary if longer.
@@ -199,7 +177,7 @@ std::string TableName(const std::string& name, size_t width) {
                : c == 0    ? "\\0"
                            : absl::StrFormat("\\x%02x", c);
       ++i;
-    } else if (const size_t n = Utf8Length(name, i); n != 0) {
+    } else if (const size_t n = Utf8SequenceLength(std::string_view(name).substr(i)); n != 0) {
       shown.append(name, i, n);
       i += n;
     } else {
@@ -638,30 +616,6 @@ std::string CsvField(const std::string& s) {
     quoted += c;
   }
   return quoted + "\"";
-}
-
-// Valid UTF-8 passes through; control characters are escaped; a byte that is not UTF-8
-// becomes U+FFFD, so the file is always valid JSON.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = s[i];
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-    } else if (c < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-      ++i;
-    } else if (const size_t n = Utf8Length(s, i); n != 0) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += "\\ufffd";
-      ++i;
-    }
-  }
-  return out + "\"";
 }
 
 absl::StatusOr<SummarySortKey> ParseSummarySortKey(absl::string_view key) {

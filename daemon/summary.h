@@ -92,11 +92,9 @@ using DeviceTimeCharged = std::function<void(const DeviceEvent&, const std::stri
 Summary ComputeProcessSummary(const ProcessTrace& process,
                               const DeviceTimeCharged& charged_to = nullptr);
 
-// A CSV field and a JSON string as the summary files write them (quoted where needed; JSON
-// always valid: a byte that is not UTF-8 becomes U+FFFD), for other writers of such rows
-// (nrtprof diff).
+// A CSV field as summary.csv writes it (quoted where needed), for other writers of such rows
+// (nrtprof diff). Their JSON strings are common/json_text.h's.
 std::string CsvField(const std::string& s);
-std::string JsonString(const std::string& s);
 
 // Rows sorted by `sort` (numbers descending, names ascending; ties by name), the first
 // `limit` of them if limit > 0. Text: the fixed-width table with its closing lines; csv: a

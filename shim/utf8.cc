@@ -2,54 +2,16 @@
 
 #include <cstdint>
 
+#include "common/json_text.h"
+
 namespace nrtprof::shim {
-
-size_t ValidUtf8SequenceLength(std::string_view s) {
-  if (s.empty()) return 0;
-  const auto b = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
-  const uint8_t c = b(0);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (s.size() < n) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((b(i) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i) & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return 0;
-  }
-  return n;
-}
-
-bool IsValidUtf8(std::string_view s) {
-  while (!s.empty()) {
-    const size_t n = ValidUtf8SequenceLength(s);
-    if (n == 0) return false;
-    s.remove_prefix(n);
-  }
-  return true;
-}
 
 std::string SanitizeUtf8(std::string_view s) {
   if (IsValidUtf8(s)) return std::string(s);
   std::string out;
   out.reserve(s.size() + 8);
   while (!s.empty()) {
-    const size_t n = ValidUtf8SequenceLength(s);
+    const size_t n = Utf8SequenceLength(s);
     if (n == 0) {
       out += "\xEF\xBF\xBD";  // U+FFFD
       s.remove_prefix(1);

@@ -1,6 +1,8 @@
 // Proto3 `string` fields must hold valid UTF-8, or the daemon's parser rejects the whole
 // message; names from programs (tensor and range names, command lines, paths) may be any
-// bytes. SanitizeUtf8 keeps valid UTF-8 as is and replaces each invalid byte with U+FFFD.
+// bytes. SanitizeUtf8 keeps valid UTF-8 as is and replaces each invalid byte with U+FFFD, by
+// the rule of common/json_text.h (which says what is valid), so a name reads the same in the
+// daemon's JSON files.
 #ifndef NRTPROF_SHIM_UTF8_H_
 #define NRTPROF_SHIM_UTF8_H_
 
@@ -10,13 +12,6 @@
 #include <string_view>
 
 namespace nrtprof::shim {
-
-// Length of the valid UTF-8 sequence at the start of `s`, or 0 if it starts with an invalid
-// byte (or `s` is empty). Overlong forms, surrogates and code points above U+10FFFF are
-// invalid.
-size_t ValidUtf8SequenceLength(std::string_view s);
-
-bool IsValidUtf8(std::string_view s);
 
 std::string SanitizeUtf8(std::string_view s);
 

@@ -17,7 +17,8 @@
 namespace nrtprof::fuzz {
 namespace {
 
-// The length of the well-formed UTF-8 sequence at s[i], or 0.
+// The length of the well-formed UTF-8 sequence at s[i], or 0. Written apart from
+// common/json_text.h on purpose: this is the oracle that checks the writers built on it.
 size_t Utf8SequenceLength(absl::string_view s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
   const uint8_t c = b(i);

@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/json_text.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace nrtprof::testing {
@@ -37,22 +37,6 @@ std::string StringField(const Struct& s, const std::string& name) {
 const Struct& StructField(const Struct& s, const std::string& name) {
   const Value* v = Field(s, name);
   return v != nullptr && v->has_struct_value() ? v->struct_value() : Struct::default_instance();
-}
-
-// A JSON string.
-std::string Quoted(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 int64_t NowMs() {
@@ -125,7 +109,7 @@ absl::StatusOr<std::unique_ptr<HeadlessBrowser>> HeadlessBrowser::Start(const st
   if (target.empty()) return absl::InternalError("chromium has no page");
   absl::StatusOr<Struct> attached =
       browser->Call("Target.attachToTarget",
-                    absl::StrCat("{\"targetId\":", Quoted(target), ",\"flatten\":true}"), true);
+                    absl::StrCat("{\"targetId\":", JsonString(target), ",\"flatten\":true}"), true);
   if (!attached.ok()) return attached.status();
   browser->session_ = StringField(StructField(*attached, "result"), "sessionId");
   for (const char* domain : {"Page.enable", "Runtime.enable", "Log.enable", "Network.enable"}) {
@@ -204,8 +188,8 @@ absl::StatusOr<Struct> HeadlessBrowser::Call(const std::string& method,
                                              const std::string& params_json, bool browser_level) {
   const int id = next_id_++;
   std::string message =
-      absl::StrCat("{\"id\":", id, ",\"method\":", Quoted(method), ",\"params\":", params_json);
-  if (!browser_level) absl::StrAppend(&message, ",\"sessionId\":", Quoted(session_));
+      absl::StrCat("{\"id\":", id, ",\"method\":", JsonString(method), ",\"params\":", params_json);
+  if (!browser_level) absl::StrAppend(&message, ",\"sessionId\":", JsonString(session_));
   message += "}";
   message.push_back('\0');
   for (size_t sent = 0; sent < message.size();) {
@@ -234,7 +218,7 @@ absl::StatusOr<Struct> HeadlessBrowser::Call(const std::string& method,
 
 absl::Status HeadlessBrowser::Open(const std::string& url) {
   loaded_ = false;
-  absl::StatusOr<Struct> r = Call("Page.navigate", absl::StrCat("{\"url\":", Quoted(url), "}"));
+  absl::StatusOr<Struct> r = Call("Page.navigate", absl::StrCat("{\"url\":", JsonString(url), "}"));
   if (!r.ok()) return r.status();
   Struct event;
   const int64_t deadline = NowMs() + kReplyTimeoutMs;
@@ -246,7 +230,7 @@ absl::Status HeadlessBrowser::Open(const std::string& url) {
 
 absl::StatusOr<std::string> HeadlessBrowser::Evaluate(const std::string& expression) {
   absl::StatusOr<Struct> r = Call(
-      "Runtime.evaluate", absl::StrCat("{\"expression\":", Quoted("String(" + expression + ")"),
+      "Runtime.evaluate", absl::StrCat("{\"expression\":", JsonString("String(" + expression + ")"),
                                        ",\"returnByValue\":true}"));
   if (!r.ok()) return r.status();
   const Struct& result = StructField(*r, "result");
