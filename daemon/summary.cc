@@ -3,18 +3,20 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/json_text.h"
 #include "daemon/atomic_file.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/summary_file.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -350,259 +352,99 @@ std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
 
 // ---- Reading summary.json ----------------------------------------------------------------
 
-struct Json {
-  enum Type { kNull, kBool, kNumber, kString, kArray, kObject } type = kNull;
-  std::string text;  // kString: the value; kNumber: as written
-  bool boolean = false;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+absl::Status FileError(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("summary.json: ", what));
+}
 
-  const Json* Find(absl::string_view key) const {
-    for (const auto& [k, v] : members) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-};
-
-// A strict RFC 8259 reader, enough for what FormatJson writes (and hand-edited variants).
-class JsonReader {
- public:
-  explicit JsonReader(absl::string_view text) : text_(text) {}
-
-  absl::StatusOr<Json> ReadDocument() {
-    Json value;
-    if (absl::Status s = Read(&value, 0); !s.ok()) return s;
-    SkipSpace();
-    if (pos_ != text_.size()) return Error("unexpected text after the document");
-    return value;
-  }
-
- private:
-  static constexpr int kMaxDepth = 64;
-
-  absl::Status Error(const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat("summary.json: ", what, " at byte ", pos_));
-  }
-  void SkipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r' || text_[pos_] == '\t')) {
-      ++pos_;
-    }
-  }
-  bool Consume(absl::string_view token) {
-    if (text_.substr(pos_, token.size()) != token) return false;
-    pos_ += token.size();
-    return true;
-  }
-
-  absl::Status Read(Json* out, int depth) {
-    if (depth > kMaxDepth) return Error("nesting too deep");
-    SkipSpace();
-    if (pos_ >= text_.size()) return Error("unexpected end");
-    const char c = text_[pos_];
-    if (c == '{') return ReadObject(out, depth);
-    if (c == '[') return ReadArray(out, depth);
-    if (c == '"') {
-      out->type = Json::kString;
-      return ReadString(&out->text);
-    }
-    if (Consume("true")) {
-      out->type = Json::kBool;
-      out->boolean = true;
-      return absl::OkStatus();
-    }
-    if (Consume("false")) {
-      out->type = Json::kBool;
-      return absl::OkStatus();
-    }
-    if (Consume("null")) return absl::OkStatus();
-    if (c == '-' || absl::ascii_isdigit(c)) {
-      const size_t begin = pos_;
-      while (pos_ < text_.size() &&
-             (absl::ascii_isdigit(text_[pos_]) || text_[pos_] == '-' || text_[pos_] == '+' ||
-              text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
-        ++pos_;
-      }
-      out->type = Json::kNumber;
-      out->text = std::string(text_.substr(begin, pos_ - begin));
-      return absl::OkStatus();
-    }
-    if (absl::ascii_isprint(c)) {
-      return Error(absl::StrCat("unexpected character '", std::string(1, c), "'"));
-    }
-    return Error(absl::StrFormat("unexpected byte 0x%02x", static_cast<unsigned char>(c)));
-  }
-
-  absl::Status ReadObject(Json* out, int depth) {
-    out->type = Json::kObject;
-    ++pos_;
-    SkipSpace();
-    if (Consume("}")) return absl::OkStatus();
-    while (true) {
-      SkipSpace();
-      if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a member name");
-      std::string key;
-      if (absl::Status s = ReadString(&key); !s.ok()) return s;
-      SkipSpace();
-      if (!Consume(":")) return Error("expected ':'");
-      Json value;
-      if (absl::Status s = Read(&value, depth + 1); !s.ok()) return s;
-      out->members.emplace_back(std::move(key), std::move(value));
-      SkipSpace();
-      if (Consume("}")) return absl::OkStatus();
-      if (!Consume(",")) return Error("expected ',' or '}'");
-    }
-  }
-
-  absl::Status ReadArray(Json* out, int depth) {
-    out->type = Json::kArray;
-    ++pos_;
-    SkipSpace();
-    if (Consume("]")) return absl::OkStatus();
-    while (true) {
-      Json value;
-      if (absl::Status s = Read(&value, depth + 1); !s.ok()) return s;
-      out->items.push_back(std::move(value));
-      SkipSpace();
-      if (Consume("]")) return absl::OkStatus();
-      if (!Consume(",")) return Error("expected ',' or ']'");
-    }
-  }
-
-  bool ReadHex4(uint32_t* v) {
-    if (pos_ + 4 > text_.size()) return false;
-    *v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = text_[pos_++];
-      *v <<= 4;
-      if (h >= '0' && h <= '9')
-        *v |= h - '0';
-      else if (h >= 'a' && h <= 'f')
-        *v |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F')
-        *v |= h - 'A' + 10;
-      else
-        return false;
-    }
-    return true;
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      *out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      *out += static_cast<char>(0xc0 | (cp >> 6));
-      *out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      *out += static_cast<char>(0xe0 | (cp >> 12));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      *out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      *out += static_cast<char>(0xf0 | (cp >> 18));
-      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      *out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
-  absl::Status ReadString(std::string* out) {
-    ++pos_;  // the opening quote
-    while (true) {
-      if (pos_ >= text_.size()) return Error("unterminated string");
-      const char c = text_[pos_++];
-      if (c == '"') return absl::OkStatus();
-      if (static_cast<unsigned char>(c) < 0x20) return Error("control character in a string");
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (pos_ >= text_.size()) return Error("unterminated string");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          *out += e;
-          break;
-        case 'b':
-          *out += '\b';
-          break;
-        case 'f':
-          *out += '\f';
-          break;
-        case 'n':
-          *out += '\n';
-          break;
-        case 'r':
-          *out += '\r';
-          break;
-        case 't':
-          *out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp;
-          if (!ReadHex4(&cp)) return Error("bad \\u escape");
-          if (cp >= 0xd800 && cp < 0xdc00) {
-            uint32_t low;
-            if (!Consume("\\u") || !ReadHex4(&low) || low < 0xdc00 || low >= 0xe000) {
-              return Error("unpaired surrogate");
-            }
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-          } else if (cp >= 0xdc00 && cp < 0xe000) {
-            return Error("unpaired surrogate");
-          }
-          AppendUtf8(cp, out);
-          break;
-        }
-        default:
-          return Error("bad escape");
-      }
-    }
-  }
-
-  absl::string_view text_;
-  size_t pos_ = 0;
-};
-
-absl::Status Count(const Json& object, const char* key, bool required, uint64_t* out) {
-  const Json* v = object.Find(key);
-  if (v == nullptr) {
-    if (!required) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("summary.json: no \"", key, "\""));
-  }
-  if (v->type != Json::kNumber || !absl::SimpleAtoi(v->text, out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("summary.json: \"", key, "\" is not a non-negative integer"));
+absl::Status ReadRow(const summary_json::Row& r, SummaryRow* row) {
+  if (!r.has_name()) return FileError("a row without a \"name\" string");
+  row->name = r.name();
+  for (auto [key, present, value, field] :
+       std::initializer_list<std::tuple<const char*, bool, uint64_t, uint64_t*>>{
+           {"self_cpu_ns", r.has_self_cpu_ns(), r.self_cpu_ns(), &row->self_cpu_ns},
+           {"cpu_total_ns", r.has_cpu_total_ns(), r.cpu_total_ns(), &row->cpu_total_ns},
+           {"self_device_ns", r.has_self_device_ns(), r.self_device_ns(), &row->self_device_ns},
+           {"device_total_ns", r.has_device_total_ns(), r.device_total_ns(),
+            &row->device_total_ns},
+           {"calls", r.has_calls(), r.calls(), &row->calls}}) {
+    if (!present) return FileError(absl::StrCat("row \"", r.name(), "\" has no \"", key, "\""));
+    *field = value;
   }
   return absl::OkStatus();
 }
 
-// The header's facts (processes, events, window), absent from an older summary.json.
-absl::Status ReadHeader(const Json& doc, Summary* s) {
-  for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
-           {"events", &s->events},
-           {"window_start_unix_ns", &s->window_start_unix_ns},
-           {"window_ns", &s->window_ns}}) {
-    if (absl::Status st = Count(doc, key, false, field); !st.ok()) return st;
-  }
-  const Json* processes = doc.Find("processes");
-  if (processes == nullptr) return absl::OkStatus();
-  if (processes->type != Json::kArray) {
-    return absl::InvalidArgumentError("summary.json: \"processes\" is not an array");
-  }
-  for (const Json& p : processes->items) {
-    const Json* host = p.type == Json::kObject ? p.Find("host") : nullptr;
-    const Json* command = p.type == Json::kObject ? p.Find("command") : nullptr;
-    uint64_t pid = 0;
-    if (host == nullptr || host->type != Json::kString || command == nullptr ||
-        command->type != Json::kString || !Count(p, "pid", true, &pid).ok() ||
-        pid > UINT32_MAX) {
-      return absl::InvalidArgumentError(
-          "summary.json: a process is not {\"pid\": N, \"host\": \"...\", \"command\": \"...\"}");
+absl::Status ReadProcesses(const summary_json::SummaryFile& file, Summary* s) {
+  for (const summary_json::Process& p : file.processes()) {
+    if (!p.has_pid() || !p.has_host() || !p.has_command()) {
+      return FileError("a process is not {\"pid\": N, \"host\": \"...\", \"command\": \"...\"}");
     }
-    s->processes.push_back({static_cast<uint32_t>(pid), host->text, command->text});
+    s->processes.push_back({p.pid(), p.host(), p.command()});
   }
+  return absl::OkStatus();
+}
+
+void ReadDrops(const summary_json::SummaryFile& file, DropCounts* d) {
+  const summary_json::EventsDropped& e = file.events_dropped();
+  d->ring_full = e.ring_full();
+  d->daemon_away = e.daemon_away();
+  d->spool_full = e.spool_full();
+  d->device_overwritten = e.device_overwritten();
+  d->oversized = e.oversized();
+  d->no_memory = e.no_memory();
+  d->device_malformed = e.device_malformed();
+  d->daemon_overflow = e.daemon_overflow();
+  d->no_clock_sync = e.no_clock_sync();
+  d->process_died = e.process_died();
+  const summary_json::EventsDroppedByLane& lane = file.events_dropped_by_lane();
+  d->by_lane = {lane.framework(), lane.runtime(), lane.hardware()};
+}
+
+// Protobuf's parser, unknown keys ignored: a newer daemon's file still reads.
+absl::Status ParseJson(absl::string_view json, google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), message, options);
+  if (status.ok()) return absl::OkStatus();
+  // Its first line says what is wrong; the next two quote the text with a caret under it.
+  absl::string_view what(status.message().data(), status.message().size());
+  what = absl::StripPrefix(what.substr(0, what.find('\n')), ": ");
+  return FileError(what);
+}
+
+// Whether `json` nests arrays and objects deeper than `limit`. Protobuf 3.21's JSON parser
+// takes time that grows faster than the square of the depth for a google.protobuf.ListValue
+// (SummaryFileRows): a file of nested brackets would hang the CLI. summary.json nests 3 deep.
+bool NestedDeeperThan(absl::string_view json, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Whether the file has "rows", asked only when it has no row: proto3 keeps no presence for a
+// repeated field, and a file without its table is not an empty table.
+absl::Status CheckRowsPresent(absl::string_view json) {
+  constexpr int kMaxDepth = 64;
+  if (NestedDeeperThan(json, kMaxDepth)) {
+    return FileError(absl::StrCat("nested deeper than ", kMaxDepth, " levels"));
+  }
+  summary_json::SummaryFileRows rows;
+  if (absl::Status st = ParseJson(json, &rows); !st.ok()) return st;
+  if (!rows.has_rows()) return FileError("no \"rows\" array");
+  if (rows.rows().values_size() != 0) return FileError("a row is not an object");
   return absl::OkStatus();
 }
 
@@ -727,92 +569,29 @@ std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFo
 }
 
 absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
-  absl::StatusOr<Json> doc = JsonReader(json).ReadDocument();
-  if (!doc.ok()) return doc.status();
-  if (doc->type != Json::kObject) {
-    return absl::InvalidArgumentError("summary.json: the document is not an object");
+  summary_json::SummaryFile file;
+  if (absl::Status st = ParseJson(json, &file); !st.ok()) return st;
+  if (file.rows().empty()) {
+    if (absl::Status st = CheckRowsPresent(json); !st.ok()) return st;
   }
   Summary s;
-  if (const Json* id = doc->Find("capture_id"); id != nullptr && id->type == Json::kString) {
-    s.capture_id = id->text;
+  for (const summary_json::Row& r : file.rows()) {
+    if (absl::Status st = ReadRow(r, &s.rows.emplace_back()); !st.ok()) return st;
   }
-  if (absl::Status st = ReadHeader(*doc, &s); !st.ok()) return st;
-  const Json* rows = doc->Find("rows");
-  if (rows == nullptr || rows->type != Json::kArray) {
-    return absl::InvalidArgumentError("summary.json: no \"rows\" array");
-  }
-  for (const Json& r : rows->items) {
-    if (r.type != Json::kObject) {
-      return absl::InvalidArgumentError("summary.json: a row is not an object");
-    }
-    SummaryRow row;
-    const Json* name = r.Find("name");
-    if (name == nullptr || name->type != Json::kString) {
-      return absl::InvalidArgumentError("summary.json: a row without a \"name\" string");
-    }
-    row.name = name->text;
-    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
-             {"self_cpu_ns", &row.self_cpu_ns},
-             {"cpu_total_ns", &row.cpu_total_ns},
-             {"self_device_ns", &row.self_device_ns},
-             {"device_total_ns", &row.device_total_ns},
-             {"calls", &row.calls}}) {
-      if (absl::Status st = Count(r, key, true, field); !st.ok()) return st;
-    }
-    s.rows.push_back(std::move(row));
-  }
-  for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
-           {"self_cpu_total_ns", &s.self_cpu_total_ns},
-           {"self_device_total_ns", &s.self_device_total_ns}}) {
-    if (absl::Status st = Count(*doc, key, true, field); !st.ok()) return st;
-  }
-  for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
-           {"uncorrelated_device_events", &s.uncorrelated_device_events},
-           {"uncorrelated_device_ns", &s.uncorrelated_device_ns},
-           {"cut_off_processes", &s.cut_off_processes}}) {
-    if (absl::Status st = Count(*doc, key, false, field); !st.ok()) return st;
-  }
-  if (const Json* d = doc->Find("events_dropped"); d != nullptr) {
-    if (d->type != Json::kObject) {
-      return absl::InvalidArgumentError("summary.json: \"events_dropped\" is not an object");
-    }
-    DropCounts& c = s.drops;
-    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
-             {"ring_full", &c.ring_full},
-             {"daemon_away", &c.daemon_away},
-             {"spool_full", &c.spool_full},
-             {"device_overwritten", &c.device_overwritten},
-             {"oversized", &c.oversized},
-             {"no_memory", &c.no_memory},
-             {"device_malformed", &c.device_malformed},
-             {"daemon_overflow", &c.daemon_overflow},
-             {"no_clock_sync", &c.no_clock_sync},
-             {"process_died", &c.process_died}}) {
-      if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
-    }
-  }
-  if (const Json* d = doc->Find("events_dropped_by_lane"); d != nullptr) {
-    if (d->type != Json::kObject) {
-      return absl::InvalidArgumentError(
-          "summary.json: \"events_dropped_by_lane\" is not an object");
-    }
-    LaneDropCounts& c = s.drops.by_lane;
-    for (auto [key, field] : std::initializer_list<std::pair<const char*, uint64_t*>>{
-             {"framework", &c.framework}, {"runtime", &c.runtime}, {"hardware", &c.hardware}}) {
-      if (absl::Status st = Count(*d, key, false, field); !st.ok()) return st;
-    }
-  }
-  if (const Json* notices = doc->Find("notices"); notices != nullptr) {
-    if (notices->type != Json::kArray) {
-      return absl::InvalidArgumentError("summary.json: \"notices\" is not an array");
-    }
-    for (const Json& n : notices->items) {
-      if (n.type != Json::kString) {
-        return absl::InvalidArgumentError("summary.json: a notice is not a string");
-      }
-      s.notices.push_back(n.text);
-    }
-  }
+  if (!file.has_self_cpu_total_ns()) return FileError("no \"self_cpu_total_ns\"");
+  if (!file.has_self_device_total_ns()) return FileError("no \"self_device_total_ns\"");
+  s.capture_id = file.capture_id();
+  if (absl::Status st = ReadProcesses(file, &s); !st.ok()) return st;
+  s.events = file.events();
+  s.window_start_unix_ns = file.window_start_unix_ns();
+  s.window_ns = file.window_ns();
+  s.self_cpu_total_ns = file.self_cpu_total_ns();
+  s.self_device_total_ns = file.self_device_total_ns();
+  s.uncorrelated_device_events = file.uncorrelated_device_events();
+  s.uncorrelated_device_ns = file.uncorrelated_device_ns();
+  s.cut_off_processes = file.cut_off_processes();
+  ReadDrops(file, &s.drops);
+  s.notices.assign(file.notices().begin(), file.notices().end());
   return s;
 }
 

@@ -1,11 +1,13 @@
 #include "daemon/summary.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
@@ -406,7 +408,7 @@ TEST(SummaryTest, NoticesFollowTheTableAndRoundTrip) {
   EXPECT_EQ(back->drops.no_memory, 4u);
   EXPECT_EQ(FormatSummary(*back), FormatSummary(s));
   EXPECT_FALSE(ParseSummaryJson(R"({"rows": [], "self_cpu_total_ns": 0,
-      "self_device_total_ns": 0, "notices": "not a list"})").ok());
+      "self_device_total_ns": 0, "notices": {"not": "a list"}})").ok());
 }
 
 TEST(SummaryTest, JsonRoundTrip) {
@@ -438,28 +440,60 @@ TEST(SummaryTest, InvalidUtf8BecomesReplacementCharacters) {
 
 TEST(SummaryTest, MalformedJsonIsRefusedClearly) {
   struct Case {
-    const char* json;
-    const char* message;
+    std::string json;
+    const char* message;  // in the error, after "summary.json: "; "" where protobuf words it
   };
-  const std::string deep(1000, '[');
+  const std::string totals = R"("self_cpu_total_ns": 1, "self_device_total_ns": 1)";
+  const std::string row =
+      R"({"name": "a", "self_cpu_ns": 1, "cpu_total_ns": 1, "self_device_ns": 1,)"
+      R"( "device_total_ns": 1, "calls": 1})";
   for (const Case& c : std::initializer_list<Case>{
-           {"", "unexpected end"},
-           {"[]", "not an object"},
-           {"{\"rows\": 3}", "no \"rows\" array"},
-           {"{\"rows\": [{\"name\": \"a\"}]}", "no \"self_cpu_ns\""},
-           {"{\"rows\": [{\"name\": \"a\", \"self_cpu_ns\": -1}]}", "not a non-negative"},
-           {"{\"rows\": [], \"self_cpu_total_ns\": 1, \"self_device_total_ns\": 1} x",
-            "after the document"},
-           {"{\"rows\": [\"unterminated]}", "unterminated string"},
-           {deep.c_str(), "nesting too deep"},
-           {"\xff", "unexpected byte 0xff"},
+           {"", ""},
+           {"[]", ""},
+           {"\xff", ""},
+           {"{\"rows\": [\"unterminated]}", ""},
+           {"{\"rows\": [], " + totals + "} x", ""},
+           {"{\"rows\": 3, " + totals + "}", "rows"},
+           {"{\"rows\": [{\"name\": \"a\", \"self_cpu_ns\": -1}]}", "self_cpu_ns"},
+           {"{" + totals + "}", "no \"rows\" array"},
+           {"{\"rows\": [[]], " + totals + "}", "a row is not an object"},
+           {"{\"rows\": [" + std::string(1000, '[') + std::string(1000, ']') + "], " + totals + "}",
+            "nested deeper than 64 levels"},
+           {"{\"rows\": [{\"calls\": 1}], " + totals + "}", "a row without a \"name\" string"},
+           {"{\"rows\": [{\"name\": \"a\"}], " + totals + "}", "row \"a\" has no \"self_cpu_ns\""},
+           {"{\"rows\": [" + row + "], \"self_device_total_ns\": 1}", "no \"self_cpu_total_ns\""},
+           {"{\"rows\": [" + row + "], \"self_cpu_total_ns\": 1}", "no \"self_device_total_ns\""},
+           {"{\"rows\": [], \"processes\": [{\"pid\": 1}], " + totals + "}",
+            "a process is not {\"pid\": N, \"host\": \"...\", \"command\": \"...\"}"},
        }) {
     absl::StatusOr<Summary> s = ParseSummaryJson(c.json);
     ASSERT_FALSE(s.ok()) << c.json;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(s.status().message().find(c.message), std::string::npos)
-        << c.json << " -> " << s.status();
+    const std::string message(s.status().message());
+    EXPECT_TRUE(absl::StartsWith(message, "summary.json: ")) << c.json << " -> " << message;
+    EXPECT_GT(message.size(), strlen("summary.json: ")) << c.json;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+    EXPECT_NE(message.find(c.message), std::string::npos) << c.json << " -> " << message;
   }
+}
+
+TEST(SummaryTest, JsonFromANewerDaemonStillReads) {
+  absl::StatusOr<Summary> s = ParseSummaryJson(R"({"format_version": 9, "rows": [
+      {"name": "aten::mul", "self_cpu_ns": 5, "cpu_total_ns": 6, "self_device_ns": 7,
+       "device_total_ns": 8, "calls": 2, "flops": 1e12, "by_core": {"0": [1, 2]}}],
+      "self_cpu_total_ns": 5, "self_device_total_ns": 7, "energy": {"joules": 3.5}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->rows.size(), 1u);
+  EXPECT_EQ(s->rows[0].name, "aten::mul");
+  EXPECT_EQ(s->rows[0].calls, 2u);
+  EXPECT_EQ(s->self_device_total_ns, 7u);
+}
+
+TEST(SummaryTest, AnEmptyTableReads) {
+  absl::StatusOr<Summary> s =
+      ParseSummaryJson(R"({"rows": [], "self_cpu_total_ns": 0, "self_device_total_ns": 0})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->rows.empty());
 }
 
 std::string ReadFile(const std::string& path) {
