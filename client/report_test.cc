@@ -19,7 +19,8 @@ namespace {
 ReportTrace WrittenAndRead(const daemon::Trace& trace) {
   const std::string dir = daemon::TempDir("report-trace");
   std::vector<std::string> files;
-  EXPECT_TRUE(daemon::PerfettoWriter().Write(trace, dir, &files).ok());
+  EXPECT_TRUE(
+      daemon::PerfettoWriter().Write(trace, daemon::ComputeSummary(trace), dir, &files).ok());
   absl::StatusOr<daemon::ReadTrace> read =
       daemon::ReadPerfettoTrace(daemon::ReadFile(dir + "/trace.pftrace"));
   EXPECT_TRUE(read.ok()) << read.status();

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "daemon/perfetto_writer.h"
+#include "daemon/summary.h"
 #include "gtest/gtest.h"
 #include "proto/perfetto_trace.pb.h"
 
@@ -37,7 +38,8 @@ std::string HostTraceBytes(uint64_t call_ns, int64_t realtime_minus_monotonic_ns
   char dir[] = "/tmp/trace-merge-test-XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   std::vector<std::string> files;
-  EXPECT_TRUE(daemon::PerfettoWriter().Write(trace, dir, &files).ok());
+  EXPECT_TRUE(
+      daemon::PerfettoWriter().Write(trace, daemon::ComputeSummary(trace), dir, &files).ok());
   std::ifstream in(std::string(dir) + "/trace.pftrace", std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();

@@ -24,7 +24,7 @@ namespace nrtprof::daemon {
 class ArtifactWriter : public TraceSink {
  public:
   // Writes every artifact it can; returns the first error after trying them all.
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/summary.h"
 #include "daemon/writer_test_util.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -111,7 +112,8 @@ TEST(ModelHashTest, IsFnv1a64InHex) {
 TEST(ArtifactWriterTest, SameModelInTwoProcessesSharesOnePair) {
   std::string dir = TempDir("pairs");
   std::vector<std::string> files;
-  ASSERT_TRUE(ArtifactWriter().Write(TwoProcesses(), dir, &files).ok());
+  const Trace t = TwoProcesses();
+  ASSERT_TRUE(ArtifactWriter().Write(t, ComputeSummary(t), dir, &files).ok());
   const std::string mlp = ModelHash(kMlpBytes);
   const std::string remote = ModelHash("remote_model");
   std::set<std::string> expected = {
@@ -165,7 +167,7 @@ TEST(ArtifactWriterTest, FileNamesNeverComeFromClientText) {
   t.processes.push_back(p);
   std::string dir = TempDir("names");
   std::vector<std::string> files;
-  ASSERT_TRUE(ArtifactWriter().Write(t, dir, &files).ok());
+  ASSERT_TRUE(ArtifactWriter().Write(t, ComputeSummary(t), dir, &files).ok());
   ASSERT_EQ(files.size(), 3u);
   for (const std::string& f : files) {
     EXPECT_EQ(f.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_."), std::string::npos)
@@ -188,13 +190,14 @@ TEST(ArtifactWriterTest, TruncatedModelBytesAreNotANeff) {
   t.processes.push_back(p);
   std::string dir = TempDir("truncated");
   std::vector<std::string> files;
-  ASSERT_TRUE(ArtifactWriter().Write(t, dir, &files).ok());
+  ASSERT_TRUE(ArtifactWriter().Write(t, ComputeSummary(t), dir, &files).ok());
   EXPECT_EQ(files, std::vector<std::string>{"model_" + ModelHash("big") + "_nc2.ntff.json"});
 }
 
 TEST(ArtifactWriterTest, WriteErrorsAreReported) {
   std::vector<std::string> files;
-  absl::Status s = ArtifactWriter().Write(TwoProcesses(), TempDir("e") + "/missing", &files);
+  const Trace t = TwoProcesses();
+  absl::Status s = ArtifactWriter().Write(t, ComputeSummary(t), TempDir("e") + "/missing", &files);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("model_"), std::string::npos) << s;
   EXPECT_TRUE(files.empty());
@@ -202,7 +205,7 @@ TEST(ArtifactWriterTest, WriteErrorsAreReported) {
 
 TEST(ArtifactWriterTest, NoModelsNoFiles) {
   std::vector<std::string> files;
-  ASSERT_TRUE(ArtifactWriter().Write(Trace(), TempDir("none"), &files).ok());
+  ASSERT_TRUE(ArtifactWriter().Write(Trace(), Summary(), TempDir("none"), &files).ok());
   EXPECT_TRUE(files.empty());
 }
 

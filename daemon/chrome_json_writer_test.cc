@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "common/testing/struct_fields.h"
+#include "daemon/summary.h"
 #include "daemon/writer_test_util.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -37,7 +38,7 @@ struct Written {
 Written WriteJson(const Trace& t, const std::string& dir_name) {
   std::string dir = TempDir(dir_name);
   std::vector<std::string> files;
-  absl::Status s = ChromeJsonWriter().Write(t, dir, &files);
+  absl::Status s = ChromeJsonWriter().Write(t, ComputeSummary(t), dir, &files);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(files, std::vector<std::string>{"trace.json"});
   Written w;

@@ -623,10 +623,11 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
   std::vector<ProcessCapture>().swap(capture->finished);
   nrtprof::CaptureFiles& files = *out;
   files.set_output_dir(capture->output_dir);
-  std::vector<std::string> written;
-  absl::Status wrote = sink_->Write(trace, capture->output_dir, &written);
-  for (const std::string& f : written) files.add_files(f);
+  // Once for the capture: the summary files, the reply's table and the fleet's rows.
   const Summary summary = ComputeSummary(trace);
+  std::vector<std::string> written;
+  absl::Status wrote = sink_->Write(trace, summary, capture->output_dir, &written);
+  for (const std::string& f : written) files.add_files(f);
   files.set_summary_text(FormatSummary(summary));
   uint64_t events = 0, dropped = 0;
   for (const ProcessTrace& p : trace.processes) {

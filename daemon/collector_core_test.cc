@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <future>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/summary.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {
@@ -69,7 +71,7 @@ class FakeClock : public CollectorClock {
 // Keeps the traces it is given; fails when told to.
 class FakeSink : public TraceSink {
  public:
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override {
     std::lock_guard<std::mutex> lock(mu);
     traces.push_back(trace);
@@ -216,6 +218,41 @@ TEST_F(CollectorCoreTest, CaptureMembership) {
 
   // A process naming a capture that is over is not recording.
   EXPECT_FALSE(core_.OnHello(5, Hello(105, "c1"), c5.Sender())->capturing());
+}
+
+// What `nrtprof capture` prints (the reply's table) is what the capture's summary files say:
+// one summary, worked out once for the capture, feeds both.
+TEST_F(CollectorCoreTest, ReplyTableIsTheSummaryFilesTable) {
+  SummarySink summary_files;
+  CollectorCore core(Options(), &summary_files, &clock_);
+  Controls c1, c2;
+  ASSERT_TRUE(core.OnHello(1, Hello(101), c1.Sender()).ok());
+  ASSERT_TRUE(core.OnHello(2, Hello(102), c2.Sender()).ok());
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("table");
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core.StartCapture(request);
+  ASSERT_TRUE(started.ok()) << started.status();
+  for (CollectorCore::StreamId s : {1, 2}) {
+    ASSERT_TRUE(core.OnBatch(s, Batch(1)).ok());
+    ASSERT_TRUE(core.OnBatch(s, Batch(2, /*final=*/true)).ok());
+  }
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("table");
+  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(std::vector<std::string>(files->files().begin(), files->files().end()),
+            (std::vector<std::string>{"summary.txt", "summary.csv", "summary.json"}));
+  ASSERT_NE(files->summary_text().find("aten::mul"), std::string::npos) << files->summary_text();
+
+  auto read = [&](const std::string& name) {
+    std::ifstream in(started->output_dir() + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(read("summary.txt"), files->summary_text());
+  // And `nrtprof summary DIR`, which prints the table again from summary.json.
+  absl::StatusOr<Summary> from_json = ParseSummaryJson(read("summary.json"));
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(FormatSummary(*from_json), files->summary_text());
 }
 
 // A shared service (the daemon's uid is not the users'): each user's capture takes only that

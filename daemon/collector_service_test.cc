@@ -34,7 +34,7 @@ constexpr int kTestMaxMessageBytes = 1 << 20;
 
 class FakeSink : public TraceSink {
  public:
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override {
     std::lock_guard<std::mutex> lock(mu);
     traces.push_back(trace);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/chrome_json_writer.h"
 #include "daemon/perfetto_trace_reader.h"
+#include "daemon/summary.h"
 #include "daemon/writer_test_util.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -177,7 +178,7 @@ ReadBack WriteAndRead(const Trace& t, const std::string& dir_name,
                       PerfettoWriter::Options options = {}) {
   std::string dir = TempDir(dir_name);
   std::vector<std::string> files;
-  absl::Status s = PerfettoWriter(options).Write(t, dir, &files);
+  absl::Status s = PerfettoWriter(options).Write(t, ComputeSummary(t), dir, &files);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(files, std::vector<std::string>{"trace.pftrace"});
   return Read(ReadFile(dir + "/trace.pftrace"));
@@ -443,14 +444,16 @@ void ExpectEveryRecordBoundaryIsAValidTrace(const std::string& bytes, int* recor
 TEST(PerfettoWriterTest, EveryPacketBoundaryIsAValidTrace) {
   std::string dir = TempDir("prefix");
   std::vector<std::string> files;
-  ASSERT_TRUE(PerfettoWriter({.deflate_level = 0}).Write(SmallTrace(), dir, &files).ok());
+  const Trace t = SmallTrace();
+  ASSERT_TRUE(PerfettoWriter({.deflate_level = 0}).Write(t, ComputeSummary(t), dir, &files).ok());
   int records = 0;
   ExpectEveryRecordBoundaryIsAValidTrace(ReadFile(dir + "/trace.pftrace"), &records);
   EXPECT_GT(records, 10);  // uncompressed: a record per packet
 
   dir = TempDir("prefix_bundles");
   files.clear();
-  ASSERT_TRUE(PerfettoWriter().Write(ManyIterations(6000), dir, &files).ok());
+  const Trace many = ManyIterations(6000);
+  ASSERT_TRUE(PerfettoWriter().Write(many, ComputeSummary(many), dir, &files).ok());
   const std::string bytes = ReadFile(dir + "/trace.pftrace");
   ExpectEveryRecordBoundaryIsAValidTrace(bytes, &records);
   EXPECT_GT(records, 2);  // several bundles
@@ -514,12 +517,13 @@ TEST(PerfettoWriterTest, OneLayoutForBothTracesGivesTheSameFiles) {
     const std::string alone = TempDir(absl::StrCat("alone", t.processes[0].calls.size()));
     const std::string shared = TempDir(absl::StrCat("shared", t.processes[0].calls.size()));
     std::vector<std::string> alone_files, shared_files;
-    ASSERT_TRUE(PerfettoWriter().Write(t, alone, &alone_files).ok());
-    ASSERT_TRUE(ChromeJsonWriter().Write(t, alone, &alone_files).ok());
+    ASSERT_TRUE(PerfettoWriter().Write(t, ComputeSummary(t), alone, &alone_files).ok());
+    ASSERT_TRUE(ChromeJsonWriter().Write(t, ComputeSummary(t), alone, &alone_files).ok());
     std::vector<std::unique_ptr<LaneSink>> sinks;
     sinks.push_back(std::make_unique<PerfettoWriter>());
     sinks.push_back(std::make_unique<ChromeJsonWriter>());
-    ASSERT_TRUE(LaneSinkGroup(std::move(sinks)).Write(t, shared, &shared_files).ok());
+    ASSERT_TRUE(
+        LaneSinkGroup(std::move(sinks)).Write(t, ComputeSummary(t), shared, &shared_files).ok());
     EXPECT_EQ(shared_files, (std::vector<std::string>{"trace.pftrace", "trace.json"}));
     EXPECT_EQ(shared_files, alone_files);
     for (const char* file : {"trace.pftrace", "trace.json"}) {
@@ -544,14 +548,16 @@ TEST(PerfettoWriterTest, OneLayoutForBothTracesReportsTheFirstError) {
   sinks.push_back(std::make_unique<ChromeJsonWriter>());
   const std::string dir = TempDir("group_error");
   std::vector<std::string> files;
-  absl::Status s = LaneSinkGroup(std::move(sinks)).Write(SmallTrace(), dir, &files);
+  const Trace t = SmallTrace();
+  absl::Status s = LaneSinkGroup(std::move(sinks)).Write(t, ComputeSummary(t), dir, &files);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(files, (std::vector<std::string>{"trace.json"}));
 }
 
 TEST(PerfettoWriterTest, UnwritableFolderIsAnErrorAndNamesTheFile) {
   std::vector<std::string> files;
-  absl::Status s = PerfettoWriter().Write(SmallTrace(), TempDir("x") + "/missing", &files);
+  const Trace t = SmallTrace();
+  absl::Status s = PerfettoWriter().Write(t, ComputeSummary(t), TempDir("x") + "/missing", &files);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("trace.pftrace"), std::string::npos) << s;
   EXPECT_TRUE(files.empty());
@@ -564,7 +570,8 @@ TEST(PerfettoWriterTest, FileSizePerEvent) {
   for (int level : {0, 1}) {
     std::string dir = TempDir(absl::StrCat("size", level));
     std::vector<std::string> files;
-    ASSERT_TRUE(PerfettoWriter({.deflate_level = level}).Write(t, dir, &files).ok());
+    ASSERT_TRUE(
+        PerfettoWriter({.deflate_level = level}).Write(t, ComputeSummary(t), dir, &files).ok());
     std::string bytes = ReadFile(dir + "/trace.pftrace");
     ReadBack r = Read(bytes);
     size_t slices = 0;

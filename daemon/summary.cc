@@ -595,9 +595,8 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   return s;
 }
 
-absl::Status SummarySink::Write(const Trace& trace, const std::string& output_dir,
-                                std::vector<std::string>* files) {
-  const Summary summary = ComputeSummary(trace);
+absl::Status SummarySink::Write(const Trace& trace, const Summary& summary,
+                                const std::string& output_dir, std::vector<std::string>* files) {
   absl::Status first;
   for (auto [name, format] : std::initializer_list<std::pair<const char*, SummaryFormat>>{
            {"summary.txt", SummaryFormat::kText},

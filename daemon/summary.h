@@ -113,10 +113,10 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json);
 // "123.456us", "1.234ms", "2.000s": PyTorch's profiler's way.
 std::string FormatDuration(uint64_t ns);
 
-// Writes summary.txt, summary.csv and summary.json, each atomically.
+// Writes `summary` as summary.txt, summary.csv and summary.json, each atomically.
 class SummarySink : public TraceSink {
  public:
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override;
 };
 

@@ -507,7 +507,8 @@ TEST(SummaryTest, SinkWritesThreeFiles) {
   const std::string dir = std::getenv("TEST_TMPDIR");
   SummarySink sink;
   std::vector<std::string> files;
-  ASSERT_TRUE(sink.Write(AnnotatedTrace(), dir, &files).ok());
+  const Trace trace = AnnotatedTrace();
+  ASSERT_TRUE(sink.Write(trace, ComputeSummary(trace), dir, &files).ok());
   EXPECT_EQ(files, (std::vector<std::string>{"summary.txt", "summary.csv", "summary.json"}));
   const Summary s = ComputeSummary(AnnotatedTrace());
   EXPECT_EQ(ReadFile(dir + "/summary.txt"), FormatSummary(s));
@@ -520,7 +521,8 @@ TEST(SummaryTest, SinkWritesThreeFiles) {
 TEST(SummaryTest, SinkReportsAnUnwritableFolder) {
   SummarySink sink;
   std::vector<std::string> files;
-  const absl::Status s = sink.Write(AnnotatedTrace(), "/nonexistent/folder", &files);
+  const Trace trace = AnnotatedTrace();
+  const absl::Status s = sink.Write(trace, ComputeSummary(trace), "/nonexistent/folder", &files);
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(files.empty());
 }

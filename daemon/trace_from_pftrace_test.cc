@@ -18,7 +18,7 @@ namespace {
 Trace RoundTrip(const Trace& trace, const std::string& dir_name) {
   const std::string dir = TempDir(dir_name);
   std::vector<std::string> files;
-  EXPECT_TRUE(PerfettoWriter().Write(trace, dir, &files).ok());
+  EXPECT_TRUE(PerfettoWriter().Write(trace, ComputeSummary(trace), dir, &files).ok());
   absl::StatusOr<ReadTrace> read = ReadPerfettoTrace(ReadFile(dir + "/trace.pftrace"));
   EXPECT_TRUE(read.ok()) << read.status();
   absl::StatusOr<Trace> back = TraceFromPerfetto(*read);

@@ -108,7 +108,7 @@ class LaneSink : public TraceSink {
   virtual absl::Status WriteLanes(const Trace& trace, const TraceLanes& lanes,
                                   const std::string& output_dir,
                                   std::vector<std::string>* files) = 0;
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override {
     return WriteLanes(trace, BuildLanes(trace), output_dir, files);
   }
@@ -119,7 +119,7 @@ class LaneSink : public TraceSink {
 class LaneSinkGroup : public TraceSink {
  public:
   explicit LaneSinkGroup(std::vector<std::unique_ptr<LaneSink>> sinks) : sinks_(std::move(sinks)) {}
-  absl::Status Write(const Trace& trace, const std::string& output_dir,
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override {
     const TraceLanes lanes = BuildLanes(trace);
     absl::Status first;

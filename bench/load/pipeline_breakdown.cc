@@ -8,7 +8,8 @@
 //   first touch  what the first writer pays extra for memory the heap does not have yet
 //   lanes      BuildLanes(): the layout both trace writers draw, made once for the two
 //   pftrace    PerfettoWriter::WriteLanes on those lanes, deflated and not
-//   json       ChromeJsonWriter::WriteLanes on those lanes;  summary  SummarySink;
+//   json       ChromeJsonWriter::WriteLanes on those lanes
+//   summary    ComputeSummary, once, and SummarySink writing it
 //   artifacts  ArtifactWriter
 //
 // The daemon runs these one after the other on one core: ingest while batches arrive, the rest
@@ -118,13 +119,18 @@ int Main() {
   const double correlate_s = Since(t);
   std::vector<daemon::ProcessCapture>().swap(captured);
 
+  // As CollectorCore::WriteCapture: the summary once, for the summary files and the reply.
+  t = Clock::now();
+  const daemon::Summary summary = daemon::ComputeSummary(trace);
+  const double compute_summary_s = Since(t);
+
   mkdir(dir.c_str(), 0755);
   std::vector<std::string> files;
   auto timed = [&](daemon::TraceSink* sink, const std::string& sub) {
     const std::string out = absl::StrCat(dir, "/", sub);
     mkdir(out.c_str(), 0755);
     const Clock::time_point start = Clock::now();
-    absl::Status s = sink->Write(trace, out, &files);
+    absl::Status s = sink->Write(trace, summary, out, &files);
     const double seconds = Since(start);
     if (!s.ok()) fprintf(stderr, "%s: %s\n", sub.c_str(), s.ToString().c_str());
     return seconds;
@@ -132,7 +138,7 @@ int Main() {
   daemon::PerfettoWriter pftrace_plain({.deflate_level = 0});
   daemon::PerfettoWriter pftrace;
   daemon::ChromeJsonWriter json;
-  daemon::SummarySink summary;
+  daemon::SummarySink summary_files;
   daemon::ArtifactWriter artifacts;
   // What the daemon does (nrtprofd's sinks): the lanes once, both traces on them.
   auto timed_lanes = [&](daemon::LaneSink* sink, const daemon::TraceLanes& lanes,
@@ -157,7 +163,7 @@ int Main() {
     pftrace_s = timed_lanes(&pftrace, lanes, "files");
     json_s = timed_lanes(&json, lanes, "files");
   }
-  const double summary_s = timed(&summary, "files");
+  const double summary_s = compute_summary_s + timed(&summary_files, "files");
   const double artifacts_s = timed(&artifacts, "files");
 
   const double n = static_cast<double>(total);

@@ -75,9 +75,9 @@ void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 class SwitchSink : public daemon::TraceSink {
  public:
   void Use(daemon::TraceSink* sink) { sink_ = sink; }
-  absl::Status Write(const daemon::Trace& trace, const std::string& output_dir,
-                     std::vector<std::string>* files) override {
-    return sink_->Write(trace, output_dir, files);
+  absl::Status Write(const daemon::Trace& trace, const daemon::Summary& summary,
+                     const std::string& output_dir, std::vector<std::string>* files) override {
+    return sink_->Write(trace, summary, output_dir, files);
   }
 
  private:

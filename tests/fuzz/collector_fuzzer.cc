@@ -66,7 +66,7 @@ void RemoveTree(const std::string& path) {
 }
 
 // The daemon's writers (nrtprofd_main.cc's ProductionSink), noting how many rows the
-// summary of the trace they were given has.
+// summary they were given has.
 class CheckedSink : public daemon::TraceSink {
  public:
   CheckedSink() {
@@ -77,10 +77,10 @@ class CheckedSink : public daemon::TraceSink {
     sinks.push_back(std::make_unique<daemon::ArtifactWriter>());
     writers_ = std::make_unique<daemon::CompositeSink>(std::move(sinks));
   }
-  absl::Status Write(const daemon::Trace& trace, const std::string& output_dir,
-                     std::vector<std::string>* files) override {
-    rows = daemon::ComputeSummary(trace).rows.size();
-    return writers_->Write(trace, output_dir, files);
+  absl::Status Write(const daemon::Trace& trace, const daemon::Summary& summary,
+                     const std::string& output_dir, std::vector<std::string>* files) override {
+    rows = summary.rows.size();
+    return writers_->Write(trace, summary, output_dir, files);
   }
   size_t rows = 0;
 
