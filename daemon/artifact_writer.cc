@@ -123,8 +123,7 @@ std::string ModelHash(absl::string_view bytes) {
 }
 
 absl::Status ArtifactWriter::Write(const Trace& trace, const Summary& summary,
-                                   const std::string& output_dir,
-                                   std::vector<std::string>* files) {
+                                   const std::string& output_dir, std::vector<std::string>* files) {
   std::map<std::string, const std::string*> neff;                          // hash -> bytes
   std::map<std::pair<std::string, int32_t>, std::vector<Execution>> ntff;  // (hash, nc)
   ChildList children;

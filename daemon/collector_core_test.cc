@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <future>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>

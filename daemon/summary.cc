@@ -364,10 +364,12 @@ absl::Status ReadRow(const summary_json::Row& r, SummaryRow* row) {
            {"self_cpu_ns", r.has_self_cpu_ns(), r.self_cpu_ns(), &row->self_cpu_ns},
            {"cpu_total_ns", r.has_cpu_total_ns(), r.cpu_total_ns(), &row->cpu_total_ns},
            {"self_device_ns", r.has_self_device_ns(), r.self_device_ns(), &row->self_device_ns},
-           {"device_total_ns", r.has_device_total_ns(), r.device_total_ns(),
-            &row->device_total_ns},
+           {"device_total_ns", r.has_device_total_ns(), r.device_total_ns(), &row->device_total_ns},
            {"calls", r.has_calls(), r.calls(), &row->calls}}) {
-    if (!present) return FileError(absl::StrCat("row \"", r.name(), "\" has no \"", key, "\""));
+    // The name as JSON writes it: whatever it holds, the error stays on one line.
+    if (!present) {
+      return FileError(absl::StrCat("row ", JsonString(r.name()), " has no \"", key, "\""));
+    }
     *field = value;
   }
   return absl::OkStatus();

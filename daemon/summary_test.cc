@@ -461,6 +461,8 @@ TEST(SummaryTest, MalformedJsonIsRefusedClearly) {
             "nested deeper than 64 levels"},
            {"{\"rows\": [{\"calls\": 1}], " + totals + "}", "a row without a \"name\" string"},
            {"{\"rows\": [{\"name\": \"a\"}], " + totals + "}", "row \"a\" has no \"self_cpu_ns\""},
+           {"{\"rows\": [{\"name\": \"a\\nb\"}], " + totals + "}",
+            "row \"a\\nb\" has no \"self_cpu_ns\""},
            {"{\"rows\": [" + row + "], \"self_device_total_ns\": 1}", "no \"self_cpu_total_ns\""},
            {"{\"rows\": [" + row + "], \"self_cpu_total_ns\": 1}", "no \"self_device_total_ns\""},
            {"{\"rows\": [], \"processes\": [{\"pid\": 1}], " + totals + "}",
