@@ -70,7 +70,7 @@ const std::vector<Command>& Commands() {
        "  nrtprof summary cap/summary.json --format csv > table.csv\n"
        "  nrtprof summary cap/trace.pftrace --from-trace\n"},
       {"diff", DiffCommand, "diff CAPTURE_A CAPTURE_B [--format text|csv|json] [--limit N]",
-       "two captures side by side, row by row, sorted by the change in device time",
+       "two captures side by side, row by row: device time and per call, by how much it changed",
        {"format", "limit"},
        "examples:\n"
        "  nrtprof diff rmsnorm-naive rmsnorm-compiled\n"
