@@ -1,6 +1,5 @@
 #include "client/capture_hosts.h"
 
-#include <optional>
 #include <time.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
