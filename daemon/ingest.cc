@@ -1,8 +1,8 @@
 #include "daemon/ingest.h"
 
 #include <algorithm>
-#include <new>
 #include <limits>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>

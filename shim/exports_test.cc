@@ -2,6 +2,7 @@
 // interposes (common/api_functions.h) must be in its dynamic symbol table, or the program's
 // calls go straight to libnrt unseen. The version script (libnrtprof_shim.lds) lists them by
 // hand, so a function added to the one list but not to the script is caught here.
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string>
