@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,12 +34,7 @@ using ::testing::StartsWith;
 constexpr auto kRunTimeout = std::chrono::seconds(60);
 constexpr auto kStreamTimeout = std::chrono::seconds(20);
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using ::nrtprof::testing::ReadFile;  // common/testing/spawn.h
 
 // A short folder for sockets (a unix socket path must stay under 108 bytes).
 std::string SocketDir() {
