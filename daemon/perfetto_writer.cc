@@ -1,6 +1,6 @@
 #include "daemon/perfetto_writer.h"
 
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -181,7 +181,7 @@ class PacketSink {
  public:
   PacketSink(AtomicFile* file, int deflate_level) : file_(file), level_(deflate_level) {}
   ~PacketSink() {
-    if (zlib_ready_) deflateEnd(&zs_);
+    if (compressor_ != nullptr) libdeflate_free_compressor(compressor_);
   }
   PacketSink(const PacketSink&) = delete;
   PacketSink& operator=(const PacketSink&) = delete;
@@ -209,21 +209,19 @@ class PacketSink {
   }
 
  private:
+  // A bundle is one zlib stream (what Perfetto inflates), made in one call by libdeflate: a
+  // bundle is whole in memory anyway, and libdeflate's one-shot compressor takes about half
+  // zlib's time for the same level and size.
   absl::Status WriteBundle() {
-    if (!zlib_ready_) {
-      zs_ = {};
-      if (deflateInit(&zs_, level_) != Z_OK) return absl::InternalError("deflateInit failed");
-      zlib_ready_ = true;
-    } else {
-      deflateReset(&zs_);
+    if (compressor_ == nullptr) {
+      compressor_ = libdeflate_alloc_compressor(std::clamp(level_, 1, 12));
+      if (compressor_ == nullptr) return absl::ResourceExhaustedError("no memory to deflate");
     }
-    deflated_.resize(deflateBound(&zs_, pending_.size()));
-    zs_.next_in = reinterpret_cast<Bytef*>(pending_.data());
-    zs_.avail_in = static_cast<uInt>(pending_.size());
-    zs_.next_out = reinterpret_cast<Bytef*>(deflated_.data());
-    zs_.avail_out = static_cast<uInt>(deflated_.size());
-    if (deflate(&zs_, Z_FINISH) != Z_STREAM_END) return absl::InternalError("deflate failed");
-    deflated_.resize(deflated_.size() - zs_.avail_out);
+    deflated_.resize(libdeflate_zlib_compress_bound(compressor_, pending_.size()));
+    const size_t n = libdeflate_zlib_compress(compressor_, pending_.data(), pending_.size(),
+                                              deflated_.data(), deflated_.size());
+    if (n == 0) return absl::InternalError("deflate failed");
+    deflated_.resize(n);
     // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
     Bytes packet_header;
     AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
@@ -243,8 +241,7 @@ class PacketSink {
   Bytes pending_;  // records not yet written
   std::string deflated_;
   Bytes record_;
-  z_stream zs_{};
-  bool zlib_ready_ = false;
+  libdeflate_compressor* compressor_ = nullptr;
 };
 
 std::string Basename(const std::string& path) {

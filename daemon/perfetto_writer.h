@@ -32,8 +32,8 @@ class PerfettoWriter : public LaneSink {
   static constexpr uint32_t kDeltaClockId = 64;
 
   struct Options {
-    // zlib level of the compressed_packets bundles, 1 (fastest) to 9; 0 writes the packets
-    // as they are, uncompressed.
+    // Deflate level of the compressed_packets bundles (zlib streams, made by libdeflate), 1
+    // (fastest) to 12; 0 writes the packets as they are, uncompressed.
     int deflate_level = 1;
   };
 

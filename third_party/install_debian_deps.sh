@@ -17,7 +17,8 @@ PACKAGES=(
   systemd                  # systemd-analyze verify checks packaging/nrtprofd.service
   libcpp-httplib-dev       # nrtprofd's /metrics endpoint (--metrics_listen)
   liblz4-dev libzstd-dev   # the flight recorder compresses the batches it keeps
-  zlib1g-dev               # model files' CRC-32 (sim/), the Perfetto trace's deflated bundles
+  zlib1g-dev               # model files' CRC-32 (sim/), reading the Perfetto trace's bundles
+  libdeflate-dev           # ... and deflating them when nrtprofd writes trace.pftrace
   prometheus               # the metrics test scrapes nrtprofd with a real Prometheus server
   curl                     # ... and asks it over its HTTP API
   libcurl4-openssl-dev     # the fleet store: inserts and queries over ClickHouse's HTTP interface
