@@ -46,7 +46,7 @@ DeviceEvent Execution(uint64_t id, int32_t nc, const std::string& model, uint64_
   e.kind = DeviceEventKind::kExecution;
   e.name = "nc_exec_running";
   e.nc_idx = nc;
-  e.model_name = model;
+  e.model_name = Name::Lasting(model);
   e.start_ns = start;
   e.duration_ns = 100;
   e.exec_id = id;
@@ -59,7 +59,7 @@ DeviceEvent Child(uint64_t id, DeviceEventKind kind, const std::string& name,
   DeviceEvent e = parent;
   e.id = id;
   e.kind = kind;
-  e.name = name;
+  e.name = Name::Lasting(name);
   e.parent = parent.id;
   e.start_ns = parent.start_ns + offset;
   e.duration_ns = 10;

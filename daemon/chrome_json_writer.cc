@@ -254,7 +254,7 @@ class JsonEncoder {
     out_.append("{\"ph\":\"X\",\"cat\":\"");
     out_.append(LaneKindName(source.lane->kind));
     out_.append("\",\"name\":");
-    AppendJsonString(*slice.name, &out_);
+    AppendJsonString(slice.name, &out_);
     char* p = PutWhere(source, slice.start_ns, buf);
     p = PutLiteral(",\"dur\":", p);
     p = PutMicros(slice.end_ns - slice.start_ns, p);

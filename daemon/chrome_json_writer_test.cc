@@ -201,12 +201,12 @@ TEST(ChromeJsonWriterTest, HostileNamesNeverBreakTheJson) {
   t.capture_id = quote_newline;
   p.executable = "/bin/" + with_nul;
   p.thread_names[101] = high;
-  p.ranges[0].name = quote_newline;
-  p.ranges[1].name = with_nul;
-  p.ranges[2].name = high;
-  p.calls[0].name = utf8;
-  p.calls[0].model_name = truncated;
-  p.calls[1].tensor_name = overlong;
+  p.ranges[0].name = p.names->Intern(quote_newline);
+  p.ranges[1].name = p.names->Intern(with_nul);
+  p.ranges[2].name = p.names->Intern(high);
+  p.calls[0].name = p.names->Intern(utf8);
+  p.calls[0].model_name = p.names->Intern(truncated);
+  p.calls[1].tensor_name = p.names->Intern(overlong);
   p.device[0].name = "</script>]}\"";
   Written w = WriteJson(t, "hostile");
 

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <tuple>
 #include <unordered_map>
@@ -45,32 +46,35 @@ uint32_t DmaChannel(const std::string& name) {
 
 uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
 
-// The process's string table, with "" for 0 and unknown ids. The shim numbers its strings
-// from 1 up, so the ids are looked up in a vector indexed by id (a few lookups per event);
-// a table with ids far beyond its size stays a hash lookup.
+// The process's string table as Names of the trace's NameTable, with "" for 0 and unknown ids.
+// Each text is interned once, here; an event's names are then pointer copies. The shim numbers
+// its strings from 1 up, so the ids are looked up in a vector indexed by id (a few lookups per
+// event); a table with ids far beyond its size stays a hash lookup.
 class Strings {
  public:
-  explicit Strings(const std::unordered_map<uint32_t, std::string>& table) : table_(table) {
+  Strings(const std::unordered_map<uint32_t, std::string>& table, NameTable* names) {
     uint32_t max_iid = 0;
     for (const auto& [iid, value] : table) max_iid = std::max(max_iid, iid);
-    if (max_iid <= 2 * table.size() + 1024) {
-      dense_.assign(size_t{max_iid} + 1, Empty());
-      for (const auto& [iid, value] : table) dense_[iid] = &value;
+    const bool dense = max_iid <= 2 * table.size() + 1024;
+    if (dense) dense_.resize(size_t{max_iid} + 1);
+    for (const auto& [iid, value] : table) {
+      const Name name = names->Intern(value);
+      if (dense) {
+        dense_[iid] = name;
+      } else {
+        sparse_.emplace(iid, name);
+      }
     }
   }
-  const std::string& operator()(uint32_t iid) const {
-    if (!dense_.empty()) return iid < dense_.size() ? *dense_[iid] : *Empty();
-    auto it = table_.find(iid);
-    return it == table_.end() ? *Empty() : it->second;
+  Name operator()(uint32_t iid) const {
+    if (iid < dense_.size()) return dense_[iid];
+    auto it = sparse_.find(iid);
+    return it == sparse_.end() ? Name() : it->second;
   }
 
  private:
-  static const std::string* Empty() {
-    static const std::string* const kEmpty = new std::string();
-    return kEmpty;
-  }
-  const std::unordered_map<uint32_t, std::string>& table_;
-  std::vector<const std::string*> dense_;  // by iid, when the ids are dense
+  std::vector<Name> dense_;  // by iid, when the ids are dense
+  std::unordered_map<uint32_t, Name> sparse_;
 };
 
 // Device clock -> host clock for one process, from its sync points.
@@ -129,7 +133,7 @@ struct TensorState {
 // Tensor and model handles over time: which allocation a handle named at a given instant.
 class HandleHistory {
  public:
-  HandleHistory(const ProcessCapture& in, const Strings& str) {
+  HandleHistory(const ProcessCapture& in, const Strings& str, NameTable* names) {
     for (const IngestedEvent& e : in.handle_events) {
       const nrtprof::ApiFunction f = CallFunction(e.function, str(e.name_iid));
       if (f == nrtprof::API_NRT_TENSOR_ALLOCATE || f == nrtprof::API_NRT_TENSOR_FREE) {
@@ -145,7 +149,7 @@ class HandleHistory {
     for (auto& [h, v] : tensors_) std::stable_sort(v.begin(), v.end(), by_start);
     for (auto& [h, v] : models_) std::stable_sort(v.begin(), v.end(), by_start);
     for (const IngestedModel& m : in.models) {
-      if (!m.file.name.empty()) model_files_[m.model_handle] = m.file.name;
+      if (!m.file.name.empty()) model_files_[m.model_handle] = names->Intern(m.file.name);
     }
   }
 
@@ -164,7 +168,7 @@ class HandleHistory {
   }
 
   // The model's name and NeuronCore as of its latest load before `at_ns`.
-  void Model(uint64_t handle, uint64_t at_ns, const Strings& str, std::string* name,
+  void Model(uint64_t handle, uint64_t at_ns, const Strings& str, Name* name,
              int32_t* nc_idx) const {
     if (const IngestedEvent* e = Latest(models_, handle, at_ns); e != nullptr) {
       if (e->model_name_iid != 0) *name = str(e->model_name_iid);
@@ -189,7 +193,7 @@ class HandleHistory {
 
   History tensors_;
   History models_;
-  std::unordered_map<uint64_t, std::string> model_files_;
+  std::unordered_map<uint64_t, Name> model_files_;
 };
 
 // What a runtime call can have caused on the device, for matching.
@@ -199,7 +203,7 @@ struct Expectation {
   // Exactly `capacity` events of its one channel; otherwise up to `capacity`, or none.
   bool exact = false;
   uint64_t capacity = 0;
-  std::vector<std::string> names;  // model or tensor names its events may carry
+  std::vector<Name> names;  // model or tensor names its events may carry
   int32_t nc_idx = -1;             // where its events must be, if known
 };
 
@@ -213,13 +217,17 @@ class ProcessCorrelator {
  public:
   // `drops`: what the process lost during the capture (ProcessDrops), given to the first of its
   // streams (the others' add nothing but the daemon's correlation's own).
-  ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id, const DropCounts& drops)
+  // `names` holds the text of the ProcessTrace's names (shared by the Trace's processes).
+  ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id, const DropCounts& drops,
+                    std::shared_ptr<NameTable> names)
       : in_(in),
-        str_(in.strings),
+        str_(in.strings, names.get()),
         clock_(in.clock_syncs),
-        handles_(in, str_),
+        handles_(in, str_, names.get()),
         next_id_(next_id),
-        drops_(drops) {}
+        drops_(drops) {
+    out_.names = std::move(names);
+  }
 
   ProcessTrace Build() {
     out_.pid = in_.hello.pid();
@@ -292,14 +300,14 @@ class ProcessCorrelator {
   // knows one) leaves model files, their calls and executions unnamed after matching: each is
   // named by its file, as its .neff is ("model_<hash>"), so that device traces still pair up.
   void NameUnnamedModels() {
-    std::unordered_map<uint64_t, std::string> names;  // handle -> name
+    std::unordered_map<uint64_t, Name> names;  // handle -> name
     for (size_t i = 0; i < out_.models.size(); ++i) {
       LoadedModelFile& m = out_.models[i];
       if (!m.name.empty() || m.bytes.empty() || (m.size != 0 && m.size != m.bytes.size())) {
         continue;
       }
       m.name = absl::StrCat("model_", ModelHash(m.bytes));
-      names[in_.models[i].model_handle] = m.name;
+      names[in_.models[i].model_handle] = out_.names->Intern(m.name);
     }
     if (names.empty()) return;
     std::unordered_map<uint64_t, const ApiCall*> by_correlation;
@@ -498,7 +506,7 @@ class ProcessCorrelator {
     x.nc_idx = c.nc_idx;
     const bool ok = c.status == kStatusSuccess;
     auto tensor = [&](uint64_t handle) { return handles_.Tensor(handle, c.start_ns, str_); };
-    auto add_name = [&](const std::string& name) {
+    auto add_name = [&](Name name) {
       if (!name.empty()) x.names.push_back(name);
     };
     // A transfer on a device tensor: exactly one DMA when the placement and size are known.
@@ -581,7 +589,7 @@ class ProcessCorrelator {
   // The device event's names that must agree with the call's, when both are known.
   bool Compatible(const Expectation& x, const DeviceEvent& d) const {
     if (x.nc_idx >= 0 && d.nc_idx != x.nc_idx) return false;
-    const std::string& name = d.kind == DeviceEventKind::kExecution ? d.model_name : d.tensor_name;
+    const Name name = d.kind == DeviceEventKind::kExecution ? d.model_name : d.tensor_name;
     if (name.empty() || x.names.empty()) return true;
     return std::find(x.names.begin(), x.names.end(), name) != x.names.end();
   }
@@ -861,7 +869,8 @@ DropCounts ProcessDrops(const std::vector<const ProcessCapture*>& streams) {
 }
 
 // A process that reconnected during the capture (its stream broke, the shim opened another)
-// sent two streams: one ProcessTrace, its events from both.
+// sent two streams: one ProcessTrace, its events from both. Both name their events in the
+// same NameTable (the Trace's).
 void Merge(ProcessTrace from, ProcessTrace* into) {
   auto append = [](auto* to, auto* more) {
     to->insert(to->end(), std::make_move_iterator(more->begin()),
@@ -914,6 +923,7 @@ Trace CorrelateProcesses(const std::string& capture_id,
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   bool have_offset = false;
   uint64_t next_id = 1;
+  auto names = std::make_shared<NameTable>();
   for (size_t n = 0; n < order.size(); ++n) {
     const size_t i = order[n];
     if (!have_offset && processes[i].realtime_offset_ns != 0) {
@@ -929,7 +939,7 @@ Trace CorrelateProcesses(const std::string& capture_id,
       }
       drops = ProcessDrops(streams);
     }
-    ProcessTrace p = ProcessCorrelator(processes[i], &next_id, drops).Build();
+    ProcessTrace p = ProcessCorrelator(processes[i], &next_id, drops, names).Build();
     if (consumed != nullptr) {
       ProcessCapture& done = (*consumed)[i];
       IngestedEvents().swap(done.events);

@@ -117,7 +117,7 @@ Trace TwoModelsInOneOp() {
     ApiCall call;
     call.name = "nrt_execute";
     call.function = nrtprof::API_NRT_EXECUTE;
-    call.model_name = model;
+    call.model_name = Name::Lasting(model);
     call.correlation_id = id;
     call.range = 1;
     call.start_ns = id * 1000;
@@ -126,7 +126,7 @@ Trace TwoModelsInOneOp() {
     DeviceEvent run;
     run.id = id;
     run.name = "nc_exec_running";
-    run.model_name = model;
+    run.model_name = Name::Lasting(model);
     run.duration_ns = 2'000'000;  // 2 ms: bucket 2.5 ms (index 6)
     run.correlation_id = id;
     p.device.push_back(run);

@@ -479,7 +479,7 @@ class TraceEncoder {
         AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
                           &event_);
         AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
-        AppendVarintField(track_event::kNameIid, EventNameIid(*slice.name), &event_);
+        AppendVarintField(track_event::kNameIid, EventNameIid(slice.name), &event_);
         SliceArgs(slice, &args_, &arg_text_);
         AddAnnotations(args_);
         for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);

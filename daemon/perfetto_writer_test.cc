@@ -400,7 +400,7 @@ Trace ManyIterations(int iterations) {
       DeviceEvent o = run;
       o.id = next_id++;
       o.kind = DeviceEventKind::kEngineOp;
-      o.name = op == 0 ? "matmul" : "gelu";
+      o.name = op == 0 ? Name("matmul") : Name("gelu");
       o.engine = op == 0 ? "tensor" : "scalar";
       o.parent = run.id;
       o.start_ns = ts + 10'000 + op * 30'000;

@@ -10,7 +10,7 @@ RangeEvent Range(uint64_t id, const std::string& name, uint64_t start, uint64_t 
                  uint64_t parent = 0) {
   RangeEvent r;
   r.id = id;
-  r.name = name;
+  r.name = Name::Lasting(name);
   r.start_ns = start;
   r.duration_ns = duration;
   r.parent_range = parent;

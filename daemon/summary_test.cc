@@ -23,7 +23,7 @@ class TraceBuilder {
   uint64_t Range(const std::string& name, uint64_t start, uint64_t dur, uint64_t parent = 0) {
     RangeEvent r;
     r.id = next_id_++;
-    r.name = name;
+    r.name = Name::Lasting(name);
     r.tid = 1;
     r.start_ns = start;
     r.duration_ns = dur;
@@ -34,7 +34,7 @@ class TraceBuilder {
   uint64_t Call(const std::string& name, uint64_t start, uint64_t dur, uint64_t range) {
     ApiCall c;
     c.correlation_id = next_id_++;
-    c.name = name;
+    c.name = Name::Lasting(name);
     c.tid = 1;
     c.start_ns = start;
     c.duration_ns = dur;
@@ -47,7 +47,7 @@ class TraceBuilder {
     DeviceEvent d;
     d.id = next_id_++;
     d.kind = kind;
-    d.name = name;
+    d.name = Name::Lasting(name);
     d.duration_ns = dur;
     d.correlation_id = correlation;
     d.parent = parent;

@@ -10,8 +10,8 @@ DeviceEvent Device(uint64_t id, DeviceEventKind kind, const std::string& model, 
   DeviceEvent e;
   e.id = id;
   e.kind = kind;
-  e.name = kind == DeviceEventKind::kDma ? "dma_h2d" : "nc_exec_running";
-  e.model_name = model;
+  e.name = kind == DeviceEventKind::kDma ? Name("dma_h2d") : Name("nc_exec_running");
+  e.model_name = Name::Lasting(model);
   e.duration_ns = ns;
   e.parent = parent;
   return e;

@@ -216,7 +216,7 @@ class Rebuilder {
       case TrackKind::kFramework: {
         RangeEvent& r = p.ranges.emplace_back();
         r.id = ++next_id_;
-        r.name = std::move(*name);
+        r.name = p.names->Intern(*name);
         r.tid = t.tid;
         r.start_ns = ts;
         r.depth = static_cast<uint32_t>(t.open.size());
@@ -226,15 +226,15 @@ class Rebuilder {
       }
       case TrackKind::kRuntime: {
         ApiCall& c = p.calls.emplace_back();
-        c.name = std::move(*name);
+        c.name = p.names->Intern(*name);
         c.function = CallFunction(nrtprof::API_FUNCTION_UNSPECIFIED, c.name);
         c.tid = t.tid;
         c.start_ns = ts;
         c.status = static_cast<int32_t>(args->Int("status", 0));
         c.correlation_id = args->Uint("correlation_id");
         c.bytes = args->Uint("bytes");
-        c.model_name = args->Str("model");
-        c.tensor_name = args->Str("tensor");
+        c.model_name = p.names->Intern(args->Str("model"));
+        c.tensor_name = p.names->Intern(args->Str("tensor"));
         c.nc_idx = static_cast<int32_t>(args->Int("nc", -1));
         c.repeat = static_cast<uint32_t>(args->Uint("repeat"));
         if (args->Has("stack")) c.stack = absl::StrSplit(args->Str("stack"), " <- ");
@@ -245,14 +245,14 @@ class Rebuilder {
       case TrackKind::kDma: {
         DeviceEvent& d = p.device.emplace_back();
         d.id = ++next_id_;
-        d.name = std::move(*name);
+        d.name = p.names->Intern(*name);
         d.nc_idx = t.nc_idx;
         d.start_ns = ts;
-        d.engine = args->Str("engine");
+        d.engine = p.names->Intern(args->Str("engine"));
         d.bytes = args->Uint("bytes");
-        d.tensor_name = args->Str("tensor");
+        d.tensor_name = p.names->Intern(args->Str("tensor"));
         d.exec_id = args->Uint("exec_id");
-        d.model_name = args->Str("model");
+        d.model_name = p.names->Intern(args->Str("model"));
         d.correlation_id = args->Uint("correlation_id");
         d.submitting_tid = static_cast<uint32_t>(args->Uint("submitting_tid"));
         if (t.kind == TrackKind::kDma) {

@@ -84,7 +84,7 @@ void DeviceArgs(const DeviceEvent& e, std::vector<SliceArg>* args) {
 // One slice before nesting: where it comes from and its raw interval.
 struct PendingSlice {
   NestInterval interval;
-  const std::string* name = nullptr;
+  Name name;
   const ApiCall* call = nullptr;
   const DeviceEvent* device = nullptr;
   LaneSlice** back_pointer = nullptr;  // where to record the slice's final address, if wanted
@@ -158,7 +158,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     const RangeEvent& r = p.ranges[i];
     PendingSlice s;
     s.interval = {r.start_ns, EndOf(r.start_ns, r.duration_ns), r.id, r.parent_range};
-    s.name = &r.name;
+    s.name = r.name;
     s.back_pointer = &range_slice[i];
     threads[r.tid].first.push_back(std::move(s));
   }
@@ -167,7 +167,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     PendingSlice s;
     // Runtime calls never nest (the shim does not record calls made inside a call), so no ids.
     s.interval = {c.start_ns, EndOf(c.start_ns, c.duration_ns), 0, 0};
-    s.name = &c.name;
+    s.name = c.name;
     s.call = &c;
     s.back_pointer = &call_slice[i];
     threads[c.tid].second.push_back(std::move(s));
@@ -178,7 +178,7 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     bool is_dma = e.kind == DeviceEventKind::kDma;
     // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
     s.interval = {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent};
-    s.name = &e.name;
+    s.name = e.name;
     s.device = &e;
     s.back_pointer = &device_slice[i];
     auto& lanes = cores[e.nc_idx];

@@ -41,7 +41,7 @@ struct SliceArg {
 };
 
 struct LaneSlice {
-  const std::string* name = nullptr;
+  Name name;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;  // >= start_ns
   // What the slice draws, for its arguments (SliceArgs): a runtime call, a device event, or

@@ -9,17 +9,19 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "daemon/huge_page_allocator.h"
+#include "daemon/trace_name.h"
 
 namespace nrtprof::daemon {
 
 // Framework lane: an annotated range (aten::mul, rmsnorm) on a host thread.
 struct RangeEvent {
   uint64_t id = 0;  // unique within the Trace, never 0
-  std::string name;
+  Name name;
   uint32_t tid = 0;
   uint64_t start_ns = 0;
   uint64_t duration_ns = 0;
@@ -30,7 +32,7 @@ struct RangeEvent {
 // Runtime lane: one intercepted libnrt call.
 struct ApiCall {
   uint64_t correlation_id = 0;  // unique within the Trace (the shim's id, made unique per process)
-  std::string name;             // "nrt_execute", "nrt_tensor_write", ...
+  Name name;                    // "nrt_execute", "nrt_tensor_write", ...
   int32_t function = 0;         // its nrtprof.ApiFunction number (common/api_functions.h); 0
                                 // for a name on no list
   uint32_t tid = 0;
@@ -38,8 +40,8 @@ struct ApiCall {
   uint64_t duration_ns = 0;
   int32_t status = 0;           // NRT_STATUS
   uint64_t bytes = 0;
-  std::string model_name;       // executions and loads, when known
-  std::string tensor_name;      // tensor calls, when known
+  Name model_name;              // executions and loads, when known
+  Name tensor_name;             // tensor calls, when known
   int32_t nc_idx = -1;
   uint32_t repeat = 0;          // executions
   uint64_t range = 0;           // innermost enclosing RangeEvent id on the same thread, or 0
@@ -52,17 +54,17 @@ enum class DeviceEventKind { kExecution, kEngineOp, kDma };
 struct DeviceEvent {
   uint64_t id = 0;              // unique within the Trace
   DeviceEventKind kind = DeviceEventKind::kExecution;
-  std::string name;             // "nc_exec_running", "mul", "dma_h2d", ...
+  Name name;                    // "nc_exec_running", "mul", "dma_h2d", ...
   int32_t nc_idx = 0;
   uint64_t start_ns = 0;        // host monotonic, mapped from the device clock
   uint64_t duration_ns = 0;
   uint64_t parent = 0;          // enclosing execution's DeviceEvent id, or 0
   uint64_t correlation_id = 0;  // the ApiCall that caused it, or 0 if uncorrelated
-  std::string model_name;       // executions and ops
-  std::string engine;           // ops: "tensor", "vector", "scalar", "gpsimd"
+  Name model_name;              // executions and ops
+  Name engine;                  // ops: "tensor", "vector", "scalar", "gpsimd"
   uint64_t exec_id = 0;
   uint64_t bytes = 0;           // DMA
-  std::string tensor_name;      // DMA
+  Name tensor_name;             // DMA
   uint32_t submitting_tid = 0;
 };
 
@@ -128,6 +130,9 @@ struct DropCounts {
 };
 
 struct ProcessTrace {
+  // The text of the Names of its events, other than string literals' (trace_name.h): shared
+  // by copies of the ProcessTrace, and by the others of a Trace the correlator made.
+  std::shared_ptr<NameTable> names = std::make_shared<NameTable>();
   uint32_t pid = 0;
   std::string host;
   std::string executable;
