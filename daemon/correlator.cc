@@ -758,23 +758,16 @@ class ProcessCorrelator {
       if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
       return a.id < b.id;
     });
-    // Position k takes the event at keys[k].index: follow each cycle of that permutation.
-    std::vector<bool> placed(n, false);
-    for (size_t start = 0; start < n; ++start) {
-      if (placed[start] || keys[start].index == start) continue;
-      DeviceEvent held = std::move(device[start]);
-      size_t k = start;
-      for (;;) {
-        placed[k] = true;
-        const size_t from = keys[k].index;
-        if (from == start) {
-          device[k] = std::move(held);
-          break;
-        }
-        device[k] = std::move(device[from]);
-        k = from;
-      }
-    }
+    // Position k takes the event at keys[k].index. The events come per core in time order,
+    // tick after tick: gathered in key order, they are read in long runs and written in order
+    // (following the permutation's cycles in place read one at random for each).
+    bool in_order = true;
+    for (size_t k = 0; k < n && in_order; ++k) in_order = keys[k].index == k;
+    if (in_order) return;
+    CaptureVector<DeviceEvent> sorted;
+    sorted.reserve(n);
+    for (const Key& key : keys) sorted.push_back(std::move(device[key.index]));
+    device.swap(sorted);
   }
 
   const ProcessCapture& in_;

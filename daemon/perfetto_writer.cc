@@ -7,7 +7,6 @@
 #include <cstring>
 #include <functional>
 #include <optional>
-#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -290,28 +289,54 @@ class TraceEncoder {
       if (s.ok()) s = WriteTracks(p, lanes.first_ns);
     }
     // Time order across the whole file: a merge of the sources, each already in time order;
-    // ties go to the source written first.
-    using Head = std::pair<uint64_t, size_t>;  // (ts, source)
-    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    // ties go to the source written first. `heads` is a min-heap of each unfinished source's
+    // next edge; the front source writes while its next edge still sorts first, then its new
+    // head replaces the top in one sift down (a pop and a push were twice the work).
+    std::vector<Head> heads;
     for (size_t i = 0; i < sources_.size(); ++i) {
-      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
+      if (!sources_[i].done()) heads.push_back({sources_[i].ts(), i});
     }
+    std::make_heap(heads.begin(), heads.end(), std::greater<Head>());
     while (s.ok() && !heads.empty()) {
-      const size_t i = heads.top().second;
-      heads.pop();
+      const size_t i = heads.front().second;
       EdgeSource& source = sources_[i];
-      // A source stays in front while its next edge still sorts before every other head.
+      auto sorts_first = [&] {
+        const Head next{source.ts(), i};
+        return (heads.size() < 2 || next < heads[1]) && (heads.size() < 3 || next < heads[2]);
+      };
       do {
         s = WriteEdge(source);
         source.Advance();
-      } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
-      if (!source.done()) heads.push({source.ts(), i});
+      } while (s.ok() && !source.done() && sorts_first());
+      if (source.done()) {
+        std::pop_heap(heads.begin(), heads.end(), std::greater<Head>());
+        heads.pop_back();
+      } else {
+        heads.front() = {source.ts(), i};
+        SiftDown(&heads);
+      }
     }
     if (s.ok()) s = sink_.Flush();
     return s;
   }
 
  private:
+  using Head = std::pair<uint64_t, size_t>;  // (ts, source)
+
+  // Restores the min-heap after its top was replaced.
+  static void SiftDown(std::vector<Head>* heap) {
+    std::vector<Head>& h = *heap;
+    size_t i = 0;
+    for (;;) {
+      const size_t left = 2 * i + 1;
+      if (left >= h.size()) return;
+      const size_t child = left + 1 < h.size() && h[left + 1] < h[left] ? left + 1 : left;
+      if (!(h[child] < h[i])) return;
+      std::swap(h[i], h[child]);
+      i = child;
+    }
+  }
+
   // Sequence id and flags of every packet: the first clears the sequence's incremental state
   // (interning tables, defaults), every later one depends on it.
   void AddSequenceFields(TracePacket* packet) {
@@ -422,9 +447,13 @@ class TraceEncoder {
 
   // The iid of an event name; a name seen for the first time is defined in this packet's
   // interned data, so its definition travels in the first packet that uses it.
-  uint64_t EventNameIid(std::string_view name) {
-    auto [it, added] = event_names_.emplace(name, event_names_.size() + 1);
-    if (added) AddInternedEntry(interned::kEventNames, it->second, name);
+  // Looked up by the name's id first (no hashing of text), then by text, so that one text has
+  // one iid even from two NameTables (a merged trace's processes).
+  uint64_t EventNameIid(Name name) {
+    if (auto it = event_name_ids_.find(name.id()); it != event_name_ids_.end()) return it->second;
+    auto [it, added] = event_names_.emplace(name.view(), event_names_.size() + 1);
+    if (added) AddInternedEntry(interned::kEventNames, it->second, name.view());
+    event_name_ids_.emplace(name.id(), it->second);
     return it->second;
   }
 
@@ -525,7 +554,8 @@ class TraceEncoder {
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
   uint64_t last_ts_ = 0;    // the delta clock's reading
   std::vector<EdgeSource> sources_;
-  std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's strings
+  std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's names
+  std::unordered_map<const void*, uint64_t> event_name_ids_;     // by Name::id()
   std::unordered_map<std::string_view, uint64_t> annotation_names_;
   std::vector<std::pair<const char*, uint64_t>> annotation_name_ptrs_;  // static names
   // Scratch buffers, reused from packet to packet.

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,13 +38,19 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
                       Summary* summary, const DeviceTimeCharged& charged_to = nullptr) {
   std::unordered_map<uint64_t, const RangeEvent*> range_by_id;
   for (const RangeEvent& r : p.ranges) range_by_id[r.id] = &r;
-  auto row = [&](const std::string& name) -> SummaryRow& {
+  // A name's row, found by the name's id after its first time (no copy or compare of text
+  // per event); `rows` is a std::map, whose elements never move.
+  std::unordered_map<const void*, SummaryRow*> row_of_name;
+  auto row = [&](const Name& name) -> SummaryRow& {
+    SummaryRow*& cached = row_of_name[name.id()];
+    if (cached != nullptr) return *cached;
     // Steps (nrtprof_step: "ProfilerStep#N") are one row, "ProfilerStep*", as in PyTorch's
     // key_averages: a row per step number would bury the ops.
     const std::string key =
-        absl::StartsWith(name, kStepRangePrefix) ? std::string(kStepRow) : name;
+        absl::StartsWith(name.str(), kStepRangePrefix) ? std::string(kStepRow) : name.str();
     SummaryRow& r = (*rows)[key];
     r.name = key;
+    cached = &r;
     return r;
   };
 
@@ -98,10 +104,13 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     SummaryRow& self = row(range->second->name);
     self.self_device_ns += d.duration_ns;
     if (charged_to) charged_to(d, self.name);
-    std::set<std::string> charged;  // once per row, however many ranges of a name enclose it
+    // Once per row, however many ranges of a name (or steps) enclose it.
+    absl::InlinedVector<const SummaryRow*, 8> charged;
     for (; range != range_by_id.end(); range = range_by_id.find(range->second->parent_range)) {
-      if (charged.insert(range->second->name).second) {
-        row(range->second->name).device_total_ns += d.duration_ns;
+      SummaryRow& enclosing = row(range->second->name);
+      if (std::find(charged.begin(), charged.end(), &enclosing) == charged.end()) {
+        charged.push_back(&enclosing);
+        enclosing.device_total_ns += d.duration_ns;
       }
     }
   }

@@ -174,6 +174,7 @@ uint32_t SyntheticProcess::AddSetup(nrtprof::EventBatch* batch) {
       call->set_duration_ns(kLoadCallNs);
       call->set_tid(main.tid);
       call->set_name_iid(kNrtLoad);
+      call->set_function(nrtprof::API_NRT_LOAD);  // as the shim sends it
       call->set_correlation_id(next_correlation_id_++);
       call->set_bytes(127);
       call->set_model_handle(ModelHandle(nc, op));
@@ -196,6 +197,7 @@ uint32_t SyntheticProcess::AddSetup(nrtprof::EventBatch* batch) {
     call->set_duration_ns(20'000);
     call->set_tid(main.tid);
     call->set_name_iid(kNrtTensorAllocate);
+    call->set_function(nrtprof::API_NRT_TENSOR_ALLOCATE);  // as the shim sends it
     call->set_correlation_id(next_correlation_id_++);
     call->set_bytes(4);
     call->set_tensor_handle(t.eps_tensor);
@@ -216,6 +218,7 @@ uint32_t SyntheticProcess::AddTensorWrite(ThreadState* t, nrtprof::EventBatch* b
   call->set_duration_ns(kWriteCallNs);
   call->set_tid(t->tid);
   call->set_name_iid(kNrtTensorWrite);
+  call->set_function(nrtprof::API_NRT_TENSOR_WRITE);  // as the shim sends it
   call->set_correlation_id(next_correlation_id_++);
   call->set_bytes(4);
   call->set_tensor_handle(t->eps_tensor);
@@ -237,6 +240,7 @@ uint32_t SyntheticProcess::AddExecution(ThreadState* t, int op, nrtprof::EventBa
   call->set_duration_ns(kExecCallNs);
   call->set_tid(t->tid);
   call->set_name_iid(kNrtExecute);
+  call->set_function(nrtprof::API_NRT_EXECUTE);  // as the shim sends it
   call->set_correlation_id(next_correlation_id_++);
   call->set_model_handle(ModelHandle(t->nc_idx, op));
   call->set_nc_idx(t->nc_idx);
