@@ -45,6 +45,9 @@ ABSL_FLAG(uint32_t, batch_events, 1000, "events per batch");
 ABSL_FLAG(bool, write, true, "also time capture --last of everything (the writers)");
 ABSL_FLAG(std::string, codec, "lz4", "how the recorder keeps batches: none, lz4 or zstd");
 ABSL_FLAG(std::string, dump, "", "write the recorded batches, as they came, to this file");
+ABSL_FLAG(std::string, captures, "both",
+          "which capture --last to time: every (every file), pftrace (trace.pftrace + summary) "
+          "or both (every, then pftrace)");
 ABSL_FLAG(bool, keep_files, true, "leave the captures' files (in $TMPDIR, else /tmp) when done");
 
 namespace nrtprof::bench {
@@ -186,10 +189,21 @@ int Main() {
          static_cast<double>(r.bytes()) / static_cast<double>(r.events()));
   if (!absl::GetFlag(FLAGS_write)) return 0;
 
-  sink.Use(every_file.get());
-  bool ok = CaptureLast(&core, "last", "every file", root);
-  sink.Use(pftrace_summary.get());
-  ok = ok && CaptureLast(&core, "last-pftrace", "trace.pftrace + summary", root);
+  const std::string captures = absl::GetFlag(FLAGS_captures);
+  if (captures != "both" && captures != "every" && captures != "pftrace") {
+    fprintf(stderr, "nrtprof_recorder_bench: --captures is every, pftrace or both, not '%s'\n",
+            captures.c_str());
+    return 2;
+  }
+  bool ok = true;
+  if (captures != "pftrace") {
+    sink.Use(every_file.get());
+    ok = CaptureLast(&core, "last", "every file", root);
+  }
+  if (captures != "every") {
+    sink.Use(pftrace_summary.get());
+    ok = ok && CaptureLast(&core, "last-pftrace", "trace.pftrace + summary", root);
+  }
   if (!absl::GetFlag(FLAGS_keep_files)) std::filesystem::remove_all(root);
   if (!ok) return 1;
   return 0;

@@ -29,7 +29,9 @@ bazel build "${disk_cache[@]}" --config=opt --symlink_prefix=/ //bench:nrtprof_r
 cp "$(bazel info --config=opt bazel-bin 2>/dev/null)/bench/nrtprof_recorder_bench" "$work/after"
 mkdir "$work/tree"
 git archive "$before_rev" | tar -x -C "$work/tree"
-cp bench/load/recorder_bench.cc "$work/tree/bench/load/recorder_bench.cc"
+# The benchmark and the synthetic processes it records are this tree's in both builds.
+cp bench/load/recorder_bench.cc bench/load/synthetic_process.h bench/load/synthetic_process.cc \
+  "$work/tree/bench/load/"
 (
   cd "$work/tree"
   bazel build "${disk_cache[@]}" --config=opt //bench:nrtprof_recorder_bench >&2
