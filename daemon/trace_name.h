@@ -84,6 +84,8 @@ class NameTable {
   NameTable() = default;
   NameTable(const NameTable&) = delete;
   NameTable& operator=(const NameTable&) = delete;
+  NameTable(NameTable&&) = default;  // moves the texts' storage, not the texts
+  NameTable& operator=(NameTable&&) = default;
 
   Name Intern(std::string_view text);
   size_t size() const { return texts_.size(); }
