@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/call_ranges.h"
@@ -203,8 +204,10 @@ struct Expectation {
   // Exactly `capacity` events of its one channel; otherwise up to `capacity`, or none.
   bool exact = false;
   uint64_t capacity = 0;
-  std::vector<Name> names;  // model or tensor names its events may carry
-  int32_t nc_idx = -1;             // where its events must be, if known
+  // Model or tensor names its events may carry: a few at most (a copy names two tensors), so
+  // kept inline, with no allocation for each call.
+  absl::InlinedVector<Name, 3> names;
+  int32_t nc_idx = -1;  // where its events must be, if known
 };
 
 // A device event to be matched, by index in the process's (not yet sorted) device events.

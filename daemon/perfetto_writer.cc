@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -254,28 +252,25 @@ std::string ProcessName(const ProcessTrace& p) {
   return "";
 }
 
-// Where timestamped packets come from, in the order the tracks were written: a process's
-// capture instant, or a lane's begin/end sequence. Equal timestamps go in this order, so that
-// each lane's own begin/end order (LaneEdges) is kept.
-struct EdgeSource {
-  uint64_t track_uuid = 0;
-  const Lane* lane = nullptr;  // a lane's edges ...
-  std::optional<LaneEdgeCursor> edges;
-  const ProcessTrace* process = nullptr;  // ... or a process's capture instant
-  uint64_t instant_ns = 0;
-  bool instant_written = false;
-
-  bool done() const { return lane != nullptr ? edges->done() : instant_written; }
-  uint64_t ts() const { return lane != nullptr ? edges->edge().ts : instant_ns; }
-  void Advance() {
-    if (lane != nullptr) {
-      edges->Advance();
-    } else {
-      instant_written = true;
-    }
-  }
+// A lane's track, in the order the tracks were written.
+struct LaneTrack {
+  uint64_t uuid = 0;
+  const Lane* lane = nullptr;
 };
 
+// A process's "nrtprof capture" instant.
+struct CaptureInstant {
+  uint64_t uuid = 0;  // the process's track
+  const ProcessTrace* process = nullptr;
+  uint64_t ts = 0;
+};
+
+// Writes the file: first one sequence with the clocks, every track and the processes' capture
+// instants; then each lane on a sequence of its own, its slices' edges in the lane's order.
+// A lane's own order is all that a sequence's delta clock needs, so nothing merges the lanes
+// into one time order: each lane and its events are read once, front to back (a merge of all
+// of them, as one sequence would need, cost a heap operation and cache misses per edge).
+// Perfetto puts the sequences' events in time order when it loads the file.
 class TraceEncoder {
  public:
   TraceEncoder(const Trace& trace, const TraceLanes& lanes, AtomicFile* file, int deflate_level)
@@ -283,37 +278,20 @@ class TraceEncoder {
 
   absl::Status Encode() {
     const TraceLanes& lanes = lanes_;
-    last_ts_ = lanes.first_ns;
-    absl::Status s = WriteClockSnapshot(lanes.first_ns);
+    absl::Status s = BeginSequence(lanes.first_ns, /*with_realtime=*/true);
     for (const ProcessLanes& p : lanes.processes) {
       if (s.ok()) s = WriteTracks(p, lanes.first_ns);
     }
-    // Time order across the whole file: a merge of the sources, each already in time order;
-    // ties go to the source written first. `heads` is a min-heap of each unfinished source's
-    // next edge; the front source writes while its next edge still sorts first, then its new
-    // head replaces the top in one sift down (a pop and a push were twice the work).
-    std::vector<Head> heads;
-    for (size_t i = 0; i < sources_.size(); ++i) {
-      if (!sources_[i].done()) heads.push_back({sources_[i].ts(), i});
+    std::stable_sort(instants_.begin(), instants_.end(),
+                     [](const CaptureInstant& a, const CaptureInstant& b) { return a.ts < b.ts; });
+    for (const CaptureInstant& instant : instants_) {
+      if (s.ok()) s = WriteInstant(instant);
     }
-    std::make_heap(heads.begin(), heads.end(), std::greater<Head>());
-    while (s.ok() && !heads.empty()) {
-      const size_t i = heads.front().second;
-      EdgeSource& source = sources_[i];
-      auto sorts_first = [&] {
-        const Head next{source.ts(), i};
-        return (heads.size() < 2 || next < heads[1]) && (heads.size() < 3 || next < heads[2]);
-      };
-      do {
-        s = WriteEdge(source);
-        source.Advance();
-      } while (s.ok() && !source.done() && sorts_first());
-      if (source.done()) {
-        std::pop_heap(heads.begin(), heads.end(), std::greater<Head>());
-        heads.pop_back();
-      } else {
-        heads.front() = {source.ts(), i};
-        SiftDown(&heads);
+    for (const LaneTrack& track : lane_tracks_) {
+      LaneEdgeCursor edges(track.lane);
+      if (s.ok() && !edges.done()) s = BeginSequence(edges.edge().ts, /*with_realtime=*/false);
+      for (; s.ok() && !edges.done(); edges.Advance()) {
+        s = WriteEdge(track.uuid, *track.lane, edges.edge());
       }
     }
     if (s.ok()) s = sink_.Flush();
@@ -321,26 +299,10 @@ class TraceEncoder {
   }
 
  private:
-  using Head = std::pair<uint64_t, size_t>;  // (ts, source)
-
-  // Restores the min-heap after its top was replaced.
-  static void SiftDown(std::vector<Head>* heap) {
-    std::vector<Head>& h = *heap;
-    size_t i = 0;
-    for (;;) {
-      const size_t left = 2 * i + 1;
-      if (left >= h.size()) return;
-      const size_t child = left + 1 < h.size() && h[left + 1] < h[left] ? left + 1 : left;
-      if (!(h[child] < h[i])) return;
-      std::swap(h[i], h[child]);
-      i = child;
-    }
-  }
-
-  // Sequence id and flags of every packet: the first clears the sequence's incremental state
-  // (interning tables, defaults), every later one depends on it.
+  // Sequence id and flags of every packet: the first of a sequence clears its incremental
+  // state (interning tables, defaults), every later one depends on it.
   void AddSequenceFields(TracePacket* packet) {
-    packet->set_trusted_packet_sequence_id(PerfettoWriter::kSequenceId);
+    packet->set_trusted_packet_sequence_id(sequence_);
     if (first_packet_) {
       packet->set_sequence_flags(TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
       packet->set_first_packet_on_sequence(true);
@@ -357,10 +319,16 @@ class TraceEncoder {
     return sink_.Add(message_);
   }
 
-  // The first packet: puts the file's timestamps on CLOCK_MONOTONIC (see docs/trace_format.md),
-  // ties them to wall-clock time when known, and declares the sequence's incremental clock,
-  // which every later timestamp uses.
-  absl::Status WriteClockSnapshot(uint64_t first_ns) {
+  // Starts the next sequence with its first packet: it puts the sequence's timestamps on
+  // CLOCK_MONOTONIC (see docs/trace_format.md), ties them to wall-clock time when asked and
+  // known, and declares the sequence's incremental clock, which every later timestamp of the
+  // sequence uses. The sequence defines its interned names again as it uses them.
+  absl::Status BeginSequence(uint64_t first_ns, bool with_realtime) {
+    sequence_ = sequence_ == 0 ? PerfettoWriter::kSequenceId : sequence_ + 1;
+    first_packet_ = true;
+    last_ts_ = first_ns;
+    std::fill(event_name_defined_.begin(), event_name_defined_.end(), false);
+    std::fill(annotation_name_defined_.begin(), annotation_name_defined_.end(), false);
     TracePacket packet;
     packet.set_timestamp(first_ns);
     packet.set_timestamp_clock_id(kMonotonic);
@@ -370,7 +338,8 @@ class TraceEncoder {
     monotonic->set_timestamp(first_ns);
     int64_t offset = trace_.realtime_offset_ns;
     // Skip an offset that would put the REALTIME reading before the epoch (garbage input).
-    if (offset > 0 || (offset < 0 && 0 - static_cast<uint64_t>(offset) < first_ns)) {
+    if (with_realtime &&
+        (offset > 0 || (offset < 0 && 0 - static_cast<uint64_t>(offset) < first_ns))) {
       auto* realtime = snapshot->add_clocks();
       realtime->set_clock_id(kRealtime);
       realtime->set_timestamp(first_ns + static_cast<uint64_t>(offset));
@@ -396,11 +365,8 @@ class TraceEncoder {
   // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty.
   absl::Status WriteLane(const Lane& lane, uint64_t parent_uuid) {
     if (lane.slices.empty()) return absl::OkStatus();
-    uint64_t uuid = next_uuid_++;
-    EdgeSource& source = sources_.emplace_back();
-    source.track_uuid = uuid;
-    source.lane = &lane;
-    source.edges.emplace(&lane);
+    const uint64_t uuid = next_uuid_++;
+    lane_tracks_.push_back({uuid, &lane});
     return WriteTrack(uuid, parent_uuid, LaneKindName(lane.kind));
   }
 
@@ -417,10 +383,7 @@ class TraceEncoder {
     if (!name.empty()) process->set_process_name(name);
     for (const std::string& arg : p.command_line) process->add_cmdline(arg);
     absl::Status s = WriteMessage(&packet);
-    EdgeSource& instant = sources_.emplace_back();
-    instant.track_uuid = process_uuid;
-    instant.process = &p;
-    instant.instant_ns = lanes.has_events ? lanes.first_ns : trace_first_ns;
+    instants_.push_back({process_uuid, &p, lanes.has_events ? lanes.first_ns : trace_first_ns});
 
     for (const ThreadLanes& t : lanes.threads) {
       uint64_t thread_uuid = next_uuid_++;
@@ -445,27 +408,46 @@ class TraceEncoder {
     return s;
   }
 
-  // The iid of an event name; a name seen for the first time is defined in this packet's
-  // interned data, so its definition travels in the first packet that uses it.
-  // Looked up by the name's id first (no hashing of text), then by text, so that one text has
-  // one iid even from two NameTables (a merged trace's processes).
+  // Whether the current sequence has defined `iid` yet; marks it defined.
+  static bool DefineOnce(uint64_t iid, std::vector<bool>* defined) {
+    if (iid >= defined->size()) defined->resize(iid + 1, false);
+    if ((*defined)[iid]) return false;
+    (*defined)[iid] = true;
+    return true;
+  }
+
+  // The iid of an event name, the same in every sequence: looked up by the name's id first (no
+  // hashing of text), then by text, so that one text has one iid even from two NameTables (a
+  // merged trace's processes). A sequence defines a name in its interned data the first time
+  // one of its packets uses it.
   uint64_t EventNameIid(Name name) {
-    if (auto it = event_name_ids_.find(name.id()); it != event_name_ids_.end()) return it->second;
-    auto [it, added] = event_names_.emplace(name.view(), event_names_.size() + 1);
-    if (added) AddInternedEntry(interned::kEventNames, it->second, name.view());
-    event_name_ids_.emplace(name.id(), it->second);
-    return it->second;
+    uint64_t iid = 0;
+    if (auto it = event_name_ids_.find(name.id()); it != event_name_ids_.end()) {
+      iid = it->second;
+    } else {
+      iid = event_names_.emplace(name.view(), event_names_.size() + 1).first->second;
+      event_name_ids_.emplace(name.id(), iid);
+    }
+    if (DefineOnce(iid, &event_name_defined_)) {
+      AddInternedEntry(interned::kEventNames, iid, name.view());
+    }
+    return iid;
   }
 
   uint64_t AnnotationNameIid(const char* name) {
+    uint64_t iid = 0;
     // A few dozen static names at most: a scan of their addresses beats hashing the text.
-    for (const auto& [ptr, iid] : annotation_name_ptrs_) {
-      if (ptr == name) return iid;
+    for (const auto& [ptr, known] : annotation_name_ptrs_) {
+      if (ptr == name) iid = known;
     }
-    auto [it, added] = annotation_names_.emplace(name, annotation_names_.size() + 1);
-    if (added) AddInternedEntry(interned::kAnnotationNames, it->second, name);
-    annotation_name_ptrs_.emplace_back(name, it->second);
-    return it->second;
+    if (iid == 0) {
+      iid = annotation_names_.emplace(name, annotation_names_.size() + 1).first->second;
+      annotation_name_ptrs_.emplace_back(name, iid);
+    }
+    if (DefineOnce(iid, &annotation_name_defined_)) {
+      AddInternedEntry(interned::kAnnotationNames, iid, name);
+    }
+    return iid;
   }
 
   void AddInternedEntry(uint32_t table, uint64_t iid, std::string_view name) {
@@ -495,46 +477,51 @@ class TraceEncoder {
     }
   }
 
-  // One track_event packet: a slice's begin or end, or a process's capture instant.
-  absl::Status WriteEdge(const EdgeSource& source) {
+  // One track_event packet: a slice's begin or end on `lane`'s track.
+  absl::Status WriteEdge(uint64_t track_uuid, const Lane& lane, const SliceEdge& e) {
     event_.clear();
     interned_.clear();
-    uint64_t ts = 0;
-    if (source.lane != nullptr) {
-      const SliceEdge& e = source.edges->edge();
-      ts = e.ts;
-      if (e.begin) {
-        const LaneSlice& slice = source.lane->slices[e.slice];
-        AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
-                          &event_);
-        AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
-        AppendVarintField(track_event::kNameIid, EventNameIid(slice.name), &event_);
-        SliceArgs(slice, &args_, &arg_text_);
-        AddAnnotations(args_);
-        for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
-        for (uint64_t id : slice.terminating_flow_ids) {
-          AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
-        }
-      } else {
-        // The innermost open slice of the track ends: nothing else to say.
-        AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_END,
-                          &event_);
-        AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
+    if (e.begin) {
+      const LaneSlice& slice = lane.slices[e.slice];
+      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
+                        &event_);
+      AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
+      AppendVarintField(track_event::kNameIid, EventNameIid(slice.name), &event_);
+      SliceArgs(slice, &args_, &arg_text_);
+      AddAnnotations(args_);
+      for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
+      for (uint64_t id : slice.terminating_flow_ids) {
+        AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
       }
     } else {
-      ts = source.instant_ns;
-      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
-      AppendVarintField(track_event::kTrackUuid, source.track_uuid, &event_);
-      AppendVarintField(track_event::kNameIid, EventNameIid(kCaptureEventName), &event_);
-      AddAnnotations(CaptureArgs(trace_, *source.process));
+      // The innermost open slice of the track ends: nothing else to say.
+      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_END,
+                        &event_);
+      AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
     }
+    return WriteEventPacket(e.ts);
+  }
 
+  // A process's "nrtprof capture" instant, on the file's first sequence.
+  absl::Status WriteInstant(const CaptureInstant& instant) {
+    event_.clear();
+    interned_.clear();
+    AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
+    AppendVarintField(track_event::kTrackUuid, instant.uuid, &event_);
+    AppendVarintField(track_event::kNameIid, EventNameIid(kCaptureEventName), &event_);
+    AddAnnotations(CaptureArgs(trace_, *instant.process));
+    return WriteEventPacket(instant.ts);
+  }
+
+  // The packet around event_ (and interned_, if not empty), at `ts`.
+  absl::Status WriteEventPacket(uint64_t ts) {
     packet_.clear();
     if (ts >= last_ts_) {
       AppendVarintField(packet::kTimestamp, ts - last_ts_, &packet_);  // on the delta clock
       last_ts_ = ts;
     } else {
-      // Never happens for a trace in time order; kept exact anyway, off the delta clock.
+      // Never happens for a lane, whose edges are in time order; kept exact anyway, off the
+      // delta clock.
       AppendVarintField(packet::kTimestamp, ts, &packet_);
       AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
     }
@@ -542,7 +529,7 @@ class TraceEncoder {
     if (!interned_.empty()) {
       AppendBytesField(packet::kInternedData, interned_.std_view(), &packet_);
     }
-    AppendVarintField(packet::kSequenceId, PerfettoWriter::kSequenceId, &packet_);
+    AppendVarintField(packet::kSequenceId, sequence_, &packet_);
     AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
     return sink_.Add(packet_.std_view());
   }
@@ -550,14 +537,18 @@ class TraceEncoder {
   const Trace& trace_;
   const TraceLanes& lanes_;
   PacketSink sink_;
-  bool first_packet_ = true;
+  uint32_t sequence_ = 0;   // the current sequence's id (0 before the first)
+  bool first_packet_ = true;  // of the current sequence
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
-  uint64_t last_ts_ = 0;    // the delta clock's reading
-  std::vector<EdgeSource> sources_;
+  uint64_t last_ts_ = 0;    // the current sequence's delta clock reading
+  std::vector<LaneTrack> lane_tracks_;
+  std::vector<CaptureInstant> instants_;
+  // Interned names, one iid per text for the whole file; each sequence defines those it uses.
   std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's names
   std::unordered_map<const void*, uint64_t> event_name_ids_;     // by Name::id()
   std::unordered_map<std::string_view, uint64_t> annotation_names_;
   std::vector<std::pair<const char*, uint64_t>> annotation_name_ptrs_;  // static names
+  std::vector<bool> event_name_defined_, annotation_name_defined_;  // by iid, this sequence
   // Scratch buffers, reused from packet to packet.
   std::vector<SliceArg> args_;
   std::string arg_text_;

@@ -4,9 +4,10 @@
 // from each framework range through the runtime call to the device work it caused, and an
 // "nrtprof capture" instant on the process track that carries the capture id and the
 // process's drop counters. docs/trace_format.md ("trace.pftrace") is the full layout and the
-// encoding: one packet sequence with interned names, timestamps as deltas on an incremental
-// clock, and the packets deflated in bundles (`compressed_packets`), as Perfetto's own
-// tracing service writes them with compression on.
+// encoding: a packet sequence for the tracks and one for each lane, with interned names,
+// timestamps as deltas on each sequence's incremental clock, and the packets deflated in
+// bundles (`compressed_packets`), as Perfetto's own tracing service writes them with
+// compression on.
 //
 // Thread-safe: keeps no state between calls; Write() may run for several captures at once.
 #ifndef NRTPROF_DAEMON_PERFETTO_WRITER_H_
@@ -26,9 +27,10 @@ class PerfettoWriter : public LaneSink {
  public:
   static constexpr const char* kFileName = "trace.pftrace";
 
-  // The one trusted_packet_sequence_id of every packet in the file.
+  // The trusted_packet_sequence_id of the file's first sequence (clocks, tracks, capture
+  // instants); the lanes' sequences follow it, kSequenceId + 1 onward, in the tracks' order.
   static constexpr uint32_t kSequenceId = 1;
-  // The sequence's clock: incremental, in nanoseconds, MONOTONIC at the clock snapshot.
+  // Each sequence's clock: incremental, in nanoseconds, MONOTONIC at its clock snapshot.
   static constexpr uint32_t kDeltaClockId = 64;
 
   struct Options {

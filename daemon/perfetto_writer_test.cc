@@ -76,21 +76,40 @@ ReadBack Read(const std::string& bytes) {
   r.trace = std::move(read->trace);
   r.bundles = read->bundles;
   const std::vector<uint64_t>& times = read->times;  // MONOTONIC ns, through the clocks
-  std::map<uint64_t, std::string> names, arg_names;
+  // Interned names as Perfetto keeps them: per sequence, from the packet that clears the
+  // sequence's state. The writer also gives one text the same iid in every sequence.
+  struct Interned {
+    std::map<uint64_t, std::string> names, arg_names;
+  };
+  std::map<uint32_t, Interned> by_sequence;
+  std::map<uint64_t, std::string> all_names, all_arg_names;
   std::map<uint64_t, std::vector<Slice>> open;
   std::map<uint64_t, uint64_t> last_ts;
+  uint32_t sequence = 0;
   for (int i = 0; i < r.trace.packet_size(); ++i) {
     const TracePacket& p = r.trace.packet(i);
     const uint64_t ts = times[i];
     ExpectNoUnknownFields(p, absl::StrCat("packet ", i));
-    EXPECT_EQ(p.trusted_packet_sequence_id(), PerfettoWriter::kSequenceId);
-    EXPECT_EQ(p.sequence_flags(), i == 0 ? TracePacket::SEQ_INCREMENTAL_STATE_CLEARED
+    // Sequences come one after another, kSequenceId first; each begins by clearing its state.
+    const bool begins = p.trusted_packet_sequence_id() != sequence;
+    if (begins) {
+      EXPECT_EQ(p.trusted_packet_sequence_id(), sequence == 0 ? PerfettoWriter::kSequenceId
+                                                              : sequence + 1);
+      EXPECT_EQ(by_sequence.count(p.trusted_packet_sequence_id()), 0u) << "a sequence came back";
+      sequence = p.trusted_packet_sequence_id();
+    }
+    EXPECT_EQ(p.sequence_flags(), begins ? TracePacket::SEQ_INCREMENTAL_STATE_CLEARED
                                          : TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+    std::map<uint64_t, std::string>& names = by_sequence[sequence].names;
+    std::map<uint64_t, std::string>& arg_names = by_sequence[sequence].arg_names;
     for (const auto& n : p.interned_data().event_names()) {
       EXPECT_TRUE(names.emplace(n.iid(), n.name()).second) << "iid redefined: " << n.iid();
+      EXPECT_EQ(all_names.emplace(n.iid(), n.name()).first->second, n.name())
+          << "iid " << n.iid() << " names two texts";
     }
     for (const auto& n : p.interned_data().debug_annotation_names()) {
       EXPECT_TRUE(arg_names.emplace(n.iid(), n.name()).second);
+      EXPECT_EQ(all_arg_names.emplace(n.iid(), n.name()).first->second, n.name());
     }
     if (p.has_track_descriptor()) {
       r.tracks[p.track_descriptor().uuid()] = p.track_descriptor();
@@ -492,13 +511,24 @@ TEST(PerfettoWriterTest, TimestampsAreDeltasAndCompressionChangesNothingElse) {
   }
   EXPECT_TRUE(declared);
   uint64_t largest = 0;
-  for (int i = 1; i < plain.trace.packet_size(); ++i) {
+  size_t sequences = 0;
+  for (int i = 0; i < plain.trace.packet_size(); ++i) {
     const TracePacket& p = plain.trace.packet(i);
+    if (p.has_clock_snapshot()) {
+      // Each sequence's first packet: absolute, on MONOTONIC, declaring the sequence's clock.
+      ++sequences;
+      EXPECT_EQ(p.trace_packet_defaults().timestamp_clock_id(), PerfettoWriter::kDeltaClockId);
+      EXPECT_EQ(p.sequence_flags(), TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
+      continue;
+    }
     if (!p.has_timestamp()) continue;
     EXPECT_FALSE(p.has_timestamp_clock_id()) << "packet " << i << " is on the default clock";
     largest = std::max<uint64_t>(largest, p.timestamp());
   }
   EXPECT_LT(largest, 200'000u) << "deltas, not absolute times";
+  // The tracks' sequence, then one for each lane: framework, runtime and executions (this
+  // trace has no DMA).
+  EXPECT_EQ(sequences, 4u);
   // And the times they add up to are the trace's: the last iteration's range starts where
   // ManyIterations put it.
   uint64_t last_start = 1'000'000'000'000;

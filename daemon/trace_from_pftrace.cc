@@ -1,5 +1,6 @@
 #include "daemon/trace_from_pftrace.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -300,6 +301,20 @@ class Rebuilder {
   // its core's DMA track served (it names the execution's exec_id, and carries no call).
   void Finish(size_t index) {
     ProcessTrace& p = trace_.processes[index];
+    // The file holds each lane on a sequence of its own: put the events in a ProcessTrace's
+    // orders (trace_model.h) before anything reads them as such.
+    std::stable_sort(p.ranges.begin(), p.ranges.end(),
+                     [](const RangeEvent& a, const RangeEvent& b) {
+                       return a.tid != b.tid ? a.tid < b.tid : a.start_ns < b.start_ns;
+                     });
+    std::stable_sort(p.calls.begin(), p.calls.end(),
+                     [](const ApiCall& a, const ApiCall& b) { return a.start_ns < b.start_ns; });
+    std::stable_sort(p.device.begin(), p.device.end(),
+                     [](const DeviceEvent& a, const DeviceEvent& b) {
+                       if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
+                       if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+                       return (a.parent == 0) > (b.parent == 0);
+                     });
     AssignCallRanges(p.ranges, &p.calls);
     std::map<std::pair<int32_t, uint64_t>, std::vector<const DeviceEvent*>> executions;
     for (const DeviceEvent& d : p.device) {
