@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/atomic_file.h"
 #include "daemon/trace_lanes.h"
@@ -52,7 +54,7 @@ constexpr uint32_t kTrackUuid = 11;
 constexpr uint32_t kFlowIds = 47;
 constexpr uint32_t kTerminatingFlowIds = 48;
 }  // namespace track_event
-namespace annotation {
+namespace annotation {  // all under 16: their tags are one byte (AddAnnotations counts on it)
 constexpr uint32_t kNameIid = 1;
 constexpr uint32_t kUintValue = 3;
 constexpr uint32_t kIntValue = 4;
@@ -121,12 +123,17 @@ class Bytes {
   std::string_view std_view() const { return std::string_view(buf_.data(), size_); }
   // At least n bytes writable from the returned pointer, until Commit.
   char* Room(size_t n) {
-    if (size_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, size_ + n));
+    if (ABSL_PREDICT_FALSE(size_ + n > buf_.size())) Grow(n);
     return buf_.data() + size_;
   }
   void Commit(const char* end) { size_ = static_cast<size_t>(end - buf_.data()); }
 
  private:
+  // Kept out of line, so that Room's check inlines into every field written.
+  ABSL_ATTRIBUTE_NOINLINE void Grow(size_t n) {
+    buf_.resize(std::max(buf_.size() * 2, size_ + n));
+  }
+
   std::string buf_;  // its size is the capacity; size_ bytes are in use
   size_t size_ = 0;
 };
@@ -134,7 +141,22 @@ class Bytes {
 // The protobuf wire encoding of the fields we write, appended to a Bytes.
 constexpr size_t kMaxVarint = 10;
 
-char* PutVarint(uint64_t v, char* p) {
+// How many bytes PutVarint writes for v.
+constexpr size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+static_assert(VarintSize(0) == 1 && VarintSize(127) == 1 && VarintSize(128) == 2);
+static_assert(VarintSize(~uint64_t{0}) == kMaxVarint);
+static_assert(annotation::kNameIid < 16 && annotation::kUintValue < 16 &&
+                  annotation::kIntValue < 16 && annotation::kStringValue < 16,
+              "AddAnnotations counts one byte for each of their tags");
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutVarint(uint64_t v, char* p) {
   while (v >= 0x80) {
     *p++ = static_cast<char>(v | 0x80);
     v >>= 7;
@@ -143,30 +165,30 @@ char* PutVarint(uint64_t v, char* p) {
   return p;
 }
 
-char* PutTag(uint32_t field, uint32_t wire_type, char* p) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutTag(uint32_t field, uint32_t wire_type, char* p) {
   return PutVarint((uint64_t{field} << 3) | wire_type, p);
 }
 
-void AppendVarint(uint64_t v, Bytes* out) { out->Commit(PutVarint(v, out->Room(kMaxVarint))); }
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendVarint(uint64_t v, Bytes* out) { out->Commit(PutVarint(v, out->Room(kMaxVarint))); }
 
-void AppendTag(uint32_t field, uint32_t wire_type, Bytes* out) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendTag(uint32_t field, uint32_t wire_type, Bytes* out) {
   out->Commit(PutTag(field, wire_type, out->Room(kMaxVarint)));
 }
 
-void AppendVarintField(uint32_t field, uint64_t v, Bytes* out) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendVarintField(uint32_t field, uint64_t v, Bytes* out) {
   char* p = PutTag(field, kVarint, out->Room(2 * kMaxVarint));
   out->Commit(PutVarint(v, p));
 }
 
 // `bytes` must not be in *out.
-void AppendBytesField(uint32_t field, std::string_view bytes, Bytes* out) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendBytesField(uint32_t field, std::string_view bytes, Bytes* out) {
   char* p = PutTag(field, kLengthDelimited, out->Room(2 * kMaxVarint + bytes.size()));
   p = PutVarint(bytes.size(), p);
   if (!bytes.empty()) memcpy(p, bytes.data(), bytes.size());
   out->Commit(p + bytes.size());
 }
 
-void AppendFixed64Field(uint32_t field, uint64_t v, Bytes* out) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendFixed64Field(uint32_t field, uint64_t v, Bytes* out) {
   char* p = PutTag(field, kFixed64, out->Room(kMaxVarint + 8));
   for (int i = 0; i < 8; ++i) *p++ = static_cast<char>(v >> (8 * i));
   out->Commit(p);
@@ -457,23 +479,39 @@ class TraceEncoder {
     AppendBytesField(table, entry_.std_view(), &interned_);
   }
 
+  // Each argument as a DebugAnnotation written straight into event_: its length is known
+  // before its bytes, so no scratch message and no copy of it.
   void AddAnnotations(const std::vector<SliceArg>& args) {
     for (const SliceArg& arg : args) {
-      annotation_.clear();
-      AppendVarintField(annotation::kNameIid, AnnotationNameIid(arg.name), &annotation_);
+      const uint64_t iid = AnnotationNameIid(arg.name);
+      uint64_t value = 0;
+      uint32_t field = annotation::kStringValue;
       switch (arg.type) {
         case SliceArg::Type::kString:
-          AppendBytesField(annotation::kStringValue, arg.string_value, &annotation_);
+          value = arg.string_value.size();
           break;
         case SliceArg::Type::kUint:
-          AppendVarintField(annotation::kUintValue, arg.uint_value, &annotation_);
+          field = annotation::kUintValue;
+          value = arg.uint_value;
           break;
         case SliceArg::Type::kInt:
-          AppendVarintField(annotation::kIntValue, static_cast<uint64_t>(arg.int_value),
-                            &annotation_);
+          field = annotation::kIntValue;
+          value = static_cast<uint64_t>(arg.int_value);
           break;
       }
-      AppendBytesField(track_event::kDebugAnnotations, annotation_.std_view(), &event_);
+      const bool text = arg.type == SliceArg::Type::kString;
+      // Tags of fields 1 to 15 are one byte.
+      const size_t length = 1 + VarintSize(iid) + 1 + VarintSize(value) + (text ? value : 0);
+      char* p = PutTag(track_event::kDebugAnnotations, kLengthDelimited,
+                       event_.Room(2 * kMaxVarint + length));
+      p = PutVarint(length, p);
+      p = PutVarint(iid, PutTag(annotation::kNameIid, kVarint, p));
+      p = PutVarint(value, PutTag(field, text ? kLengthDelimited : kVarint, p));
+      if (text && value != 0) {
+        memcpy(p, arg.string_value.data(), value);
+        p += value;
+      }
+      event_.Commit(p);
     }
   }
 
@@ -552,7 +590,7 @@ class TraceEncoder {
   // Scratch buffers, reused from packet to packet.
   std::vector<SliceArg> args_;
   std::string arg_text_;
-  Bytes event_, interned_, entry_, annotation_, packet_;
+  Bytes event_, interned_, entry_, packet_;
   std::string message_;
 };
 
