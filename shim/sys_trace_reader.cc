@@ -210,7 +210,8 @@ class TemplateCursor {
 
 class Reader : public JsonScanner {
  public:
-  Reader(std::string_view text, SysTraceReadStats* stats) : JsonScanner(text), stats_(stats) {}
+  Reader(std::string_view text, SysTraceReadStats* stats, bool fast_path)
+      : JsonScanner(text), stats_(stats), fast_path_(fast_path) {}
 
   bool Document(absl::FunctionRef<void(const SysTraceEvent&)> on_event) {
     SkipSpace();
@@ -248,7 +249,7 @@ class Reader : public JsonScanner {
       SkipSpace();
       SysTraceEvent event;
       TemplateCursor fast(Rest());
-      if (fast.Event(&event)) {
+      if (fast_path_ && fast.Event(&event)) {
         SkipTo(fast.at());
         pending_unknown_ = 0;
       } else {
@@ -378,18 +379,35 @@ class Reader : public JsonScanner {
   }
 
   SysTraceReadStats* const stats_;
+  const bool fast_path_;
   std::string model_name_;
   uint64_t pending_unknown_ = 0;
 };
 
 }  // namespace
 
-bool ReadSysTrace(std::string_view json, absl::FunctionRef<void(const SysTraceEvent&)> on_event,
-                  SysTraceReadStats* stats, std::string* error) {
-  Reader reader(json, stats);
+namespace {
+
+bool Read(std::string_view json, bool fast_path,
+          absl::FunctionRef<void(const SysTraceEvent&)> on_event, SysTraceReadStats* stats,
+          std::string* error) {
+  Reader reader(json, stats, fast_path);
   if (reader.Document(on_event)) return true;
   *error = reader.error();
   return false;
+}
+
+}  // namespace
+
+bool ReadSysTrace(std::string_view json, absl::FunctionRef<void(const SysTraceEvent&)> on_event,
+                  SysTraceReadStats* stats, std::string* error) {
+  return Read(json, /*fast_path=*/true, on_event, stats, error);
+}
+
+bool ReadSysTraceGeneralOnlyForTesting(std::string_view json,
+                                       absl::FunctionRef<void(const SysTraceEvent&)> on_event,
+                                       SysTraceReadStats* stats, std::string* error) {
+  return Read(json, /*fast_path=*/false, on_event, stats, error);
 }
 
 const char* SysTraceTypeName(SysTraceType type) {
