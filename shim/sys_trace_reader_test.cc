@@ -6,6 +6,7 @@
 #include "shim/sys_trace_reader.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +75,7 @@ std::string Doc(const std::vector<std::string>& events) {
 // What the simulator and the real runtime write for a load, an execution, a write, a read, a
 // model switch and clock syncs, with the edges of each value's range.
 std::string RealShapeDocument() {
+  const std::string model = "{\"model_id\":3,\"model_name\":\"aten_mul\"}";
   return Doc({
       Ev("timestamp_sync", "instant", 1, "0",
          "{\"exec_id\":0,\"nc_timestamp_ns\":1000000000000,\"cpu_timestamp_ns\":"
@@ -84,14 +86,12 @@ std::string RealShapeDocument() {
          "{\"mem_type\":1,\"mem_handle\":94526644522400,\"offset\":0,\"size\":4096}",
          "1796310196000200000"),
       Ev("dmem_buf_copyin", "stop", 4, "0", "{}", "1796310196000300000"),
-      Ev("nrt_load", "stop", 5, "0", "{\"model_id\":3,\"model_name\":\"aten_mul\"}",
-         "1796310196000400000"),
+      Ev("nrt_load", "stop", 5, "0", model, "1796310196000400000"),
       Ev("model_switch", "instant", 6, "0",
          "{\"device_core_idx\":0,\"is_neuron_core_work\":true,\"model_id\":3,"
          "\"model_name\":\"aten_mul\"}",
          "1796310196000450000"),
-      Ev("nrt_execute", "start", 7, "0", "{\"model_id\":3,\"model_name\":\"aten_mul\"}",
-         "1796310196000500000"),
+      Ev("nrt_execute", "start", 7, "0", model, "1796310196000500000"),
       Ev("device_exec", "start", 8, "0",
          "{\"device_core_idx\":0,\"exec_id\":1,\"nc_timestamp_ns\":1000000501000,"
          "\"model_id\":3,\"model_name\":\"aten_mul\"}",
@@ -124,22 +124,21 @@ TEST(SysTraceReaderTest, TheRuntimesCompactEventsReadAsTheGeneralReaderReadsThem
   ASSERT_EQ(fast.events.size(), 18u);
   EXPECT_EQ(fast.stats.unknown_types, 1u);  // future_type/begin
   // What the hardware lane is made of, as the general reader always gave it.
-  EXPECT_EQ(fast.events[7],
-            "device_exec phase=1 id=8 nc=0 local=8 tracking=1008 thread=20417 worker=0 "
-            "ts=1000000501000 seq=0/0 exec=1/1 model=1/3 nc_ts=1/1000000501000 cpu_ts=0/0 "
-            "size=0/0 tensor=0 core=0 name='aten_mul'");
-  EXPECT_EQ(fast.events[0],
-            "timestamp_sync phase=3 id=1 nc=0 local=1 tracking=1001 thread=20417 worker=0 "
-            "ts=1000000000000 seq=0/0 exec=1/0 model=0/0 nc_ts=1/1000000000000 "
-            "cpu_ts=1/1796310196000000000 size=0/0 tensor=0 core=0 name=''");
-  EXPECT_EQ(fast.events[13],
-            "dmem_buf_copyout phase=1 id=14 nc=1 local=14 tracking=1014 thread=20417 "
-            "worker=-9223372036854775808 ts=1796310196002000000 seq=0/0 exec=0/0 model=0/0 "
-            "nc_ts=0/0 cpu_ts=0/0 size=1/4 tensor=0 core=0 name=''");
-  EXPECT_EQ(fast.events[16],
-            "model_switch phase=3 id=17 nc=4294967295 local=17 tracking=1017 thread=20417 "
-            "worker=0 ts=9999999999999999999 seq=0/0 exec=0/0 model=1/9999999999999999999 "
-            "nc_ts=0/0 cpu_ts=0/0 size=0/0 tensor=0 core=0 name='caf\xc3\xa9 \"v2\"'");
+  const std::vector<std::pair<size_t, std::string>> expected = {
+      {7, "device_exec phase=1 id=8 nc=0 local=8 tracking=1008 thread=20417 worker=0 "
+          "ts=1000000501000 seq=0/0 exec=1/1 model=1/3 nc_ts=1/1000000501000 cpu_ts=0/0 "
+          "size=0/0 tensor=0 core=0 name='aten_mul'"},
+      {0, "timestamp_sync phase=3 id=1 nc=0 local=1 tracking=1001 thread=20417 worker=0 "
+          "ts=1000000000000 seq=0/0 exec=1/0 model=0/0 nc_ts=1/1000000000000 "
+          "cpu_ts=1/1796310196000000000 size=0/0 tensor=0 core=0 name=''"},
+      {13, "dmem_buf_copyout phase=1 id=14 nc=1 local=14 tracking=1014 thread=20417 "
+           "worker=-9223372036854775808 ts=1796310196002000000 seq=0/0 exec=0/0 model=0/0 "
+           "nc_ts=0/0 cpu_ts=0/0 size=1/4 tensor=0 core=0 name=''"},
+      {16, "model_switch phase=3 id=17 nc=4294967295 local=17 tracking=1017 thread=20417 "
+           "worker=0 ts=9999999999999999999 seq=0/0 exec=0/0 model=1/9999999999999999999 "
+           "nc_ts=0/0 cpu_ts=0/0 size=0/0 tensor=0 core=0 name='caf\xc3\xa9 \"v2\"'"},
+  };
+  for (const auto& [index, line] : expected) EXPECT_EQ(fast.events[index], line);
 }
 
 TEST(SysTraceReaderTest, OtherSpacingAndOrderReadTheSame) {
