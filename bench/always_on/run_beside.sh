@@ -6,13 +6,14 @@
 #   standing    preloaded with the shim against a standing nrtprofd (flight recorder on, no
 #               capture asked for), once per build given (BUILD=DIR: DIR holds
 #               libnrtprof_shim.so, libnrtprof_shim_backend.so and nrtprofd)
-# and, in each run, the CPU time from 0.5 s to 2.5 s (/proc/PID/task/TID/schedstat, ns) of:
+# and, in each run, the CPU time over 2 s from 0.5 s on (--start; /proc/PID/task/TID/schedstat) of:
 # the program's nrtprof-flush thread, its other non-main threads (gRPC's; with --sys_trace
 # the program's own fetching thread: the simulated runtime writing its trace document), and
 # every thread of the daemon; per call, medians over the rounds.
 #
-#   bench/always_on/run_beside.sh [--rounds N] [--seconds S] NAME=DIR [NAME=DIR ...]
-#   e.g. bench/always_on/run_beside.sh --rounds 7 main=/tmp/main-bin this=bazel-out/k8-opt/bin/flat
+#   bench/always_on/run_beside.sh [--rounds N] [--seconds S] [--start S] NAME=DIR [NAME=DIR ...]
+#   e.g. bench/always_on/run_beside.sh --rounds 7 main=/tmp/main-bin this=/tmp/this-bin
+#        bench/always_on/run_beside.sh --seconds 7 --start 4.2 ...   (once the rings' pages are in)
 #
 # The benchmark binaries come from bazel-out/k8-opt/bin (bazel build --config=opt //bench:all).
 set -euo pipefail
@@ -20,13 +21,15 @@ cd "$(dirname "$0")/../.."
 bin=bazel-out/k8-opt/bin
 rounds=5
 seconds=3
+start=0.5
 builds=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
+    --start) start="$2"; shift 2 ;;
     *=*) builds+=("$1"); shift ;;
-    *) echo "usage: $0 [--rounds N] [--seconds S] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--seconds S] [--start S] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#builds[@]} -gt 0 ] || { echo "$0: give at least one NAME=DIR" >&2; exit 2; }
@@ -71,7 +74,7 @@ run() {  # $1: label, $2: daemon pid or "", then the command's environment and a
   local out="$work/out"
   env "$@" > "$out" 2>/dev/null &
   local pid=$!
-  sleep 0.5
+  sleep "$start"
   threads $pid > "$work/p0"; [ -n "$daemon" ] && threads "$daemon" > "$work/d0"
   sleep 2
   threads $pid > "$work/p1"; [ -n "$daemon" ] && threads "$daemon" > "$work/d1"
@@ -99,7 +102,7 @@ for i in $(seq "$rounds"); do
   done
 done
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds; CPU from 0.5 s to 2.5 s of each run"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds; CPU over 2 s from $start s of each run"
 printf '%-22s %10s %8s %12s %12s %12s   %s\n' "" "calls/s" "lost" "flusher" "other thr." "daemon" "(rates; CPU in us per call, medians)"
 plain_median="$(awk '$1 == "plain" {print $2}' "$results" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 for label in plain sys_trace $(for b in "${builds[@]}"; do echo "standing:${b%%=*}"; done); do
