@@ -122,7 +122,7 @@ SysTraceFunctions ResolveSysTrace(CoreState* core) {
 }
 
 // Roughly how many events a document holds, for what is dropped unparsed.
-uint64_t CountEvents(std::string_view json) {
+uint64_t CountEvents(const std::string& json) {
   uint64_t n = 0;
   for (size_t at = json.find("\"event_type\":"); at != std::string::npos;
        at = json.find("\"event_type\":", at + 1)) {
@@ -138,7 +138,9 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
       link_(std::move(transport)),
       arbiter_(
           kOwnMaxEventsPerCore, [core] { return ResolveSysTrace(core); },
-          [this](uint64_t generation, std::string_view json) { OnDocument(generation, json); }),
+          [this](uint64_t generation, std::string json) {
+            OnDocument(generation, std::move(json));
+          }),
       device_profile_([core] { return ResolveDeviceProfile(core); },
                       [core](const std::string& line) { core->say_notice(line.c_str()); },
                       &strings_),
@@ -213,22 +215,14 @@ void Flusher::OnModelLoaded(uint64_t model_handle, const void* bytes, size_t siz
   }
 }
 
-void Flusher::OnDocument(uint64_t generation, std::string_view json) {
-  if (t_on_flusher_thread) {
-    // The flusher's own fetch: read now, from the runtime's buffer, after what the program's
-    // threads queued before it (a span's two halves may be in two documents).
-    const uint64_t now = MonotonicNs();
-    ParseDocuments(now);
-    ParseDocument(generation, json, now);
-    return;
-  }
+void Flusher::OnDocument(uint64_t generation, std::string json) {
   std::lock_guard<std::mutex> lock(queue_mu_);
   if (document_bytes_ + json.size() > kMaxQueuedDocumentBytes) {
     documents_dropped_ += CountEvents(json);
     return;
   }
   try {
-    documents_.push_back({generation, std::string(json)});
+    documents_.push_back({generation, std::move(json)});
     document_bytes_ += documents_.back().json.size();
   } catch (const std::bad_alloc&) {
     documents_dropped_ += CountEvents(json);
@@ -365,32 +359,28 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
     documents.swap(documents_);
     document_bytes_ = 0;
   }
+  const bool capturing = core_->recording.load(std::memory_order_relaxed) != 0;
   for (QueuedDocument& doc : documents) {
-    ParseDocument(doc.generation, doc.json, now_ns);
+    uint64_t added = 0;
+    try {
+      DeviceTraceOutput out;
+      std::string error;
+      if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
+      for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
+        batcher_.AddClockSync(sync, now_ns);
+      }
+      if (!capturing) continue;
+      for (nrtprof::Event& event : out.events) {
+        batcher_.AddEvent(now_ns)->Swap(&event);
+        ++added;
+      }
+    } catch (const std::bad_alloc&) {
+      LaneCounts lost;
+      const uint64_t in_document = CountEvents(doc.json);
+      lost.hardware = in_document > added ? in_document - added : 0;
+      CountNoMemory(lost);
+    }
     doc.json = std::string();  // its memory back at once
-  }
-}
-
-void Flusher::ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns) {
-  uint64_t added = 0;
-  try {
-    device_out_.events.clear();
-    device_out_.clock_syncs.clear();
-    std::string error;
-    if (!device_parser_.Parse(generation, json, &device_out_, &error)) return;
-    for (const nrtprof::DeviceClockSync& sync : device_out_.clock_syncs) {
-      batcher_.AddClockSync(sync, now_ns);
-    }
-    if (core_->recording.load(std::memory_order_relaxed) == 0) return;
-    for (nrtprof::Event& event : device_out_.events) {
-      batcher_.AddEvent(now_ns)->Swap(&event);
-      ++added;
-    }
-  } catch (const std::bad_alloc&) {
-    LaneCounts lost;
-    const uint64_t in_document = CountEvents(json);
-    lost.hardware = in_document > added ? in_document - added : 0;
-    CountNoMemory(lost);
   }
 }
 

@@ -20,7 +20,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -87,12 +86,8 @@ class Flusher final : private ShippingHost {
   // An allocation failed (std::bad_alloc) while handling `lost`: counted (no_memory), and
   // said once on stderr.
   void CountNoMemory(const LaneCounts& lost);
-  // A fetched document: on the flusher's thread read at once (the runtime's buffer is valid
-  // during the call only), on the program's threads copied for the flusher.
-  void OnDocument(uint64_t generation, std::string_view json);
-  // The documents the program's threads queued, in order.
+  void OnDocument(uint64_t generation, std::string json);
   void ParseDocuments(uint64_t now_ns);
-  void ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
   // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots), and
   // notes a new ring's first writes (new_thread_slots_).
@@ -162,7 +157,6 @@ class Flusher final : private ShippingHost {
   StackTable stacks_;
   EventBuilder builder_;
   DeviceTraceParser device_parser_;
-  DeviceTraceOutput device_out_;  // one document's events, its vectors' room kept
   Batcher batcher_;
   std::vector<ThreadState*> threads_snapshot_;
   // About how many slots a new thread writes before the flusher's first look at its ring:

@@ -42,10 +42,10 @@ bool SysTraceArbiter::FetchAllLocked(std::string* copy) {
   if (fns.fetch_events(&buffer, &size, nullptr) != NRT_SUCCESS || buffer == nullptr) {
     return false;
   }
-  const std::string_view doc(buffer, strnlen(buffer, size));
-  if (copy != nullptr) *copy = std::string(doc);
-  sink_(generation_, doc);
+  std::string doc(buffer, strnlen(buffer, size));
   if (fns.buffer_free != nullptr) fns.buffer_free(buffer);
+  if (copy != nullptr) *copy = doc;
+  sink_(generation_, std::move(doc));
   return true;
 }
 
@@ -134,7 +134,7 @@ NRT_STATUS SysTraceArbiter::AppFetch(char** buffer, size_t* written_size,
     const NRT_STATUS status = fns.fetch_events(buffer, written_size, options);
     if (status == NRT_SUCCESS && buffer != nullptr && *buffer != nullptr &&
         written_size != nullptr) {
-      sink_(generation_, std::string_view(*buffer, strnlen(*buffer, *written_size)));
+      sink_(generation_, std::string(*buffer, strnlen(*buffer, *written_size)));
     }
     return status;
   }

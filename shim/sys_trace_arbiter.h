@@ -24,8 +24,7 @@
 // (with no events) instead of failing.
 //
 // Every document reaches `sink` with the generation of the capture it came from (generations
-// grow by one per successful start), on the thread that fetched it, as the runtime's own
-// buffer: valid during the call only (the sink copies what it keeps). Thread-safe: one mutex,
+// grow by one per successful start), on the thread that fetched it. Thread-safe: one mutex,
 // held across the runtime's calls; never on the program's hot path.
 #ifndef NRTPROF_SHIM_SYS_TRACE_ARBITER_H_
 #define NRTPROF_SHIM_SYS_TRACE_ARBITER_H_
@@ -35,7 +34,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "nrt/nrt.h"
@@ -64,7 +62,7 @@ struct SysTraceFunctions {
 class SysTraceArbiter {
  public:
   using ResolveFn = std::function<SysTraceFunctions()>;
-  using DocumentSink = std::function<void(uint64_t generation, std::string_view json)>;
+  using DocumentSink = std::function<void(uint64_t generation, std::string json)>;
 
   // `resolve` is asked for the functions at each nrt_init and whenever they are needed before.
   SysTraceArbiter(uint64_t max_events_per_nc, ResolveFn resolve, DocumentSink sink);

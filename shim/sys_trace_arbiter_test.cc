@@ -96,10 +96,8 @@ class ArbiterTest : public ::testing::Test {
  protected:
   ArbiterTest()
       : arbiter_(1 << 16, [] { return Fakes(); },
-                 [this](uint64_t generation, std::string_view json) {
-                   if (!json.empty()) {
-                     profiler_.push_back(std::to_string(generation) + ":" + std::string(json));
-                   }
+                 [this](uint64_t generation, std::string json) {
+                   if (!json.empty()) profiler_.push_back(std::to_string(generation) + ":" + json);
                  }) {
     g_rt = &rt_;
   }
