@@ -33,6 +33,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#builds[@]} -gt 0 ] || { echo "$0: give at least one NAME=DIR" >&2; exit 2; }
+awk -v s="$seconds" -v t="$start" 'BEGIN { exit !(s >= t + 2.3) }' ||
+  { echo "$0: --seconds must leave the 2 s window from --start inside the run" >&2; exit 2; }
 for b in "${builds[@]}"; do
   for f in libnrtprof_shim.so libnrtprof_shim_backend.so nrtprofd; do
     [ -e "${b#*=}/$f" ] || { echo "$0: ${b#*=}/$f is missing" >&2; exit 2; }
@@ -41,13 +43,8 @@ done
 [ -x $bin/bench/exec_rate ] || { echo "$0: build --config=opt //bench:all first" >&2; exit 2; }
 
 work="$(mktemp -d /tmp/nrtprof-beside-XXXXXX)"
-daemons=()
-cleanup() {
-  for p in "${daemons[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+daemons=()  # the daemons this script started, stopped (by pid) at its end
+trap '[ ${#daemons[@]} -eq 0 ] || kill "${daemons[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 
 declare -A sock dpid
 for b in "${builds[@]}"; do
