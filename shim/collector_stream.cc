@@ -8,7 +8,7 @@ namespace nrtprof::shim {
 struct CollectorStream::Shared {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<nrtprof::ShimMessage> outbox;  // guarded by mu
+  std::deque<std::shared_ptr<const nrtprof::ShimMessage>> outbox;  // guarded by mu
   bool writing = false;                     // a write is outstanding; guarded by mu
   bool broken = false;                      // guarded by mu
   bool read_ended = false;                  // guarded by mu
@@ -35,7 +35,7 @@ class CollectorStream::Reactor
   }
 
   // Queues `message`, starting a write if none is outstanding.
-  void Write(nrtprof::ShimMessage message) {
+  void Write(std::shared_ptr<const nrtprof::ShimMessage> message) {
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (shared_->broken) return;
     shared_->outbox.push_back(std::move(message));
@@ -103,7 +103,7 @@ class CollectorStream::Reactor
   // The message being written stays at the front of the outbox until its write completes.
   void StartNextWriteLocked(std::unique_lock<std::mutex>* lock) {
     shared_->writing = true;
-    const nrtprof::ShimMessage* next = &shared_->outbox.front();
+    const nrtprof::ShimMessage* next = shared_->outbox.front().get();
     lock->unlock();
     StartWrite(next);
   }
@@ -118,14 +118,14 @@ CollectorStream::CollectorStream(nrtprof::Collector::Stub* stub, nrtprof::ShimMe
     : shared_(std::make_shared<Shared>()) {
   shared_->on_control = std::move(on_control);
   reactor_ = new Reactor(stub, shared_, wait_for_ready);
-  reactor_->Write(std::move(hello));
+  reactor_->Write(std::make_shared<const nrtprof::ShimMessage>(std::move(hello)));
 }
 
 CollectorStream::~CollectorStream() {
   if (!closed_) Close(Clock::now(), /*graceful=*/false);
 }
 
-void CollectorStream::Send(nrtprof::ShimMessage message) {
+void CollectorStream::Send(std::shared_ptr<const nrtprof::ShimMessage> message) {
   if (!closed_) reactor_->Write(std::move(message));
 }
 

@@ -43,7 +43,7 @@ class CollectorStream final : public ShipStream {
   CollectorStream(const CollectorStream&) = delete;
   CollectorStream& operator=(const CollectorStream&) = delete;
 
-  void Send(nrtprof::ShimMessage message) override;
+  void Send(std::shared_ptr<const nrtprof::ShimMessage> message) override;
   uint64_t acked() override;
   bool ack_seen() override;
   bool broken() override;

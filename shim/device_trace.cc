@@ -50,13 +50,20 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
                               DeviceTraceOutput* out, std::string* error) {
   pending_.clear();
   pending_names_.clear();
+  decoded_names_.clear();
   SysTraceReadStats stats;
   const bool ok = ReadSysTrace(
       json,
-      [this](const SysTraceEvent& e) {
+      [this, json](const SysTraceEvent& e) {
         pending_.push_back(e);
         if (!e.model_name.empty()) {
-          pending_names_.emplace_back(pending_.size() - 1, std::string(e.model_name));
+          // A name read from the text stays valid during Parse; one decoded from escapes is
+          // the reader's, copied.
+          std::string_view name = e.model_name;
+          if (name.data() < json.data() || name.data() >= json.data() + json.size()) {
+            name = decoded_names_.emplace_back(name);
+          }
+          pending_names_.emplace_back(pending_.size() - 1, name);
         }
         pending_.back().model_name = {};
       },
@@ -85,17 +92,30 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
     realtime_offset_ns_ = real - (a + (b - a) / 2);
   }
   for (const auto& [index, name] : pending_names_) {
-    if (pending_[index].has_model_id) model_names_[pending_[index].model_id] = name;
+    if (!pending_[index].has_model_id) continue;
+    ModelName& known = model_names_[pending_[index].model_id];
+    if (known.name != name) known = {std::string(name), 0};
   }
   for (const SysTraceEvent& e : pending_) Apply(e, out);
   return true;
+}
+
+uint32_t DeviceTraceParser::NameIid(const char* name) {
+  for (const auto& [known, iid] : name_iids_) {
+    if (known == name) return iid;
+  }
+  const uint32_t iid = strings_->Intern(name);
+  name_iids_.emplace_back(name, iid);
+  return iid;
 }
 
 void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
   // Each core numbers its events one after another; what is missing between two was lost.
   // The first of a capture sets where the count starts (whether the runtime numbers from 1 at
   // each start is not publicly known: assuming it could report losses that never happened).
-  uint64_t& expected = next_local_id_.emplace(e.nc_idx, e.nc_local_id).first->second;
+  auto core = next_local_id_.find(e.nc_idx);
+  if (core == next_local_id_.end()) core = next_local_id_.emplace(e.nc_idx, e.nc_local_id).first;
+  uint64_t& expected = core->second;
   if (e.nc_local_id > expected) {
     out->overwritten += e.nc_local_id - expected;
     overwritten_total_ += e.nc_local_id - expected;
@@ -128,12 +148,13 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
       event.set_start_ns(x.device_ns);
       event.set_duration_ns(end - x.device_ns);
       event.set_tid(static_cast<uint32_t>(x.thread_id));
-      event.set_name_iid(strings_->Intern("nc_exec_running"));
+      event.set_name_iid(NameIid("nc_exec_running"));
       event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
       event.set_device_id(x.id);
       event.set_exec_id(x.exec_id);
       if (auto name = model_names_.find(x.model_id); name != model_names_.end()) {
-        event.set_model_name_iid(strings_->Intern(name->second));
+        if (name->second.iid == 0) name->second.iid = strings_->Intern(name->second.name);
+        event.set_model_name_iid(name->second.iid);
       }
       return;
     }
@@ -209,7 +230,7 @@ void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
   event.set_start_ns(begin);
   event.set_duration_ns(end - begin);
   event.set_tid(static_cast<uint32_t>(e.thread_id));
-  event.set_name_iid(strings_->Intern(span.name));
+  event.set_name_iid(NameIid(span.name));
   event.set_nc_idx(static_cast<int32_t>(span.nc_idx));
   event.set_device_id(span.id);
   event.set_bytes(span.size);

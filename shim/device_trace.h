@@ -30,6 +30,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "shim/proto_lite/nrtprof.pb.h"
@@ -89,6 +90,8 @@ class DeviceTraceParser {
   void OpenCopy(const SysTraceEvent& e, ThreadSpans* thread);
   void CloseSpan(const SysTraceEvent& e, ThreadSpans* thread, DeviceTraceOutput* out);
   uint64_t ToMonotonic(uint64_t realtime_ns) const;
+  // The interned id of a fixed event name, interned once.
+  uint32_t NameIid(const char* name);
   bool Plausible(uint64_t start_ns, uint64_t end_ns, DeviceTraceOutput* out);
 
   static constexpr uint64_t kMaxSpanNs = 7ull * 24 * 3600 * 1000000000;  // the daemon's bounds
@@ -105,10 +108,19 @@ class DeviceTraceParser {
   std::map<uint32_t, uint64_t> next_local_id_;  // per core
   std::map<uint32_t, std::deque<OpenExec>> open_execs_;
   std::map<uint64_t, ThreadSpans> threads_;
-  std::map<uint64_t, std::string> model_names_;  // model_id -> name, when the runtime gives one
+  // model_id -> name, when the runtime gives one, and its id once an execution used it (ids
+  // for the life of the process: interned at first use, as each event's names are).
+  struct ModelName {
+    std::string name;
+    uint32_t iid = 0;
+  };
+  std::map<uint64_t, ModelName> model_names_;
+  // The interned ids of the fixed event names (dma_h2d, ...), by the literal's address.
+  std::vector<std::pair<const char*, uint32_t>> name_iids_;
   // One document's events, read whole before any is applied (flat records, reused).
   std::vector<SysTraceEvent> pending_;
-  std::vector<std::pair<size_t, std::string>> pending_names_;
+  std::vector<std::pair<size_t, std::string_view>> pending_names_;  // into the text, or:
+  std::deque<std::string> decoded_names_;  // names the reader decoded from escapes
 };
 
 }  // namespace nrtprof::shim

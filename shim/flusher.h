@@ -170,6 +170,7 @@ class Flusher final : private ShippingHost {
   // ProgramThreadsGone: this thread's blocked signals (/proc/thread-self/status SigBlk), which
   // every thread gRPC makes inherits; empty if /proc cannot tell.
   std::string shim_signal_mask_;
+  uint64_t main_thread_cpu_ns_ = 0;  // the main thread's CPU time at the last look
   // Made last: it calls back into the members above.
   ShippingCore shipping_;
 };

@@ -1,14 +1,44 @@
 #include "shim/json_scanner.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "shim/utf8.h"
 
 namespace nrtprof::shim {
 
+namespace {
+
+constexpr uint64_t kOnes = 0x0101010101010101ull;
+constexpr uint64_t kHighs = 0x8080808080808080ull;
+
+// The high bit of each byte of `word` that is a quote, a backslash or below 0x20. A flag may
+// also be set on a byte above a flagged one (a borrow), never below: the lowest is exact.
+uint64_t StringStops(uint64_t word) {
+  const uint64_t quote = word ^ (kOnes * '"');
+  const uint64_t backslash = word ^ (kOnes * '\\');
+  return ((quote - kOnes) & ~quote & kHighs) | ((backslash - kOnes) & ~backslash & kHighs) |
+         ((word - kOnes * 0x20) & ~word & kHighs);
+}
+
+}  // namespace
+
 // A JSON string at pos_ (which is '"'). Without escapes, a view of the text; with, of a
-// decoded copy that the next String() call replaces.
+// decoded copy that the next String() call replaces. Eight bytes at a time up to the first
+// quote, backslash or control character.
 bool JsonScanner::String(std::string_view* out) {
   if (!Consume('"')) return false;
   const size_t start = pos_;
+  while (pos_ + 8 <= text_.size()) {
+    uint64_t word;
+    memcpy(&word, text_.data() + pos_, 8);
+    const uint64_t stops = StringStops(word);
+    if (stops != 0) {
+      pos_ += static_cast<size_t>(__builtin_ctzll(stops)) / 8;
+      break;
+    }
+    pos_ += 8;
+  }
   while (pos_ < text_.size()) {
     const unsigned char c = static_cast<unsigned char>(text_[pos_]);
     if (c == '"') {
@@ -88,10 +118,16 @@ bool JsonScanner::Hex4(uint32_t* out) {
   return true;
 }
 
-// The members the shape has as integers: digits only, within 64 bits.
+// The members the shape has as integers: digits only, within 64 bits. Up to 19 digits
+// cannot overflow; only a 20th is checked.
 bool JsonScanner::Unsigned(uint64_t* out, const char* what) {
   const size_t start = pos_;
+  const size_t fast_end = std::min(text_.size(), start + 19);
   uint64_t v = 0;
+  while (pos_ < fast_end && static_cast<unsigned char>(text_[pos_] - '0') <= 9) {
+    v = v * 10 + static_cast<uint64_t>(text_[pos_] - '0');
+    ++pos_;
+  }
   while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
     const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
     if (v > (UINT64_MAX - digit) / 10) return Fail(std::string(what) + " out of range");

@@ -9,11 +9,43 @@
 #ifndef NRTPROF_SHIM_JSON_SCANNER_H_
 #define NRTPROF_SHIM_JSON_SCANNER_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace nrtprof::shim {
+
+// Whether the N-1 bytes at `p` (which must be readable) are `literal`'s, compared in words of
+// eight bytes, inline: the length is known when compiled (memcmp, which std::string_view's ==
+// calls, is a call for most lengths).
+template <size_t N>
+inline bool BytesAre(const char* p, const char (&literal)[N]) {
+  constexpr size_t n = N - 1;
+  if constexpr (n < 8) {
+    for (size_t i = 0; i < n; ++i) {
+      if (p[i] != literal[i]) return false;
+    }
+    return true;
+  } else {
+    uint64_t a, b;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      memcpy(&a, p + i, 8);
+      memcpy(&b, literal + i, 8);
+      if (a != b) return false;
+    }
+    memcpy(&a, p + n - 8, 8);  // the last eight, overlapping
+    memcpy(&b, literal + n - 8, 8);
+    return a == b;
+  }
+}
+
+// Whether `s` is `literal`.
+template <size_t N>
+inline bool EqualsLiteral(std::string_view s, const char (&literal)[N]) {
+  return s.size() == N - 1 && BytesAre(s.data(), literal);
+}
 
 class JsonScanner {
  public:
@@ -84,6 +116,11 @@ class JsonScanner {
       return Fail(std::string("expected ',' or ']' in ") + what);
     }
   }
+
+  // The text from the cursor on, and moving the cursor to `at` (within it): for a reader's
+  // own fast path over text in a shape it knows (sys_trace_reader.cc).
+  std::string_view Rest() const { return text_.substr(pos_); }
+  void SkipTo(const char* at) { pos_ = static_cast<size_t>(at - text_.data()); }
 
   // A JSON string at pos_ (which is '"').
   bool String(std::string_view* out);

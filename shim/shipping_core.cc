@@ -121,7 +121,7 @@ void ShippingCore::ServiceStream(uint64_t now_ns, bool final, TimePoint deadline
     return;
   }
   // The final batch counts as sent only if this stream gets it again.
-  final_sent_ = !unacked_.empty() && unacked_.back().batch.final();
+  final_sent_ = !unacked_.empty() && unacked_.back().batch().final();
   Resend();
 }
 
@@ -214,9 +214,10 @@ void ShippingCore::SayOnce(bool* said, const std::string& line) {
 
 void ShippingCore::Resend() {
   for (Unacked& u : unacked_) {
-    batcher_->Restamp(&u.batch, &interning_);
-    nrtprof::ShimMessage message;
-    *message.mutable_batch() = u.batch;
+    // The earlier stream may still hold its message: the new stream's is a copy.
+    auto message = std::make_shared<nrtprof::ShimMessage>(*u.message);
+    batcher_->Restamp(message->mutable_batch(), &interning_);
+    u.message = message;
     stream_->Send(std::move(message));
   }
 }
@@ -262,8 +263,9 @@ void ShippingCore::SendReady(bool final) {
       final_sequence_ = sequence;
     }
     if (!connected) continue;
-    unacked_.push_back({sequence, events, message.batch()});
-    stream_->Send(std::move(message));
+    auto shared = std::make_shared<const nrtprof::ShimMessage>(std::move(message));
+    unacked_.push_back({sequence, events, shared});
+    stream_->Send(std::move(shared));
   }
 }
 
@@ -334,12 +336,12 @@ void ShippingCore::PumpReplay() {
       replay_.reset();  // caught up: batches go out live again
       return;
     }
-    nrtprof::ShimMessage message;
-    if (!message.ParseFromString(record) || !message.has_batch()) continue;  // the Hello
-    nrtprof::EventBatch* batch = message.mutable_batch();
+    auto message = std::make_shared<nrtprof::ShimMessage>();
+    if (!message->ParseFromString(record) || !message->has_batch()) continue;  // the Hello
+    nrtprof::EventBatch* batch = message->mutable_batch();
     if (batch->sequence() <= stream_->acked()) continue;  // the daemon has it
     batcher_->Restamp(batch, &interning_);
-    unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), *batch});
+    unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), message});
     stream_->Send(std::move(message));
   }
 }
@@ -444,8 +446,9 @@ void ShippingCore::SendFinalNow() {
   SetEventsSent(sent_, message.mutable_batch());
   final_sent_ = true;
   final_sequence_ = message.batch().sequence();
-  unacked_.push_back({final_sequence_, events, message.batch()});
-  stream_->Send(std::move(message));
+  auto shared = std::make_shared<const nrtprof::ShimMessage>(std::move(message));
+  unacked_.push_back({final_sequence_, events, shared});
+  stream_->Send(std::move(shared));
 }
 
 void ShippingCore::OpenAlone() {
@@ -473,9 +476,9 @@ bool ShippingCore::SendFinalAlone(TimePoint deadline) {
   batch->set_final(true);
   *batch->mutable_drops() = Drops();
   host_->SetNotices(batch);
-  *batch->mutable_clock() = unacked_.back().batch.clock();
-  *batch->mutable_events_sent() = unacked_.back().batch.events_sent();
-  alone_->Send(std::move(report));
+  *batch->mutable_clock() = unacked_.back().batch().clock();
+  *batch->mutable_events_sent() = unacked_.back().batch().events_sent();
+  alone_->Send(std::make_shared<const nrtprof::ShimMessage>(std::move(report)));
   return alone_->WaitForAck(final_sequence_, deadline);
 }
 

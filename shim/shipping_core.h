@@ -119,10 +119,12 @@ class ShippingCore {
  private:
   // A batch sent and not yet acknowledged, kept to be sent again on the next stream if this
   // one breaks (the daemon ignores what it already has).
+  // A batch sent and not yet acknowledged: the message the stream has (shared, not copied).
   struct Unacked {
     uint64_t sequence;
     LaneCounts events;
-    nrtprof::EventBatch batch;
+    std::shared_ptr<const nrtprof::ShimMessage> message;
+    const nrtprof::EventBatch& batch() const { return message->batch(); }
   };
 
   // Acks free batches; a broken stream is abandoned; a new one opened when due.

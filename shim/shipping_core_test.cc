@@ -67,10 +67,10 @@ class FakeStream final : public ShipStream {
  public:
   FakeStream(std::shared_ptr<StreamLog> log, FakeClock* clock)
       : log_(std::move(log)), clock_(clock) {}
-  void Send(nrtprof::ShimMessage message) override {
+  void Send(std::shared_ptr<const nrtprof::ShimMessage> message) override {
     if (log_->broken) return;
-    log_->batches.push_back(message.batch());
-    if (log_->ack_every_batch) log_->Ack(message.batch().sequence());
+    log_->batches.push_back(message->batch());
+    if (log_->ack_every_batch) log_->Ack(message->batch().sequence());
   }
   uint64_t acked() override { return log_->acked; }
   bool ack_seen() override { return log_->ack_seen; }

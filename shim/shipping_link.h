@@ -39,8 +39,9 @@ class ShipStream {
   using Clock = std::chrono::steady_clock;
   virtual ~ShipStream() = default;
 
-  // Queued; never blocks. Ignored once the stream is broken.
-  virtual void Send(nrtprof::ShimMessage message) = 0;
+  // Queued; never blocks. Ignored once the stream is broken. The message is shared, not
+  // copied: the sender keeps it for a resend until acknowledged, and changes it no more.
+  virtual void Send(std::shared_ptr<const nrtprof::ShimMessage> message) = 0;
   // The highest Ack.sequence received.
   virtual uint64_t acked() = 0;
   // True once an Ack arrived: the daemon's first, right after the Hello, says how far it has

@@ -88,6 +88,12 @@ struct SysTraceReadStats {
 bool ReadSysTrace(std::string_view json, absl::FunctionRef<void(const SysTraceEvent&)> on_event,
                   SysTraceReadStats* stats, std::string* error);
 
+// ReadSysTrace without its fast path for events in the runtime's own compact form, for tests
+// that check the two read every document alike.
+bool ReadSysTraceGeneralOnlyForTesting(std::string_view json,
+                                       absl::FunctionRef<void(const SysTraceEvent&)> on_event,
+                                       SysTraceReadStats* stats, std::string* error);
+
 const char* SysTraceTypeName(SysTraceType type);
 
 }  // namespace nrtprof::shim

@@ -93,11 +93,21 @@ class TickConverter {
   uint64_t ToNs(uint64_t ticks) const {
     if (source_ == TickSource::kMonotonic) return ticks;
     // The segment the tick falls in: the last that starts at or before it (the first, for a
-    // tick older than every segment kept).
-    auto it = std::upper_bound(segments_.begin(), segments_.end(), ticks,
-                               [](uint64_t t, const Segment& s) { return t < s.ticks; });
-    const Segment& seg = it == segments_.begin() ? segments_.front() : *(it - 1);
-    const int64_t ns = Map(seg, ticks);
+    // tick older than every segment kept). The ticks the flusher converts are recent (most in
+    // the segment before the drain's anchor): the newest few are looked at first.
+    const Segment* seg = nullptr;
+    for (size_t i = segments_.size(), back = 0; i > 0 && back < 4; --i, ++back) {
+      if (ticks >= segments_[i - 1].ticks || i == 1) {
+        seg = &segments_[i - 1];
+        break;
+      }
+    }
+    if (seg == nullptr) {
+      auto it = std::upper_bound(segments_.begin(), segments_.end(), ticks,
+                                 [](uint64_t t, const Segment& s) { return t < s.ticks; });
+      seg = it == segments_.begin() ? &segments_.front() : &*(it - 1);
+    }
+    const int64_t ns = Map(*seg, ticks);
     return ns > 0 ? static_cast<uint64_t>(ns) : 0;
   }
   // A duration in ticks, in nanoseconds: the difference of the converted ends, so that what
