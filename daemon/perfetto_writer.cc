@@ -3,16 +3,17 @@
 #include <libdeflate.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/atomic_file.h"
 #include "daemon/trace_lanes.h"
@@ -349,8 +350,6 @@ class TraceEncoder {
     sequence_ = sequence_ == 0 ? PerfettoWriter::kSequenceId : sequence_ + 1;
     first_packet_ = true;
     last_ts_ = first_ns;
-    std::fill(event_name_defined_.begin(), event_name_defined_.end(), false);
-    std::fill(annotation_name_defined_.begin(), annotation_name_defined_.end(), false);
     TracePacket packet;
     packet.set_timestamp(first_ns);
     packet.set_timestamp_clock_id(kMonotonic);
@@ -431,11 +430,23 @@ class TraceEncoder {
   }
 
   // Whether the current sequence has defined `iid` yet; marks it defined.
-  static bool DefineOnce(uint64_t iid, std::vector<bool>* defined) {
-    if (iid >= defined->size()) defined->resize(iid + 1, false);
-    if ((*defined)[iid]) return false;
-    (*defined)[iid] = true;
+  bool DefineOnce(uint64_t iid, std::vector<uint32_t>* defined_in) {
+    if (ABSL_PREDICT_FALSE(iid >= defined_in->size())) defined_in->resize(iid + 1, 0);
+    if ((*defined_in)[iid] == sequence_) return false;
+    (*defined_in)[iid] = sequence_;
     return true;
+  }
+
+  // A direct-mapped cache in front of a name's iid, by the address of its text: a trace uses a
+  // few dozen names, so nearly every lookup is one compare.
+  struct IidSlot {
+    const void* key = nullptr;
+    uint64_t iid = 0;
+  };
+  static constexpr size_t kIidSlots = 256;
+  static IidSlot& SlotFor(const void* key, std::array<IidSlot, kIidSlots>* slots) {
+    const uint64_t h = (reinterpret_cast<uintptr_t>(key) >> 3) * 0x9e3779b97f4a7c15ULL;
+    return (*slots)[h >> 56];
   }
 
   // The iid of an event name, the same in every sequence: looked up by the name's id first (no
@@ -443,13 +454,12 @@ class TraceEncoder {
   // merged trace's processes). A sequence defines a name in its interned data the first time
   // one of its packets uses it.
   uint64_t EventNameIid(Name name) {
-    uint64_t iid = 0;
-    if (auto it = event_name_ids_.find(name.id()); it != event_name_ids_.end()) {
-      iid = it->second;
-    } else {
-      iid = event_names_.emplace(name.view(), event_names_.size() + 1).first->second;
-      event_name_ids_.emplace(name.id(), iid);
+    IidSlot& slot = SlotFor(name.id(), &event_name_slots_);
+    if (ABSL_PREDICT_FALSE(slot.key != name.id())) {
+      slot.key = name.id();
+      slot.iid = event_names_.try_emplace(name.view(), event_names_.size() + 1).first->second;
     }
+    const uint64_t iid = slot.iid;
     if (DefineOnce(iid, &event_name_defined_)) {
       AddInternedEntry(interned::kEventNames, iid, name.view());
     }
@@ -457,15 +467,12 @@ class TraceEncoder {
   }
 
   uint64_t AnnotationNameIid(const char* name) {
-    uint64_t iid = 0;
-    // A few dozen static names at most: a scan of their addresses beats hashing the text.
-    for (const auto& [ptr, known] : annotation_name_ptrs_) {
-      if (ptr == name) iid = known;
+    IidSlot& slot = SlotFor(name, &annotation_name_slots_);
+    if (ABSL_PREDICT_FALSE(slot.key != name)) {
+      slot.key = name;
+      slot.iid = annotation_names_.try_emplace(name, annotation_names_.size() + 1).first->second;
     }
-    if (iid == 0) {
-      iid = annotation_names_.emplace(name, annotation_names_.size() + 1).first->second;
-      annotation_name_ptrs_.emplace_back(name, iid);
-    }
+    const uint64_t iid = slot.iid;
     if (DefineOnce(iid, &annotation_name_defined_)) {
       AddInternedEntry(interned::kAnnotationNames, iid, name);
     }
@@ -582,11 +589,13 @@ class TraceEncoder {
   std::vector<LaneTrack> lane_tracks_;
   std::vector<CaptureInstant> instants_;
   // Interned names, one iid per text for the whole file; each sequence defines those it uses.
-  std::unordered_map<std::string_view, uint64_t> event_names_;  // views of the Trace's names
-  std::unordered_map<const void*, uint64_t> event_name_ids_;     // by Name::id()
-  std::unordered_map<std::string_view, uint64_t> annotation_names_;
-  std::vector<std::pair<const char*, uint64_t>> annotation_name_ptrs_;  // static names
-  std::vector<bool> event_name_defined_, annotation_name_defined_;  // by iid, this sequence
+  // The iids by text (one text has one iid even from two NameTables: a merged trace's
+  // processes), each behind its cache by address (Name::id(), a static name's pointer).
+  absl::flat_hash_map<std::string_view, uint64_t> event_names_;  // views of the Trace's names
+  absl::flat_hash_map<std::string_view, uint64_t> annotation_names_;
+  std::array<IidSlot, kIidSlots> event_name_slots_, annotation_name_slots_;
+  // By iid, the sequence that last defined it (0: none).
+  std::vector<uint32_t> event_name_defined_, annotation_name_defined_;
   // Scratch buffers, reused from packet to packet.
   std::vector<SliceArg> args_;
   std::string arg_text_;

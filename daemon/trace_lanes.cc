@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 
 namespace nrtprof::daemon {
@@ -81,34 +82,50 @@ void DeviceArgs(const DeviceEvent& e, std::vector<SliceArg>* args) {
   }
 }
 
-// One slice before nesting: where it comes from and its raw interval.
-struct PendingSlice {
-  NestInterval interval;
-  Name name;
-  const ApiCall* call = nullptr;
-  const DeviceEvent* device = nullptr;
-  LaneSlice** back_pointer = nullptr;  // where to record the slice's final address, if wanted
-};
-
-// Nests `pending` into `lane`; records each slice's address through its back_pointer.
-// The lane's slices vector must not grow afterwards.
-void FillLane(const CaptureVector<PendingSlice>& pending, Lane* lane) {
+// One lane as it is filled: its slices in the order their events come (name and source set,
+// times not yet), each one's raw interval, and where to record each one's final address.
+struct LaneFill {
+  Lane* lane = nullptr;
   std::vector<NestInterval> intervals;
-  intervals.reserve(pending.size());
-  for (const PendingSlice& p : pending) intervals.push_back(p.interval);
-  std::vector<size_t> order = NestIntervals(&intervals);
-  lane->slices.resize(order.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    const PendingSlice& p = pending[order[k]];
-    LaneSlice& s = lane->slices[k];
-    s.name = p.name;
-    s.start_ns = intervals[order[k]].start_ns;
-    s.end_ns = intervals[order[k]].end_ns;
-    s.call = p.call;
-    s.device = p.device;
-    if (p.back_pointer != nullptr) *p.back_pointer = &s;
+  CaptureVector<LaneSlice**> back_pointers;
+
+  void Reserve(size_t n) {
+    lane->slices.reserve(n);
+    intervals.reserve(n);
+    back_pointers.reserve(n);
   }
-}
+  void Add(const NestInterval& interval, Name name, const ApiCall* call, const DeviceEvent* device,
+           LaneSlice** back_pointer) {
+    LaneSlice& s = lane->slices.emplace_back();
+    s.name = name;
+    s.call = call;
+    s.device = device;
+    intervals.push_back(interval);
+    back_pointers.push_back(back_pointer);
+  }
+  // Nests the slices (NestIntervals), puts them in begin order and records their addresses.
+  // The lane's slices vector must not grow afterwards.
+  void Nest() {
+    const std::vector<size_t> order = NestIntervals(&intervals);
+    CaptureVector<LaneSlice>& slices = lane->slices;
+    size_t k = 0;
+    while (k < order.size() && order[k] == k) ++k;
+    if (k < order.size()) {  // out of begin order as they came (rare): move them
+      CaptureVector<LaneSlice> sorted;
+      sorted.reserve(slices.size());
+      for (size_t i : order) sorted.push_back(std::move(slices[i]));
+      slices.swap(sorted);
+    }
+    for (k = 0; k < order.size(); ++k) {
+      LaneSlice& s = slices[k];
+      s.start_ns = intervals[order[k]].start_ns;
+      s.end_ns = intervals[order[k]].end_ns;
+      *back_pointers[order[k]] = &s;
+    }
+    std::vector<NestInterval>().swap(intervals);
+    CaptureVector<LaneSlice**>().swap(back_pointers);
+  }
+};
 
 void NoteStart(const Lane& lane, ProcessLanes* process) {
   for (const LaneSlice& s : lane.slices) {
@@ -124,95 +141,10 @@ bool IsDeviceFlowStep(const DeviceEvent& e) {
          (e.kind == DeviceEventKind::kDma && e.parent == 0);
 }
 
-ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
-  ProcessLanes out;
-  out.process = &p;
-  // Where each event's slice ends up, for the flows.
-  CaptureVector<LaneSlice*> range_slice(p.ranges.size(), nullptr);
-  CaptureVector<LaneSlice*> call_slice(p.calls.size(), nullptr);
-  CaptureVector<LaneSlice*> device_slice(p.device.size(), nullptr);
-
-  // Each lane's pending slices, reserved from a first count: moving millions of them while a
-  // vector grows was a good part of the time.
-  std::map<uint32_t, std::pair<CaptureVector<PendingSlice>, CaptureVector<PendingSlice>>> threads;
-  std::map<int32_t, std::pair<CaptureVector<PendingSlice>, CaptureVector<PendingSlice>>> cores;
-  {
-    std::map<uint32_t, std::pair<size_t, size_t>> per_thread;
-    std::map<int32_t, std::pair<size_t, size_t>> per_core;
-    for (const RangeEvent& r : p.ranges) ++per_thread[r.tid].first;
-    for (const ApiCall& c : p.calls) ++per_thread[c.tid].second;
-    for (const DeviceEvent& e : p.device) {
-      auto& n = per_core[e.nc_idx];
-      ++(e.kind == DeviceEventKind::kDma ? n.second : n.first);
-    }
-    for (const auto& [tid, n] : per_thread) {
-      threads[tid].first.reserve(n.first);
-      threads[tid].second.reserve(n.second);
-    }
-    for (const auto& [nc, n] : per_core) {
-      cores[nc].first.reserve(n.first);
-      cores[nc].second.reserve(n.second);
-    }
-  }
-  for (size_t i = 0; i < p.ranges.size(); ++i) {
-    const RangeEvent& r = p.ranges[i];
-    PendingSlice s;
-    s.interval = {r.start_ns, EndOf(r.start_ns, r.duration_ns), r.id, r.parent_range};
-    s.name = r.name;
-    s.back_pointer = &range_slice[i];
-    threads[r.tid].first.push_back(std::move(s));
-  }
-  for (size_t i = 0; i < p.calls.size(); ++i) {
-    const ApiCall& c = p.calls[i];
-    PendingSlice s;
-    // Runtime calls never nest (the shim does not record calls made inside a call), so no ids.
-    s.interval = {c.start_ns, EndOf(c.start_ns, c.duration_ns), 0, 0};
-    s.name = c.name;
-    s.call = &c;
-    s.back_pointer = &call_slice[i];
-    threads[c.tid].second.push_back(std::move(s));
-  }
-  for (size_t i = 0; i < p.device.size(); ++i) {
-    const DeviceEvent& e = p.device[i];
-    PendingSlice s;
-    bool is_dma = e.kind == DeviceEventKind::kDma;
-    // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
-    s.interval = {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent};
-    s.name = e.name;
-    s.device = &e;
-    s.back_pointer = &device_slice[i];
-    auto& lanes = cores[e.nc_idx];
-    (is_dma ? lanes.second : lanes.first).push_back(std::move(s));
-  }
-
-  out.threads.resize(threads.size());
-  size_t t = 0;
-  for (auto& [tid, pending] : threads) {
-    ThreadLanes& lanes = out.threads[t++];
-    lanes.tid = tid;
-    auto name = p.thread_names.find(tid);
-    if (name != p.thread_names.end() && !name->second.empty()) lanes.name = &name->second;
-    lanes.framework.kind = LaneKind::kFramework;
-    lanes.runtime.kind = LaneKind::kRuntime;
-    FillLane(pending.first, &lanes.framework);
-    FillLane(pending.second, &lanes.runtime);
-    NoteStart(lanes.framework, &out);
-    NoteStart(lanes.runtime, &out);
-  }
-  out.cores.resize(cores.size());
-  size_t c = 0;
-  for (auto& [nc, pending] : cores) {
-    CoreLanes& lanes = out.cores[c++];
-    lanes.nc_idx = nc;
-    lanes.executions.kind = LaneKind::kExecutions;
-    lanes.dma.kind = LaneKind::kDma;
-    FillLane(pending.first, &lanes.executions);
-    FillLane(pending.second, &lanes.dma);
-    NoteStart(lanes.executions, &out);
-    NoteStart(lanes.dma, &out);
-  }
-
-  // Flows: one per correlation id, range -> call -> executions/transfers, in time order.
+// Flows: one per correlation id, range -> call -> executions/transfers, in time order.
+void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slice,
+              const CaptureVector<LaneSlice*>& call_slice,
+              const CaptureVector<LaneSlice*>& device_slice, uint64_t* next_flow_id) {
   // Range ids to indices, sorted (the correlator numbers ranges in order, so usually they are
   // already); for an id given twice, the first range is the one named.
   std::vector<std::pair<uint64_t, size_t>> range_by_id;
@@ -221,26 +153,42 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   if (!std::is_sorted(range_by_id.begin(), range_by_id.end())) {
     std::sort(range_by_id.begin(), range_by_id.end());
   }
-  // The device flow steps by correlation id, then start time (then trace order): each call's
-  // steps are one run of this list, found by binary search.
-  struct DeviceStep {
-    uint64_t correlation_id;
-    uint64_t start_ns;
-    size_t index;
+  // Each correlation id's device steps, as a list through `next_step` in trace order, headed
+  // by the first call with that id. The ids a process's calls carry are nearly consecutive
+  // (the shim counts them): a table by id when they are, else a hash map.
+  constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  uint64_t low = std::numeric_limits<uint64_t>::max(), high = 0;
+  for (const ApiCall& call : p.calls) {
+    if (call.correlation_id == 0) continue;
+    low = std::min(low, call.correlation_id);
+    high = std::max(high, call.correlation_id);
+  }
+  const bool dense = low <= high && high - low < 4 * p.calls.size() + 1024;
+  std::vector<uint32_t> call_by_id(dense ? high - low + 1 : 0, kNone);
+  absl::flat_hash_map<uint64_t, uint32_t> call_by_id_sparse;
+  auto first_call = [&](uint64_t id) -> uint32_t* {
+    if (dense) return id >= low && id <= high ? &call_by_id[id - low] : nullptr;
+    auto it = call_by_id_sparse.find(id);
+    return it == call_by_id_sparse.end() ? nullptr : &it->second;
   };
-  std::vector<DeviceStep> steps;
-  for (size_t i = 0; i < p.device.size(); ++i) {
-    const DeviceEvent& e = p.device[i];
-    if (e.correlation_id != 0 && IsDeviceFlowStep(e)) {
-      steps.push_back({e.correlation_id, device_slice[i]->start_ns, i});
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    const uint64_t id = p.calls[i].correlation_id;
+    if (id == 0) continue;
+    if (dense) {
+      if (call_by_id[id - low] == kNone) call_by_id[id - low] = static_cast<uint32_t>(i);
+    } else {
+      call_by_id_sparse.try_emplace(id, static_cast<uint32_t>(i));
     }
   }
-  auto step_order = [](const DeviceStep& a, const DeviceStep& b) {
-    return std::tie(a.correlation_id, a.start_ns, a.index) <
-           std::tie(b.correlation_id, b.start_ns, b.index);
-  };
-  if (!std::is_sorted(steps.begin(), steps.end(), step_order)) {
-    std::sort(steps.begin(), steps.end(), step_order);
+  std::vector<uint32_t> first_step(p.calls.size(), kNone);
+  std::vector<uint32_t> next_step(p.device.size(), kNone);
+  for (size_t i = p.device.size(); i-- > 0;) {  // backwards, so that each list is in trace order
+    const DeviceEvent& e = p.device[i];
+    if (e.correlation_id == 0 || !IsDeviceFlowStep(e)) continue;
+    const uint32_t* call = first_call(e.correlation_id);
+    if (call == nullptr || *call == kNone) continue;  // no call has the id: no flow goes there
+    next_step[i] = first_step[*call];
+    first_step[*call] = static_cast<uint32_t>(i);
   }
   std::vector<LaneSlice*> chain;
   for (size_t i = 0; i < p.calls.size(); ++i) {
@@ -255,16 +203,109 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
       }
     }
     chain.push_back(call_slice[i]);
-    auto step = std::lower_bound(steps.begin(), steps.end(), DeviceStep{call.correlation_id, 0, 0},
-                                 step_order);
-    for (; step != steps.end() && step->correlation_id == call.correlation_id; ++step) {
-      chain.push_back(device_slice[step->index]);
+    const size_t steps_from = chain.size();
+    for (uint32_t d = first_step[*first_call(call.correlation_id)]; d != kNone; d = next_step[d]) {
+      chain.push_back(device_slice[d]);
+    }
+    // By start time as drawn, then trace order (the list's order).
+    auto by_start = [](const LaneSlice* a, const LaneSlice* b) { return a->start_ns < b->start_ns; };
+    if (!std::is_sorted(chain.begin() + steps_from, chain.end(), by_start)) {
+      std::stable_sort(chain.begin() + steps_from, chain.end(), by_start);
     }
     if (chain.size() < 2) continue;
     uint64_t flow = (*next_flow_id)++;
     for (size_t k = 0; k + 1 < chain.size(); ++k) chain[k]->flow_ids.push_back(flow);
     chain.back()->terminating_flow_ids.push_back(flow);
   }
+}
+
+ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
+  ProcessLanes out;
+  out.process = &p;
+  // Where each event's slice ends up, for the flows.
+  CaptureVector<LaneSlice*> range_slice(p.ranges.size(), nullptr);
+  CaptureVector<LaneSlice*> call_slice(p.calls.size(), nullptr);
+  CaptureVector<LaneSlice*> device_slice(p.device.size(), nullptr);
+
+  // The lanes, each reserved from a first count (moving millions of slices while a vector
+  // grows was a good part of the time): threads by tid, cores by nc_idx.
+  std::map<uint32_t, std::pair<size_t, size_t>> per_thread;  // framework, runtime
+  std::map<int32_t, std::pair<size_t, size_t>> per_core;     // executions, DMA
+  for (const RangeEvent& r : p.ranges) ++per_thread[r.tid].first;
+  for (const ApiCall& c : p.calls) ++per_thread[c.tid].second;
+  for (const DeviceEvent& e : p.device) {
+    auto& n = per_core[e.nc_idx];
+    ++(e.kind == DeviceEventKind::kDma ? n.second : n.first);
+  }
+  out.threads.resize(per_thread.size());
+  out.cores.resize(per_core.size());
+  std::vector<LaneFill> fills(2 * (per_thread.size() + per_core.size()));
+  std::map<uint32_t, LaneFill*> thread_fills;  // the thread's framework lane; runtime is next
+  std::map<int32_t, LaneFill*> core_fills;     // the core's executions lane; DMA is next
+  size_t f = 0, t = 0, c = 0;
+  for (const auto& [tid, n] : per_thread) {
+    ThreadLanes& lanes = out.threads[t++];
+    lanes.tid = tid;
+    auto name = p.thread_names.find(tid);
+    if (name != p.thread_names.end() && !name->second.empty()) lanes.name = &name->second;
+    lanes.framework.kind = LaneKind::kFramework;
+    lanes.runtime.kind = LaneKind::kRuntime;
+    thread_fills[tid] = &fills[f];
+    fills[f].lane = &lanes.framework;
+    fills[f++].Reserve(n.first);
+    fills[f].lane = &lanes.runtime;
+    fills[f++].Reserve(n.second);
+  }
+  for (const auto& [nc, n] : per_core) {
+    CoreLanes& lanes = out.cores[c++];
+    lanes.nc_idx = nc;
+    lanes.executions.kind = LaneKind::kExecutions;
+    lanes.dma.kind = LaneKind::kDma;
+    core_fills[nc] = &fills[f];
+    fills[f].lane = &lanes.executions;
+    fills[f++].Reserve(n.first);
+    fills[f].lane = &lanes.dma;
+    fills[f++].Reserve(n.second);
+  }
+  // The lane of the last event looked up, for runs of events of one thread or core.
+  auto lane_of = [](auto* fills_by_key, auto key, auto* last_key, LaneFill** last) {
+    if (*last == nullptr || *last_key != key) {
+      *last = fills_by_key->at(key);
+      *last_key = key;
+    }
+    return *last;
+  };
+  uint32_t last_tid = 0;
+  LaneFill* last_thread = nullptr;
+  for (size_t i = 0; i < p.ranges.size(); ++i) {
+    const RangeEvent& r = p.ranges[i];
+    lane_of(&thread_fills, r.tid, &last_tid, &last_thread)
+        ->Add({r.start_ns, EndOf(r.start_ns, r.duration_ns), r.id, r.parent_range}, r.name,
+              nullptr, nullptr, &range_slice[i]);
+  }
+  last_thread = nullptr;
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    const ApiCall& call = p.calls[i];
+    // Runtime calls never nest (the shim does not record calls made inside a call), so no ids.
+    lane_of(&thread_fills, call.tid, &last_tid, &last_thread)[1].Add(
+        {call.start_ns, EndOf(call.start_ns, call.duration_ns), 0, 0}, call.name, &call, nullptr,
+        &call_slice[i]);
+  }
+  int32_t last_nc = 0;
+  LaneFill* last_core = nullptr;
+  for (size_t i = 0; i < p.device.size(); ++i) {
+    const DeviceEvent& e = p.device[i];
+    const bool is_dma = e.kind == DeviceEventKind::kDma;
+    // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
+    lane_of(&core_fills, e.nc_idx, &last_nc, &last_core)[is_dma ? 1 : 0].Add(
+        {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent}, e.name,
+        nullptr, &e, &device_slice[i]);
+  }
+  for (LaneFill& fill : fills) {
+    fill.Nest();
+    NoteStart(*fill.lane, &out);
+  }
+  AddFlows(p, range_slice, call_slice, device_slice, next_flow_id);
   return out;
 }
 

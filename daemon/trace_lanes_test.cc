@@ -189,6 +189,75 @@ TEST(BuildLanesTest, FlowRunsFromRangeThroughCallToExecution) {
   EXPECT_EQ(lanes.first_ns, 1000u);
 }
 
+// Events out of begin order in their lists, correlation ids far apart, and a call's two
+// executions listed in the opposite order to their starts: each arrow still joins the right
+// slices, in time order.
+TEST(BuildLanesTest, FlowsFollowTheirSlicesWhateverTheOrderOfEventsAndIds) {
+  Trace t;
+  ProcessTrace p;
+  p.pid = 10;
+  ApiCall late;
+  late.correlation_id = 1'000'000'000'000;
+  late.name = "nrt_execute";
+  late.tid = 11;
+  late.start_ns = 5000;
+  late.duration_ns = 100;
+  ApiCall early = late;
+  early.correlation_id = 3;
+  early.name = "nrt_tensor_read";
+  early.start_ns = 1000;
+  p.calls = {late, early};
+  DeviceEvent second;  // listed first
+  second.id = 10;
+  second.name = "second";
+  second.nc_idx = 0;
+  second.start_ns = 5300;
+  second.duration_ns = 50;
+  second.correlation_id = late.correlation_id;
+  DeviceEvent first = second;
+  first.id = 11;
+  first.name = "first";
+  first.nc_idx = 1;
+  first.start_ns = 5200;
+  DeviceEvent read = second;
+  read.id = 12;
+  read.name = "read";
+  read.start_ns = 1050;
+  read.correlation_id = early.correlation_id;
+  p.device = {second, first, read};
+  t.processes.push_back(p);
+
+  const TraceLanes lanes = BuildLanes(t);
+  ASSERT_EQ(lanes.processes.size(), 1u);
+  const ProcessLanes& out = lanes.processes[0];
+  ASSERT_EQ(out.threads.size(), 1u);
+  ASSERT_EQ(out.cores.size(), 2u);
+  const auto& calls = out.threads[0].runtime.slices;
+  const auto& core0 = out.cores[0].executions.slices;
+  const auto& core1 = out.cores[1].executions.slices;
+  ASSERT_EQ(calls.size(), 2u);
+  ASSERT_EQ(core0.size(), 2u);
+  ASSERT_EQ(core1.size(), 1u);
+  // Each lane in begin order.
+  EXPECT_EQ(calls[0].name.view(), "nrt_tensor_read");
+  EXPECT_EQ(calls[1].name.view(), "nrt_execute");
+  EXPECT_EQ(core0[0].name.view(), "read");
+  EXPECT_EQ(core0[1].name.view(), "second");
+  EXPECT_EQ(core1[0].name.view(), "first");
+  EXPECT_EQ(lanes.flows, 2u);
+  // The read: call -> its transfer.
+  ASSERT_EQ(calls[0].flow_ids.size(), 1u);
+  EXPECT_EQ(core0[0].terminating_flow_ids, calls[0].flow_ids);
+  EXPECT_TRUE(core0[0].flow_ids.empty());
+  // The execute: call -> the execution that started first -> the one that started second.
+  ASSERT_EQ(calls[1].flow_ids.size(), 1u);
+  EXPECT_NE(calls[1].flow_ids, calls[0].flow_ids);
+  EXPECT_EQ(core1[0].flow_ids, calls[1].flow_ids);
+  EXPECT_TRUE(core1[0].terminating_flow_ids.empty());
+  EXPECT_EQ(core0[1].terminating_flow_ids, calls[1].flow_ids);
+  EXPECT_TRUE(core0[1].flow_ids.empty());
+}
+
 TEST(BuildLanesTest, CaptureArgsCarryEveryDropCounter) {
   Trace t = OneProcess();
   t.processes[0].drops.ring_full = 3;
