@@ -474,6 +474,34 @@ TEST(CorrelatorTest, DeviceTimeUsesTheNearestSyncPointPerCore) {
   EXPECT_EQ(p.device_uncorrelated, 3u);  // no calls: still in the trace
 }
 
+// The runtime's trace gives each core's events in time order, the cores interleaved: the
+// Trace lists them by core, then by time, an execution before work of its that starts with it.
+// One event out of its core's order sorts too.
+TEST(CorrelatorTest, DeviceEventsAreListedByCoreThenTime) {
+  for (bool one_out_of_order : {false, true}) {
+    SCOPED_TRACE(one_out_of_order ? "one out of order" : "each core in order");
+    ProcessBuilder b;
+    b.Sync(0, 0);
+    b.Sync(1, 0);
+    b.Exec(1, 10 * kUs, 50 * kUs, 1, "", /*nc=*/1);
+    b.Exec(1, 20 * kUs, 50 * kUs, 2, "", /*nc=*/0);
+    b.Op(1, 20 * kUs, 5 * kUs, 3, 2);
+    b.Exec(1, 100 * kUs, 50 * kUs, 4, "", /*nc=*/1);
+    b.Exec(1, 200 * kUs, 50 * kUs, 5, "", /*nc=*/0);
+    if (one_out_of_order) b.Exec(1, 5 * kUs, 1 * kUs, 6, "", /*nc=*/0);
+    const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+    std::vector<std::pair<int32_t, uint64_t>> listed;
+    for (const DeviceEvent& e : p.device) listed.emplace_back(e.nc_idx, e.start_ns / kUs);
+    std::vector<std::pair<int32_t, uint64_t>> want = {{0, 20}, {0, 20}, {0, 200}, {1, 10}, {1, 100}};
+    if (one_out_of_order) want.insert(want.begin(), {0, 5});
+    EXPECT_EQ(listed, want);
+    const size_t op = one_out_of_order ? 2 : 1;
+    ASSERT_EQ(p.device.size(), want.size());
+    EXPECT_EQ(p.device[op].name.view(), "mul");
+    EXPECT_EQ(p.device[op].parent, p.device[op - 1].id);
+  }
+}
+
 TEST(CorrelatorTest, WithoutAnySyncPointDeviceEventsAreCountedAsDropped) {
   ProcessBuilder b;
   b.Exec(1, 0, 10 * kUs, 1);
