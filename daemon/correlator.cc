@@ -285,17 +285,17 @@ class ProcessCorrelator {
   // A loaded model file takes the name its device events use (learnt by matching the load and
   // the executions of its handle), so its .neff and its device traces pair up by that name.
   void NameModelFiles() {
-    std::unordered_map<uint64_t, std::string> names;
+    std::unordered_map<uint64_t, Name> names;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
       const uint64_t handle = call_sources_[i]->model_handle;
       if (handle != 0 && !out_.calls[i].model_name.empty()) {
-        names.emplace(handle, out_.calls[i].model_name);
+        names.try_emplace(handle, out_.calls[i].model_name);
       }
     }
     for (size_t i = 0; i < out_.models.size(); ++i) {
       if (!out_.models[i].name.empty()) continue;
       auto it = names.find(in_.models[i].model_handle);
-      if (it != names.end()) out_.models[i].name = it->second;
+      if (it != names.end()) out_.models[i].name = std::string(it->second.view());
     }
   }
 
@@ -450,14 +450,20 @@ class ProcessCorrelator {
     }
     // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
     // host-initiated, whatever their name says.
+    // An execution's work comes together: the parent found for one child is asked for next.
+    uint64_t last_wire_parent = 0, last_parent = 0;
     for (size_t i = 0; i < out_.device.size(); ++i) {
       if (wire_parent[i] == 0) continue;
       orphan_or_child_.push_back(i);
-      auto after = std::upper_bound(trace_id.begin(), trace_id.end(),
-                                    std::pair<uint64_t, uint64_t>{wire_parent[i], 0}, by_wire_id);
-      if (after != trace_id.begin() && (after - 1)->first == wire_parent[i]) {
-        out_.device[i].parent = (after - 1)->second;
+      if (wire_parent[i] != last_wire_parent) {
+        auto after = std::upper_bound(trace_id.begin(), trace_id.end(),
+                                      std::pair<uint64_t, uint64_t>{wire_parent[i], 0}, by_wire_id);
+        last_wire_parent = wire_parent[i];
+        last_parent = after != trace_id.begin() && (after - 1)->first == wire_parent[i]
+                          ? (after - 1)->second
+                          : 0;
       }
+      out_.device[i].parent = last_parent;
     }
     LinkByExecId(wire_parent);
   }

@@ -153,6 +153,7 @@ void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slic
   if (!std::is_sorted(range_by_id.begin(), range_by_id.end())) {
     std::sort(range_by_id.begin(), range_by_id.end());
   }
+  const uint64_t first_range_id = range_by_id.empty() ? 0 : range_by_id.front().first;
   // Each correlation id's device steps, as a list through `next_step` in trace order, headed
   // by the first call with that id. The ids a process's calls carry are nearly consecutive
   // (the shim counts them): a table by id when they are, else a hash map.
@@ -196,8 +197,14 @@ void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slic
     if (call.correlation_id == 0) continue;
     chain.clear();
     if (call.range != 0) {
-      auto r = std::lower_bound(range_by_id.begin(), range_by_id.end(),
-                                std::pair<uint64_t, size_t>{call.range, 0});
+      // The correlator numbers a process's ranges one after another: then the id is the index.
+      auto r = call.range >= first_range_id && call.range - first_range_id < range_by_id.size()
+                   ? range_by_id.begin() + (call.range - first_range_id)
+                   : range_by_id.end();
+      if (r == range_by_id.end() || r->first != call.range) {
+        r = std::lower_bound(range_by_id.begin(), range_by_id.end(),
+                             std::pair<uint64_t, size_t>{call.range, 0});
+      }
       if (r != range_by_id.end() && r->first == call.range && p.ranges[r->second].tid == call.tid) {
         chain.push_back(range_slice[r->second]);
       }
