@@ -27,6 +27,7 @@
 #include "daemon/step_window.h"
 #include "daemon/top.h"
 #include "daemon/summary.h"
+#include "google/protobuf/arena.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -870,6 +871,14 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
         static_cast<unsigned>(stats.evicted_events)));
   }
   std::vector<ProcessCapture> processes;
+  std::string wire;
+  // A batch of a thousand events takes ~200 KB parsed: they fit in the arena's first block.
+  constexpr size_t kDecodeBlock = size_t{1} << 20;
+  std::unique_ptr<char[]> decode_block(new char[kDecodeBlock]);
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.initial_block = decode_block.get();
+  arena_options.initial_block_size = kDecodeBlock;
+  google::protobuf::Arena arena(arena_options);
   for (auto& [s, list] : work) {
     std::unique_ptr<ProcessIngest> replay;
     bool final = false;
@@ -885,9 +894,12 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
       recorded += chunk->events;
     }
     replay->ReserveCaptureEvents(recorded);
-    std::string wire;
-    nrtprof::ShimMessage m;  // reused: parsing into it again reuses its events' memory
     for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
+      // Each batch is parsed onto the arena, emptied for the next: no allocation and no
+      // destructor per event. (A ShimMessage parsed into again would free its batch each
+      // time: its oneof does.)
+      arena.Reset();
+      auto& m = *google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena);
       if (!FlightRecorder::Bytes(*chunk, &wire) || !m.ParseFromString(wire) || !m.has_batch()) {
         if (options_.log) {
           options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));

@@ -352,12 +352,16 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
       if (iv[i].id != 0) by_id.emplace_back(iv[i].id, i);
     }
     if (!std::is_sorted(by_id.begin(), by_id.end())) std::sort(by_id.begin(), by_id.end());
+    // Children of one parent mostly come together: the one found before is asked for next.
+    auto found = by_id.end();
     for (size_t i = 0; i < n; ++i) {
       if (iv[i].parent_id == 0) continue;
-      auto it = std::lower_bound(by_id.begin(), by_id.end(),
+      if (found == by_id.end() || found->first != iv[i].parent_id) {
+        found = std::lower_bound(by_id.begin(), by_id.end(),
                                  std::pair<uint64_t, size_t>{iv[i].parent_id, 0});
-      if (it != by_id.end() && it->first == iv[i].parent_id && it->second != i) {
-        parent[i] = it->second;
+      }
+      if (found != by_id.end() && found->first == iv[i].parent_id && found->second != i) {
+        parent[i] = found->second;
       }
     }
     std::fill(depth.begin(), depth.end(), -1);
