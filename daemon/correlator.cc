@@ -138,10 +138,10 @@ class HandleHistory {
     for (const IngestedEvent& e : in.handle_events) {
       const nrtprof::ApiFunction f = CallFunction(e.function, str(e.name_iid));
       if (f == nrtprof::API_NRT_TENSOR_ALLOCATE || f == nrtprof::API_NRT_TENSOR_FREE) {
-        if (e.tensor_handle != 0) tensors_[e.tensor_handle].push_back(&e);
+        if (e.call.tensor != 0) tensors_[e.call.tensor].push_back(&e);
       } else if (IsModelLoad(f)) {
-        if (e.model_handle != 0 && e.status == kStatusSuccess)
-          models_[e.model_handle].push_back(&e);
+        if (e.call.model != 0 && e.status == kStatusSuccess)
+          models_[e.call.model].push_back(&e);
       }
     }
     auto by_start = [](const IngestedEvent* a, const IngestedEvent* b) {
@@ -287,7 +287,7 @@ class ProcessCorrelator {
   void NameModelFiles() {
     std::unordered_map<uint64_t, Name> names;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
-      const uint64_t handle = call_sources_[i]->model_handle;
+      const uint64_t handle = call_sources_[i]->call.model;
       if (handle != 0 && !out_.calls[i].model_name.empty()) {
         names.try_emplace(handle, out_.calls[i].model_name);
       }
@@ -316,7 +316,7 @@ class ProcessCorrelator {
     std::unordered_map<uint64_t, const ApiCall*> by_correlation;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
       ApiCall& c = out_.calls[i];
-      const uint64_t handle = call_sources_[i]->model_handle;
+      const uint64_t handle = call_sources_[i]->call.model;
       if (c.model_name.empty() && handle != 0) {
         if (auto it = names.find(handle); it != names.end()) c.model_name = it->second;
       }
@@ -381,17 +381,17 @@ class ProcessCorrelator {
       if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
       const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
       c.function = f;
-      if (e->model_handle != 0 && !IsModelLoad(f)) {
+      if (e->call.model != 0 && !IsModelLoad(f)) {
         int32_t nc = -1;
-        handles_.Model(e->model_handle, e->start_ns, str_, &c.model_name, &nc);
+        handles_.Model(e->call.model, e->start_ns, str_, &c.model_name, &nc);
         if (c.nc_idx < 0) c.nc_idx = nc;
-      } else if (c.model_name.empty() && e->model_handle != 0 && e->status == kStatusSuccess) {
+      } else if (c.model_name.empty() && e->call.model != 0 && e->status == kStatusSuccess) {
         int32_t nc = -1;
-        handles_.Model(e->model_handle, End(e->start_ns, e->duration_ns), str_, &c.model_name, &nc);
+        handles_.Model(e->call.model, End(e->start_ns, e->duration_ns), str_, &c.model_name, &nc);
       }
       if (e->tensor_name_iid != 0) c.tensor_name = str_(e->tensor_name_iid);
-      if (e->tensor_handle != 0 && f != nrtprof::API_NRT_TENSOR_ALLOCATE) {
-        const TensorState t = handles_.Tensor(e->tensor_handle, e->start_ns, str_);
+      if (e->call.tensor != 0 && f != nrtprof::API_NRT_TENSOR_ALLOCATE) {
+        const TensorState t = handles_.Tensor(e->call.tensor, e->start_ns, str_);
         if (c.tensor_name.empty() && t.name_iid != 0) c.tensor_name = str_(t.name_iid);
         if (c.nc_idx < 0 && t.device) c.nc_idx = t.nc_idx;
       }
@@ -434,12 +434,12 @@ class ProcessCorrelator {
       d.duration_ns = e->duration_ns;
       d.model_name = str_(e->model_name_iid);
       d.engine = str_(e->engine_iid);
-      d.exec_id = e->exec_id;
+      d.exec_id = e->device.exec;
       d.bytes = e->bytes;
       d.tensor_name = str_(e->tensor_name_iid);
       d.submitting_tid = e->tid;
-      if (e->device_id != 0) trace_id.emplace_back(e->device_id, d.id);
-      wire_parent.push_back(e->device_parent_id);
+      if (e->device.id != 0) trace_id.emplace_back(e->device.id, d.id);
+      wire_parent.push_back(e->device.parent);
     }
     // Trace ids grow with the index, so a stable sort by wire id keeps the later of equal ids
     // last; the lookup takes the last of a run.
@@ -521,7 +521,7 @@ class ProcessCorrelator {
     // A transfer on a device tensor: exactly one DMA when the placement and size are known.
     auto transfer = [&](uint32_t channel) {
       if (!ok) return;
-      const TensorState t = tensor(e.tensor_handle);
+      const TensorState t = tensor(e.call.tensor);
       if (t.known && !t.device) return;
       x.channels = channel;
       x.capacity = 1;
@@ -562,7 +562,7 @@ class ProcessCorrelator {
         break;
       case nrtprof::API_NRT_TENSOR_COPY: {
         if (!ok) return x;
-        const TensorState from = tensor(e.tensor_handle), to = tensor(e.tensor_handle2);
+        const TensorState from = tensor(e.call.tensor), to = tensor(e.call.tensor2);
         if (from.known && to.known) {
           x.exact = c.bytes != 0;
           x.channels = from.device && to.device ? kD2d

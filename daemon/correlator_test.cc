@@ -49,7 +49,7 @@ class ProcessBuilder {
   IngestedEvent& Allocate(uint32_t tid, uint64_t handle, bool device, const std::string& tensor,
                           uint64_t start) {
     IngestedEvent& e = Call(tid, "nrt_tensor_allocate", start, 1 * kUs);
-    e.tensor_handle = handle;
+    e.call.tensor = handle;
     e.placement = device ? 0 : 1;
     e.nc_idx = device ? 0 : -1;
     e.tensor_name_iid = Str(tensor);
@@ -60,14 +60,14 @@ class ProcessBuilder {
   IngestedEvent& Transfer(uint32_t tid, const std::string& name, uint64_t handle, uint64_t start,
                           uint64_t dur, uint64_t bytes = 4096) {
     IngestedEvent& e = Call(tid, name, start, dur);
-    e.tensor_handle = handle;
+    e.call.tensor = handle;
     e.bytes = bytes;
     return e;
   }
 
   IngestedEvent& Free(uint32_t tid, uint64_t handle, uint64_t start) {
     IngestedEvent& e = Call(tid, "nrt_tensor_free", start, 1 * kUs);
-    e.tensor_handle = handle;
+    e.call.tensor = handle;
     return e;
   }
 
@@ -76,7 +76,7 @@ class ProcessBuilder {
                       const std::string& model = "", int32_t nc = 0) {
     IngestedEvent& e =
         Add(nrtprof::EVENT_DEVICE_EXEC, tid, "nc_exec_running", host_start + kDeviceOffset, dur);
-    e.device_id = device_id;
+    e.device.id = device_id;
     e.nc_idx = nc;
     e.model_name_iid = Str(model);
     return e;
@@ -85,8 +85,8 @@ class ProcessBuilder {
   IngestedEvent& Op(uint32_t tid, uint64_t host_start, uint64_t dur, uint64_t device_id,
                     uint64_t parent) {
     IngestedEvent& e = Add(nrtprof::EVENT_DEVICE_OP, tid, "mul", host_start + kDeviceOffset, dur);
-    e.device_id = device_id;
-    e.device_parent_id = parent;
+    e.device.id = device_id;
+    e.device.parent = parent;
     e.nc_idx = 0;
     e.engine_iid = Str("vector");
     return e;
@@ -95,7 +95,7 @@ class ProcessBuilder {
   IngestedEvent& Dma(uint32_t tid, const std::string& name, uint64_t host_start, uint64_t dur,
                      uint64_t device_id, const std::string& tensor = "") {
     IngestedEvent& e = Add(nrtprof::EVENT_DEVICE_DMA, tid, name, host_start + kDeviceOffset, dur);
-    e.device_id = device_id;
+    e.device.id = device_id;
     e.nc_idx = 0;
     e.tensor_name_iid = Str(tensor);
     return e;
@@ -243,13 +243,13 @@ TEST(CorrelatorTest, ProfileWorkFindsItsExecutionByCoreAndExecId) {
   b.Call(1, "nrt_execute", 600 * kUs, 500 * kUs);
   b.Call(1, "nrt_execute", 2000 * kUs, 500 * kUs);
   IngestedEvent& early_op = b.Op(1, 2020 * kUs, 5 * kUs, 0, 0);  // before its execution
-  early_op.exec_id = 5;
-  b.Exec(1, 10 * kUs, 400 * kUs, 11).exec_id = 5;
-  b.Exec(1, 610 * kUs, 400 * kUs, 31).exec_id = 6;
-  b.Exec(1, 2010 * kUs, 400 * kUs, 41).exec_id = 5;  // exec_id 5 again, after a restart
-  b.Op(1, 20 * kUs, 5 * kUs, 0, 0).exec_id = 5;
-  b.Dma(1, "dma_hbm_to_sbuf", 611 * kUs, 2 * kUs, 0, "x").exec_id = 6;
-  b.Op(1, 3000 * kUs, 5 * kUs, 0, 0).exec_id = 7;  // no such execution
+  early_op.device.exec = 5;
+  b.Exec(1, 10 * kUs, 400 * kUs, 11).device.exec = 5;
+  b.Exec(1, 610 * kUs, 400 * kUs, 31).device.exec = 6;
+  b.Exec(1, 2010 * kUs, 400 * kUs, 41).device.exec = 5;  // exec_id 5 again, after a restart
+  b.Op(1, 20 * kUs, 5 * kUs, 0, 0).device.exec = 5;
+  b.Dma(1, "dma_hbm_to_sbuf", 611 * kUs, 2 * kUs, 0, "x").device.exec = 6;
+  b.Op(1, 3000 * kUs, 5 * kUs, 0, 0).device.exec = 7;  // no such execution
   const Trace t = Correlate("c", {b.Build()}, 0);
   const ProcessTrace& p = OnlyProcess(t);
   const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
@@ -346,9 +346,9 @@ TEST(CorrelatorTest, ContainmentAllowsOneMillisecondOfSlack) {
 TEST(CorrelatorTest, ModelNamesThatDisagreePreventAMatch) {
   ProcessBuilder b;
   IngestedEvent& load = b.Call(1, "nrt_load", 0, 10 * kUs);
-  load.model_handle = 5;
+  load.call.model = 5;
   load.model_name_iid = b.Str("aten_mul");
-  b.Call(1, "nrt_execute", 100 * kUs, 500 * kUs).model_handle = 5;
+  b.Call(1, "nrt_execute", 100 * kUs, 500 * kUs).call.model = 5;
   b.Exec(1, 110 * kUs, 400 * kUs, 1, "aten_add");  // not the model the call ran
   const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
   EXPECT_EQ(Device(p, "nc_exec_running")[0]->correlation_id, 0u);
@@ -396,12 +396,12 @@ TEST(CorrelatorTest, CopiesMemsetsAndLoadsFindTheirDma) {
   b.Allocate(1, 0x2, true, "b", 0);
   b.Allocate(1, 0x3, false, "host", 0);
   IngestedEvent& d2d = b.Transfer(1, "nrt_tensor_copy", 0x1, 10 * kUs, 20 * kUs);
-  d2d.tensor_handle2 = 0x2;
+  d2d.call.tensor2 = 0x2;
   IngestedEvent& h2d = b.Transfer(1, "nrt_tensor_copy", 0x3, 40 * kUs, 200 * kUs);
-  h2d.tensor_handle2 = 0x1;
+  h2d.call.tensor2 = 0x1;
   b.Transfer(1, "nrt_tensor_memset", 0x2, 300 * kUs, 200 * kUs);
   IngestedEvent& load = b.Call(1, "nrt_load", 600 * kUs, 300 * kUs);
-  load.model_handle = 9;
+  load.call.model = 9;
   b.Dma(1, "dma_d2d", 15 * kUs, 5 * kUs, 1, "b");
   b.Dma(1, "dma_h2d", 50 * kUs, 160 * kUs, 2, "a");
   b.Dma(1, "dma_memset", 310 * kUs, 160 * kUs, 3, "b");

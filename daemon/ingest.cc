@@ -50,12 +50,18 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   r.duration_ns = e.duration_ns();
   r.correlation_id = e.correlation_id();
   r.bytes = e.bytes();
-  r.model_handle = e.model_handle();
-  r.tensor_handle = e.tensor_handle();
-  r.tensor_handle2 = e.tensor_handle2();
-  r.device_id = e.device_id();
-  r.device_parent_id = e.device_parent_id();
-  r.exec_id = e.exec_id();
+  switch (e.kind()) {
+    case nrtprof::EVENT_API_CALL:
+      r.call = {e.model_handle(), e.tensor_handle(), e.tensor_handle2()};
+      break;
+    case nrtprof::EVENT_DEVICE_EXEC:
+    case nrtprof::EVENT_DEVICE_OP:
+    case nrtprof::EVENT_DEVICE_DMA:
+      r.device = {e.device_id(), e.device_parent_id(), e.exec_id()};
+      break;
+    default:
+      break;  // ranges name neither
+  }
   return r;
 }
 

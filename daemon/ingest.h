@@ -65,13 +65,25 @@ struct IngestedEvent {
   uint64_t duration_ns = 0;
   uint64_t correlation_id = 0;
   uint64_t bytes = 0;
-  uint64_t model_handle = 0;
-  uint64_t tensor_handle = 0;
-  uint64_t tensor_handle2 = 0;
-  uint64_t device_id = 0;
-  uint64_t device_parent_id = 0;
-  uint64_t exec_id = 0;
+  // An API call's handles and a device event's ids never come together: they share their 24
+  // bytes (a capture holds millions of these records). Read those the kind says. (Trivial
+  // members, so that the union is: both start as zeros.)
+  struct CallHandles {
+    uint64_t model;
+    uint64_t tensor;
+    uint64_t tensor2;  // nrt_tensor_copy's destination
+  };
+  struct DeviceIds {
+    uint64_t id;      // the runtime's event id
+    uint64_t parent;  // the enclosing execution's id, or 0
+    uint64_t exec;    // the execution's exec_id (device profile)
+  };
+  union {
+    CallHandles call{};  // EVENT_API_CALL
+    DeviceIds device;    // EVENT_DEVICE_EXEC, _OP and _DMA
+  };
 };
+static_assert(sizeof(IngestedEvent) == 112, "a capture holds millions: mind what a field costs");
 
 // A capture's events: millions of records, so in huge pages (huge_page_allocator.h).
 using IngestedEvents = CaptureVector<IngestedEvent>;

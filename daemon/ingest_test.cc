@@ -286,7 +286,7 @@ TEST(IngestTest, EventsOutsideACaptureAreNotKeptButHandlesAre) {
   ProcessCapture c = in.TakeCapture();
   EXPECT_TRUE(c.events.empty());
   ASSERT_EQ(c.handle_events.size(), 1u);
-  EXPECT_EQ(c.handle_events[0].tensor_handle, 0xabcu);
+  EXPECT_EQ(c.handle_events[0].call.tensor, 0xabcu);
   EXPECT_EQ(c.clock_syncs.size(), 1u);
 }
 
