@@ -622,11 +622,15 @@ class ProcessCorrelator {
       if (channel != kNone) devices[d.submitting_tid].push_back({i, channel});
     }
     for (auto& [tid, refs] : devices) {
-      std::sort(refs.begin(), refs.end(), [&](const DeviceRef& a, const DeviceRef& b) {
+      auto by_start = [&](const DeviceRef& a, const DeviceRef& b) {
         const DeviceEvent& x = out_.device[a.index];
         const DeviceEvent& y = out_.device[b.index];
         return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.id < y.id;
-      });
+      };
+      // A thread that used one core has them in order already.
+      if (!std::is_sorted(refs.begin(), refs.end(), by_start)) {
+        std::sort(refs.begin(), refs.end(), by_start);
+      }
       std::vector<Expectation>& calls = expectations[tid];
       std::vector<uint64_t> remaining(calls.size());
       for (size_t i = 0; i < calls.size(); ++i) remaining[i] = calls[i].capacity;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -36,11 +36,11 @@ bool CountsAsDeviceTime(const DeviceEvent& d) {
 
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
                       Summary* summary, const DeviceTimeCharged& charged_to = nullptr) {
-  std::unordered_map<uint64_t, const RangeEvent*> range_by_id;
+  absl::flat_hash_map<uint64_t, const RangeEvent*> range_by_id;
   for (const RangeEvent& r : p.ranges) range_by_id[r.id] = &r;
   // A name's row, found by the name's id after its first time (no copy or compare of text
   // per event); `rows` is a std::map, whose elements never move.
-  std::unordered_map<const void*, SummaryRow*> row_of_name;
+  absl::flat_hash_map<const void*, SummaryRow*> row_of_name;
   auto row = [&](const Name& name) -> SummaryRow& {
     SummaryRow*& cached = row_of_name[name.id()];
     if (cached != nullptr) return *cached;
@@ -54,7 +54,7 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     return r;
   };
 
-  std::unordered_map<uint64_t, uint64_t> children_ns;  // range id -> its direct children's time
+  absl::flat_hash_map<uint64_t, uint64_t> children_ns;  // range id -> its direct children's time
   for (const RangeEvent& r : p.ranges) {
     if (r.parent_range != 0) children_ns[r.parent_range] += r.duration_ns;
   }
@@ -74,7 +74,7 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     if (!inside_same_name) out.cpu_total_ns += r.duration_ns;
   }
 
-  std::unordered_map<uint64_t, const ApiCall*> call_by_id;
+  absl::flat_hash_map<uint64_t, const ApiCall*> call_by_id;
   for (const ApiCall& c : p.calls) {
     call_by_id[c.correlation_id] = &c;
     if (c.range != 0 && range_by_id.count(c.range) != 0) continue;
