@@ -158,6 +158,28 @@ TEST(SummaryTest, NestedRangesOfOneNameCountOnce) {
   EXPECT_EQ(f.device_total_ns, 20 * kUs);  // not 40
 }
 
+// Steps of two numbers, one inside the other around another range: the steps' one row takes
+// each execution's time once, and every execution under a range counts, not just its first.
+TEST(SummaryTest, NestedStepsShareOneRowAndChargeItOnce) {
+  TraceBuilder b(1);
+  const uint64_t outer = b.Range("ProfilerStep#2", 0, 100 * kUs);
+  const uint64_t g = b.Range("g", 5 * kUs, 90 * kUs, outer);
+  const uint64_t inner = b.Range("ProfilerStep#3", 10 * kUs, 50 * kUs, g);
+  const uint64_t call = b.Call("nrt_execute", 20 * kUs, 30 * kUs, inner);
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 20 * kUs, call);
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 5 * kUs, call);
+  Trace t;
+  t.processes.push_back(b.process());
+  std::map<std::string, SummaryRow> rows = ByName(ComputeSummary(t));
+  ASSERT_EQ(rows.count("ProfilerStep*"), 1u);
+  const SummaryRow& steps = rows["ProfilerStep*"];
+  EXPECT_EQ(steps.calls, 2u);
+  EXPECT_EQ(steps.self_device_ns, 25 * kUs);
+  EXPECT_EQ(steps.device_total_ns, 25 * kUs);  // not 50
+  EXPECT_EQ(rows["g"].self_device_ns, 0u);
+  EXPECT_EQ(rows["g"].device_total_ns, 25 * kUs);
+}
+
 TEST(SummaryTest, ProcessWithoutRangesHasOneRowPerFunction) {
   TraceBuilder b(1);
   const uint64_t c1 = b.Call("nrt_execute", 0, 500 * kUs, 0);

@@ -155,8 +155,8 @@ void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slic
   }
   const uint64_t first_range_id = range_by_id.empty() ? 0 : range_by_id.front().first;
   // Each correlation id's device steps, as a list through `next_step` in trace order, headed
-  // by the first call with that id. The ids a process's calls carry are nearly consecutive
-  // (the shim counts them): a table by id when they are, else a hash map.
+  // by the first call with that id. The correlator numbers a process's calls one after
+  // another: a table by id when the ids are that close, else a hash map.
   constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
   uint64_t low = std::numeric_limits<uint64_t>::max(), high = 0;
   for (const ApiCall& call : p.calls) {
