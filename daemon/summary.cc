@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -15,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/json_text.h"
 #include "daemon/atomic_file.h"
+#include "daemon/id_index.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/summary_file.pb.h"
 
@@ -36,8 +38,8 @@ bool CountsAsDeviceTime(const DeviceEvent& d) {
 
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
                       Summary* summary, const DeviceTimeCharged& charged_to = nullptr) {
-  absl::flat_hash_map<uint64_t, const RangeEvent*> range_by_id;
-  for (const RangeEvent& r : p.ranges) range_by_id[r.id] = &r;
+  const IdIndex<RangeEvent, &RangeEvent::id, CaptureVector<RangeEvent>> ranges(p.ranges);
+  const IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>> calls(p.calls);
   // A name's row, found by the name's id after its first time (no copy or compare of text
   // per event); `rows` is a std::map, whose elements never move.
   absl::flat_hash_map<const void*, SummaryRow*> row_of_name;
@@ -54,19 +56,21 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     return r;
   };
 
-  absl::flat_hash_map<uint64_t, uint64_t> children_ns;  // range id -> its direct children's time
+  std::vector<uint64_t> children_ns(p.ranges.size(), 0);  // by range: its direct children's time
   for (const RangeEvent& r : p.ranges) {
-    if (r.parent_range != 0) children_ns[r.parent_range] += r.duration_ns;
+    if (const RangeEvent* parent = ranges.Find(r.parent_range); parent != nullptr) {
+      children_ns[static_cast<size_t>(parent - p.ranges.data())] += r.duration_ns;
+    }
   }
-  for (const RangeEvent& r : p.ranges) {
+  for (size_t i = 0; i < p.ranges.size(); ++i) {
+    const RangeEvent& r = p.ranges[i];
     SummaryRow& out = row(r.name);
     ++out.calls;
-    const uint64_t children = children_ns[r.id];
-    out.self_cpu_ns += r.duration_ns > children ? r.duration_ns - children : 0;
+    out.self_cpu_ns += r.duration_ns > children_ns[i] ? r.duration_ns - children_ns[i] : 0;
     bool inside_same_name = false;
-    for (auto it = range_by_id.find(r.parent_range); it != range_by_id.end();
-         it = range_by_id.find(it->second->parent_range)) {
-      if (it->second->name == r.name) {
+    for (const RangeEvent* up = ranges.Find(r.parent_range); up != nullptr;
+         up = ranges.Find(up->parent_range)) {
+      if (up->name == r.name) {
         inside_same_name = true;
         break;
       }
@@ -74,10 +78,8 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     if (!inside_same_name) out.cpu_total_ns += r.duration_ns;
   }
 
-  absl::flat_hash_map<uint64_t, const ApiCall*> call_by_id;
   for (const ApiCall& c : p.calls) {
-    call_by_id[c.correlation_id] = &c;
-    if (c.range != 0 && range_by_id.count(c.range) != 0) continue;
+    if (c.range != 0 && ranges.Find(c.range) != nullptr) continue;
     SummaryRow& out = row(c.name);
     ++out.calls;
     out.self_cpu_ns += c.duration_ns;
@@ -86,28 +88,28 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
 
   for (const DeviceEvent& d : p.device) {
     if (!CountsAsDeviceTime(d)) continue;
-    auto call = call_by_id.find(d.correlation_id);
-    if (d.correlation_id == 0 || call == call_by_id.end()) {
+    const ApiCall* call = d.correlation_id != 0 ? calls.Find(d.correlation_id) : nullptr;
+    if (call == nullptr) {
       ++summary->uncorrelated_device_events;
       summary->uncorrelated_device_ns += d.duration_ns;
       if (charged_to) charged_to(d, "");
       continue;
     }
-    auto range = range_by_id.find(call->second->range);
-    if (range == range_by_id.end()) {
-      SummaryRow& out = row(call->second->name);
+    const RangeEvent* range = ranges.Find(call->range);
+    if (range == nullptr) {
+      SummaryRow& out = row(call->name);
       out.self_device_ns += d.duration_ns;
       out.device_total_ns += d.duration_ns;
       if (charged_to) charged_to(d, out.name);
       continue;
     }
-    SummaryRow& self = row(range->second->name);
+    SummaryRow& self = row(range->name);
     self.self_device_ns += d.duration_ns;
     if (charged_to) charged_to(d, self.name);
     // Once per row, however many ranges of a name (or steps) enclose it.
     absl::InlinedVector<const SummaryRow*, 8> charged;
-    for (; range != range_by_id.end(); range = range_by_id.find(range->second->parent_range)) {
-      SummaryRow& enclosing = row(range->second->name);
+    for (; range != nullptr; range = ranges.Find(range->parent_range)) {
+      SummaryRow& enclosing = row(range->name);
       if (std::find(charged.begin(), charged.end(), &enclosing) == charged.end()) {
         charged.push_back(&enclosing);
         enclosing.device_total_ns += d.duration_ns;

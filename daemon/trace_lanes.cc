@@ -8,8 +8,8 @@
 #include <tuple>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
+#include "daemon/id_index.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -145,73 +145,35 @@ bool IsDeviceFlowStep(const DeviceEvent& e) {
 void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slice,
               const CaptureVector<LaneSlice*>& call_slice,
               const CaptureVector<LaneSlice*>& device_slice, uint64_t* next_flow_id) {
-  // Range ids to indices, sorted (the correlator numbers ranges in order, so usually they are
-  // already); for an id given twice, the first range is the one named.
-  std::vector<std::pair<uint64_t, size_t>> range_by_id;
-  range_by_id.reserve(p.ranges.size());
-  for (size_t i = 0; i < p.ranges.size(); ++i) range_by_id.emplace_back(p.ranges[i].id, i);
-  if (!std::is_sorted(range_by_id.begin(), range_by_id.end())) {
-    std::sort(range_by_id.begin(), range_by_id.end());
-  }
-  const uint64_t first_range_id = range_by_id.empty() ? 0 : range_by_id.front().first;
+  const IdIndex<RangeEvent, &RangeEvent::id, CaptureVector<RangeEvent>> ranges(p.ranges);
+  const IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>> calls(p.calls);
   // Each correlation id's device steps, as a list through `next_step` in trace order, headed
-  // by the first call with that id. The correlator numbers a process's calls one after
-  // another: a table by id when the ids are that close, else a hash map.
+  // by the (first) call with that id.
   constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
-  uint64_t low = std::numeric_limits<uint64_t>::max(), high = 0;
-  for (const ApiCall& call : p.calls) {
-    if (call.correlation_id == 0) continue;
-    low = std::min(low, call.correlation_id);
-    high = std::max(high, call.correlation_id);
-  }
-  const bool dense = low <= high && high - low < 4 * p.calls.size() + 1024;
-  std::vector<uint32_t> call_by_id(dense ? high - low + 1 : 0, kNone);
-  absl::flat_hash_map<uint64_t, uint32_t> call_by_id_sparse;
-  auto first_call = [&](uint64_t id) -> uint32_t* {
-    if (dense) return id >= low && id <= high ? &call_by_id[id - low] : nullptr;
-    auto it = call_by_id_sparse.find(id);
-    return it == call_by_id_sparse.end() ? nullptr : &it->second;
-  };
-  for (size_t i = 0; i < p.calls.size(); ++i) {
-    const uint64_t id = p.calls[i].correlation_id;
-    if (id == 0) continue;
-    if (dense) {
-      if (call_by_id[id - low] == kNone) call_by_id[id - low] = static_cast<uint32_t>(i);
-    } else {
-      call_by_id_sparse.try_emplace(id, static_cast<uint32_t>(i));
-    }
-  }
   std::vector<uint32_t> first_step(p.calls.size(), kNone);
   std::vector<uint32_t> next_step(p.device.size(), kNone);
   for (size_t i = p.device.size(); i-- > 0;) {  // backwards, so that each list is in trace order
     const DeviceEvent& e = p.device[i];
     if (e.correlation_id == 0 || !IsDeviceFlowStep(e)) continue;
-    const uint32_t* call = first_call(e.correlation_id);
-    if (call == nullptr || *call == kNone) continue;  // no call has the id: no flow goes there
-    next_step[i] = first_step[*call];
-    first_step[*call] = static_cast<uint32_t>(i);
+    const ApiCall* call = calls.Find(e.correlation_id);
+    if (call == nullptr) continue;  // no call has the id: no flow goes there
+    uint32_t& head = first_step[static_cast<size_t>(call - p.calls.data())];
+    next_step[i] = head;
+    head = static_cast<uint32_t>(i);
   }
   std::vector<LaneSlice*> chain;
   for (size_t i = 0; i < p.calls.size(); ++i) {
     const ApiCall& call = p.calls[i];
     if (call.correlation_id == 0) continue;
     chain.clear();
-    if (call.range != 0) {
-      // The correlator numbers a process's ranges one after another: then the id is the index.
-      auto r = call.range >= first_range_id && call.range - first_range_id < range_by_id.size()
-                   ? range_by_id.begin() + (call.range - first_range_id)
-                   : range_by_id.end();
-      if (r == range_by_id.end() || r->first != call.range) {
-        r = std::lower_bound(range_by_id.begin(), range_by_id.end(),
-                             std::pair<uint64_t, size_t>{call.range, 0});
-      }
-      if (r != range_by_id.end() && r->first == call.range && p.ranges[r->second].tid == call.tid) {
-        chain.push_back(range_slice[r->second]);
-      }
+    if (const RangeEvent* r = call.range != 0 ? ranges.Find(call.range) : nullptr;
+        r != nullptr && r->tid == call.tid) {
+      chain.push_back(range_slice[static_cast<size_t>(r - p.ranges.data())]);
     }
     chain.push_back(call_slice[i]);
     const size_t steps_from = chain.size();
-    for (uint32_t d = first_step[*first_call(call.correlation_id)]; d != kNone; d = next_step[d]) {
+    const size_t head = static_cast<size_t>(calls.Find(call.correlation_id) - p.calls.data());
+    for (uint32_t d = first_step[head]; d != kNone; d = next_step[d]) {
       chain.push_back(device_slice[d]);
     }
     // By start time as drawn, then trace order (the list's order).
