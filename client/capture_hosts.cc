@@ -444,7 +444,7 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
   SayStarted(hosts, window, capture_id, out, local_start);
   AwaitWindow(&hosts, window, stop_signals);
   // As for one host: what the programs made by the window's end arrives within 100 ms.
-  const uint32_t wait_ms = window.duration == absl::ZeroDuration() ? 0 : 100;
+  const uint32_t wait_ms = 100;
   ForEachHost(&hosts, [wait_ms](Host* h) { StopAndFetch(wait_ms, h); });
   if (HostsIn(hosts) == 0) {
     Say("no host's capture was written");

@@ -261,10 +261,11 @@ int CaptureCommand(int argc, char** argv) {
 
   StopCaptureRequest stop;
   stop.set_capture_id(capture.capture_id());
-  // Running programs send every 25 ms: what they made by the window's end arrives within
-  // 100 ms (and a program that is exiting sends its final batch by then). Longer would stretch
-  // the window: with the flight recorder on, the programs go on recording.
-  stop.set_wait_ms(duration == absl::ZeroDuration() ? 0 : 100);
+  // The stop asks running programs for what they recorded up to it (they answer within a
+  // few ms; a program that is exiting sends its final batch), and the daemon waits for them at
+  // most this long; `--last` alone too, so that it holds the last instants before the request.
+  // Longer would stretch the window: with the flight recorder on, the programs go on recording.
+  stop.set_wait_ms(100);
   CaptureFiles files;
   {
     Progress progress("writing the capture");

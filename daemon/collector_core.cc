@@ -212,6 +212,8 @@ struct CollectorCore::Stream {
   std::string capture_id;            // the capture it is in, or empty; under the core's mu_
   std::mutex mu;
   ProcessIngest ingest ABSL_GUARDED_BY(mu);
+  // The last EventBatch.flushed stored: the shim has sent what it recorded before that flush.
+  uint64_t flushed ABSL_GUARDED_BY(mu) = 0;
 };
 
 struct CollectorCore::Capture {
@@ -347,7 +349,7 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     s = it->second;
   }
   absl::StatusOr<uint64_t> ack;
-  bool final = false, final_alone = false;
+  bool final = false, final_alone = false, flushed = false;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     const uint64_t before = s->ingest.events_received();
@@ -381,8 +383,12 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     events_received_ += s->ingest.events_received() - before;
     final = s->ingest.final();
     final_alone = final && !final_before && s->ingest.hello().final_only();
+    if (ack.ok() && batch.flushed() > s->flushed) {
+      s->flushed = batch.flushed();
+      flushed = true;
+    }
   }
-  if (final && ack.ok()) {
+  if ((final || flushed) && ack.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (final_alone) ++final_batches_alone_;
     cv_.notify_all();
@@ -601,10 +607,10 @@ nrtprof::ClockReply CollectorCore::ReadClock() {
   return reply;
 }
 
-bool CollectorCore::AllFinal(const Capture& capture) {
+bool CollectorCore::AllFlushed(const Capture& capture, uint64_t flush) {
   for (Stream* s : capture.members) {
     std::lock_guard<std::mutex> lock(s->mu);
-    if (!s->ingest.final()) return false;
+    if (!s->ingest.final() && s->flushed < flush) return false;
   }
   return true;
 }
@@ -678,11 +684,13 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     }
     c->stopping = true;
     ++stops_in_flight_;
-    const nrtprof::CaptureControl stop = Idle("");
+    // The shims send what they recorded up to the stop at once (CaptureControl.flush), a
+    // process that exits its final batch; the stop waits for those, within wait_ms.
+    nrtprof::CaptureControl stop = Idle("");
+    stop.set_flush(++flushes_);
     for (Stream* s : c->members) s->send(stop);
-    // The shims flush when told to stop; a process that exits says so with its final batch.
     const uint64_t deadline = clock_->MonotonicNs() + uint64_t{request.wait_ms()} * 1'000'000;
-    while (!AllFinal(*c) && clock_->MonotonicNs() < deadline) {
+    while (!AllFlushed(*c, stop.flush()) && clock_->MonotonicNs() < deadline) {
       clock_->WaitUntil(&cv_, &lock, deadline);
     }
     for (Stream* s : c->members) {

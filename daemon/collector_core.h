@@ -199,7 +199,8 @@ class CollectorCore {
   // What the stream's process lost as this stream alone adds to the daemon's totals. Needs
   // mu_ and the stream's mu.
   static DropCounts StreamsOwnDrops(const Stream& s);
-  bool AllFinal(const Capture& capture) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every member sent its final batch, or what it recorded before flush `flush`.
+  bool AllFlushed(const Capture& capture, uint64_t flush) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once the monotonic clock reads start_ns (at once if it is past); Unavailable if
   // the daemon shuts down meanwhile.
   absl::Status AwaitStart(uint64_t start_ns) ABSL_LOCKS_EXCLUDED(mu_);
@@ -242,6 +243,7 @@ class CollectorCore {
   uint64_t captures_written_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t final_batches_alone_ ABSL_GUARDED_BY(mu_) = 0;  // final_only Hellos
   int stops_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t flushes_ ABSL_GUARDED_BY(mu_) = 0;  // CaptureControl.flush asked so far
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   DropCounts closed_drops_ ABSL_GUARDED_BY(mu_);  // of streams already closed
   // Each process whose stream closed before its final batch: the last sequence stored, where a

@@ -501,6 +501,45 @@ TEST_F(CollectorCoreTest, StopWaitsForTheFinalBatch) {
   EXPECT_EQ(sink_.traces[0].processes[0].calls.size(), 2u);
 }
 
+// A process that goes on running answers the stop's flush with what it recorded up to the
+// stop: the stop waits for that, not for the process's end nor for wait_ms.
+TEST_F(CollectorCoreTest, StopWaitsForEachRunningProcesssFlush) {
+  Controls c1, c2;
+  Start("cap");
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c1.Sender())->capturing());
+  ASSERT_TRUE(core_.OnHello(2, Hello(8), c2.Sender())->capturing());
+  auto stopped = std::async(std::launch::async, [&] { return Stop("cap", 60'000); });
+  clock_.AwaitWaits(1);
+  const nrtprof::CaptureControl stop = c1.sent.back();
+  EXPECT_NE(stop.flush(), 0u);
+  EXPECT_EQ(c2.sent.back().flush(), stop.flush());
+  nrtprof::EventBatch answer = Batch(1);
+  answer.set_flushed(stop.flush());
+  ASSERT_TRUE(core_.OnBatch(1, answer).ok());
+  clock_.AwaitWaits(2);  // woken, and waiting again for the second
+  // A batch sent before the second process had the stop: the stop goes on waiting for it.
+  ASSERT_TRUE(core_.OnBatch(2, Batch(1)).ok());
+  answer = Batch(2);
+  answer.set_flushed(stop.flush());
+  ASSERT_TRUE(core_.OnBatch(2, answer).ok());
+  absl::StatusOr<nrtprof::CaptureFiles> files = stopped.get();
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(clock_.MonotonicNs(), 0u) << "no time passed: it did not time out";
+  EXPECT_EQ(files->events(), 6u);
+  // The next stop asks anew.
+  Start("cap2");
+  auto next = std::async(std::launch::async, [&] { return Stop("cap2", 60'000); });
+  clock_.AwaitWaits(3);
+  EXPECT_GT(c1.sent.back().flush(), stop.flush());
+  answer = Batch(2);
+  answer.set_flushed(c1.sent.back().flush());
+  ASSERT_TRUE(core_.OnBatch(1, answer).ok());
+  answer = Batch(3);
+  answer.set_flushed(c1.sent.back().flush());
+  ASSERT_TRUE(core_.OnBatch(2, answer).ok());
+  ASSERT_TRUE(next.get().ok());
+}
+
 TEST_F(CollectorCoreTest, StopGivesUpAfterWaitMs) {
   Controls c;
   Start("cap");

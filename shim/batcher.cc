@@ -45,12 +45,21 @@ LaneCounts LaneCounts::Of(const nrtprof::EventBatch& batch) {
 }
 
 Batcher::Batcher(const Options& options, const StringTable* strings, const StackTable* stacks)
-    : options_(options), strings_(strings), stacks_(stacks) {}
+    : options_(options),
+      strings_(strings),
+      stacks_(stacks),
+      batch_events_(options.batch_events),
+      batch_age_ns_(options.batch_age_ns) {}
+
+void Batcher::SetRecorderOnly(bool recorder_only) {
+  batch_events_ = recorder_only ? options_.recorder_batch_events : options_.batch_events;
+  batch_age_ns_ = recorder_only ? options_.recorder_batch_age_ns : options_.batch_age_ns;
+}
 
 nrtprof::Event* Batcher::AddEvent(uint64_t now_ns) {
   if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
   nrtprof::Event* event = open_.add_events();
-  if (static_cast<size_t>(open_.events_size()) >= options_.batch_events) {
+  if (static_cast<size_t>(open_.events_size()) >= batch_events_) {
     // The caller fills the event after this returns; sealing moves the batch, whose repeated
     // field keeps the element's address.
     Seal();
@@ -79,8 +88,8 @@ void Batcher::Seal() {
 
 void Batcher::SealIfDue(uint64_t now_ns) {
   if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) return;
-  if (static_cast<size_t>(open_.events_size()) >= options_.batch_events ||
-      now_ns - open_since_ns_ >= options_.batch_age_ns) {
+  if (static_cast<size_t>(open_.events_size()) >= batch_events_ ||
+      now_ns - open_since_ns_ >= batch_age_ns_) {
     Seal();
   }
 }

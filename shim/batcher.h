@@ -1,8 +1,10 @@
 // Groups the flusher's events into EventBatches and readies them for one stream.
 //
 // Collecting: events and clock syncs go into the open batch, which is sealed when it holds
-// `batch_events` events or is `batch_age_ns` old; each loaded model gets a batch of its own
-// (it may be large). Sealed batches wait, bounded: past `max_pending_events` the oldest event
+// `batch_events` events or is `batch_age_ns` old; while only a standing daemon's flight
+// recorder records (SetRecorderOnly), `recorder_batch_events` or `recorder_batch_age_ns`
+// instead: fewer, larger batches, so the stream and the daemon wake less often. Each loaded
+// model gets a batch of its own (it may be large). Sealed batches wait, bounded: past `max_pending_events` the oldest event
 // batches are discarded and counted (the caller adds them to DropCounters.daemon_away); past
 // `max_pending_model_bytes` the oldest model files are discarded.
 //
@@ -56,6 +58,8 @@ class Batcher {
   struct Options {
     size_t batch_events = 1024;
     uint64_t batch_age_ns = 100'000'000;
+    size_t recorder_batch_events = 8192;
+    uint64_t recorder_batch_age_ns = 500'000'000;  // NRTPROF_RECORDER_BATCH_MS
     size_t max_pending_events = 1 << 18;
     uint64_t max_pending_model_bytes = 256ull << 20;
   };
@@ -69,6 +73,8 @@ class Batcher {
   void AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns);
   void AddModel(nrtprof::LoadedModel model);
 
+  // Which bounds seal the open batch from now on: the recorder's (true) or a capture's.
+  void SetRecorderOnly(bool recorder_only);
   // Seals the open batch if it is full or old enough (or, for SealAll, if it holds anything).
   void SealIfDue(uint64_t now_ns);
   void SealAll();
@@ -100,6 +106,8 @@ class Batcher {
   const Options options_;
   const StringTable* const strings_;
   const StackTable* const stacks_;
+  size_t batch_events_;    // options_.batch_events or .recorder_batch_events
+  uint64_t batch_age_ns_;  // likewise
   nrtprof::EventBatch open_;
   uint64_t open_since_ns_ = 0;
   std::deque<nrtprof::EventBatch> ready_;

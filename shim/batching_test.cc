@@ -147,6 +147,31 @@ TEST_F(BatcherTest, BatchesSealWhenFullOrOld) {
   EXPECT_EQ(b.ready_batches(), 2u) << "nothing open";
 }
 
+TEST_F(BatcherTest, WhileOnlyTheRecorderRecordsBatchesAreLargerAndOlder) {
+  Batcher::Options o = SmallBatches();
+  o.recorder_batch_events = 5;
+  o.recorder_batch_age_ns = 4000;
+  Batcher b(o, &strings_, &stacks_);
+  b.SetRecorderOnly(true);
+  for (int i = 1; i <= 4; ++i) Add(&b, ApiRecord(kNrtExecute, i), /*now=*/0);
+  b.SealIfDue(3999);
+  EXPECT_EQ(b.ready_batches(), 0u) << "4 events, 3999 ns: under both recorder bounds";
+  Add(&b, ApiRecord(kNrtExecute, 5), 3999);
+  EXPECT_EQ(b.ready_batches(), 1u) << "5 events make a recorder batch";
+  Add(&b, ApiRecord(kNrtExecute, 6), 5000);
+  b.SealIfDue(8999);
+  EXPECT_EQ(b.ready_batches(), 1u);
+  b.SealIfDue(9000);
+  EXPECT_EQ(b.ready_batches(), 2u) << "the sixth event waited 4000 ns";
+  // A capture starts: its bounds again, for the batch already open too.
+  Add(&b, ApiRecord(kNrtExecute, 7), 10000);
+  b.SetRecorderOnly(false);
+  b.SealIfDue(11000);
+  EXPECT_EQ(b.ready_batches(), 3u);
+  for (int i = 8; i <= 10; ++i) Add(&b, ApiRecord(kNrtExecute, i), 12000);
+  EXPECT_EQ(b.ready_batches(), 4u) << "3 events make a capture's batch";
+}
+
 TEST_F(BatcherTest, EachStreamGetsEveryStringOnceWithTheFirstBatchThatUsesIt) {
   Batcher b(SmallBatches(), &strings_, &stacks_);
   for (int i = 1; i <= 6; ++i) Add(&b, ApiRecord(i % 2 ? kNrtExecute : kNrtTensorRead, i));

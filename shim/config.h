@@ -55,12 +55,17 @@ struct Config {
   // 0: only at nrt_unload, nrt_close and exit.
   uint32_t device_profile_period_ms = 1000;
   uint64_t spool_max_bytes = 1ull << 30;          // NRTPROF_SPOOL_MAX_BYTES
+  // NRTPROF_RECORDER_BATCH_MS: with a standing daemon's flight recorder the only one recording
+  // (no capture), how long events may wait in the process before they are sent (1 ms to 1 h);
+  // a capture's stop asks for them at once whatever this says.
+  uint32_t recorder_batch_ms = 500;
 };
 
 inline constexpr uint32_t kMinRingEvents = 64;
 inline constexpr uint32_t kMaxRingEvents = 1u << 22;
 inline constexpr uint32_t kMaxFlushTimeoutMs = 600000;
 inline constexpr uint32_t kMaxDeviceProfilePeriodMs = 3600000;
+inline constexpr uint32_t kMaxRecorderBatchMs = 3600000;
 inline constexpr uint64_t kMaxModelBytesLimit = 1ull << 30;
 inline constexpr uint64_t kMinSpoolBytes = 1ull << 16;
 inline constexpr uint64_t kMaxSpoolBytes = 1ull << 40;

@@ -131,6 +131,12 @@ uint64_t CountEvents(const std::string& json) {
   return n;
 }
 
+Batcher::Options BatcherOptions(const Config& config) {
+  Batcher::Options options;
+  options.recorder_batch_age_ns = uint64_t{config.recorder_batch_ms} * 1'000'000;
+  return options;
+}
+
 }  // namespace
 
 Flusher::Flusher(CoreState* core, DaemonTransport transport)
@@ -147,7 +153,7 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
       stacks_(&strings_, &SymbolizeReturnAddress),
       builder_(&strings_, &stacks_),
       device_parser_(&strings_),
-      batcher_(Batcher::Options(), &strings_, &stacks_),
+      batcher_(BatcherOptions(core->config), &strings_, &stacks_),
       shipping_(this, &link_, SystemShipClock(), &batcher_) {
   if (core_->config.addr[0] != '\0') shipping_.SayIfNeverReached();
 }
@@ -264,10 +270,12 @@ void Flusher::Run() {
   while (true) {
     bool final = false;
     Clock::time_point deadline;
+    uint64_t flush = 0;
     {
       std::lock_guard<std::mutex> lock(final_mu_);
       final = final_requested_;
       deadline = final_deadline_;
+      if (flush_wanted_ != flush_taken_) flush = flush_taken_ = flush_wanted_;  // a new one
     }
     if (final) {
       try {
@@ -281,7 +289,7 @@ void Flusher::Run() {
       return;
     }
     try {
-      Tick();
+      Tick(flush);
     } catch (const std::bad_alloc&) {
       // What waited to be sent goes (it frees memory), counted.
       CountNoMemory(batcher_.DiscardAll());
@@ -302,8 +310,9 @@ void Flusher::Run() {
       }
     }
     std::unique_lock<std::mutex> lock(final_mu_);
-    final_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns),
-                       [this] { return final_requested_; });
+    final_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), [this] {
+      return final_requested_ || flush_wanted_ != flush_taken_;
+    });
   }
 }
 
@@ -339,8 +348,9 @@ void Flusher::OpenSpool() {
   shipping_.UseSpool(std::move(spool));
 }
 
-void Flusher::Tick() {
+void Flusher::Tick(uint64_t flush) {
   const uint64_t now = MonotonicNs();
+  batcher_.SetRecorderOnly(recorder_only_.load(std::memory_order_relaxed));
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
@@ -348,7 +358,13 @@ void Flusher::Tick() {
   DrainRings(now);
   KeepASpareRing();
   TakeModels();
-  batcher_.SealIfDue(now);
+  // Everything recorded before the daemon asked is drained now.
+  if (flush != 0) {
+    batcher_.SealAll();
+    shipping_.Flush(flush);
+  } else {
+    batcher_.SealIfDue(now);
+  }
   shipping_.Tick();
 }
 
@@ -578,8 +594,15 @@ HostDrops Flusher::Drops() {
 }
 
 void Flusher::OnControl(const nrtprof::CaptureControl& control) {
+  if (control.flush() != 0) {
+    std::lock_guard<std::mutex> lock(final_mu_);
+    flush_wanted_ = std::max(flush_wanted_, control.flush());
+    final_cv_.notify_all();
+  }
   // With NRTPROF_CAPTURE the process records from its start, whatever the daemon says.
   if (core_->config.capture_id[0] != '\0') return;
+  recorder_only_.store(control.capturing() && control.capture_id().empty(),
+                       std::memory_order_relaxed);
   core_->recording.store(control.capturing() ? 1 : 0, std::memory_order_relaxed);
 }
 

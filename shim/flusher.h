@@ -2,7 +2,9 @@
 // drains every thread's ring, turns records and device documents into events and batches
 // them; the shipping core (shipping_core.h) then streams the batches to the daemon through
 // the gRPC adapter (grpc_link.h): sequences, resends, the spool and the exit's decisions are
-// there. It never makes the program wait: the program's threads only hand it model files and
+// there. While only a standing daemon's flight recorder records, batches are larger and wait
+// longer (NRTPROF_RECORDER_BATCH_MS); a capture's stop (CaptureControl.flush) wakes the thread
+// to send everything recorded so far at once. It never makes the program wait: the program's threads only hand it model files and
 // device documents through short mutex-guarded queues (on calls that are not the hot path).
 // At exit, FinalFlush() drains everything once more and has the core send it with
 // final=true within NRTPROF_FLUSH_TIMEOUT_MS.
@@ -79,7 +81,8 @@ class Flusher final : private ShippingHost {
   };
   static void* RunThread(void* flusher);
   void Run();
-  void Tick();
+  // `flush`: the daemon's latest CaptureControl.flush (shipping_core.h, "Flush").
+  void Tick(uint64_t flush);
   // After main() called pthread_exit: true once the program's last thread has ended, so that
   // only the shim's and gRPC's threads keep the process alive (README: "pthread_exit").
   bool ProgramThreadsGone();
@@ -135,6 +138,12 @@ class Flusher final : private ShippingHost {
   bool final_requested_ ABSL_GUARDED_BY(final_mu_) = false;
   bool final_done_ ABSL_GUARDED_BY(final_mu_) = false;
   Clock::time_point final_deadline_ ABSL_GUARDED_BY(final_mu_);
+  // The daemon's flushes (CaptureControl.flush), which wake the thread: the latest asked for,
+  // and the latest the thread has taken on.
+  uint64_t flush_wanted_ ABSL_GUARDED_BY(final_mu_) = 0;
+  uint64_t flush_taken_ ABSL_GUARDED_BY(final_mu_) = 0;
+  // Only the daemon's flight recorder records (no capture): the batcher's larger bounds.
+  std::atomic<bool> recorder_only_{false};
 
   // The first contact: Start() waits (at most kFirstContactNs) until the daemon has answered
   // the first Hello, or there is no daemon to answer, so that a process killed right after its

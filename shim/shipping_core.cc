@@ -48,6 +48,12 @@ void ShippingCore::Tick() {
   daemon_away_ += batcher_->EnforceBounds();
 }
 
+void ShippingCore::Flush(uint64_t n) {
+  if (n <= flushed_) return;
+  flushed_ = n;
+  flush_due_ = true;
+}
+
 bool ShippingCore::FirstContactSettled() {
   return stream_ == nullptr || stream_->ack_seen() || stream_->broken();
 }
@@ -225,7 +231,7 @@ void ShippingCore::Resend() {
 void ShippingCore::SendReady(bool final) {
   // Best effort keeps batches until a stream takes them; lossless spools them as they are
   // ready, and sends them too when a stream is there.
-  while (batcher_->has_ready() || (final && !final_sent_)) {
+  while (batcher_->has_ready() || (final && !final_sent_) || flush_due_) {
     bool connected = stream_ != nullptr && !stream_->broken();
     if (connected && unacked_.size() >= kMaxUnackedBatches) {
       if (spool_ == nullptr) break;  // wait for acks
@@ -244,6 +250,12 @@ void ShippingCore::SendReady(bool final) {
     // The spool has all of them before their first use either way, since every batch is in it.
     nrtprof::EventBatch batch =
         batcher_->TakeNext(connected ? &interning_ : &spool_interning_, Drops(), final, &events);
+    if (!batcher_->has_ready()) {
+      // The last of what was sealed: later batches than this hold nothing from before flushed_.
+      stamped_flush_ = flushed_;
+      flush_due_ = false;
+    }
+    batch.set_flushed(stamped_flush_);
     message.mutable_batch()->Swap(&batch);
     host_->SetNotices(message.mutable_batch());
     if (message.ByteSizeLong() > kMaxMessageBytes) {
@@ -440,6 +452,7 @@ void ShippingCore::SendFinalNow() {
   LaneCounts events;
   nrtprof::ShimMessage message;
   nrtprof::EventBatch batch = batcher_->TakeNext(&interning_, Drops(), /*final=*/true, &events);
+  batch.set_flushed(flushed_);
   message.mutable_batch()->Swap(&batch);
   host_->SetNotices(message.mutable_batch());
   sent_ += events;

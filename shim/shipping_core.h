@@ -21,6 +21,9 @@
 //   Lossless: the final batch is spooled; a daemon on this machine reads the spool, so the
 //   exit waits at most 200 ms for it; one across TCP gets the spool's batches until it
 //   acknowledges the final one, and then the spool file is removed.
+// - Flush. A daemon's CaptureControl.flush (a capture's stop): the flusher seals what it
+//   drained and calls Flush(n); the last of the batches then sealed (an empty one if there are
+//   none) and every later one carry EventBatch.flushed = n.
 // - fork(): the child leaves the parent's batches, stream and spool to the parent
 //   (AtForkChild).
 //
@@ -97,6 +100,9 @@ class ShippingCore {
   // Every tick, after the batcher was given what was drained: acks, a new stream if due,
   // sending, replay, the batcher's bounds.
   void Tick();
+  // Everything the host recorded before the daemon's flush `n` is in the batcher, sealed: the
+  // batches sent from now on say so (EventBatch.flushed), one at the next Tick even if empty.
+  void Flush(uint64_t n);
   // True once the first contact is settled: no stream, or one that the daemon answered with
   // an Ack, or that broke.
   bool FirstContactSettled();
@@ -195,6 +201,9 @@ class ShippingCore {
   bool replay_failed_ = false;
 
   bool final_sent_ = false;
+  uint64_t flushed_ = 0;        // the last Flush(n)
+  uint64_t stamped_flush_ = 0;  // EventBatch.flushed of the batches sent now
+  bool flush_due_ = false;      // flushed_ not yet stamped: a batch goes even if none is ready
   bool final_attempt_made_ = false;
   bool say_if_never_reached_ = false;
   bool ever_heard_ = false;  // some stream of this process's was answered by a daemon

@@ -294,6 +294,44 @@ TEST_F(ShippingCoreTest, NoMoreBatchesWaitForAnAckThanTheBound) {
   EXPECT_EQ(link_.last().Sequences(), Range(1, n));
 }
 
+// ---- A capture's stop: the daemon's flush ----
+
+TEST_F(ShippingCoreTest, AFlushSaysWhichBatchHoldsTheLastOfWhatWasRecordedBeforeIt) {
+  Produce(3);
+  core_->Flush(7);
+  core_->Tick();
+  const StreamLog& log = link_.last();
+  ASSERT_EQ(log.Sequences(), Range(1, 3));
+  EXPECT_EQ(log.batches[1].flushed(), 0u) << "batch 3 still holds what came before the flush";
+  EXPECT_EQ(log.batches[2].flushed(), 7u);
+  // With nothing recorded since, the answer is a batch of its own, at once.
+  core_->Flush(8);
+  core_->Tick();
+  ASSERT_EQ(log.Sequences(), Range(1, 4));
+  EXPECT_EQ(log.batches[3].events_size(), 0);
+  EXPECT_EQ(log.batches[3].flushed(), 8u);
+  // Later batches say so too; an older flush changes nothing, and nothing is sent for it.
+  core_->Flush(8);
+  core_->Tick();
+  EXPECT_EQ(log.Sequences(), Range(1, 4));
+  Produce(1);
+  core_->Tick();
+  EXPECT_EQ(log.batches[4].flushed(), 8u);
+}
+
+TEST_F(ShippingCoreTest, AFlushPastTheAckBoundIsAnsweredOnceTheRestIsSent) {
+  const int n = FillPastTheAckBound(2);
+  core_->Flush(1);
+  core_->Tick();
+  EXPECT_EQ(link_.last().Sequences(), Range(1, ShippingCore::kMaxUnackedBatches));
+  for (const nrtprof::EventBatch& b : link_.last().batches) EXPECT_EQ(b.flushed(), 0u);
+  link_.last().Ack(2);
+  core_->Tick();
+  ASSERT_EQ(link_.last().Sequences(), Range(1, n));
+  EXPECT_EQ(link_.last().batches[n - 2].flushed(), 0u);
+  EXPECT_EQ(link_.last().batches[n - 1].flushed(), 1u);
+}
+
 // ---- The daemon away ----
 
 TEST_F(ShippingCoreTest, ADaemonAwayLearnsHowManyCallsWereDroppedPastTheBound) {

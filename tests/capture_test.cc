@@ -194,6 +194,35 @@ TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
   EXPECT_TRUE(testing::Exists(out + "/" + name)) << name;
 }
 
+// With no capture running a process holds its events longer before it sends them
+// (NRTPROF_RECORDER_BATCH_MS: here an hour); a capture's stop asks for them at once, so
+// `--last` holds the calls a running program made just before the request.
+TEST(CaptureTest, LastHoldsTheCallsMadeJustBeforeTheRequest) {
+  Daemon daemon("capture-flush");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-flush");
+  // nrt_init, nrt_tensor_allocate and 40 writes, then it waits (for a SIGINT never sent).
+  Background program({Runfile("tests/abrupt_end"), "sigint", "40"},
+                     {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                      {"NRTPROF_ADDR", daemon.addr()},
+                      {"NRTPROF_RECORDER_BATCH_MS", "3600000"},
+                      {"NRT_SIM_TIME_SCALE", "0"}},
+                     testing::TempDir("capture-flush-program"));
+  for (int i = 0; i < 200 && !absl::StrContains(program.out(), "waiting for SIGINT"); ++i) {
+    usleep(50'000);
+  }
+  ASSERT_TRUE(absl::StrContains(program.out(), "waiting for SIGINT")) << program.err();
+  EXPECT_EQ(daemon.StatusFigure("events received:"), 0) << "held in the process";
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(Capture(daemon, {"--last", "30s", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 1 process,")) << r.err;
+  auto calls = testing::CallsByName(out);
+  EXPECT_EQ(calls["nrt_init"], 1) << r.err;
+  EXPECT_EQ(calls["nrt_tensor_write"], 40) << r.err;
+  EXPECT_TRUE(program.Running());
+}
+
 // Over its byte bound the recorder lets the oldest go, counts it, and says so in a capture
 // that asked for more than it held.
 TEST(CaptureTest, TheRecorderStaysWithinItsBound) {
