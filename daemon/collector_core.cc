@@ -880,8 +880,9 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
   }
   std::vector<ProcessCapture> processes;
   std::string wire;
-  // A batch of a thousand events takes ~200 KB parsed: they fit in the arena's first block.
-  constexpr size_t kDecodeBlock = size_t{1} << 20;
+  // Parsed, an event takes ~170 bytes: the largest batches (8192 events, a recorder-only
+  // shim's) fit in the arena's first block.
+  constexpr size_t kDecodeBlock = size_t{2} << 20;
   std::unique_ptr<char[]> decode_block(new char[kDecodeBlock]);
   google::protobuf::ArenaOptions arena_options;
   arena_options.initial_block = decode_block.get();

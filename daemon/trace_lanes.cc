@@ -212,29 +212,31 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   std::map<uint32_t, LaneFill*> thread_fills;  // the thread's framework lane; runtime is next
   std::map<int32_t, LaneFill*> core_fills;     // the core's executions lane; DMA is next
   size_t f = 0, t = 0, c = 0;
+  // A thread's or a core's two lanes, next to each other in `fills`.
+  auto two_lanes = [&](Lane* first, LaneKind first_kind, Lane* second, LaneKind second_kind,
+                       const std::pair<size_t, size_t>& n) {
+    LaneFill* pair = &fills[f];
+    for (auto [lane, kind, count] : {std::tuple(first, first_kind, n.first),
+                                     std::tuple(second, second_kind, n.second)}) {
+      lane->kind = kind;
+      fills[f].lane = lane;
+      fills[f++].Reserve(count);
+    }
+    return pair;
+  };
   for (const auto& [tid, n] : per_thread) {
     ThreadLanes& lanes = out.threads[t++];
     lanes.tid = tid;
     auto name = p.thread_names.find(tid);
     if (name != p.thread_names.end() && !name->second.empty()) lanes.name = &name->second;
-    lanes.framework.kind = LaneKind::kFramework;
-    lanes.runtime.kind = LaneKind::kRuntime;
-    thread_fills[tid] = &fills[f];
-    fills[f].lane = &lanes.framework;
-    fills[f++].Reserve(n.first);
-    fills[f].lane = &lanes.runtime;
-    fills[f++].Reserve(n.second);
+    thread_fills[tid] = two_lanes(&lanes.framework, LaneKind::kFramework, &lanes.runtime,
+                                  LaneKind::kRuntime, n);
   }
   for (const auto& [nc, n] : per_core) {
     CoreLanes& lanes = out.cores[c++];
     lanes.nc_idx = nc;
-    lanes.executions.kind = LaneKind::kExecutions;
-    lanes.dma.kind = LaneKind::kDma;
-    core_fills[nc] = &fills[f];
-    fills[f].lane = &lanes.executions;
-    fills[f++].Reserve(n.first);
-    fills[f].lane = &lanes.dma;
-    fills[f++].Reserve(n.second);
+    core_fills[nc] = two_lanes(&lanes.executions, LaneKind::kExecutions, &lanes.dma,
+                               LaneKind::kDma, n);
   }
   // The lane of the last event looked up, for runs of events of one thread or core.
   auto lane_of = [](auto* fills_by_key, auto key, auto* last_key, LaneFill** last) {
