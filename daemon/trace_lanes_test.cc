@@ -196,34 +196,32 @@ TEST(BuildLanesTest, FlowsFollowTheirSlicesWhateverTheOrderOfEventsAndIds) {
   Trace t;
   ProcessTrace p;
   p.pid = 10;
-  ApiCall late;
-  late.correlation_id = 1'000'000'000'000;
-  late.name = "nrt_execute";
-  late.tid = 11;
-  late.start_ns = 5000;
-  late.duration_ns = 100;
-  ApiCall early = late;
-  early.correlation_id = 3;
-  early.name = "nrt_tensor_read";
-  early.start_ns = 1000;
+  auto call = [](uint64_t correlation_id, const char* name, uint64_t start_ns) {
+    ApiCall c;
+    c.correlation_id = correlation_id;
+    c.name = Name::Lasting(name);
+    c.tid = 11;
+    c.start_ns = start_ns;
+    c.duration_ns = 100;
+    return c;
+  };
+  auto execution = [](uint64_t id, const char* name, int32_t nc, uint64_t start_ns,
+                      uint64_t correlation_id) {
+    DeviceEvent e;
+    e.id = id;
+    e.name = Name::Lasting(name);
+    e.nc_idx = nc;
+    e.start_ns = start_ns;
+    e.duration_ns = 50;
+    e.correlation_id = correlation_id;
+    return e;
+  };
+  const ApiCall late = call(1'000'000'000'000, "nrt_execute", 5000);
+  const ApiCall early = call(3, "nrt_tensor_read", 1000);
   p.calls = {late, early};
-  DeviceEvent second;  // listed first
-  second.id = 10;
-  second.name = "second";
-  second.nc_idx = 0;
-  second.start_ns = 5300;
-  second.duration_ns = 50;
-  second.correlation_id = late.correlation_id;
-  DeviceEvent first = second;
-  first.id = 11;
-  first.name = "first";
-  first.nc_idx = 1;
-  first.start_ns = 5200;
-  DeviceEvent read = second;
-  read.id = 12;
-  read.name = "read";
-  read.start_ns = 1050;
-  read.correlation_id = early.correlation_id;
+  const DeviceEvent second = execution(10, "second", 0, 5300, late.correlation_id);  // first here
+  const DeviceEvent first = execution(11, "first", 1, 5200, late.correlation_id);
+  const DeviceEvent read = execution(12, "read", 0, 1050, early.correlation_id);
   p.device = {second, first, read};
   t.processes.push_back(p);
 
