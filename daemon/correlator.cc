@@ -449,8 +449,8 @@ class ProcessCorrelator {
       std::stable_sort(trace_id.begin(), trace_id.end(), by_wire_id);
     }
     // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
-    // host-initiated, whatever their name says.
-    // An execution's work comes together: the parent found for one child is asked for next.
+    // host-initiated, whatever their name says. An execution's work comes together: the parent
+    // found for one child is looked up once for the children after it.
     uint64_t last_wire_parent = 0, last_parent = 0;
     for (size_t i = 0; i < out_.device.size(); ++i) {
       if (wire_parent[i] == 0) continue;
@@ -745,11 +745,10 @@ class ProcessCorrelator {
   // Each call's range: the innermost range on its thread that contains it.
   void AssignRanges() { AssignCallRanges(out_.ranges, &out_.calls); }
 
-  // By (core, start, executions before their work, longer first, id): ids are unique, so the
-  // order is total. Sorted as small keys, then the events moved once each into place (sorting
-  // the 200-byte events themselves was a third of the correlator's time).
-  // Device events by core, then start, outer before inner (parents first, then longer
-  // first), then id.
+  // The Trace's order of device events: by core, then start, executions before their work,
+  // longer first, then id (unique, so the order is total). The order is found first, then the
+  // events are moved once each into place (sorting the 200-byte events themselves was a third
+  // of the correlator's time).
   static bool DeviceBefore(const DeviceEvent& a, const DeviceEvent& b) {
     if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
