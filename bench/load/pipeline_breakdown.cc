@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,7 +48,8 @@ ABSL_FLAG(uint64_t, events, 1'000'000, "events in all");
 ABSL_FLAG(uint32_t, processes, 4, "synthetic processes (streams)");
 ABSL_FLAG(uint32_t, threads, 2, "host threads per process");
 ABSL_FLAG(uint32_t, batch_events, 1000, "events per batch");
-ABSL_FLAG(std::string, output_dir, "", "where the files go (default: a fresh folder in /tmp)");
+ABSL_FLAG(std::string, output_dir, "",
+          "where the files go, kept (default: a fresh folder in /tmp, removed when done)");
 
 namespace nrtprof::bench {
 namespace {
@@ -71,10 +73,17 @@ int Main() {
   const uint32_t processes = std::max<uint32_t>(absl::GetFlag(FLAGS_processes), 1);
   const uint32_t batch_events = std::max<uint32_t>(absl::GetFlag(FLAGS_batch_events), 1);
   std::string dir = absl::GetFlag(FLAGS_output_dir);
+  // A folder made here is removed when done, however Main returns.
+  struct RemovedWhenDone {
+    std::string dir;
+    ~RemovedWhenDone() {
+      if (!dir.empty()) std::filesystem::remove_all(dir);
+    }
+  } made_here;
   if (dir.empty()) {
     char tmpl[] = "/tmp/nrtprof-breakdown-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return 1;
-    dir = tmpl;
+    dir = made_here.dir = tmpl;
   }
 
   // The batches as they arrive on the wire, round robin over the processes (not timed).
