@@ -492,7 +492,8 @@ TEST(CorrelatorTest, DeviceEventsAreListedByCoreThenTime) {
     const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
     std::vector<std::pair<int32_t, uint64_t>> listed;
     for (const DeviceEvent& e : p.device) listed.emplace_back(e.nc_idx, e.start_ns / kUs);
-    std::vector<std::pair<int32_t, uint64_t>> want = {{0, 20}, {0, 20}, {0, 200}, {1, 10}, {1, 100}};
+    std::vector<std::pair<int32_t, uint64_t>> want = {
+        {0, 20}, {0, 20}, {0, 200}, {1, 10}, {1, 100}};
     if (one_out_of_order) want.insert(want.begin(), {0, 5});
     EXPECT_EQ(listed, want);
     const size_t op = one_out_of_order ? 2 : 1;

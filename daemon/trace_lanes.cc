@@ -177,7 +177,9 @@ void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slic
       chain.push_back(device_slice[d]);
     }
     // By start time as drawn, then trace order (the list's order).
-    auto by_start = [](const LaneSlice* a, const LaneSlice* b) { return a->start_ns < b->start_ns; };
+    auto by_start = [](const LaneSlice* a, const LaneSlice* b) {
+      return a->start_ns < b->start_ns;
+    };
     if (!std::is_sorted(chain.begin() + steps_from, chain.end(), by_start)) {
       std::stable_sort(chain.begin() + steps_from, chain.end(), by_start);
     }

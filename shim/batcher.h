@@ -4,9 +4,10 @@
 // `batch_events` events or is `batch_age_ns` old; while only a standing daemon's flight
 // recorder records (SetRecorderOnly), `recorder_batch_events` or `recorder_batch_age_ns`
 // instead: fewer, larger batches, so the stream and the daemon wake less often. Each loaded
-// model gets a batch of its own (it may be large). Sealed batches wait, bounded: past `max_pending_events` the oldest event
-// batches are discarded and counted (the caller adds them to DropCounters.daemon_away); past
-// `max_pending_model_bytes` the oldest model files are discarded.
+// model gets a batch of its own (it may be large). Sealed batches wait, bounded: past
+// `max_pending_events` the oldest event batches are discarded and counted (the caller adds
+// them to DropCounters.daemon_away); past `max_pending_model_bytes` the oldest model files are
+// discarded.
 //
 // Sending: TakeNext() stamps the oldest sealed batch for a stream: its sequence number (the
 // process's, from 1, across streams, so that the daemon can tell a resent batch from a new

@@ -4,8 +4,9 @@
 // the gRPC adapter (grpc_link.h): sequences, resends, the spool and the exit's decisions are
 // there. While only a standing daemon's flight recorder records, batches are larger and wait
 // longer (NRTPROF_RECORDER_BATCH_MS); a capture's stop (CaptureControl.flush) wakes the thread
-// to send everything recorded so far at once. It never makes the program wait: the program's threads only hand it model files and
-// device documents through short mutex-guarded queues (on calls that are not the hot path).
+// to send everything recorded so far at once. It never makes the program wait: the program's
+// threads only hand it model files and device documents through short mutex-guarded queues
+// (on calls that are not the hot path).
 // At exit, FinalFlush() drains everything once more and has the core send it with
 // final=true within NRTPROF_FLUSH_TIMEOUT_MS.
 //
