@@ -618,6 +618,13 @@ bool CollectorCore::AllFlushed(const Capture& capture, uint64_t flush) {
 // Correlates a stopped capture and hands its Trace to the sink; fills *out with what was
 // written. The Trace and the raw events are freed when this returns.
 absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles* out) {
+  // A process at a time when every writer can take it so, and nothing needs the whole Trace:
+  // clipping to steps works on all of it; the fleet store is handed it.
+  if (capture->iterations == 0 && !options_.capture_written) {
+    if (std::unique_ptr<TraceStream> stream = sink_->OpenStream(capture->output_dir)) {
+      return StreamCapture(capture, stream.get(), out);
+    }
+  }
   Trace trace = Correlate(capture->id, std::move(capture->finished),
                           clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
   if (capture->iterations != 0) {
@@ -645,6 +652,47 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
   files.set_events_dropped(dropped);
   files.set_processes(static_cast<uint32_t>(trace.processes.size()));
   if (options_.capture_written) options_.capture_written(trace, summary, files);
+  return wrote;
+}
+
+// The capture's processes are correlated, summed up and written one by one, each freed before
+// the next is correlated, so that the capture never holds more than one process's Trace and
+// lanes: the files and the reply are WriteCapture's.
+absl::Status CollectorCore::StreamCapture(Capture* capture, TraceStream* stream,
+                                          nrtprof::CaptureFiles* out) {
+  std::vector<ProcessCapture>& raw = capture->finished;
+  CaptureCorrelator correlator(
+      capture->id, clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  SummaryBuilder summary;
+  uint64_t events = 0, dropped = 0;
+  uint32_t processes = 0;
+  absl::Status added;
+  for (const std::vector<size_t>& group : ProcessOrder(raw)) {
+    std::vector<ProcessCapture*> streams;
+    for (size_t i : group) streams.push_back(&raw[i]);
+    Trace one;
+    one.capture_id = capture->id;
+    one.processes.push_back(correlator.Next(streams));
+    one.realtime_offset_ns = correlator.header().realtime_offset_ns;
+    const ProcessTrace& p = one.processes.back();
+    events += p.ranges.size() + p.calls.size() + p.device.size();
+    dropped += p.drops.total();
+    ++processes;
+    summary.Add(one);
+    if (absl::Status s = stream->Add(one); added.ok() && !s.ok()) added = s;
+  }
+  std::vector<ProcessCapture>().swap(raw);
+  const Trace& header = correlator.header();
+  const Summary s = summary.Finish(header);
+  std::vector<std::string> written;
+  absl::Status wrote = stream->Finish(header, s, &written);
+  if (wrote.ok()) wrote = added;
+  out->set_output_dir(capture->output_dir);
+  for (const std::string& f : written) out->add_files(f);
+  out->set_summary_text(FormatSummary(s));
+  out->set_events(events);
+  out->set_events_dropped(dropped);
+  out->set_processes(processes);
   return wrote;
 }
 

@@ -205,6 +205,8 @@ class CollectorCore {
   // the daemon shuts down meanwhile.
   absl::Status AwaitStart(uint64_t start_ns) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
+  // WriteCapture a process at a time, into `stream` (the sink's, when it has one).
+  absl::Status StreamCapture(Capture* capture, TraceStream* stream, nrtprof::CaptureFiles* out);
   // A new id, free among the captures in progress and in `root`'s folders.
   std::string NewCaptureId(const std::string& root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsOperator(const Caller& caller) const {

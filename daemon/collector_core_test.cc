@@ -255,6 +255,78 @@ TEST_F(CollectorCoreTest, ReplyTableIsTheSummaryFilesTable) {
   EXPECT_EQ(FormatSummary(*from_json), files->summary_text());
 }
 
+// A sink whose writers take a process at a time: the capture is correlated and handed over
+// one process after another, in pid order, and the reply counts them all.
+TEST_F(CollectorCoreTest, AStreamingSinkIsGivenOneProcessAtATime) {
+  struct Seen {
+    std::vector<std::vector<uint32_t>> added;  // the pids of each Add
+    std::string finished;                      // the capture id Finish was given
+    uint64_t summary_events = 0;
+    int writes = 0;
+  } seen;
+  class Stream : public TraceStream {
+   public:
+    explicit Stream(Seen* seen) : seen_(seen) {}
+    absl::Status Add(const Trace& trace) override {
+      std::vector<uint32_t> pids;
+      for (const ProcessTrace& p : trace.processes) pids.push_back(p.pid);
+      seen_->added.push_back(pids);
+      return absl::OkStatus();
+    }
+    absl::Status Finish(const Trace& trace, const Summary& summary,
+                        std::vector<std::string>* files) override {
+      seen_->finished = trace.capture_id;
+      seen_->summary_events = summary.events;
+      files->push_back("streamed.trace");
+      return absl::OkStatus();
+    }
+
+   private:
+    Seen* seen_;
+  };
+  class Sink : public TraceSink {
+   public:
+    explicit Sink(Seen* seen) : seen_(seen) {}
+    absl::Status Write(const Trace&, const Summary&, const std::string&,
+                       std::vector<std::string>*) override {
+      ++seen_->writes;
+      return absl::OkStatus();
+    }
+    std::unique_ptr<TraceStream> OpenStream(const std::string&) override {
+      return std::make_unique<Stream>(seen_);
+    }
+
+   private:
+    Seen* seen_;
+  };
+  Sink sink(&seen);
+  CollectorCore core(Options(), &sink, &clock_);
+  Controls c1, c2, c3;
+  ASSERT_TRUE(core.OnHello(1, Hello(103), c1.Sender()).ok());
+  ASSERT_TRUE(core.OnHello(2, Hello(101), c2.Sender()).ok());
+  ASSERT_TRUE(core.OnHello(3, Hello(102), c3.Sender()).ok());
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("streamed");
+  ASSERT_TRUE(core.StartCapture(request).ok());
+  for (CollectorCore::StreamId s : {1, 2, 3}) {
+    ASSERT_TRUE(core.OnBatch(s, Batch(1)).ok());
+    ASSERT_TRUE(core.OnBatch(s, Batch(2, /*final=*/true)).ok());
+  }
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("streamed");
+  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(seen.added, (std::vector<std::vector<uint32_t>>{{101}, {102}, {103}}));
+  EXPECT_EQ(seen.writes, 0);
+  EXPECT_EQ(seen.finished, "streamed");
+  EXPECT_EQ(seen.summary_events, 12u);
+  EXPECT_EQ(files->processes(), 3u);
+  EXPECT_EQ(files->events(), 12u);
+  ASSERT_EQ(files->files_size(), 1);
+  EXPECT_EQ(files->files(0), "streamed.trace");
+  EXPECT_NE(files->summary_text().find("aten::mul"), std::string::npos) << files->summary_text();
+}
+
 // A shared service (the daemon's uid is not the users'): each user's capture takes only that
 // user's processes, is staged in the daemon's own folder whatever it asked, and is that user's
 // alone to stop and fetch; Status shows a user only its processes. The operator sees all.

@@ -959,68 +959,50 @@ void Merge(ProcessTrace from, ProcessTrace* into) {
   into->batches_missing += from.batches_missing;
 }
 
-// `consumed`, if not null, is `processes`, whose events may be freed once used.
-Trace CorrelateProcesses(const std::string& capture_id,
-                         const std::vector<ProcessCapture>& processes, int64_t realtime_offset_ns,
-                         std::vector<ProcessCapture>* consumed) {
-  Trace trace;
-  trace.capture_id = capture_id;
-  trace.realtime_offset_ns = realtime_offset_ns;
-  // By pid; streams of one process (same host, boot and pid) in the order they came.
-  auto key = [&](size_t i) {
-    const nrtprof::Hello& h = processes[i].hello;
-    return std::make_tuple(h.pid(), h.host(), h.boot_id());
-  };
-  std::vector<size_t> order(processes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
-  bool have_offset = false;
-  uint64_t next_id = 1;
-  auto names = std::make_shared<NameTable>();
-  for (size_t n = 0; n < order.size(); ++n) {
-    const size_t i = order[n];
-    if (!have_offset && processes[i].realtime_offset_ns != 0) {
-      trace.realtime_offset_ns = processes[i].realtime_offset_ns;
-      have_offset = true;
-    }
-    const bool first_of_process = n == 0 || key(order[n - 1]) != key(i);
-    DropCounts drops;
-    if (first_of_process) {
-      std::vector<const ProcessCapture*> streams;
-      for (size_t m = n; m < order.size() && key(order[m]) == key(i); ++m) {
-        streams.push_back(&processes[order[m]]);
-      }
-      drops = ProcessDrops(streams);
-    }
-    ProcessTrace p = ProcessCorrelator(processes[i], &next_id, drops, names).Build();
-    if (consumed != nullptr) {
-      ProcessCapture& done = (*consumed)[i];
-      IngestedEvents().swap(done.events);
-      std::vector<IngestedEvent>().swap(done.handle_events);
-      std::unordered_map<uint32_t, std::string>().swap(done.strings);
-      std::unordered_map<uint32_t, std::vector<uint32_t>>().swap(done.stacks);
-      std::vector<IngestedModel>().swap(done.models);
-    }
-    if (!first_of_process) {
-      Merge(std::move(p), &trace.processes.back());
-    } else {
-      trace.processes.push_back(std::move(p));
-    }
-  }
-  uint64_t start = std::numeric_limits<uint64_t>::max(), end = 0;
+// Frees a stream's events once its part of the Trace is built.
+void Consume(ProcessCapture* done) {
+  IngestedEvents().swap(done->events);
+  std::vector<IngestedEvent>().swap(done->handle_events);
+  std::unordered_map<uint32_t, std::string>().swap(done->strings);
+  std::unordered_map<uint32_t, std::vector<uint32_t>>().swap(done->stacks);
+  std::vector<IngestedModel>().swap(done->models);
+}
+
+void Extend(const ProcessTrace& p, Trace* trace) {
+  uint64_t start = trace->end_ns != 0 ? trace->start_ns : std::numeric_limits<uint64_t>::max();
+  uint64_t end = trace->end_ns;
   auto extend = [&](uint64_t s, uint64_t d) {
     start = std::min(start, s);
     end = std::max(end, End(s, d));
   };
-  for (const ProcessTrace& p : trace.processes) {
-    for (const RangeEvent& r : p.ranges) extend(r.start_ns, r.duration_ns);
-    for (const ApiCall& c : p.calls) extend(c.start_ns, c.duration_ns);
-    for (const DeviceEvent& d : p.device) extend(d.start_ns, d.duration_ns);
-  }
+  for (const RangeEvent& r : p.ranges) extend(r.start_ns, r.duration_ns);
+  for (const ApiCall& c : p.calls) extend(c.start_ns, c.duration_ns);
+  for (const DeviceEvent& d : p.device) extend(d.start_ns, d.duration_ns);
   if (end != 0) {
-    trace.start_ns = start;
-    trace.end_ns = end;
+    trace->start_ns = start;
+    trace->end_ns = end;
   }
+}
+
+// `consumed`, if not null, is `processes`, whose events may be freed once used.
+Trace CorrelateProcesses(const std::string& capture_id,
+                         const std::vector<ProcessCapture>& processes, int64_t realtime_offset_ns,
+                         std::vector<ProcessCapture>* consumed) {
+  CaptureCorrelator correlator(capture_id, realtime_offset_ns);
+  std::vector<ProcessTrace> traces;
+  for (const std::vector<size_t>& group : ProcessOrder(processes)) {
+    if (consumed != nullptr) {
+      std::vector<ProcessCapture*> streams;
+      for (size_t i : group) streams.push_back(&(*consumed)[i]);
+      traces.push_back(correlator.Next(streams));
+    } else {
+      std::vector<const ProcessCapture*> streams;
+      for (size_t i : group) streams.push_back(&processes[i]);
+      traces.push_back(correlator.NextKeeping(streams));
+    }
+  }
+  Trace trace = correlator.header();
+  trace.processes = std::move(traces);
   return trace;
 }
 
@@ -1034,6 +1016,59 @@ Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>
 Trace Correlate(const std::string& capture_id, std::vector<ProcessCapture>&& processes,
                 int64_t realtime_offset_ns) {
   return CorrelateProcesses(capture_id, processes, realtime_offset_ns, &processes);
+}
+
+std::vector<std::vector<size_t>> ProcessOrder(const std::vector<ProcessCapture>& processes) {
+  auto key = [&](size_t i) {
+    const nrtprof::Hello& h = processes[i].hello;
+    return std::make_tuple(h.pid(), h.host(), h.boot_id());
+  };
+  std::vector<size_t> order(processes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  std::vector<std::vector<size_t>> groups;
+  for (size_t n = 0; n < order.size(); ++n) {
+    if (n == 0 || key(order[n - 1]) != key(order[n])) groups.emplace_back();
+    groups.back().push_back(order[n]);
+  }
+  return groups;
+}
+
+CaptureCorrelator::CaptureCorrelator(const std::string& capture_id, int64_t realtime_offset_ns) {
+  header_.capture_id = capture_id;
+  header_.realtime_offset_ns = realtime_offset_ns;
+}
+
+ProcessTrace CaptureCorrelator::Next(const std::vector<ProcessCapture*>& streams) {
+  return Build(std::vector<const ProcessCapture*>(streams.begin(), streams.end()), &streams);
+}
+
+ProcessTrace CaptureCorrelator::NextKeeping(const std::vector<const ProcessCapture*>& streams) {
+  return Build(streams, nullptr);
+}
+
+ProcessTrace CaptureCorrelator::Build(const std::vector<const ProcessCapture*>& streams,
+                                      const std::vector<ProcessCapture*>* consume) {
+  ProcessTrace trace;
+  for (size_t n = 0; n < streams.size(); ++n) {
+    const ProcessCapture& stream = *streams[n];
+    if (!have_offset_ && stream.realtime_offset_ns != 0) {
+      header_.realtime_offset_ns = stream.realtime_offset_ns;
+      have_offset_ = true;
+    }
+    // The process's drops, reckoned from all its streams, go with its first.
+    ProcessTrace p =
+        ProcessCorrelator(stream, &next_id_, n == 0 ? ProcessDrops(streams) : DropCounts(), names_)
+            .Build();
+    if (consume != nullptr) Consume((*consume)[n]);
+    if (n == 0) {
+      trace = std::move(p);
+    } else {
+      Merge(std::move(p), &trace);
+    }
+  }
+  Extend(trace, &header_);
+  return trace;
 }
 
 }  // namespace nrtprof::daemon

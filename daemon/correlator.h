@@ -23,6 +23,7 @@
 #define NRTPROF_DAEMON_CORRELATOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,36 @@ Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>
 // held at once. `processes` keep their Hello and counters, not their events.
 Trace Correlate(const std::string& capture_id, std::vector<ProcessCapture>&& processes,
                 int64_t realtime_offset_ns);
+
+// Correlate, a process at a time, for a writer that holds one process's part of the Trace at
+// once (TraceStream). ProcessOrder gives the processes' streams in the Trace's order, grouped
+// by process; Next correlates one group and returns its ProcessTrace, with ids that continue
+// those of the processes before. The Trace made of every Next's process, with header()'s
+// fields, is Correlate's.
+class CaptureCorrelator {
+ public:
+  CaptureCorrelator(const std::string& capture_id, int64_t realtime_offset_ns);
+  // The streams of one process, in the order they came; their events are freed.
+  ProcessTrace Next(const std::vector<ProcessCapture*>& streams);
+  // The same, leaving the streams as they are.
+  ProcessTrace NextKeeping(const std::vector<const ProcessCapture*>& streams);
+  // The Trace without processes: id, wall clock (from the first process that knew it) and the
+  // span of every event returned so far.
+  const Trace& header() const { return header_; }
+
+ private:
+  ProcessTrace Build(const std::vector<const ProcessCapture*>& streams,
+                     const std::vector<ProcessCapture*>* consume);
+
+  Trace header_;
+  bool have_offset_ = false;
+  uint64_t next_id_ = 1;
+  std::shared_ptr<NameTable> names_ = std::make_shared<NameTable>();
+};
+
+// `processes`' indexes by process, in the Trace's order: by pid, then host and boot; a process's
+// streams in the order they came.
+std::vector<std::vector<size_t>> ProcessOrder(const std::vector<ProcessCapture>& processes);
 
 // How far outside a call's span a device event may lie and still be matched by containment.
 inline constexpr uint64_t kContainmentSlackNs = 1'000'000;

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -196,10 +198,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendFixed64Field(uint32_t field, uint
 }
 
 // Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
-// deflated in bundles (compressed_packets) unless the level is 0.
+// deflated in bundles (compressed_packets) unless the level is 0: into the file, or into
+// memory (a capture's lane sequences, which are made before the file's first sequence is).
 class PacketSink {
  public:
   PacketSink(AtomicFile* file, int deflate_level) : file_(file), level_(deflate_level) {}
+  PacketSink(std::string* memory, int deflate_level) : memory_(memory), level_(deflate_level) {}
   ~PacketSink() {
     if (compressor_ != nullptr) libdeflate_free_compressor(compressor_);
   }
@@ -213,7 +217,7 @@ class PacketSink {
       absl::Status s = Flush();
       record_.clear();
       AppendBytesField(kTracePacketField, packet_bytes, &record_);
-      return s.ok() ? file_->Append(record_.view()) : s;
+      return s.ok() ? Out(record_.std_view()) : s;
     }
     AppendBytesField(kTracePacketField, packet_bytes, &pending_);
     if (pending_.size() >= kBundleBytes) return Flush();
@@ -223,7 +227,7 @@ class PacketSink {
   // Writes what is pending; after it, the file ends at a record boundary.
   absl::Status Flush() {
     if (pending_.empty()) return absl::OkStatus();
-    absl::Status s = level_ > 0 ? WriteBundle() : file_->Append(pending_.view());
+    absl::Status s = level_ > 0 ? WriteBundle() : Out(pending_.std_view());
     pending_.clear();
     return s;
   }
@@ -252,11 +256,18 @@ class PacketSink {
     char* p = record_.Room(packet_header.size());
     memcpy(p, packet_header.data(), packet_header.size());
     record_.Commit(p + packet_header.size());
-    absl::Status s = file_->Append(record_.view());
-    return s.ok() ? file_->Append(deflated_) : s;
+    absl::Status s = Out(record_.std_view());
+    return s.ok() ? Out(deflated_) : s;
   }
 
-  AtomicFile* const file_;
+  absl::Status Out(std::string_view bytes) {
+    if (file_ != nullptr) return file_->Append(absl::string_view(bytes.data(), bytes.size()));
+    memory_->append(bytes);
+    return absl::OkStatus();
+  }
+
+  AtomicFile* const file_ = nullptr;
+  std::string* const memory_ = nullptr;
   const int level_;
   Bytes pending_;  // records not yet written
   std::string deflated_;
@@ -294,34 +305,81 @@ struct CaptureInstant {
 // into one time order: each lane and its events are read once, front to back (a merge of all
 // of them, as one sequence would need, cost a heap operation and cache misses per edge).
 // Perfetto puts the sequences' events in time order when it loads the file.
+//
+// The capture comes a process at a time (AddProcess), so that a writer needs only one
+// process's lanes at once: the process's lane sequences are encoded there and then, into
+// memory (deflated), and its tracks are kept as packets of the first sequence. Finish writes
+// the first sequence (clocks, tracks, instants) and then the lane sequences after it.
 class TraceEncoder {
  public:
-  TraceEncoder(const Trace& trace, const TraceLanes& lanes, AtomicFile* file, int deflate_level)
-      : trace_(trace), lanes_(lanes), sink_(file, deflate_level) {}
+  explicit TraceEncoder(int deflate_level)
+      : level_(deflate_level), lanes_out_(&lane_bytes_, deflate_level) {}
 
-  absl::Status Encode() {
-    const TraceLanes& lanes = lanes_;
-    absl::Status s = BeginSequence(lanes.first_ns, /*with_realtime=*/true);
-    for (const ProcessLanes& p : lanes.processes) {
-      if (s.ok()) s = WriteTracks(p, lanes.first_ns);
-    }
-    std::stable_sort(instants_.begin(), instants_.end(),
-                     [](const CaptureInstant& a, const CaptureInstant& b) { return a.ts < b.ts; });
-    for (const CaptureInstant& instant : instants_) {
-      if (s.ok()) s = WriteInstant(instant);
-    }
+  // Tracks and lane sequences of one process; `lanes` (and what they point into) need not
+  // outlive the call.
+  absl::Status AddProcess(const ProcessLanes& lanes) {
+    const ProcessTrace& p = *lanes.process;
+    // The names' text must stay: the iid tables view it.
+    if (name_tables_.empty() || name_tables_.back() != p.names) name_tables_.push_back(p.names);
+    headers_.push_back(HeaderOf(p));
+    lane_tracks_.clear();
+    WriteTracks(lanes, &headers_.back());
+    out_ = &lanes_out_;
+    absl::Status s;
     for (const LaneTrack& track : lane_tracks_) {
       LaneEdgeCursor edges(track.lane);
-      if (s.ok() && !edges.done()) s = BeginSequence(edges.edge().ts, /*with_realtime=*/false);
+      if (s.ok() && !edges.done()) {
+        s = BeginSequence(next_lane_sequence_++, edges.edge().ts, /*realtime_offset_ns=*/0);
+      }
       for (; s.ok() && !edges.done(); edges.Advance()) {
         s = WriteEdge(track.uuid, *track.lane, edges.edge());
       }
     }
-    if (s.ok()) s = sink_.Flush();
+    lane_tracks_.clear();
+    return s;
+  }
+
+  // Writes the file: `trace` gives the capture's id and wall clock; `first_ns` is where its
+  // timeline starts (TraceLanes::first_ns of the whole capture).
+  absl::Status Finish(const Trace& trace, uint64_t first_ns, AtomicFile* file) {
+    PacketSink head(file, level_);
+    out_ = &head;
+    absl::Status s = BeginSequence(PerfettoWriter::kSequenceId, first_ns,
+                                   trace.realtime_offset_ns);
+    for (const std::string& packet : tracks_) {
+      if (s.ok()) s = head.Add(packet);
+    }
+    for (CaptureInstant& instant : instants_) {
+      if (instant.ts == 0) instant.ts = first_ns;
+    }
+    std::stable_sort(instants_.begin(), instants_.end(),
+                     [](const CaptureInstant& a, const CaptureInstant& b) { return a.ts < b.ts; });
+    for (const CaptureInstant& instant : instants_) {
+      if (s.ok()) s = WriteInstant(trace, instant);
+    }
+    if (s.ok()) s = head.Flush();
+    if (s.ok()) s = lanes_out_.Flush();
+    if (s.ok()) s = file->Append(lane_bytes_);
     return s;
   }
 
  private:
+  // What a process's capture instant says of it (CaptureArgs), without its events.
+  static ProcessTrace HeaderOf(const ProcessTrace& p) {
+    ProcessTrace h;
+    h.names = nullptr;
+    h.pid = p.pid;
+    h.host = p.host;
+    h.executable = p.executable;
+    h.notices = p.notices;
+    h.drops = p.drops;
+    h.events_received = p.events_received;
+    h.device_uncorrelated = p.device_uncorrelated;
+    h.batches_missing = p.batches_missing;
+    h.cut_off = p.cut_off;
+    return h;
+  }
+
   // Sequence id and flags of every packet: the first of a sequence clears its incremental
   // state (interning tables, defaults), every later one depends on it.
   void AddSequenceFields(TracePacket* packet) {
@@ -339,15 +397,22 @@ class TraceEncoder {
     AddSequenceFields(packet);
     message_.clear();
     packet->AppendToString(&message_);
-    return sink_.Add(message_);
+    return out_->Add(message_);
   }
 
-  // Starts the next sequence with its first packet: it puts the sequence's timestamps on
-  // CLOCK_MONOTONIC (see docs/trace_format.md), ties them to wall-clock time when asked and
-  // known, and declares the sequence's incremental clock, which every later timestamp of the
-  // sequence uses. The sequence defines its interned names again as it uses them.
-  absl::Status BeginSequence(uint64_t first_ns, bool with_realtime) {
-    sequence_ = sequence_ == 0 ? PerfettoWriter::kSequenceId : sequence_ + 1;
+  // A track of the first sequence, kept for Finish (never its first packet: the clocks are).
+  void KeepTrack(TracePacket* packet) {
+    packet->set_trusted_packet_sequence_id(PerfettoWriter::kSequenceId);
+    packet->set_sequence_flags(TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+    tracks_.push_back(packet->SerializeAsString());
+  }
+
+  // Starts sequence `id` with its first packet: it puts the sequence's timestamps on
+  // CLOCK_MONOTONIC (see docs/trace_format.md), ties them to wall-clock time when the offset
+  // is known, and declares the sequence's incremental clock, which every later timestamp of
+  // the sequence uses. The sequence defines its interned names again as it uses them.
+  absl::Status BeginSequence(uint32_t id, uint64_t first_ns, int64_t realtime_offset_ns) {
+    sequence_ = id;
     first_packet_ = true;
     last_ts_ = first_ns;
     TracePacket packet;
@@ -357,10 +422,9 @@ class TraceEncoder {
     auto* monotonic = snapshot->add_clocks();
     monotonic->set_clock_id(kMonotonic);
     monotonic->set_timestamp(first_ns);
-    int64_t offset = trace_.realtime_offset_ns;
+    const int64_t offset = realtime_offset_ns;
     // Skip an offset that would put the REALTIME reading before the epoch (garbage input).
-    if (with_realtime &&
-        (offset > 0 || (offset < 0 && 0 - static_cast<uint64_t>(offset) < first_ns))) {
+    if (offset > 0 || (offset < 0 && 0 - static_cast<uint64_t>(offset) < first_ns)) {
       auto* realtime = snapshot->add_clocks();
       realtime->set_clock_id(kRealtime);
       realtime->set_timestamp(first_ns + static_cast<uint64_t>(offset));
@@ -374,24 +438,24 @@ class TraceEncoder {
     return WriteMessage(&packet);
   }
 
-  absl::Status WriteTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name) {
+  void KeepTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name) {
     TracePacket packet;
     TrackDescriptor* track = packet.mutable_track_descriptor();
     track->set_uuid(uuid);
     if (parent_uuid != 0) track->set_parent_uuid(parent_uuid);
     track->set_name(name);
-    return WriteMessage(&packet);
+    KeepTrack(&packet);
   }
 
   // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty.
-  absl::Status WriteLane(const Lane& lane, uint64_t parent_uuid) {
-    if (lane.slices.empty()) return absl::OkStatus();
+  void KeepLane(const Lane& lane, uint64_t parent_uuid) {
+    if (lane.slices.empty()) return;
     const uint64_t uuid = next_uuid_++;
     lane_tracks_.push_back({uuid, &lane});
-    return WriteTrack(uuid, parent_uuid, LaneKindName(lane.kind));
+    KeepTrack(uuid, parent_uuid, LaneKindName(lane.kind));
   }
 
-  absl::Status WriteTracks(const ProcessLanes& lanes, uint64_t trace_first_ns) {
+  void WriteTracks(const ProcessLanes& lanes, const ProcessTrace* header) {
     const ProcessTrace& p = *lanes.process;
     const int32_t pid = static_cast<int32_t>(p.pid);
     uint64_t process_uuid = next_uuid_++;
@@ -403,8 +467,9 @@ class TraceEncoder {
     std::string name = ProcessName(p);
     if (!name.empty()) process->set_process_name(name);
     for (const std::string& arg : p.command_line) process->add_cmdline(arg);
-    absl::Status s = WriteMessage(&packet);
-    instants_.push_back({process_uuid, &p, lanes.has_events ? lanes.first_ns : trace_first_ns});
+    KeepTrack(&packet);
+    // 0: the timeline's start, known at Finish.
+    instants_.push_back({process_uuid, header, lanes.has_events ? lanes.first_ns : 0});
 
     for (const ThreadLanes& t : lanes.threads) {
       uint64_t thread_uuid = next_uuid_++;
@@ -416,19 +481,17 @@ class TraceEncoder {
       thread->set_pid(pid);
       thread->set_tid(static_cast<int32_t>(t.tid));
       if (t.name != nullptr) thread->set_thread_name(*t.name);
-      if (s.ok()) s = WriteMessage(&packet);
-      if (s.ok()) s = WriteLane(t.framework, thread_uuid);
-      if (s.ok()) s = WriteLane(t.runtime, thread_uuid);
+      KeepTrack(&packet);
+      KeepLane(t.framework, thread_uuid);
+      KeepLane(t.runtime, thread_uuid);
     }
     for (const CoreLanes& c : lanes.cores) {
       uint64_t core_uuid = next_uuid_++;
-      if (s.ok()) s = WriteTrack(core_uuid, process_uuid, absl::StrCat("NeuronCore ", c.nc_idx));
-      if (s.ok()) s = WriteLane(c.executions, core_uuid);
-      if (s.ok()) s = WriteLane(c.dma, core_uuid);
+      KeepTrack(core_uuid, process_uuid, absl::StrCat("NeuronCore ", c.nc_idx));
+      KeepLane(c.executions, core_uuid);
+      KeepLane(c.dma, core_uuid);
     }
-    return s;
   }
-
   // Whether the current sequence has defined `iid` yet; marks it defined.
   bool DefineOnce(uint64_t iid, std::vector<uint32_t>* defined_in) {
     if (ABSL_PREDICT_FALSE(iid >= defined_in->size())) defined_in->resize(iid + 1, 0);
@@ -548,13 +611,13 @@ class TraceEncoder {
   }
 
   // A process's "nrtprof capture" instant, on the file's first sequence.
-  absl::Status WriteInstant(const CaptureInstant& instant) {
+  absl::Status WriteInstant(const Trace& trace, const CaptureInstant& instant) {
     event_.clear();
     interned_.clear();
     AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
     AppendVarintField(track_event::kTrackUuid, instant.uuid, &event_);
     AppendVarintField(track_event::kNameIid, EventNameIid(kCaptureEventName), &event_);
-    AddAnnotations(CaptureArgs(trace_, *instant.process));
+    AddAnnotations(CaptureArgs(trace, *instant.process));
     return WriteEventPacket(instant.ts);
   }
 
@@ -576,16 +639,22 @@ class TraceEncoder {
     }
     AppendVarintField(packet::kSequenceId, sequence_, &packet_);
     AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
-    return sink_.Add(packet_.std_view());
+    return out_->Add(packet_.std_view());
   }
 
-  const Trace& trace_;
-  const TraceLanes& lanes_;
-  PacketSink sink_;
-  uint32_t sequence_ = 0;   // the current sequence's id (0 before the first)
+  const int level_;
+  // The lane sequences, deflated as they are made; Finish writes them after the first sequence.
+  std::string lane_bytes_;
+  PacketSink lanes_out_;
+  PacketSink* out_ = nullptr;  // where the current sequence's packets go
+  uint32_t sequence_ = 0;      // the current sequence's id
+  uint32_t next_lane_sequence_ = PerfettoWriter::kSequenceId + 1;
   bool first_packet_ = true;  // of the current sequence
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
   uint64_t last_ts_ = 0;    // the current sequence's delta clock reading
+  std::vector<std::string> tracks_;  // the first sequence's track packets, encoded
+  std::deque<ProcessTrace> headers_;  // HeaderOf each process, for its capture instant
+  std::vector<std::shared_ptr<NameTable>> name_tables_;
   std::vector<LaneTrack> lane_tracks_;
   std::vector<CaptureInstant> instants_;
   // Interned names, one iid per text for the whole file; each sequence defines those it uses.
@@ -605,18 +674,47 @@ class TraceEncoder {
 
 }  // namespace
 
+namespace {
+
+class PerfettoStream : public LaneStream {
+ public:
+  PerfettoStream(std::string output_dir, int deflate_level)
+      : output_dir_(std::move(output_dir)), encoder_(deflate_level) {}
+
+  absl::Status Add(const Trace&, const TraceLanes& lanes) override {
+    for (const ProcessLanes& p : lanes.processes) {
+      if (absl::Status s = encoder_.AddProcess(p); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(const Trace& trace, uint64_t first_ns,
+                      std::vector<std::string>* files) override {
+    AtomicFile file;
+    absl::Status s = file.Open(absl::StrCat(output_dir_, "/", PerfettoWriter::kFileName));
+    if (s.ok()) s = encoder_.Finish(trace, first_ns, &file);
+    if (s.ok()) s = file.Commit();  // else the temporary file goes with `file`
+    if (s.ok()) files->push_back(PerfettoWriter::kFileName);
+    return s;
+  }
+
+ private:
+  const std::string output_dir_;
+  TraceEncoder encoder_;
+};
+
+}  // namespace
+
 absl::Status PerfettoWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,
                                         const std::string& output_dir,
                                         std::vector<std::string>* files) {
-  AtomicFile file;
-  absl::Status s = file.Open(absl::StrCat(output_dir, "/", kFileName));
-  if (!s.ok()) return s;
-  s = TraceEncoder(trace, lanes, &file, options_.deflate_level).Encode();
-  if (!s.ok()) return s;  // the temporary file goes with `file`
-  s = file.Commit();
-  if (!s.ok()) return s;
-  files->push_back(kFileName);
-  return absl::OkStatus();
+  PerfettoStream stream(output_dir, options_.deflate_level);
+  absl::Status s = stream.Add(trace, lanes);
+  return s.ok() ? stream.Finish(trace, lanes.first_ns, files) : s;
+}
+
+std::unique_ptr<LaneStream> PerfettoWriter::OpenLaneStream(const std::string& output_dir) {
+  return std::make_unique<PerfettoStream>(output_dir, options_.deflate_level);
 }
 
 }  // namespace nrtprof::daemon

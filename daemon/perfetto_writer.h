@@ -14,6 +14,7 @@
 #define NRTPROF_DAEMON_PERFETTO_WRITER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ class PerfettoWriter : public LaneSink {
 
   absl::Status WriteLanes(const Trace& trace, const TraceLanes& lanes,
                           const std::string& output_dir, std::vector<std::string>* files) override;
+  // The same file from one process's lanes at a time: it holds the lane sequences made so far,
+  // deflated (a few bytes an event), until Finish writes the file.
+  std::unique_ptr<LaneStream> OpenLaneStream(const std::string& output_dir) override;
 
  private:
   Options options_;

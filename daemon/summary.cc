@@ -502,24 +502,25 @@ std::string FormatDuration(uint64_t ns) {
 
 namespace {
 
-// The header's facts: each process's command line and host, the events, and the window from
-// the first event to the last (from the events themselves, so that a summary recomputed from
-// the trace file has the same).
-void DescribeCapture(const Trace& trace, Summary* summary) {
-  uint64_t first = UINT64_MAX, last = 0;
+// The header's facts of one process: its command line and host, its events, and their span
+// (from the events themselves, so that a summary recomputed from the trace file has the same
+// window), widening [*first, *last].
+void DescribeProcess(const ProcessTrace& p, Summary* summary, uint64_t* first, uint64_t* last) {
   auto span = [&](uint64_t start, uint64_t duration) {
-    first = std::min(first, start);
-    last = std::max(last, start + duration);
+    *first = std::min(*first, start);
+    *last = std::max(*last, start + duration);
   };
-  for (const ProcessTrace& p : trace.processes) {
-    summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
-    std::string& command = summary->processes.back().command;
-    if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
-    summary->events += p.ranges.size() + p.calls.size() + p.device.size();
-    for (const RangeEvent& r : p.ranges) span(r.start_ns, r.duration_ns);
-    for (const ApiCall& c : p.calls) span(c.start_ns, c.duration_ns);
-    for (const DeviceEvent& d : p.device) span(d.start_ns, d.duration_ns);
-  }
+  summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
+  std::string& command = summary->processes.back().command;
+  if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
+  summary->events += p.ranges.size() + p.calls.size() + p.device.size();
+  for (const RangeEvent& r : p.ranges) span(r.start_ns, r.duration_ns);
+  for (const ApiCall& c : p.calls) span(c.start_ns, c.duration_ns);
+  for (const DeviceEvent& d : p.device) span(d.start_ns, d.duration_ns);
+}
+
+// The window from the first event to the last, on the wall clock if the trace knows it.
+void DescribeWindow(const Trace& trace, uint64_t first, uint64_t last, Summary* summary) {
   if (first > last) return;
   summary->window_ns = last - first;
   if (trace.realtime_offset_ns != 0) {
@@ -539,12 +540,23 @@ void CloseSummary(std::map<std::string, SummaryRow>& rows, Summary& summary) {
 }  // namespace
 
 Summary ComputeSummary(const Trace& trace) {
-  Summary summary;
+  SummaryBuilder builder;
+  builder.Add(trace);
+  return builder.Finish(trace);
+}
+
+void SummaryBuilder::Add(const Trace& trace) {
+  for (const ProcessTrace& p : trace.processes) {
+    DescribeProcess(p, &summary_, &first_ns_, &last_ns_);
+    SummarizeProcess(p, &rows_, &summary_);
+  }
+}
+
+Summary SummaryBuilder::Finish(const Trace& trace) {
+  Summary summary = std::move(summary_);
   summary.capture_id = trace.capture_id;
-  DescribeCapture(trace, &summary);
-  std::map<std::string, SummaryRow> rows;
-  for (const ProcessTrace& p : trace.processes) SummarizeProcess(p, &rows, &summary);
-  CloseSummary(rows, summary);
+  DescribeWindow(trace, first_ns_, last_ns_, &summary);
+  CloseSummary(rows_, summary);
   return summary;
 }
 
@@ -606,6 +618,29 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   ReadDrops(file, &s.drops);
   s.notices.assign(file.notices().begin(), file.notices().end());
   return s;
+}
+
+namespace {
+
+class SummaryStream : public TraceStream {
+ public:
+  SummaryStream(SummarySink* sink, std::string output_dir)
+      : sink_(sink), output_dir_(std::move(output_dir)) {}
+  absl::Status Add(const Trace&) override { return absl::OkStatus(); }
+  absl::Status Finish(const Trace& trace, const Summary& summary,
+                      std::vector<std::string>* files) override {
+    return sink_->Write(trace, summary, output_dir_, files);
+  }
+
+ private:
+  SummarySink* const sink_;
+  const std::string output_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceStream> SummarySink::OpenStream(const std::string& output_dir) {
+  return std::make_unique<SummaryStream>(this, output_dir);
 }
 
 absl::Status SummarySink::Write(const Trace& trace, const Summary& summary,

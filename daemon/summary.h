@@ -23,6 +23,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,21 @@ absl::StatusOr<SummaryFormat> ParseSummaryFormat(absl::string_view format);
 
 Summary ComputeSummary(const Trace& trace);
 
+// ComputeSummary of a capture given a process at a time (TraceStream): Add each process's
+// Trace, then Finish with the capture's Trace without its processes. The summary is the one
+// ComputeSummary makes of the whole Trace.
+class SummaryBuilder {
+ public:
+  void Add(const Trace& trace);
+  Summary Finish(const Trace& trace);
+
+ private:
+  Summary summary_;
+  std::map<std::string, SummaryRow> rows_;
+  uint64_t first_ns_ = UINT64_MAX;  // the events' span
+  uint64_t last_ns_ = 0;
+};
+
 // Called for each device event that counts as device time (a top-level execution or transfer)
 // with the row its self NEURON time is charged to; "" for an uncorrelated one.
 using DeviceTimeCharged = std::function<void(const DeviceEvent&, const std::string& row)>;
@@ -118,6 +135,8 @@ class SummarySink : public TraceSink {
  public:
   absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override;
+  // Needs only the summary, which the stream's Finish is given.
+  std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override;
 };
 
 }  // namespace nrtprof::daemon

@@ -446,9 +446,9 @@ std::vector<SliceEdge> LaneEdges(const Lane& lane) {
   return edges;
 }
 
-TraceLanes BuildLanes(const Trace& trace) {
+TraceLanes BuildLanes(const Trace& trace, uint64_t first_flow_id) {
   TraceLanes out;
-  uint64_t next_flow_id = 1;
+  uint64_t next_flow_id = first_flow_id;
   bool any = false;
   out.processes.reserve(trace.processes.size());
   for (const ProcessTrace& p : trace.processes) {
@@ -462,6 +462,54 @@ TraceLanes BuildLanes(const Trace& trace) {
   if (!any) out.first_ns = trace.start_ns;
   out.flows = next_flow_id - 1;
   return out;
+}
+
+namespace {
+
+class LaneBuildingStream : public TraceStream {
+ public:
+  explicit LaneBuildingStream(std::vector<std::unique_ptr<LaneStream>> streams)
+      : streams_(std::move(streams)), status_(streams_.size()) {}
+
+  absl::Status Add(const Trace& trace) override {
+    const TraceLanes lanes = BuildLanes(trace, next_flow_id_);
+    if (lanes.flows >= next_flow_id_) next_flow_id_ = lanes.flows + 1;
+    for (const ProcessLanes& p : lanes.processes) {
+      if (p.has_events && (!any_ || p.first_ns < first_ns_)) {
+        first_ns_ = p.first_ns;
+        any_ = true;
+      }
+    }
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      if (status_[i].ok()) status_[i] = streams_[i]->Add(trace, lanes);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(const Trace& trace, const Summary&,
+                      std::vector<std::string>* files) override {
+    // As BuildLanes: the earliest slice, else the Trace's start.
+    const uint64_t first_ns = any_ ? first_ns_ : trace.start_ns;
+    absl::Status first;
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      absl::Status s = status_[i].ok() ? streams_[i]->Finish(trace, first_ns, files) : status_[i];
+      if (first.ok() && !s.ok()) first = s;
+    }
+    return first;
+  }
+
+ private:
+  std::vector<std::unique_ptr<LaneStream>> streams_;
+  std::vector<absl::Status> status_;  // by stream: its first error
+  uint64_t next_flow_id_ = 1;
+  uint64_t first_ns_ = 0;
+  bool any_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceStream> LaneStreams(std::vector<std::unique_ptr<LaneStream>> streams) {
+  return std::make_unique<LaneBuildingStream>(std::move(streams));
 }
 
 void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text) {

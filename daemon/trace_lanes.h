@@ -94,11 +94,29 @@ struct TraceLanes {
   std::vector<ProcessLanes> processes;  // in the Trace's order
   // Where the timeline starts: the earliest slice, else Trace::start_ns.
   uint64_t first_ns = 0;
-  // Flow ids run from 1 to `flows`.
+  // Flow ids run from BuildLanes' first_flow_id (1 for a whole Trace) to `flows`.
   uint64_t flows = 0;
 };
 
-TraceLanes BuildLanes(const Trace& trace);
+// Flow ids start at `first_flow_id`: a capture written a process at a time (TraceStream)
+// numbers the flows of each process after those of the processes before.
+TraceLanes BuildLanes(const Trace& trace, uint64_t first_flow_id = 1);
+
+// A lane writer's stream (TraceStream): the lanes of one process at a time.
+class LaneStream {
+ public:
+  virtual ~LaneStream() = default;
+  // As TraceStream::Add; `lanes` are BuildLanes(trace), their flows numbered on from the
+  // processes before. Neither is kept.
+  virtual absl::Status Add(const Trace& trace, const TraceLanes& lanes) = 0;
+  // As TraceStream::Finish; `first_ns` is where the whole capture's timeline starts
+  // (TraceLanes::first_ns of all its processes).
+  virtual absl::Status Finish(const Trace& trace, uint64_t first_ns,
+                              std::vector<std::string>* files) = 0;
+};
+
+// A TraceStream that lays out each process's lanes once for every LaneStream it feeds.
+std::unique_ptr<TraceStream> LaneStreams(std::vector<std::unique_ptr<LaneStream>> streams);
 
 // A writer that draws the lanes (the Perfetto and Chrome JSON traces). Alone, it lays them out
 // for itself; in a LaneSinkGroup, the lanes are laid out once for all the group's writers.
@@ -111,6 +129,16 @@ class LaneSink : public TraceSink {
   absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override {
     return WriteLanes(trace, BuildLanes(trace), output_dir, files);
+  }
+  // The writer's stream into `output_dir`, or null if it needs all the lanes at once.
+  virtual std::unique_ptr<LaneStream> OpenLaneStream(const std::string& output_dir) {
+    return nullptr;
+  }
+  std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override {
+    std::vector<std::unique_ptr<LaneStream>> streams;
+    streams.push_back(OpenLaneStream(output_dir));
+    if (streams.back() == nullptr) return nullptr;
+    return LaneStreams(std::move(streams));
   }
 };
 
@@ -128,6 +156,15 @@ class LaneSinkGroup : public TraceSink {
       if (first.ok() && !s.ok()) first = s;
     }
     return first;
+  }
+  // A stream only if every writer has one.
+  std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override {
+    std::vector<std::unique_ptr<LaneStream>> streams;
+    for (auto& sink : sinks_) {
+      streams.push_back(sink->OpenLaneStream(output_dir));
+      if (streams.back() == nullptr) return nullptr;
+    }
+    return LaneStreams(std::move(streams));
   }
 
  private:

@@ -1,0 +1,141 @@
+// A capture written a process at a time (TraceStream, CaptureCorrelator, SummaryBuilder) must
+// give the files the whole Trace gives: the same packets in trace.pftrace, the same summary.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/load/synthetic_process.h"
+#include "daemon/correlator.h"
+#include "daemon/ingest.h"
+#include "daemon/perfetto_trace_reader.h"
+#include "daemon/perfetto_writer.h"
+#include "daemon/summary.h"
+#include "daemon/trace_lanes.h"
+#include "daemon/trace_sink.h"
+#include "daemon/writer_test_util.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr char kCaptureId[] = "streamed";
+constexpr int64_t kRealtimeOffsetNs = 1'700'000'000'000'000'000;
+
+// What the streams of a few synthetic processes sent during a capture: two on one host, one of
+// them with the same pid on another host (so the order is by pid, then host), as ingest keeps it.
+std::vector<ProcessCapture> Captures() {
+  struct Spec {
+    uint32_t pid;
+    const char* host;
+    uint32_t threads;
+    uint32_t batches;
+  };
+  const Spec specs[] = {{4242, "b", 2, 3}, {17, "a", 1, 2}, {4242, "a", 3, 4}};
+  std::vector<ProcessCapture> out;
+  for (const Spec& spec : specs) {
+    bench::SyntheticProcessOptions options;
+    options.pid = spec.pid;
+    options.host = spec.host;
+    options.threads = spec.threads;
+    options.start_ns = 5'000'000'000 + spec.pid * 1000;
+    bench::SyntheticProcess process(options);
+    ProcessIngest ingest(process.MakeHello(), IngestLimits());
+    ingest.BeginCapture();
+    nrtprof::EventBatch batch;
+    for (uint32_t b = 1; b <= spec.batches; ++b) {
+      process.NextBatch(300, /*final=*/b == spec.batches, &batch);
+      EXPECT_TRUE(ingest.OnBatch(batch).ok());
+    }
+    out.push_back(ingest.TakeCapture());
+  }
+  return out;
+}
+
+std::unique_ptr<TraceSink> PftraceAndSummary() {
+  std::vector<std::unique_ptr<LaneSink>> lanes;
+  lanes.push_back(std::make_unique<PerfettoWriter>());
+  std::vector<std::unique_ptr<TraceSink>> sinks;
+  sinks.push_back(std::make_unique<LaneSinkGroup>(std::move(lanes)));
+  sinks.push_back(std::make_unique<SummarySink>());
+  return std::make_unique<CompositeSink>(std::move(sinks));
+}
+
+TEST(CaptureStreamTest, ProcessAtATimeWritesTheWholeTracesFiles) {
+  const std::unique_ptr<TraceSink> sink = PftraceAndSummary();
+
+  const std::string whole_dir = TempDir("capture_stream_whole");
+  const Trace trace = Correlate(kCaptureId, Captures(), kRealtimeOffsetNs);
+  ASSERT_EQ(trace.processes.size(), 3u);
+  std::vector<std::string> whole_files;
+  ASSERT_TRUE(sink->Write(trace, ComputeSummary(trace), whole_dir, &whole_files).ok());
+
+  const std::string streamed_dir = TempDir("capture_stream_streamed");
+  std::unique_ptr<TraceStream> stream = sink->OpenStream(streamed_dir);
+  ASSERT_NE(stream, nullptr);
+  std::vector<ProcessCapture> raw = Captures();
+  CaptureCorrelator correlator(kCaptureId, kRealtimeOffsetNs);
+  SummaryBuilder summary;
+  std::vector<uint32_t> pids;
+  for (const std::vector<size_t>& group : ProcessOrder(raw)) {
+    std::vector<ProcessCapture*> streams;
+    for (size_t i : group) streams.push_back(&raw[i]);
+    Trace one;
+    one.capture_id = kCaptureId;
+    one.processes.push_back(correlator.Next(streams));
+    pids.push_back(one.processes[0].pid);
+    EXPECT_TRUE(raw[group[0]].events.empty()) << "a process's events are freed once correlated";
+    summary.Add(one);
+    ASSERT_TRUE(stream->Add(one).ok());
+  }
+  EXPECT_EQ(pids, (std::vector<uint32_t>{17, 4242, 4242}));
+  EXPECT_EQ(correlator.header().start_ns, trace.start_ns);
+  EXPECT_EQ(correlator.header().end_ns, trace.end_ns);
+  std::vector<std::string> streamed_files;
+  ASSERT_TRUE(stream->Finish(correlator.header(), summary.Finish(correlator.header()),
+                             &streamed_files)
+                  .ok());
+
+  EXPECT_EQ(streamed_files, whole_files);
+  for (const char* name : {"summary.txt", "summary.json", "summary.csv"}) {
+    EXPECT_EQ(ReadFile(streamed_dir + "/" + name), ReadFile(whole_dir + "/" + name)) << name;
+  }
+  EXPECT_NE(ReadFile(whole_dir + "/summary.txt").find("aten::mul"), std::string::npos);
+
+  absl::StatusOr<ReadTrace> whole = ReadPerfettoTrace(ReadFile(whole_dir + "/trace.pftrace"));
+  absl::StatusOr<ReadTrace> streamed =
+      ReadPerfettoTrace(ReadFile(streamed_dir + "/trace.pftrace"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  ASSERT_EQ(streamed->trace.packet_size(), whole->trace.packet_size());
+  // Three processes with threads and cores: well over a hundred packets, flows among them.
+  EXPECT_GT(whole->trace.packet_size(), 100);
+  size_t flows = 0;
+  for (int i = 0; i < whole->trace.packet_size(); ++i) {
+    EXPECT_EQ(streamed->trace.packet(i).SerializeAsString(),
+              whole->trace.packet(i).SerializeAsString())
+        << "packet " << i;
+    flows += whole->trace.packet(i).track_event().flow_ids_size();
+  }
+  EXPECT_GT(flows, 0u);
+  EXPECT_EQ(streamed->times, whole->times);
+}
+
+// A sink that needs the whole Trace has no stream, and neither has a group holding one.
+TEST(CaptureStreamTest, ASinkWithoutAStreamKeepsTheWholeTrace) {
+  class WholeOnly : public TraceSink {
+   public:
+    absl::Status Write(const Trace&, const Summary&, const std::string&,
+                       std::vector<std::string>*) override {
+      return absl::OkStatus();
+    }
+  };
+  std::vector<std::unique_ptr<TraceSink>> sinks;
+  sinks.push_back(std::make_unique<SummarySink>());
+  sinks.push_back(std::make_unique<WholeOnly>());
+  CompositeSink composite(std::move(sinks));
+  EXPECT_EQ(composite.OpenStream(TempDir("capture_stream_none")), nullptr);
+  EXPECT_NE(SummarySink().OpenStream(TempDir("capture_stream_summary")), nullptr);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon
