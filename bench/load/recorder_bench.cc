@@ -82,6 +82,11 @@ class SwitchSink : public daemon::TraceSink {
                      const std::string& output_dir, std::vector<std::string>* files) override {
     return sink_->Write(trace, summary, output_dir, files);
   }
+  // streams:begin (run_capture_last.sh drops this for a daemon older than TraceStream)
+  std::unique_ptr<daemon::TraceStream> OpenStream(const std::string& output_dir) override {
+    return sink_->OpenStream(output_dir);
+  }
+  // streams:end
 
  private:
   daemon::TraceSink* sink_ = nullptr;
