@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bench/load/synthetic_process.h"
+#include "daemon/collector_core.h"
 #include "daemon/correlator.h"
 #include "daemon/ingest.h"
 #include "daemon/perfetto_trace_reader.h"
@@ -13,6 +14,7 @@
 #include "daemon/trace_lanes.h"
 #include "daemon/trace_sink.h"
 #include "daemon/writer_test_util.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {
@@ -118,6 +120,101 @@ TEST(CaptureStreamTest, ProcessAtATimeWritesTheWholeTracesFiles) {
   }
   EXPECT_GT(flows, 0u);
   EXPECT_EQ(streamed->times, whole->times);
+}
+
+// Hands each capture to the sink set chosen before it; `whole` hides the sinks' streams.
+class SwitchSink : public TraceSink {
+ public:
+  explicit SwitchSink(TraceSink* sink) : sink_(sink) {}
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    ++writes;
+    return sink_->Write(trace, summary, output_dir, files);
+  }
+  std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override {
+    return whole ? nullptr : sink_->OpenStream(output_dir);
+  }
+  bool whole = false;
+  int writes = 0;
+
+ private:
+  TraceSink* sink_;
+};
+
+// The packets of a trace.pftrace, each serialized, with the capture's id replaced by `as`
+// (same length), so that two captures of one recording compare.
+std::vector<std::string> Packets(const std::string& path, const std::string& id,
+                                 const std::string& as) {
+  absl::StatusOr<ReadTrace> read = ReadPerfettoTrace(ReadFile(path));
+  EXPECT_TRUE(read.ok()) << read.status();
+  std::vector<std::string> out;
+  if (!read.ok()) return out;
+  for (const auto& packet : read->trace.packet()) {
+    std::string bytes = packet.SerializeAsString();
+    for (size_t at = bytes.find(id); at != std::string::npos; at = bytes.find(id, at + as.size())) {
+      bytes.replace(at, id.size(), as);
+    }
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+// capture --last on a daemon whose writers all stream: each process's recorded batches are
+// decoded only when its turn comes, and the files are those of the capture written whole.
+TEST(CaptureStreamTest, ACaptureOfThePastIsDecodedAProcessAtATime) {
+  const std::unique_ptr<TraceSink> files = PftraceAndSummary();
+  SwitchSink sink(files.get());
+  CollectorOptions options;
+  options.output_root = TempDir("capture_stream_recorder");
+  options.flight_recorder = true;
+  CollectorCore core(options, &sink, SystemClock());
+  const uint32_t pids[] = {300, 100, 200};
+  for (uint32_t i = 0; i < 3; ++i) {
+    bench::SyntheticProcessOptions p;
+    p.pid = pids[i];
+    p.threads = 2;
+    p.start_ns = 7'000'000'000 + i * 1'000'000;
+    bench::SyntheticProcess process(p);
+    ASSERT_TRUE(core.OnHello(i + 1, process.MakeHello(), [](const nrtprof::CaptureControl&) {})
+                    .ok());
+    nrtprof::EventBatch batch;
+    for (int b = 0; b < 3; ++b) {
+      process.NextBatch(200, /*final=*/false, &batch);
+      ASSERT_TRUE(core.OnBatch(i + 1, batch).ok());
+    }
+  }
+  auto capture_last = [&](const std::string& id) {
+    nrtprof::StartCaptureRequest start;
+    start.set_capture_id(id);
+    start.set_last_ms(3'600'000);
+    absl::StatusOr<nrtprof::StartCaptureReply> started = core.StartCapture(start);
+    EXPECT_TRUE(started.ok()) << started.status();
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(id);
+    absl::StatusOr<nrtprof::CaptureFiles> written = core.StopCapture(stop);
+    EXPECT_TRUE(written.ok()) << written.status();
+    return written.value_or(nrtprof::CaptureFiles());
+  };
+  sink.whole = true;
+  const nrtprof::CaptureFiles whole = capture_last("last-a");
+  EXPECT_EQ(sink.writes, 1);
+  sink.whole = false;
+  const nrtprof::CaptureFiles streamed = capture_last("last-b");
+  EXPECT_EQ(sink.writes, 1) << "the second capture was not streamed";
+
+  EXPECT_EQ(streamed.processes(), 3u);
+  EXPECT_GT(streamed.events(), 1000u);
+  EXPECT_EQ(streamed.events(), whole.events());
+  EXPECT_EQ(streamed.summary_text(), absl::StrReplaceAll(whole.summary_text(),
+                                                         {{"last-a", "last-b"}}));
+  EXPECT_EQ(std::vector<std::string>(streamed.files().begin(), streamed.files().end()),
+            std::vector<std::string>(whole.files().begin(), whole.files().end()));
+  const std::vector<std::string> whole_packets =
+      Packets(whole.output_dir() + "/trace.pftrace", "last-a", "last-b");
+  const std::vector<std::string> streamed_packets =
+      Packets(streamed.output_dir() + "/trace.pftrace", "last-b", "last-b");
+  EXPECT_GT(whole_packets.size(), 100u);
+  EXPECT_TRUE(whole_packets == streamed_packets);
 }
 
 // A sink that needs the whole Trace has no stream, and neither has a group holding one.

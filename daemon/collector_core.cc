@@ -618,13 +618,6 @@ bool CollectorCore::AllFlushed(const Capture& capture, uint64_t flush) {
 // Correlates a stopped capture and hands its Trace to the sink; fills *out with what was
 // written. The Trace and the raw events are freed when this returns.
 absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles* out) {
-  // A process at a time when every writer can take it so, and nothing needs the whole Trace:
-  // clipping to steps works on all of it; the fleet store is handed it.
-  if (capture->iterations == 0 && !options_.capture_written) {
-    if (std::unique_ptr<TraceStream> stream = sink_->OpenStream(capture->output_dir)) {
-      return StreamCapture(capture, stream.get(), out);
-    }
-  }
   Trace trace = Correlate(capture->id, std::move(capture->finished),
                           clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
   if (capture->iterations != 0) {
@@ -655,21 +648,119 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
   return wrote;
 }
 
+// Parses recorded batches onto an arena that is emptied for each: no allocation and no
+// destructor per event. (A ShimMessage parsed into again would free its batch each time: its
+// oneof does.)
+class CollectorCore::BatchDecoder {
+ public:
+  BatchDecoder() : block_(new char[kBlock]), arena_(Options(block_.get())) {}
+  // The chunk's batch, valid until the next call; null if it does not decode.
+  const nrtprof::EventBatch* Decode(const FlightRecorder::Chunk& chunk) {
+    arena_.Reset();
+    auto& m = *google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena_);
+    if (!FlightRecorder::Bytes(chunk, &wire_) || !m.ParseFromString(wire_) || !m.has_batch()) {
+      return nullptr;
+    }
+    return &m.batch();
+  }
+
+ private:
+  // Parsed, an event takes ~170 bytes: the largest batches (8192 events, a recorder-only
+  // shim's) fit in the arena's first block.
+  static constexpr size_t kBlock = size_t{2} << 20;
+  static google::protobuf::ArenaOptions Options(char* block) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block;
+    options.initial_block_size = kBlock;
+    return options;
+  }
+  std::unique_ptr<char[]> block_;
+  google::protobuf::Arena arena_;
+  std::string wire_;
+};
+
+absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::string>* notes,
+                                         nrtprof::CaptureFiles* files) {
+  // A process at a time when every writer can take it so, and nothing needs the whole Trace:
+  // clipping to steps works on all of it; the fleet store is handed it.
+  std::unique_ptr<TraceStream> stream;
+  if (capture->iterations == 0 && !options_.capture_written) {
+    stream = sink_->OpenStream(capture->output_dir);
+  }
+  // A capture of the past is made of what the flight recorder kept, which holds the window's
+  // live batches too. Whole steps begin after the start; the seconds before give the
+  // correlator the context it matches executions to calls in (clipped away after).
+  const bool past = capture->last_ms != 0 || capture->iterations != 0;
+  const uint64_t back =
+      capture->iterations != 0 ? kStepContextNs : uint64_t{capture->last_ms} * 1'000'000;
+  const uint64_t since = capture->started_ns > back ? capture->started_ns - back : 0;
+  // Lossless processes' spool files replace what came over the streams. Without any, a capture
+  // of the past decodes each process's recorded batches only when it comes to it: it never
+  // holds more than one process's events, decoded or correlated.
+  if (stream != nullptr && past && !HasSpoolFiles(options_.spool_dir, capture->id)) {
+    std::vector<ProcessCapture>().swap(capture->finished);
+    std::vector<Recorded> recorded = RecordedStreams(capture, since, UINT64_MAX, notes);
+    std::vector<const nrtprof::Hello*> hellos;
+    for (const Recorded& r : recorded) hellos.push_back(&r.stream->ingest.hello());
+    const std::vector<std::vector<size_t>> order = ProcessOrder(hellos);
+    size_t next = 0;
+    BatchDecoder decoder;
+    return StreamCapture(
+        capture, stream.get(),
+        [&](std::vector<ProcessCapture>* streams) {
+          if (next == order.size()) return false;
+          streams->clear();
+          for (size_t i : order[next]) {
+            streams->push_back(DecodeRecorded(capture, recorded[i], &decoder));
+            // Ended without its final batch: what its rings say it made.
+            CountRecordsOfAnEndedProcess(&streams->back());
+          }
+          ++next;
+          return true;
+        },
+        files);
+  }
+  if (past) capture->finished = FromRecorder(capture, since, UINT64_MAX, notes);
+  // For a user's capture, only the spool files that user made.
+  std::vector<std::string> problems;
+  ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems,
+              capture->owner);
+  // Processes that ended without their final batch: what their rings say they made.
+  for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
+  for (const std::string& p : problems) {
+    if (options_.log) options_.log(absl::StrCat("capture '", capture->id, "': ", p));
+  }
+  if (stream == nullptr) return WriteCapture(capture, files);
+  std::vector<ProcessCapture>& raw = capture->finished;
+  const std::vector<std::vector<size_t>> order = ProcessOrder(raw);
+  size_t next = 0;
+  return StreamCapture(
+      capture, stream.get(),
+      [&](std::vector<ProcessCapture>* streams) {
+        if (next == order.size()) return false;
+        streams->clear();
+        for (size_t i : order[next]) streams->push_back(std::move(raw[i]));
+        ++next;
+        return true;
+      },
+      files);
+}
+
 // The capture's processes are correlated, summed up and written one by one, each freed before
-// the next is correlated, so that the capture never holds more than one process's Trace and
+// the next is asked for, so that the capture never holds more than one process's Trace and
 // lanes: the files and the reply are WriteCapture's.
 absl::Status CollectorCore::StreamCapture(Capture* capture, TraceStream* stream,
-                                          nrtprof::CaptureFiles* out) {
-  std::vector<ProcessCapture>& raw = capture->finished;
+                                          const NextProcess& next, nrtprof::CaptureFiles* out) {
   CaptureCorrelator correlator(
       capture->id, clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
   SummaryBuilder summary;
   uint64_t events = 0, dropped = 0;
   uint32_t processes = 0;
   absl::Status added;
-  for (const std::vector<size_t>& group : ProcessOrder(raw)) {
+  std::vector<ProcessCapture> group;
+  while (next(&group)) {
     std::vector<ProcessCapture*> streams;
-    for (size_t i : group) streams.push_back(&raw[i]);
+    for (ProcessCapture& p : group) streams.push_back(&p);
     Trace one;
     one.capture_id = capture->id;
     one.processes.push_back(correlator.Next(streams));
@@ -681,7 +772,8 @@ absl::Status CollectorCore::StreamCapture(Capture* capture, TraceStream* stream,
     summary.Add(one);
     if (absl::Status s = stream->Add(one); added.ok() && !s.ok()) added = s;
   }
-  std::vector<ProcessCapture>().swap(raw);
+  std::vector<ProcessCapture>().swap(group);
+  std::vector<ProcessCapture>().swap(capture->finished);
   const Trace& header = correlator.header();
   const Summary s = summary.Finish(header);
   std::vector<std::string> written;
@@ -761,26 +853,7 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     // Correlating and writing take a while: no lock, so streams and other captures go on.
     // A capture of the past is made of what the flight recorder kept, which holds the window's
     // live batches too.
-    if (capture->last_ms != 0 || capture->iterations != 0) {
-      // Whole steps begin after the start; the seconds before give the correlator the context it
-      // matches executions to calls in (clipped away after).
-      const uint64_t back = capture->iterations != 0 ? kStepContextNs
-                                                     : uint64_t{capture->last_ms} * 1'000'000;
-      capture->finished = FromRecorder(
-          capture.get(), capture->started_ns > back ? capture->started_ns - back : 0, UINT64_MAX,
-          &notes);
-    }
-    // Lossless processes: their spool files hold everything they produced (for a user's
-    // capture, only the spool files that user made).
-    std::vector<std::string> problems;
-    ApplySpools(options_.spool_dir, capture->id, options_.limits, &capture->finished, &problems,
-                capture->owner);
-    // Processes that ended without their final batch: what their rings say they made.
-    for (ProcessCapture& pc : capture->finished) CountRecordsOfAnEndedProcess(&pc);
-    for (const std::string& p : problems) {
-      if (options_.log) options_.log(absl::StrCat("capture '", capture->id, "': ", p));
-    }
-    wrote = WriteCapture(capture.get(), &files);
+    wrote = WriteStopped(capture.get(), &notes, &files);
   }
   ReleaseFolder(capture->output_dir);
   for (const std::string& n : notes) files.add_notes(n);
@@ -890,15 +963,15 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   return reply;
 }
 
-std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, uint64_t since_ns,
-                                                        uint64_t until_ns,
-                                                        std::vector<std::string>* notes) {
+std::vector<CollectorCore::Recorded> CollectorCore::RecordedStreams(
+    const Capture* capture, uint64_t since_ns, uint64_t until_ns,
+    std::vector<std::string>* notes) {
   std::vector<uint64_t> emptied;
   recorder_->Expire(clock_->MonotonicNs(), &emptied);
   const FlightRecorder::Stats stats = recorder_->stats();
   auto chunks = recorder_->Since(since_ns, until_ns);
   // The streams that decode them, and may be in this capture.
-  std::vector<std::pair<std::shared_ptr<Stream>, std::vector<std::shared_ptr<const FlightRecorder::Chunk>>>> work;
+  std::vector<Recorded> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ForgetEmptied(emptied);
@@ -910,7 +983,7 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
         s = closed->second;
       }
       if (s == nullptr || (capture != nullptr && !MayJoin(*s, *capture))) continue;
-      work.emplace_back(std::move(s), std::move(list));
+      work.push_back({std::move(s), std::move(list)});
     }
   }
   if (capture != nullptr && stats.evicted_events != 0 &&
@@ -926,51 +999,50 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
         static_cast<unsigned>(options_.flight_recorder_limits.max_bytes >> 20),
         static_cast<unsigned>(stats.evicted_events)));
   }
+  return work;
+}
+
+ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recorded& recorded,
+                                             BatchDecoder* decoder) {
+  Stream* s = recorded.stream.get();
+  std::unique_ptr<ProcessIngest> replay;
+  bool final = false;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    replay = s->ingest.ForReplay(recorded.chunks.front()->sequence - 1,
+                                 /*models=*/capture != nullptr && !capture->id.empty());
+    final = s->ingest.final();
+  }
+  replay->BeginCapture();
+  uint64_t events = 0;
+  for (const auto& chunk : recorded.chunks) events += chunk->events;
+  replay->ReserveCaptureEvents(events);
+  for (const auto& chunk : recorded.chunks) {
+    const nrtprof::EventBatch* batch = decoder->Decode(*chunk);
+    if (batch == nullptr) {
+      if (options_.log) {
+        options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));
+      }
+      continue;
+    }
+    if (absl::StatusOr<uint64_t> ack = replay->OnBatch(*batch); !ack.ok() && options_.log) {
+      options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
+                                ": a recorded batch of pid ", s->pid,
+                                " does not decode: ", ack.status().message()));
+    }
+  }
+  ProcessCapture out = replay->TakeCapture();
+  out.final = final;
+  return out;
+}
+
+std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, uint64_t since_ns,
+                                                        uint64_t until_ns,
+                                                        std::vector<std::string>* notes) {
   std::vector<ProcessCapture> processes;
-  std::string wire;
-  // Parsed, an event takes ~170 bytes: the largest batches (8192 events, a recorder-only
-  // shim's) fit in the arena's first block.
-  constexpr size_t kDecodeBlock = size_t{2} << 20;
-  std::unique_ptr<char[]> decode_block(new char[kDecodeBlock]);
-  google::protobuf::ArenaOptions arena_options;
-  arena_options.initial_block = decode_block.get();
-  arena_options.initial_block_size = kDecodeBlock;
-  google::protobuf::Arena arena(arena_options);
-  for (auto& [s, list] : work) {
-    std::unique_ptr<ProcessIngest> replay;
-    bool final = false;
-    {
-      std::lock_guard<std::mutex> lock(s->mu);
-      replay = s->ingest.ForReplay(list.front()->sequence - 1,
-                                   /*models=*/capture != nullptr && !capture->id.empty());
-      final = s->ingest.final();
-    }
-    replay->BeginCapture();
-    uint64_t recorded = 0;
-    for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
-      recorded += chunk->events;
-    }
-    replay->ReserveCaptureEvents(recorded);
-    for (const std::shared_ptr<const FlightRecorder::Chunk>& chunk : list) {
-      // Each batch is parsed onto the arena, emptied for the next: no allocation and no
-      // destructor per event. (A ShimMessage parsed into again would free its batch each
-      // time: its oneof does.)
-      arena.Reset();
-      auto& m = *google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena);
-      if (!FlightRecorder::Bytes(*chunk, &wire) || !m.ParseFromString(wire) || !m.has_batch()) {
-        if (options_.log) {
-          options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));
-        }
-        continue;
-      }
-      if (absl::StatusOr<uint64_t> ack = replay->OnBatch(m.batch()); !ack.ok() && options_.log) {
-        options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
-                                  ": a recorded batch of pid ", s->pid,
-                                  " does not decode: ", ack.status().message()));
-      }
-    }
-    processes.push_back(replay->TakeCapture());
-    processes.back().final = final;
+  BatchDecoder decoder;
+  for (const Recorded& r : RecordedStreams(capture, since_ns, until_ns, notes)) {
+    processes.push_back(DecodeRecorded(capture, r, &decoder));
   }
   return processes;
 }

@@ -205,8 +205,13 @@ class CollectorCore {
   // the daemon shuts down meanwhile.
   absl::Status AwaitStart(uint64_t start_ns) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
-  // WriteCapture a process at a time, into `stream` (the sink's, when it has one).
-  absl::Status StreamCapture(Capture* capture, TraceStream* stream, nrtprof::CaptureFiles* out);
+  // Sets a process's streams (of one pid, host and boot) into *streams; false when there are
+  // no more. Processes come in the Trace's order (ProcessOrder).
+  using NextProcess = std::function<bool(std::vector<ProcessCapture>* streams)>;
+  // WriteCapture a process at a time, into `stream` (the sink's, when it has one): each is
+  // correlated, summed up and written before the next is asked for.
+  absl::Status StreamCapture(Capture* capture, TraceStream* stream, const NextProcess& next,
+                             nrtprof::CaptureFiles* out);
   // A new id, free among the captures in progress and in `root`'s folders.
   std::string NewCaptureId(const std::string& root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsOperator(const Caller& caller) const {
@@ -224,6 +229,21 @@ class CollectorCore {
   // (For the metrics, capture is null, and for top it has no id: the model files stay out.)
   std::vector<ProcessCapture> FromRecorder(const Capture* capture, uint64_t since_ns,
                                            uint64_t until_ns, std::vector<std::string>* notes);
+  // The same in two steps, so that a capture written a process at a time decodes each
+  // process's batches only when it comes to it: the streams and their recorded batches (a note
+  // if the recorder no longer held all of the time asked for), then a stream's batches decoded.
+  struct Recorded {
+    std::shared_ptr<Stream> stream;
+    std::vector<std::shared_ptr<const FlightRecorder::Chunk>> chunks;  // oldest first
+  };
+  std::vector<Recorded> RecordedStreams(const Capture* capture, uint64_t since_ns,
+                                        uint64_t until_ns, std::vector<std::string>* notes);
+  class BatchDecoder;
+  ProcessCapture DecodeRecorded(const Capture* capture, const Recorded& recorded,
+                                BatchDecoder* decoder);
+  // StopCapture's part after the processes are gathered: reads spools and writes the files.
+  absl::Status WriteStopped(Capture* capture, std::vector<std::string>* notes,
+                            nrtprof::CaptureFiles* files);
   // The control a process out of every capture gets: record for the flight recorder, or not.
   nrtprof::CaptureControl Idle(const std::string& capture_id) const;
   void ForgetEmptied(const std::vector<uint64_t>& emptied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

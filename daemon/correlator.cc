@@ -1019,11 +1019,17 @@ Trace Correlate(const std::string& capture_id, std::vector<ProcessCapture>&& pro
 }
 
 std::vector<std::vector<size_t>> ProcessOrder(const std::vector<ProcessCapture>& processes) {
+  std::vector<const nrtprof::Hello*> hellos;
+  for (const ProcessCapture& p : processes) hellos.push_back(&p.hello);
+  return ProcessOrder(hellos);
+}
+
+std::vector<std::vector<size_t>> ProcessOrder(const std::vector<const nrtprof::Hello*>& hellos) {
   auto key = [&](size_t i) {
-    const nrtprof::Hello& h = processes[i].hello;
+    const nrtprof::Hello& h = *hellos[i];
     return std::make_tuple(h.pid(), h.host(), h.boot_id());
   };
-  std::vector<size_t> order(processes.size());
+  std::vector<size_t> order(hellos.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   std::vector<std::vector<size_t>> groups;

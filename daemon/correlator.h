@@ -71,6 +71,8 @@ class CaptureCorrelator {
 // `processes`' indexes by process, in the Trace's order: by pid, then host and boot; a process's
 // streams in the order they came.
 std::vector<std::vector<size_t>> ProcessOrder(const std::vector<ProcessCapture>& processes);
+// The same for streams known by their Hellos.
+std::vector<std::vector<size_t>> ProcessOrder(const std::vector<const nrtprof::Hello*>& hellos);
 
 // How far outside a call's span a device event may lie and still be matched by containment.
 inline constexpr uint64_t kContainmentSlackNs = 1'000'000;

@@ -94,6 +94,14 @@ std::vector<CaptureManifest> ReadCaptureManifests(const std::string& spool_dir,
   return manifests;
 }
 
+bool HasSpoolFiles(const std::string& spool_dir, const std::string& capture_id) {
+  if (spool_dir.empty()) return false;
+  for (const std::string& name : FilesIn(spool_dir)) {
+    if (CaptureOfSpoolFile(name) == capture_id) return true;
+  }
+  return false;
+}
+
 void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
                  const IngestLimits& limits, std::vector<ProcessCapture>* processes,
                  std::vector<std::string>* problems, std::optional<uint32_t> owner) {

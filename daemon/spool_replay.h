@@ -38,6 +38,9 @@ std::vector<CaptureManifest> ReadCaptureManifests(const std::string& spool_dir,
 // file holds, and adds the processes that have one but never reached this daemon. Problems
 // (an unreadable file, a batch the ingest refuses, a torn tail) are one line each in
 // *problems; the batches before them are kept.
+// Whether `spool_dir` holds a spool file of `capture_id` (ApplySpools would read it).
+bool HasSpoolFiles(const std::string& spool_dir, const std::string& capture_id);
+
 void ApplySpools(const std::string& spool_dir, const std::string& capture_id,
                  const IngestLimits& limits, std::vector<ProcessCapture>* processes,
                  std::vector<std::string>* problems,
