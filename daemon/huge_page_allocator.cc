@@ -1,18 +1,24 @@
 #include "daemon/huge_page_allocator.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <mutex>
 
 namespace nrtprof::daemon {
 namespace {
 
-// Blocks freed and kept, by size (each a multiple of kHugePage, 2 MiB-aligned).
+// Blocks freed and kept (each a multiple of kHugePage, 2 MiB-aligned), by address and by size.
+// Neighbours are joined as they are freed: a block cut to serve smaller ones (the lanes, cut
+// from the raw events') is whole again once they are all freed, for the next process of the
+// capture to take whole.
 struct Cache {
   std::mutex mu;
-  std::multimap<size_t, uintptr_t> blocks;
+  std::map<uintptr_t, size_t> by_address;
+  std::multimap<size_t, uintptr_t> by_size;
   size_t bytes = 0;
   int scopes = 0;  // HugePageReuse objects alive
 };
@@ -22,17 +28,53 @@ Cache& TheCache() {
   return *cache;
 }
 
+void Forget(Cache& c, uintptr_t block, size_t size) {
+  c.by_address.erase(block);
+  auto [first, last] = c.by_size.equal_range(size);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == block) {
+      c.by_size.erase(it);
+      return;
+    }
+  }
+}
+
+void Keep(Cache& c, uintptr_t block, size_t size) {
+  c.by_address.emplace(block, size);
+  c.by_size.emplace(size, block);
+}
+
+// Keeps a freed block, joined to the kept blocks that touch it.
+void KeepJoined(Cache& c, uintptr_t block, size_t size) {
+  auto next = c.by_address.lower_bound(block);
+  if (next != c.by_address.end() && block + size == next->first) {
+    const auto [next_block, next_size] = *next;
+    Forget(c, next_block, next_size);
+    size += next_size;
+  }
+  auto after = c.by_address.lower_bound(block);
+  if (after != c.by_address.begin()) {
+    const auto [prev_block, prev_size] = *std::prev(after);
+    if (prev_block + prev_size == block) {
+      Forget(c, prev_block, prev_size);
+      block = prev_block;
+      size += prev_size;
+    }
+  }
+  Keep(c, block, size);
+}
+
 // A kept block of at least `bytes`, cut to `bytes` (its tail stays kept); 0 if none.
 uintptr_t TakeKept(size_t bytes) {
   Cache& c = TheCache();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.blocks.lower_bound(bytes);
-  if (it == c.blocks.end()) return 0;
+  auto it = c.by_size.lower_bound(bytes);
+  if (it == c.by_size.end()) return 0;
   const size_t size = it->first;
   const uintptr_t block = it->second;
-  c.blocks.erase(it);
+  Forget(c, block, size);
   c.bytes -= bytes;
-  if (size > bytes) c.blocks.emplace(size - bytes, block + bytes);
+  if (size > bytes) Keep(c, block + bytes, size - bytes);
   return block;
 }
 
@@ -64,7 +106,7 @@ void FreeHugePages(void* block, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.scopes > 0 && c.bytes + bytes <= kHugePageReuseBytes) {
-      c.blocks.emplace(bytes, reinterpret_cast<uintptr_t>(block));
+      KeepJoined(c, reinterpret_cast<uintptr_t>(block), bytes);
       c.bytes += bytes;
       return;
     }
@@ -72,22 +114,39 @@ void FreeHugePages(void* block, size_t bytes) {
   munmap(block, bytes);
 }
 
+// malloc's thresholds (mallopt): while a capture is written, memory malloc serves (the
+// correlator's and the lanes' smaller vectors, up to kMallocKeepMmap) comes from its heap, and
+// what is freed stays there, so that each process of a capture reuses the pages the one before
+// it had faulted in; outside, the values glibc's own dynamic threshold settles on once big
+// blocks have been freed (its maximum, and twice that for trimming). The capture's end gives
+// the heap back (malloc_trim, CollectorCore::StopCapture).
+constexpr int kMallocKeepMmap = 32 << 20;  // the largest M_MMAP_THRESHOLD glibc takes
+constexpr int kMallocKeepTrim = 1 << 30;
+constexpr int kMallocSteadyMmap = 32 << 20;
+constexpr int kMallocSteadyTrim = 64 << 20;
+
 HugePageReuse::HugePageReuse() {
   Cache& c = TheCache();
   std::lock_guard<std::mutex> lock(c.mu);
-  ++c.scopes;
+  if (c.scopes++ == 0) {
+    mallopt(M_MMAP_THRESHOLD, kMallocKeepMmap);
+    mallopt(M_TRIM_THRESHOLD, kMallocKeepTrim);
+  }
 }
 
 HugePageReuse::~HugePageReuse() {
   Cache& c = TheCache();
-  std::multimap<size_t, uintptr_t> blocks;
+  std::map<uintptr_t, size_t> blocks;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (--c.scopes > 0) return;
-    blocks.swap(c.blocks);
+    blocks.swap(c.by_address);
+    c.by_size.clear();
     c.bytes = 0;
+    mallopt(M_TRIM_THRESHOLD, kMallocSteadyTrim);
+    mallopt(M_MMAP_THRESHOLD, kMallocSteadyMmap);
   }
-  for (const auto& [size, block] : blocks) munmap(reinterpret_cast<void*>(block), size);
+  for (const auto& [block, size] : blocks) munmap(reinterpret_cast<void*>(block), size);
 }
 
 size_t HugePageReuseBytes() {

@@ -50,5 +50,29 @@ TEST(HugePageAllocatorTest, WhileACaptureIsWrittenFreedBlocksAreReusedThenSplitT
   EXPECT_EQ(HugePageReuseBytes(), 0u);
 }
 
+// A capture's processes one after another: the first one's raw events are one block, which its
+// lanes are cut from; once all are freed the next process takes the block whole again.
+TEST(HugePageAllocatorTest, FreedNeighboursAreJoinedForTheNextBigBlock) {
+  HugePageReuse capture;
+  char* events = static_cast<char*>(AllocateHugePages(4 * kHugePage));
+  ASSERT_NE(events, nullptr);
+  FreeHugePages(events, 4 * kHugePage);
+  char* lane_a = static_cast<char*>(AllocateHugePages(kHugePage));
+  char* lane_b = static_cast<char*>(AllocateHugePages(2 * kHugePage));
+  char* lane_c = static_cast<char*>(AllocateHugePages(kHugePage));
+  EXPECT_EQ(lane_a, events);
+  EXPECT_EQ(lane_b, events + kHugePage);
+  EXPECT_EQ(lane_c, events + 3 * kHugePage);
+  // Freed out of order: the middle one last.
+  FreeHugePages(lane_c, kHugePage);
+  FreeHugePages(lane_a, kHugePage);
+  FreeHugePages(lane_b, 2 * kHugePage);
+  EXPECT_EQ(HugePageReuseBytes(), 4 * kHugePage);
+  char* next_events = static_cast<char*>(AllocateHugePages(4 * kHugePage));
+  EXPECT_EQ(next_events, events) << "the three pieces were not joined again";
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+  FreeHugePages(next_events, 4 * kHugePage);
+}
+
 }  // namespace
 }  // namespace nrtprof::daemon
