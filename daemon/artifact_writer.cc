@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -51,7 +53,8 @@ void AppendChild(const DeviceEvent& e, std::string* out) {
   out->push_back('}');
 }
 
-// The .ntff.json document: a JSON array of executions in (pid, start) order.
+// The .ntff.json document: a JSON array of executions by process (the Trace's order: pid, then
+// host) and start.
 // (execution, work inside it), by execution then by start (ties in trace order).
 using ChildList = std::vector<std::pair<const DeviceEvent*, const DeviceEvent*>>;
 
@@ -61,17 +64,24 @@ bool ChildOrder(const std::pair<const DeviceEvent*, const DeviceEvent*>& a,
   return a.second->start_ns < b.second->start_ns;
 }
 
-std::string DeviceTraceJson(std::vector<Execution> executions, const ChildList& children) {
+// Appends the executions' entries to a .ntff.json document begun with "[" (`first`: none
+// appended yet); the closing "\n]\n" is the caller's.
+void AppendExecutions(std::vector<Execution> executions, const ChildList& children, bool* first,
+                      std::string* out_text) {
+  std::string& out = *out_text;
   std::stable_sort(executions.begin(), executions.end(),
                    [](const Execution& a, const Execution& b) {
-                     if (a.process->pid != b.process->pid) return a.process->pid < b.process->pid;
+                     // By process in the Trace's order (pid, then host), then start.
+                     if (a.process != b.process) {
+                       return std::less<const ProcessTrace*>()(a.process, b.process);
+                     }
                      return a.event->start_ns < b.event->start_ns;
                    });
-  std::string out = "[";
   std::vector<const DeviceEvent*> ops, dma;
   for (size_t i = 0; i < executions.size(); ++i) {
     const DeviceEvent& e = *executions[i].event;
-    out.append(i == 0 ? "\n" : ",\n");
+    out.append(*first ? "\n" : ",\n");
+    *first = false;
     out.append("{\"pid\":");
     AppendJsonUint(executions[i].process->pid, &out);
     out.append(",\"model\":");
@@ -107,8 +117,6 @@ std::string DeviceTraceJson(std::vector<Execution> executions, const ChildList& 
     }
     out.append("]}");
   }
-  out.append("\n]\n");
-  return out;
 }
 
 }  // namespace
@@ -122,57 +130,117 @@ std::string ModelHash(absl::string_view bytes) {
   return absl::StrFormat("%016x", h);
 }
 
-absl::Status ArtifactWriter::Write(const Trace& trace, const Summary& summary,
-                                   const std::string& output_dir, std::vector<std::string>* files) {
-  std::map<std::string, const std::string*> neff;                          // hash -> bytes
-  std::map<std::pair<std::string, int32_t>, std::vector<Execution>> ntff;  // (hash, nc)
-  ChildList children;
+namespace {
 
-  for (const ProcessTrace& p : trace.processes) {
-    // A model's executions name it; the first whole copy loaded under that name gives its hash.
-    std::unordered_map<std::string, std::string> hash_of_name;
-    for (const LoadedModelFile& m : p.models) {
-      if (!HasWholeBytes(m)) continue;
-      std::string hash = ModelHash(m.bytes);
-      neff.emplace(hash, &m.bytes);
-      hash_of_name.emplace(m.name, hash);
-    }
-    std::unordered_map<uint64_t, const DeviceEvent*> execution_by_id;
-    for (const DeviceEvent& e : p.device) {
-      if (e.kind == DeviceEventKind::kExecution) execution_by_id.emplace(e.id, &e);
-    }
-    for (const DeviceEvent& e : p.device) {
-      if (e.kind == DeviceEventKind::kExecution) {
-        if (e.model_name.empty()) continue;  // nothing to pair it with; it is in the traces
-        auto h = hash_of_name.find(e.model_name);
-        std::string hash = h != hash_of_name.end() ? h->second : ModelHash(e.model_name);
-        ntff[{hash, e.nc_idx}].push_back({&p, &e});
-      } else if (e.parent != 0) {
-        auto parent = execution_by_id.find(e.parent);
-        if (parent != execution_by_id.end()) children.emplace_back(parent->second, &e);
+// The artifacts of the processes given so far: each model file written when first seen, each
+// device trace open (a temporary file) with the executions so far, closed by Finish.
+class ArtifactStream : public TraceStream {
+ public:
+  explicit ArtifactStream(std::string output_dir) : output_dir_(std::move(output_dir)) {}
+
+  absl::Status Add(const Trace& trace) override {
+    std::map<std::pair<std::string, int32_t>, std::vector<Execution>> ntff;  // (hash, nc)
+    ChildList children;
+    for (const ProcessTrace& p : trace.processes) {
+      // A model's executions name it; the first whole copy loaded under that name gives its
+      // hash.
+      std::unordered_map<std::string, std::string> hash_of_name;
+      for (const LoadedModelFile& m : p.models) {
+        if (!HasWholeBytes(m)) continue;
+        std::string hash = ModelHash(m.bytes);
+        if (neff_.insert(hash).second) {
+          absl::Status s =
+              WriteFileAtomically(absl::StrCat(output_dir_, "/", NeffName(hash)), m.bytes);
+          if (s.ok()) {
+            written_.insert(hash);
+          } else if (first_error_.ok()) {
+            first_error_ = s;
+          }
+        }
+        hash_of_name.emplace(m.name, hash);
+      }
+      std::unordered_map<uint64_t, const DeviceEvent*> execution_by_id;
+      for (const DeviceEvent& e : p.device) {
+        if (e.kind == DeviceEventKind::kExecution) execution_by_id.emplace(e.id, &e);
+      }
+      for (const DeviceEvent& e : p.device) {
+        if (e.kind == DeviceEventKind::kExecution) {
+          if (e.model_name.empty()) continue;  // nothing to pair it with; it is in the traces
+          auto h = hash_of_name.find(e.model_name);
+          std::string hash = h != hash_of_name.end() ? h->second : ModelHash(e.model_name);
+          ntff[{hash, e.nc_idx}].push_back({&p, &e});
+        } else if (e.parent != 0) {
+          auto parent = execution_by_id.find(e.parent);
+          if (parent != execution_by_id.end()) children.emplace_back(parent->second, &e);
+        }
       }
     }
-  }
-  // Usually in order already: each execution's work follows it in the trace, by start.
-  if (!std::is_sorted(children.begin(), children.end(), ChildOrder)) {
-    std::stable_sort(children.begin(), children.end(), ChildOrder);
+    // Usually in order already: each execution's work follows it in the trace, by start.
+    if (!std::is_sorted(children.begin(), children.end(), ChildOrder)) {
+      std::stable_sort(children.begin(), children.end(), ChildOrder);
+    }
+    std::string text;
+    for (auto& [key, executions] : ntff) {
+      DeviceTrace& out = ntff_[key];
+      if (!out.opened) {
+        out.opened = true;
+        out.status = out.file.Open(absl::StrCat(output_dir_, "/", NtffName(key)));
+        text = "[";
+      } else {
+        text.clear();
+      }
+      AppendExecutions(std::move(executions), children, &out.empty, &text);
+      if (out.status.ok()) out.status = out.file.Append(text);
+    }
+    return absl::OkStatus();
   }
 
-  absl::Status first_error;
-  auto write = [&](const std::string& name, absl::string_view contents) {
-    absl::Status s = WriteFileAtomically(absl::StrCat(output_dir, "/", name), contents);
-    if (s.ok()) {
-      files->push_back(name);
-    } else if (first_error.ok()) {
-      first_error = s;
+  // Every artifact it can; the first error after trying them all.
+  absl::Status Finish(const Trace&, const Summary&, std::vector<std::string>* files) override {
+    for (const std::string& hash : written_) files->push_back(NeffName(hash));
+    for (auto& [key, out] : ntff_) {
+      if (out.status.ok()) out.status = out.file.Append("\n]\n");
+      if (out.status.ok()) out.status = out.file.Commit();
+      if (out.status.ok()) {
+        files->push_back(NtffName(key));
+      } else if (first_error_.ok()) {
+        first_error_ = out.status;
+      }
     }
-  };
-  for (const auto& [hash, bytes] : neff) write(absl::StrCat("model_", hash, ".neff"), *bytes);
-  for (const auto& [key, executions] : ntff) {
-    write(absl::StrCat("model_", key.first, "_nc", key.second, ".ntff.json"),
-          DeviceTraceJson(executions, children));
+    return first_error_;
   }
-  return first_error;
+
+ private:
+  struct DeviceTrace {
+    AtomicFile file;
+    absl::Status status;
+    bool opened = false;
+    bool empty = true;  // no execution appended yet
+  };
+  static std::string NeffName(const std::string& hash) {
+    return absl::StrCat("model_", hash, ".neff");
+  }
+  static std::string NtffName(const std::pair<std::string, int32_t>& key) {
+    return absl::StrCat("model_", key.first, "_nc", key.second, ".ntff.json");
+  }
+  const std::string output_dir_;
+  std::set<std::string> neff_;     // model hashes seen
+  std::set<std::string> written_;  // and their .neff written
+  std::map<std::pair<std::string, int32_t>, DeviceTrace> ntff_;
+  absl::Status first_error_;
+};
+
+}  // namespace
+
+absl::Status ArtifactWriter::Write(const Trace& trace, const Summary& summary,
+                                   const std::string& output_dir, std::vector<std::string>* files) {
+  ArtifactStream stream(output_dir);
+  absl::Status s = stream.Add(trace);
+  return s.ok() ? stream.Finish(trace, summary, files) : s;
+}
+
+std::unique_ptr<TraceStream> ArtifactWriter::OpenStream(const std::string& output_dir) {
+  return std::make_unique<ArtifactStream>(output_dir);
 }
 
 }  // namespace nrtprof::daemon

@@ -12,6 +12,7 @@
 #ifndef NRTPROF_DAEMON_ARTIFACT_WRITER_H_
 #define NRTPROF_DAEMON_ARTIFACT_WRITER_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ class ArtifactWriter : public TraceSink {
   // Writes every artifact it can; returns the first error after trying them all.
   absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
                      std::vector<std::string>* files) override;
+  // The same files from one process at a time: a model file is written when first seen, and
+  // each device trace grows by each process's executions (processes come in pid order).
+  std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override;
 };
 
 // 64-bit FNV-1a of `bytes` as 16 lowercase hex digits.

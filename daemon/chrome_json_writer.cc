@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <queue>
 #include <set>
 #include <string>
@@ -130,16 +132,48 @@ struct Source {
   uint64_t ts() const { return lane != nullptr ? lane->slices[next].start_ns : instant_ns; }
 };
 
+// Writes the file a process at a time, whether the capture's processes are given all at once
+// or a few at a time (a TraceStream): each process's metadata, then its events merged into one
+// time order. Finish writes what had to wait: the capture instants of the processes without
+// events (at the timeline's start, known only then) and otherData.
 class JsonEncoder {
  public:
-  JsonEncoder(const Trace& trace, const TraceLanes& lanes, AtomicFile* file)
-      : trace_(trace), lanes_(lanes), file_(file) {}
-
-  absl::Status Encode() {
+  explicit JsonEncoder(AtomicFile* file) : file_(file) {
     out_.reserve(kFlushBytes + (64 << 10));
     out_.append("{\"traceEvents\":[\n");
-    for (const ProcessLanes& p : lanes_.processes) AddProcess(p, lanes_.first_ns);
-    flow_started_.assign(lanes_.flows + 1, false);
+  }
+
+  absl::Status AddProcesses(const Trace& trace, const TraceLanes& lanes) {
+    if (flow_started_.size() < lanes.flows + 1) flow_started_.resize(lanes.flows + 1, false);
+    absl::Status s;
+    for (const ProcessLanes& p : lanes.processes) {
+      headers_.push_back(CaptureHeader(*p.process));
+      sources_.clear();
+      AddProcess(p, &headers_.back());
+      if (s.ok()) s = WriteSources(trace);
+    }
+    return s;
+  }
+
+  absl::Status Finish(const Trace& trace, uint64_t first_ns) {
+    sources_.clear();
+    for (const ProcessTrace* p : waiting_instants_) {
+      Source& capture = sources_.emplace_back();
+      capture.pid = p->pid;
+      capture.process = p;
+      capture.instant_ns = first_ns;
+    }
+    absl::Status s = WriteSources(trace);
+    if (!s.ok()) return s;
+    out_.append("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");
+    AppendOtherData(trace);
+    out_.append("}\n");
+    return file_->Append(out_);
+  }
+
+ private:
+  // Merges sources_ into one time order.
+  absl::Status WriteSources(const Trace& trace) {
     using Head = std::pair<uint64_t, size_t>;  // (ts, source)
     std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
     for (size_t i = 0; i < sources_.size(); ++i) {
@@ -152,20 +186,15 @@ class JsonEncoder {
       Source& source = sources_[i];
       // A source stays in front while its next entry still sorts before every other head.
       do {
-        AppendEntries(source);
+        AppendEntries(trace, source);
         ++source.next;
         s = MaybeFlush();
       } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
       if (!source.done()) heads.push({source.ts(), i});
     }
-    if (!s.ok()) return s;
-    out_.append("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");
-    AppendOtherData();
-    out_.append("}\n");
-    return file_->Append(out_);
+    return s;
   }
 
- private:
   void Separator() {
     if (!first_event_) out_.append(",\n");
     first_event_ = false;
@@ -199,17 +228,21 @@ class JsonEncoder {
     source.lane = &lane;
   }
 
-  void AddProcess(const ProcessLanes& lanes, uint64_t trace_first_ns) {
+  void AddProcess(const ProcessLanes& lanes, const ProcessTrace* header) {
     const ProcessTrace& p = *lanes.process;
     std::string name = !p.executable.empty()     ? Basename(p.executable)
                        : !p.command_line.empty() ? Basename(p.command_line[0])
                                                  : "";
     if (name.empty()) name = absl::StrCat("pid ", p.pid);
     AppendName(p.pid, 0, "process_name", name);
-    Source& capture = sources_.emplace_back();
-    capture.pid = p.pid;
-    capture.process = &p;
-    capture.instant_ns = lanes.has_events ? lanes.first_ns : trace_first_ns;
+    if (lanes.has_events) {
+      Source& capture = sources_.emplace_back();
+      capture.pid = p.pid;
+      capture.process = header;
+      capture.instant_ns = lanes.first_ns;
+    } else {
+      waiting_instants_.push_back(header);  // at the timeline's start: Finish knows it
+    }
     uint32_t next_tid = 1;  // 0 is the process itself
     for (const ThreadLanes& t : lanes.threads) {
       std::string thread =
@@ -236,7 +269,7 @@ class JsonEncoder {
   // The source's next entry: a capture instant, or a slice and its flow events. A flow begins
   // at its earliest slice ("s"), passes through the middle ones ("t") and ends at the slice
   // that lists it as terminating ("f", bound to that enclosing slice).
-  void AppendEntries(const Source& source) {
+  void AppendEntries(const Trace& trace, const Source& source) {
     char buf[160];
     if (source.lane == nullptr) {
       Separator();
@@ -245,7 +278,7 @@ class JsonEncoder {
       *p++ = '"';
       p = PutWhere(source, source.instant_ns, p);
       out_.append(buf, static_cast<size_t>(p - buf));
-      AppendArgs(CaptureArgs(trace_, *source.process), &out_);
+      AppendArgs(CaptureArgs(trace, *source.process), &out_);
       out_.push_back('}');
       return;
     }
@@ -286,13 +319,13 @@ class JsonEncoder {
     out_.append(buf, static_cast<size_t>(p - buf));
   }
 
-  void AppendOtherData() {
+  void AppendOtherData(const Trace& trace) {
     out_.append("{\"capture_id\":");
-    AppendJsonString(trace_.capture_id, &out_);
+    AppendJsonString(trace.capture_id, &out_);
     out_.append(",\"drops\":{");
     bool first = true;
     std::set<std::string> keys;
-    for (const ProcessTrace& p : trace_.processes) {
+    for (const ProcessTrace& p : headers_) {
       if (!first) out_.push_back(',');
       first = false;
       // Keyed by pid; the same pid from two hosts must not make a duplicate key.
@@ -324,12 +357,12 @@ class JsonEncoder {
     return s;
   }
 
-  const Trace& trace_;
-  const TraceLanes& lanes_;
   AtomicFile* file_;
   std::string out_;
   bool first_event_ = true;
   std::vector<Source> sources_;
+  std::deque<ProcessTrace> headers_;  // CaptureHeader of each process given, in order
+  std::vector<const ProcessTrace*> waiting_instants_;  // of processes without events
   std::vector<bool> flow_started_;  // by flow id: an entry of the flow is written
   // Scratch, reused from slice to slice.
   std::vector<SliceArg> args_;
@@ -343,18 +376,46 @@ void AppendJsonUint(uint64_t v, std::string* out) {
   out->append(buf, static_cast<size_t>(PutJsonUint(v, buf) - buf));
 }
 
+namespace {
+
+class JsonStream : public LaneStream {
+ public:
+  explicit JsonStream(const std::string& output_dir)
+      : opened_(file_.Open(absl::StrCat(output_dir, "/", ChromeJsonWriter::kFileName))),
+        encoder_(&file_) {}
+
+  absl::Status Add(const Trace& trace, const TraceLanes& lanes) override {
+    if (!opened_.ok()) return opened_;
+    return encoder_.AddProcesses(trace, lanes);
+  }
+
+  absl::Status Finish(const Trace& trace, uint64_t first_ns,
+                      std::vector<std::string>* files) override {
+    absl::Status s = opened_;
+    if (s.ok()) s = encoder_.Finish(trace, first_ns);
+    if (s.ok()) s = file_.Commit();  // else the temporary file goes with `file_`
+    if (s.ok()) files->push_back(ChromeJsonWriter::kFileName);
+    return s;
+  }
+
+ private:
+  AtomicFile file_;
+  const absl::Status opened_;
+  JsonEncoder encoder_;
+};
+
+}  // namespace
+
 absl::Status ChromeJsonWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,
                                           const std::string& output_dir,
                                           std::vector<std::string>* files) {
-  AtomicFile file;
-  absl::Status s = file.Open(absl::StrCat(output_dir, "/", kFileName));
-  if (!s.ok()) return s;
-  s = JsonEncoder(trace, lanes, &file).Encode();
-  if (!s.ok()) return s;
-  s = file.Commit();
-  if (!s.ok()) return s;
-  files->push_back(kFileName);
-  return absl::OkStatus();
+  JsonStream stream(output_dir);
+  absl::Status s = stream.Add(trace, lanes);
+  return s.ok() ? stream.Finish(trace, lanes.first_ns, files) : s;
+}
+
+std::unique_ptr<LaneStream> ChromeJsonWriter::OpenLaneStream(const std::string& output_dir) {
+  return std::make_unique<JsonStream>(output_dir);
 }
 
 }  // namespace nrtprof::daemon

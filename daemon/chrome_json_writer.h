@@ -8,6 +8,7 @@
 #ifndef NRTPROF_DAEMON_CHROME_JSON_WRITER_H_
 #define NRTPROF_DAEMON_CHROME_JSON_WRITER_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ class ChromeJsonWriter : public LaneSink {
 
   absl::Status WriteLanes(const Trace& trace, const TraceLanes& lanes,
                           const std::string& output_dir, std::vector<std::string>* files) override;
+  // The same file from one process's lanes at a time: each process's events are in time order,
+  // and the processes follow one another (docs/trace_format.md, "trace.json").
+  std::unique_ptr<LaneStream> OpenLaneStream(const std::string& output_dir) override;
 };
 
 // Appends an unsigned integer as a JSON number, or as a decimal string when it is beyond 2^53

@@ -128,7 +128,7 @@ TEST(ChromeJsonWriterTest, SlicesAreCompleteEventsInMicroseconds) {
   EXPECT_EQ(Num(*h2d, "tid"), lanes["NeuronCore 0 DMA"]);
   EXPECT_EQ(h2d->fields().at("args").struct_value().fields().at("bytes").number_value(), 4096);
 
-  // Events come in time order, so a reader need not sort them.
+  // A process's events come in time order (this capture has one process).
   double last = 0;
   for (const Struct& e : events) {
     if (Str(e, "ph") == "M") continue;

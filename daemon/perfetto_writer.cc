@@ -321,7 +321,7 @@ class TraceEncoder {
     const ProcessTrace& p = *lanes.process;
     // The names' text must stay: the iid tables view it.
     if (name_tables_.empty() || name_tables_.back() != p.names) name_tables_.push_back(p.names);
-    headers_.push_back(HeaderOf(p));
+    headers_.push_back(CaptureHeader(p));
     lane_tracks_.clear();
     WriteTracks(lanes, &headers_.back());
     out_ = &lanes_out_;
@@ -364,22 +364,6 @@ class TraceEncoder {
   }
 
  private:
-  // What a process's capture instant says of it (CaptureArgs), without its events.
-  static ProcessTrace HeaderOf(const ProcessTrace& p) {
-    ProcessTrace h;
-    h.names = nullptr;
-    h.pid = p.pid;
-    h.host = p.host;
-    h.executable = p.executable;
-    h.notices = p.notices;
-    h.drops = p.drops;
-    h.events_received = p.events_received;
-    h.device_uncorrelated = p.device_uncorrelated;
-    h.batches_missing = p.batches_missing;
-    h.cut_off = p.cut_off;
-    return h;
-  }
-
   // Sequence id and flags of every packet: the first of a sequence clears its incremental
   // state (interning tables, defaults), every later one depends on it.
   void AddSequenceFields(TracePacket* packet) {
@@ -653,7 +637,7 @@ class TraceEncoder {
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
   uint64_t last_ts_ = 0;    // the current sequence's delta clock reading
   std::vector<std::string> tracks_;  // the first sequence's track packets, encoded
-  std::deque<ProcessTrace> headers_;  // HeaderOf each process, for its capture instant
+  std::deque<ProcessTrace> headers_;  // CaptureHeader of each process, for its instant
   std::vector<std::shared_ptr<NameTable>> name_tables_;
   std::vector<LaneTrack> lane_tracks_;
   std::vector<CaptureInstant> instants_;

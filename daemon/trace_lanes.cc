@@ -545,6 +545,21 @@ std::vector<DropCounter> DropCounters(const DropCounts& d) {
   return out;
 }
 
+ProcessTrace CaptureHeader(const ProcessTrace& p) {
+  ProcessTrace h;
+  h.names = nullptr;
+  h.pid = p.pid;
+  h.host = p.host;
+  h.executable = p.executable;
+  h.notices = p.notices;
+  h.drops = p.drops;
+  h.events_received = p.events_received;
+  h.device_uncorrelated = p.device_uncorrelated;
+  h.batches_missing = p.batches_missing;
+  h.cut_off = p.cut_off;
+  return h;
+}
+
 std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
   std::vector<SliceArg> args;
   args.push_back(StringArg("capture_id", trace.capture_id));

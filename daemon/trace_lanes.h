@@ -191,6 +191,9 @@ std::vector<DropCounterField> DropCounterFields(DropCounts* drops);
 // executable, events_received, every drop counter as "drops.<name>", device_uncorrelated and
 // batches_missing.
 std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& process);
+// What CaptureArgs reads of a process, without its events: for a writer that describes the
+// process after its events are gone (TraceStream).
+ProcessTrace CaptureHeader(const ProcessTrace& process);
 
 // The begin/end sequence of a lane, in time order, with every end matching the innermost open
 // begin. For each slice index there is exactly one begin and, later, one end.
