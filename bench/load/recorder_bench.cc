@@ -36,6 +36,7 @@
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
+#include "google/protobuf/arena.h"
 #include "proto/nrtprof.pb.h"
 
 ABSL_FLAG(uint64_t, events, 3'000'000, "events in all");
@@ -172,12 +173,18 @@ int Main() {
     if (!core.OnHello(i + 1, hellos[i], [](const nrtprof::CaptureControl&) {}).ok()) return 1;
   }
 
-  nrtprof::ShimMessage message;
+  // Parsed as the collector service parses a stream's messages: onto an arena emptied first.
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.start_block_size = 64 << 10;
+  arena_options.max_block_size = 1 << 20;
+  google::protobuf::Arena arena(arena_options);
   const double start = CpuNow();
   for (size_t b = 0; b < wire.size(); ++b) {
-    if (!message.ParseFromString(wire[b])) return 1;
+    arena.Reset();
+    auto* parsed = google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena);
+    if (!parsed->ParseFromString(wire[b])) return 1;
     absl::StatusOr<uint64_t> ack =
-        core.OnBatch(wire_process[b] + 1, message.batch(), std::move(wire[b]));
+        core.OnBatch(wire_process[b] + 1, parsed->batch(), std::move(wire[b]));
     if (!ack.ok()) {
       fprintf(stderr, "refused: %s\n", ack.status().ToString().c_str());
       return 1;
