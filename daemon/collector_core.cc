@@ -851,8 +851,6 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
     // until the scope ends.
     HugePageReuse reuse;
     // Correlating and writing take a while: no lock, so streams and other captures go on.
-    // A capture of the past is made of what the flight recorder kept, which holds the window's
-    // live batches too.
     wrote = WriteStopped(capture.get(), &notes, &files);
   }
   ReleaseFolder(capture->output_dir);
