@@ -7,12 +7,14 @@
 // correlating and writing (BENCHMARKS.md, "The flight recorder"). Smaller blocks come from
 // operator new. Where THP is off the mappings are ordinary pages.
 //
-// While a capture is written (a HugePageReuse in scope), a big block freed is kept for the
-// next big block of the same size or smaller, so that the later phases of the capture (its
-// Trace, its lanes) reuse the pages its earlier ones (the raw events) had the kernel fault in
-// and zero -- zeroing fresh pages was the largest single cost left in writing a capture. When
-// the last such scope ends, what is kept is unmapped. Outside any scope (ingest, whose vectors
-// only grow) a freed block is unmapped at once.
+// While a capture is written (a HugePageReuse in scope), a big block freed is kept, joined to
+// the kept blocks next to it, for the next big block of the same size or smaller, so that the
+// later phases of the capture (its Trace, its lanes) and its later processes reuse the pages its
+// earlier ones (the raw events, the process before) had the kernel fault in and zero --
+// zeroing fresh pages was the largest single cost left in writing a capture. malloc is told to
+// keep what is freed meanwhile too (mallopt; huge_page_allocator.cc). When the last such scope
+// ends, what is kept is unmapped. Outside any scope (ingest, whose vectors only grow) a freed
+// block is unmapped at once.
 //
 // The allocator is stateless (any two instances are interchangeable); the kept blocks are one
 // list per process, behind a mutex. Thread-safe.
