@@ -119,8 +119,14 @@ fleet_matches_hosts() {
   done
   return 1
 }
+# A daemon folds into /metrics (and into its fleet rows) only events received more than a second
+# ago (CollectorCore::kMetricsSettleNs), so that an execution's device events have come in with
+# it. The programs have exited, so the daemons hold all their events: past that second, the
+# hosts' own counts are whole. Without this wait, the last program's host could still count
+# nothing, and the store, having nothing of it either, would "equal" it.
 compare() {
   local when=$1
+  sleep 1.5
   if fleet_matches_hosts; then
     echo "${when}: fleet top --by op equals the two hosts' own counts ($(echo "${own}" | wc -l) ops)"
   else
