@@ -1011,10 +1011,9 @@ ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recor
                                  /*models=*/capture != nullptr && !capture->id.empty());
     final = s->ingest.final();
   }
-  replay->BeginCapture();
   uint64_t events = 0;
   for (const auto& chunk : recorded.chunks) events += chunk->events;
-  replay->ReserveCaptureEvents(events);
+  replay->BeginCapture(events);
   for (const auto& chunk : recorded.chunks) {
     const nrtprof::EventBatch* batch = decoder->Decode(*chunk);
     if (batch == nullptr) {

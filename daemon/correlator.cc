@@ -774,12 +774,22 @@ class ProcessCorrelator {
     bool in_order = true;
     for (size_t k = 0; k < n && in_order; ++k) in_order = order[k] == k;
     if (in_order) return;
-    // Gathered in order, the events are read in long runs and written in order (following the
-    // permutation's cycles in place read one at random for each).
-    CaptureVector<DeviceEvent> sorted;
-    sorted.reserve(n);
-    for (size_t i : order) sorted.push_back(std::move(device[i]));
-    device.swap(sorted);
+    // Moved in place, cycle by cycle of the permutation. Gathering them into a second vector
+    // reads in longer runs, but holds every device event twice: on a first capture that copy
+    // was fresh memory, dearer than the reads out of order (BENCHMARKS.md, "capture --last").
+    for (size_t k = 0; k < n; ++k) {
+      if (order[k] == k) continue;
+      DeviceEvent first = std::move(device[k]);
+      size_t j = k;
+      while (order[j] != k) {
+        const size_t from = order[j];
+        device[j] = std::move(device[from]);
+        order[j] = j;  // in place
+        j = from;
+      }
+      device[j] = std::move(first);
+      order[j] = j;
+    }
   }
 
   // When every core's events are in order as they are, fills *order with the sorted order

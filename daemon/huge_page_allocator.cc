@@ -3,10 +3,12 @@
 #include <malloc.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace nrtprof::daemon {
 namespace {
@@ -101,17 +103,64 @@ void* AllocateHugePages(size_t bytes) {
   return MapHugePages(bytes);
 }
 
-void FreeHugePages(void* block, size_t bytes) {
+namespace {
+
+// Keeps [block, block + bytes) if a scope is open and the bound allows; false if not kept.
+bool KeepIfInScope(uintptr_t block, size_t bytes) {
   Cache& c = TheCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.scopes == 0 || c.bytes + bytes > kHugePageReuseBytes) return false;
+  KeepJoined(c, block, bytes);
+  c.bytes += bytes;
+  return true;
+}
+
+}  // namespace
+
+void FreeHugePages(void* block, size_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (c.scopes > 0 && c.bytes + bytes <= kHugePageReuseBytes) {
-      KeepJoined(c, reinterpret_cast<uintptr_t>(block), bytes);
-      c.bytes += bytes;
+    std::lock_guard<std::mutex> lock(TheCache().mu);
+    if (TheCache().scopes == 0) {
+      munmap(block, bytes);
       return;
     }
   }
-  munmap(block, bytes);
+  // Only the huge pages the block's owner touched are worth keeping: a vector reserved big and
+  // filled a little (a process's events, kReservedCaptureBytes) is mostly address space with no
+  // pages, and a block cut from it would fault in fresh pages as a new mapping does -- while
+  // the bound kept it, pages really freed would be unmapped. So the untouched runs are unmapped
+  // now, and the touched ones kept (mincore: resident, in 2 MiB steps).
+  const uintptr_t start = reinterpret_cast<uintptr_t>(block);
+  constexpr size_t kPage = 4096;
+  constexpr size_t kStep = 64 * kHugePage;  // mincore's answer for 128 MiB: 32 KiB
+  std::vector<unsigned char> resident(kStep / kPage);
+  uintptr_t run = start;   // the run of huge pages of one kind being walked
+  bool run_touched = true;
+  auto end_run = [&](uintptr_t at) {
+    if (at == run) return;
+    if (!run_touched || !KeepIfInScope(run, at - run)) {
+      munmap(reinterpret_cast<void*>(run), at - run);
+    }
+    run = at;
+  };
+  for (uintptr_t at = start; at < start + bytes; at += kStep) {
+    const size_t span = std::min<size_t>(kStep, start + bytes - at);
+    // Where residency cannot be told (it can on every kernel the daemon runs on), all of it is
+    // taken as touched.
+    const bool known = mincore(reinterpret_cast<void*>(at), span, resident.data()) == 0;
+    for (size_t huge = 0; huge < span; huge += kHugePage) {
+      bool touched = !known;
+      for (size_t page = huge / kPage; !touched && page < (huge + kHugePage) / kPage; ++page) {
+        touched = (resident[page] & 1) != 0;
+      }
+      if (at + huge == start) run_touched = touched;
+      if (touched != run_touched) {
+        end_run(at + huge);
+        run_touched = touched;
+      }
+    }
+  }
+  end_run(start + bytes);
 }
 
 // malloc's thresholds (mallopt): while a capture is written, memory malloc serves (the

@@ -11,10 +11,12 @@
 // the kept blocks next to it, for the next big block of the same size or smaller, so that the
 // later phases of the capture (its Trace, its lanes) and its later processes reuse the pages its
 // earlier ones (the raw events, the process before) had the kernel fault in and zero --
-// zeroing fresh pages was the largest single cost left in writing a capture. malloc is told to
-// keep what is freed meanwhile too (mallopt; huge_page_allocator.cc). When the last such scope
-// ends, what is kept is unmapped. Outside any scope (ingest, whose vectors only grow) a freed
-// block is unmapped at once.
+// zeroing fresh pages was the largest single cost left in writing a capture. Only the huge
+// pages of a freed block that were touched are kept (mincore); its untouched rest, address
+// space without pages, is unmapped, since reusing it would cost what a new mapping does. malloc
+// is told to keep what is freed meanwhile too (mallopt; huge_page_allocator.cc). When the last
+// such scope ends, what is kept is unmapped. Outside any scope (ingest, whose vectors only
+// grow) a freed block is unmapped at once.
 //
 // The allocator is stateless (any two instances are interchangeable); the kept blocks are one
 // list per process, behind a mutex. Thread-safe.

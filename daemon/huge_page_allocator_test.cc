@@ -12,6 +12,14 @@
 namespace nrtprof::daemon {
 namespace {
 
+// Writes every 4 KiB page of the block, as a vector filling it would: only touched pages are
+// kept for reuse.
+char* Touched(void* block, size_t bytes) {
+  char* p = static_cast<char*>(block);
+  for (size_t at = 0; at < bytes; at += 4096) p[at] = 1;
+  return p;
+}
+
 TEST(HugePageAllocatorTest, BigVectorsAreOnAlignedBlocksAndFreedAtOnceOutsideACapture) {
   {
     CaptureVector<uint64_t> big(kHugePage / sizeof(uint64_t) + 1, 7);
@@ -38,7 +46,7 @@ TEST(HugePageAllocatorTest, WhileACaptureIsWrittenFreedBlocksAreReusedThenSplitT
   EXPECT_EQ(HugePageReuseBytes(), 0u);
 
   FreeHugePages(front, kHugePage);
-  void* bigger = AllocateHugePages(2 * kHugePage);
+  void* bigger = Touched(AllocateHugePages(2 * kHugePage), 2 * kHugePage);
   EXPECT_NE(bigger, front) << "bigger than anything kept: a new mapping";
   {
     HugePageReuse another;  // a second capture written at the same time
@@ -56,6 +64,7 @@ TEST(HugePageAllocatorTest, FreedNeighboursAreJoinedForTheNextBigBlock) {
   HugePageReuse capture;
   char* events = static_cast<char*>(AllocateHugePages(4 * kHugePage));
   ASSERT_NE(events, nullptr);
+  Touched(events, 4 * kHugePage);
   FreeHugePages(events, 4 * kHugePage);
   char* lane_a = static_cast<char*>(AllocateHugePages(kHugePage));
   char* lane_b = static_cast<char*>(AllocateHugePages(2 * kHugePage));
@@ -72,6 +81,25 @@ TEST(HugePageAllocatorTest, FreedNeighboursAreJoinedForTheNextBigBlock) {
   EXPECT_EQ(next_events, events) << "the three pieces were not joined again";
   EXPECT_EQ(HugePageReuseBytes(), 0u);
   FreeHugePages(next_events, 4 * kHugePage);
+}
+
+// A process's events are reserved big and filled a little: the huge pages never touched are
+// given back when the block is freed, and only those with pages are kept -- a block cut from
+// the untouched rest would cost fresh pages as a new mapping does.
+TEST(HugePageAllocatorTest, OnlyTouchedHugePagesAreKept) {
+  HugePageReuse capture;
+  char* events = static_cast<char*>(AllocateHugePages(4 * kHugePage));
+  ASSERT_NE(events, nullptr);
+  Touched(events, kHugePage)[0] = 42;
+  Touched(events + 2 * kHugePage, 1)[0] = 43;  // one 4 KiB page of the third huge page
+  FreeHugePages(events, 4 * kHugePage);
+  EXPECT_EQ(HugePageReuseBytes(), 2 * kHugePage) << "the first and the third huge page";
+  char* first = static_cast<char*>(AllocateHugePages(kHugePage));
+  char* third = static_cast<char*>(AllocateHugePages(kHugePage));
+  EXPECT_EQ(first[0] + third[0], 42 + 43) << "the pages written, in either order";
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+  FreeHugePages(first, kHugePage);
+  FreeHugePages(third, kHugePage);
 }
 
 }  // namespace

@@ -484,18 +484,17 @@ DropCounts ProcessIngest::shim_drops() const {
   return d;
 }
 
-void ProcessIngest::BeginCapture() {
+void ProcessIngest::BeginCapture(std::optional<uint64_t> expected_events) {
   if (capturing_) return;
   capturing_ = true;
   events_.clear();
-  // The capture's events in one reservation of address space (CaptureVector's blocks are
-  // mappings whose pages the kernel provides only as events fill them, so a process that
-  // records little costs little). Grown by doubling instead, each growth was fresh memory and a
-  // copy: most of ingest's time where fresh pages are dear (BENCHMARKS.md, "capture --last").
-  // Where the system refuses the address space (strict overcommit), the vector grows as before.
+  // Grown by doubling instead, each growth was fresh memory and a copy: most of ingest's time
+  // where fresh pages are dear (BENCHMARKS.md, "capture --last"). Where the system refuses the
+  // address space (strict overcommit), the vector grows as before.
   try {
-    events_.reserve(std::min<uint64_t>(limits_.max_events_per_process,
-                                       kReservedCaptureBytes / sizeof(IngestedEvent)));
+    events_.reserve(std::min<uint64_t>(
+        limits_.max_events_per_process,
+        expected_events ? *expected_events : kReservedCaptureBytes / sizeof(IngestedEvent)));
   } catch (const std::bad_alloc&) {
   }
   // A stream that has had batches knows the shim's counters at this point; one that has not
@@ -510,10 +509,6 @@ void ProcessIngest::BeginCapture() {
   batches_at_begin_ = batches_applied_;
   received_at_begin_ = events_received_;
   missing_at_begin_ = batches_missing_;
-}
-
-void ProcessIngest::ReserveCaptureEvents(uint64_t events) {
-  events_.reserve(events_.size() + std::min<uint64_t>(events, limits_.max_events_per_process));
 }
 
 ProcessCapture ProcessIngest::TakeCapture() {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -175,11 +176,12 @@ class ProcessIngest {
   // From now on the process's events are kept for a capture (until TakeCapture). Events that
   // arrive while no capture is in progress are counted (events_outside_capture) and dropped:
   // no capture wanted them.
-  void BeginCapture();
-  // Makes room for `events` more events in the capture (at most the per-process bound): a
-  // replay of recorded batches knows how many come, and a vector of them grown by doubling
-  // would fault in twice their memory.
-  void ReserveCaptureEvents(uint64_t events);
+  //
+  // A capture's events take one reservation of address space, of the per-process bound, whose
+  // pages come as they fill -- or, when the caller knows how many come (a replay of recorded
+  // batches), of `expected_events`: memory a capture freed is reused only for blocks it fits
+  // (huge_page_allocator.h), and a vector grown by doubling would fault in twice its memory.
+  void BeginCapture(std::optional<uint64_t> expected_events = std::nullopt);
   bool capturing() const { return capturing_; }
   // Ends the capture for this process and hands over what it collected.
   ProcessCapture TakeCapture();
