@@ -221,9 +221,12 @@ class ProcessCorrelator {
   // `drops`: what the process lost during the capture (ProcessDrops), given to the first of its
   // streams (the others' add nothing but the daemon's correlation's own).
   // `names` holds the text of the ProcessTrace's names (shared by the Trace's processes).
+  // `consume`, if not null, is `in`'s events, which Build frees as soon as it is done reading
+  // them, so that its last step reuses their pages (huge_page_allocator.h).
   ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id, const DropCounts& drops,
-                    std::shared_ptr<NameTable> names)
+                    std::shared_ptr<NameTable> names, IngestedEvents* consume)
       : in_(in),
+        consume_(consume),
         str_(in.strings, names.get()),
         clock_(in.clock_syncs),
         handles_(in, str_, names.get()),
@@ -268,10 +271,13 @@ class ProcessCorrelator {
     BuildRanges(ranges);
     BuildCalls(calls);
     BuildDevice(device);
+    ranges = calls = device = {};
     MatchDevice();
     NameModelFiles();
     NameUnnamedModels();
     AssignRanges();
+    call_sources_ = {};  // they point into the events
+    if (consume_ != nullptr) IngestedEvents().swap(*consume_);
     SortDevice();
     for (const DeviceEvent& d : out_.device) {
       if (d.correlation_id == 0) ++out_.device_uncorrelated;
@@ -774,22 +780,13 @@ class ProcessCorrelator {
     bool in_order = true;
     for (size_t k = 0; k < n && in_order; ++k) in_order = order[k] == k;
     if (in_order) return;
-    // Moved in place, cycle by cycle of the permutation. Gathering them into a second vector
-    // reads in longer runs, but holds every device event twice: on a first capture that copy
-    // was fresh memory, dearer than the reads out of order (BENCHMARKS.md, "capture --last").
-    for (size_t k = 0; k < n; ++k) {
-      if (order[k] == k) continue;
-      DeviceEvent first = std::move(device[k]);
-      size_t j = k;
-      while (order[j] != k) {
-        const size_t from = order[j];
-        device[j] = std::move(device[from]);
-        order[j] = j;  // in place
-        j = from;
-      }
-      device[j] = std::move(first);
-      order[j] = j;
-    }
+    // Gathered in order, the events are read in long runs and written in order (following the
+    // permutation's cycles in place read one at random for each, a third slower). The copy
+    // takes the pages of the raw events, freed by now when they may be (Build).
+    CaptureVector<DeviceEvent> sorted;
+    sorted.reserve(n);
+    for (size_t i : order) sorted.push_back(std::move(device[i]));
+    device.swap(sorted);
   }
 
   // When every core's events are in order as they are, fills *order with the sorted order
@@ -841,6 +838,7 @@ class ProcessCorrelator {
   }
 
   const ProcessCapture& in_;
+  IngestedEvents* const consume_;
   const Strings str_;
   const ClockMap clock_;
   const HandleHistory handles_;
@@ -1074,7 +1072,8 @@ ProcessTrace CaptureCorrelator::Build(const std::vector<const ProcessCapture*>& 
     }
     // The process's drops, reckoned from all its streams, go with its first.
     ProcessTrace p =
-        ProcessCorrelator(stream, &next_id_, n == 0 ? ProcessDrops(streams) : DropCounts(), names_)
+        ProcessCorrelator(stream, &next_id_, n == 0 ? ProcessDrops(streams) : DropCounts(), names_,
+                          consume != nullptr ? &(*consume)[n]->events : nullptr)
             .Build();
     if (consume != nullptr) Consume((*consume)[n]);
     if (n == 0) {
