@@ -54,8 +54,8 @@ enum class DeviceEventKind { kExecution, kEngineOp, kDma };
 struct DeviceEvent {
   uint64_t id = 0;              // unique within the Trace
   DeviceEventKind kind = DeviceEventKind::kExecution;
+  int32_t nc_idx = 0;           // (beside `kind`: a capture holds millions of these)
   Name name;                    // "nc_exec_running", "mul", "dma_h2d", ...
-  int32_t nc_idx = 0;
   uint64_t start_ns = 0;        // host monotonic, mapped from the device clock
   uint64_t duration_ns = 0;
   uint64_t parent = 0;          // enclosing execution's DeviceEvent id, or 0
@@ -67,6 +67,7 @@ struct DeviceEvent {
   Name tensor_name;             // DMA
   uint32_t submitting_tid = 0;
 };
+static_assert(sizeof(DeviceEvent) <= 104, "a capture holds millions: mind what a field costs");
 
 struct LoadedModelFile {
   std::string name;             // the model's name if known
