@@ -2,12 +2,16 @@
 // memory already faulted in. The daemon's capture path is bound by it (BENCHMARKS.md, "capture
 // --last"): every byte a capture touches for the first time is a page the kernel must map and
 // zero, and on a VM with free page reporting one the host must provide again. Maps 1 GiB, touches one byte a page (4 KiB pages, then 2 MiB transparent huge pages),
-// then rewrites the whole of it; the thread's CPU time per byte. Prints figures; asserts nothing.
+// then rewrites the whole of it; the thread's CPU time per byte. With --after-free, instead:
+// 128 MiB on huge pages touched and freed, then after a pause (0 to 8 s) another 128 MiB
+// touched -- how long memory the process gave back stays cheap to take again (on a VM whose
+// guest reports free pages to the host, until it is reported). Prints figures; asserts nothing.
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 static double ThreadSeconds(void) {
   struct timespec t;
@@ -36,7 +40,51 @@ static void Measure(int huge) {
   munmap(mapping, bytes + align);
 }
 
-int main(void) {
+// A 2 MiB-aligned mapping of `bytes` on huge pages, or NULL; *mapping and *mapped to unmap.
+static char* MapHuge(size_t bytes, char** mapping, size_t* mapped) {
+  const size_t align = (size_t)2 << 20;
+  *mapped = bytes + align;
+  *mapping = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (*mapping == MAP_FAILED) {
+    perror("mmap");
+    return NULL;
+  }
+  char* p = (char*)(((uintptr_t)*mapping + align - 1) & ~(uintptr_t)(align - 1));
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+static void AfterAFree(void) {
+  const size_t bytes = (size_t)128 << 20;
+  const int pauses_ms[] = {0, 500, 1000, 2000, 4000, 8000};
+  for (size_t k = 0; k < sizeof pauses_ms / sizeof pauses_ms[0]; ++k) {
+    char* mapping;
+    size_t mapped;
+    char* p = MapHuge(bytes, &mapping, &mapped);
+    if (p == NULL) return;
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+    munmap(mapping, mapped);
+    usleep((useconds_t)pauses_ms[k] * 1000);
+    p = MapHuge(bytes, &mapping, &mapped);
+    if (p == NULL) return;
+    const double t0 = ThreadSeconds();
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+    const double t1 = ThreadSeconds();
+    printf("%5d ms after freeing as much: first touch %.3f ns/byte\n", pauses_ms[k],
+           (t1 - t0) / bytes * 1e9);
+    munmap(mapping, mapped);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "--after-free") == 0) {
+    AfterAFree();
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "usage: nrtprof_first_touch [--after-free]\n");
+    return 2;
+  }
   Measure(0);
   Measure(1);
   return 0;
