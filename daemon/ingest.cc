@@ -488,9 +488,9 @@ void ProcessIngest::BeginCapture(std::optional<uint64_t> expected_events) {
   if (capturing_) return;
   capturing_ = true;
   events_.clear();
-  // Grown by doubling instead, each growth was fresh memory and a copy: most of ingest's time
-  // where fresh pages are dear (BENCHMARKS.md, "capture --last"). Where the system refuses the
-  // address space (strict overcommit), the vector grows as before.
+  // One reservation (ingest.h). Grown by doubling instead, each growth was fresh memory and a
+  // copy: most of ingest's time where fresh pages are dear (BENCHMARKS.md, "capture --last").
+  // Where the system refuses the address space (strict overcommit), the vector grows as before.
   try {
     events_.reserve(std::min<uint64_t>(
         limits_.max_events_per_process,
