@@ -4,13 +4,16 @@
 //   decode     ShimMessage::ParseFromString of each serialized batch (what gRPC's
 //              deserializer does before the service sees a batch)
 //   ingest     ProcessIngest::OnBatch (checks, interning tables, records)
-//   correlate  Correlate(): the capture's Trace
-//   first touch  what the first writer pays extra for memory the heap does not have yet
+//   correlate  CaptureCorrelator::Next: each process's part of the capture's Trace
 //   lanes      BuildLanes(): the layout both trace writers draw, made once for the two
-//   pftrace    PerfettoWriter::WriteLanes on those lanes, deflated and not
-//   json       ChromeJsonWriter::WriteLanes on those lanes
-//   summary    ComputeSummary, once, and SummarySink writing it
-//   artifacts  ArtifactWriter
+//   pftrace    PerfettoWriter's stream on those lanes
+//   json       ChromeJsonWriter's stream on those lanes
+//   summary    SummaryBuilder, and SummarySink's stream writing it
+//   artifacts  ArtifactWriter's stream
+//
+// Written as nrtprofd writes a capture (CollectorCore::StreamCapture): a process at a time,
+// each phase's time summed over the processes, then each writer's Finish. The first process
+// pays, in every phase, for memory the later ones reuse.
 //
 // The daemon runs these one after the other on one core: ingest while batches arrive, the rest
 // in StopCapture. nrtprof_loadgen's ingest time minus decode and ingest here is gRPC's share.
@@ -119,61 +122,99 @@ int Main() {
   }
   std::vector<std::string>().swap(wire);
 
-  // As StopCapture: the capture's big vectors reuse the pages of those it freed.
+  // As CollectorCore::StreamCapture writes a capture: a process at a time, decoded events to
+  // Trace to lanes to each file, the capture's big vectors reusing the pages of those it freed
+  // (so the first process pays for the memory the later ones reuse, in every phase).
   daemon::HugePageReuse reuse;
-  Clock::time_point t = Clock::now();
   std::vector<daemon::ProcessCapture> captured;
   for (auto& in : ingests) captured.push_back(in->TakeCapture());
-  daemon::Trace trace = daemon::Correlate("breakdown", std::move(captured), 0);
-  const double correlate_s = Since(t);
-  std::vector<daemon::ProcessCapture>().swap(captured);
-
-  // As CollectorCore::WriteCapture: the summary once, for the summary files and the reply.
-  t = Clock::now();
-  const daemon::Summary summary = daemon::ComputeSummary(trace);
-  const double compute_summary_s = Since(t);
-
+  ingests.clear();
   mkdir(dir.c_str(), 0755);
-  std::vector<std::string> files;
-  auto timed = [&](daemon::TraceSink* sink, const std::string& sub) {
+  auto folder = [&](const std::string& sub) {
     const std::string out = absl::StrCat(dir, "/", sub);
     mkdir(out.c_str(), 0755);
-    const Clock::time_point start = Clock::now();
-    absl::Status s = sink->Write(trace, summary, out, &files);
-    const double seconds = Since(start);
-    if (!s.ok()) fprintf(stderr, "%s: %s\n", sub.c_str(), s.ToString().c_str());
-    return seconds;
+    return out;
   };
-  daemon::PerfettoWriter pftrace_plain({.deflate_level = 0});
-  daemon::PerfettoWriter pftrace;
-  daemon::ChromeJsonWriter json;
-  daemon::SummarySink summary_files;
-  daemon::ArtifactWriter artifacts;
-  // What the daemon does (nrtprofd's sinks): the lanes once, both traces on them.
-  auto timed_lanes = [&](daemon::LaneSink* sink, const daemon::TraceLanes& lanes,
-                         const std::string& sub) {
-    const std::string out = absl::StrCat(dir, "/", sub);
-    mkdir(out.c_str(), 0755);
-    const Clock::time_point start = Clock::now();
-    absl::Status s = sink->WriteLanes(trace, lanes, out, &files);
-    const double seconds = Since(start);
-    if (!s.ok()) fprintf(stderr, "%s: %s\n", sub.c_str(), s.ToString().c_str());
-    return seconds;
+  daemon::PerfettoWriter pftrace_sink;
+  daemon::ChromeJsonWriter json_sink;
+  daemon::SummarySink summary_sink;
+  daemon::ArtifactWriter artifacts_sink;
+  // Each phase's streams, with the seconds spent in them.
+  struct Timed {
+    std::unique_ptr<daemon::LaneStream> lanes;   // a trace writer's, or
+    std::unique_ptr<daemon::TraceStream> trace;  // another's
+    double seconds = 0;
   };
-  // The first writer after Correlate pays for faulting in the memory the writers share (the
-  // heap keeps it for the later ones): timed on its own, then every writer on warm memory.
-  const double first_touch_s = timed(&pftrace, "warmup") - timed(&pftrace, "warmup");
-  t = Clock::now();
-  double lanes_s, pftrace_plain_s, pftrace_s, json_s;
-  {
-    const daemon::TraceLanes lanes = daemon::BuildLanes(trace);
-    lanes_s = Since(t);
-    pftrace_plain_s = timed_lanes(&pftrace_plain, lanes, "plain");
-    pftrace_s = timed_lanes(&pftrace, lanes, "files");
-    json_s = timed_lanes(&json, lanes, "files");
+  Timed pftrace{pftrace_sink.OpenLaneStream(folder("files")), nullptr};
+  Timed json{json_sink.OpenLaneStream(folder("files")), nullptr};
+  Timed summary_files{nullptr, summary_sink.OpenStream(folder("files"))};
+  Timed artifacts{nullptr, artifacts_sink.OpenStream(folder("files"))};
+  if (!pftrace.lanes || !json.lanes || !summary_files.trace ||
+      !artifacts.trace) {
+    fprintf(stderr, "a writer has no stream\n");
+    return 1;
   }
-  const double summary_s = compute_summary_s + timed(&summary_files, "files");
-  const double artifacts_s = timed(&artifacts, "files");
+  auto report = [](const char* what, const absl::Status& s) {
+    if (!s.ok()) fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+  };
+  daemon::CaptureCorrelator correlator("breakdown", 0);
+  daemon::SummaryBuilder summary;
+  double correlate_s = 0, lanes_s = 0, summary_s = 0;
+  uint64_t next_flow_id = 1, first_ns = 0;
+  bool any_slice = false;
+  for (const std::vector<size_t>& group : daemon::ProcessOrder(captured)) {
+    Clock::time_point t = Clock::now();
+    std::vector<daemon::ProcessCapture*> streams;
+    for (size_t i : group) streams.push_back(&captured[i]);
+    daemon::Trace one;
+    one.capture_id = "breakdown";
+    one.processes.push_back(correlator.Next(streams));
+    one.realtime_offset_ns = correlator.header().realtime_offset_ns;
+    correlate_s += Since(t);
+    t = Clock::now();
+    {
+      const daemon::TraceLanes lanes = daemon::BuildLanes(one, next_flow_id);
+      if (lanes.flows >= next_flow_id) next_flow_id = lanes.flows + 1;
+      for (const daemon::ProcessLanes& p : lanes.processes) {
+        if (p.has_events && (!any_slice || p.first_ns < first_ns)) first_ns = p.first_ns;
+        any_slice = any_slice || p.has_events;
+      }
+      lanes_s += Since(t);
+      for (Timed* w : {&pftrace, &json}) {
+        t = Clock::now();
+        report("a trace writer", w->lanes->Add(one, lanes));
+        w->seconds += Since(t);
+      }
+    }
+    t = Clock::now();
+    summary.Add(one);
+    summary_s += Since(t);
+    for (Timed* w : {&summary_files, &artifacts}) {
+      t = Clock::now();
+      report("a writer", w->trace->Add(one));
+      w->seconds += Since(t);
+    }
+  }
+  std::vector<daemon::ProcessCapture>().swap(captured);
+  const daemon::Trace& header = correlator.header();
+  Clock::time_point t = Clock::now();
+  const daemon::Summary whole = summary.Finish(header);
+  summary_s += Since(t);
+  std::vector<std::string> files;
+  if (!any_slice) first_ns = header.start_ns;
+  for (Timed* w : {&pftrace, &json}) {
+    t = Clock::now();
+    report("a trace writer", w->lanes->Finish(header, first_ns, &files));
+    w->seconds += Since(t);
+  }
+  for (Timed* w : {&summary_files, &artifacts}) {
+    t = Clock::now();
+    report("a writer", w->trace->Finish(header, whole, &files));
+    w->seconds += Since(t);
+  }
+  summary_s += summary_files.seconds;
+  const double pftrace_s = pftrace.seconds, json_s = json.seconds,
+               artifacts_s = artifacts.seconds;
 
   const double n = static_cast<double>(total);
   auto row = [&](const char* phase, double seconds) {
@@ -185,22 +226,19 @@ int Main() {
   row("decode (protobuf parse)", decode_s);
   row("ingest (ProcessIngest)", ingest_s);
   row("correlate", correlate_s);
-  row("first touch of writers' memory", first_touch_s);
   row("lanes (BuildLanes, for both)", lanes_s);
-  row("trace.pftrace, uncompressed", pftrace_plain_s);
   row("trace.pftrace (deflate 1)", pftrace_s);
   row("trace.json", json_s);
   row("summary", summary_s);
   row("artifacts", artifacts_s);
-  const double to_pftrace = decode_s + ingest_s + correlate_s + first_touch_s + lanes_s + pftrace_s;
+  const double to_pftrace = decode_s + ingest_s + correlate_s + lanes_s + pftrace_s;
   const double everything = to_pftrace + json_s + summary_s + artifacts_s;
   row("batches -> trace.pftrace", to_pftrace);
   row("batches -> every file", everything);
   printf("BREAKDOWN events=%" PRIu64
-         " decode_s=%.4f ingest_s=%.4f correlate_s=%.4f first_touch_s=%.4f lanes_s=%.4f"
-         " pftrace_plain_s=%.4f"
+         " decode_s=%.4f ingest_s=%.4f correlate_s=%.4f lanes_s=%.4f"
          " pftrace_s=%.4f json_s=%.4f summary_s=%.4f artifacts_s=%.4f\n",
-         total, decode_s, ingest_s, correlate_s, first_touch_s, lanes_s, pftrace_plain_s, pftrace_s,
+         total, decode_s, ingest_s, correlate_s, lanes_s, pftrace_s,
          json_s, summary_s, artifacts_s);
   return 0;
 }
