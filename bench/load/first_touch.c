@@ -19,29 +19,9 @@ static double ThreadSeconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void Measure(int huge) {
-  const size_t bytes = (size_t)1 << 30, align = (size_t)2 << 20;
-  char* mapping = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) {
-    perror("mmap");
-    return;
-  }
-  char* p = (char*)(((uintptr_t)mapping + align - 1) & ~(uintptr_t)(align - 1));
-  madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-  const double t0 = ThreadSeconds();
-  for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
-  const double t1 = ThreadSeconds();
-  memset(p, 2, bytes);
-  const double t2 = ThreadSeconds();
-  printf("%-15s first touch %.3f ns/byte (%.2f GB/s); rewriting it %.3f ns/byte (%.1f GB/s)\n",
-         huge ? "2 MiB THP:" : "4 KiB pages:", (t1 - t0) / bytes * 1e9, bytes / (t1 - t0) / 1e9,
-         (t2 - t1) / bytes * 1e9, bytes / (t2 - t1) / 1e9);
-  munmap(mapping, bytes + align);
-}
-
-// A 2 MiB-aligned mapping of `bytes` on huge pages, or NULL; *mapping and *mapped to unmap.
-static char* MapHuge(size_t bytes, char** mapping, size_t* mapped) {
+// A 2 MiB-aligned mapping of `bytes`, on huge pages or 4 KiB ones, or NULL; unmap *mapping,
+// *mapped bytes.
+static char* Map(size_t bytes, int huge, char** mapping, size_t* mapped) {
   const size_t align = (size_t)2 << 20;
   *mapped = bytes + align;
   *mapping = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -50,8 +30,25 @@ static char* MapHuge(size_t bytes, char** mapping, size_t* mapped) {
     return NULL;
   }
   char* p = (char*)(((uintptr_t)*mapping + align - 1) & ~(uintptr_t)(align - 1));
-  madvise(p, bytes, MADV_HUGEPAGE);
+  madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   return p;
+}
+
+static void Measure(int huge) {
+  const size_t bytes = (size_t)1 << 30;
+  char* mapping;
+  size_t mapped;
+  char* p = Map(bytes, huge, &mapping, &mapped);
+  if (p == NULL) return;
+  const double t0 = ThreadSeconds();
+  for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+  const double t1 = ThreadSeconds();
+  memset(p, 2, bytes);
+  const double t2 = ThreadSeconds();
+  printf("%-15s first touch %.3f ns/byte (%.2f GB/s); rewriting it %.3f ns/byte (%.1f GB/s)\n",
+         huge ? "2 MiB THP:" : "4 KiB pages:", (t1 - t0) / bytes * 1e9, bytes / (t1 - t0) / 1e9,
+         (t2 - t1) / bytes * 1e9, bytes / (t2 - t1) / 1e9);
+  munmap(mapping, mapped);
 }
 
 static void AfterAFree(void) {
@@ -60,12 +57,12 @@ static void AfterAFree(void) {
   for (size_t k = 0; k < sizeof pauses_ms / sizeof pauses_ms[0]; ++k) {
     char* mapping;
     size_t mapped;
-    char* p = MapHuge(bytes, &mapping, &mapped);
+    char* p = Map(bytes, 1, &mapping, &mapped);
     if (p == NULL) return;
     for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
     munmap(mapping, mapped);
     usleep((useconds_t)pauses_ms[k] * 1000);
-    p = MapHuge(bytes, &mapping, &mapped);
+    p = Map(bytes, 1, &mapping, &mapped);
     if (p == NULL) return;
     const double t0 = ThreadSeconds();
     for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
