@@ -26,6 +26,7 @@
 #include "daemon/spool_replay.h"
 #include "daemon/step_window.h"
 #include "daemon/top.h"
+#include "daemon/wire_events.h"
 #include "daemon/summary.h"
 #include "google/protobuf/arena.h"
 
@@ -654,14 +655,21 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
 class CollectorCore::BatchDecoder {
  public:
   BatchDecoder() : block_(new char[kBlock]), arena_(Options(block_.get())) {}
-  // The chunk's batch, valid until the next call; null if it does not decode.
-  const nrtprof::EventBatch* Decode(const FlightRecorder::Chunk& chunk) {
+  // Gives the chunk's batch to `replay` (a ForReplay copy); an error if it does not decode.
+  absl::StatusOr<uint64_t> Replay(const FlightRecorder::Chunk& chunk, ProcessIngest* replay) {
+    if (!FlightRecorder::Bytes(chunk, &wire_)) {
+      return absl::DataLossError("its kept bytes do not decompress");
+    }
+    // Its events read straight from the bytes (wire_events.h), else parsed by protobuf.
+    if (ReadWireBatch(wire_, &rest_, &events_, &scratch_)) {
+      return replay->OnRecordedBatch(rest_, events_);
+    }
     arena_.Reset();
     auto& m = *google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena_);
-    if (!FlightRecorder::Bytes(chunk, &wire_) || !m.ParseFromString(wire_) || !m.has_batch()) {
-      return nullptr;
+    if (!m.ParseFromString(wire_) || !m.has_batch()) {
+      return absl::DataLossError("its kept bytes are not an event batch");
     }
-    return &m.batch();
+    return replay->OnBatch(m.batch());
   }
 
  private:
@@ -677,6 +685,9 @@ class CollectorCore::BatchDecoder {
   std::unique_ptr<char[]> block_;
   google::protobuf::Arena arena_;
   std::string wire_;
+  nrtprof::EventBatch rest_;
+  std::vector<IngestedEvent> events_;
+  std::string scratch_;
 };
 
 absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::string>* notes,
@@ -1015,14 +1026,8 @@ ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recor
   for (const auto& chunk : recorded.chunks) events += chunk->events;
   replay->BeginCapture(events);
   for (const auto& chunk : recorded.chunks) {
-    const nrtprof::EventBatch* batch = decoder->Decode(*chunk);
-    if (batch == nullptr) {
-      if (options_.log) {
-        options_.log(absl::StrCat("a recorded batch of pid ", s->pid, " does not decode"));
-      }
-      continue;
-    }
-    if (absl::StatusOr<uint64_t> ack = replay->OnBatch(*batch); !ack.ok() && options_.log) {
+    if (absl::StatusOr<uint64_t> ack = decoder->Replay(*chunk, replay.get());
+        !ack.ok() && options_.log) {
       options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
                                 ": a recorded batch of pid ", s->pid,
                                 " does not decode: ", ack.status().message()));

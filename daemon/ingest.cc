@@ -30,6 +30,8 @@ absl::Status Malformed(uint64_t sequence, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("batch ", sequence, ": ", what));
 }
 
+}  // namespace
+
 IngestedEvent ToRecord(const nrtprof::Event& e) {
   IngestedEvent r;
   r.kind = e.kind();
@@ -64,6 +66,8 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   }
   return r;
 }
+
+namespace {
 
 bool IsHandleFunction(nrtprof::ApiFunction f) {
   return IsModelLoad(f) || f == nrtprof::API_NRT_TENSOR_ALLOCATE ||
@@ -187,12 +191,37 @@ absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch
     return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
   }
   if (absl::Status s = Validate(batch); !s.ok()) return s;
+  if (!Sequence(batch)) return last_sequence_;
+  ApplyInterning(batch);
+  LaneDropCounts lanes_of_batch;
+  for (const nrtprof::Event& e : batch.events()) ApplyEvent(ToRecord(e), &lanes_of_batch);
+  ApplyBatch(batch, lanes_of_batch);
+  return last_sequence_;
+}
+
+absl::StatusOr<uint64_t> ProcessIngest::OnRecordedBatch(const nrtprof::EventBatch& rest,
+                                                        const std::vector<IngestedEvent>& events) {
+  if (!replay_) {
+    return absl::FailedPreconditionError("a recorded batch given to a live stream's ingest");
+  }
+  if (rest.sequence() == 0) {
+    return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
+  }
+  if (!Sequence(rest)) return last_sequence_;
+  ApplyInterning(rest);
+  LaneDropCounts lanes_of_batch;
+  for (const IngestedEvent& e : events) ApplyEvent(e, &lanes_of_batch);
+  ApplyBatch(rest, lanes_of_batch);
+  return last_sequence_;
+}
+
+bool ProcessIngest::Sequence(const nrtprof::EventBatch& batch) {
   // A replay of something already stored: storing it again would double its events. Its
   // strings and stacks are kept all the same: resent on a new stream, it carries the ones that
   // stream's later batches use.
   if (batch.sequence() <= last_sequence_) {
     ApplyInterning(batch);
-    return last_sequence_;
+    return false;
   }
   // A gap: batches lost between the shim and here (a shim bug, or spool files lost). The
   // batch is still good, so it is kept; the gap is counted in batches_missing because the
@@ -201,8 +230,7 @@ absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch
   if (hello_.final_only()) last_sequence_ = batch.sequence() - 1;
   batches_missing_ += batch.sequence() - last_sequence_ - 1;
   last_sequence_ = batch.sequence();
-  Apply(batch);
-  return last_sequence_;
+  return true;
 }
 
 absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch) const {
@@ -337,41 +365,41 @@ void ProcessIngest::ApplyInterning(const nrtprof::EventBatch& batch) {
   }
 }
 
-void ProcessIngest::Apply(const nrtprof::EventBatch& batch) {
-  ApplyInterning(batch);
-  ++batches_applied_;
-  LaneDropCounts lanes_of_batch;
-  for (const nrtprof::Event& e : batch.events()) {
-    ++events_received_;
-    IngestedEvent record = ToRecord(e);
-    LaneOf(record.kind, &lanes_of_batch) += 1;
-    if (record.kind == nrtprof::EVENT_RANGE) {
-      // Steps: each range name looked at once.
-      auto [step, fresh] = step_of_name_.emplace(record.name_iid, -1);
-      if (fresh) {
-        auto name = strings_.find(record.name_iid);
-        absl::string_view n = name != strings_.end() ? absl::string_view(name->second) : "";
-        if (int64_t k = 0; absl::ConsumePrefix(&n, "ProfilerStep#") && absl::SimpleAtoi(n, &k)) {
-          step->second = k;
-        }
-      }
-      last_step_ = std::max(last_step_, step->second);
-    }
-    if (record.kind == nrtprof::EVENT_API_CALL && !replay_) {
-      auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
-      if (name != strings_.end() && IsHandleFunction(CallFunction(record.function, name->second))) {
-        KeepHandleEvent(record);
+void ProcessIngest::ApplyEvent(const IngestedEvent& record, LaneDropCounts* lanes_of_batch) {
+  ++events_received_;
+  LaneOf(record.kind, lanes_of_batch) += 1;
+  if (record.kind == nrtprof::EVENT_RANGE) {
+    // Steps: each range name looked at once.
+    auto [step, fresh] = step_of_name_.emplace(record.name_iid, -1);
+    if (fresh) {
+      auto name = strings_.find(record.name_iid);
+      absl::string_view n = name != strings_.end() ? absl::string_view(name->second) : "";
+      if (int64_t k = 0; absl::ConsumePrefix(&n, "ProfilerStep#") && absl::SimpleAtoi(n, &k)) {
+        step->second = k;
       }
     }
-    if (!capturing_) {
-      ++events_outside_capture_;
-    } else if (events_.size() < limits_.max_events_per_process) {
-      events_.push_back(record);
-    } else {
-      ++daemon_overflow_;
-      LaneOf(record.kind, &daemon_overflow_by_lane_) += 1;
+    last_step_ = std::max(last_step_, step->second);
+  }
+  if (record.kind == nrtprof::EVENT_API_CALL && !replay_) {
+    auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
+    if (name != strings_.end() && IsHandleFunction(CallFunction(record.function, name->second))) {
+      KeepHandleEvent(record);
     }
   }
+  if (!capturing_) {
+    ++events_outside_capture_;
+  } else if (events_.size() < limits_.max_events_per_process) {
+    events_.push_back(record);
+  } else {
+    ++daemon_overflow_;
+    LaneOf(record.kind, &daemon_overflow_by_lane_) += 1;
+  }
+}
+
+// What a batch says beyond its events, once they are applied.
+void ProcessIngest::ApplyBatch(const nrtprof::EventBatch& batch,
+                               const LaneDropCounts& lanes_of_batch) {
+  ++batches_applied_;
   received_by_lane_ += lanes_of_batch;
   if (batch.has_events_sent()) {
     const LaneDropCounts sent = LanesOf(batch.events_sent());

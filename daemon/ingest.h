@@ -161,6 +161,12 @@ class ProcessIngest {
   // unknown). A malformed batch returns an error and changes nothing.
   absl::StatusOr<uint64_t> OnBatch(const nrtprof::EventBatch& batch);
 
+  // OnBatch for a ForReplay copy, of a batch the flight recorder kept: `rest` is the batch
+  // without its events, `events` its events as records (wire_events.h reads both from the kept
+  // bytes). Not checked again: the stream's ingest accepted the batch before it was kept.
+  absl::StatusOr<uint64_t> OnRecordedBatch(const nrtprof::EventBatch& rest,
+                                           const std::vector<IngestedEvent>& events);
+
   // A copy of this stream's lasting state (interned strings and stacks, clock points, handle
   // events, models, notices, rings file), to decode batches the flight recorder kept: the
   // copy takes their events only (what else they carried is in the state already), numbered
@@ -203,7 +209,10 @@ class ProcessIngest {
 
  private:
   absl::Status Validate(const nrtprof::EventBatch& batch) const;
-  void Apply(const nrtprof::EventBatch& batch);
+  // False for a batch stored already (its interning is kept); else counts a gap before it.
+  bool Sequence(const nrtprof::EventBatch& batch);
+  void ApplyEvent(const IngestedEvent& record, LaneDropCounts* lanes_of_batch);
+  void ApplyBatch(const nrtprof::EventBatch& batch, const LaneDropCounts& lanes_of_batch);
   void ApplyInterning(const nrtprof::EventBatch& batch);
   void KeepHandleEvent(const IngestedEvent& e);
   void KeepClockSync(const ClockSyncPoint& sync);
@@ -250,6 +259,9 @@ class ProcessIngest {
   uint64_t received_at_begin_ = 0;
   uint64_t missing_at_begin_ = 0;
 };
+
+// A wire Event as a record.
+IngestedEvent ToRecord(const nrtprof::Event& e);
 
 // The function an API call event records: its `function` (the wire's number), or, from a shim
 // older than that field, the one its name names (common/api_functions.h); unspecified for a

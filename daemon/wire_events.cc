@@ -1,0 +1,198 @@
+#include "daemon/wire_events.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace nrtprof::daemon {
+namespace {
+
+// Protobuf's wire types (the low three bits of a tag).
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+// Field numbers of the messages read here (proto/nrtprof.proto).
+constexpr uint32_t kShimMessageHello = 1;
+constexpr uint32_t kShimMessageBatch = 2;
+constexpr uint32_t kBatchEvents = 4;
+
+class Reader {
+ public:
+  Reader(const char* begin, const char* end) : p_(begin), end_(end) {}
+  bool done() const { return p_ == end_; }
+  const char* at() const { return p_; }
+
+  // A varint of at most `max_bytes` bytes (protobuf reads tags of at most 5, values of 10).
+  bool Varint(uint64_t* v, int max_bytes = 10) {
+    if (p_ != end_ && static_cast<uint8_t>(*p_) < 0x80) {  // most fields are one byte
+      *v = static_cast<uint8_t>(*p_++);
+      return true;
+    }
+    uint64_t result = 0;
+    for (int i = 0; i < max_bytes; ++i) {
+      if (p_ == end_) return false;
+      const uint8_t b = static_cast<uint8_t>(*p_++);
+      result |= uint64_t{b & 0x7fu} << (7 * i);
+      if (b < 0x80) {
+        *v = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A tag: its field number and wire type. Declines what protobuf would not take as a field
+  // (number 0, end of a group) and groups, which this reader does not skip.
+  bool Tag(uint32_t* field, uint32_t* type) {
+    uint64_t tag = 0;
+    if (!Varint(&tag, 5) || tag > UINT32_MAX) return false;
+    *field = static_cast<uint32_t>(tag >> 3);
+    *type = static_cast<uint32_t>(tag & 7);
+    return *field != 0 && (*type == kVarint || *type == kFixed64 || *type == kLengthDelimited ||
+                           *type == kFixed32);
+  }
+
+  // The bytes of a length-delimited field.
+  bool Bytes(const char** begin, const char** end) {
+    uint64_t n = 0;
+    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
+    *begin = p_;
+    p_ += n;
+    *end = p_;
+    return true;
+  }
+
+  bool Skip(uint32_t type) {
+    uint64_t unused = 0;
+    const char* b = nullptr;
+    const char* e = nullptr;
+    switch (type) {
+      case kVarint:
+        return Varint(&unused);
+      case kFixed64:
+        return Advance(8);
+      case kLengthDelimited:
+        return Bytes(&b, &e);
+      case kFixed32:
+        return Advance(4);
+      default:
+        return false;
+    }
+  }
+
+ private:
+  bool Advance(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    p_ += n;
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+// One Event message into *r, as ToRecord(parsed message) would make it. Fields with a wire
+// type other than their own are unknown fields to protobuf: skipped here too.
+bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
+  Reader in(begin, end);
+  *r = IngestedEvent();
+  r->nc_idx = 0;  // the message's default, not the record's
+  uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0;
+  while (!in.done()) {
+    uint32_t field = 0, type = 0;
+    if (!in.Tag(&field, &type)) return false;
+    if (type != kVarint || field > 24) {
+      if (!in.Skip(type)) return false;
+      continue;
+    }
+    uint64_t v = 0;
+    if (!in.Varint(&v)) return false;
+    // As protobuf stores them: 32-bit fields truncated, enums as int32, bool as nonzero.
+    const auto u32 = static_cast<uint32_t>(v);
+    const auto i32 = static_cast<int32_t>(u32);
+    switch (field) {
+      case 1: r->kind = static_cast<nrtprof::EventKind>(i32); break;
+      case 2: r->start_ns = v; break;
+      case 3: r->duration_ns = v; break;
+      case 4: r->tid = u32; break;
+      case 5: r->name_iid = u32; break;
+      case 6: r->correlation_id = v; break;
+      case 7: r->status = i32; break;
+      case 8: r->bytes = v; break;
+      case 9: model = v; break;
+      case 10: tensor = v; break;
+      case 11: tensor2 = v; break;
+      case 12: r->stack_iid = u32; break;
+      case 13: r->depth = u32; break;
+      case 14: r->nc_idx = i32; break;
+      case 15: device_id = v; break;
+      case 16: parent = v; break;
+      case 17: exec = v; break;
+      case 18: r->model_name_iid = u32; break;
+      case 19: r->engine_iid = u32; break;
+      case 20: r->repeat = u32; break;
+      case 21: r->placement = i32; break;
+      case 22: r->tensor_name_iid = u32; break;
+      case 23: r->host_clock = v != 0; break;
+      case 24: r->function = static_cast<nrtprof::ApiFunction>(i32); break;
+      default: break;  // field numbers of no Event field: unknown, dropped
+    }
+  }
+  switch (r->kind) {
+    case nrtprof::EVENT_API_CALL:
+      r->call = {model, tensor, tensor2};
+      break;
+    case nrtprof::EVENT_DEVICE_EXEC:
+    case nrtprof::EVENT_DEVICE_OP:
+    case nrtprof::EVENT_DEVICE_DMA:
+      r->device = {device_id, parent, exec};
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
+                   std::vector<IngestedEvent>* events, std::string* scratch) {
+  // The ShimMessage: exactly one batch and no Hello (a member of the oneof given twice is
+  // protobuf's business).
+  Reader message(wire.data(), wire.data() + wire.size());
+  const char* batch_begin = nullptr;
+  const char* batch_end = nullptr;
+  while (!message.done()) {
+    uint32_t field = 0, type = 0;
+    if (!message.Tag(&field, &type)) return false;
+    if (field == kShimMessageHello) return false;
+    if (field == kShimMessageBatch) {
+      if (type != kLengthDelimited || batch_begin != nullptr) return false;
+      if (!message.Bytes(&batch_begin, &batch_end)) return false;
+      continue;
+    }
+    if (!message.Skip(type)) return false;
+  }
+  if (batch_begin == nullptr) return false;
+
+  // The batch: its events read here, every other field copied as it is for protobuf.
+  events->clear();
+  scratch->clear();
+  Reader batch(batch_begin, batch_end);
+  while (!batch.done()) {
+    const char* field_begin = batch.at();
+    uint32_t field = 0, type = 0;
+    if (!batch.Tag(&field, &type)) return false;
+    if (field == kBatchEvents && type == kLengthDelimited) {
+      const char* b = nullptr;
+      const char* e = nullptr;
+      if (!batch.Bytes(&b, &e)) return false;
+      events->emplace_back();
+      if (!ReadEvent(b, e, &events->back())) return false;
+      continue;
+    }
+    if (!batch.Skip(type)) return false;
+    scratch->append(field_begin, static_cast<size_t>(batch.at() - field_begin));
+  }
+  return rest->ParseFromString(*scratch);
+}
+
+}  // namespace nrtprof::daemon

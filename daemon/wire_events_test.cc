@@ -1,0 +1,316 @@
+#include "daemon/wire_events.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/ingest.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// Every field of a record, as text: records have padding, so they are compared by field.
+std::string Fields(const IngestedEvent& e) {
+  std::string s = absl::StrCat(
+      "kind=", e.kind, " tid=", e.tid, " function=", e.function, " name=", e.name_iid,
+      " stack=", e.stack_iid, " depth=", e.depth, " model_name=", e.model_name_iid,
+      " engine=", e.engine_iid, " tensor_name=", e.tensor_name_iid, " repeat=", e.repeat,
+      " status=", e.status, " nc=", e.nc_idx, " placement=", e.placement,
+      " host_clock=", e.host_clock, " start=", e.start_ns, " duration=", e.duration_ns,
+      " correlation=", e.correlation_id, " bytes=", e.bytes);
+  // The union's bytes, whichever member the kind says (both start as zeros).
+  uint64_t ids[3];
+  static_assert(sizeof(ids) == sizeof(e.call) && sizeof(ids) == sizeof(e.device));
+  std::memcpy(ids, &e.call, sizeof(ids));
+  absl::StrAppend(&s, " handles_or_ids=", ids[0], ",", ids[1], ",", ids[2]);
+  return s;
+}
+
+// What protobuf makes of `wire`: the records (ToRecord) and the batch without its events.
+// False if it is not a ShimMessage with a batch.
+bool ParseWithProtobuf(const std::string& wire, std::vector<std::string>* records,
+                       std::string* rest) {
+  nrtprof::ShimMessage m;
+  if (!m.ParseFromString(wire) || !m.has_batch()) return false;
+  records->clear();
+  for (const nrtprof::Event& e : m.batch().events()) records->push_back(Fields(ToRecord(e)));
+  m.mutable_batch()->clear_events();
+  *rest = m.batch().SerializeAsString();
+  return true;
+}
+
+// Reads `wire` both ways. If the wire reader takes it, protobuf must too, with the same
+// records and rest; returns whether the wire reader took it.
+bool ReadsAsProtobufDoes(const std::string& wire, const std::string& what) {
+  nrtprof::EventBatch rest;
+  std::vector<IngestedEvent> events;
+  std::string scratch;
+  if (!ReadWireBatch(wire, &rest, &events, &scratch)) return false;
+  std::vector<std::string> expected;
+  std::string expected_rest;
+  EXPECT_TRUE(ParseWithProtobuf(wire, &expected, &expected_rest))
+      << what << ": the wire reader took bytes protobuf refuses";
+  std::vector<std::string> got;
+  for (const IngestedEvent& e : events) got.push_back(Fields(e));
+  EXPECT_EQ(got, expected) << what;
+  EXPECT_EQ(rest.SerializeAsString(), expected_rest) << what;
+  return true;
+}
+
+// A batch as the shim sends one: every kind of event, every field, and what else a batch has.
+nrtprof::ShimMessage RealBatch() {
+  nrtprof::ShimMessage m;
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->set_sequence(7);
+  nrtprof::InternedString* s = b->add_strings();
+  s->set_iid(1);
+  s->set_value("nrt_execute");
+  nrtprof::InternedStack* stack = b->add_stacks();
+  stack->set_iid(3);
+  stack->add_frame_iids(1);
+
+  nrtprof::Event* range = b->add_events();
+  range->set_kind(nrtprof::EVENT_RANGE);
+  range->set_start_ns(1'000);
+  range->set_duration_ns(5'000);
+  range->set_tid(11);
+  range->set_name_iid(2);
+  range->set_depth(1);
+
+  nrtprof::Event* call = b->add_events();
+  call->set_kind(nrtprof::EVENT_API_CALL);
+  call->set_start_ns(1'200);
+  call->set_duration_ns(300);
+  call->set_tid(11);
+  call->set_name_iid(1);
+  call->set_function(nrtprof::API_NRT_EXECUTE);
+  call->set_correlation_id(99);
+  call->set_status(-3);  // negative: a ten-byte varint
+  call->set_model_handle(0xfeedfacecafebeefull);
+  call->set_tensor_handle(5);
+  call->set_tensor_handle2(6);
+  call->set_stack_iid(3);
+  call->set_nc_idx(-1);
+  call->set_repeat(4);
+  call->set_placement(2);
+  call->set_tensor_name_iid(1);
+  call->set_model_name_iid(1);
+  call->set_bytes(4096);
+
+  nrtprof::Event* exec = b->add_events();
+  exec->set_kind(nrtprof::EVENT_DEVICE_EXEC);
+  exec->set_start_ns(UINT64_MAX - 10);
+  exec->set_duration_ns(10);
+  exec->set_tid(11);
+  exec->set_name_iid(1);
+  exec->set_nc_idx(3);
+  exec->set_device_id(77);
+  exec->set_exec_id(8);
+  exec->set_model_name_iid(1);
+  exec->set_host_clock(true);
+
+  nrtprof::Event* op = b->add_events();
+  op->set_kind(nrtprof::EVENT_DEVICE_OP);
+  op->set_name_iid(1);
+  op->set_device_parent_id(77);
+  op->set_exec_id(8);
+  op->set_engine_iid(1);
+  op->set_nc_idx(0);  // the default: not on the wire
+
+  nrtprof::Event* dma = b->add_events();
+  dma->set_kind(nrtprof::EVENT_DEVICE_DMA);
+  dma->set_name_iid(1);
+  dma->set_bytes(1ull << 40);
+  dma->set_tensor_name_iid(1);
+  dma->set_device_id(78);
+
+  b->add_events();  // all defaults: an empty message
+
+  nrtprof::DeviceClockSync* sync = b->add_clock_syncs();
+  sync->set_nc_idx(3);
+  sync->set_device_ns(123);
+  sync->set_host_monotonic_ns(456);
+  b->mutable_drops()->set_ring_full(9);
+  b->mutable_drops()->mutable_by_lane()->set_runtime(9);
+  b->mutable_clock()->set_monotonic_ns(10);
+  b->mutable_clock()->set_realtime_ns(20);
+  b->mutable_events_sent()->set_hardware(3);
+  b->add_notices("a notice");
+  b->set_final(true);
+  b->set_flushed(2);
+  return m;
+}
+
+TEST(WireEventsTest, ARealBatchReadsAsProtobufParsesIt) {
+  const std::string wire = RealBatch().SerializeAsString();
+  ASSERT_TRUE(ReadsAsProtobufDoes(wire, "the batch"));
+  nrtprof::EventBatch rest;
+  std::vector<IngestedEvent> events;
+  std::string scratch;
+  ASSERT_TRUE(ReadWireBatch(wire, &rest, &events, &scratch));
+  ASSERT_EQ(events.size(), 6u);
+  // A few fields by value, beside the comparison with protobuf above.
+  EXPECT_EQ(events[1].status, -3);
+  EXPECT_EQ(events[1].call.model, 0xfeedfacecafebeefull);
+  EXPECT_EQ(events[1].nc_idx, -1);
+  EXPECT_EQ(events[2].device.id, 77u);
+  EXPECT_TRUE(events[2].host_clock);
+  EXPECT_EQ(events[3].device.parent, 77u);
+  EXPECT_EQ(events[3].nc_idx, 0);  // absent from the wire: the message's default
+  EXPECT_EQ(events[5].kind, nrtprof::EVENT_KIND_UNSPECIFIED);
+  EXPECT_EQ(rest.sequence(), 7u);
+  EXPECT_EQ(rest.events_size(), 0);
+  EXPECT_EQ(rest.strings_size(), 1);
+  EXPECT_EQ(rest.notices(0), "a notice");
+  EXPECT_TRUE(rest.final());
+
+  // The buffers are reused: a second, smaller batch leaves nothing of the first.
+  nrtprof::ShimMessage small;
+  small.mutable_batch()->set_sequence(8);
+  small.mutable_batch()->add_events()->set_tid(1);
+  ASSERT_TRUE(ReadWireBatch(small.SerializeAsString(), &rest, &events, &scratch));
+  EXPECT_EQ(events.size(), 1u);
+  EXPECT_EQ(rest.sequence(), 8u);
+  EXPECT_EQ(rest.strings_size(), 0);
+  EXPECT_FALSE(rest.final());
+}
+
+TEST(WireEventsTest, EveryTruncationIsDeclinedOrReadAsProtobufDoes) {
+  const std::string wire = RealBatch().SerializeAsString();
+  int taken = 0;
+  for (size_t n = 0; n < wire.size(); ++n) {
+    taken += ReadsAsProtobufDoes(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
+  }
+  // Only the empty prefix has no batch; the rest cut a length: nothing can be taken.
+  EXPECT_EQ(taken, 0);
+}
+
+TEST(WireEventsTest, EveryOneByteCorruptionIsDeclinedOrReadAsProtobufDoes) {
+  const std::string wire = RealBatch().SerializeAsString();
+  int taken = 0, tried = 0;
+  for (size_t i = 0; i < wire.size(); ++i) {
+    for (uint8_t x : {0x01, 0x02, 0x08, 0x40, 0x80, 0xff}) {
+      std::string bad = wire;
+      bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
+      ++tried;
+      taken += ReadsAsProtobufDoes(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
+    }
+  }
+  // Most corruptions change a value, not the framing: those must be read, and read right.
+  EXPECT_GT(taken, tried / 4) << taken << " of " << tried;
+}
+
+// Bytes written by hand, for what the shim never sends but protobuf accepts.
+std::string Varint(uint64_t v) {
+  std::string s;
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    if (v != 0) b |= 0x80;
+    s.push_back(static_cast<char>(b));
+  } while (v != 0);
+  return s;
+}
+std::string Tag(uint32_t field, uint32_t type) { return Varint(uint64_t{field} << 3 | type); }
+std::string Delimited(uint32_t field, const std::string& body) {
+  return Tag(field, 2) + Varint(body.size()) + body;
+}
+std::string WithEvent(const std::string& event) {
+  return Delimited(2, Tag(1, 0) + Varint(1) + Delimited(4, event));
+}
+
+TEST(WireEventsTest, OddEncodingsReadAsProtobufReadsThem) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"non-minimal varint", Tag(4, 0) + std::string("\x85\x80\x80\x00", 4)},
+      {"non-minimal tag", std::string("\xa0\x80\x00", 3) + Varint(9)},  // field 4
+      {"uint32 given 64 bits", Tag(4, 0) + Varint(0x1234567890ull)},
+      {"int32 given a large positive", Tag(14, 0) + Varint(0xffffffffull)},
+      {"bool given 2", Tag(23, 0) + Varint(2)},
+      {"enum out of range", Tag(1, 0) + Varint(1000)},
+      {"a field twice: the last wins", Tag(2, 0) + Varint(5) + Tag(2, 0) + Varint(6)},
+      {"fields out of order", Tag(16, 0) + Varint(3) + Tag(1, 0) + Varint(3)},
+      {"unknown varint field", Tag(100, 0) + Varint(1) + Tag(4, 0) + Varint(2)},
+      {"unknown fixed64 field", Tag(100, 1) + std::string(8, 'x') + Tag(4, 0) + Varint(2)},
+      {"unknown fixed32 field", Tag(100, 5) + std::string(4, 'x') + Tag(4, 0) + Varint(2)},
+      {"unknown bytes field", Delimited(100, "abc") + Tag(4, 0) + Varint(2)},
+      {"a known field as bytes", Delimited(2, "abc") + Tag(4, 0) + Varint(2)},
+      {"a known field as fixed64", Tag(3, 1) + std::string(8, '\x01')},
+  };
+  for (const auto& [what, event] : cases) {
+    EXPECT_TRUE(ReadsAsProtobufDoes(WithEvent(event), what)) << what << ": declined";
+  }
+}
+
+TEST(WireEventsTest, DeclinesWhatProtobufMustRead) {
+  nrtprof::ShimMessage hello;
+  hello.mutable_hello()->set_pid(1);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a Hello", hello.SerializeAsString()},
+      {"no batch at all", ""},
+      {"a batch given twice", WithEvent("") + WithEvent("")},
+      {"a group in an event", WithEvent(Tag(100, 3) + Tag(100, 4))},
+      {"field number 0", WithEvent(Tag(0, 0) + Varint(1))},
+      {"a ten-byte varint run on", WithEvent(Tag(2, 0) + std::string(11, '\xff'))},
+  };
+  nrtprof::EventBatch rest;
+  std::vector<IngestedEvent> events;
+  std::string scratch;
+  for (const auto& [what, wire] : cases) {
+    EXPECT_FALSE(ReadWireBatch(wire, &rest, &events, &scratch)) << what;
+  }
+}
+
+// The replay of a kept batch gives the capture the stream's own ingest would have.
+TEST(WireEventsTest, ARecordedBatchIngestsAsTheParsedOne) {
+  nrtprof::Hello hello;
+  hello.set_pid(42);
+  ProcessIngest live(hello, IngestLimits());
+  nrtprof::ShimMessage m = RealBatch();
+  nrtprof::EventBatch* b = m.mutable_batch();
+  b->clear_stacks();
+  for (nrtprof::Event& e : *b->mutable_events()) {
+    e.set_name_iid(1);
+    e.set_stack_iid(0);
+    if (e.kind() == nrtprof::EVENT_KIND_UNSPECIFIED) e.set_kind(nrtprof::EVENT_RANGE);
+    if (e.start_ns() > 1'000'000) e.set_start_ns(1'000'000);
+  }
+  b->set_sequence(3);  // two batches missing before it
+  ASSERT_TRUE(live.OnBatch(*b).ok());
+
+  std::unique_ptr<ProcessIngest> parsed = live.ForReplay(0);
+  std::unique_ptr<ProcessIngest> read = live.ForReplay(0);
+  parsed->BeginCapture();
+  read->BeginCapture();
+  ASSERT_EQ(parsed->OnBatch(*b).value(), 3u);
+  nrtprof::EventBatch rest;
+  std::vector<IngestedEvent> events;
+  std::string scratch;
+  ASSERT_TRUE(ReadWireBatch(m.SerializeAsString(), &rest, &events, &scratch));
+  ASSERT_EQ(read->OnRecordedBatch(rest, events).value(), 3u);
+  // Again: a duplicate, kept once.
+  ASSERT_EQ(read->OnRecordedBatch(rest, events).value(), 3u);
+
+  ProcessCapture x = parsed->TakeCapture(), y = read->TakeCapture();
+  ASSERT_EQ(x.events.size(), 6u);
+  ASSERT_EQ(y.events.size(), x.events.size());
+  for (size_t i = 0; i < x.events.size(); ++i) EXPECT_EQ(Fields(y.events[i]), Fields(x.events[i]));
+  EXPECT_EQ(y.batches_missing, 2u);
+  EXPECT_EQ(y.batches_missing, x.batches_missing);
+  EXPECT_EQ(y.events_received, x.events_received);
+  EXPECT_EQ(y.received_by_lane.hardware, 3u);
+  EXPECT_EQ(y.received_by_lane.hardware, x.received_by_lane.hardware);
+  EXPECT_EQ(y.shim_at_end.ring_full, x.shim_at_end.ring_full);
+  EXPECT_EQ(y.sent_at_begin.hardware, x.sent_at_begin.hardware);
+  EXPECT_EQ(y.realtime_offset_ns, x.realtime_offset_ns);
+
+  // Only a replay takes recorded batches: the stream's own ingest checks what it is given.
+  EXPECT_EQ(live.OnRecordedBatch(rest, events).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon
