@@ -340,6 +340,18 @@ absl::StatusOr<nrtprof::CaptureControl> CollectorCore::OnHello(StreamId stream,
 
 absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
                                                 std::string wire) {
+  return OnBatch(stream, batch, nullptr, std::move(wire));
+}
+
+absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& rest,
+                                                const std::vector<IngestedEvent>& events,
+                                                std::string wire) {
+  return OnBatch(stream, rest, &events, std::move(wire));
+}
+
+absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
+                                                const std::vector<IngestedEvent>* events,
+                                                std::string wire) {
   std::shared_ptr<Stream> s;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -356,19 +368,23 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     const uint64_t before = s->ingest.events_received();
     const bool final_before = s->ingest.final();
     const uint64_t sequence_before = s->ingest.last_sequence();
-    ack = s->ingest.OnBatch(batch);
+    ack = events != nullptr ? s->ingest.OnBatch(batch, *events) : s->ingest.OnBatch(batch);
+    const size_t event_count =
+        events != nullptr ? events->size() : static_cast<size_t>(batch.events_size());
     // A batch stored (not a duplicate) goes to the flight recorder as it came; one that carries
     // model files without them (the stream's state keeps those).
     if (recorder_ != nullptr && ack.ok() && s->ingest.last_sequence() != sequence_before &&
-        batch.events_size() != 0) {
+        event_count != 0) {
       FlightRecorder::Chunk chunk;
       chunk.stream = stream;
       chunk.arrival_ns = clock_->MonotonicNs();
       chunk.sequence = batch.sequence();
-      chunk.events = static_cast<uint32_t>(batch.events_size());
+      chunk.events = static_cast<uint32_t>(event_count);
       if (wire.empty() || batch.models_size() != 0) {
+        // Made from the message (a batch read as records has its events only in `wire`).
+        // (The wire reader takes only what protobuf parses: wire_events_test.)
         nrtprof::ShimMessage m;
-        *m.mutable_batch() = batch;
+        if (events == nullptr || !m.ParseFromString(wire)) *m.mutable_batch() = batch;
         m.mutable_batch()->clear_models();
         chunk.bytes = m.SerializeAsString();
       } else {

@@ -119,6 +119,10 @@ class CollectorCore {
   // it came (a serialized ShimMessage), for the flight recorder; empty: made from `batch`.
   absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
                                    std::string wire = "");
+  // The same for a batch whose events the transport read as records (wire_events.h): `rest`
+  // is the batch without them, `wire` the message as it came.
+  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& rest,
+                                   const std::vector<IngestedEvent>& events, std::string wire);
   // Whether OnBatch keeps batches as they came (the flight recorder is on): the transport
   // then passes them (`wire`); else it need not copy them.
   bool KeepsWire() const { return recorder_ != nullptr; }
@@ -187,6 +191,8 @@ class CollectorCore {
   absl::Status Shutdown(uint32_t wait_ms);
 
  private:
+  absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
+                                   const std::vector<IngestedEvent>* events, std::string wire);
   struct Stream;
   struct Capture;
   // A process across its streams: host, boot id, pid and start time.

@@ -12,6 +12,7 @@
 #include "daemon/control_service.h"
 #include "daemon/peer.h"
 #include "daemon/rings_reader.h"
+#include "daemon/wire_events.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -115,14 +116,19 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
     // back as it is emptied, so an idle stream holds none.
     arena_.Reset();
     in_ = google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena_);
+    rest_ = google::protobuf::Arena::CreateMessage<nrtprof::EventBatch>(&arena_);
     wire_.clear();
+    read_as_records_ = false;
     bool parsed = false;
     if (core_->KeepsWire()) {
       // As it came, for the flight recorder, which keeps batches undecoded.
       grpc::Slice slice;
       if (in_bytes_.DumpToSingleSlice(&slice).ok()) {
         wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
-        parsed = in_->ParseFromString(wire_);
+        // A batch's events are read from the bytes straight into records (wire_events.h);
+        // what that reader declines is parsed by protobuf.
+        read_as_records_ = hello_seen_ && ReadWireBatch(wire_, rest_, &records_, &scratch_);
+        parsed = read_as_records_ || in_->ParseFromString(wire_);
       }
     } else {
       grpc::ProtoBufferReader reader(&in_bytes_);
@@ -169,13 +175,18 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
       Send(std::move(m));
       return grpc::Status::OK;
     }
-    if (in_->msg_case() != nrtprof::ShimMessage::kBatch) {
+    if (!read_as_records_ && in_->msg_case() != nrtprof::ShimMessage::kBatch) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           in_->msg_case() == nrtprof::ShimMessage::kHello
                               ? "a second Hello on one stream"
                               : "a message that is neither Hello nor EventBatch");
     }
-    absl::StatusOr<uint64_t> ack = core_->OnBatch(id_, in_->batch(), std::move(wire_));
+    absl::StatusOr<uint64_t> ack =
+        read_as_records_ ? core_->OnBatch(id_, *rest_, records_, std::move(wire_))
+                         : core_->OnBatch(id_, in_->batch(), std::move(wire_));
+    // An idle stream holds no big buffers (a recorder-only shim's batches are 8,192 events).
+    if (records_.capacity() > kRecordsKept) std::vector<IngestedEvent>().swap(records_);
+    if (scratch_.capacity() > kScratchKept) std::string().swap(scratch_);
     if (!ack.ok()) return ToGrpcStatus(ack.status());
     nrtprof::DaemonMessage m;
     m.mutable_ack()->set_sequence(*ack);
@@ -241,6 +252,14 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
   google::protobuf::Arena arena_{ArenaBlocks()};
   nrtprof::ShimMessage* in_ = nullptr;  // in_bytes_, parsed onto arena_
   std::string wire_;           // in_bytes_, as they came
+  // Or, when read_as_records_, a batch read from wire_ as records: its events, and the rest of
+  // it on arena_ (scratch_: the rest's bytes).
+  bool read_as_records_ = false;
+  nrtprof::EventBatch* rest_ = nullptr;
+  std::vector<IngestedEvent> records_;
+  std::string scratch_;
+  static constexpr size_t kRecordsKept = 2048;
+  static constexpr size_t kScratchKept = 64 << 10;
   uint64_t messages_read_ = 0;
   // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
   bool hello_seen_ = false;

@@ -79,7 +79,10 @@ nrtprof::ShimMessage BatchMessage(uint64_t sequence, bool final = false) {
   return m;
 }
 
-class CollectorServiceTest : public ::testing::Test {
+// Each test runs twice: without the flight recorder, where the service parses every message
+// with protobuf, and with it, where a batch's events are read from its bytes as records
+// (wire_events.h).
+class CollectorServiceTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     folder_ = SocketFolder();
@@ -87,6 +90,7 @@ class CollectorServiceTest : public ::testing::Test {
     CollectorOptions options;
     options.address = "unix:" + socket_;
     options.output_root = folder_ + "/captures";
+    options.flight_recorder = GetParam();
     core_ = std::make_unique<CollectorCore>(options, &sink_, SystemClock());
     collector_ = std::make_unique<CollectorService>(core_.get());
     control_ = std::make_unique<ControlService>(core_.get());
@@ -119,7 +123,7 @@ class CollectorServiceTest : public ::testing::Test {
   std::unique_ptr<nrtprof::Control::Stub> control_stub_;
 };
 
-TEST_F(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
+TEST_P(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
   {
     grpc::ClientContext context;
     nrtprof::StartCaptureRequest request;
@@ -190,8 +194,8 @@ TEST_F(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
     EXPECT_EQ(files.output_dir(), folder_ + "/captures/cap");
     EXPECT_NE(files.summary_text().find("nrt_execute"), std::string::npos);
   }
-  ASSERT_TRUE(good->Read(&reply));  // told to stop recording
-  EXPECT_FALSE(reply.control().capturing());
+  ASSERT_TRUE(good->Read(&reply));  // told the capture ended: to stop recording, unless the
+  EXPECT_EQ(reply.control().capturing(), GetParam());  // flight recorder wants every event
   good->WritesDone();
   EXPECT_FALSE(good->Read(&reply));
   EXPECT_TRUE(good->Finish().ok());
@@ -203,7 +207,7 @@ TEST_F(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
   EXPECT_TRUE(sink_.traces[0].processes[1].calls.empty());
 }
 
-TEST_F(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
+TEST_P(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
   grpc::ClientContext context;
   auto stream = collector_stub_->Stream(&context);
   ASSERT_TRUE(stream->Write(HelloMessage(11)));
@@ -236,7 +240,7 @@ TEST_F(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
 // A message that does not parse (here: a string field that is not UTF-8, which proto3 refuses)
 // ends that stream with an error saying so; the daemon keeps nothing of it and other streams
 // go on. (It used to end with OK: a typed gRPC service sees a failed parse as the stream's end.)
-TEST_F(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
+TEST_P(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
   grpc::ClientContext good_context;
   auto good = collector_stub_->Stream(&good_context);
   ASSERT_TRUE(good->Write(HelloMessage(11)));
@@ -270,7 +274,7 @@ TEST_F(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
   EXPECT_TRUE(good->Finish().ok());
 }
 
-TEST_F(CollectorServiceTest, ControlErrorsKeepCodeAndMessage) {
+TEST_P(CollectorServiceTest, ControlErrorsKeepCodeAndMessage) {
   grpc::ClientContext context;
   nrtprof::StopCaptureRequest request;
   request.set_capture_id("nope");
@@ -279,6 +283,11 @@ TEST_F(CollectorServiceTest, ControlErrorsKeepCodeAndMessage) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(status.error_message(), "no capture 'nope' in progress");
 }
+
+INSTANTIATE_TEST_SUITE_P(Batches, CollectorServiceTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "ReadAsRecords" : "ParsedByProtobuf";
+                         });
 
 }  // namespace
 }  // namespace nrtprof::daemon

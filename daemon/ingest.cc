@@ -187,15 +187,23 @@ std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool 
 }
 
 absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch) {
-  if (batch.sequence() == 0) {
+  std::vector<IngestedEvent> records;
+  records.reserve(static_cast<size_t>(batch.events_size()));
+  for (const nrtprof::Event& e : batch.events()) records.push_back(ToRecord(e));
+  return OnBatch(batch, records);
+}
+
+absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& rest,
+                                                const std::vector<IngestedEvent>& events) {
+  if (rest.sequence() == 0) {
     return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
   }
-  if (absl::Status s = Validate(batch); !s.ok()) return s;
-  if (!Sequence(batch)) return last_sequence_;
-  ApplyInterning(batch);
+  if (absl::Status s = Validate(rest, events); !s.ok()) return s;
+  if (!Sequence(rest)) return last_sequence_;
+  ApplyInterning(rest);
   LaneDropCounts lanes_of_batch;
-  for (const nrtprof::Event& e : batch.events()) ApplyEvent(ToRecord(e), &lanes_of_batch);
-  ApplyBatch(batch, lanes_of_batch);
+  for (const IngestedEvent& e : events) ApplyEvent(e, &lanes_of_batch);
+  ApplyBatch(rest, lanes_of_batch);
   return last_sequence_;
 }
 
@@ -233,7 +241,8 @@ bool ProcessIngest::Sequence(const nrtprof::EventBatch& batch) {
   return true;
 }
 
-absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch) const {
+absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch,
+                                     const std::vector<IngestedEvent>& events) const {
   const uint64_t seq = batch.sequence();
   // The strings this batch defines, checked against the table and each other.
   std::unordered_map<uint32_t, const std::string*> defined;
@@ -295,39 +304,39 @@ absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch) const {
                                                      limits_.max_strings_per_process, " stacks"));
   }
 
-  for (int i = 0; i < batch.events_size(); ++i) {
-    const nrtprof::Event& e = batch.events(i);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const IngestedEvent& e = events[i];
     auto bad = [&](const std::string& what) {
       return Malformed(seq, absl::StrCat("event ", i, ": ", what));
     };
-    if (e.kind() < nrtprof::EVENT_RANGE || e.kind() > nrtprof::EVENT_DEVICE_DMA) {
-      return bad(absl::StrCat("unknown kind ", static_cast<int>(e.kind())));
+    if (e.kind < nrtprof::EVENT_RANGE || e.kind > nrtprof::EVENT_DEVICE_DMA) {
+      return bad(absl::StrCat("unknown kind ", static_cast<int>(e.kind)));
     }
-    if (e.name_iid() == 0) return bad("no name");
-    for (auto [iid, field] : {std::pair<uint32_t, const char*>{e.name_iid(), "name_iid"},
-                              {e.model_name_iid(), "model_name_iid"},
-                              {e.engine_iid(), "engine_iid"},
-                              {e.tensor_name_iid(), "tensor_name_iid"}}) {
+    if (e.name_iid == 0) return bad("no name");
+    for (auto [iid, field] : {std::pair<uint32_t, const char*>{e.name_iid, "name_iid"},
+                              {e.model_name_iid, "model_name_iid"},
+                              {e.engine_iid, "engine_iid"},
+                              {e.tensor_name_iid, "tensor_name_iid"}}) {
       if (iid != 0 && !known_string(iid)) {
         return bad(absl::StrCat("unknown string id ", iid, " (", field,
                                 "); a string must come with or before the first batch that "
                                 "uses it"));
       }
     }
-    if (e.stack_iid() != 0 && stacks_.count(e.stack_iid()) == 0 &&
-        batch_stacks.count(e.stack_iid()) == 0) {
-      return bad(absl::StrCat("unknown stack id ", e.stack_iid()));
+    if (e.stack_iid != 0 && stacks_.count(e.stack_iid) == 0 &&
+        batch_stacks.count(e.stack_iid) == 0) {
+      return bad(absl::StrCat("unknown stack id ", e.stack_iid));
     }
-    if (e.duration_ns() > kMaxDurationNs ||
-        e.start_ns() > std::numeric_limits<uint64_t>::max() - e.duration_ns()) {
-      return bad(absl::StrCat("duration ", e.duration_ns(), " ns at ", e.start_ns(),
+    if (e.duration_ns > kMaxDurationNs ||
+        e.start_ns > std::numeric_limits<uint64_t>::max() - e.duration_ns) {
+      return bad(absl::StrCat("duration ", e.duration_ns, " ns at ", e.start_ns,
                               " is not a plausible time span"));
     }
-    if (e.nc_idx() < -1 || e.nc_idx() >= kMaxNeuronCores) {
-      return bad(absl::StrCat("NeuronCore ", e.nc_idx(), " out of range"));
+    if (e.nc_idx < -1 || e.nc_idx >= kMaxNeuronCores) {
+      return bad(absl::StrCat("NeuronCore ", e.nc_idx, " out of range"));
     }
-    if (e.depth() > kMaxRangeDepth) {
-      return bad(absl::StrCat("range depth ", e.depth(), " (at most ", kMaxRangeDepth, ")"));
+    if (e.depth > kMaxRangeDepth) {
+      return bad(absl::StrCat("range depth ", e.depth, " (at most ", kMaxRangeDepth, ")"));
     }
   }
 

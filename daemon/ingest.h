@@ -160,6 +160,10 @@ class ProcessIngest {
   // numbers skipped are counted in batches_missing (their events are lost, how many is
   // unknown). A malformed batch returns an error and changes nothing.
   absl::StatusOr<uint64_t> OnBatch(const nrtprof::EventBatch& batch);
+  // The same, for a batch whose events were read as records (wire_events.h): `rest` is the
+  // batch without them (its own events, if any, are not looked at).
+  absl::StatusOr<uint64_t> OnBatch(const nrtprof::EventBatch& rest,
+                                   const std::vector<IngestedEvent>& events);
 
   // OnBatch for a ForReplay copy, of a batch the flight recorder kept: `rest` is the batch
   // without its events, `events` its events as records (wire_events.h reads both from the kept
@@ -208,7 +212,8 @@ class ProcessIngest {
   DropCounts daemon_drops() const;  // the daemon's own
 
  private:
-  absl::Status Validate(const nrtprof::EventBatch& batch) const;
+  absl::Status Validate(const nrtprof::EventBatch& rest,
+                        const std::vector<IngestedEvent>& events) const;
   // False for a batch stored already (its interning is kept); else counts a gap before it.
   bool Sequence(const nrtprof::EventBatch& batch);
   void ApplyEvent(const IngestedEvent& record, LaneDropCounts* lanes_of_batch);

@@ -1,6 +1,6 @@
 // nrtprof_recorder_bench: the flight recorder's figures (issue 14), on one core, without gRPC:
 //
-//   record     ShimMessage::ParseFromString of each serialized batch (gRPC's deserializer) and
+//   record     each serialized batch read as the collector service reads it (ReadWireBatch) and
 //              CollectorCore::OnBatch with the recorder on and no capture: the interning state
 //              and a copy of the batch as it came -- what a standing daemon does all the time.
 //              Events per second of the thread's CPU time.
@@ -36,6 +36,7 @@
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
+#include "daemon/wire_events.h"
 #include "google/protobuf/arena.h"
 #include "proto/nrtprof.pb.h"
 
@@ -173,18 +174,22 @@ int Main() {
     if (!core.OnHello(i + 1, hellos[i], [](const nrtprof::CaptureControl&) {}).ok()) return 1;
   }
 
-  // Parsed as the collector service parses a stream's messages: onto an arena emptied first.
+  // Read as the collector service reads a stream's batches with the recorder on: the events
+  // straight from the bytes into records (wire_events.h), the rest of the batch onto an arena
+  // emptied first.
   google::protobuf::ArenaOptions arena_options;
   arena_options.start_block_size = 64 << 10;
   arena_options.max_block_size = 1 << 20;
   google::protobuf::Arena arena(arena_options);
+  std::vector<daemon::IngestedEvent> records;
+  std::string scratch;
   const double start = CpuNow();
   for (size_t b = 0; b < wire.size(); ++b) {
     arena.Reset();
-    auto* parsed = google::protobuf::Arena::CreateMessage<nrtprof::ShimMessage>(&arena);
-    if (!parsed->ParseFromString(wire[b])) return 1;
+    auto* rest = google::protobuf::Arena::CreateMessage<nrtprof::EventBatch>(&arena);
+    if (!daemon::ReadWireBatch(wire[b], rest, &records, &scratch)) return 1;
     absl::StatusOr<uint64_t> ack =
-        core.OnBatch(wire_process[b] + 1, parsed->batch(), std::move(wire[b]));
+        core.OnBatch(wire_process[b] + 1, *rest, records, std::move(wire[b]));
     if (!ack.ok()) {
       fprintf(stderr, "refused: %s\n", ack.status().ToString().c_str());
       return 1;
