@@ -19,34 +19,37 @@ constexpr char kRaw = 0, kLz4 = 1, kZstd = 2;
 
 void Compress(FlightRecorder::Codec codec, std::string* bytes) {
   const std::string& in = *bytes;
-  std::string out;
+  // Compressed into a buffer of the thread's, kept from batch to batch: a new one of the bound's
+  // size for each batch was zero-filled and faulted in, then copied out at its real size.
+  thread_local std::string buffer;
+  size_t n = 0;  // compressed bytes in buffer after its first, or 0
   if (codec == FlightRecorder::Codec::kLz4) {
-    out.resize(1 + LZ4_compressBound(static_cast<int>(in.size())));
-    const int n = LZ4_compress_default(in.data(), out.data() + 1, static_cast<int>(in.size()),
-                                       static_cast<int>(out.size() - 1));
-    if (n > 0) {
-      out[0] = kLz4;
-      out.resize(1 + n);
-    } else {
-      out.clear();
+    const size_t bound = 1 + static_cast<size_t>(LZ4_compressBound(static_cast<int>(in.size())));
+    if (buffer.size() < bound) buffer.resize(bound);
+    const int written = LZ4_compress_default(in.data(), buffer.data() + 1,
+                                             static_cast<int>(in.size()),
+                                             static_cast<int>(bound - 1));
+    if (written > 0) {
+      buffer[0] = kLz4;
+      n = static_cast<size_t>(written);
     }
   } else if (codec == FlightRecorder::Codec::kZstd) {
-    out.resize(1 + ZSTD_compressBound(in.size()));
-    const size_t n = ZSTD_compress(out.data() + 1, out.size() - 1, in.data(), in.size(), 1);
-    if (!ZSTD_isError(n)) {
-      out[0] = kZstd;
-      out.resize(1 + n);
-    } else {
-      out.clear();
+    const size_t bound = 1 + ZSTD_compressBound(in.size());
+    if (buffer.size() < bound) buffer.resize(bound);
+    const size_t written = ZSTD_compress(buffer.data() + 1, bound - 1, in.data(), in.size(), 1);
+    if (!ZSTD_isError(written)) {
+      buffer[0] = kZstd;
+      n = written;
     }
   }
-  if (out.empty() || out.size() >= in.size() + 1) {
-    out.clear();
+  std::string out;
+  if (n != 0 && n < in.size()) {
+    out.assign(buffer.data(), 1 + n);
+  } else {
     out.reserve(in.size() + 1);
     out.push_back(kRaw);
     out.append(in);
   }
-  out.shrink_to_fit();
   *bytes = std::move(out);
 }
 

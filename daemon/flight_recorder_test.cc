@@ -87,6 +87,28 @@ TEST(FlightRecorderTest, BatchesComeBackAsTheyCame) {
     if (codec != FlightRecorder::Codec::kNone) {
       EXPECT_LT(held[1][0]->bytes.size(), sent.size() / 2) << static_cast<int>(codec);
     }
+
+    // A smaller batch after it (the compression buffer is reused), then one that does not
+    // compress: kept as it came, one byte more.
+    FlightRecorder::Chunk small = Chunk(1, 2, 2, 0);
+    small.bytes.assign(300, 'b');
+    const std::string small_sent = small.bytes;
+    r.Add(std::move(small), &emptied);
+    FlightRecorder::Chunk noise = Chunk(1, 3, 3, 0);
+    uint32_t x = 12345;
+    for (int i = 0; i < 3000; ++i) {
+      x = x * 1103515245u + 12345u;
+      noise.bytes += static_cast<char>(x >> 24);
+    }
+    const std::string noise_sent = noise.bytes;
+    r.Add(std::move(noise), &emptied);
+    held = r.Since(0);
+    ASSERT_EQ(held[1].size(), 3u);
+    ASSERT_TRUE(FlightRecorder::Bytes(*held[1][1], &back));
+    EXPECT_EQ(back, small_sent) << static_cast<int>(codec);
+    ASSERT_TRUE(FlightRecorder::Bytes(*held[1][2], &back));
+    EXPECT_EQ(back, noise_sent) << static_cast<int>(codec);
+    EXPECT_EQ(held[1][2]->bytes.size(), noise_sent.size() + 1) << static_cast<int>(codec);
   }
 }
 

@@ -198,6 +198,14 @@ HugePageReuse::~HugePageReuse() {
   for (const auto& [block, size] : blocks) munmap(reinterpret_cast<void*>(block), size);
 }
 
+void UseSteadyMallocThresholds() {
+  Cache& c = TheCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.scopes != 0) return;  // a capture's scope sets its own, and these after
+  mallopt(M_TRIM_THRESHOLD, kMallocSteadyTrim);
+  mallopt(M_MMAP_THRESHOLD, kMallocSteadyMmap);
+}
+
 size_t HugePageReuseBytes() {
   Cache& c = TheCache();
   std::lock_guard<std::mutex> lock(c.mu);

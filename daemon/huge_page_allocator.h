@@ -45,6 +45,12 @@ void FreeHugePages(void* block, size_t bytes);
 // What is kept now.
 size_t HugePageReuseBytes();
 
+// Sets malloc's thresholds to the steady values a HugePageReuse leaves behind, for a daemon
+// from its start: glibc's own start values (its mmap threshold at 128 KiB, rising with what is
+// freed) had a standing daemon map, fault in and give back (madvise) a batch's buffers of a few
+// hundred KiB on every batch until the first capture set these.
+void UseSteadyMallocThresholds();
+
 // At most this much freed memory is kept for reuse.
 inline constexpr size_t kHugePageReuseBytes = size_t{2} << 30;
 

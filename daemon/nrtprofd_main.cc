@@ -35,6 +35,7 @@
 #include "common/clickhouse_http.h"
 #include "daemon/collector_service.h"
 #include "daemon/fleet_exporter.h"
+#include "daemon/huge_page_allocator.h"
 #include "daemon/control_service.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
@@ -628,6 +629,7 @@ int NrtprofdMain(int argc, char** argv) {
     case Parsed::kRun:
       break;
   }
+  UseSteadyMallocThresholds();
   TcpListenerFlags tcp_flags;
   tcp_flags.listen = absl::GetFlag(FLAGS_listen);
   tcp_flags.cert_file = Absolute(absl::GetFlag(FLAGS_tls_cert));

@@ -33,6 +33,7 @@
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
 #include "daemon/collector_core.h"
+#include "daemon/huge_page_allocator.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
@@ -169,6 +170,7 @@ int Main() {
   const std::unique_ptr<daemon::TraceSink> every_file = Sinks(/*everything=*/true);
   const std::unique_ptr<daemon::TraceSink> pftrace_summary = Sinks(/*everything=*/false);
   SwitchSink sink;
+  daemon::UseSteadyMallocThresholds();  // as nrtprofd does at its start
   daemon::CollectorCore core(options, &sink, daemon::SystemClock());
   for (uint32_t i = 0; i < processes; ++i) {
     if (!core.OnHello(i + 1, hellos[i], [](const nrtprof::CaptureControl&) {}).ok()) return 1;
