@@ -1,9 +1,9 @@
 // nrtprof_pipeline_breakdown: where the daemon's time goes, phase by phase, for the same
 // synthetic processes nrtprof_loadgen sends (bench/load/synthetic_process.h), without gRPC:
 //
-//   decode     ShimMessage::ParseFromString of each serialized batch (what gRPC's
-//              deserializer does before the service sees a batch)
-//   ingest     ProcessIngest::OnBatch (checks, interning tables, records)
+//   decode     ReadWireBatch of each serialized batch, as the collector service reads one with
+//              the flight recorder on: the events straight into records, the rest by protobuf
+//   ingest     ProcessIngest::OnBatch of those (checks, interning tables, records kept)
 //   correlate  CaptureCorrelator::Next: each process's part of the capture's Trace
 //   lanes      BuildLanes(): the layout both trace writers draw, made once for the two
 //   pftrace    PerfettoWriter's stream on those lanes
@@ -42,6 +42,7 @@
 #include "daemon/correlator.h"
 #include "daemon/huge_page_allocator.h"
 #include "daemon/ingest.h"
+#include "daemon/wire_events.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
 #include "daemon/trace_lanes.h"
@@ -107,13 +108,15 @@ int Main() {
     ingests.back()->BeginCapture();
   }
   double decode_s = 0, ingest_s = 0;
-  nrtprof::ShimMessage message;  // reused, as each stream's reactor reuses its own
+  nrtprof::EventBatch rest;  // reused, as the service's records are its thread's
+  std::vector<daemon::IngestedEvent> records;
+  std::string scratch;
   for (size_t b = 0; b < wire.size(); ++b) {
     Clock::time_point t = Clock::now();
-    if (!message.ParseFromString(wire[b])) return 1;
+    if (!daemon::ReadWireBatch(wire[b], &rest, &records, &scratch)) return 1;
     decode_s += Since(t);
     t = Clock::now();
-    absl::StatusOr<uint64_t> ack = ingests[wire_process[b]]->OnBatch(message.batch());
+    absl::StatusOr<uint64_t> ack = ingests[wire_process[b]]->OnBatch(rest, records);
     ingest_s += Since(t);
     if (!ack.ok()) {
       fprintf(stderr, "ingest refused a batch: %s\n", ack.status().ToString().c_str());
@@ -223,7 +226,7 @@ int Main() {
   };
   printf("nrtprof_pipeline_breakdown: %" PRIu64 " events from %u processes, one core, CPU time\n",
          total, processes);
-  row("decode (protobuf parse)", decode_s);
+  row("decode (ReadWireBatch)", decode_s);
   row("ingest (ProcessIngest)", ingest_s);
   row("correlate", correlate_s);
   row("lanes (BuildLanes, for both)", lanes_s);
