@@ -184,6 +184,9 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
     absl::StatusOr<uint64_t> ack =
         read_as_records_ ? core_->OnBatch(id_, *rest_, Records(), std::move(wire_))
                          : core_->OnBatch(id_, in_->batch(), std::move(wire_));
+    // A batch far larger than a shim's (a message may be 64 MiB) leaves nothing behind.
+    if (Records().capacity() > kRecordsKept) std::vector<IngestedEvent>().swap(Records());
+    if (Scratch().capacity() > kScratchKept) std::string().swap(Scratch());
     if (!ack.ok()) return ToGrpcStatus(ack.status());
     nrtprof::DaemonMessage m;
     m.mutable_ack()->set_sequence(*ack);
@@ -266,6 +269,8 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
     thread_local std::string scratch;
     return scratch;
   }
+  static constexpr size_t kRecordsKept = 16384;    // twice a recorder-only shim's batch
+  static constexpr size_t kScratchKept = 4 << 20;  // a first batch's strings
   uint64_t messages_read_ = 0;
   // Only on the reading side, and in OnDone, which gRPC runs after every other reaction.
   bool hello_seen_ = false;

@@ -17,6 +17,9 @@ uint64_t Cost(const FlightRecorder::Chunk& c) { return c.bytes.size() + kChunkOv
 // The first byte of the stored bytes says how the rest is kept.
 constexpr char kRaw = 0, kLz4 = 1, kZstd = 2;
 
+// The most a thread's compression buffer keeps between batches.
+constexpr size_t kCompressBufferKept = 4 << 20;
+
 void Compress(FlightRecorder::Codec codec, std::string* bytes) {
   const std::string& in = *bytes;
   // Compressed into a buffer of the thread's, kept from batch to batch: a new one of the bound's
@@ -50,6 +53,8 @@ void Compress(FlightRecorder::Codec codec, std::string* bytes) {
     out.push_back(kRaw);
     out.append(in);
   }
+  // What a shim's batch needs is kept (a few hundred KiB); a far larger message's, not.
+  if (buffer.size() > kCompressBufferKept) std::string().swap(buffer);
   *bytes = std::move(out);
 }
 
