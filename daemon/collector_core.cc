@@ -381,8 +381,8 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
       chunk.sequence = batch.sequence();
       chunk.events = static_cast<uint32_t>(event_count);
       if (wire.empty() || batch.models_size() != 0) {
-        // Made from the message (a batch read as records has its events only in `wire`).
-        // (The wire reader takes only what protobuf parses: wire_events_test.)
+        // Made from the message; a batch read as records has its events only in `wire`
+        // (which protobuf parses: the wire reader takes nothing else, wire_events_test).
         nrtprof::ShimMessage m;
         if (events == nullptr || !m.ParseFromString(wire)) *m.mutable_batch() = batch;
         m.mutable_batch()->clear_models();

@@ -199,12 +199,7 @@ absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& rest,
     return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
   }
   if (absl::Status s = Validate(rest, events); !s.ok()) return s;
-  if (!Sequence(rest)) return last_sequence_;
-  ApplyInterning(rest);
-  LaneDropCounts lanes_of_batch;
-  for (const IngestedEvent& e : events) ApplyEvent(e, &lanes_of_batch);
-  ApplyBatch(rest, lanes_of_batch);
-  return last_sequence_;
+  return Store(rest, events);
 }
 
 absl::StatusOr<uint64_t> ProcessIngest::OnRecordedBatch(const nrtprof::EventBatch& rest,
@@ -212,33 +207,30 @@ absl::StatusOr<uint64_t> ProcessIngest::OnRecordedBatch(const nrtprof::EventBatc
   if (!replay_) {
     return absl::FailedPreconditionError("a recorded batch given to a live stream's ingest");
   }
-  if (rest.sequence() == 0) {
-    return absl::InvalidArgumentError("batch with sequence 0 (sequences start at 1)");
-  }
-  if (!Sequence(rest)) return last_sequence_;
-  ApplyInterning(rest);
-  LaneDropCounts lanes_of_batch;
-  for (const IngestedEvent& e : events) ApplyEvent(e, &lanes_of_batch);
-  ApplyBatch(rest, lanes_of_batch);
-  return last_sequence_;
+  return Store(rest, events);
 }
 
-bool ProcessIngest::Sequence(const nrtprof::EventBatch& batch) {
+uint64_t ProcessIngest::Store(const nrtprof::EventBatch& rest,
+                              const std::vector<IngestedEvent>& events) {
   // A replay of something already stored: storing it again would double its events. Its
   // strings and stacks are kept all the same: resent on a new stream, it carries the ones that
   // stream's later batches use.
-  if (batch.sequence() <= last_sequence_) {
-    ApplyInterning(batch);
-    return false;
+  if (rest.sequence() <= last_sequence_) {
+    ApplyInterning(rest);
+    return last_sequence_;
   }
   // A gap: batches lost between the shim and here (a shim bug, or spool files lost). The
   // batch is still good, so it is kept; the gap is counted in batches_missing because the
   // events of the missing batches cannot be counted.
   // A final batch that came alone (Hello.final_only) follows batches of another stream.
-  if (hello_.final_only()) last_sequence_ = batch.sequence() - 1;
-  batches_missing_ += batch.sequence() - last_sequence_ - 1;
-  last_sequence_ = batch.sequence();
-  return true;
+  if (hello_.final_only()) last_sequence_ = rest.sequence() - 1;
+  batches_missing_ += rest.sequence() - last_sequence_ - 1;
+  last_sequence_ = rest.sequence();
+  ApplyInterning(rest);
+  LaneDropCounts lanes_of_batch;
+  for (const IngestedEvent& e : events) ApplyEvent(e, &lanes_of_batch);
+  ApplyBatch(rest, lanes_of_batch);
+  return last_sequence_;
 }
 
 absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch,

@@ -214,8 +214,9 @@ class ProcessIngest {
  private:
   absl::Status Validate(const nrtprof::EventBatch& rest,
                         const std::vector<IngestedEvent>& events) const;
-  // False for a batch stored already (its interning is kept); else counts a gap before it.
-  bool Sequence(const nrtprof::EventBatch& batch);
+  // Stores a checked batch (`rest` without its events, `events` them): a batch stored already
+  // only for its interning. Returns the sequence to acknowledge.
+  uint64_t Store(const nrtprof::EventBatch& rest, const std::vector<IngestedEvent>& events);
   void ApplyEvent(const IngestedEvent& record, LaneDropCounts* lanes_of_batch);
   void ApplyBatch(const nrtprof::EventBatch& batch, const LaneDropCounts& lanes_of_batch);
   void ApplyInterning(const nrtprof::EventBatch& batch);
