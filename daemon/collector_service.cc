@@ -15,7 +15,6 @@
 #include "daemon/wire_events.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/alarm.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 
 namespace nrtprof::daemon {
@@ -120,21 +119,32 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
     wire_.clear();
     read_as_records_ = false;
     bool parsed = false;
-    if (core_->KeepsWire()) {
-      // As it came, for the flight recorder, which keeps batches undecoded.
-      grpc::Slice slice;
-      if (in_bytes_.DumpToSingleSlice(&slice).ok()) {
-        wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
-        // A batch's events are read from the bytes straight into records (wire_events.h);
-        // what that reader declines is parsed by protobuf.
-        read_as_records_ = hello_seen_ && ReadWireBatch(wire_, rest_, &Records(), &Scratch());
-        parsed = read_as_records_ || in_->ParseFromString(wire_);
-      }
-    } else {
-      grpc::ProtoBufferReader reader(&in_bytes_);
-      parsed = in_->ParseFromZeroCopyStream(&reader);
-    }
+    // The message as it came: counted before it is read, and kept by the flight recorder,
+    // which keeps batches undecoded.
+    grpc::Slice slice;
+    const bool whole = in_bytes_.DumpToSingleSlice(&slice).ok();
     in_bytes_.Clear();
+    if (whole) wire_.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    // Each field becomes a record or a message of a hundred bytes or more when read: a message
+    // of millions of tiny fields is refused unread (gRPC's size bound alone would let 64 MiB
+    // of them become gigabytes).
+    if (uint64_t elements = 0; whole && CountWireElements(wire_, &elements) &&
+                               elements > kMaxShimMessageElements) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("message ", messages_read_, " of the stream holds ", elements,
+                       " events, strings and other elements (at most ", kMaxShimMessageElements,
+                       ")"));
+    }
+    if (whole && core_->KeepsWire()) {
+      // A batch's events are read from the bytes straight into records (wire_events.h);
+      // what that reader declines is parsed by protobuf.
+      read_as_records_ = hello_seen_ && ReadWireBatch(wire_, rest_, &Records(), &Scratch());
+      parsed = read_as_records_ || in_->ParseFromString(wire_);
+    } else if (whole) {
+      parsed = in_->ParseFromString(wire_);
+      std::string().swap(wire_);  // no recorder: not kept, nor its buffer by an idle stream
+    }
     if (parsed) return grpc::Status::OK;
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("message ", messages_read_,

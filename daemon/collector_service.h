@@ -26,6 +26,10 @@ namespace nrtprof::daemon {
 // The largest ShimMessage the daemon takes (ServerBuilder::SetMaxReceiveMessageSize): gRPC
 // refuses a larger one with RESOURCE_EXHAUSTED before it reaches the service.
 inline constexpr int kMaxShimMessageBytes = 64 << 20;
+// The most fields (events, strings, stacks...) of its Hello or batch a ShimMessage may hold: a
+// shim's largest batch has 8,192 events, and with 64-frame stacks at most some 540,000 fields
+// in all. More is refused with RESOURCE_EXHAUSTED before it is read.
+inline constexpr uint64_t kMaxShimMessageElements = 1 << 20;
 
 struct CollectorServiceOptions {
   // How long a new stream may go without its Hello; 0: forever.

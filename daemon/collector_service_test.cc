@@ -30,7 +30,7 @@ void RemoveTree(const std::string& path) {
       16, FTW_DEPTH | FTW_PHYS);
 }
 
-constexpr int kTestMaxMessageBytes = 1 << 20;
+constexpr int kTestMaxMessageBytes = 4 << 20;
 
 class FakeSink : public TraceSink {
  public:
@@ -235,6 +235,41 @@ TEST_P(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
   nrtprof::StatusReply daemon;
   ASSERT_TRUE(control_stub_->Status(&status_context, nrtprof::StatusRequest(), &daemon).ok());
   EXPECT_EQ(daemon.processes_size(), 0);  // both closed and forgotten
+}
+
+// A message of more fields than a shim ever sends (here empty events, two bytes each on the
+// wire, a record or message of a hundred or more read) is refused before it is read, within
+// gRPC's size bound, and ends only its stream.
+TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
+  grpc::ClientContext context;
+  auto stream = collector_stub_->Stream(&context);
+  ASSERT_TRUE(stream->Write(HelloMessage(11)));
+  nrtprof::DaemonMessage reply;
+  ReadHelloAnswer(stream.get(), &reply);
+  nrtprof::ShimMessage flood = BatchMessage(1);  // a sequence, a string, an event
+  for (uint64_t i = 0; i < kMaxShimMessageElements; ++i) flood.mutable_batch()->add_events();
+  ASSERT_LT(flood.ByteSizeLong(), static_cast<size_t>(kTestMaxMessageBytes));
+  stream->Write(flood);
+  EXPECT_FALSE(stream->Read(&reply));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(),
+            absl::StrCat("message 2 of the stream holds ", kMaxShimMessageElements + 3,
+                         " events, strings and other elements (at most ",
+                         kMaxShimMessageElements, ")"));
+
+  // As many as the bound allows are read: then ingest refuses these events, kind by kind.
+  grpc::ClientContext read_context;
+  auto read = collector_stub_->Stream(&read_context);
+  ASSERT_TRUE(read->Write(HelloMessage(12)));
+  ReadHelloAnswer(read.get(), &reply);
+  nrtprof::ShimMessage most = BatchMessage(1);
+  for (uint64_t i = 0; i + 3 < kMaxShimMessageElements; ++i) most.mutable_batch()->add_events();
+  read->Write(most);
+  EXPECT_FALSE(read->Read(&reply));
+  const grpc::Status refused = read->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.error_message(), "batch 1: event 1: unknown kind 0") << refused.error_message();
 }
 
 // A message that does not parse (here: a string field that is not UTF-8, which proto3 refuses)

@@ -1,6 +1,7 @@
 #include "daemon/ingest.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <unordered_map>
@@ -65,6 +66,17 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
       break;  // ranges name neither
   }
   return r;
+}
+
+bool SameRecord(const IngestedEvent& a, const IngestedEvent& b) {
+  return a.kind == b.kind && a.tid == b.tid && a.function == b.function &&
+         a.name_iid == b.name_iid && a.stack_iid == b.stack_iid && a.depth == b.depth &&
+         a.model_name_iid == b.model_name_iid && a.engine_iid == b.engine_iid &&
+         a.tensor_name_iid == b.tensor_name_iid && a.repeat == b.repeat && a.status == b.status &&
+         a.nc_idx == b.nc_idx && a.placement == b.placement && a.host_clock == b.host_clock &&
+         a.start_ns == b.start_ns && a.duration_ns == b.duration_ns &&
+         a.correlation_id == b.correlation_id && a.bytes == b.bytes &&
+         std::memcmp(&a.call, &b.call, sizeof(a.call)) == 0;
 }
 
 namespace {

@@ -268,6 +268,8 @@ class ProcessIngest {
 
 // A wire Event as a record.
 IngestedEvent ToRecord(const nrtprof::Event& e);
+// Field by field (records have padding), the union's bytes whichever member the kind says.
+bool SameRecord(const IngestedEvent& a, const IngestedEvent& b);
 
 // The function an API call event records: its `function` (the wire's number), or, from a shim
 // older than that field, the one its name names (common/api_functions.h); unspecified for a

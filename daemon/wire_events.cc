@@ -7,7 +7,17 @@ namespace nrtprof::daemon {
 namespace {
 
 // Protobuf's wire types (the low three bits of a tag).
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+enum WireType : uint32_t {
+  kVarint = 0,
+  kFixed64 = 1,
+  kLengthDelimited = 2,
+  kStartGroup = 3,
+  kEndGroup = 4,
+  kFixed32 = 5
+};
+
+// How deep protobuf parses nested groups (its default recursion limit).
+constexpr int kMaxGroupDepth = 100;
 
 // Field numbers of the messages read here (proto/nrtprof.proto).
 constexpr uint32_t kShimMessageHello = 1;
@@ -48,6 +58,15 @@ class Reader {
     *type = static_cast<uint32_t>(tag & 7);
     return *field != 0 && (*type == kVarint || *type == kFixed64 || *type == kLengthDelimited ||
                            *type == kFixed32);
+  }
+
+  // A tag as it is, groups' wire types included.
+  bool RawTag(uint32_t* field, uint32_t* type) {
+    uint64_t tag = 0;
+    if (!Varint(&tag, 5) || tag > UINT32_MAX) return false;
+    *field = static_cast<uint32_t>(tag >> 3);
+    *type = static_cast<uint32_t>(tag & 7);
+    return *field != 0;
   }
 
   // The bytes of a length-delimited field.
@@ -151,7 +170,50 @@ bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
   return true;
 }
 
+// Counts the fields in `in` up to its end, or, if `group` is not 0, up to the end of that group
+// (its start read already), with the fields of groups inside them; false if protobuf could not
+// parse them either.
+bool CountFields(Reader* in, uint32_t group, int depth, uint64_t* fields) {
+  if (depth > kMaxGroupDepth) return false;
+  while (!in->done()) {
+    uint32_t field = 0, type = 0;
+    if (!in->RawTag(&field, &type)) return false;
+    if (type == kEndGroup) return group == field;
+    ++*fields;
+    if (type == kStartGroup) {
+      if (!CountFields(in, field, depth + 1, fields)) return false;
+    } else if (!in->Skip(type)) {
+      return false;
+    }
+  }
+  return group == 0;
+}
+
 }  // namespace
+
+bool CountWireElements(std::string_view wire, uint64_t* elements) {
+  *elements = 0;
+  Reader message(wire.data(), wire.data() + wire.size());
+  while (!message.done()) {
+    uint32_t field = 0, type = 0;
+    if (!message.RawTag(&field, &type)) return false;
+    if ((field == kShimMessageHello || field == kShimMessageBatch) && type == kLengthDelimited) {
+      const char* b = nullptr;
+      const char* e = nullptr;
+      if (!message.Bytes(&b, &e)) return false;
+      Reader inner(b, e);
+      if (!CountFields(&inner, 0, 0, elements)) return false;
+      continue;
+    }
+    if (type == kEndGroup) return false;
+    if (type == kStartGroup) {
+      if (!CountFields(&message, field, 1, elements)) return false;
+      continue;
+    }
+    if (!message.Skip(type)) return false;
+  }
+  return true;
+}
 
 bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
                    std::vector<IngestedEvent>* events, std::string* scratch) {

@@ -30,6 +30,13 @@ namespace nrtprof::daemon {
 bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
                    std::vector<IngestedEvent>* events, std::string* scratch);
 
+// How many fields the Hello and the batch in the serialized ShimMessage `wire` hold (each event,
+// string, stack... one; unknown groups' fields too), counted without reading them: what parsing
+// it would make objects of. A field of a few bytes becomes a record or message of a hundred or
+// more, so a message of tiny fields must be refused before it is read. False if protobuf could
+// not parse the message either.
+bool CountWireElements(std::string_view wire, uint64_t* elements);
+
 }  // namespace nrtprof::daemon
 
 #endif  // NRTPROF_DAEMON_WIRE_EVENTS_H_

@@ -61,6 +61,17 @@ bool ReadsAsProtobufDoes(const std::string& wire, const std::string& what) {
   return true;
 }
 
+// CountWireElements never fails on what protobuf parses (a message it could not count would
+// go to protobuf unbounded), and counts at least the batch's events.
+void CountsWhatProtobufParses(const std::string& wire, const std::string& what) {
+  uint64_t elements = 0;
+  const bool counted = CountWireElements(wire, &elements);
+  nrtprof::ShimMessage m;
+  if (!m.ParseFromString(wire)) return;
+  EXPECT_TRUE(counted) << what << ": protobuf parses what was not counted";
+  EXPECT_GE(elements, static_cast<uint64_t>(m.batch().events_size())) << what;
+}
+
 // A batch as the shim sends one: every kind of event, every field, and what else a batch has.
 nrtprof::ShimMessage RealBatch() {
   nrtprof::ShimMessage m;
@@ -184,6 +195,7 @@ TEST(WireEventsTest, EveryTruncationIsDeclinedOrReadAsProtobufDoes) {
   int taken = 0;
   for (size_t n = 0; n < wire.size(); ++n) {
     taken += ReadsAsProtobufDoes(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
+    CountsWhatProtobufParses(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
   }
   // Only the empty prefix has no batch; the rest cut a length: nothing can be taken.
   EXPECT_EQ(taken, 0);
@@ -198,6 +210,7 @@ TEST(WireEventsTest, EveryOneByteCorruptionIsDeclinedOrReadAsProtobufDoes) {
       bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
       ++tried;
       taken += ReadsAsProtobufDoes(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
+      CountsWhatProtobufParses(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
     }
   }
   // Most corruptions change a value, not the framing: those must be read, and read right.
@@ -261,6 +274,33 @@ TEST(WireEventsTest, DeclinesWhatProtobufMustRead) {
   std::string scratch;
   for (const auto& [what, wire] : cases) {
     EXPECT_FALSE(ReadWireBatch(wire, &rest, &events, &scratch)) << what;
+  }
+}
+
+TEST(WireEventsTest, CountsEveryFieldOfTheBatchUnread) {
+  uint64_t elements = 0;
+  // The real batch: its sequence, a string, a stack, six events, a clock sync, its drops,
+  // clock, events sent, a notice, final and flushed.
+  ASSERT_TRUE(CountWireElements(RealBatch().SerializeAsString(), &elements));
+  EXPECT_EQ(elements, 16u);
+  // An unknown group's fields count too, nested ones included; a Hello's fields count.
+  const std::string group = Tag(100, 3) + Tag(1, 0) + Varint(1) + Tag(2, 3) + Tag(3, 0) +
+                            Varint(1) + Tag(2, 4) + Tag(100, 4);
+  ASSERT_TRUE(CountWireElements(Delimited(2, Tag(1, 0) + Varint(1) + group), &elements));
+  EXPECT_EQ(elements, 5u);  // the sequence, the group, its field, the inner group, its field
+  nrtprof::ShimMessage hello;
+  hello.mutable_hello()->set_pid(1);
+  hello.mutable_hello()->add_command_line("a");
+  hello.mutable_hello()->add_command_line("b");
+  ASSERT_TRUE(CountWireElements(hello.SerializeAsString(), &elements));
+  EXPECT_EQ(elements, 3u);
+  // What protobuf refuses: a group never closed, closed by another number, an end alone.
+  for (const std::string& bad :
+       {Delimited(2, Tag(100, 3) + Tag(1, 0) + Varint(1)), Delimited(2, Tag(100, 3) + Tag(101, 4)),
+        Delimited(2, Tag(100, 4))}) {
+    EXPECT_FALSE(CountWireElements(bad, &elements));
+    nrtprof::ShimMessage m;
+    EXPECT_FALSE(m.ParseFromString(bad));
   }
 }
 

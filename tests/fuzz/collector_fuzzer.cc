@@ -21,6 +21,7 @@
 #include "daemon/collector_core.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
+#include "daemon/wire_events.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/nrtprof.pb.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -88,6 +89,39 @@ class CheckedSink : public daemon::TraceSink {
   std::unique_ptr<daemon::TraceSink> writers_;
 };
 
+// The daemon's own readers of a message's bytes (daemon/wire_events.h) against protobuf's
+// parse (`parsed`, null if it refused them): the counter must count whatever protobuf parses,
+// and what the wire reader takes it must read as protobuf does.
+void CheckWireReaders(absl::string_view message, bool truncated, const nrtprof::ShimMessage* parsed) {
+  if (truncated) return;
+  const std::string_view bytes(message.data(), message.size());
+  uint64_t elements = 0;
+  if (!daemon::CountWireElements(bytes, &elements) && parsed != nullptr) {
+    Finding("CountWireElements failed on a message protobuf parses");
+  }
+  nrtprof::EventBatch rest;
+  std::vector<daemon::IngestedEvent> events;
+  std::string scratch;
+  if (!daemon::ReadWireBatch(bytes, &rest, &events, &scratch)) return;
+  if (parsed == nullptr || !parsed->has_batch()) {
+    Finding("ReadWireBatch took a message protobuf refuses, or one without a batch");
+  }
+  const auto& expected = parsed->batch().events();
+  if (events.size() != static_cast<size_t>(expected.size())) {
+    Finding("ReadWireBatch read another number of events than protobuf");
+  }
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (!daemon::SameRecord(events[i], daemon::ToRecord(expected[static_cast<int>(i)]))) {
+      Finding(absl::StrCat("ReadWireBatch read event ", i, " otherwise than protobuf"));
+    }
+  }
+  nrtprof::EventBatch without = parsed->batch();
+  without.clear_events();
+  if (rest.SerializeAsString() != without.SerializeAsString()) {
+    Finding("ReadWireBatch's rest of the batch is not protobuf's");
+  }
+}
+
 // One slot of the input's four streams, as CollectorService's ShimStream keeps it.
 struct Slot {
   CollectorCore::StreamId id = 0;
@@ -134,7 +168,9 @@ void Run(absl::string_view input) {
       slot->id = next_id++;
     }
     nrtprof::ShimMessage m;
-    bool keep = !r.truncated && m.ParseFromArray(r.message.data(), r.message.size());
+    const bool parsed = !r.truncated && m.ParseFromArray(r.message.data(), r.message.size());
+    CheckWireReaders(r.message, r.truncated, parsed ? &m : nullptr);
+    bool keep = parsed;
     if (keep && !slot->hello_seen) {
       keep = m.msg_case() == nrtprof::ShimMessage::kHello &&
              core.OnHello(slot->id, m.hello(), [](const nrtprof::CaptureControl&) {}).ok();
