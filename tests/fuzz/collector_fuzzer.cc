@@ -92,7 +92,8 @@ class CheckedSink : public daemon::TraceSink {
 // The daemon's own readers of a message's bytes (daemon/wire_events.h) against protobuf's
 // parse (`parsed`, null if it refused them): the counter must count whatever protobuf parses,
 // and what the wire reader takes it must read as protobuf does.
-void CheckWireReaders(absl::string_view message, bool truncated, const nrtprof::ShimMessage* parsed) {
+void CheckWireReaders(absl::string_view message, bool truncated,
+                      const nrtprof::ShimMessage* parsed) {
   if (truncated) return;
   const std::string_view bytes(message.data(), message.size());
   uint64_t elements = 0;
