@@ -29,8 +29,9 @@ constexpr char kStreamMethod[] = "/nrtprof.Collector/Stream";
 class ShimStream final : public grpc::ServerGenericBidiReactor {
  public:
   // `peer`: who is at the other end (peer.h), read while its connection is surely open.
-  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms, Peer peer)
-      : core_(core), id_(id), peer_(peer) {
+  ShimStream(CollectorCore* core, uint64_t id, uint32_t hello_timeout_ms,
+             uint64_t max_message_elements, Peer peer)
+      : core_(core), id_(id), peer_(peer), max_message_elements_(max_message_elements) {
     if (hello_timeout_ms != 0) {
       holds_ = 2;  // OnDone, and the timer's callback, which runs once whatever happens
       hello_timer_.Set(
@@ -129,11 +130,11 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
     // of millions of tiny fields is refused unread (gRPC's size bound alone would let 64 MiB
     // of them become gigabytes).
     if (uint64_t elements = 0; whole && CountWireElements(wire_, &elements) &&
-                               elements > kMaxShimMessageElements) {
+                               elements > max_message_elements_) {
       return grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("message ", messages_read_, " of the stream holds ", elements,
-                       " events, strings and other elements (at most ", kMaxShimMessageElements,
+                       " events, strings and other elements (at most ", max_message_elements_,
                        ")"));
     }
     if (whole && core_->KeepsWire()) {
@@ -250,6 +251,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
   CollectorCore* const core_;
   const uint64_t id_;
   const Peer peer_;
+  const uint64_t max_message_elements_;
   grpc::ByteBuffer in_bytes_;  // one read at a time
   // Blocks of 64 KiB to 1 MiB: a batch of 8,192 events (a recorder-only shim's) parses into
   // about 1.4 MB, in a few blocks.
@@ -315,7 +317,7 @@ grpc::ServerGenericBidiReactor* CollectorService::CreateReactor(
     return new Unimplemented(context->method());
   }
   return new ShimStream(core_, next_stream_++, options_.hello_timeout_ms,
-                        PeerOf(context->peer()));
+                        options_.max_message_elements, PeerOf(context->peer()));
 }
 
 }  // namespace nrtprof::daemon

@@ -34,6 +34,8 @@ inline constexpr uint64_t kMaxShimMessageElements = 1 << 20;
 struct CollectorServiceOptions {
   // How long a new stream may go without its Hello; 0: forever.
   uint32_t hello_timeout_ms = 10'000;
+  // The most fields a message's Hello or batch may hold (tests set fewer).
+  uint64_t max_message_elements = kMaxShimMessageElements;
 };
 
 class CollectorService final : public grpc::CallbackGenericService {

@@ -30,7 +30,9 @@ void RemoveTree(const std::string& path) {
       16, FTW_DEPTH | FTW_PHYS);
 }
 
-constexpr int kTestMaxMessageBytes = 4 << 20;
+constexpr int kTestMaxMessageBytes = 1 << 20;
+// Fewer fields than the daemon's bound, so that the test's messages stay small.
+constexpr uint64_t kTestMaxElements = 1000;
 
 class FakeSink : public TraceSink {
  public:
@@ -92,7 +94,9 @@ class CollectorServiceTest : public ::testing::TestWithParam<bool> {
     options.output_root = folder_ + "/captures";
     options.flight_recorder = GetParam();
     core_ = std::make_unique<CollectorCore>(options, &sink_, SystemClock());
-    collector_ = std::make_unique<CollectorService>(core_.get());
+    CollectorServiceOptions service_options;
+    service_options.max_message_elements = kTestMaxElements;
+    collector_ = std::make_unique<CollectorService>(core_.get(), service_options);
     control_ = std::make_unique<ControlService>(core_.get());
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
@@ -237,9 +241,9 @@ TEST_P(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
   EXPECT_EQ(daemon.processes_size(), 0);  // both closed and forgotten
 }
 
-// A message of more fields than a shim ever sends (here empty events, two bytes each on the
-// wire, a record or message of a hundred or more read) is refused before it is read, within
-// gRPC's size bound, and ends only its stream.
+// A message of more fields than the bound (here the test's; empty events, two bytes each on
+// the wire, a record or message of a hundred bytes or more once read) is refused before it is
+// read, and ends only its stream.
 TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
   grpc::ClientContext context;
   auto stream = collector_stub_->Stream(&context);
@@ -247,16 +251,15 @@ TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
   nrtprof::DaemonMessage reply;
   ReadHelloAnswer(stream.get(), &reply);
   nrtprof::ShimMessage flood = BatchMessage(1);  // a sequence, a string, an event
-  for (uint64_t i = 0; i < kMaxShimMessageElements; ++i) flood.mutable_batch()->add_events();
-  ASSERT_LT(flood.ByteSizeLong(), static_cast<size_t>(kTestMaxMessageBytes));
+  for (uint64_t i = 0; i < kTestMaxElements; ++i) flood.mutable_batch()->add_events();
   stream->Write(flood);
   EXPECT_FALSE(stream->Read(&reply));
   const grpc::Status status = stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(status.error_message(),
-            absl::StrCat("message 2 of the stream holds ", kMaxShimMessageElements + 3,
-                         " events, strings and other elements (at most ",
-                         kMaxShimMessageElements, ")"));
+            absl::StrCat("message 2 of the stream holds ", kTestMaxElements + 3,
+                         " events, strings and other elements (at most ", kTestMaxElements,
+                         ")"));
 
   // As many as the bound allows are read: then ingest refuses these events, kind by kind.
   grpc::ClientContext read_context;
@@ -264,7 +267,7 @@ TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
   ASSERT_TRUE(read->Write(HelloMessage(12)));
   ReadHelloAnswer(read.get(), &reply);
   nrtprof::ShimMessage most = BatchMessage(1);
-  for (uint64_t i = 0; i + 3 < kMaxShimMessageElements; ++i) most.mutable_batch()->add_events();
+  for (uint64_t i = 0; i + 3 < kTestMaxElements; ++i) most.mutable_batch()->add_events();
   read->Write(most);
   EXPECT_FALSE(read->Read(&reply));
   const grpc::Status refused = read->Finish();
