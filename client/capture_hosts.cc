@@ -297,6 +297,7 @@ uint64_t StartAll(const CaptureWindow& window, const std::string& capture_id,
   request.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(window.last)));
   request.set_iterations(window.iterations);
   request.set_step_multiple(window.step_multiple);
+  for (CaptureFileKind kind : window.files) request.add_files(kind);
   request.set_fetch(true);
   ForEachHost(hosts, [&](Host* h) { Start(request, local_start, h); });
   return local_start;

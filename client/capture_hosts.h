@@ -32,6 +32,7 @@ struct CaptureWindow {
   uint32_t step_multiple = 1;
   std::vector<uint32_t> pids;
   uint32_t stacks = 0;
+  std::vector<CaptureFileKind> files;  // --files; empty: every kind
 };
 
 // The wait of `capture --iterations` on one daemon: fed each status it answers, it says when

@@ -40,11 +40,22 @@ bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& starte
           static_cast<unsigned long long>(files.events()), files.processes(),
           files.processes() == 1 ? "" : "es",
           static_cast<unsigned long long>(files.events_dropped()), files.output_dir().c_str());
-  for (const std::string& f : files.files()) fprintf(stderr, "  %s\n", f.c_str());
-  fprintf(stderr,
-          "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
-          "trace file\"), or trace.json in chrome://tracing\n",
-          files.output_dir().c_str());
+  bool pftrace = false, json = false;
+  for (const std::string& f : files.files()) {
+    fprintf(stderr, "  %s\n", f.c_str());
+    pftrace = pftrace || f == "trace.pftrace";
+    json = json || f == "trace.json";
+  }
+  // How to open the traces the capture has (capture --files may have left either out).
+  if (pftrace) {
+    fprintf(stderr,
+            "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
+            "trace file\")%s\n",
+            files.output_dir().c_str(), json ? ", or trace.json in chrome://tracing" : "");
+  } else if (json) {
+    fprintf(stderr, "nrtprof: open %s/trace.json in chrome://tracing\n",
+            files.output_dir().c_str());
+  }
   return true;
 }
 

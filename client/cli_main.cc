@@ -50,12 +50,13 @@ const std::vector<Command>& Commands() {
        true},
       {"capture", CaptureCommand,
        "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
-       "[--pid PID]... [--out DIR] [--stacks N] [--quiet] [--addr ADDRESS ...]",
+       "[--pid PID]... [--out DIR] [--files KINDS] [--stacks N] [--quiet] [--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
-       {"duration", "last", "iterations", "step_multiple", "pid", "out", "stacks", "quiet",
-        "hosts", NRTPROF_DAEMON_FLAGS},
+       {"duration", "last", "iterations", "step_multiple", "pid", "out", "files", "stacks",
+        "quiet", "hosts", NRTPROF_DAEMON_FLAGS},
        "examples:\n"
        "  nrtprof capture --last 30s\n"
+       "  nrtprof capture --last 30s --files pftrace,summary\n"
        "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n"
        "  nrtprof capture --iterations 5 --step_multiple 100\n"
        "  nrtprof capture --hosts trn1:50051,trn2:50051 --tls_ca ca.pem --token_file token \\\n"

@@ -228,6 +228,8 @@ struct CollectorCore::Capture {
   uint64_t first_step = 0;
   std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
   bool staged = false;            // written in the daemon's own folder, fetched, then removed
+  // Writes the files the capture named (StartCaptureRequest.files); null: the core's sink.
+  std::unique_ptr<TraceSink> own_sink;
   uint64_t number = 0;   // order of starting: a process without a capture id joins the latest
   bool starting = true;  // the id is reserved, the folder not made yet
   bool stopping = false;
@@ -477,6 +479,19 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
         "this daemon's flight recorder is off (--flight_recorder_seconds 0): it holds no past "
         "to capture");
   }
+  uint32_t file_kinds = 0;  // a bit per CaptureFileKind named; none: every file
+  for (int kind : request.files()) {
+    if (kind == nrtprof::CAPTURE_FILE_KIND_UNSPECIFIED || !nrtprof::CaptureFileKind_IsValid(kind)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the request names a kind of capture file this daemon does not know (", kind,
+                       ")"));
+    }
+    file_kinds |= 1u << kind;
+  }
+  if (file_kinds != 0 && !options_.sink_for_files) {
+    return absl::FailedPreconditionError(
+        "this daemon writes every file of a capture: it cannot write only some");
+  }
   if (absl::Status s = AwaitStart(request.start_monotonic_ns()); !s.ok()) return s;
   // Another user's capture is staged in the daemon's own folder and fetched: the daemon never
   // writes where such a caller asks, since it cannot know what that user may write.
@@ -531,6 +546,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->started_ns = clock_->MonotonicNs();
     c->last_ms = request.last_ms();
     c->iterations = request.iterations();
+    if (file_kinds != 0) c->own_sink = options_.sink_for_files(file_kinds);
     if (c->iterations != 0) {
       // The next step number that is a multiple of K after the latest any of the capture's
       // processes marked: processes in step record the same numbers.
@@ -650,7 +666,8 @@ absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles
   // Once for the capture: the summary files, the reply's table and the fleet's rows.
   const Summary summary = ComputeSummary(trace);
   std::vector<std::string> written;
-  absl::Status wrote = sink_->Write(trace, summary, capture->output_dir, &written);
+  TraceSink* sink = capture->own_sink != nullptr ? capture->own_sink.get() : sink_;
+  absl::Status wrote = sink->Write(trace, summary, capture->output_dir, &written);
   for (const std::string& f : written) files.add_files(f);
   files.set_summary_text(FormatSummary(summary));
   uint64_t events = 0, dropped = 0;
@@ -712,7 +729,8 @@ absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::stri
   // clipping to steps works on all of it; the fleet store is handed it.
   std::unique_ptr<TraceStream> stream;
   if (capture->iterations == 0 && !options_.capture_written) {
-    stream = sink_->OpenStream(capture->output_dir);
+    TraceSink* sink = capture->own_sink != nullptr ? capture->own_sink.get() : sink_;
+    stream = sink->OpenStream(capture->output_dir);
   }
   // A capture of the past is made of what the flight recorder kept, which holds the window's
   // live batches too. Whole steps begin after the start; the seconds before give the

@@ -94,6 +94,10 @@ struct CollectorOptions {
   std::function<void(const Trace&, const Summary&, const nrtprof::CaptureFiles&)>
       capture_written;
   std::function<void(nrtprof::StatusReply*)> add_status;
+  // A sink that writes only the files of `kinds` (a bit, 1 << k, per nrtprof::CaptureFileKind
+  // k; never none), for a capture that names its files (StartCaptureRequest.files). Unset: such
+  // a request is refused, and every capture goes to the core's sink.
+  std::function<std::unique_ptr<TraceSink>(uint32_t kinds)> sink_for_files;
 };
 
 class CollectorCore {

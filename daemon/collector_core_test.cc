@@ -255,6 +255,62 @@ TEST_F(CollectorCoreTest, ReplyTableIsTheSummaryFilesTable) {
   EXPECT_EQ(FormatSummary(*from_json), files->summary_text());
 }
 
+// A capture that names its files is written by the sink made for those kinds; one that names
+// none, by the core's. A kind the daemon does not know, or a daemon that cannot choose, is
+// refused before anything starts.
+TEST_F(CollectorCoreTest, ACaptureThatNamesItsFilesGetsASinkForThem) {
+  std::vector<uint32_t> asked;
+  FakeSink* chosen = nullptr;
+  CollectorOptions options = Options();
+  options.sink_for_files = [&](uint32_t kinds) {
+    asked.push_back(kinds);
+    auto sink = std::make_unique<FakeSink>();
+    chosen = sink.get();
+    return std::unique_ptr<TraceSink>(std::move(sink));
+  };
+  CollectorCore core(options, &sink_, &clock_);
+  Controls c1;
+  ASSERT_TRUE(core.OnHello(1, Hello(101), c1.Sender()).ok());
+
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("some");
+  request.add_files(nrtprof::CAPTURE_FILE_KIND_SUMMARY);
+  request.add_files(nrtprof::CAPTURE_FILE_KIND_PFTRACE);
+  ASSERT_TRUE(core.StartCapture(request).ok());
+  EXPECT_EQ(asked, (std::vector<uint32_t>{(1u << nrtprof::CAPTURE_FILE_KIND_SUMMARY) |
+                                          (1u << nrtprof::CAPTURE_FILE_KIND_PFTRACE)}));
+  ASSERT_TRUE(core.OnBatch(1, Batch(1)).ok());
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("some");
+  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_EQ(chosen->traces.size(), 1u);
+  EXPECT_TRUE(sink_.traces.empty());
+  EXPECT_EQ(std::vector<std::string>(files->files().begin(), files->files().end()),
+            (std::vector<std::string>{"fake.trace"}));
+
+  nrtprof::StartCaptureRequest every;
+  every.set_capture_id("every");
+  ASSERT_TRUE(core.StartCapture(every).ok());
+  EXPECT_EQ(asked.size(), 1u) << "no files named: the core's own sink";
+  ASSERT_TRUE(core.OnBatch(1, Batch(2)).ok());
+  stop.set_capture_id("every");
+  ASSERT_TRUE(core.StopCapture(stop).ok());
+  EXPECT_EQ(sink_.traces.size(), 1u);
+
+  nrtprof::StartCaptureRequest unknown;
+  unknown.add_files(static_cast<nrtprof::CaptureFileKind>(9));
+  EXPECT_EQ(core.StartCapture(unknown).status().code(), absl::StatusCode::kInvalidArgument);
+  unknown.set_files(0, nrtprof::CAPTURE_FILE_KIND_UNSPECIFIED);
+  EXPECT_EQ(core.StartCapture(unknown).status().code(), absl::StatusCode::kInvalidArgument);
+  // The fixture's core has no sink_for_files.
+  EXPECT_EQ(core_.StartCapture(request).status().message(),
+            "this daemon writes every file of a capture: it cannot write only some");
+  EXPECT_EQ(asked.size(), 1u);
+  EXPECT_TRUE(core.Status().captures().empty()) << "nothing started";
+}
+
 // A sink whose writers take a process at a time: the capture is correlated and handed over
 // one process after another, in pid order, and the reply counts them all.
 TEST_F(CollectorCoreTest, AStreamingSinkIsGivenOneProcessAtATime) {

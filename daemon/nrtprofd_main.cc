@@ -508,15 +508,23 @@ absl::Status PrepareOutputRoot(const std::string& root) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<TraceSink> ProductionSink() {
+// The writers of the files of `kinds` (a bit, 1 << k, per nrtprof::CaptureFileKind k).
+std::unique_ptr<TraceSink> ProductionSink(uint32_t kinds) {
+  auto wanted = [&](nrtprof::CaptureFileKind kind) { return (kinds & (1u << kind)) != 0; };
   std::vector<std::unique_ptr<TraceSink>> sinks;
-  // The two traces draw the same lanes: laid out once for both.
+  // The two traces draw the same lanes: laid out once for both (not at all for neither).
   std::vector<std::unique_ptr<LaneSink>> traces;
-  traces.push_back(std::make_unique<PerfettoWriter>());
-  traces.push_back(std::make_unique<ChromeJsonWriter>());
-  sinks.push_back(std::make_unique<LaneSinkGroup>(std::move(traces)));
-  sinks.push_back(std::make_unique<SummarySink>());
-  sinks.push_back(std::make_unique<ArtifactWriter>());
+  if (wanted(nrtprof::CAPTURE_FILE_KIND_PFTRACE)) {
+    traces.push_back(std::make_unique<PerfettoWriter>());
+  }
+  if (wanted(nrtprof::CAPTURE_FILE_KIND_JSON)) {
+    traces.push_back(std::make_unique<ChromeJsonWriter>());
+  }
+  if (!traces.empty()) sinks.push_back(std::make_unique<LaneSinkGroup>(std::move(traces)));
+  if (wanted(nrtprof::CAPTURE_FILE_KIND_SUMMARY)) sinks.push_back(std::make_unique<SummarySink>());
+  if (wanted(nrtprof::CAPTURE_FILE_KIND_ARTIFACTS)) {
+    sinks.push_back(std::make_unique<ArtifactWriter>());
+  }
   return std::make_unique<CompositeSink>(std::move(sinks));
 }
 
@@ -727,7 +735,8 @@ int NrtprofdMain(int argc, char** argv) {
       exporter->FillStatus(reply->mutable_fleet_export());
     };
   }
-  std::unique_ptr<TraceSink> sink = ProductionSink();
+  options.sink_for_files = ProductionSink;
+  std::unique_ptr<TraceSink> sink = ProductionSink(~0u);
   CollectorCore core(options, sink.get(), SystemClock());
   // The counters folded from the flight recorder, for /metrics and the fleet store alike.
   Metrics folded;

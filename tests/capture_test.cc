@@ -2,12 +2,14 @@
 // the shim by hand stream to the daemon, and a capture records them for a window -- all of
 // them or the named pids -- ends early on Ctrl-C, and says why when it holds nothing. Real
 // nrtprofd, real programs, the real CLI.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -192,6 +194,77 @@ TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
   const std::string name = r.err.substr(model + 3, r.err.find('\n', model + 1) - model - 3);
   EXPECT_TRUE(absl::EndsWith(name, ".neff")) << name;
   EXPECT_TRUE(testing::Exists(out + "/" + name)) << name;
+}
+
+// The names in folder `dir`.
+std::set<std::string> FilesIn(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') names.insert(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// `--files` writes only the kinds it names; the table comes either way, and the closing line
+// points only at a trace that is there.
+TEST(CaptureTest, FilesWritesOnlyTheKindsNamed) {
+  Daemon daemon("capture-files");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-files");
+  const Result program = RunProcess(
+      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
+      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+       {"NRTPROF_ADDR", daemon.addr()},
+       {"NRT_SIM_TIME_SCALE", "0"}});
+  ASSERT_EQ(program.exit_code, 0) << program.err;
+
+  const std::string traced = dir + "/pftrace-summary";
+  const Result r = RunProcess(
+      Capture(daemon, {"--last", "30s", "--files", "pftrace,summary", "--out", traced}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(FilesIn(traced), (std::set<std::string>{"trace.pftrace", "summary.txt",
+                                                    "summary.csv", "summary.json"}))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "Self NEURON time total")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "/trace.pftrace in the Perfetto UI")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "trace.json")) << r.err;
+  EXPECT_EQ(testing::CallsByName(traced)["nrt_load"], 1) << r.err;
+  // The trace holds the calls: its own table says so.
+  const Result from_trace = RunProcess(
+      {Runfile("client/nrtprof"), "summary", traced + "/trace.pftrace", "--from-trace",
+       "--format", "csv"},
+      kCliEnv);
+  ASSERT_EQ(from_trace.exit_code, 0) << from_trace.err;
+  EXPECT_TRUE(absl::StrContains(from_trace.out, "\nnrt_load,")) << from_trace.out;
+
+  // Only the summary: no trace to point at; the same table.
+  const std::string table = dir + "/summary-only";
+  const Result only = RunProcess(
+      Capture(daemon, {"--last", "30s", "--files", "summary", "--out", table}), kCliEnv);
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_EQ(FilesIn(table),
+            (std::set<std::string>{"summary.txt", "summary.csv", "summary.json"}))
+      << only.err;
+  EXPECT_FALSE(absl::StrContains(only.err, "Perfetto")) << only.err;
+  EXPECT_EQ(testing::CallsByName(table), testing::CallsByName(traced));
+
+  // The model file and its device trace are the artifacts.
+  const std::string artifacts = dir + "/artifacts";
+  const Result models = RunProcess(
+      Capture(daemon, {"--last", "30s", "--files", "artifacts,json", "--out", artifacts}),
+      kCliEnv);
+  ASSERT_EQ(models.exit_code, 0) << models.err;
+  const std::set<std::string> written = FilesIn(artifacts);
+  EXPECT_EQ(written.count("trace.json"), 1u) << models.err;
+  EXPECT_EQ(written.count("trace.pftrace") + written.count("summary.txt"), 0u) << models.err;
+  EXPECT_EQ(std::count_if(written.begin(), written.end(),
+                          [](const std::string& f) { return absl::EndsWith(f, ".neff"); }),
+            1)
+      << models.err;
+  EXPECT_TRUE(absl::StrContains(models.err, "/trace.json in chrome://tracing")) << models.err;
 }
 
 // With no capture running a process holds its events longer before it sends them
@@ -390,6 +463,18 @@ TEST(CaptureTest, BadInputIsOneLine) {
   const Result pid = RunProcess(Capture(daemon, {"--duration", "1s", "--pid", "x"}), kCliEnv);
   EXPECT_EQ(pid.exit_code, 2);
   EXPECT_EQ(pid.err, "nrtprof capture: --pid 'x' is not a process id\n");
+  const Result files =
+      RunProcess(Capture(daemon, {"--last", "1s", "--files", "pftrace,html"}), kCliEnv);
+  EXPECT_EQ(files.exit_code, 2);
+  EXPECT_EQ(files.err,
+            "nrtprof capture: --files: 'html' is not a kind of capture file (pftrace, json, "
+            "summary, artifacts)\n");
+  const Result merged = RunProcess({Runfile("client/nrtprof"), "capture", "--last", "1s", "--files",
+                                    "json", "--hosts", "a:1,b:2"},
+                                   kCliEnv);
+  EXPECT_EQ(merged.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(merged.err, "nrtprof capture: --hosts merges every host's"))
+      << merged.err;
   const Result absent = RunProcess({Runfile("client/nrtprof"), "capture", "--duration", "1s",
                                     "--addr", "unix:/tmp/nrtprof-no-such-folder-4711/d.sock"},
                                    kCliEnv);
