@@ -11,6 +11,9 @@
 // (bench/load/run_load.sh). Times:
 //   ingest  first batch sent -> last ack received (the daemon decoded and stored every event)
 //   e2e     first batch sent -> StopCapture returned (correlated, every file written)
+// With --capture=false it starts no capture: the streams feed the daemon's flight recorder
+// only, and it reports ingest alone (bench/load/run_capture_last_daemon.sh then asks for
+// `nrtprof capture --last`).
 // With --daemon_pid it also reads that process's peak resident memory (VmHWM) and its CPU
 // time in each phase from /proc. A benchmark: it prints figures and asserts nothing about time;
 // it exits non-zero only when the daemon refuses it or loses the connection.
@@ -52,6 +55,8 @@ ABSL_FLAG(std::string, capture_id, "", "capture id (default: loadgen-PID)");
 ABSL_FLAG(std::string, output_dir, "", "the capture's folder (default: the daemon's choice)");
 ABSL_FLAG(uint32_t, first_pid, 100000, "pid of the first synthetic process; others follow");
 ABSL_FLAG(int64_t, daemon_pid, 0, "the daemon's pid, to report its memory and CPU time");
+ABSL_FLAG(bool, capture, true,
+          "start a capture first and stop it at the end; false: feed the flight recorder only");
 ABSL_FLAG(uint32_t, stop_wait_ms, 10'000, "StopCapture's wait for the processes' final batches");
 
 namespace nrtprof::bench {
@@ -186,8 +191,9 @@ int Main() {
   const double rate = absl::GetFlag(FLAGS_rate);
   const uint32_t batch_events = std::max<uint32_t>(absl::GetFlag(FLAGS_batch_events), 1);
   const int64_t daemon_pid = absl::GetFlag(FLAGS_daemon_pid);
+  const bool capture = absl::GetFlag(FLAGS_capture);
   std::string capture_id = absl::GetFlag(FLAGS_capture_id);
-  if (capture_id.empty()) capture_id = absl::StrCat("loadgen-", getpid());
+  if (capture_id.empty() && capture) capture_id = absl::StrCat("loadgen-", getpid());
   if (event_limit == 0 && duration_s <= 0) {
     fprintf(stderr, "nrtprof_loadgen: give --events or --duration_s\n");
     return 2;
@@ -211,7 +217,7 @@ int Main() {
   start.set_capture_id(capture_id);
   start.set_output_dir(absl::GetFlag(FLAGS_output_dir));
   nrtprof::StartCaptureReply started;
-  {
+  if (capture) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     const grpc::Status s = control->StartCapture(&context, start, &started);
@@ -277,13 +283,29 @@ int Main() {
     all_capturing = all_capturing && s->capturing();
     if (!s->error().empty()) fprintf(stderr, "nrtprof_loadgen: %s\n", s->error().c_str());
   }
-  if (!all_capturing) fprintf(stderr, "nrtprof_loadgen: a stream was never told to capture\n");
+  if (capture && !all_capturing) {
+    fprintf(stderr, "nrtprof_loadgen: a stream was never told to capture\n");
+  }
 
   nrtprof::StatusReply status;
   {
     grpc::ClientContext context;
     const grpc::Status s = control->Status(&context, nrtprof::StatusRequest(), &status);
     if (!s.ok()) fprintf(stderr, "nrtprof_loadgen: Status: %s\n", s.error_message().c_str());
+  }
+  if (!capture) {
+    const double ingest_s = Seconds(last_ack - t0);
+    printf("nrtprof_loadgen: %u streams x %u threads, %" PRIu64
+           " events into the flight recorder, daemon received %" PRIu64 "\n",
+           streams, absl::GetFlag(FLAGS_threads), sent, status.events_received());
+    printf("  ingest  %.3f s  %.0f events/s   (first batch -> last ack)\n", ingest_s,
+           sent / ingest_s);
+    if (daemon_pid > 0) {
+      printf("  daemon  CPU %.2f s ingesting\n", daemon_cpu_ingest - daemon_cpu_start);
+    }
+    printf("RESULT streams=%u sent=%" PRIu64 " received=%" PRIu64 " ingest_s=%.4f\n", streams,
+           sent, status.events_received(), ingest_s);
+    return failed.load() ? 1 : 0;
   }
   nrtprof::StopCaptureRequest stop;
   stop.set_capture_id(capture_id);
