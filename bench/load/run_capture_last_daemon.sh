@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `nrtprof capture --last` as a user runs it, against a standing nrtprofd (issue 14: a
 # capture of 3 M recorded events at >= 2 M events/s on one core). Per round: a fresh nrtprofd
-# pinned to core 0 with a flight recorder big enough for the events; nrtprof_loadgen on core 1
+# pinned to core 0 with a flight recorder big enough for the events (and a per-process bound,
+# --max_events_per_process, above them: one process may send them all); nrtprof_loadgen on core 1
 # feeding it EVENTS synthetic events over P streams with no capture running (the recorder
 # only); a pause (the machine settles); then, PAUSE (12) s apart, two captures of the last 60 s
 # (so that the second still holds every event; the recorder keeps 120 s) by the real CLI: `--files pftrace,summary`, then every file -- in the other order every other round.
@@ -66,7 +67,8 @@ for round in $(seq "$ROUNDS"); do
   dir="$work/r$round"
   mkdir -p "$dir"
   taskset -c 0 "$NRTPROF_BIN/daemon/nrtprofd" --socket "$dir/d.sock" --output_root "$dir/caps" \
-    --flight_recorder_seconds 120 --flight_recorder_bytes $((1 << 30)) --quiet &
+    --flight_recorder_seconds 120 --flight_recorder_bytes $((1 << 30)) \
+    --max_events_per_process $((EVENTS * 2)) --quiet &
   daemon_pid=$!
   for _ in $(seq 50); do [[ -S "$dir/d.sock" ]] && break; sleep 0.1; done
   taskset -c 1 "$NRTPROF_BIN/bench/nrtprof_loadgen" --addr "unix:$dir/d.sock" --capture=false \
