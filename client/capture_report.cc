@@ -3,10 +3,16 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/flags.h"
 #include "client/fetch.h"
 #include "client/locate.h"
 #include "client/progress.h"
@@ -17,6 +23,30 @@ std::string CaptureDestination(const StartCaptureReply& started, const std::stri
   if (!started.fetch()) return started.output_dir();
   if (!out.empty()) return out;
   return Absolute(absl::StrCat("nrtprof-captures/", started.capture_id()));
+}
+
+absl::StatusOr<std::vector<CaptureFileKind>> FileKindsFromFlag() {
+  static const std::pair<const char*, CaptureFileKind> kKinds[] = {
+      {"pftrace", CAPTURE_FILE_KIND_PFTRACE},
+      {"json", CAPTURE_FILE_KIND_JSON},
+      {"summary", CAPTURE_FILE_KIND_SUMMARY},
+      {"artifacts", CAPTURE_FILE_KIND_ARTIFACTS}};
+  std::vector<CaptureFileKind> kinds;
+  const std::string list = absl::GetFlag(FLAGS_files);
+  if (list.empty()) return kinds;
+  for (absl::string_view name : absl::StrSplit(list, ',')) {
+    const auto* known = std::find_if(std::begin(kKinds), std::end(kKinds),
+                                     [&](const auto& k) { return name == k.first; });
+    if (known == std::end(kKinds)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--files: '", name,
+                       "' is not a kind of capture file (pftrace, json, summary, artifacts)"));
+    }
+    if (std::find(kinds.begin(), kinds.end(), known->second) == kinds.end()) {
+      kinds.push_back(known->second);
+    }
+  }
+  return kinds;
 }
 
 bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& started,

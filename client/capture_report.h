@@ -7,7 +7,9 @@
 #define NRTPROF_CLIENT_CAPTURE_REPORT_H_
 
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "client/daemon_connection.h"
 #include "proto/nrtprof.pb.h"
 
@@ -16,6 +18,10 @@ namespace nrtprof::cli {
 // Where the capture's files end up, as the user sees them: `out` (absolute, or empty for the
 // default), or ./nrtprof-captures/ID when the CLI fetches them; the daemon's folder otherwise.
 std::string CaptureDestination(const StartCaptureReply& started, const std::string& out);
+
+// The kinds of file --files names (run, capture), in its order, once each; empty for every
+// kind. An unknown name: InvalidArgument, its message the one line to print.
+absl::StatusOr<std::vector<CaptureFileKind>> FileKindsFromFlag();
 
 // Fetches the files if `started.fetch()`, into CaptureDestination(started, out), and prints the
 // report. `command` prefixes its own lines ("nrtprof run"). Returns false if the fetch failed

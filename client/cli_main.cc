@@ -38,10 +38,10 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"run", RunCommand,
-       "run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
-       "[--quiet] [--addr ADDRESS ...] [--] CMD ARGS...",
+       "run [--out DIR] [--files KINDS] [--stacks N] [--device-profile] "
+       "[--mode best_effort|lossless] [--quiet] [--addr ADDRESS ...] [--] CMD ARGS...",
        "run CMD under the profiler and print where its device time went",
-       {"out", "stacks", "device_profile", "mode", "quiet", NRTPROF_DAEMON_FLAGS},
+       {"out", "files", "stacks", "device_profile", "mode", "quiet", NRTPROF_DAEMON_FLAGS},
        "Everything from CMD on is the program's, flags included; `--` before CMD is optional.\n"
        "Exits with CMD's exit code.\n\n"
        "examples:\n"

@@ -11,10 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iterator>
 #include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -50,10 +48,6 @@ ABSL_FLAG(std::string, hosts, "",
           "capture on these daemons at one instant, as HOST:PORT,HOST:PORT,... (TCP, with the "
           "same --tls_ca and --token_file or client certificate for each); their files come "
           "to --out, one folder per host, with a merged trace.pftrace and summary.txt");
-ABSL_FLAG(std::string, files, "",
-          "write only these of the capture's files, as pftrace,summary: pftrace (trace.pftrace), "
-          "json (trace.json), summary (summary.txt, .csv and .json), artifacts (model files and "
-          "device traces); the table is printed either way. Default: all of them");
 ABSL_FLAG(std::string, pid, "",
           "record only these processes: a pid, or several (--pid 1,2 or --pid 1 --pid 2)");
 
@@ -94,30 +88,6 @@ std::vector<char*> JoinPidFlags(int argc, char** argv, std::string* joined) {
     rest.push_back(joined->data());
   }
   return rest;
-}
-
-// --files: the kinds it names, in its order, once each; empty for every file.
-absl::StatusOr<std::vector<CaptureFileKind>> ParseFileKinds(const std::string& list) {
-  static const std::pair<const char*, CaptureFileKind> kKinds[] = {
-      {"pftrace", CAPTURE_FILE_KIND_PFTRACE},
-      {"json", CAPTURE_FILE_KIND_JSON},
-      {"summary", CAPTURE_FILE_KIND_SUMMARY},
-      {"artifacts", CAPTURE_FILE_KIND_ARTIFACTS}};
-  std::vector<CaptureFileKind> kinds;
-  if (list.empty()) return kinds;
-  for (absl::string_view name : absl::StrSplit(list, ',')) {
-    const auto* known = std::find_if(std::begin(kKinds), std::end(kKinds),
-                                     [&](const auto& k) { return name == k.first; });
-    if (known == std::end(kKinds)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--files: '", name,
-                       "' is not a kind of capture file (pftrace, json, summary, artifacts)"));
-    }
-    if (std::find(kinds.begin(), kinds.end(), known->second) == kinds.end()) {
-      kinds.push_back(known->second);
-    }
-  }
-  return kinds;
 }
 
 }  // namespace
@@ -172,8 +142,7 @@ int CaptureCommand(int argc, char** argv) {
   }
   const int stacks = std::max(absl::GetFlag(FLAGS_stacks), 0);  // -1: not given
   if (stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
-  const absl::StatusOr<std::vector<CaptureFileKind>> kinds =
-      ParseFileKinds(absl::GetFlag(FLAGS_files));
+  const absl::StatusOr<std::vector<CaptureFileKind>> kinds = FileKindsFromFlag();
   if (!kinds.ok()) return Fail(std::string(kinds.status().message()), 2);
   const std::string out = Absolute(absl::GetFlag(FLAGS_out));
   if (const std::string hosts = absl::GetFlag(FLAGS_hosts); !hosts.empty()) {

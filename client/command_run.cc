@@ -39,6 +39,10 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(int, stacks, -1,
           "call-stack depth recorded for each runtime call, 0 (off) to 64 (default: "
           "$NRTPROF_STACKS, else 0)");
+ABSL_FLAG(std::string, files, "",
+          "write only these of the capture's files, as pftrace,summary: pftrace (trace.pftrace), "
+          "json (trace.json), summary (summary.txt, .csv and .json), artifacts (model files and "
+          "device traces); the table is printed either way. Default: all of them");
 ABSL_FLAG(bool, device_profile, false,
           "also the runtime's device profile of each model: the engines' ops and the I/O DMA "
           "inside every execution (NRTPROF_DEVICE_PROFILE=1)");
@@ -50,7 +54,8 @@ namespace nrtprof::cli {
 namespace {
 
 constexpr char kRunUsage[] =
-    "nrtprof run [--out DIR] [--stacks N] [--device-profile] [--mode best_effort|lossless] "
+    "nrtprof run [--out DIR] [--files KINDS] [--stacks N] [--device-profile] "
+    "[--mode best_effort|lossless] "
     "[--addr ADDRESS "
     "[--tls_ca PEM --token_file PATH]] -- CMD ARGS...";
 
@@ -234,6 +239,8 @@ int RunCommand(int argc, char** argv) {
   if (mode != "best_effort" && mode != "lossless") {
     return Fail(absl::StrCat("--mode '", mode, "' is not best_effort or lossless"), 2);
   }
+  const absl::StatusOr<std::vector<CaptureFileKind>> kinds = FileKindsFromFlag();
+  if (!kinds.ok()) return Fail(std::string(kinds.status().message()), 2);
   std::vector<char*> command(args.begin() + 1, args.end());
   command.push_back(nullptr);
   std::string why;
@@ -260,6 +267,7 @@ int RunCommand(int argc, char** argv) {
   StartCaptureRequest start;
   start.set_output_dir(out);
   start.set_stack_depth(stack_depth);
+  for (CaptureFileKind kind : *kinds) start.add_files(kind);
   StartCaptureReply capture;
   {
     grpc::ClientContext context;

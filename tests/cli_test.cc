@@ -1,6 +1,7 @@
 // The nrtprof CLI as a new user meets it (issue 17's list): each command's own --help with its
 // flags (generated from their definitions) and examples, --version, another command's flag refused in one line, usage errors exit 2, and a
 // program given to `nrtprof run` without `--` keeps its own flags.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -82,6 +83,9 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
            {{"run", "--stacks", "abc", "--", "/bin/true"},
             "nrtprof run: bad value 'abc' for --stacks"},
            {{"capture", "--duration", "soon"}, "nrtprof capture: bad value 'soon' for --duration"},
+           {{"run", "--files", "pdf", "--", "/bin/true"},
+            "nrtprof run: --files: 'pdf' is not a kind of capture file (pftrace, json, summary, "
+            "artifacts)\n"},
            {{"run", "--device-profile=maybe", "--", "/bin/true"},
             "nrtprof run: bad value 'maybe' for --device_profile"},
            {{"summary", "x", "--limit"}, "nrtprof summary: --limit needs a value"},
@@ -204,6 +208,25 @@ TEST(CliTest, RunLeavesNothingButTheCapture) {
   ASSERT_TRUE(absl::StartsWith(socket, "/tmp/nrtprof-run-")) << socket;
   EXPECT_FALSE(testing::Exists(socket.substr(0, socket.rfind('/')))) << "left " << socket;
   EXPECT_TRUE(testing::Exists(out + "/trace.pftrace"));
+}
+
+// `run --files`: the capture folder holds the kinds named, and nothing else.
+TEST(CliTest, RunWritesOnlyTheFilesNamed) {
+  const std::string out = testing::TempDir("cli-files") + "/cap";
+  const Result r = Nrtprof({"run", "--files", "summary,pftrace", "--out", out, "--",
+                            Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> names;
+  if (DIR* d = opendir(out.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') names.insert(e->d_name);
+    }
+    closedir(d);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"trace.pftrace", "summary.txt", "summary.csv",
+                                          "summary.json"}))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "Self NEURON time total")) << r.err;
 }
 
 // As a shell answers: 127 for a program that is not there, 126 for one that cannot be run; one
