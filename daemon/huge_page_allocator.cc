@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace nrtprof::daemon {
@@ -96,11 +97,46 @@ void* MapHugePages(size_t bytes) {
   return reinterpret_cast<void*>(aligned);
 }
 
+// Kept blocks of `bytes` at most in all, largest first, the last one cut to fit (its tail stays
+// kept), as (address, size) pairs; taken out of the cache.
+std::vector<std::pair<uintptr_t, size_t>> TakeKeptPieces(size_t bytes) {
+  Cache& c = TheCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<std::pair<uintptr_t, size_t>> pieces;
+  while (bytes != 0 && !c.by_size.empty()) {
+    const auto largest = std::prev(c.by_size.end());
+    const size_t size = largest->first;
+    const uintptr_t block = largest->second;
+    const size_t take = std::min(size, bytes);
+    Forget(c, block, size);
+    if (size > take) Keep(c, block + take, size - take);
+    c.bytes -= take;
+    pieces.emplace_back(block, take);
+    bytes -= take;
+  }
+  return pieces;
+}
+
 }  // namespace
 
 void* AllocateHugePages(size_t bytes) {
   if (uintptr_t kept = TakeKept(bytes); kept != 0) return reinterpret_cast<void*>(kept);
-  return MapHugePages(bytes);
+  void* block = MapHugePages(bytes);
+  if (block == nullptr) return nullptr;
+  // No kept block is big enough, but kept blocks together may be (the freed pieces of the
+  // process before, not all of them next to each other): their pages are moved to the front of
+  // the new mapping, which a vector fills first. mremap moves page tables, not bytes: the pages
+  // come along already faulted in and zeroed once, which on the VMs the daemon runs on was most
+  // of a process's decoding when each process of a capture took fresh ones.
+  uintptr_t at = reinterpret_cast<uintptr_t>(block);
+  for (const auto& [piece, size] : TakeKeptPieces(bytes)) {
+    void* moved = mremap(reinterpret_cast<void*>(piece), size, size,
+                         MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(at));
+    // Where it cannot move, the new mapping's own pages serve: the piece goes back.
+    if (moved == MAP_FAILED) munmap(reinterpret_cast<void*>(piece), size);
+    at += size;
+  }
+  return block;
 }
 
 namespace {

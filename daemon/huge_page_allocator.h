@@ -11,7 +11,9 @@
 // the kept blocks next to it, for the next big block of the same size or smaller, so that the
 // later phases of the capture (its Trace, its lanes) and its later processes reuse the pages its
 // earlier ones (the raw events, the process before) had the kernel fault in and zero --
-// zeroing fresh pages was the largest single cost left in writing a capture. Only the huge
+// zeroing fresh pages was the largest single cost left in writing a capture. A big block that
+// no kept block is big enough for is a new mapping with kept blocks moved into its front
+// (mremap: their pages, not copies), so pieces kept apart still serve the next process's events. Only the huge
 // pages of a freed block that were touched are kept (mincore); its untouched rest, address
 // space without pages, is unmapped, since reusing it would cost what a new mapping does. malloc
 // is told to keep what is freed meanwhile too (mallopt; huge_page_allocator.cc). When the last

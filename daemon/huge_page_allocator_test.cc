@@ -4,8 +4,11 @@
 // blocks go back to the system.
 #include "daemon/huge_page_allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -46,14 +49,17 @@ TEST(HugePageAllocatorTest, WhileACaptureIsWrittenFreedBlocksAreReusedThenSplitT
   EXPECT_EQ(HugePageReuseBytes(), 0u);
 
   FreeHugePages(front, kHugePage);
-  void* bigger = Touched(AllocateHugePages(2 * kHugePage), 2 * kHugePage);
+  char* bigger = static_cast<char*>(AllocateHugePages(2 * kHugePage));
   EXPECT_NE(bigger, front) << "bigger than anything kept: a new mapping";
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(bigger), 7u) << "with the kept pages moved to its front";
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+  Touched(bigger, 2 * kHugePage);
   {
     HugePageReuse another;  // a second capture written at the same time
     FreeHugePages(back, kHugePage);
     FreeHugePages(bigger, 2 * kHugePage);
   }
-  EXPECT_EQ(HugePageReuseBytes(), 4 * kHugePage) << "kept while the first capture goes on";
+  EXPECT_EQ(HugePageReuseBytes(), 3 * kHugePage) << "kept while the first capture goes on";
   capture.reset();
   EXPECT_EQ(HugePageReuseBytes(), 0u);
 }
@@ -100,6 +106,42 @@ TEST(HugePageAllocatorTest, OnlyTouchedHugePagesAreKept) {
   EXPECT_EQ(HugePageReuseBytes(), 0u);
   FreeHugePages(first, kHugePage);
   FreeHugePages(third, kHugePage);
+}
+
+// Whether each huge page of the block has pages in memory (mincore), without touching it.
+std::vector<bool> ResidentHugePages(const char* block, size_t bytes) {
+  std::vector<unsigned char> pages(bytes / 4096);
+  std::vector<bool> huge(bytes / kHugePage);
+  if (mincore(const_cast<char*>(block), bytes, pages.data()) != 0) return huge;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (pages[i] & 1) huge[i * 4096 / kHugePage] = true;
+  }
+  return huge;
+}
+
+// The next process's events need one block bigger than any kept, while the pieces the process
+// before freed are not next to each other: their pages are moved into the new block's front,
+// already in memory, and nothing is copied or faulted in anew.
+TEST(HugePageAllocatorTest, PiecesKeptApartAreMovedIntoTheFrontOfABiggerBlock) {
+  HugePageReuse capture;
+  char* a = Touched(AllocateHugePages(kHugePage), kHugePage);
+  char* held = Touched(AllocateHugePages(kHugePage), kHugePage);
+  char* c = Touched(AllocateHugePages(kHugePage), kHugePage);
+  a[0] = 'a';
+  c[0] = 'c';
+  FreeHugePages(a, kHugePage);
+  FreeHugePages(c, kHugePage);
+  ASSERT_EQ(HugePageReuseBytes(), 2 * kHugePage);
+  char* events = static_cast<char*>(AllocateHugePages(3 * kHugePage));
+  ASSERT_NE(events, nullptr);
+  EXPECT_EQ(HugePageReuseBytes(), 0u) << "both pieces taken";
+  EXPECT_EQ(ResidentHugePages(events, 3 * kHugePage), (std::vector<bool>{true, true, false}))
+      << "the two pieces' pages at the front, untouched since; the rest a new mapping's";
+  EXPECT_EQ(events[0] + events[kHugePage], 'a' + 'c') << "the pages written, in either order";
+  Touched(events, 3 * kHugePage);
+  FreeHugePages(events, 3 * kHugePage);
+  FreeHugePages(held, kHugePage);
+  EXPECT_EQ(HugePageReuseBytes(), 4 * kHugePage);
 }
 
 }  // namespace
