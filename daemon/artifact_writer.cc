@@ -64,10 +64,16 @@ bool ChildOrder(const std::pair<const DeviceEvent*, const DeviceEvent*>& a,
   return a.second->start_ns < b.second->start_ns;
 }
 
+// A device trace's text is written out whenever this much is pending: one process's device
+// trace can be hundreds of MiB, and a string that size grown by doubling was copied over and over
+// into fresh pages (half of writing the artifacts of one process of 3 M events).
+constexpr size_t kSpillBytes = 256 << 10;
+
 // Appends the executions' entries to a .ntff.json document begun with "[" (`first`: none
-// appended yet); the closing "\n]\n" is the caller's.
+// appended yet); the closing "\n]\n" is the caller's. Whenever the text holds kSpillBytes or
+// more, `spill` is given it to write, and clears it.
 void AppendExecutions(std::vector<Execution> executions, const ChildList& children, bool* first,
-                      std::string* out_text) {
+                      std::string* out_text, const std::function<void(std::string*)>& spill) {
   std::string& out = *out_text;
   std::stable_sort(executions.begin(), executions.end(),
                    [](const Execution& a, const Execution& b) {
@@ -116,6 +122,7 @@ void AppendExecutions(std::vector<Execution> executions, const ChildList& childr
       AppendChild(*dma[k], &out);
     }
     out.append("]}");
+    if (out.size() >= kSpillBytes) spill(&out);
   }
 }
 
@@ -180,6 +187,7 @@ class ArtifactStream : public TraceStream {
       std::stable_sort(children.begin(), children.end(), ChildOrder);
     }
     std::string text;
+    text.reserve(kSpillBytes + (64 << 10));
     for (auto& [key, executions] : ntff) {
       DeviceTrace& out = ntff_[key];
       if (!out.opened) {
@@ -189,8 +197,12 @@ class ArtifactStream : public TraceStream {
       } else {
         text.clear();
       }
-      AppendExecutions(std::move(executions), children, &out.empty, &text);
-      if (out.status.ok()) out.status = out.file.Append(text);
+      auto spill = [&out](std::string* t) {
+        if (out.status.ok()) out.status = out.file.Append(*t);
+        t->clear();
+      };
+      AppendExecutions(std::move(executions), children, &out.empty, &text, spill);
+      spill(&text);
     }
     return absl::OkStatus();
   }

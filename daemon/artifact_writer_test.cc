@@ -154,6 +154,36 @@ TEST(ArtifactWriterTest, SameModelInTwoProcessesSharesOnePair) {
   EXPECT_EQ(remote_nc1[0].fields().at("model").string_value(), "remote_model");
 }
 
+// A device trace far bigger than what the writer holds before writing it out (its text is
+// written in pieces): every execution once, in order, each with its work, in a file that parses.
+TEST(ArtifactWriterTest, ABigDeviceTraceIsWholeAndInOrder) {
+  Trace t;
+  ProcessTrace p;
+  p.pid = 7;
+  p.models.push_back({"mlp", kMlpBytes, kMlpBytes.size()});
+  constexpr uint64_t kRuns = 6000;  // about 1.5 MB of text
+  uint64_t id = 1;
+  for (uint64_t i = 0; i < kRuns; ++i) {
+    const DeviceEvent run = Execution(id++, 0, "mlp", 1000 + i * 1000);
+    p.device.push_back(run);
+    p.device.push_back(Child(id++, DeviceEventKind::kEngineOp, "matmul", run, 20));
+  }
+  t.processes.push_back(p);
+  const std::string dir = TempDir("big");
+  std::vector<std::string> files;
+  ASSERT_TRUE(ArtifactWriter().Write(t, Summary(), dir, &files).ok());
+  const std::string ntff = "model_" + ModelHash(kMlpBytes) + "_nc0.ntff.json";
+  const std::string text = ReadFile(dir + "/" + ntff);
+  ASSERT_GT(text.size(), 4u * (256 << 10)) << "big enough to be written in pieces";
+  const std::vector<Struct> runs = ParseArray(text);
+  ASSERT_EQ(runs.size(), kRuns);
+  for (uint64_t i = 0; i < kRuns; ++i) {
+    const auto& fields = runs[i].fields();
+    ASSERT_EQ(fields.at("start_ns").number_value(), 1000.0 + i * 1000) << i;
+    ASSERT_EQ(fields.at("ops").list_value().values_size(), 1) << i;
+  }
+}
+
 TEST(ArtifactWriterTest, FileNamesNeverComeFromClientText) {
   Trace t;
   ProcessTrace p;
