@@ -250,8 +250,10 @@ TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
   const std::string down = hosts[2];
   hosts_[down]->Stop(SIGTERM);
 
+  // Only the files the merge needs: each host writes no others (--files reaches every host).
   const std::string out = TempDir("hosts-down") + "/cap";
-  const Result r = CaptureHosts(hosts, {"--duration", "500ms", "--out", out});
+  const Result r =
+      CaptureHosts(hosts, {"--duration", "500ms", "--files", "pftrace,summary", "--out", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> named = LinesWith(r.err, down);
   ASSERT_EQ(named.size(), 1u) << r.err;
@@ -263,6 +265,8 @@ TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
   const MergedTrace merged = ReadMerged(out + "/trace.pftrace");
   for (const std::string& h : {hosts[0], hosts[1]}) {
     EXPECT_TRUE(Exists(out + "/" + h + "/trace.pftrace")) << h;
+    EXPECT_TRUE(Exists(out + "/" + h + "/summary.json")) << h;
+    EXPECT_FALSE(Exists(out + "/" + h + "/trace.json")) << h;
     EXPECT_EQ(merged.lanes.count("rmsnorm @ " + h), 1u) << h;
   }
 
