@@ -164,17 +164,22 @@ TEST(CaptureTest, AnEmptyCaptureSaysWhy) {
       << r.err;
 }
 
+// The fused RMSNorm example, 3 iterations, preloaded by hand and streaming to `daemon`, run to
+// its end.
+Result FusedRmsnorm(const Daemon& daemon) {
+  return RunProcess({Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
+                    {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                     {"NRTPROF_ADDR", daemon.addr()},
+                     {"NRT_SIM_TIME_SCALE", "0"}});
+}
+
 // The flight recorder: a program that ran and ended before anyone asked is in a capture of
 // the last seconds, calls, device executions and model file included.
 TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
   Daemon daemon("capture-last");
   ASSERT_TRUE(daemon.Start());
   const std::string dir = testing::TempDir("capture-last");
-  const Result program = RunProcess(
-      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
-      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
-       {"NRTPROF_ADDR", daemon.addr()},
-       {"NRT_SIM_TIME_SCALE", "0"}});
+  const Result program = FusedRmsnorm(daemon);
   ASSERT_EQ(program.exit_code, 0) << program.err;
   const std::string out = dir + "/cap";
   const Result r = RunProcess(Capture(daemon, {"--last", "30s", "--out", out}), kCliEnv);
@@ -214,11 +219,7 @@ TEST(CaptureTest, FilesWritesOnlyTheKindsNamed) {
   Daemon daemon("capture-files");
   ASSERT_TRUE(daemon.Start());
   const std::string dir = testing::TempDir("capture-files");
-  const Result program = RunProcess(
-      {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "3"},
-      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
-       {"NRTPROF_ADDR", daemon.addr()},
-       {"NRT_SIM_TIME_SCALE", "0"}});
+  const Result program = FusedRmsnorm(daemon);
   ASSERT_EQ(program.exit_code, 0) << program.err;
 
   const std::string traced = dir + "/pftrace-summary";
