@@ -132,7 +132,7 @@ void* AllocateHugePages(size_t bytes) {
   for (const auto& [piece, size] : TakeKeptPieces(bytes)) {
     void* moved = mremap(reinterpret_cast<void*>(piece), size, size,
                          MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(at));
-    // Where it cannot move, the new mapping's own pages serve: the piece goes back.
+    // Where it cannot move, the new mapping's own pages serve, and the piece is unmapped.
     if (moved == MAP_FAILED) munmap(reinterpret_cast<void*>(piece), size);
     at += size;
   }
