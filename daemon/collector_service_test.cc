@@ -116,6 +116,21 @@ class CollectorServiceTest : public ::testing::TestWithParam<bool> {
     RemoveTree(folder_);
   }
 
+  // A shim's stream that said Hello as `pid` and read the daemon's answer to it (its capture
+  // control in *reply); the context lives as long as the stream.
+  struct ShimStream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<nrtprof::ShimMessage, nrtprof::DaemonMessage>> stream;
+    grpc::ClientReaderWriter<nrtprof::ShimMessage, nrtprof::DaemonMessage>* operator->() {
+      return stream.get();
+    }
+  };
+  void Connect(uint32_t pid, ShimStream* s, nrtprof::DaemonMessage* reply) {
+    s->stream = collector_stub_->Stream(&s->context);
+    ASSERT_TRUE(s->stream->Write(HelloMessage(pid)));
+    ReadHelloAnswer(s->stream.get(), reply);
+  }
+
   std::string folder_, socket_;
   FakeSink sink_;
   std::unique_ptr<CollectorCore> core_;
@@ -137,11 +152,9 @@ TEST_P(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
     EXPECT_EQ(reply.output_dir(), folder_ + "/captures/cap");
   }
 
-  grpc::ClientContext good_context;
-  auto good = collector_stub_->Stream(&good_context);
-  ASSERT_TRUE(good->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ReadHelloAnswer(good.get(), &reply);
+  ShimStream good;
+  ASSERT_NO_FATAL_FAILURE(Connect(11, &good, &reply));
   ASSERT_TRUE(reply.has_control());
   EXPECT_TRUE(reply.control().capturing());
   EXPECT_EQ(reply.control().capture_id(), "cap");
@@ -159,10 +172,8 @@ TEST_P(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
   EXPECT_NE(refused.error_message().find("must be a Hello"), std::string::npos);
 
   // ...and one sending more than the size limit is cut off by gRPC...
-  grpc::ClientContext big_context;
-  auto big = collector_stub_->Stream(&big_context);
-  ASSERT_TRUE(big->Write(HelloMessage(12)));
-  ReadHelloAnswer(big.get(), &reply);
+  ShimStream big;
+  ASSERT_NO_FATAL_FAILURE(Connect(12, &big, &reply));
   nrtprof::ShimMessage huge = BatchMessage(1);
   huge.mutable_batch()->mutable_strings(0)->set_value(std::string(2 * kTestMaxMessageBytes, 'x'));
   big->Write(huge);
@@ -212,11 +223,9 @@ TEST_P(CollectorServiceTest, StreamsAcksAndCaptureOverGrpc) {
 }
 
 TEST_P(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
-  grpc::ClientContext context;
-  auto stream = collector_stub_->Stream(&context);
-  ASSERT_TRUE(stream->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ReadHelloAnswer(stream.get(), &reply);
+  ShimStream stream;
+  ASSERT_NO_FATAL_FAILURE(Connect(11, &stream, &reply));
   nrtprof::ShimMessage bad = BatchMessage(1);
   bad.mutable_batch()->mutable_events(0)->set_name_iid(99);
   stream->Write(bad);
@@ -227,10 +236,8 @@ TEST_P(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
       << status.error_message();
 
   // A second Hello on a stream is refused too.
-  grpc::ClientContext twice_context;
-  auto twice = collector_stub_->Stream(&twice_context);
-  ASSERT_TRUE(twice->Write(HelloMessage(12)));
-  ReadHelloAnswer(twice.get(), &reply);
+  ShimStream twice;
+  ASSERT_NO_FATAL_FAILURE(Connect(12, &twice, &reply));
   twice->Write(HelloMessage(12));
   EXPECT_FALSE(twice->Read(&reply));
   EXPECT_EQ(twice->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -245,11 +252,9 @@ TEST_P(CollectorServiceTest, MalformedBatchClosesOnlyThatStream) {
 // the wire, a record or message of a hundred bytes or more once read) is refused before it is
 // read, and ends only its stream.
 TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
-  grpc::ClientContext context;
-  auto stream = collector_stub_->Stream(&context);
-  ASSERT_TRUE(stream->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ReadHelloAnswer(stream.get(), &reply);
+  ShimStream stream;
+  ASSERT_NO_FATAL_FAILURE(Connect(11, &stream, &reply));
   nrtprof::ShimMessage flood = BatchMessage(1);  // a sequence, a string, an event
   for (uint64_t i = 0; i < kTestMaxElements; ++i) flood.mutable_batch()->add_events();
   stream->Write(flood);
@@ -262,10 +267,8 @@ TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
                          ")"));
 
   // As many as the bound allows are read: then ingest refuses these events, kind by kind.
-  grpc::ClientContext read_context;
-  auto read = collector_stub_->Stream(&read_context);
-  ASSERT_TRUE(read->Write(HelloMessage(12)));
-  ReadHelloAnswer(read.get(), &reply);
+  ShimStream read;
+  ASSERT_NO_FATAL_FAILURE(Connect(12, &read, &reply));
   nrtprof::ShimMessage most = BatchMessage(1);
   for (uint64_t i = 0; i + 3 < kTestMaxElements; ++i) most.mutable_batch()->add_events();
   read->Write(most);
@@ -279,16 +282,12 @@ TEST_P(CollectorServiceTest, AMessageOfTooManyFieldsIsRefusedUnread) {
 // ends that stream with an error saying so; the daemon keeps nothing of it and other streams
 // go on. (It used to end with OK: a typed gRPC service sees a failed parse as the stream's end.)
 TEST_P(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
-  grpc::ClientContext good_context;
-  auto good = collector_stub_->Stream(&good_context);
-  ASSERT_TRUE(good->Write(HelloMessage(11)));
   nrtprof::DaemonMessage reply;
-  ReadHelloAnswer(good.get(), &reply);
+  ShimStream good;
+  ASSERT_NO_FATAL_FAILURE(Connect(11, &good, &reply));
 
-  grpc::ClientContext context;
-  auto stream = collector_stub_->Stream(&context);
-  ASSERT_TRUE(stream->Write(HelloMessage(12)));
-  ReadHelloAnswer(stream.get(), &reply);
+  ShimStream stream;
+  ASSERT_NO_FATAL_FAILURE(Connect(12, &stream, &reply));
   nrtprof::ShimMessage bad = BatchMessage(1);
   bad.mutable_batch()->mutable_strings(0)->set_value("nrt_\xff\xfe");
   stream->Write(bad);
