@@ -756,7 +756,7 @@ absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::stri
           if (next == order.size()) return false;
           streams->clear();
           for (size_t i : order[next]) {
-            streams->push_back(DecodeRecorded(capture, recorded[i], &decoder));
+            streams->push_back(DecodeRecorded(capture, recorded[i], &decoder, notes));
             // Ended without its final batch: what its rings say it made.
             CountRecordsOfAnEndedProcess(&streams->back());
           }
@@ -1046,7 +1046,8 @@ std::vector<CollectorCore::Recorded> CollectorCore::RecordedStreams(
 }
 
 ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recorded& recorded,
-                                             BatchDecoder* decoder) {
+                                             BatchDecoder* decoder,
+                                             std::vector<std::string>* notes) {
   Stream* s = recorded.stream.get();
   std::unique_ptr<ProcessIngest> replay;
   bool final = false;
@@ -1058,6 +1059,19 @@ ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recor
   }
   uint64_t events = 0;
   for (const auto& chunk : recorded.chunks) events += chunk->events;
+  // More than the daemon keeps of a process: the newest are kept, as the recorder keeps the
+  // newest batches -- what a look back asks for, the seconds just before. A capture of whole
+  // steps keeps its first, as a live capture does: its steps begin at the start.
+  const uint64_t bound = options_.limits.max_events_per_process;
+  if (events > bound && (capture == nullptr || capture->iterations == 0)) {
+    replay->DropOldest(events - bound);
+    notes->push_back(absl::StrFormat(
+        "pid %d: the oldest %d of its %d events in the window were left out: the daemon keeps "
+        "at most %d events of a process (nrtprofd --max_events_per_process); ask for a shorter "
+        "window, or raise the bound",
+        s->pid, events - bound, events, bound));
+    events = bound;
+  }
   replay->BeginCapture(events);
   for (const auto& chunk : recorded.chunks) {
     if (absl::StatusOr<uint64_t> ack = decoder->Replay(*chunk, replay.get());
@@ -1078,7 +1092,7 @@ std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, 
   std::vector<ProcessCapture> processes;
   BatchDecoder decoder;
   for (const Recorded& r : RecordedStreams(capture, since_ns, until_ns, notes)) {
-    processes.push_back(DecodeRecorded(capture, r, &decoder));
+    processes.push_back(DecodeRecorded(capture, r, &decoder, notes));
   }
   return processes;
 }

@@ -250,7 +250,7 @@ class CollectorCore {
                                         uint64_t until_ns, std::vector<std::string>* notes);
   class BatchDecoder;
   ProcessCapture DecodeRecorded(const Capture* capture, const Recorded& recorded,
-                                BatchDecoder* decoder);
+                                BatchDecoder* decoder, std::vector<std::string>* notes);
   // StopCapture's part after the processes are gathered: reads spools and writes the files.
   absl::Status WriteStopped(Capture* capture, std::vector<std::string>* notes,
                             nrtprof::CaptureFiles* files);

@@ -873,6 +873,48 @@ TEST_F(CollectorCoreTest, StatusCountsEventsAndDropsByReason) {
       << files->summary_text();
 }
 
+// A look back over more than the daemon keeps of a process (5 events here) holds the newest
+// events, the seconds just before the request, and says what was left out and why; a live
+// capture keeps its first (above).
+TEST_F(CollectorCoreTest, ACaptureOfThePastKeepsAProcesssNewestEventsWithinTheBound) {
+  CollectorOptions options = Options();
+  options.flight_recorder = true;
+  CollectorCore core(options, &sink_, &clock_);
+  Controls c;
+  ASSERT_TRUE(core.OnHello(1, Hello(7), c.Sender()).ok());
+  for (uint64_t seq = 1; seq <= 4; ++seq) {  // a range and a call each, at seq * 1000 ns
+    clock_.Advance(1'000'000);
+    ASSERT_TRUE(core.OnBatch(1, Batch(seq)).ok());
+  }
+  nrtprof::StartCaptureRequest start;
+  start.set_capture_id("back");
+  start.set_last_ms(60'000);
+  ASSERT_TRUE(core.StartCapture(start).ok());
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("back");
+  absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+  ASSERT_TRUE(files.ok()) << files.status();
+
+  ASSERT_EQ(sink_.traces.size(), 1u);
+  ASSERT_EQ(sink_.traces[0].processes.size(), 1u);
+  const ProcessTrace& p = sink_.traces[0].processes[0];
+  std::vector<uint64_t> calls, ranges;
+  for (const ApiCall& call : p.calls) calls.push_back(call.start_ns);
+  for (const RangeEvent& r : p.ranges) ranges.push_back(r.start_ns);
+  EXPECT_EQ(calls, (std::vector<uint64_t>{2100, 3100, 4100}));
+  EXPECT_EQ(ranges, (std::vector<uint64_t>{3000, 4000}));
+  EXPECT_EQ(p.drops.daemon_overflow, 3u);
+  EXPECT_EQ(p.drops.by_lane.framework, 2u);
+  EXPECT_EQ(p.drops.by_lane.runtime, 1u);
+  EXPECT_EQ(files->events(), 5u);
+  EXPECT_EQ(files->events_dropped(), 3u);
+  ASSERT_EQ(files->notes_size(), 1);
+  EXPECT_EQ(files->notes(0),
+            "pid 7: the oldest 3 of its 8 events in the window were left out: the daemon keeps "
+            "at most 5 events of a process (nrtprofd --max_events_per_process); ask for a "
+            "shorter window, or raise the bound");
+}
+
 TEST_F(CollectorCoreTest, OutputFolders) {
   // Generated id from the clock, folder under the output root, made 0750.
   nrtprof::StartCaptureReply reply = Start("");

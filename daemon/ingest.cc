@@ -401,9 +401,10 @@ void ProcessIngest::ApplyEvent(const IngestedEvent& record, LaneDropCounts* lane
   }
   if (!capturing_) {
     ++events_outside_capture_;
-  } else if (events_.size() < limits_.max_events_per_process) {
+  } else if (drop_oldest_ == 0 && events_.size() < limits_.max_events_per_process) {
     events_.push_back(record);
   } else {
+    if (drop_oldest_ != 0) --drop_oldest_;
     ++daemon_overflow_;
     LaneOf(record.kind, &daemon_overflow_by_lane_) += 1;
   }

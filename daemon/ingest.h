@@ -31,7 +31,7 @@ namespace nrtprof::daemon {
 // only as they fill); past it the events' vector grows by doubling.
 inline constexpr uint64_t kReservedCaptureBytes = uint64_t{1} << 30;
 
-// Bounds on what one process may make the daemon keep. Beyond max_events_per_capture, events
+// Bounds on what one process may make the daemon keep. Beyond max_events_per_process, events
 // are counted as dropped (DropCounts::daemon_overflow); beyond the other bounds a batch is
 // refused (RESOURCE_EXHAUSTED), except model files, whose bytes are then not kept.
 struct IngestLimits {
@@ -177,6 +177,11 @@ class ProcessIngest {
   // after `sequence`. Without `models`, the copy lists the models without their files (what
   // the metrics need: a fold every few seconds must not copy model files each time).
   std::unique_ptr<ProcessIngest> ForReplay(uint64_t sequence, bool models = true) const;
+  // For a ForReplay copy given more recorded events than the per-process bound: the first
+  // `events` it is given are counted as dropped (daemon_overflow, by lane) instead of kept, so
+  // that the capture holds the newest events within the bound, as the flight recorder keeps
+  // the newest batches. (A live capture cannot know what is still to come: it keeps its first.)
+  void DropOldest(uint64_t events) { drop_oldest_ = events; }
 
   // A new stream of a process whose earlier streams the daemon stored up to `sequence`
   // (sequences are the process's, across its streams): batches up to it are duplicates the
@@ -237,6 +242,7 @@ class ProcessIngest {
   uint64_t batches_missing_ = 0;
   nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
   uint64_t daemon_overflow_ = 0;
+  uint64_t drop_oldest_ = 0;  // DropOldest: still to drop
   LaneDropCounts daemon_overflow_by_lane_;
   std::vector<ClockSyncPoint> clock_syncs_;
   std::vector<IngestedEvent> handle_events_;

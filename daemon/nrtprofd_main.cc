@@ -62,7 +62,8 @@ ABSL_FLAG(std::string, spool_dir, "",
           "spool/ beside the socket)");
 ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
           "events kept per process and capture; beyond it they are counted as dropped "
-          "(daemon_overflow)");
+          "(daemon_overflow): a live capture keeps its first, a capture of the past (--last) "
+          "its newest");
 ABSL_FLAG(uint32_t, hello_timeout_ms, 10'000,
           "a stream that has not sent its Hello within this many ms is ended "
           "(DEADLINE_EXCEEDED); 1 to 86400000");
