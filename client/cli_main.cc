@@ -1,17 +1,19 @@
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <cstring>
+#include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "client/commands.h"
+#include "client/flags.h"
 #include "common/flag_help.h"
 
 namespace nrtprof::cli {
@@ -141,6 +143,11 @@ bool IsBoolFlag(const Command& c, absl::string_view name) {
   return Contains(c.flags, name) && flag != nullptr && flag->IsOfType<bool>();
 }
 
+std::set<std::string>& GivenFlags() {
+  static auto* given = new std::set<std::string>();
+  return *given;
+}
+
 // Checks the command's flags before abseil sees them: --help prints the command's own help,
 // a flag of another command (or of none) is one line and exit 2, and for run the program's
 // arguments are set apart with `--` (abseil would read its flags as nrtprof's). Returns -1 to
@@ -188,6 +195,7 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
               absl::StrJoin(flags, ", ").c_str(), c.name);
       return 2;
     }
+    GivenFlags().insert(std::string(is_bool && !IsBoolFlag(c, name) ? negated : name));
     if (is_bool && !has_value) continue;  // --json, --device-profile; a value is checked below
     std::string value;
     if (has_value) {
@@ -213,6 +221,8 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
 }
 
 }  // namespace
+
+bool FlagGiven(absl::string_view name) { return GivenFlags().count(std::string(name)) != 0; }
 
 int CliMain(int argc, char** argv) {
   if (argc < 2) {

@@ -109,18 +109,33 @@ int CaptureCommand(int argc, char** argv) {
   }
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
   const absl::Duration last = absl::GetFlag(FLAGS_last);
-  if (last < absl::ZeroDuration() || last > absl::Hours(24)) {
-    return Fail(absl::StrCat("--last must be at most 24h (as 30s); usage: ", kCaptureUsage), 2);
+  // A flag given with its default's value (--last 0s, --iterations 0) was still asked for: its
+  // own error, not the one for a capture without a window.
+  if (last < absl::ZeroDuration() || last > absl::Hours(24) ||
+      (FlagGiven("last") && last == absl::ZeroDuration())) {
+    return Fail(
+        absl::StrCat("--last must be more than 0 and at most 24h (as 30s); usage: ", kCaptureUsage),
+        2);
   }
   const uint32_t iterations = absl::GetFlag(FLAGS_iterations);
+  if (FlagGiven("iterations") && iterations == 0) {
+    return Fail("--iterations must be from 1 to 100000", 2);
+  }
+  if (FlagGiven("step_multiple") && iterations == 0) {
+    return Fail(absl::StrCat("--step_multiple goes with --iterations (it picks the first step); "
+                             "usage: ",
+                             kCaptureUsage),
+                2);
+  }
   if (iterations != 0 && (duration != absl::ZeroDuration() || last != absl::ZeroDuration())) {
     return Fail(absl::StrCat("--iterations takes whole steps: not with --duration or --last; "
                              "usage: ",
                              kCaptureUsage),
                 2);
   }
-  if (iterations > 100000 || absl::GetFlag(FLAGS_step_multiple) > 1000000) {
-    return Fail("--iterations must be at most 100000 and --step_multiple at most 1000000", 2);
+  if (iterations > 100000 || absl::GetFlag(FLAGS_step_multiple) == 0 ||
+      absl::GetFlag(FLAGS_step_multiple) > 1000000) {
+    return Fail("--iterations must be from 1 to 100000 and --step_multiple from 1 to 1000000", 2);
   }
   if (iterations == 0 &&
       (duration < absl::ZeroDuration() || duration > absl::Hours(24) ||

@@ -461,6 +461,23 @@ TEST(CaptureTest, BadInputIsOneLine) {
   EXPECT_TRUE(absl::StartsWith(
       both.err, "nrtprof capture: --iterations takes whole steps: not with --duration or --last"))
       << both.err;
+  // A flag given with its default's value, or one that goes with another that is not given.
+  const std::pair<std::vector<std::string>, std::string> one_lines[] = {
+      {{"--last", "0s"}, "nrtprof capture: --last must be more than 0 and at most 24h (as 30s); "},
+      {{"--last", "-5s"}, "nrtprof capture: --last must be more than 0 and at most 24h (as 30s); "},
+      {{"--iterations", "0"}, "nrtprof capture: --iterations must be from 1 to 100000\n"},
+      {{"--iterations", "2", "--step-multiple", "0"},
+       "nrtprof capture: --iterations must be from 1 to 100000 and --step_multiple from 1 to "
+       "1000000\n"},
+      {{"--duration", "1s", "--step-multiple", "3"},
+       "nrtprof capture: --step_multiple goes with --iterations (it picks the first step); "},
+  };
+  for (const auto& [flags, line] : one_lines) {
+    const Result r = RunProcess(Capture(daemon, flags), kCliEnv);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, line)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   const Result pid = RunProcess(Capture(daemon, {"--duration", "1s", "--pid", "x"}), kCliEnv);
   EXPECT_EQ(pid.exit_code, 2);
   EXPECT_EQ(pid.err, "nrtprof capture: --pid 'x' is not a process id\n");
