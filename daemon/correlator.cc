@@ -976,6 +976,38 @@ void Consume(ProcessCapture* done) {
   std::vector<IngestedModel>().swap(done->models);
 }
 
+// A program that runs the runtime's system trace itself hands its device events to the shim
+// only as it fetches them (shim/sys_trace_arbiter.h): executions of such a window without
+// device events say why, as what the shim could not record does.
+void NoteDeviceEventsWithTheProgram(const std::vector<const ProcessCapture*>& streams,
+                                    ProcessTrace* trace) {
+  if (std::none_of(streams.begin(), streams.end(),
+                   [](const ProcessCapture* s) { return s->device_events_wait_for_program; })) {
+    return;
+  }
+  std::vector<uint64_t> ran;  // correlation ids of executions with device events
+  for (const DeviceEvent& d : trace->device) {
+    if (d.kind == DeviceEventKind::kExecution && d.correlation_id != 0) {
+      ran.push_back(d.correlation_id);
+    }
+  }
+  std::sort(ran.begin(), ran.end());
+  uint64_t executions = 0, without = 0;
+  for (const ApiCall& c : trace->calls) {
+    if ((c.function != nrtprof::API_NRT_EXECUTE && c.function != nrtprof::API_NRT_EXECUTE_REPEAT) ||
+        c.status != 0) {
+      continue;
+    }
+    ++executions;
+    if (!std::binary_search(ran.begin(), ran.end(), c.correlation_id)) ++without;
+  }
+  if (without == 0) return;
+  trace->notices.push_back(absl::StrCat(
+      "device events of ", without, " of its ", executions,
+      " executions: the program runs the runtime's system trace itself (nrt_sys_trace_start), "
+      "and nrtprof receives them only as the program fetches them, at the latest when it ends"));
+}
+
 void Extend(const ProcessTrace& p, Trace* trace) {
   uint64_t start = trace->end_ns != 0 ? trace->start_ns : std::numeric_limits<uint64_t>::max();
   uint64_t end = trace->end_ns;
@@ -1082,6 +1114,7 @@ ProcessTrace CaptureCorrelator::Build(const std::vector<const ProcessCapture*>& 
       Merge(std::move(p), &trace);
     }
   }
+  NoteDeviceEventsWithTheProgram(streams, &trace);
   Extend(trace, &header_);
   return trace;
 }

@@ -534,6 +534,33 @@ TEST(CorrelatorTest, IdsAreUniqueAcrossProcessesAndProcessesSortByPid) {
   }
 }
 
+// A program that runs the runtime's system trace itself hands over its device events only as
+// it fetches them: a window of its executions without any says why the device lane is empty.
+TEST(CorrelatorTest, AnEmptyDeviceLaneOfAProgramHoldingTheSystemTraceIsExplained) {
+  // Three executions, of which the first `fetched` came with their device events; a transfer
+  // whose DMA came too (before the program's own capture began).
+  auto notices = [](bool waiting, int fetched) {
+    ProcessBuilder b;
+    b.Allocate(1, 7, /*device=*/true, "in", 0);
+    b.Transfer(1, "nrt_tensor_write", 7, 10 * kUs, 10 * kUs);
+    b.Dma(1, "dma_h2d", 12 * kUs, 5 * kUs, 1, "in");
+    for (int i = 0; i < 3; ++i) {
+      b.Call(1, "nrt_execute", (100 + 600 * i) * kUs, 500 * kUs);
+      if (i < fetched) b.Exec(1, (110 + 600 * i) * kUs, 400 * kUs, 11 + i);
+    }
+    ProcessCapture c = b.Build();
+    c.device_events_wait_for_program = waiting;
+    return OnlyProcess(Correlate("c", {c}, 0)).notices;
+  };
+  const std::string why =
+      " executions: the program runs the runtime's system trace itself (nrt_sys_trace_start), "
+      "and nrtprof receives them only as the program fetches them, at the latest when it ends";
+  EXPECT_EQ(notices(true, 0), std::vector<std::string>{"device events of 3 of its 3" + why});
+  EXPECT_EQ(notices(true, 1), std::vector<std::string>{"device events of 2 of its 3" + why});
+  EXPECT_TRUE(notices(true, 3).empty()) << "it fetched: the lane is there";
+  EXPECT_TRUE(notices(false, 1).empty()) << "the profiler's own capture lost them";
+}
+
 TEST(CorrelatorTest, StreamsOfOneReconnectedProcessMerge) {
   ProcessBuilder first(500), second(500);
   first.Call(1, "nrt_execute", 0, 100 * kUs);

@@ -429,6 +429,7 @@ void ProcessIngest::ApplyBatch(const nrtprof::EventBatch& batch,
   } else if (capturing_) {
     sent_missing_ = true;  // a shim older than the field
   }
+  if (capturing_ && batch.device_events_wait_for_program()) device_wait_in_capture_ = true;
   // Each batch carries all of the process's notices so far; a resent older batch fewer.
   for (const std::string& notice : batch.notices()) {
     if (notices_.size() < kMaxNotices &&
@@ -551,6 +552,7 @@ void ProcessIngest::BeginCapture(std::optional<uint64_t> expected_events) {
   batches_at_begin_ = batches_applied_;
   received_at_begin_ = events_received_;
   missing_at_begin_ = batches_missing_;
+  device_wait_in_capture_ = false;
 }
 
 ProcessCapture ProcessIngest::TakeCapture() {
@@ -579,6 +581,7 @@ ProcessCapture ProcessIngest::TakeCapture() {
     c.received_by_lane = SubtractLanes(received_by_lane_, received_at_begin_by_lane_);
     c.events_received = events_received_ - received_at_begin_;
     c.batches_missing = batches_missing_ - missing_at_begin_;
+    c.device_events_wait_for_program = device_wait_in_capture_;
   }
   c.realtime_offset_ns = realtime_offset_ns_;
   c.final = final_;

@@ -138,6 +138,9 @@ struct ProcessCapture {
   int64_t realtime_offset_ns = 0;
   bool final = false;  // the process said it was exiting
   bool stream_closed = false;  // the stream ended before the capture was taken
+  // A batch of the capture said the program held the runtime's system trace
+  // (EventBatch.device_events_wait_for_program): its device events come only as it fetches.
+  bool device_events_wait_for_program = false;
 };
 
 // Field by field: fn(a.x, b.x).
@@ -243,6 +246,7 @@ class ProcessIngest {
   nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
   uint64_t daemon_overflow_ = 0;
   uint64_t drop_oldest_ = 0;  // DropOldest: still to drop
+  bool device_wait_in_capture_ = false;  // ProcessCapture::device_events_wait_for_program
   LaneDropCounts daemon_overflow_by_lane_;
   std::vector<ClockSyncPoint> clock_syncs_;
   std::vector<IngestedEvent> handle_events_;

@@ -197,6 +197,32 @@ TEST(IngestTest, EventsOverTheBoundAreCountedAsDaemonOverflow) {
   EXPECT_EQ(c.events_received, 6u);
 }
 
+// Whether the program held the runtime's system trace is said by each batch; a capture knows
+// whether any of its batches said so, not what came before it.
+TEST(IngestTest, ACaptureKnowsIfTheProgramHeldTheSystemTrace) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_execute");
+  AddCall(&b, 1, 100);
+  b.set_device_events_wait_for_program(true);
+  ASSERT_TRUE(in.OnBatch(b).ok());  // before any capture
+  in.BeginCapture();
+  b.Clear();
+  b.set_sequence(2);
+  AddCall(&b, 1, 200);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  EXPECT_FALSE(in.TakeCapture().device_events_wait_for_program);
+  in.BeginCapture();
+  b.set_sequence(3);
+  b.set_device_events_wait_for_program(true);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  b.set_sequence(4);
+  b.set_device_events_wait_for_program(false);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  EXPECT_TRUE(in.TakeCapture().device_events_wait_for_program);
+}
+
 TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   ProcessIngest in(TestHello(), IngestLimits());
   nrtprof::EventBatch b1;

@@ -610,7 +610,7 @@ void Flusher::StopRecording() { core_->recording.store(0, std::memory_order_rela
 
 void Flusher::Say(const std::string& line) { Report(line); }
 
-void Flusher::SetNotices(nrtprof::EventBatch* batch) {
+void Flusher::SetProcessState(nrtprof::EventBatch* batch) {
   batch->clear_notices();
   const uint32_t n =
       std::min(core_->notices_reserved.load(std::memory_order_acquire), kMaxNotices);
@@ -618,6 +618,7 @@ void Flusher::SetNotices(nrtprof::EventBatch* batch) {
     if (core_->notice_ready[i].load(std::memory_order_acquire) == 0) continue;
     batch->add_notices(SanitizeUtf8(core_->notices[i]));
   }
+  batch->set_device_events_wait_for_program(arbiter_.app_capture_running());
 }
 
 void Flusher::Final(Clock::time_point deadline) {

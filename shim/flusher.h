@@ -116,7 +116,7 @@ class Flusher final : private ShippingHost {
   nrtprof::Hello Hello() override;
   HostDrops Drops() override;
   // Every notice the core has so far (CoreState::notices), into `batch`.
-  void SetNotices(nrtprof::EventBatch* batch) override;
+  void SetProcessState(nrtprof::EventBatch* batch) override;
   void OnControl(const nrtprof::CaptureControl& control) override;
   void StopRecording() override;
   void Say(const std::string& line) override;

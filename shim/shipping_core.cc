@@ -257,7 +257,7 @@ void ShippingCore::SendReady(bool final) {
     }
     batch.set_flushed(stamped_flush_);
     message.mutable_batch()->Swap(&batch);
-    host_->SetNotices(message.mutable_batch());
+    host_->SetProcessState(message.mutable_batch());
     if (message.ByteSizeLong() > kMaxMessageBytes) {
       // Keep the sequence without a gap: send the batch's frame, count what it carried.
       oversized_ += events;
@@ -454,7 +454,7 @@ void ShippingCore::SendFinalNow() {
   nrtprof::EventBatch batch = batcher_->TakeNext(&interning_, Drops(), /*final=*/true, &events);
   batch.set_flushed(flushed_);
   message.mutable_batch()->Swap(&batch);
-  host_->SetNotices(message.mutable_batch());
+  host_->SetProcessState(message.mutable_batch());
   sent_ += events;
   SetEventsSent(sent_, message.mutable_batch());
   final_sent_ = true;
@@ -488,7 +488,7 @@ bool ShippingCore::SendFinalAlone(TimePoint deadline) {
   batch->set_sequence(final_sequence_);
   batch->set_final(true);
   *batch->mutable_drops() = Drops();
-  host_->SetNotices(batch);
+  host_->SetProcessState(batch);
   *batch->mutable_clock() = unacked_.back().batch().clock();
   *batch->mutable_events_sent() = unacked_.back().batch().events_sent();
   alone_->Send(std::make_shared<const nrtprof::ShimMessage>(std::move(report)));

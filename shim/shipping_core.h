@@ -62,8 +62,9 @@ class ShippingHost {
   // This process's Hello, the same process every time.
   virtual nrtprof::Hello Hello() = 0;
   virtual HostDrops Drops() = 0;
-  // Every notice the process has so far, into `batch`.
-  virtual void SetNotices(nrtprof::EventBatch* batch) = 0;
+  // What `batch` says of the process as it is now: every notice it has so far, and whether the
+  // program holds the runtime's system trace.
+  virtual void SetProcessState(nrtprof::EventBatch* batch) = 0;
   virtual void OnControl(const nrtprof::CaptureControl& control) = 0;
   // The daemon refused this process's credentials: stop recording.
   virtual void StopRecording() = 0;

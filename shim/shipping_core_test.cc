@@ -147,7 +147,7 @@ class FakeHost final : public ShippingHost {
     return hello;
   }
   HostDrops Drops() override { return drops; }
-  void SetNotices(nrtprof::EventBatch*) override {}
+  void SetProcessState(nrtprof::EventBatch*) override {}
   void OnControl(const nrtprof::CaptureControl&) override {}
   void StopRecording() override { recording = false; }
   void Say(const std::string& line) override { lines.push_back(line); }

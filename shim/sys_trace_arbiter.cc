@@ -167,6 +167,11 @@ bool SysTraceArbiter::own_capture_running() {
   return state_ == State::kOwn;
 }
 
+bool SysTraceArbiter::app_capture_running() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_ == State::kApp;
+}
+
 uint64_t SysTraceArbiter::generation() {
   std::lock_guard<std::mutex> lock(mu_);
   return generation_;

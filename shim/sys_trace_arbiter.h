@@ -90,6 +90,8 @@ class SysTraceArbiter {
   void UnlockAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.unlock(); }
 
   bool own_capture_running();
+  // The program's own capture is running: the profiler sees its events only as it fetches them.
+  bool app_capture_running();
   uint64_t generation();
 
  private:

@@ -138,8 +138,10 @@ TEST_F(ArbiterTest, TheProfilerCapturesBetweenInitAndClose) {
 TEST_F(ArbiterTest, TheProgramsCaptureSeesExactlyItsOwnEventsAndTheProfilerACopy) {
   arbiter_.OnRuntimeInit();
   rt_.Event("before");
+  EXPECT_FALSE(arbiter_.app_capture_running());
   ASSERT_EQ(arbiter_.AppStart(nullptr), NRT_SUCCESS);
   EXPECT_FALSE(arbiter_.own_capture_running());
+  EXPECT_TRUE(arbiter_.app_capture_running()) << "its events come only as it fetches";
   rt_.Event("mine1");
   arbiter_.Poll(false);  // the flusher must not steal the program's events
   rt_.Event("mine2");
@@ -147,6 +149,7 @@ TEST_F(ArbiterTest, TheProgramsCaptureSeesExactlyItsOwnEventsAndTheProfilerACopy
   rt_.Event("mine3");
   ASSERT_EQ(arbiter_.AppStop(), NRT_SUCCESS);
   EXPECT_TRUE(arbiter_.own_capture_running()) << "the profiler's capture resumes";
+  EXPECT_FALSE(arbiter_.app_capture_running());
   // The stopped capture's leftovers are still the program's to fetch, once.
   EXPECT_EQ(AppFetch(), "mine3;");
   rt_.Event("after");

@@ -201,6 +201,77 @@ TEST(CaptureTest, LastHoldsWhatCameBeforeTheRequest) {
   EXPECT_TRUE(testing::Exists(out + "/" + name)) << name;
 }
 
+// A program that runs the runtime's system trace itself hands its device events over only as
+// it fetches them: the mlp example fetches at its end, so a window of its run has no device
+// lane, and the capture says why. The rmsnorm example fetches as it goes: its lane is there,
+// with no such line.
+TEST(CaptureTest, AProgramHoldingTheSystemTraceIsExplained) {
+  Daemon daemon("capture-own-trace");
+  ASSERT_TRUE(daemon.Start());
+  const std::string dir = testing::TempDir("capture-own-trace");
+  // Device time 5 times the simulator's: both run for 10 s or more (and their runtime's trace
+  // rings, sized for their iterations up front, stay small).
+  const std::map<std::string, std::string> env = {
+      {"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+      {"NRTPROF_ADDR", daemon.addr()},
+      {"NRT_SIM_TIME_SCALE", "5"}};
+  Background mlp({Runfile("examples/mlp"), "--iters", "2000"}, env,
+                 testing::TempDir("capture-own-trace-mlp"));
+  Background rmsnorm({Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "6000"}, env,
+                     testing::TempDir("capture-own-trace-rmsnorm"));
+  ASSERT_TRUE(AwaitConnected(daemon, 2))
+      << mlp.out() << mlp.err() << rmsnorm.out() << rmsnorm.err()
+      << RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv).out;
+  // Both past their start (their loads, before their own capture of the system trace): steps
+  // marked, as status shows them.
+  auto stepping = [&](pid_t pid) {
+    const std::string status =
+        RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv).out;
+    for (absl::string_view line : absl::StrSplit(status, '\n')) {
+      if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line),
+                           absl::StrCat("pid ", pid, " ")) &&
+          !absl::StrContains(line, " step - ")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (int i = 0; i < 200 && !(stepping(mlp.pid()) && stepping(rmsnorm.pid())); ++i) usleep(50'000);
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(Capture(daemon, {"--duration", "1s", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 2 processes,")) << r.err;
+  // Each process's "device events of N of its M executions: ..." line: (N, M), or (0, 0).
+  const std::string why =
+      " executions: the program runs the runtime's system trace itself (nrt_sys_trace_start), "
+      "and nrtprof receives them only as the program fetches them, at the latest when it ends";
+  auto without = [&](pid_t pid) {
+    for (absl::string_view line : absl::StrSplit(r.err, '\n')) {
+      if (!absl::StartsWith(line, absl::StrCat("Not recorded: pid ", pid, " ("))) continue;
+      EXPECT_TRUE(absl::EndsWith(line, why)) << line;
+      const size_t at = line.find("): device events of ");
+      std::vector<absl::string_view> words = absl::StrSplit(line.substr(at + 20), ' ');
+      std::pair<int, int> n{-1, -1};
+      if (words.size() > 4) {
+        EXPECT_TRUE(absl::SimpleAtoi(words[0], &n.first) && absl::SimpleAtoi(words[3], &n.second))
+            << line;
+      }
+      return n;
+    }
+    return std::pair<int, int>{0, 0};
+  };
+  // The mlp example fetched nothing in the window: none of its executions has device events.
+  const auto [mlp_without, mlp_executions] = without(mlp.pid());
+  EXPECT_GT(mlp_executions, 10) << r.err;
+  EXPECT_EQ(mlp_without, mlp_executions) << r.err;
+  // The rmsnorm example fetches every few iterations: at most those after its last fetch.
+  const auto [rmsnorm_without, rmsnorm_executions] = without(rmsnorm.pid());
+  EXPECT_LE(rmsnorm_without * 4, rmsnorm_executions) << r.err;
+  const std::string summary = testing::ReadFile(out + "/summary.txt");
+  EXPECT_FALSE(absl::StrContains(summary, "Self NEURON time total: 0.000us")) << summary;
+  EXPECT_TRUE(mlp.Running() && rmsnorm.Running()) << "both go on, unaware";
+}
+
 // The names in folder `dir`.
 std::set<std::string> FilesIn(const std::string& dir) {
   std::set<std::string> names;
