@@ -1,6 +1,7 @@
 #include "client/capture_report.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,8 +13,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/flags.h"
 #include "client/fetch.h"
+#include "client/flags.h"
 #include "client/locate.h"
 #include "client/progress.h"
 
@@ -77,16 +78,37 @@ bool ReportCapture(DaemonConnection& connection, const StartCaptureReply& starte
     json = json || f == "trace.json";
   }
   // How to open the traces the capture has (capture --files may have left either out).
-  if (pftrace) {
-    fprintf(stderr,
-            "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
-            "trace file\")%s\n",
-            files.output_dir().c_str(), json ? ", or trace.json in chrome://tracing" : "");
-  } else if (json) {
-    fprintf(stderr, "nrtprof: open %s/trace.json in chrome://tracing\n",
-            files.output_dir().c_str());
-  }
+  fputs(OpenTracesLine(files.output_dir(), pftrace, json).c_str(), stderr);
   return true;
+}
+
+std::string OpenTracesLine(const std::string& dir, bool pftrace, bool json) {
+  constexpr int64_t kChromeTracingMaxBytes = (int64_t{1} << 29) - 24;
+  // The folder is ours to read when the files were fetched or the daemon is on this host;
+  // otherwise the size is unknown and the file is offered as usual.
+  struct stat st;
+  const bool json_too_big =
+      json && stat((dir + "/trace.json").c_str(), &st) == 0 && st.st_size > kChromeTracingMaxBytes;
+  const std::string too_big = json_too_big
+                                  ? absl::StrCat("trace.json (", st.st_size >> 20,
+                                                 " MiB) is more than chrome://tracing can read")
+                                  : "";
+  if (pftrace) {
+    return absl::StrCat("nrtprof: open ", dir,
+                        "/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open trace "
+                        "file\")",
+                        json_too_big ? "; " + too_big
+                        : json       ? ", or trace.json in chrome://tracing"
+                                     : "",
+                        "\n");
+  }
+  if (json_too_big) {
+    return absl::StrCat(
+        "nrtprof: ", dir, "/", too_big,
+        "; nrtprof capture --files pftrace writes the trace the Perfetto UI opens\n");
+  }
+  if (json) return absl::StrCat("nrtprof: open ", dir, "/trace.json in chrome://tracing\n");
+  return "";
 }
 
 }  // namespace nrtprof::cli

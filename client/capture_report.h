@@ -23,6 +23,12 @@ std::string CaptureDestination(const StartCaptureReply& started, const std::stri
 // kind. An unknown name: InvalidArgument, its message the one line to print.
 absl::StatusOr<std::vector<CaptureFileKind>> FileKindsFromFlag();
 
+// The line that says how to open a capture's traces in `dir`, given which it has, with its
+// newline; empty if it has neither. A trace.json longer than chrome://tracing can read (it
+// reads a file into one JavaScript string: V8 holds at most 2^29 - 24 characters) is named as
+// such, with its size, instead of offered.
+std::string OpenTracesLine(const std::string& dir, bool pftrace, bool json);
+
 // Fetches the files if `started.fetch()`, into CaptureDestination(started, out), and prints the
 // report. `command` prefixes its own lines ("nrtprof run"). Returns false if the fetch failed
 // (said in one line).
