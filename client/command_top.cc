@@ -92,6 +92,15 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
     }
   };
   list("PROCESS", "RUNTIME CALLS", top.processes(), true);
+  // Device time the window cannot show yet: the program holds it (its own system trace).
+  for (const TopRow& p : top.processes()) {
+    if (p.executions_held_by_program() == 0) continue;
+    absl::StrAppend(&out,
+                    absl::StrFormat("  pid %u: %u executions without device time yet: the program "
+                                    "runs the runtime's system trace itself, and nrtprof receives "
+                                    "its device events only as it fetches them\n",
+                                    p.pid(), p.executions_held_by_program()));
+  }
   out += "\n";
   list("MODEL", "EXECUTIONS", top.models(), false);
   absl::StrAppend(&out, absl::StrFormat("\n%-41s %12s %7s %14s %12s\n", "OP", "SELF NEURON", "BUSY",

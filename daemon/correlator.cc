@@ -1002,6 +1002,7 @@ void NoteDeviceEventsWithTheProgram(const std::vector<const ProcessCapture*>& st
     if (!std::binary_search(ran.begin(), ran.end(), c.correlation_id)) ++without;
   }
   if (without == 0) return;
+  trace->executions_held_by_program = without;
   trace->notices.push_back(absl::StrCat(
       "device events of ", without, " of its ", executions,
       " executions: the program runs the runtime's system trace itself (nrt_sys_trace_start), "

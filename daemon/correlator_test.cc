@@ -557,6 +557,11 @@ TEST(CorrelatorTest, AnEmptyDeviceLaneOfAProgramHoldingTheSystemTraceIsExplained
       "and nrtprof receives them only as the program fetches them, at the latest when it ends";
   EXPECT_EQ(notices(true, 0), std::vector<std::string>{"device events of 3 of its 3" + why});
   EXPECT_EQ(notices(true, 1), std::vector<std::string>{"device events of 2 of its 3" + why});
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  ProcessCapture held = b.Build();
+  held.device_events_wait_for_program = true;
+  EXPECT_EQ(OnlyProcess(Correlate("c", {held}, 0)).executions_held_by_program, 1u) << "for top";
   EXPECT_TRUE(notices(true, 3).empty()) << "it fetched: the lane is there";
   EXPECT_TRUE(notices(false, 1).empty()) << "the profiler's own capture lost them";
 }

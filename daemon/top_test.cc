@@ -31,6 +31,7 @@ TEST(TopTest, DeviceTimeByProcessModelAndOp) {
                  Device(5, DeviceEventKind::kDma, "", 10)};
   busy.calls.resize(4);
   for (ApiCall& c : busy.calls) c.name = "nrt_execute";
+  busy.executions_held_by_program = 3;
   ProcessTrace idle;
   idle.pid = 8;
   idle.executable = "eval";
@@ -43,6 +44,7 @@ TEST(TopTest, DeviceTimeByProcessModelAndOp) {
   EXPECT_EQ(top.processes(0).name(), "train");
   EXPECT_EQ(top.processes(0).device_ns(), 360u);
   EXPECT_EQ(top.processes(0).calls(), 4u);
+  EXPECT_EQ(top.processes(0).executions_held_by_program(), 3u);
   EXPECT_EQ(top.processes(1).name(), "eval");
   ASSERT_EQ(top.models_size(), 3);
   EXPECT_EQ(top.models(0).name(), "attention");

@@ -150,6 +150,9 @@ struct ProcessTrace {
   // Device events in `device` with correlation_id 0: no runtime call could be matched to them
   // without guessing (device events lost to ring overwrite, calls before the capture).
   uint64_t device_uncorrelated = 0;
+  // Executions without device events in a process whose program runs the runtime's system
+  // trace itself (EventBatch.device_events_wait_for_program): it has not fetched them yet.
+  uint64_t executions_held_by_program = 0;
   // Batches the shim numbered but the daemon never received (sequence gaps). Their events are
   // in drops.daemon_away when a later batch said how many had been sent (EventBatch.events_sent);
   // from a shim older than that field they are missing and uncounted.

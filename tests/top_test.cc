@@ -125,6 +125,36 @@ TEST(TopTest, PipedItPrintsPlainBlocksAndStops) {
   EXPECT_EQ(r.err, "");
 }
 
+// The mlp example runs the runtime's system trace itself and fetches it only at its end: top
+// shows its executions without device time, and says why under the processes.
+TEST(TopTest, SaysWhoseDeviceTimeTheProgramHolds) {
+  Daemon daemon("top-held");
+  ASSERT_TRUE(daemon.Start());
+  testing::Background mlp({Runfile("examples/mlp"), "--iters", "2000"},
+                          {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                           {"NRTPROF_ADDR", daemon.addr()},
+                           {"NRT_SIM_TIME_SCALE", "5"}},
+                          ::testing::TempDir());
+  const std::string line = absl::StrCat("\n  pid ", mlp.pid(), ": ");
+  const std::string why =
+      " executions without device time yet: the program runs the runtime's system trace itself, "
+      "and nrtprof receives its device events only as it fetches them\n";
+  std::string out;
+  for (int i = 0; i < 100 && !absl::StrContains(out, line); ++i) {
+    usleep(100'000);
+    out = RunProcess({Runfile("client/nrtprof"), "top", "--addr", daemon.addr(), "--window", "30s",
+                      "--iterations", "1"},
+                     kCliEnv)
+              .out;
+  }
+  const size_t at = out.find(line);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string rest =
+      out.substr(at + line.size(), out.find('\n', at + 1) - at - line.size() + 1);
+  EXPECT_TRUE(absl::EndsWith(rest, why)) << out;
+  EXPECT_TRUE(mlp.Running());
+}
+
 TEST(TopTest, WithoutAFlightRecorderItSaysWhy) {
   Daemon daemon("top-no-recorder");
   ASSERT_TRUE(daemon.Start({"--flight_recorder_seconds=0"}));
