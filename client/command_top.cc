@@ -93,7 +93,8 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
   };
   list("PROCESS", "RUNTIME CALLS", top.processes(), true);
   // Device time the window cannot show yet: the program holds it (its own system trace).
-  for (const TopRow& p : top.processes()) {
+  for (int i = 0; i < top.processes_size() && i < static_cast<int>(rows); ++i) {
+    const TopRow& p = top.processes(i);
     if (p.executions_held_by_program() == 0) continue;
     absl::StrAppend(&out,
                     absl::StrFormat("  pid %u: %u executions without device time yet: the program "
