@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
@@ -249,12 +250,16 @@ TEST(CaptureTest, AProgramHoldingTheSystemTraceIsExplained) {
     for (absl::string_view line : absl::StrSplit(r.err, '\n')) {
       if (!absl::StartsWith(line, absl::StrCat("Not recorded: pid ", pid, " ("))) continue;
       EXPECT_TRUE(absl::EndsWith(line, why)) << line;
-      const size_t at = line.find("): device events of ");
-      std::vector<absl::string_view> words = absl::StrSplit(line.substr(at + 20), ' ');
+      constexpr absl::string_view kCount = "): device events of ";
+      const size_t at = line.find(kCount);
+      std::vector<absl::string_view> words;
+      if (at != absl::string_view::npos) {
+        words = absl::StrSplit(line.substr(at + kCount.size()), ' ');
+      }
       std::pair<int, int> n{-1, -1};
-      if (words.size() > 4) {
-        EXPECT_TRUE(absl::SimpleAtoi(words[0], &n.first) && absl::SimpleAtoi(words[3], &n.second))
-            << line;
+      if (words.size() < 5 || words[1] != "of" || words[2] != "its" ||
+          !absl::SimpleAtoi(words[0], &n.first) || !absl::SimpleAtoi(words[3], &n.second)) {
+        ADD_FAILURE() << "no count of executions in: " << line;
       }
       return n;
     }
