@@ -83,6 +83,9 @@ Metrics::ModelKey Metrics::KeyOf(uint32_t pid, const std::string& executable,
 void Metrics::Add(const Trace& trace) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const ProcessTrace& p : trace.processes) {
+    if (p.executions_held_by_program != 0) {
+      held_[KeyOf(p.pid, p.executable, "")] += p.executions_held_by_program;
+    }
     for (const ApiCall& call : p.calls) {
       ++calls_[{call.name, call.status}];
       if (call.function == nrtprof::API_NRT_EXECUTE ||
@@ -231,6 +234,15 @@ std::string Metrics::Render(const nrtprof::StatusReply& status) const {
            "device time no runtime call could be matched to");
     absl::StrAppend(&out, "nrtprof_uncorrelated_device_seconds_total ",
                     Seconds(uncorrelated_device_ns_), "\n");
+    Header(&out, "nrtprof_executions_held_by_program_total", "counter",
+           "executions counted before their device events reached nrtprof: the program runs the "
+           "runtime's system trace itself (nrt_sys_trace_start), and nrtprof receives them only "
+           "as it fetches them. Their device time is counted when they come, as uncorrelated, "
+           "and their model may be \"unknown\" in nrtprof_model_executions_total");
+    for (const auto& [key, n] : held_) {
+      absl::StrAppend(&out, "nrtprof_executions_held_by_program_total{pid=\"", std::get<0>(key),
+                      "\",executable=\"", Label(std::get<1>(key)), "\"} ", n, "\n");
+    }
   }
   Header(&out, "nrtprof_events_received_total", "counter", "events the daemon received");
   absl::StrAppend(&out, "nrtprof_events_received_total ", status.events_received(), "\n");

@@ -9,6 +9,10 @@
 //   nrtprof_op_device_seconds_total{op}                     the key_averages rows: self CPU and
 //                                                           self NEURON time by framework op
 //   nrtprof_uncorrelated_device_seconds_total               device time no call was matched to
+//   nrtprof_executions_held_by_program_total{pid,executable}
+//                                                           executions folded before their device
+//                                                           events came: the program runs the
+//                                                           runtime's system trace itself
 //   nrtprof_events_received_total, nrtprof_events_dropped_total{reason},
 //   nrtprof_events_dropped_by_lane_total{lane}, nrtprof_connected_processes,
 //   nrtprof_flight_recorder_{bytes,batches,events,oldest_age_seconds,evicted_events_total}
@@ -94,6 +98,8 @@ class Metrics {
   std::map<std::pair<std::string, int32_t>, uint64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::map<ModelKey, uint64_t> executions_ ABSL_GUARDED_BY(mu_);
   std::map<ModelKey, Histogram> device_ ABSL_GUARDED_BY(mu_);
+  // By (pid, executable, ""): ProcessTrace::executions_held_by_program, summed.
+  std::map<ModelKey, uint64_t> held_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, OpTimes> ops_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, std::string>, bool> processes_ ABSL_GUARDED_BY(mu_);
   uint64_t uncorrelated_device_ns_ ABSL_GUARDED_BY(mu_) = 0;

@@ -68,6 +68,40 @@ TEST(MetricsTest, CountersAddUpAcrossWindows) {
   EXPECT_TRUE(absl::StrContains(text, "# TYPE nrtprof_model_device_seconds histogram\n"));
 }
 
+// A program that runs the runtime's system trace itself sends its device events only as it
+// fetches them: the executions folded before then are counted as such, by process, so that
+// a dashboard can tell why executions outnumber device executions.
+TEST(MetricsTest, ExecutionsHeldByTheProgramAreCountedByProcess) {
+  Metrics m;
+  Trace first = OneWindow("/opt/app/train");
+  first.processes[0].executions_held_by_program = 3;
+  m.Add(first);
+  m.Add(OneWindow("/opt/app/train"));  // nothing held in this one
+  Trace other = OneWindow("/opt/app/eval");
+  other.processes[0].pid = 43;
+  other.processes[0].executions_held_by_program = 4;
+  m.Add(other);
+  first.processes[0].executions_held_by_program = 2;
+  m.Add(first);
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE nrtprof_executions_held_by_program_total counter\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_executions_held_by_program_total{pid=\"42\",executable=\"train\"} 5\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_executions_held_by_program_total{pid=\"43\",executable=\"eval\"} 4\n"))
+      << text;
+}
+
+// A process that held nothing has no series.
+TEST(MetricsTest, NoHeldSeriesForAProcessThatHeldNothing) {
+  Metrics m;
+  m.Add(OneWindow("/opt/app/train"));
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_FALSE(absl::StrContains(text, "nrtprof_executions_held_by_program_total{")) << text;
+}
+
 TEST(MetricsTest, LabelValuesAreEscaped) {
   Metrics m;
   m.Add(OneWindow("/tmp/we\"ird\\name\nx"));
