@@ -3,7 +3,9 @@
 # loopback with a temporary data folder): a standing nrtprofd with --metrics_listen, the RMSNorm
 # example preloaded with the shim by hand (no capture asked for), and Prometheus's query of the
 # executions counter answers the number the program made: 6 per iteration, 5 iterations and
-# its warm-up (examples/rmsnorm.cc), 36. Skipped with a line where prometheus is not installed.
+# its warm-up (examples/rmsnorm.cc), 36. The mlp example, which holds the runtime's system trace,
+# has its executions without device events yet counted. Skipped with a line where prometheus is
+# not installed.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
@@ -69,6 +71,29 @@ calls=$(query 'nrtprof_runtime_calls_total{function="nrt_execute",status="0"}')
 # The device time of the executions: 6 a model, and mul, mean, ... each under 1 ms.
 count=$(query 'sum(nrtprof_model_device_seconds_count{executable="rmsnorm"})')
 [[ "${count}" == 36 ]] || fail "device executions: ${count}"
+
+# A program that runs the runtime's system trace itself (the mlp example fetches it only at its
+# end): the executions folded before its device events came have no model yet, and Prometheus
+# says how many, by process. mlp runs 3 models an iteration; slowed down (NRT_SIM_TIME_SCALE)
+# so that folds happen while it runs.
+LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/s/d.sock" \
+  NRT_SIM_TIME_SCALE=5 "${RUNFILES}/examples/mlp" --iters 2000 \
+  >"${WORK}/mlp.out" 2>&1 || fail "mlp: $(cat "${WORK}/mlp.out")"
+mlp_executions=none
+for _ in $(seq 120); do
+  mlp_executions=$(query 'sum(nrtprof_model_executions_total{executable="mlp"})')
+  [[ "${mlp_executions}" == 6000 ]] && break
+  sleep 0.5
+done
+[[ "${mlp_executions}" == 6000 ]] || fail "Prometheus says ${mlp_executions} executions of mlp, it made 6000"
+sleep 2  # a scrape after the last fold
+held=$(query 'sum(nrtprof_executions_held_by_program_total{executable="mlp"})')
+unknown=$(query 'sum(nrtprof_model_executions_total{executable="mlp",model="unknown"})')
+[[ "${held}" =~ ^[0-9]+$ && "${held}" -gt 0 ]] ||
+  fail "executions held by mlp: ${held} (it held its system trace for ~3 s)"
+[[ "${held}" == "${unknown}" ]] ||
+  fail "executions held by mlp: ${held}, but ${unknown} of its executions have no model"
+
 connected=$(query 'nrtprof_connected_processes')
 [[ "${connected}" == 0 ]] || fail "connected processes after the program ended: ${connected}"
 
@@ -76,4 +101,4 @@ if [[ ${failures} -ne 0 ]]; then
   echo "${failures} failure(s)"
   exit 1
 fi
-echo "metrics: Prometheus read 36 executions of 6 models"
+echo "metrics: Prometheus read 36 executions of 6 models; mlp held ${held} of its 6000"
