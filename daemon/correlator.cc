@@ -1003,10 +1003,19 @@ void NoteDeviceEventsWithTheProgram(const std::vector<const ProcessCapture*>& st
   }
   if (without == 0) return;
   trace->executions_held_by_program = without;
+  // A process that ended without its final batch (killed, crashed) never fetched them: the
+  // shim fetches the program's capture at exit only when there is an exit to run it. Ended:
+  // its stream closed during a capture, or its rings file was read once it was gone.
+  const bool died = std::all_of(streams.begin(), streams.end(), [](const ProcessCapture* s) {
+    return !s->final && (s->stream_closed || s->records_made_known);
+  });
   trace->notices.push_back(absl::StrCat(
       "device events of ", without, " of its ", executions,
-      " executions: the program runs the runtime's system trace itself (nrt_sys_trace_start), "
-      "and nrtprof receives them only as the program fetches them, at the latest when it ends"));
+      died ? " executions: the program ran the runtime's system trace itself "
+             "(nrt_sys_trace_start) and ended without fetching them: they are lost"
+           : " executions: the program runs the runtime's system trace itself "
+             "(nrt_sys_trace_start), and nrtprof receives them only as the program fetches "
+             "them, at the latest when it ends"));
 }
 
 void Extend(const ProcessTrace& p, Trace* trace) {

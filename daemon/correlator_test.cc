@@ -563,6 +563,23 @@ TEST(CorrelatorTest, AnEmptyDeviceLaneOfAProgramHoldingTheSystemTraceIsExplained
   held.device_events_wait_for_program = true;
   EXPECT_EQ(OnlyProcess(Correlate("c", {held}, 0)).executions_held_by_program, 1u) << "for top";
   EXPECT_TRUE(notices(true, 3).empty()) << "it fetched: the lane is there";
+  // Killed before it fetched them: they will never come.
+  ProcessCapture killed = held;
+  killed.stream_closed = true;
+  EXPECT_EQ(OnlyProcess(Correlate("c", {killed}, 0)).notices,
+            std::vector<std::string>{
+                "device events of 1 of its 1 executions: the program ran the runtime's system "
+                "trace itself (nrt_sys_trace_start) and ended without fetching them: they are "
+                "lost"});
+  ProcessCapture gone = held;  // a look back: its rings file read once it was gone
+  gone.records_made_known = true;
+  EXPECT_EQ(OnlyProcess(Correlate("c", {gone}, 0)).notices,
+            OnlyProcess(Correlate("c", {killed}, 0)).notices);
+  ProcessCapture exited = killed;
+  exited.final = true;
+  EXPECT_EQ(OnlyProcess(Correlate("c", {exited}, 0)).notices,
+            std::vector<std::string>{"device events of 1 of its 1" + why})
+      << "it said it was exiting: its exit fetches them";
   EXPECT_TRUE(notices(false, 1).empty()) << "the profiler's own capture lost them";
 }
 

@@ -275,6 +275,24 @@ TEST(CaptureTest, AProgramHoldingTheSystemTraceIsExplained) {
   const std::string summary = testing::ReadFile(out + "/summary.txt");
   EXPECT_FALSE(absl::StrContains(summary, "Self NEURON time total: 0.000us")) << summary;
   EXPECT_TRUE(mlp.Running() && rmsnorm.Running()) << "both go on, unaware";
+
+  // mlp killed before its end, which is when it fetches: a look back says its device events
+  // are lost for good, not that they will come.
+  const pid_t mlp_pid = mlp.pid();
+  kill(mlp_pid, SIGKILL);
+  EXPECT_EQ(mlp.Wait(), 128 + SIGKILL);
+  const Result back = RunProcess(
+      Capture(daemon, {"--last", "2s", "--files", "summary", "--out", dir + "/back"}), kCliEnv);
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  bool said = false;
+  for (absl::string_view line : absl::StrSplit(back.err, '\n')) {
+    if (!absl::StartsWith(line, absl::StrCat("Not recorded: pid ", mlp_pid, " ("))) continue;
+    said = absl::EndsWith(line,
+                          " executions: the program ran the runtime's system trace itself "
+                          "(nrt_sys_trace_start) and ended without fetching them: they are lost");
+    EXPECT_TRUE(said) << line;
+  }
+  EXPECT_TRUE(said) << back.err;
 }
 
 // The names in folder `dir`.
