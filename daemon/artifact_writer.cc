@@ -150,8 +150,9 @@ class ArtifactStream : public TraceStream {
     ChildList children;
     for (const ProcessTrace& p : trace.processes) {
       // A model's executions name it; the first whole copy loaded under that name gives its
-      // hash.
-      std::unordered_map<std::string, std::string> hash_of_name;
+      // hash. A later part of the process (ProcessTrace::continues) goes by its first part's.
+      if (!p.continues) hash_of_name_.clear();
+      std::unordered_map<std::string, std::string>& hash_of_name = hash_of_name_;
       for (const LoadedModelFile& m : p.models) {
         if (!HasWholeBytes(m)) continue;
         std::string hash = ModelHash(m.bytes);
@@ -239,6 +240,8 @@ class ArtifactStream : public TraceStream {
   std::set<std::string> neff_;     // model hashes seen
   std::set<std::string> written_;  // and their .neff written
   std::map<std::pair<std::string, int32_t>, DeviceTrace> ntff_;
+  // Of the process given last: its models' hashes by name.
+  std::unordered_map<std::string, std::string> hash_of_name_;
   absl::Status first_error_;
 };
 

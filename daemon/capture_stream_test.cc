@@ -1,10 +1,17 @@
 // A capture written a process at a time (TraceStream, CaptureCorrelator, SummaryBuilder) must
 // give the files the whole Trace gives: the same packets in trace.pftrace, the same bytes in
 // every other file.
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "bench/load/synthetic_process.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
@@ -14,11 +21,10 @@
 #include "daemon/perfetto_trace_reader.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
+#include "daemon/trace_from_pftrace.h"
 #include "daemon/trace_lanes.h"
 #include "daemon/trace_sink.h"
 #include "daemon/writer_test_util.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {
@@ -130,6 +136,180 @@ TEST(CaptureStreamTest, ProcessAtATimeWritesTheWholeTracesFiles) {
   }
   EXPECT_GT(flows, 0u);
   EXPECT_EQ(streamed->times, whole->times);
+}
+
+// `p` in two parts (ProcessTrace::continues), cut for each thread where nothing of it is open:
+// at the start of its middle outermost range. Device work goes with the thread that submitted
+// it; the first part has what is the process's as a whole.
+std::vector<ProcessTrace> InTwo(const ProcessTrace& p) {
+  std::map<uint32_t, std::vector<uint64_t>> outermost;  // by tid: its depth-0 ranges' starts
+  for (const RangeEvent& r : p.ranges) {
+    if (r.depth == 0) outermost[r.tid].push_back(r.start_ns);
+  }
+  std::map<uint32_t, uint64_t> cut;
+  for (auto& [tid, starts] : outermost) {
+    std::sort(starts.begin(), starts.end());
+    cut[tid] = starts[starts.size() / 2];
+  }
+  auto part_of = [&](uint32_t tid, uint64_t start) -> size_t {
+    auto it = cut.find(tid);
+    return it != cut.end() && start >= it->second ? 1 : 0;
+  };
+  std::vector<ProcessTrace> parts(2);
+  for (ProcessTrace& part : parts) {
+    part.names = p.names;
+    part.pid = p.pid;
+    part.host = p.host;
+    part.executable = p.executable;
+    part.command_line = p.command_line;
+    part.thread_names = p.thread_names;
+  }
+  parts[0].models = p.models;
+  parts[0].notices = p.notices;
+  parts[0].drops = p.drops;
+  parts[0].events_received = p.events_received;
+  parts[0].batches_missing = p.batches_missing;
+  parts[0].cut_off = p.cut_off;
+  parts[0].executions_held_by_program = p.executions_held_by_program;
+  parts[1].continues = true;
+  std::map<uint64_t, size_t> range_part, call_part, device_part;
+  for (const RangeEvent& r : p.ranges) {
+    range_part[r.id] = part_of(r.tid, r.start_ns);
+    parts[range_part[r.id]].ranges.push_back(r);
+  }
+  for (const ApiCall& c : p.calls) {
+    call_part[c.correlation_id] = part_of(c.tid, c.start_ns);
+    parts[call_part[c.correlation_id]].calls.push_back(c);
+    if (c.range != 0) {
+      EXPECT_EQ(range_part[c.range], call_part[c.correlation_id]);
+    }
+  }
+  for (const DeviceEvent& d : p.device) {
+    device_part[d.id] = part_of(d.submitting_tid, d.start_ns);
+    ProcessTrace& part = parts[device_part[d.id]];
+    part.device.push_back(d);
+    if (d.correlation_id == 0) ++part.device_uncorrelated;
+    if (d.correlation_id != 0) {
+      EXPECT_EQ(call_part[d.correlation_id], device_part[d.id]);
+    }
+    if (d.parent != 0) {
+      EXPECT_EQ(device_part[d.parent], device_part[d.id]);
+    }
+  }
+  return parts;
+}
+
+// The lines of a trace.json, sorted, each without its closing comma and with flow ids left
+// out (they are numbered in the order the lanes were laid out, part by part).
+std::vector<std::string> JsonLines(const std::string& path) {
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(path), '\n');
+  for (std::string& line : lines) {
+    if (absl::EndsWith(line, ",")) line.pop_back();
+    const size_t id = line.find("\"id\":");
+    if (absl::StartsWith(line, "{\"ph\":\"") && id != std::string::npos) {
+      line.erase(id + 5, line.find_first_not_of("0123456789", id + 5) - (id + 5));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+// A big process may be written in parts, so that a writer never holds all of its events
+// (ProcessTrace::continues): split so, the processes give the files they give whole -- the
+// same summary, device traces and models byte for byte, and traces with the same events.
+TEST(CaptureStreamTest, AProcessInPartsWritesWhatTheWholeProcessWrites) {
+  const std::unique_ptr<TraceSink> sink = EveryFile();
+  const std::string whole_dir = TempDir("capture_parts_whole");
+  const Trace trace = Correlate(kCaptureId, Captures(), kRealtimeOffsetNs);
+  std::vector<std::string> whole_files;
+  ASSERT_TRUE(sink->Write(trace, ComputeSummary(trace), whole_dir, &whole_files).ok());
+
+  const std::string parts_dir = TempDir("capture_parts_parts");
+  std::unique_ptr<TraceStream> stream = sink->OpenStream(parts_dir);
+  ASSERT_NE(stream, nullptr);
+  SummaryBuilder summary;
+  size_t added = 0;
+  // Not the process whose three threads share two NeuronCores: the synthetic threads keep
+  // clocks of their own, so their executions on a shared core overlap, and the lanes clamp
+  // overlapping slices part by part (a real core runs one execution at a time).
+  auto shares_a_core = [](const ProcessTrace& p) {
+    std::map<int32_t, std::set<uint32_t>> threads_of_core;
+    for (const DeviceEvent& d : p.device) {
+      if (d.kind == DeviceEventKind::kExecution) {
+        threads_of_core[d.nc_idx].insert(d.submitting_tid);
+      }
+    }
+    for (const auto& [nc, threads] : threads_of_core) {
+      if (threads.size() > 1) return true;
+    }
+    return false;
+  };
+  for (const ProcessTrace& p : trace.processes) {
+    if (shares_a_core(p)) {
+      Trace one;
+      one.capture_id = kCaptureId;
+      one.realtime_offset_ns = trace.realtime_offset_ns;
+      one.processes.push_back(p);
+      summary.Add(one);
+      ASSERT_TRUE(stream->Add(one).ok());
+      continue;
+    }
+    for (ProcessTrace& part : InTwo(p)) {
+      EXPECT_FALSE(part.calls.empty() || part.device.empty() || part.ranges.empty())
+          << "pid " << p.pid << ": each part has events of every lane";
+      Trace one;
+      one.capture_id = kCaptureId;
+      one.realtime_offset_ns = trace.realtime_offset_ns;
+      one.processes.push_back(std::move(part));
+      summary.Add(one);
+      ASSERT_TRUE(stream->Add(one).ok());
+      ++added;
+    }
+  }
+  EXPECT_EQ(added, 4u) << "two processes in two parts each";
+  Trace header = trace;
+  header.processes.clear();
+  std::vector<std::string> parts_files;
+  ASSERT_TRUE(stream->Finish(header, summary.Finish(header), &parts_files).ok());
+
+  EXPECT_EQ(parts_files, whole_files);
+  for (const std::string& name : whole_files) {
+    if (name == "trace.pftrace") continue;
+    if (name == "trace.json") {
+      EXPECT_EQ(JsonLines(parts_dir + "/" + name), JsonLines(whole_dir + "/" + name));
+      continue;
+    }
+    EXPECT_EQ(ReadFile(parts_dir + "/" + name), ReadFile(whole_dir + "/" + name)) << name;
+  }
+  // trace.pftrace: the parts go on on the process's tracks (one process track per process, one
+  // thread track per thread), and the events read back give the same table.
+  absl::StatusOr<ReadTrace> whole = ReadPerfettoTrace(ReadFile(whole_dir + "/trace.pftrace"));
+  absl::StatusOr<ReadTrace> parts = ReadPerfettoTrace(ReadFile(parts_dir + "/trace.pftrace"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  auto tracks = [](const ReadTrace& read) {
+    std::vector<std::string> names;
+    for (const auto& packet : read.trace.packet()) {
+      if (!packet.has_track_descriptor()) continue;
+      const auto& t = packet.track_descriptor();
+      names.push_back(t.has_thread()    ? absl::StrCat("thread ", t.thread().tid())
+                      : t.has_process() ? absl::StrCat("process ", t.process().pid())
+                                        : t.name());
+    }
+    return names;
+  };
+  EXPECT_EQ(tracks(*parts), tracks(*whole));
+  absl::StatusOr<Trace> whole_read = TraceFromPerfetto(*whole);
+  absl::StatusOr<Trace> parts_read = TraceFromPerfetto(*parts);
+  ASSERT_TRUE(whole_read.ok()) << whole_read.status();
+  ASSERT_TRUE(parts_read.ok()) << parts_read.status();
+  ASSERT_EQ(parts_read->processes.size(), whole_read->processes.size());
+  for (size_t i = 0; i < whole_read->processes.size(); ++i) {
+    EXPECT_EQ(parts_read->processes[i].ranges.size(), whole_read->processes[i].ranges.size());
+    EXPECT_EQ(parts_read->processes[i].calls.size(), whole_read->processes[i].calls.size());
+    EXPECT_EQ(parts_read->processes[i].device.size(), whole_read->processes[i].device.size());
+  }
+  EXPECT_EQ(FormatSummary(ComputeSummary(*parts_read)), FormatSummary(ComputeSummary(*whole_read)));
 }
 
 // Hands each capture to the sink set chosen before it; `whole` hides the sinks' streams.

@@ -147,9 +147,13 @@ class JsonEncoder {
     if (flow_started_.size() < lanes.flows + 1) flow_started_.resize(lanes.flows + 1, false);
     absl::Status s;
     for (const ProcessLanes& p : lanes.processes) {
-      headers_.push_back(CaptureHeader(*p.process));
       sources_.clear();
-      AddProcess(p, &headers_.back());
+      if (p.process->continues) {
+        AddPart(p);
+      } else {
+        headers_.push_back(CaptureHeader(*p.process));
+        AddProcess(p, &headers_.back());
+      }
       if (s.ok()) s = WriteSources(trace);
     }
     return s;
@@ -216,17 +220,49 @@ class JsonEncoder {
                     ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", tid, "}}");
   }
 
-  // Gives the lane the next synthetic tid of its process, names it, and makes it a source.
-  void AddLane(const Lane& lane, uint32_t pid, const std::string& label, uint32_t* next_tid) {
+  // A lane of the process: a host thread's (kind, tid) or a NeuronCore's (kind, nc_idx).
+  using LaneKey = std::pair<LaneKind, int64_t>;
+
+  // Makes the lane a source, on the synthetic tid its process gave it; the first time, gives
+  // it the process's next one and names it.
+  void AddLane(const Lane& lane, uint32_t pid, LaneKey key,
+               const std::function<std::string()>& label) {
     if (lane.slices.empty()) return;
-    uint32_t tid = (*next_tid)++;
-    AppendName(pid, tid, "thread_name", label);
-    AppendSortIndex(pid, tid);
+    auto [it, added] = lane_tids_.try_emplace(key, next_tid_);
+    if (added) {
+      ++next_tid_;
+      AppendName(pid, it->second, "thread_name", label());
+      AppendSortIndex(pid, it->second);
+    }
     Source& source = sources_.emplace_back();
     source.pid = pid;
-    source.tid = tid;
+    source.tid = it->second;
     source.lane = &lane;
   }
+
+  // The lanes of a process's threads and cores, in that order.
+  void AddLanes(const ProcessLanes& lanes) {
+    const uint32_t pid = lanes.process->pid;
+    for (const ThreadLanes& t : lanes.threads) {
+      auto thread = [&t]() {
+        return t.name != nullptr ? absl::StrCat(t.tid, " ", *t.name) : absl::StrCat(t.tid);
+      };
+      AddLane(t.framework, pid, {LaneKind::kFramework, t.tid},
+              [&]() { return absl::StrCat(thread(), " framework"); });
+      AddLane(t.runtime, pid, {LaneKind::kRuntime, t.tid},
+              [&]() { return absl::StrCat(thread(), " runtime"); });
+    }
+    for (const CoreLanes& c : lanes.cores) {
+      AddLane(c.executions, pid, {LaneKind::kExecutions, c.nc_idx},
+              [&]() { return absl::StrCat("NeuronCore ", c.nc_idx); });
+      AddLane(c.dma, pid, {LaneKind::kDma, c.nc_idx},
+              [&]() { return absl::StrCat("NeuronCore ", c.nc_idx, " DMA"); });
+    }
+  }
+
+  // A later part of the process given last (ProcessTrace::continues): its lanes go on, on the
+  // synthetic tids they had; lanes new in it get the next ones.
+  void AddPart(const ProcessLanes& lanes) { AddLanes(lanes); }
 
   void AddProcess(const ProcessLanes& lanes, const ProcessTrace* header) {
     const ProcessTrace& p = *lanes.process;
@@ -243,17 +279,9 @@ class JsonEncoder {
     } else {
       waiting_instants_.push_back(header);  // at the timeline's start: Finish knows it
     }
-    uint32_t next_tid = 1;  // 0 is the process itself
-    for (const ThreadLanes& t : lanes.threads) {
-      std::string thread =
-          t.name != nullptr ? absl::StrCat(t.tid, " ", *t.name) : absl::StrCat(t.tid);
-      AddLane(t.framework, p.pid, absl::StrCat(thread, " framework"), &next_tid);
-      AddLane(t.runtime, p.pid, absl::StrCat(thread, " runtime"), &next_tid);
-    }
-    for (const CoreLanes& c : lanes.cores) {
-      AddLane(c.executions, p.pid, absl::StrCat("NeuronCore ", c.nc_idx), &next_tid);
-      AddLane(c.dma, p.pid, absl::StrCat("NeuronCore ", c.nc_idx, " DMA"), &next_tid);
-    }
+    lane_tids_.clear();
+    next_tid_ = 1;  // 0 is the process itself
+    AddLanes(lanes);
   }
 
   // ,"pid":P,"tid":T,"ts":TS (at most 70 bytes).
@@ -363,6 +391,9 @@ class JsonEncoder {
   std::vector<Source> sources_;
   std::deque<ProcessTrace> headers_;  // CaptureHeader of each process given, in order
   std::vector<const ProcessTrace*> waiting_instants_;  // of processes without events
+  // The synthetic tids of the lanes of the process given last, and its next one.
+  std::map<LaneKey, uint32_t> lane_tids_;
+  uint32_t next_tid_ = 1;
   std::vector<bool> flow_started_;  // by flow id: an entry of the flow is written
   // Scratch, reused from slice to slice.
   std::vector<SliceArg> args_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -321,9 +322,13 @@ class TraceEncoder {
     const ProcessTrace& p = *lanes.process;
     // The names' text must stay: the iid tables view it.
     if (name_tables_.empty() || name_tables_.back() != p.names) name_tables_.push_back(p.names);
-    headers_.push_back(CaptureHeader(p));
     lane_tracks_.clear();
-    WriteTracks(lanes, &headers_.back());
+    if (p.continues) {
+      WritePartTracks(lanes);
+    } else {
+      headers_.push_back(CaptureHeader(p));
+      WriteTracks(lanes, &headers_.back());
+    }
     out_ = &lanes_out_;
     absl::Status s;
     for (const LaneTrack& track : lane_tracks_) {
@@ -431,18 +436,74 @@ class TraceEncoder {
     KeepTrack(&packet);
   }
 
-  // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty.
-  void KeepLane(const Lane& lane, uint64_t parent_uuid) {
+  // A host thread's track (by tid) or a NeuronCore's (by nc_idx), of the process given last.
+  using ParentKey = std::pair<bool, int64_t>;  // (a core, its id)
+  // A lane of the process given last: a thread's (kind, tid) or a core's (kind, nc_idx).
+  using LaneKey = std::pair<LaneKind, int64_t>;
+
+  // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty. A
+  // lane that a part of its process before had a track for goes on on that track.
+  void KeepLane(const Lane& lane, LaneKey key, uint64_t parent_uuid) {
     if (lane.slices.empty()) return;
-    const uint64_t uuid = next_uuid_++;
-    lane_tracks_.push_back({uuid, &lane});
-    KeepTrack(uuid, parent_uuid, LaneKindName(lane.kind));
+    auto [it, added] = lane_uuids_.try_emplace(key, next_uuid_);
+    if (added) {
+      ++next_uuid_;
+      KeepTrack(it->second, parent_uuid, LaneKindName(lane.kind));
+    }
+    lane_tracks_.push_back({it->second, &lane});
   }
+
+  // The track of a thread, written the first time the process has it.
+  uint64_t ThreadTrack(const ThreadLanes& t, int32_t pid) {
+    auto [it, added] = parent_uuids_.try_emplace(ParentKey{false, t.tid}, next_uuid_);
+    if (!added) return it->second;
+    ++next_uuid_;
+    TracePacket packet;
+    TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(it->second);
+    track->set_parent_uuid(process_uuid_);
+    auto* thread = track->mutable_thread();
+    thread->set_pid(pid);
+    thread->set_tid(static_cast<int32_t>(t.tid));
+    if (t.name != nullptr) thread->set_thread_name(*t.name);
+    KeepTrack(&packet);
+    return it->second;
+  }
+
+  // The track of a NeuronCore, written the first time the process has it.
+  uint64_t CoreTrack(const CoreLanes& c) {
+    auto [it, added] = parent_uuids_.try_emplace(ParentKey{true, c.nc_idx}, next_uuid_);
+    if (!added) return it->second;
+    ++next_uuid_;
+    KeepTrack(it->second, process_uuid_, absl::StrCat("NeuronCore ", c.nc_idx));
+    return it->second;
+  }
+
+  // The threads' and cores' tracks and their lanes'.
+  void WriteLaneTracks(const ProcessLanes& lanes) {
+    const int32_t pid = static_cast<int32_t>(lanes.process->pid);
+    for (const ThreadLanes& t : lanes.threads) {
+      const uint64_t thread_uuid = ThreadTrack(t, pid);
+      KeepLane(t.framework, {LaneKind::kFramework, t.tid}, thread_uuid);
+      KeepLane(t.runtime, {LaneKind::kRuntime, t.tid}, thread_uuid);
+    }
+    for (const CoreLanes& c : lanes.cores) {
+      const uint64_t core_uuid = CoreTrack(c);
+      KeepLane(c.executions, {LaneKind::kExecutions, c.nc_idx}, core_uuid);
+      KeepLane(c.dma, {LaneKind::kDma, c.nc_idx}, core_uuid);
+    }
+  }
+
+  // A later part of the process given last (ProcessTrace::continues): its lanes go on on the
+  // tracks they had; threads, cores and lanes new in it get theirs.
+  void WritePartTracks(const ProcessLanes& lanes) { WriteLaneTracks(lanes); }
 
   void WriteTracks(const ProcessLanes& lanes, const ProcessTrace* header) {
     const ProcessTrace& p = *lanes.process;
     const int32_t pid = static_cast<int32_t>(p.pid);
-    uint64_t process_uuid = next_uuid_++;
+    parent_uuids_.clear();
+    lane_uuids_.clear();
+    const uint64_t process_uuid = process_uuid_ = next_uuid_++;
     TracePacket packet;
     TrackDescriptor* track = packet.mutable_track_descriptor();
     track->set_uuid(process_uuid);
@@ -454,27 +515,7 @@ class TraceEncoder {
     KeepTrack(&packet);
     // 0: the timeline's start, known at Finish.
     instants_.push_back({process_uuid, header, lanes.has_events ? lanes.first_ns : 0});
-
-    for (const ThreadLanes& t : lanes.threads) {
-      uint64_t thread_uuid = next_uuid_++;
-      packet.Clear();
-      track = packet.mutable_track_descriptor();
-      track->set_uuid(thread_uuid);
-      track->set_parent_uuid(process_uuid);
-      auto* thread = track->mutable_thread();
-      thread->set_pid(pid);
-      thread->set_tid(static_cast<int32_t>(t.tid));
-      if (t.name != nullptr) thread->set_thread_name(*t.name);
-      KeepTrack(&packet);
-      KeepLane(t.framework, thread_uuid);
-      KeepLane(t.runtime, thread_uuid);
-    }
-    for (const CoreLanes& c : lanes.cores) {
-      uint64_t core_uuid = next_uuid_++;
-      KeepTrack(core_uuid, process_uuid, absl::StrCat("NeuronCore ", c.nc_idx));
-      KeepLane(c.executions, core_uuid);
-      KeepLane(c.dma, core_uuid);
-    }
+    WriteLaneTracks(lanes);
   }
   // Whether the current sequence has defined `iid` yet; marks it defined.
   bool DefineOnce(uint64_t iid, std::vector<uint32_t>* defined_in) {
@@ -641,6 +682,11 @@ class TraceEncoder {
   std::vector<std::shared_ptr<NameTable>> name_tables_;
   std::vector<LaneTrack> lane_tracks_;
   std::vector<CaptureInstant> instants_;
+  // The tracks of the process given last, for its later parts: its own, its threads' and
+  // cores', its lanes'.
+  uint64_t process_uuid_ = 0;
+  std::map<ParentKey, uint64_t> parent_uuids_;
+  std::map<LaneKey, uint64_t> lane_uuids_;
   // Interned names, one iid per text for the whole file; each sequence defines those it uses.
   // The iids by text (one text has one iid even from two NameTables: a merged trace's
   // processes), each behind its cache by address (Name::id(), a static name's pointer).

@@ -510,9 +510,11 @@ void DescribeProcess(const ProcessTrace& p, Summary* summary, uint64_t* first, u
     *first = std::min(*first, start);
     *last = std::max(*last, start + duration);
   };
-  summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
-  std::string& command = summary->processes.back().command;
-  if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
+  if (!p.continues) {  // a later part of the process described last (ProcessTrace::continues)
+    summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
+    std::string& command = summary->processes.back().command;
+    if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
+  }
   summary->events += p.ranges.size() + p.calls.size() + p.device.size();
   for (const RangeEvent& r : p.ranges) span(r.start_ns, r.duration_ns);
   for (const ApiCall& c : p.calls) span(c.start_ns, c.duration_ns);

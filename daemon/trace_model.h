@@ -131,6 +131,16 @@ struct DropCounts {
 };
 
 struct ProcessTrace {
+  // This is a later part of the process of the Trace before it in a TraceStream (the same pid,
+  // host and process): a big process may be written in parts, so that only one part's events
+  // are held at once. Each thread's events of a part come after those of its earlier parts; the
+  // ranges that hold a part's calls, and the executions that hold its device work, are in the
+  // part too. What is the process's as a whole (command line, models, notices, drops, events
+  // received, batches missing, cut off) is the first part's alone; a later part's counts
+  // (device_uncorrelated, executions_held_by_program) add to the earlier ones'. The writers
+  // lay out and clamp each part's lanes alone: slices of two parts on one lane (a NeuronCore
+  // two threads use) must not overlap.
+  bool continues = false;
   // The text of the Names of its events, other than string literals' (trace_name.h): shared
   // by copies of the ProcessTrace, and by the others of a Trace the correlator made.
   std::shared_ptr<NameTable> names = std::make_shared<NameTable>();
