@@ -1029,8 +1029,9 @@ std::vector<CollectorCore::Recorded> CollectorCore::RecordedStreams(
       work.push_back({std::move(s), std::move(list)});
     }
   }
-  if (capture != nullptr && stats.evicted_events != 0 &&
-      (stats.oldest_ns == 0 || stats.oldest_ns > since_ns)) {
+  // Only when the window lost something: after a quiet spell the recorder reaches back less
+  // far than asked for, yet held everything that came since.
+  if (capture != nullptr && stats.evicted_events != 0 && stats.newest_evicted_ns >= since_ns) {
     const uint64_t now = clock_->MonotonicNs();
     const double held_s =
         stats.oldest_ns != 0 && now > stats.oldest_ns ? (now - stats.oldest_ns) / 1e9 : 0.0;

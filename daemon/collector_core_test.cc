@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/summary.h"
 #include "gtest/gtest.h"
@@ -913,6 +914,42 @@ TEST_F(CollectorCoreTest, ACaptureOfThePastKeepsAProcesssNewestEventsWithinTheBo
             "pid 7: the oldest 3 of its 8 events in the window were left out: the daemon keeps "
             "at most 5 events of a process (nrtprofd --max_events_per_process); ask for a "
             "shorter window, or raise the bound");
+}
+
+// After a quiet spell the recorder reaches back less far than a look back asks for, yet lost
+// nothing of the window: no note says it did. A window that reaches an evicted batch has one.
+TEST_F(CollectorCoreTest, ALookBackPastAQuietSpellLostNothing) {
+  CollectorOptions options = Options();
+  options.flight_recorder = true;
+  options.flight_recorder_limits.max_age_ns = 1'000'000'000;
+  options.limits.max_events_per_process = 100;
+  CollectorCore core(options, &sink_, &clock_);
+  Controls c;
+  ASSERT_TRUE(core.OnHello(1, Hello(7), c.Sender()).ok());
+  clock_.Advance(1'000'000);
+  ASSERT_TRUE(core.OnBatch(1, Batch(1)).ok());
+  clock_.Advance(5'000'000'000);  // batch 1 is past the recorder's 1 s by now
+  ASSERT_TRUE(core.OnBatch(1, Batch(2)).ok());
+  clock_.Advance(1'000'000);
+  auto look_back = [&](const std::string& id, uint32_t last_ms) {
+    nrtprof::StartCaptureRequest start;
+    start.set_capture_id(id);
+    start.set_last_ms(last_ms);
+    EXPECT_TRUE(core.StartCapture(start).ok());
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(id);
+    absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+    EXPECT_TRUE(files.ok()) << files.status();
+    return files.value_or(nrtprof::CaptureFiles());
+  };
+  const nrtprof::CaptureFiles recent = look_back("recent", 2'000);
+  EXPECT_EQ(recent.events(), 2u) << "batch 2's range and call";
+  EXPECT_EQ(recent.notes_size(), 0) << recent.notes(0);
+  const nrtprof::CaptureFiles longer = look_back("longer", 10'000);
+  EXPECT_EQ(longer.events(), 2u);
+  ASSERT_EQ(longer.notes_size(), 1);
+  EXPECT_TRUE(absl::StartsWith(longer.notes(0), "the flight recorder held only the last "))
+      << longer.notes(0);
 }
 
 TEST_F(CollectorCoreTest, OutputFolders) {

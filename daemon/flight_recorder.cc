@@ -89,6 +89,7 @@ void FlightRecorder::EvictFrontLocked(std::vector<uint64_t>* emptied) {
   stats_.events -= front->events;
   stats_.evicted_chunks += 1;
   stats_.evicted_events += front->events;
+  stats_.newest_evicted_ns = front->arrival_ns;
   auto it = chunks_of_stream_.find(front->stream);
   if (it != chunks_of_stream_.end() && --it->second == 0) {
     chunks_of_stream_.erase(it);

@@ -47,6 +47,9 @@ class FlightRecorder {
     uint64_t oldest_ns = 0;  // arrival of the oldest chunk held; 0 if none
     uint64_t evicted_chunks = 0;
     uint64_t evicted_events = 0;
+    // Arrival of the newest chunk evicted (0 if none): a window that begins after it lost
+    // nothing, however short the recorder's reach is now.
+    uint64_t newest_evicted_ns = 0;
   };
 
   explicit FlightRecorder(Limits limits, Codec codec = Codec::kLz4)

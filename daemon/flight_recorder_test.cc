@@ -50,6 +50,7 @@ TEST(FlightRecorderTest, TheOldestGoesOverTheAgeBound) {
   EXPECT_EQ(r.stats().evicted_events, 10u);
   emptied.clear();
   r.Expire(3000'000'000, &emptied);  // nothing came for a while
+  EXPECT_EQ(r.stats().newest_evicted_ns, 1200'000'000u);
   EXPECT_EQ(emptied, std::vector<uint64_t>{2});
   EXPECT_EQ(r.stats().chunks, 0u);
   EXPECT_EQ(r.stats().bytes, 0u);
