@@ -140,7 +140,7 @@ TEST(CaptureStreamTest, ProcessAtATimeWritesTheWholeTracesFiles) {
 
 // `p` in two parts (ProcessTrace::continues), cut for each thread where nothing of it is open:
 // at the start of its middle outermost range. Device work goes with the thread that submitted
-// it; the first part has what is the process's as a whole.
+// it.
 std::vector<ProcessTrace> InTwo(const ProcessTrace& p) {
   std::map<uint32_t, std::vector<uint64_t>> outermost;  // by tid: its depth-0 ranges' starts
   for (const RangeEvent& r : p.ranges) {
@@ -164,13 +164,15 @@ std::vector<ProcessTrace> InTwo(const ProcessTrace& p) {
     part.command_line = p.command_line;
     part.thread_names = p.thread_names;
   }
+  // The models with the first part; the counts with the last, as when they are known only
+  // once all of the process was read.
   parts[0].models = p.models;
-  parts[0].notices = p.notices;
-  parts[0].drops = p.drops;
-  parts[0].events_received = p.events_received;
-  parts[0].batches_missing = p.batches_missing;
-  parts[0].cut_off = p.cut_off;
-  parts[0].executions_held_by_program = p.executions_held_by_program;
+  parts[1].notices = p.notices;
+  parts[1].drops = p.drops;
+  parts[1].events_received = p.events_received;
+  parts[1].batches_missing = p.batches_missing;
+  parts[1].cut_off = p.cut_off;
+  parts[1].executions_held_by_program = p.executions_held_by_program;
   parts[1].continues = true;
   std::map<uint64_t, size_t> range_part, call_part, device_part;
   for (const RangeEvent& r : p.ranges) {
@@ -220,7 +222,28 @@ std::vector<std::string> JsonLines(const std::string& path) {
 TEST(CaptureStreamTest, AProcessInPartsWritesWhatTheWholeProcessWrites) {
   const std::unique_ptr<TraceSink> sink = EveryFile();
   const std::string whole_dir = TempDir("capture_parts_whole");
-  const Trace trace = Correlate(kCaptureId, Captures(), kRealtimeOffsetNs);
+  Trace trace = Correlate(kCaptureId, Captures(), kRealtimeOffsetNs);
+  // Counts of each kind, in both parts: an execution late in the process that lost its call,
+  // one early; drops, a notice, missing batches.
+  for (ProcessTrace& p : trace.processes) {
+    for (size_t i : {p.device.size() / 4, p.device.size() * 3 / 4}) {
+      size_t e = i;
+      while (e < p.device.size() && p.device[e].kind != DeviceEventKind::kExecution) ++e;
+      ASSERT_LT(e, p.device.size());
+      for (DeviceEvent& d : p.device) {  // it and its work
+        if (d.correlation_id == p.device[e].correlation_id && &d != &p.device[e]) {
+          d.correlation_id = 0;
+          ++p.device_uncorrelated;
+        }
+      }
+      p.device[e].correlation_id = 0;
+      ++p.device_uncorrelated;
+    }
+    p.drops.ring_full = 3;
+    p.drops.by_lane.runtime = 3;
+    p.batches_missing = 1;
+    p.notices.push_back("a notice");
+  }
   std::vector<std::string> whole_files;
   ASSERT_TRUE(sink->Write(trace, ComputeSummary(trace), whole_dir, &whole_files).ok());
 
@@ -305,6 +328,13 @@ TEST(CaptureStreamTest, AProcessInPartsWritesWhatTheWholeProcessWrites) {
   ASSERT_TRUE(parts_read.ok()) << parts_read.status();
   ASSERT_EQ(parts_read->processes.size(), whole_read->processes.size());
   for (size_t i = 0; i < whole_read->processes.size(); ++i) {
+    const ProcessTrace& a = parts_read->processes[i];
+    const ProcessTrace& b = whole_read->processes[i];
+    EXPECT_EQ(a.device_uncorrelated, b.device_uncorrelated);
+    EXPECT_GE(b.device_uncorrelated, 4u);
+    EXPECT_EQ(a.drops.ring_full, 3u);
+    EXPECT_EQ(a.batches_missing, 1u);
+    EXPECT_EQ(a.notices, b.notices);
     EXPECT_EQ(parts_read->processes[i].ranges.size(), whole_read->processes[i].ranges.size());
     EXPECT_EQ(parts_read->processes[i].calls.size(), whole_read->processes[i].calls.size());
     EXPECT_EQ(parts_read->processes[i].device.size(), whole_read->processes[i].device.size());

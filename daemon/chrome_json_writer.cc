@@ -134,8 +134,9 @@ struct Source {
 
 // Writes the file a process at a time, whether the capture's processes are given all at once
 // or a few at a time (a TraceStream): each process's metadata, then its events merged into one
-// time order. Finish writes what had to wait: the capture instants of the processes without
-// events (at the timeline's start, known only then) and otherData.
+// time order. Finish writes what had to wait: the processes' capture instants (whose counts a
+// process's later parts add to; one without events is at the timeline's start, known only
+// then) and otherData.
 class JsonEncoder {
  public:
   explicit JsonEncoder(AtomicFile* file) : file_(file) {
@@ -149,6 +150,9 @@ class JsonEncoder {
     for (const ProcessLanes& p : lanes.processes) {
       sources_.clear();
       if (p.process->continues) {
+        // Its counts join the first part's, for the process's instant and otherData (both
+        // written at Finish).
+        if (!headers_.empty()) AddToCaptureHeader(*p.process, &headers_.back());
         AddPart(p);
       } else {
         headers_.push_back(CaptureHeader(*p.process));
@@ -161,11 +165,11 @@ class JsonEncoder {
 
   absl::Status Finish(const Trace& trace, uint64_t first_ns) {
     sources_.clear();
-    for (const ProcessTrace* p : waiting_instants_) {
+    for (const auto& [p, ts] : instants_) {
       Source& capture = sources_.emplace_back();
       capture.pid = p->pid;
       capture.process = p;
-      capture.instant_ns = first_ns;
+      capture.instant_ns = ts != 0 ? ts : first_ns;
     }
     absl::Status s = WriteSources(trace);
     if (!s.ok()) return s;
@@ -271,14 +275,9 @@ class JsonEncoder {
                                                  : "";
     if (name.empty()) name = absl::StrCat("pid ", p.pid);
     AppendName(p.pid, 0, "process_name", name);
-    if (lanes.has_events) {
-      Source& capture = sources_.emplace_back();
-      capture.pid = p.pid;
-      capture.process = header;
-      capture.instant_ns = lanes.first_ns;
-    } else {
-      waiting_instants_.push_back(header);  // at the timeline's start: Finish knows it
-    }
+    // Written at Finish, when the process's later parts have added their counts; at its
+    // first event, or without one at the timeline's start (Finish knows it).
+    instants_.push_back({header, lanes.has_events ? lanes.first_ns : 0});
     lane_tids_.clear();
     next_tid_ = 1;  // 0 is the process itself
     AddLanes(lanes);
@@ -390,7 +389,8 @@ class JsonEncoder {
   bool first_event_ = true;
   std::vector<Source> sources_;
   std::deque<ProcessTrace> headers_;  // CaptureHeader of each process given, in order
-  std::vector<const ProcessTrace*> waiting_instants_;  // of processes without events
+  // Each process's capture instant: its header and time (0: the timeline's start).
+  std::vector<std::pair<const ProcessTrace*, uint64_t>> instants_;
   // The synthetic tids of the lanes of the process given last, and its next one.
   std::map<LaneKey, uint32_t> lane_tids_;
   uint32_t next_tid_ = 1;

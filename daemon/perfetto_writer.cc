@@ -324,6 +324,8 @@ class TraceEncoder {
     if (name_tables_.empty() || name_tables_.back() != p.names) name_tables_.push_back(p.names);
     lane_tracks_.clear();
     if (p.continues) {
+      // Its counts join the first part's, for the process's instant (written at Finish).
+      if (!headers_.empty()) AddToCaptureHeader(p, &headers_.back());
       WritePartTracks(lanes);
     } else {
       headers_.push_back(CaptureHeader(p));

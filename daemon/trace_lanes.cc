@@ -560,6 +560,15 @@ ProcessTrace CaptureHeader(const ProcessTrace& p) {
   return h;
 }
 
+void AddToCaptureHeader(const ProcessTrace& part, ProcessTrace* header) {
+  header->notices.insert(header->notices.end(), part.notices.begin(), part.notices.end());
+  header->drops += part.drops;
+  header->events_received += part.events_received;
+  header->device_uncorrelated += part.device_uncorrelated;
+  header->batches_missing += part.batches_missing;
+  header->cut_off = header->cut_off || part.cut_off;
+}
+
 std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
   std::vector<SliceArg> args;
   args.push_back(StringArg("capture_id", trace.capture_id));

@@ -194,6 +194,9 @@ std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& proces
 // What CaptureArgs reads of a process, without its events: for a writer that describes the
 // process after its events are gone (TraceStream).
 ProcessTrace CaptureHeader(const ProcessTrace& process);
+// Adds what a later part of the process (ProcessTrace::continues) counts to *header, its
+// CaptureHeader: the counts add up, the notices join, cut off if any part is.
+void AddToCaptureHeader(const ProcessTrace& part, ProcessTrace* header);
 
 // The begin/end sequence of a lane, in time order, with every end matching the innermost open
 // begin. For each slice index there is exactly one begin and, later, one end.

@@ -135,9 +135,10 @@ struct ProcessTrace {
   // host and process): a big process may be written in parts, so that only one part's events
   // are held at once. Each thread's events of a part come after those of its earlier parts; the
   // ranges that hold a part's calls, and the executions that hold its device work, are in the
-  // part too. What is the process's as a whole (command line, models, notices, drops, events
-  // received, batches missing, cut off) is the first part's alone; a later part's counts
-  // (device_uncorrelated, executions_held_by_program) add to the earlier ones'. The writers
+  // part too. The command line, thread names and models come with the first part. The counts
+  // (drops, events_received, batches_missing, device_uncorrelated, executions_held_by_program)
+  // add up over the parts, the notices join, and the process is cut off if a part says so: a
+  // count known only once all of the process was read may come with the last part. The writers
   // lay out and clamp each part's lanes alone: slices of two parts on one lane (a NeuronCore
   // two threads use) must not overlap.
   bool continues = false;
