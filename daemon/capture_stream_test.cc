@@ -216,6 +216,13 @@ std::vector<std::string> JsonLines(const std::string& path) {
   return lines;
 }
 
+// JsonLines of a trace.json, with the capture's id left out.
+std::vector<std::string> JsonLinesWithout(const std::string& path, const std::string& id) {
+  std::vector<std::string> lines = JsonLines(path);
+  for (std::string& line : lines) line = absl::StrReplaceAll(line, {{id, ""}});
+  return lines;
+}
+
 // A big process may be written in parts, so that a writer never holds all of its events
 // (ProcessTrace::continues): split so, the processes give the files they give whole -- the
 // same summary, device traces and models byte for byte, and traces with the same events.
@@ -435,6 +442,125 @@ TEST(CaptureStreamTest, ACaptureOfThePastIsDecodedAProcessAtATime) {
       Packets(streamed.output_dir() + "/trace.pftrace", "last-b", "last-b");
   EXPECT_GT(whole_packets.size(), 100u);
   EXPECT_TRUE(whole_packets == streamed_packets);
+}
+
+// Counts what the streams of a sink are given: processes, and later parts of them.
+class CountingSink : public TraceSink {
+ public:
+  explicit CountingSink(TraceSink* sink) : sink_(sink) {}
+  absl::Status Write(const Trace& trace, const Summary& summary, const std::string& output_dir,
+                     std::vector<std::string>* files) override {
+    return sink_->Write(trace, summary, output_dir, files);
+  }
+  std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override {
+    class Counting : public TraceStream {
+     public:
+      Counting(std::unique_ptr<TraceStream> stream, CountingSink* sink)
+          : stream_(std::move(stream)), sink_(sink) {}
+      absl::Status Add(const Trace& trace) override {
+        for (const ProcessTrace& p : trace.processes)
+          ++(p.continues ? sink_->later_parts : sink_->processes);
+        return stream_->Add(trace);
+      }
+      absl::Status Finish(const Trace& trace, const Summary& summary,
+                          std::vector<std::string>* files) override {
+        return stream_->Finish(trace, summary, files);
+      }
+
+     private:
+      std::unique_ptr<TraceStream> stream_;
+      CountingSink* sink_;
+    };
+    std::unique_ptr<TraceStream> stream = sink_->OpenStream(output_dir);
+    if (stream == nullptr) return nullptr;
+    return std::make_unique<Counting>(std::move(stream), this);
+  }
+  int processes = 0;
+  int later_parts = 0;
+
+ private:
+  TraceSink* sink_;
+};
+
+// capture --last of a big process: its recorded batches are read in parts, each correlated and
+// written before the next is read, and the capture says what the same capture read whole says.
+TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
+  const std::unique_ptr<TraceSink> files = EveryFile();
+  auto capture_last = [&](uint64_t part_events, const std::string& id, CountingSink* sink) {
+    CollectorOptions options;
+    options.output_root = TempDir("capture_stream_parts");
+    options.flight_recorder = true;
+    options.past_part_events = part_events;
+    options.past_part_device_settle_ns = 10'000'000;  // the synthetic device events come at once
+    CollectorCore core(options, sink, SystemClock());
+    // Two processes of two threads on two NeuronCores, and one of one thread, each about
+    // 5,000 events.
+    const uint32_t pids[] = {300, 100, 200};
+    for (uint32_t i = 0; i < 3; ++i) {
+      bench::SyntheticProcessOptions p;
+      p.pid = pids[i];
+      p.threads = i == 2 ? 1 : 2;
+      p.start_ns = 7'000'000'000 + i * 1'000'000;
+      bench::SyntheticProcess process(p);
+      EXPECT_TRUE(
+          core.OnHello(i + 1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
+      nrtprof::EventBatch batch;
+      for (int b = 0; b < 25; ++b) {
+        process.NextBatch(200, /*final=*/false, &batch);
+        EXPECT_TRUE(core.OnBatch(i + 1, batch).ok());
+      }
+    }
+    nrtprof::StartCaptureRequest start;
+    start.set_capture_id(id);
+    start.set_last_ms(3'600'000);
+    EXPECT_TRUE(core.StartCapture(start).ok());
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(id);
+    absl::StatusOr<nrtprof::CaptureFiles> written = core.StopCapture(stop);
+    EXPECT_TRUE(written.ok()) << written.status();
+    return written.value_or(nrtprof::CaptureFiles());
+  };
+  CountingSink whole_sink(files.get()), parts_sink(files.get());
+  const nrtprof::CaptureFiles whole = capture_last(0, "whole-a", &whole_sink);
+  const nrtprof::CaptureFiles parts = capture_last(1000, "parts-a", &parts_sink);
+  EXPECT_EQ(whole_sink.processes, 3);
+  EXPECT_EQ(whole_sink.later_parts, 0);
+  EXPECT_EQ(parts_sink.processes, 3);
+  EXPECT_GE(parts_sink.later_parts, 6) << "each process in several parts";
+
+  EXPECT_EQ(parts.processes(), 3u);
+  EXPECT_GT(parts.events(), 14000u);
+  EXPECT_EQ(parts.events(), whole.events());
+  EXPECT_EQ(parts.events_dropped(), whole.events_dropped());
+  EXPECT_EQ(parts.summary_text(),
+            absl::StrReplaceAll(whole.summary_text(), {{"whole-a", "parts-a"}}));
+  EXPECT_EQ(std::vector<std::string>(parts.files().begin(), parts.files().end()),
+            std::vector<std::string>(whole.files().begin(), whole.files().end()));
+  // Every device event found its call and its execution, as in the whole.
+  EXPECT_TRUE(absl::StrContains(whole.summary_text(), "Self NEURON")) << whole.summary_text();
+  absl::StatusOr<ReadTrace> whole_trace =
+      ReadPerfettoTrace(ReadFile(whole.output_dir() + "/trace.pftrace"));
+  absl::StatusOr<ReadTrace> parts_trace =
+      ReadPerfettoTrace(ReadFile(parts.output_dir() + "/trace.pftrace"));
+  ASSERT_TRUE(whole_trace.ok() && parts_trace.ok());
+  absl::StatusOr<Trace> whole_read = TraceFromPerfetto(*whole_trace);
+  absl::StatusOr<Trace> parts_read = TraceFromPerfetto(*parts_trace);
+  ASSERT_TRUE(whole_read.ok()) << whole_read.status();
+  ASSERT_TRUE(parts_read.ok()) << parts_read.status();
+  ASSERT_EQ(parts_read->processes.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const ProcessTrace& a = parts_read->processes[i];
+    const ProcessTrace& b = whole_read->processes[i];
+    EXPECT_EQ(a.calls.size(), b.calls.size());
+    EXPECT_EQ(a.device.size(), b.device.size());
+    EXPECT_EQ(a.device_uncorrelated, 0u);
+    EXPECT_EQ(b.device_uncorrelated, 0u);
+  }
+  EXPECT_EQ(
+      FormatSummary(ComputeSummary(*parts_read)),
+      absl::StrReplaceAll(FormatSummary(ComputeSummary(*whole_read)), {{"whole-a", "parts-a"}}));
+  EXPECT_EQ(JsonLinesWithout(parts.output_dir() + "/trace.json", "parts-a").size(),
+            JsonLinesWithout(whole.output_dir() + "/trace.json", "whole-a").size());
 }
 
 // A sink that needs the whole Trace has no stream, and neither has a group holding one.

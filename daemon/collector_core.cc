@@ -723,6 +723,161 @@ class CollectorCore::BatchDecoder {
   std::string scratch_;
 };
 
+// A process's recorded batches read in parts (CollectorOptions::past_part_events), each
+// correlated and written (ProcessTrace::continues) before the next is read.
+//
+// A part ends, for each thread, where nothing of the thread was open: at the start T of an
+// outermost range (depth 0 on the wire). Once that range's record has come, every record of
+// the thread that began before T has come too: a thread's records leave its ring in order, a
+// range when it ends, and no range was open at T (nor a call: the thread was beginning the
+// range). The thread's device work before T has come once each NeuronCore it used has sent an
+// event from past_part_device_settle_ns after T: a core's events come in its order. Device work
+// goes with the thread that submitted it, so each part holds its calls' executions and their work;
+// a process with device events of no such thread is read whole. The parts are matched alone: one
+// whose counts disagree falls back to containment alone, where the whole process would have
+// for all of its thread.
+class CollectorCore::PartReader {
+ public:
+  PartReader(CollectorCore* core, const Capture* capture, const Recorded& recorded,
+             std::vector<std::string>* notes)
+      : core_(core),
+        capture_(capture),
+        recorded_(recorded),
+        part_events_(core->options_.past_part_events),
+        settle_ns_(core->options_.past_part_device_settle_ns),
+        next_attempt_(part_events_) {
+    replay_ = core->BeginReplay(capture, recorded, 2 * part_events_ + 8192, notes, &final_);
+    // Every part copies the model files: a process with big ones is read whole.
+    sliceable_ = replay_->model_bytes() <= kMaxCopiedModelBytes;
+  }
+
+  ProcessCapture Next(BatchDecoder* decoder, Part* part) {
+    part->first = parts_ == 0;
+    for (;;) {
+      if (sliceable_ && replay_->capture_events().size() >= next_attempt_) {
+        if (std::optional<ProcessCapture> taken = Cut(); taken) {
+          ++parts_;
+          part->last = false;
+          next_attempt_ = replay_->capture_events().size() + part_events_;
+          return std::move(*taken);
+        }
+        next_attempt_ = replay_->capture_events().size() + part_events_ / 4;
+      }
+      if (chunk_ == recorded_.chunks.size()) break;
+      core_->ReplayChunk(capture_, *recorded_.chunks[chunk_++], recorded_.stream->pid, decoder,
+                         replay_.get());
+    }
+    ProcessCapture last = replay_->TakeCapture();
+    last.final = final_;
+    part->last = true;
+    return last;
+  }
+
+ private:
+  static constexpr uint64_t kMaxCopiedModelBytes = 16 << 20;
+
+  // The events before each thread's cut, if they are enough for a part.
+  std::optional<ProcessCapture> Cut() {
+    const IngestedEvents& events = replay_->capture_events();
+    const ClockMap clock(replay_->clock_syncs());
+    // Each event's start on the host's clock (device events from their core's, as the
+    // correlator maps them), and per thread and core what decides the cut. Threads and cores
+    // are few: looked up by a scan, the one before first.
+    struct Thread {
+      uint32_t tid = 0;
+      std::vector<uint64_t> outermost;  // starts of its depth-0 ranges
+      std::vector<int32_t> cores;       // where its device work ran
+      uint64_t cut = 0;                 // its events before it settle; 0: none do
+    };
+    struct Core {
+      int32_t nc_idx = 0;
+      uint64_t latest = 0;  // its latest device event's start
+    };
+    std::vector<Thread> threads;
+    std::vector<Core> cores;
+    size_t last_thread = 0, last_core = 0;
+    auto thread_of = [&](uint32_t tid) -> Thread& {
+      if (last_thread < threads.size() && threads[last_thread].tid == tid) {
+        return threads[last_thread];
+      }
+      for (last_thread = 0; last_thread < threads.size(); ++last_thread) {
+        if (threads[last_thread].tid == tid) return threads[last_thread];
+      }
+      threads.push_back({tid, {}, {}, 0});
+      return threads.back();
+    };
+    auto core_of = [&](int32_t nc) -> Core& {
+      if (last_core < cores.size() && cores[last_core].nc_idx == nc) return cores[last_core];
+      for (last_core = 0; last_core < cores.size(); ++last_core) {
+        if (cores[last_core].nc_idx == nc) return cores[last_core];
+      }
+      cores.push_back({nc, 0});
+      return cores.back();
+    };
+    host_.resize(events.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+      const IngestedEvent& e = events[i];
+      host_[i] = e.start_ns;
+      if (e.kind == nrtprof::EVENT_RANGE && e.depth == 0) {
+        thread_of(e.tid).outermost.push_back(e.start_ns);
+      }
+      if (e.kind != nrtprof::EVENT_DEVICE_EXEC && e.kind != nrtprof::EVENT_DEVICE_OP &&
+          e.kind != nrtprof::EVENT_DEVICE_DMA) {
+        continue;
+      }
+      if (!e.host_clock && !clock.ToHost(e.nc_idx, e.start_ns, &host_[i])) {
+        sliceable_ = false;  // no clock point yet: read it whole, as the correlator counts it
+        return std::nullopt;
+      }
+      Core& core = core_of(e.nc_idx);
+      core.latest = std::max(core.latest, host_[i]);
+      std::vector<int32_t>& used = thread_of(e.tid).cores;
+      if (std::find(used.begin(), used.end(), e.nc_idx) == used.end()) used.push_back(e.nc_idx);
+    }
+    for (Thread& t : threads) {
+      if (t.outermost.empty()) {
+        if (!t.cores.empty()) {
+          sliceable_ = false;  // device work of a thread never seen between ranges
+          return std::nullopt;
+        }
+        continue;
+      }
+      uint64_t bound = UINT64_MAX;
+      for (int32_t nc : t.cores) {
+        const uint64_t latest = core_of(nc).latest;
+        bound = std::min(bound, latest > settle_ns_ ? latest - settle_ns_ : 0);
+      }
+      for (uint64_t start : t.outermost) {
+        if (start <= bound) t.cut = std::max(t.cut, start);
+      }
+    }
+    settled_.assign(events.size(), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (host_[i] < thread_of(events[i].tid).cut) {
+        settled_[i] = 1;
+        ++n;
+      }
+    }
+    if (n < part_events_ / 2) return std::nullopt;
+    return replay_->TakePart(settled_);
+  }
+
+  CollectorCore* const core_;
+  const Capture* const capture_;
+  const Recorded& recorded_;
+  const uint64_t part_events_;
+  const uint64_t settle_ns_;
+  std::unique_ptr<ProcessIngest> replay_;
+  bool final_ = false;
+  bool sliceable_ = true;
+  size_t chunk_ = 0;
+  uint64_t parts_ = 0;
+  uint64_t next_attempt_;
+  std::vector<uint64_t> host_;   // Cut's, by event: its start on the host's clock
+  std::vector<uint8_t> settled_;  // Cut's, by event: it goes in the part
+};
+
 absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::string>* notes,
                                          nrtprof::CaptureFiles* files) {
   // A process at a time when every writer can take it so, and nothing needs the whole Trace:
@@ -750,17 +905,34 @@ absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::stri
     const std::vector<std::vector<size_t>> order = ProcessOrder(hellos);
     size_t next = 0;
     BatchDecoder decoder;
+    std::unique_ptr<PartReader> parts;  // of the process being read in parts
     return StreamCapture(
         capture, stream.get(),
-        [&](std::vector<ProcessCapture>* streams) {
-          if (next == order.size()) return false;
+        [&](std::vector<ProcessCapture>* streams, Part* part) {
           streams->clear();
-          for (size_t i : order[next]) {
-            streams->push_back(DecodeRecorded(capture, recorded[i], &decoder, notes));
-            // Ended without its final batch: what its rings say it made.
-            CountRecordsOfAnEndedProcess(&streams->back());
+          *part = Part();
+          if (parts == nullptr) {
+            if (next == order.size()) return false;
+            const std::vector<size_t>& group = order[next++];
+            uint64_t events = 0;
+            for (const auto& chunk : recorded[group[0]].chunks) events += chunk->events;
+            const uint64_t part_events = options_.past_part_events;
+            if (group.size() == 1 && part_events != 0 && events > 2 * part_events) {
+              parts = std::make_unique<PartReader>(this, capture, recorded[group[0]], notes);
+            } else {
+              for (size_t i : group) {
+                streams->push_back(DecodeRecorded(capture, recorded[i], &decoder, notes));
+                // Ended without its final batch: what its rings say it made.
+                CountRecordsOfAnEndedProcess(&streams->back());
+              }
+              return true;
+            }
           }
-          ++next;
+          streams->push_back(parts->Next(&decoder, part));
+          if (part->last) {
+            CountRecordsOfAnEndedProcess(&streams->back());
+            parts.reset();
+          }
           return true;
         },
         files);
@@ -781,8 +953,9 @@ absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::stri
   size_t next = 0;
   return StreamCapture(
       capture, stream.get(),
-      [&](std::vector<ProcessCapture>* streams) {
+      [&](std::vector<ProcessCapture>* streams, Part* part) {
         if (next == order.size()) return false;
+        *part = Part();
         streams->clear();
         for (size_t i : order[next]) streams->push_back(std::move(raw[i]));
         ++next;
@@ -803,17 +976,22 @@ absl::Status CollectorCore::StreamCapture(Capture* capture, TraceStream* stream,
   uint32_t processes = 0;
   absl::Status added;
   std::vector<ProcessCapture> group;
-  while (next(&group)) {
-    std::vector<ProcessCapture*> streams;
-    for (ProcessCapture& p : group) streams.push_back(&p);
+  Part part;
+  while (next(&group, &part)) {
     Trace one;
     one.capture_id = capture->id;
-    one.processes.push_back(correlator.Next(streams));
+    if (part.first && part.last) {
+      std::vector<ProcessCapture*> streams;
+      for (ProcessCapture& p : group) streams.push_back(&p);
+      one.processes.push_back(correlator.Next(streams));
+    } else {
+      one.processes.push_back(correlator.NextPart(&group[0], part.first, part.last));
+    }
     one.realtime_offset_ns = correlator.header().realtime_offset_ns;
     const ProcessTrace& p = one.processes.back();
     events += p.ranges.size() + p.calls.size() + p.device.size();
     dropped += p.drops.total();
-    ++processes;
+    if (part.first) ++processes;
     summary.Add(one);
     if (absl::Status s = stream->Add(one); added.ok() && !s.ok()) added = s;
   }
@@ -1046,17 +1224,18 @@ std::vector<CollectorCore::Recorded> CollectorCore::RecordedStreams(
   return work;
 }
 
-ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recorded& recorded,
-                                             BatchDecoder* decoder,
-                                             std::vector<std::string>* notes) {
+std::unique_ptr<ProcessIngest> CollectorCore::BeginReplay(const Capture* capture,
+                                                          const Recorded& recorded,
+                                                          std::optional<uint64_t> reserve,
+                                                          std::vector<std::string>* notes,
+                                                          bool* final) {
   Stream* s = recorded.stream.get();
   std::unique_ptr<ProcessIngest> replay;
-  bool final = false;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     replay = s->ingest.ForReplay(recorded.chunks.front()->sequence - 1,
                                  /*models=*/capture != nullptr && !capture->id.empty());
-    final = s->ingest.final();
+    *final = s->ingest.final();
   }
   uint64_t events = 0;
   for (const auto& chunk : recorded.chunks) events += chunk->events;
@@ -1073,14 +1252,27 @@ ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recor
         s->pid, events - bound, events, bound));
     events = bound;
   }
-  replay->BeginCapture(events);
+  replay->BeginCapture(reserve ? std::min(*reserve, events) : events);
+  return replay;
+}
+
+void CollectorCore::ReplayChunk(const Capture* capture, const FlightRecorder::Chunk& chunk,
+                                uint32_t pid, BatchDecoder* decoder, ProcessIngest* replay) {
+  if (absl::StatusOr<uint64_t> ack = decoder->Replay(chunk, replay); !ack.ok() && options_.log) {
+    options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
+                              ": a recorded batch of pid ", pid,
+                              " does not decode: ", ack.status().message()));
+  }
+}
+
+ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recorded& recorded,
+                                             BatchDecoder* decoder,
+                                             std::vector<std::string>* notes) {
+  bool final = false;
+  std::unique_ptr<ProcessIngest> replay =
+      BeginReplay(capture, recorded, std::nullopt, notes, &final);
   for (const auto& chunk : recorded.chunks) {
-    if (absl::StatusOr<uint64_t> ack = decoder->Replay(*chunk, replay.get());
-        !ack.ok() && options_.log) {
-      options_.log(absl::StrCat(capture != nullptr ? "capture '" + capture->id + "'" : "metrics",
-                                ": a recorded batch of pid ", s->pid,
-                                " does not decode: ", ack.status().message()));
-    }
+    ReplayChunk(capture, *chunk, recorded.stream->pid, decoder, replay.get());
   }
   ProcessCapture out = replay->TakeCapture();
   out.final = final;

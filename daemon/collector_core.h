@@ -87,6 +87,15 @@ struct CollectorOptions {
   bool flight_recorder = false;
   FlightRecorder::Limits flight_recorder_limits;
   FlightRecorder::Codec flight_recorder_codec = FlightRecorder::Codec::kLz4;
+  // A capture of the past reads a process of one stream with more recorded events than twice
+  // this in parts of about this many (CollectorCore::PartReader), each correlated and written
+  // before the next is read, when every writer streams: the capture then holds about a part of
+  // the process at once. 0: every process whole.
+  uint64_t past_part_events = uint64_t{1} << 19;
+  // How much later than a part's end each NeuronCore's device events must reach before the
+  // part is taken (a core's events come in its order; this is the slack for those that come
+  // by another way, as the device profile's).
+  uint64_t past_part_device_settle_ns = 1'000'000'000;
   // Where the core says what the daemon's log should (one line each); null: nowhere.
   std::function<void(const std::string&)> log;
   // The fleet store (fleet_exporter.h), if any: told of each capture written (with its trace,
@@ -217,7 +226,12 @@ class CollectorCore {
   absl::Status WriteCapture(Capture* capture, nrtprof::CaptureFiles* out);
   // Sets a process's streams (of one pid, host and boot) into *streams; false when there are
   // no more. Processes come in the Trace's order (ProcessOrder).
-  using NextProcess = std::function<bool(std::vector<ProcessCapture>* streams)>;
+  // With each: all of the process, or which part of it (ProcessTrace::continues; one stream).
+  struct Part {
+    bool first = true;
+    bool last = true;
+  };
+  using NextProcess = std::function<bool(std::vector<ProcessCapture>* streams, Part* part)>;
   // WriteCapture a process at a time, into `stream` (the sink's, when it has one): each is
   // correlated, summed up and written before the next is asked for.
   absl::Status StreamCapture(Capture* capture, TraceStream* stream, const NextProcess& next,
@@ -249,8 +263,16 @@ class CollectorCore {
   std::vector<Recorded> RecordedStreams(const Capture* capture, uint64_t since_ns,
                                         uint64_t until_ns, std::vector<std::string>* notes);
   class BatchDecoder;
+  class PartReader;
   ProcessCapture DecodeRecorded(const Capture* capture, const Recorded& recorded,
                                 BatchDecoder* decoder, std::vector<std::string>* notes);
+  // A ForReplay copy of the recorded stream, its capture begun (`reserve` events) and the
+  // per-process bound applied (noted), for `recorded`'s chunks; *final: the stream's.
+  std::unique_ptr<ProcessIngest> BeginReplay(const Capture* capture, const Recorded& recorded,
+                                             std::optional<uint64_t> reserve,
+                                             std::vector<std::string>* notes, bool* final);
+  void ReplayChunk(const Capture* capture, const FlightRecorder::Chunk& chunk, uint32_t pid,
+                   BatchDecoder* decoder, ProcessIngest* replay);
   // StopCapture's part after the processes are gathered: reads spools and writes the files.
   absl::Status WriteStopped(Capture* capture, std::vector<std::string>* notes,
                             nrtprof::CaptureFiles* files);

@@ -78,52 +78,6 @@ class Strings {
   std::unordered_map<uint32_t, Name> sparse_;
 };
 
-// Device clock -> host clock for one process, from its sync points.
-class ClockMap {
- public:
-  explicit ClockMap(const std::vector<ClockSyncPoint>& syncs) {
-    for (const ClockSyncPoint& s : syncs) {
-      per_core_[s.nc_idx].push_back(s);
-      all_.push_back(s);
-    }
-    auto by_device = [](const ClockSyncPoint& a, const ClockSyncPoint& b) {
-      return a.device_ns < b.device_ns;
-    };
-    for (auto& [nc, points] : per_core_) std::sort(points.begin(), points.end(), by_device);
-    std::sort(all_.begin(), all_.end(), by_device);
-  }
-
-  // False when the process sent no sync point at all. A core without its own uses the
-  // process's other cores' (the simulator's cores share one clock; real ones nearly do).
-  bool ToHost(int32_t nc_idx, uint64_t device_ns, uint64_t* host_ns) const {
-    auto it = per_core_.find(nc_idx);
-    const std::vector<ClockSyncPoint>& points = it != per_core_.end() ? it->second : all_;
-    if (points.empty()) return false;
-    auto next =
-        std::lower_bound(points.begin(), points.end(), device_ns,
-                         [](const ClockSyncPoint& p, uint64_t d) { return p.device_ns < d; });
-    const ClockSyncPoint* nearest;
-    if (next == points.end()) {
-      nearest = &points.back();
-    } else if (next == points.begin()) {
-      nearest = &*next;
-    } else {
-      const ClockSyncPoint& before = *(next - 1);
-      nearest = device_ns - before.device_ns <= next->device_ns - device_ns ? &before : &*next;
-    }
-    // host = device - (sync.device - sync.host), in signed arithmetic, clamped at 0.
-    const int64_t offset =
-        static_cast<int64_t>(nearest->device_ns) - static_cast<int64_t>(nearest->host_ns);
-    const int64_t host = static_cast<int64_t>(device_ns) - offset;
-    *host_ns = host < 0 ? 0 : static_cast<uint64_t>(host);
-    return true;
-  }
-
- private:
-  std::unordered_map<int32_t, std::vector<ClockSyncPoint>> per_core_;
-  std::vector<ClockSyncPoint> all_;
-};
-
 struct TensorState {
   bool known = false;  // an allocation of this handle was seen before the call
   bool device = false;
@@ -1101,6 +1055,27 @@ ProcessTrace CaptureCorrelator::Next(const std::vector<ProcessCapture*>& streams
 
 ProcessTrace CaptureCorrelator::NextKeeping(const std::vector<const ProcessCapture*>& streams) {
   return Build(streams, nullptr);
+}
+
+ProcessTrace CaptureCorrelator::NextPart(ProcessCapture* part, bool first, bool last) {
+  if (!have_offset_ && part->realtime_offset_ns != 0) {
+    header_.realtime_offset_ns = part->realtime_offset_ns;
+    have_offset_ = true;
+  }
+  const std::vector<const ProcessCapture*> streams = {part};
+  ProcessTrace p = ProcessCorrelator(*part, &next_id_, last ? ProcessDrops(streams) : DropCounts(),
+                                     names_, &part->events)
+                       .Build();
+  Consume(part);
+  p.continues = !first;
+  if (!first) std::vector<LoadedModelFile>().swap(p.models);  // the first part's
+  if (last) {
+    NoteDeviceEventsWithTheProgram(streams, &p);
+  } else {
+    p.notices.clear();  // the last part's
+  }
+  Extend(p, &header_);
+  return p;
 }
 
 ProcessTrace CaptureCorrelator::Build(const std::vector<const ProcessCapture*>& streams,

@@ -22,15 +22,63 @@
 #ifndef NRTPROF_DAEMON_CORRELATOR_H_
 #define NRTPROF_DAEMON_CORRELATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "daemon/ingest.h"
 #include "daemon/trace_model.h"
 
 namespace nrtprof::daemon {
+
+// Device clock -> host clock for one process, from its sync points.
+class ClockMap {
+ public:
+  explicit ClockMap(const std::vector<ClockSyncPoint>& syncs) {
+    for (const ClockSyncPoint& s : syncs) {
+      per_core_[s.nc_idx].push_back(s);
+      all_.push_back(s);
+    }
+    auto by_device = [](const ClockSyncPoint& a, const ClockSyncPoint& b) {
+      return a.device_ns < b.device_ns;
+    };
+    for (auto& [nc, points] : per_core_) std::sort(points.begin(), points.end(), by_device);
+    std::sort(all_.begin(), all_.end(), by_device);
+  }
+
+  // False when the process sent no sync point at all. A core without its own uses the
+  // process's other cores' (the simulator's cores share one clock; real ones nearly do).
+  bool ToHost(int32_t nc_idx, uint64_t device_ns, uint64_t* host_ns) const {
+    auto it = per_core_.find(nc_idx);
+    const std::vector<ClockSyncPoint>& points = it != per_core_.end() ? it->second : all_;
+    if (points.empty()) return false;
+    auto next =
+        std::lower_bound(points.begin(), points.end(), device_ns,
+                         [](const ClockSyncPoint& p, uint64_t d) { return p.device_ns < d; });
+    const ClockSyncPoint* nearest;
+    if (next == points.end()) {
+      nearest = &points.back();
+    } else if (next == points.begin()) {
+      nearest = &*next;
+    } else {
+      const ClockSyncPoint& before = *(next - 1);
+      nearest = device_ns - before.device_ns <= next->device_ns - device_ns ? &before : &*next;
+    }
+    // host = device - (sync.device - sync.host), in signed arithmetic, clamped at 0.
+    const int64_t offset =
+        static_cast<int64_t>(nearest->device_ns) - static_cast<int64_t>(nearest->host_ns);
+    const int64_t host = static_cast<int64_t>(device_ns) - offset;
+    *host_ns = host < 0 ? 0 : static_cast<uint64_t>(host);
+    return true;
+  }
+
+ private:
+  std::unordered_map<int32_t, std::vector<ClockSyncPoint>> per_core_;
+  std::vector<ClockSyncPoint> all_;
+};
 
 // `realtime_offset_ns` is used for Trace::realtime_offset_ns when no process sent a clock
 // sample.
@@ -54,6 +102,11 @@ class CaptureCorrelator {
   ProcessTrace Next(const std::vector<ProcessCapture*>& streams);
   // The same, leaving the streams as they are.
   ProcessTrace NextKeeping(const std::vector<const ProcessCapture*>& streams);
+  // One part of a process of one stream (ProcessIngest::TakePart; the last part is its
+  // TakeCapture), for a writer that takes a process in parts (ProcessTrace::continues): its
+  // events are freed. Each part is matched alone, so its device events must be those of its
+  // calls. The first part lists the models; the last has the process's drops and notices.
+  ProcessTrace NextPart(ProcessCapture* part, bool first, bool last);
   // The Trace without processes: id, wall clock (from the first process that knew it) and the
   // span of every event returned so far.
   const Trace& header() const { return header_; }

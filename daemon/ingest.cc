@@ -589,4 +589,31 @@ ProcessCapture ProcessIngest::TakeCapture() {
   return c;
 }
 
+ProcessCapture ProcessIngest::TakePart(const std::vector<uint8_t>& settled) {
+  ProcessCapture c;
+  c.hello = hello_;
+  c.strings = strings_;
+  c.stacks = stacks_;
+  c.handle_events = handle_events_;
+  c.clock_syncs = clock_syncs_;
+  c.models = models_;
+  c.rings = rings_;
+  c.realtime_offset_ns = realtime_offset_ns_;
+  size_t n = 0;
+  for (size_t i = 0; i < events_.size(); ++i) n += settled[i] != 0 ? 1 : 0;
+  c.events.reserve(n);
+  // The events kept move to the front: the pages they leave are the next ones filled.
+  size_t kept = 0;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (settled[i] != 0) {
+      c.events.push_back(events_[i]);
+    } else {
+      if (kept != i) events_[kept] = events_[i];
+      ++kept;
+    }
+  }
+  events_.resize(kept);
+  return c;
+}
+
 }  // namespace nrtprof::daemon

@@ -12,6 +12,7 @@
 #define NRTPROF_DAEMON_INGEST_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -203,6 +204,17 @@ class ProcessIngest {
   bool capturing() const { return capturing_; }
   // Ends the capture for this process and hands over what it collected.
   ProcessCapture TakeCapture();
+  // The capture goes on; hands over, as a part of it, the events collected so far that
+  // `settled` marks (by index in capture_events()), with what decoding them needs (strings,
+  // stacks, handle events, clock points, models). The counts (drops, events received, ...)
+  // stay for TakeCapture: the last part has them, for the whole capture. The events kept stay
+  // in their order.
+  ProcessCapture TakePart(const std::vector<uint8_t>& settled);
+  // The events collected for the capture so far, in arrival order, and the clock points.
+  const IngestedEvents& capture_events() const { return events_; }
+  const std::vector<ClockSyncPoint>& clock_syncs() const { return clock_syncs_; }
+  // The bytes of the model files kept (IngestedModel), which every part of a capture copies.
+  uint64_t model_bytes() const { return model_bytes_; }
 
   const nrtprof::Hello& hello() const { return hello_; }
   // The process's rings file (rings_reader.h), handed to every capture taken from now on.
