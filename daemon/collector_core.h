@@ -90,8 +90,9 @@ struct CollectorOptions {
   // A capture of the past reads a process of one stream with more recorded events than twice
   // this in parts of about this many (CollectorCore::PartReader), each correlated and written
   // before the next is read, when every writer streams: the capture then holds about a part of
-  // the process at once. 0: every process whole.
-  uint64_t past_part_events = uint64_t{1} << 19;
+  // the process at once. 0: every process whole. (nrtprofd --capture_part_events; parts of
+  // 64 Ki events were the quickest of 16 Ki to 512 Ki, BENCHMARKS.md "capture --last".)
+  uint64_t past_part_events = uint64_t{1} << 16;
   // How much later than a part's end each NeuronCore's device events must reach before the
   // part is taken (a core's events come in its order; this is the slack for those that come
   // by another way, as the device profile's).

@@ -64,6 +64,11 @@ ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
           "events kept per process and capture; beyond it they are counted as dropped "
           "(daemon_overflow): a live capture keeps its first, a capture of the past (--last) "
           "its newest");
+ABSL_FLAG(uint64_t, capture_part_events, uint64_t{1} << 16,
+          "a capture of the past (--last) reads a process with more than twice this many "
+          "events in parts of about this many, each cut where no range or call of a thread is "
+          "open, correlated and written before the next is read, so that it holds about one "
+          "part at once (0: every process whole)");
 ABSL_FLAG(uint32_t, hello_timeout_ms, 10'000,
           "a stream that has not sent its Hello within this many ms is ended "
           "(DEADLINE_EXCEEDED); 1 to 86400000");
@@ -298,6 +303,10 @@ bool CheckFlagValues(std::string* error) {
   if (!CheckFleetFlags(error)) return false;
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
     *error = "--max_events_per_process must be at least 1";
+    return false;
+  }
+  if (const uint64_t part = absl::GetFlag(FLAGS_capture_part_events); part != 0 && part < 1000) {
+    *error = "--capture_part_events must be 0 (every process whole) or at least 1000";
     return false;
   }
   for (auto [name, value] : {std::pair<const char*, uint32_t>{"hello_timeout_ms",
@@ -721,6 +730,7 @@ int NrtprofdMain(int argc, char** argv) {
   options.spool_dir = spool_dir;
   options.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
   options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
+  options.past_part_events = absl::GetFlag(FLAGS_capture_part_events);
   options.daemon_version = kVersion;
   options.flight_recorder = absl::GetFlag(FLAGS_flight_recorder_seconds) != 0;
   options.flight_recorder_limits.max_age_ns =

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/perfetto_trace_reader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
@@ -293,6 +294,63 @@ TEST(CaptureTest, AProgramHoldingTheSystemTraceIsExplained) {
     EXPECT_TRUE(said) << line;
   }
   EXPECT_TRUE(said) << back.err;
+}
+
+// A look back at a process with more events than twice the daemon's parts (nrtprofd
+// --capture_part_events) reads it in parts, each cut where no range or call of its thread is
+// open, and says what a daemon reading it whole says: the naive RMSNorm example, 1000
+// iterations at the simulator's own speed (some 43,000 events over a few seconds), once against
+// each of two daemons.
+TEST(CaptureTest, ALookBackReadsABigProcessInPartsAndSaysTheSame) {
+  struct Seen {
+    std::vector<std::string> rows;  // name, Self NEURON, NEURON total, # of Calls
+    std::string totals;             // "Self NEURON time total: ..."
+    std::string summary;
+    std::set<uint32_t> sequences;  // of trace.pftrace's packets
+  };
+  auto look_back = [](const std::string& name, const std::string& part_events) {
+    Seen seen;
+    Daemon daemon(name);
+    EXPECT_TRUE(daemon.Start({"--capture_part_events=" + part_events}));
+    const Result program =
+        RunProcess({Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "1000"},
+                   {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                    {"NRTPROF_ADDR", daemon.addr()},
+                    {"NRT_SIM_TIME_SCALE", "1"}});
+    EXPECT_EQ(program.exit_code, 0) << program.err;
+    const std::string out = testing::TempDir(name) + "/cap";
+    const Result r = RunProcess(
+        Capture(daemon, {"--last", "60s", "--files", "pftrace,summary", "--out", out}), kCliEnv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    seen.summary = testing::ReadFile(out + "/summary.txt");
+    for (absl::string_view line : absl::StrSplit(seen.summary, '\n')) {
+      if (absl::StartsWith(line, "Self NEURON time total:")) seen.totals = std::string(line);
+      std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (cells.size() == 8 && cells[0] != "Name" && !absl::StartsWith(cells[0], "---")) {
+        seen.rows.push_back(absl::StrCat(cells[0], " ", cells[3], " ", cells[5], " ", cells[7]));
+      }
+    }
+    absl::StatusOr<nrtprof::daemon::ReadTrace> trace =
+        nrtprof::daemon::ReadPerfettoTrace(testing::ReadFile(out + "/trace.pftrace"));
+    EXPECT_TRUE(trace.ok()) << trace.status();
+    if (trace.ok()) {
+      for (const auto& packet : trace->trace.packet()) {
+        seen.sequences.insert(packet.trusted_packet_sequence_id());
+      }
+    }
+    return seen;
+  };
+  const Seen parts = look_back("capture-parts", "1000");
+  const Seen whole = look_back("capture-whole", "0");
+  EXPECT_GE(whole.rows.size(), 6u) << whole.summary;
+  EXPECT_EQ(parts.rows, whole.rows) << parts.summary << whole.summary;
+  EXPECT_EQ(parts.totals, whole.totals);
+  EXPECT_NE(whole.totals, "Self NEURON time total: 0.000us");
+  EXPECT_FALSE(absl::StrContains(parts.summary, "Uncorrelated")) << parts.summary;
+  EXPECT_FALSE(absl::StrContains(whole.summary, "Uncorrelated")) << whole.summary;
+  // Each part's lanes are sequences of their own: a process in parts has more of them.
+  EXPECT_GT(parts.sequences.size(), whole.sequences.size() + 4)
+      << parts.sequences.size() << " against " << whole.sequences.size();
 }
 
 // The names in folder `dir`.
