@@ -777,74 +777,84 @@ class CollectorCore::PartReader {
   static constexpr uint64_t kMaxCopiedModelBytes = 16 << 20;
 
   // The events before each thread's cut, if they are enough for a part.
+  // Per thread and core, what decides a cut, kept from one attempt to the next: each attempt
+  // reads only the events that came since. Threads and cores are few: looked up by a scan, the
+  // one found last first.
+  struct Thread {
+    uint32_t tid = 0;
+    std::vector<uint64_t> outermost;  // starts of its depth-0 ranges not yet in a part
+    std::vector<int32_t> cores;       // where its device work ran
+    uint64_t cut = 0;                 // this attempt's: its events before it settle; 0: none
+    bool ever_outermost = false;      // it had a depth-0 range
+  };
+  struct Core {
+    int32_t nc_idx = 0;
+    uint64_t latest = 0;  // its latest device event's start
+  };
+
+  Thread& ThreadOf(uint32_t tid) {
+    if (last_thread_ < threads_.size() && threads_[last_thread_].tid == tid) {
+      return threads_[last_thread_];
+    }
+    for (last_thread_ = 0; last_thread_ < threads_.size(); ++last_thread_) {
+      if (threads_[last_thread_].tid == tid) return threads_[last_thread_];
+    }
+    threads_.push_back({tid, {}, {}, 0, false});
+    return threads_.back();
+  }
+
+  Core& CoreOf(int32_t nc) {
+    if (last_core_ < cores_.size() && cores_[last_core_].nc_idx == nc) return cores_[last_core_];
+    for (last_core_ = 0; last_core_ < cores_.size(); ++last_core_) {
+      if (cores_[last_core_].nc_idx == nc) return cores_[last_core_];
+    }
+    cores_.push_back({nc, 0});
+    return cores_.back();
+  }
+
+  // The events before each thread's cut, if they are enough for a part.
   std::optional<ProcessCapture> Cut() {
     const IngestedEvents& events = replay_->capture_events();
-    const ClockMap clock(replay_->clock_syncs());
-    // Each event's start on the host's clock (device events from their core's, as the
-    // correlator maps them), and per thread and core what decides the cut. Threads and cores
-    // are few: looked up by a scan, the one before first.
-    struct Thread {
-      uint32_t tid = 0;
-      std::vector<uint64_t> outermost;  // starts of its depth-0 ranges
-      std::vector<int32_t> cores;       // where its device work ran
-      uint64_t cut = 0;                 // its events before it settle; 0: none do
-    };
-    struct Core {
-      int32_t nc_idx = 0;
-      uint64_t latest = 0;  // its latest device event's start
-    };
-    std::vector<Thread> threads;
-    std::vector<Core> cores;
-    size_t last_thread = 0, last_core = 0;
-    auto thread_of = [&](uint32_t tid) -> Thread& {
-      if (last_thread < threads.size() && threads[last_thread].tid == tid) {
-        return threads[last_thread];
-      }
-      for (last_thread = 0; last_thread < threads.size(); ++last_thread) {
-        if (threads[last_thread].tid == tid) return threads[last_thread];
-      }
-      threads.push_back({tid, {}, {}, 0});
-      return threads.back();
-    };
-    auto core_of = [&](int32_t nc) -> Core& {
-      if (last_core < cores.size() && cores[last_core].nc_idx == nc) return cores[last_core];
-      for (last_core = 0; last_core < cores.size(); ++last_core) {
-        if (cores[last_core].nc_idx == nc) return cores[last_core];
-      }
-      cores.push_back({nc, 0});
-      return cores.back();
-    };
+    // Each new event's start on the host's clock (device events from their core's, as the
+    // correlator maps them).
+    std::optional<ClockMap> clock;
     host_.resize(events.size());
-    for (size_t i = 0; i < events.size(); ++i) {
+    for (size_t i = scanned_; i < events.size(); ++i) {
       const IngestedEvent& e = events[i];
       host_[i] = e.start_ns;
       if (e.kind == nrtprof::EVENT_RANGE && e.depth == 0) {
-        thread_of(e.tid).outermost.push_back(e.start_ns);
+        ThreadOf(e.tid).outermost.push_back(e.start_ns);
       }
       if (e.kind != nrtprof::EVENT_DEVICE_EXEC && e.kind != nrtprof::EVENT_DEVICE_OP &&
           e.kind != nrtprof::EVENT_DEVICE_DMA) {
         continue;
       }
-      if (!e.host_clock && !clock.ToHost(e.nc_idx, e.start_ns, &host_[i])) {
-        sliceable_ = false;  // no clock point yet: read it whole, as the correlator counts it
-        return std::nullopt;
+      if (!e.host_clock) {
+        if (!clock) clock.emplace(replay_->clock_syncs());
+        if (!clock->ToHost(e.nc_idx, e.start_ns, &host_[i])) {
+          sliceable_ = false;  // no clock point yet: read it whole, as the correlator counts it
+          return std::nullopt;
+        }
       }
-      Core& core = core_of(e.nc_idx);
+      Core& core = CoreOf(e.nc_idx);
       core.latest = std::max(core.latest, host_[i]);
-      std::vector<int32_t>& used = thread_of(e.tid).cores;
+      std::vector<int32_t>& used = ThreadOf(e.tid).cores;
       if (std::find(used.begin(), used.end(), e.nc_idx) == used.end()) used.push_back(e.nc_idx);
     }
-    for (Thread& t : threads) {
+    scanned_ = events.size();
+    for (Thread& t : threads_) {
+      t.cut = 0;
       if (t.outermost.empty()) {
-        if (!t.cores.empty()) {
+        if (!t.cores.empty() && !t.ever_outermost) {
           sliceable_ = false;  // device work of a thread never seen between ranges
           return std::nullopt;
         }
         continue;
       }
+      t.ever_outermost = true;
       uint64_t bound = UINT64_MAX;
       for (int32_t nc : t.cores) {
-        const uint64_t latest = core_of(nc).latest;
+        const uint64_t latest = CoreOf(nc).latest;
         bound = std::min(bound, latest > settle_ns_ ? latest - settle_ns_ : 0);
       }
       for (uint64_t start : t.outermost) {
@@ -854,13 +864,26 @@ class CollectorCore::PartReader {
     settled_.assign(events.size(), 0);
     size_t n = 0;
     for (size_t i = 0; i < events.size(); ++i) {
-      if (host_[i] < thread_of(events[i].tid).cut) {
+      if (host_[i] < ThreadOf(events[i].tid).cut) {
         settled_[i] = 1;
         ++n;
       }
     }
     if (n < part_events_ / 2) return std::nullopt;
-    return replay_->TakePart(settled_);
+    ProcessCapture part = replay_->TakePart(settled_);
+    // What stays, as the events that stay.
+    size_t kept = 0;
+    for (size_t i = 0; i < settled_.size(); ++i) {
+      if (settled_[i] == 0) host_[kept++] = host_[i];
+    }
+    host_.resize(kept);
+    scanned_ = kept;
+    for (Thread& t : threads_) {
+      t.outermost.erase(std::remove_if(t.outermost.begin(), t.outermost.end(),
+                                       [&](uint64_t start) { return start < t.cut; }),
+                        t.outermost.end());
+    }
+    return part;
   }
 
   CollectorCore* const core_;
@@ -874,7 +897,11 @@ class CollectorCore::PartReader {
   size_t chunk_ = 0;
   uint64_t parts_ = 0;
   uint64_t next_attempt_;
-  std::vector<uint64_t> host_;   // Cut's, by event: its start on the host's clock
+  std::vector<Thread> threads_;
+  std::vector<Core> cores_;
+  size_t last_thread_ = 0, last_core_ = 0;
+  size_t scanned_ = 0;            // events read by Cut so far
+  std::vector<uint64_t> host_;    // by event: its start on the host's clock
   std::vector<uint8_t> settled_;  // Cut's, by event: it goes in the part
 };
 
