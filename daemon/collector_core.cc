@@ -732,9 +732,10 @@ class CollectorCore::BatchDecoder {
 // range when it ends, and no range was open at T (nor a call: the thread was beginning the
 // range). The thread's device work before T has come once each NeuronCore it used has sent an
 // event from past_part_device_settle_ns after T: a core's events come in its order. Device work
-// goes with the thread that submitted it, so each part holds its calls' executions and their work;
-// a process with device events of no such thread is read whole. The parts are matched alone: one
-// whose counts disagree falls back to containment alone, where the whole process would have
+// goes with the thread that submitted it, so each part holds its calls' executions and their work.
+// Once device events of a thread never seen between outermost ranges come (or device events
+// before any clock point), the rest of the process is one part. The parts are matched alone:
+// one whose counts disagree falls back to containment alone, where the whole process would have
 // for all of its thread.
 class CollectorCore::PartReader {
  public:
@@ -776,7 +777,6 @@ class CollectorCore::PartReader {
  private:
   static constexpr uint64_t kMaxCopiedModelBytes = 16 << 20;
 
-  // The events before each thread's cut, if they are enough for a part.
   // Per thread and core, what decides a cut, kept from one attempt to the next: each attempt
   // reads only the events that came since. Threads and cores are few: looked up by a scan, the
   // one found last first.
