@@ -493,10 +493,11 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
     options.past_part_events = part_events;
     options.past_part_device_settle_ns = 10'000'000;  // the synthetic device events come at once
     CollectorCore core(options, sink, SystemClock());
-    // Two processes of two threads on two NeuronCores, and one of one thread, each about
-    // 5,000 events.
-    const uint32_t pids[] = {300, 100, 200};
-    for (uint32_t i = 0; i < 3; ++i) {
+    // Two processes of two threads on two NeuronCores, one of one thread, each about 5,000
+    // events; and one whose device events all come in its last batch, as from a program that
+    // fetches the runtime's system trace itself only at its end.
+    const uint32_t pids[] = {300, 100, 200, 400};
+    for (uint32_t i = 0; i < 4; ++i) {
       bench::SyntheticProcessOptions p;
       p.pid = pids[i];
       p.threads = i == 2 ? 1 : 2;
@@ -504,10 +505,25 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
       bench::SyntheticProcess process(p);
       EXPECT_TRUE(
           core.OnHello(i + 1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
-      nrtprof::EventBatch batch;
+      nrtprof::EventBatch batch, held;
       for (int b = 0; b < 25; ++b) {
         process.NextBatch(200, /*final=*/false, &batch);
+        if (pids[i] == 400) {
+          nrtprof::EventBatch rest = batch;
+          rest.clear_events();
+          for (const nrtprof::Event& e : batch.events()) {
+            const bool device = e.kind() == nrtprof::EVENT_DEVICE_EXEC ||
+                                e.kind() == nrtprof::EVENT_DEVICE_OP ||
+                                e.kind() == nrtprof::EVENT_DEVICE_DMA;
+            *(device ? held.add_events() : rest.add_events()) = e;
+          }
+          batch = rest;
+        }
         EXPECT_TRUE(core.OnBatch(i + 1, batch).ok());
+      }
+      if (pids[i] == 400) {
+        held.set_sequence(batch.sequence() + 1);
+        EXPECT_TRUE(core.OnBatch(i + 1, held).ok());
       }
     }
     nrtprof::StartCaptureRequest start;
@@ -523,13 +539,13 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
   CountingSink whole_sink(files.get()), parts_sink(files.get());
   const nrtprof::CaptureFiles whole = capture_last(0, "whole-a", &whole_sink);
   const nrtprof::CaptureFiles parts = capture_last(1000, "parts-a", &parts_sink);
-  EXPECT_EQ(whole_sink.processes, 3);
+  EXPECT_EQ(whole_sink.processes, 4);
   EXPECT_EQ(whole_sink.later_parts, 0);
-  EXPECT_EQ(parts_sink.processes, 3);
+  EXPECT_EQ(parts_sink.processes, 4);
   EXPECT_GE(parts_sink.later_parts, 6) << "each process in several parts";
 
-  EXPECT_EQ(parts.processes(), 3u);
-  EXPECT_GT(parts.events(), 14000u);
+  EXPECT_EQ(parts.processes(), 4u);
+  EXPECT_GT(parts.events(), 19000u);
   EXPECT_EQ(parts.events(), whole.events());
   EXPECT_EQ(parts.events_dropped(), whole.events_dropped());
   EXPECT_EQ(parts.summary_text(),
@@ -547,8 +563,8 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
   absl::StatusOr<Trace> parts_read = TraceFromPerfetto(*parts_trace);
   ASSERT_TRUE(whole_read.ok()) << whole_read.status();
   ASSERT_TRUE(parts_read.ok()) << parts_read.status();
-  ASSERT_EQ(parts_read->processes.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
+  ASSERT_EQ(parts_read->processes.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
     const ProcessTrace& a = parts_read->processes[i];
     const ProcessTrace& b = whole_read->processes[i];
     EXPECT_EQ(a.calls.size(), b.calls.size());

@@ -730,8 +730,10 @@ class CollectorCore::BatchDecoder {
 // outermost range (depth 0 on the wire). Once that range's record has come, every record of
 // the thread that began before T has come too: a thread's records leave its ring in order, a
 // range when it ends, and no range was open at T (nor a call: the thread was beginning the
-// range). The thread's device work before T has come once each NeuronCore it used has sent an
-// event from past_part_device_settle_ns after T: a core's events come in its order. Device work
+// range). The thread's device work before T has come once each NeuronCore it used (every core,
+// if none of its device work has come yet) has sent an event from past_part_device_settle_ns
+// after T: a core's events come in its order, and a fetch of the runtime's system trace brings
+// every core's up to its time. Device work
 // goes with the thread that submitted it, so each part holds its calls' executions and their work.
 // Once device events of a thread never seen between outermost ranges come (or device events
 // before any clock point), the rest of the process is one part. The parts are matched alone:
@@ -852,10 +854,17 @@ class CollectorCore::PartReader {
         continue;
       }
       t.ever_outermost = true;
+      // Its cores say how far its device work has come; a thread none of whose device work
+      // has come yet goes by every core's (a program that fetches the system trace itself
+      // sends it late; a thread's first executions may be on their way). No core yet: no cut.
+      if (cores_.empty()) continue;
       uint64_t bound = UINT64_MAX;
-      for (int32_t nc : t.cores) {
-        const uint64_t latest = CoreOf(nc).latest;
-        bound = std::min(bound, latest > settle_ns_ ? latest - settle_ns_ : 0);
+      for (const Core& core : cores_) {
+        if (!t.cores.empty() &&
+            std::find(t.cores.begin(), t.cores.end(), core.nc_idx) == t.cores.end()) {
+          continue;
+        }
+        bound = std::min(bound, core.latest > settle_ns_ ? core.latest - settle_ns_ : 0);
       }
       for (uint64_t start : t.outermost) {
         if (start <= bound) t.cut = std::max(t.cut, start);
