@@ -50,21 +50,23 @@ class Reader {
   }
 
   // A tag: its field number and wire type. Declines what protobuf would not take as a field
-  // (number 0, end of a group) and groups, which this reader does not skip.
+  // (number 0, end of a group) and groups, which this reader does not skip. A tag is read as
+  // protobuf reads it: at most five bytes, the bits past 32 dropped (a fifth byte above 0x0f
+  // names a field as its low bits do, rather than no field).
   bool Tag(uint32_t* field, uint32_t* type) {
     uint64_t tag = 0;
-    if (!Varint(&tag, 5) || tag > UINT32_MAX) return false;
-    *field = static_cast<uint32_t>(tag >> 3);
+    if (!Varint(&tag, 5)) return false;
+    *field = static_cast<uint32_t>(tag) >> 3;
     *type = static_cast<uint32_t>(tag & 7);
     return *field != 0 && (*type == kVarint || *type == kFixed64 || *type == kLengthDelimited ||
                            *type == kFixed32);
   }
 
-  // A tag as it is, groups' wire types included.
+  // A tag as it is, groups' wire types included (read as Tag reads it).
   bool RawTag(uint32_t* field, uint32_t* type) {
     uint64_t tag = 0;
-    if (!Varint(&tag, 5) || tag > UINT32_MAX) return false;
-    *field = static_cast<uint32_t>(tag >> 3);
+    if (!Varint(&tag, 5)) return false;
+    *field = static_cast<uint32_t>(tag) >> 3;
     *type = static_cast<uint32_t>(tag & 7);
     return *field != 0;
   }

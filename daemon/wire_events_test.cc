@@ -294,6 +294,21 @@ TEST(WireEventsTest, CountsEveryFieldOfTheBatchUnread) {
   hello.mutable_hello()->add_command_line("b");
   ASSERT_TRUE(CountWireElements(hello.SerializeAsString(), &elements));
   EXPECT_EQ(elements, 3u);
+  // A five-byte tag whose last byte is above 0x0f: protobuf drops the bits past 32 and reads
+  // the field its low bits name (the collector fuzzer's finding, from a mutated batch).
+  const std::string wide_tag = std::string("\x08\x03", 2) +              // sequence 3
+                               std::string("\xed\xd3\xc2\xf3\x14", 5) +  // field 164500797,
+                               std::string("\x18\x82\xaa\x01", 4);       // fixed32
+  nrtprof::ShimMessage wide;
+  ASSERT_TRUE(wide.ParseFromString(Delimited(2, wide_tag)));
+  EXPECT_EQ(wide.batch().sequence(), 3u);
+  ASSERT_TRUE(CountWireElements(Delimited(2, wide_tag), &elements));
+  EXPECT_EQ(elements, 2u);
+  nrtprof::EventBatch rest;
+  std::vector<IngestedEvent> events;
+  std::string scratch;
+  ASSERT_TRUE(ReadWireBatch(Delimited(2, wide_tag), &rest, &events, &scratch));
+  EXPECT_EQ(rest.SerializeAsString(), wide.batch().SerializeAsString());
   // What protobuf refuses: a group never closed, closed by another number, an end alone.
   for (const std::string& bad :
        {Delimited(2, Tag(100, 3) + Tag(1, 0) + Varint(1)), Delimited(2, Tag(100, 3) + Tag(101, 4)),
