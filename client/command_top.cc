@@ -96,11 +96,15 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
   for (int i = 0; i < top.processes_size() && i < static_cast<int>(rows); ++i) {
     const TopRow& p = top.processes(i);
     if (p.executions_held_by_program() == 0) continue;
-    absl::StrAppend(&out,
-                    absl::StrFormat("  pid %u: %u executions without device time yet: the program "
-                                    "runs the runtime's system trace itself, and nrtprof receives "
-                                    "its device events only as it fetches them\n",
-                                    p.pid(), p.executions_held_by_program()));
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  p.executions_held_lost()
+                      ? "  pid %u: %u executions without device time: the program ran the "
+                        "runtime's system trace itself and ended without fetching them\n"
+                      : "  pid %u: %u executions without device time yet: the program runs the "
+                        "runtime's system trace itself, and nrtprof receives its device events "
+                        "only as it fetches them\n",
+                  p.pid(), p.executions_held_by_program()));
   }
   out += "\n";
   list("MODEL", "EXECUTIONS", top.models(), false);

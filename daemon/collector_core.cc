@@ -772,6 +772,7 @@ class CollectorCore::PartReader {
     }
     ProcessCapture last = replay_->TakeCapture();
     last.final = final_;
+    last.stream_closed = recorded_.closed;
     part->last = true;
     return last;
   }
@@ -1234,13 +1235,15 @@ std::vector<CollectorCore::Recorded> CollectorCore::RecordedStreams(
     ForgetEmptied(emptied);
     for (auto& [id, list] : chunks) {
       std::shared_ptr<Stream> s;
+      bool closed = false;
       if (auto it = streams_.find(id); it != streams_.end()) {
         s = it->second;
-      } else if (auto closed = recorded_closed_.find(id); closed != recorded_closed_.end()) {
-        s = closed->second;
+      } else if (auto c = recorded_closed_.find(id); c != recorded_closed_.end()) {
+        s = c->second;
+        closed = true;
       }
       if (s == nullptr || (capture != nullptr && !MayJoin(*s, *capture))) continue;
-      work.push_back({std::move(s), std::move(list)});
+      work.push_back({std::move(s), std::move(list), closed});
     }
   }
   // Only when the window lost something: after a quiet spell the recorder reaches back less
@@ -1312,6 +1315,7 @@ ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recor
   }
   ProcessCapture out = replay->TakeCapture();
   out.final = final;
+  out.stream_closed = recorded.closed;
   return out;
 }
 

@@ -260,6 +260,7 @@ class CollectorCore {
   struct Recorded {
     std::shared_ptr<Stream> stream;
     std::vector<std::shared_ptr<const FlightRecorder::Chunk>> chunks;  // oldest first
+    bool closed = false;  // the stream had ended (ProcessCapture::stream_closed)
   };
   std::vector<Recorded> RecordedStreams(const Capture* capture, uint64_t since_ns,
                                         uint64_t until_ns, std::vector<std::string>* notes);

@@ -963,6 +963,7 @@ void NoteDeviceEventsWithTheProgram(const std::vector<const ProcessCapture*>& st
   const bool died = std::all_of(streams.begin(), streams.end(), [](const ProcessCapture* s) {
     return !s->final && (s->stream_closed || s->records_made_known);
   });
+  trace->executions_held_lost = died;
   trace->notices.push_back(absl::StrCat(
       "device events of ", without, " of its ", executions,
       died ? " executions: the program ran the runtime's system trace itself "

@@ -575,8 +575,11 @@ TEST(CorrelatorTest, AnEmptyDeviceLaneOfAProgramHoldingTheSystemTraceIsExplained
   gone.records_made_known = true;
   EXPECT_EQ(OnlyProcess(Correlate("c", {gone}, 0)).notices,
             OnlyProcess(Correlate("c", {killed}, 0)).notices);
+  EXPECT_TRUE(OnlyProcess(Correlate("c", {killed}, 0)).executions_held_lost) << "for top";
+  EXPECT_FALSE(OnlyProcess(Correlate("c", {held}, 0)).executions_held_lost);
   ProcessCapture exited = killed;
   exited.final = true;
+  EXPECT_FALSE(OnlyProcess(Correlate("c", {exited}, 0)).executions_held_lost);
   EXPECT_EQ(OnlyProcess(Correlate("c", {exited}, 0)).notices,
             std::vector<std::string>{"device events of 1 of its 1" + why})
       << "it said it was exiting: its exit fetches them";

@@ -29,6 +29,7 @@ nrtprof::TopReply ComputeTop(const Trace& trace, uint64_t window_ns) {
     process->set_pid(p.pid);
     process->set_calls(p.calls.size());
     process->set_executions_held_by_program(p.executions_held_by_program);
+    process->set_executions_held_lost(p.executions_held_lost);
     events += p.calls.size() + p.ranges.size() + p.device.size();
     for (const DeviceEvent& e : p.device) {
       if (e.parent != 0) continue;  // inside an execution: its time is the execution's

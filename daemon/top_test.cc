@@ -32,6 +32,7 @@ TEST(TopTest, DeviceTimeByProcessModelAndOp) {
   busy.calls.resize(4);
   for (ApiCall& c : busy.calls) c.name = "nrt_execute";
   busy.executions_held_by_program = 3;
+  busy.executions_held_lost = true;
   ProcessTrace idle;
   idle.pid = 8;
   idle.executable = "eval";
@@ -45,6 +46,8 @@ TEST(TopTest, DeviceTimeByProcessModelAndOp) {
   EXPECT_EQ(top.processes(0).device_ns(), 360u);
   EXPECT_EQ(top.processes(0).calls(), 4u);
   EXPECT_EQ(top.processes(0).executions_held_by_program(), 3u);
+  EXPECT_TRUE(top.processes(0).executions_held_lost());
+  EXPECT_FALSE(top.processes(1).executions_held_lost());
   EXPECT_EQ(top.processes(1).name(), "eval");
   ASSERT_EQ(top.models_size(), 3);
   EXPECT_EQ(top.models(0).name(), "attention");

@@ -164,6 +164,8 @@ struct ProcessTrace {
   // Executions without device events in a process whose program runs the runtime's system
   // trace itself (EventBatch.device_events_wait_for_program): it has not fetched them yet.
   uint64_t executions_held_by_program = 0;
+  // ... and the process ended without its final batch (killed, crashed): it never fetched them.
+  bool executions_held_lost = false;
   // Batches the shim numbered but the daemon never received (sequence gaps). Their events are
   // in drops.daemon_away when a later batch said how many had been sent (EventBatch.events_sent);
   // from a shim older than that field they are missing and uncounted.

@@ -2,6 +2,7 @@
 // read with capture-pane, keys typed with send-keys) it shows the ops, models and process of a
 // program that streamed to the standing daemon, and q quits it; piped, it prints plain blocks;
 // a daemon without a flight recorder is one line.
+#include <signal.h>
 #include <unistd.h>
 
 #include <string>
@@ -153,6 +154,27 @@ TEST(TopTest, SaysWhoseDeviceTimeTheProgramHolds) {
       out.substr(at + line.size(), out.find('\n', at + 1) - at - line.size() + 1);
   EXPECT_TRUE(absl::EndsWith(rest, why)) << out;
   EXPECT_TRUE(mlp.Running());
+
+  // Killed before its end, where it fetches: the executions will never have device time.
+  const pid_t mlp_pid = mlp.pid();
+  kill(mlp_pid, SIGKILL);
+  EXPECT_EQ(mlp.Wait(), 128 + SIGKILL);
+  const std::string lost = absl::StrCat("\n  pid ", mlp_pid, ": ");
+  const std::string lost_why =
+      " executions without device time: the program ran the runtime's system trace itself and "
+      "ended without fetching them\n";
+  bool said = false;
+  for (int i = 0; i < 100 && !said; ++i) {
+    out = RunProcess({Runfile("client/nrtprof"), "top", "--addr", daemon.addr(), "--window", "30s",
+                      "--iterations", "1"},
+                     kCliEnv)
+              .out;
+    const size_t line_at = out.find(lost);
+    said = line_at != std::string::npos &&
+           absl::EndsWith(out.substr(0, out.find('\n', line_at + 1) + 1), lost_why);
+    if (!said) usleep(100'000);
+  }
+  EXPECT_TRUE(said) << out;
 }
 
 TEST(TopTest, WithoutAFlightRecorderItSaysWhy) {
