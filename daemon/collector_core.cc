@@ -951,10 +951,9 @@ absl::Status CollectorCore::WriteStopped(Capture* capture, std::vector<std::stri
           if (parts == nullptr) {
             if (next == order.size()) return false;
             const std::vector<size_t>& group = order[next++];
-            uint64_t events = 0;
-            for (const auto& chunk : recorded[group[0]].chunks) events += chunk->events;
             const uint64_t part_events = options_.past_part_events;
-            if (group.size() == 1 && part_events != 0 && events > 2 * part_events) {
+            if (group.size() == 1 && part_events != 0 &&
+                recorded[group[0]].events() > 2 * part_events) {
               parts = std::make_unique<PartReader>(this, capture, recorded[group[0]], notes);
             } else {
               for (size_t i : group) {
@@ -1276,8 +1275,7 @@ std::unique_ptr<ProcessIngest> CollectorCore::BeginReplay(const Capture* capture
                                  /*models=*/capture != nullptr && !capture->id.empty());
     *final = s->ingest.final();
   }
-  uint64_t events = 0;
-  for (const auto& chunk : recorded.chunks) events += chunk->events;
+  uint64_t events = recorded.events();
   // More than the daemon keeps of a process: the newest are kept, as the recorder keeps the
   // newest batches -- what a look back asks for, the seconds just before. A capture of whole
   // steps keeps its first, as a live capture does: its steps begin at the start.

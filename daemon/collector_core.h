@@ -261,6 +261,11 @@ class CollectorCore {
     std::shared_ptr<Stream> stream;
     std::vector<std::shared_ptr<const FlightRecorder::Chunk>> chunks;  // oldest first
     bool closed = false;  // the stream had ended (ProcessCapture::stream_closed)
+    uint64_t events() const {
+      uint64_t n = 0;
+      for (const auto& chunk : chunks) n += chunk->events;
+      return n;
+    }
   };
   std::vector<Recorded> RecordedStreams(const Capture* capture, uint64_t since_ns,
                                         uint64_t until_ns, std::vector<std::string>* notes);

@@ -1070,11 +1070,7 @@ ProcessTrace CaptureCorrelator::NextPart(ProcessCapture* part, bool first, bool 
   Consume(part);
   p.continues = !first;
   if (!first) std::vector<LoadedModelFile>().swap(p.models);  // the first part's
-  if (last) {
-    NoteDeviceEventsWithTheProgram(streams, &p);
-  } else {
-    p.notices.clear();  // the last part's
-  }
+  if (last) NoteDeviceEventsWithTheProgram(streams, &p);
   Extend(p, &header_);
   return p;
 }

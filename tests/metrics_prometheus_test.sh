@@ -58,12 +58,17 @@ query() {
   curl -s --get "http://127.0.0.1:${prom_port}/api/v1/query" --data-urlencode "query=$1" |
     python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")' 2>/dev/null
 }
-executions=none
-for _ in $(seq 120); do
-  executions=$(query 'sum(nrtprof_model_executions_total{job="nrtprofd",executable="rmsnorm"})')
-  [[ "${executions}" == 36 ]] && break
-  sleep 0.5
-done
+# Asks QUERY (up to a minute, as scrapes come) until it answers WANT; prints the last answer.
+await_answer() {
+  local answer=none
+  for _ in $(seq 120); do
+    answer=$(query "$1")
+    [[ "${answer}" == "$2" ]] && break
+    sleep 0.5
+  done
+  echo "${answer}"
+}
+executions=$(await_answer 'sum(nrtprof_model_executions_total{job="nrtprofd",executable="rmsnorm"})' 36)
 [[ "${executions}" == 36 ]] ||
   fail "Prometheus says ${executions} executions, the program made 36 ($(tail -3 "${WORK}/prometheus.log"))"
 calls=$(query 'nrtprof_runtime_calls_total{function="nrt_execute",status="0"}')
@@ -79,12 +84,7 @@ count=$(query 'sum(nrtprof_model_device_seconds_count{executable="rmsnorm"})')
 LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/s/d.sock" \
   NRT_SIM_TIME_SCALE=5 "${RUNFILES}/examples/mlp" --iters 2000 \
   >"${WORK}/mlp.out" 2>&1 || fail "mlp: $(cat "${WORK}/mlp.out")"
-mlp_executions=none
-for _ in $(seq 120); do
-  mlp_executions=$(query 'sum(nrtprof_model_executions_total{executable="mlp"})')
-  [[ "${mlp_executions}" == 6000 ]] && break
-  sleep 0.5
-done
+mlp_executions=$(await_answer 'sum(nrtprof_model_executions_total{executable="mlp"})' 6000)
 [[ "${mlp_executions}" == 6000 ]] || fail "Prometheus says ${mlp_executions} executions of mlp, it made 6000"
 sleep 2  # a scrape after the last fold
 held=$(query 'sum(nrtprof_executions_held_by_program_total{executable="mlp"})')
