@@ -311,8 +311,9 @@ void Flusher::Run() {
     }
     std::unique_lock<std::mutex> lock(final_mu_);
     final_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), [this] {
-      return final_requested_ || flush_wanted_ != flush_taken_;
+      return final_requested_ || flush_wanted_ != flush_taken_ || record_wanted_;
     });
+    record_wanted_ = false;
   }
 }
 
@@ -351,6 +352,13 @@ void Flusher::OpenSpool() {
 void Flusher::Tick(uint64_t flush) {
   const uint64_t now = MonotonicNs();
   batcher_.SetRecorderOnly(recorder_only_.load(std::memory_order_relaxed));
+  // The runtime's system trace runs only while the process records; when recording begins it
+  // starts first, so that the calls recorded have their device events.
+  const bool record = !refused_.load(std::memory_order_relaxed) &&
+                      (core_->config.capture_id[0] != '\0' ||
+                       daemon_records_.load(std::memory_order_relaxed));
+  arbiter_.SetWanted(record);
+  core_->recording.store(record ? 1 : 0, std::memory_order_relaxed);
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
@@ -603,10 +611,22 @@ void Flusher::OnControl(const nrtprof::CaptureControl& control) {
   if (core_->config.capture_id[0] != '\0') return;
   recorder_only_.store(control.capturing() && control.capture_id().empty(),
                        std::memory_order_relaxed);
-  core_->recording.store(control.capturing() ? 1 : 0, std::memory_order_relaxed);
+  daemon_records_.store(control.capturing(), std::memory_order_relaxed);
+  if (!control.capturing()) {
+    // At once; the thread stops the runtime's system trace at its next tick.
+    core_->recording.store(0, std::memory_order_relaxed);
+  } else if (core_->recording.load(std::memory_order_relaxed) == 0) {
+    // The thread starts the system trace, then the recording (Tick).
+    std::lock_guard<std::mutex> lock(final_mu_);
+    record_wanted_ = true;
+    final_cv_.notify_all();
+  }
 }
 
-void Flusher::StopRecording() { core_->recording.store(0, std::memory_order_relaxed); }
+void Flusher::StopRecording() {
+  refused_.store(true, std::memory_order_relaxed);
+  core_->recording.store(0, std::memory_order_relaxed);
+}
 
 void Flusher::Say(const std::string& line) { Report(line); }
 

@@ -143,8 +143,17 @@ class Flusher final : private ShippingHost {
   // and the latest the thread has taken on.
   uint64_t flush_wanted_ ABSL_GUARDED_BY(final_mu_) = 0;
   uint64_t flush_taken_ ABSL_GUARDED_BY(final_mu_) = 0;
+  // The daemon asked this process to record (a capture, or its flight recorder), which wakes
+  // the thread: it starts the runtime's system trace before the program's calls are recorded,
+  // so that no call of a window lacks its device events.
+  bool record_wanted_ ABSL_GUARDED_BY(final_mu_) = false;
   // Only the daemon's flight recorder records (no capture): the batcher's larger bounds.
   std::atomic<bool> recorder_only_{false};
+  // What the daemon last said: record (a capture, its flight recorder) or not. Until it says,
+  // the process records. With NRTPROF_CAPTURE the process records whatever it says.
+  std::atomic<bool> daemon_records_{true};
+  // The daemon refused this process's credentials: nothing records, ever.
+  std::atomic<bool> refused_{false};
 
   // The first contact: Start() waits (at most kFirstContactNs) until the daemon has answered
   // the first Hello, or there is no daemon to answer, so that a process killed right after its

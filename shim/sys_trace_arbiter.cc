@@ -20,7 +20,7 @@ const SysTraceFunctions& SysTraceArbiter::FunctionsLocked() {
 }
 
 void SysTraceArbiter::StartOwnLocked() {
-  if (!runtime_up_ || state_ != State::kIdle) return;
+  if (!runtime_up_ || !wanted_ || state_ != State::kIdle) return;
   const SysTraceFunctions& fns = FunctionsLocked();
   if (!fns.CanCapture()) return;
   nrt_sys_trace_config_t* config = nullptr;
@@ -65,6 +65,17 @@ void SysTraceArbiter::OnRuntimeInit() {
   has_stash_ = false;
   stash_.clear();
   StartOwnLocked();
+}
+
+void SysTraceArbiter::SetWanted(bool wanted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (wanted == wanted_) return;
+  wanted_ = wanted;
+  if (wanted) {
+    StartOwnLocked();
+  } else {
+    SuspendOwnLocked();
+  }
 }
 
 void SysTraceArbiter::Poll(bool final) {

@@ -7,8 +7,9 @@
 //
 // The rule: the program's capture takes precedence and sees exactly what it would without the
 // profiler; the profiler gets a copy of everything.
-//   - Between nrt_init and nrt_close the profiler runs its own capture (kOwn) and the flusher
-//     fetches it (Poll).
+//   - Between nrt_init and nrt_close, while the process records (SetWanted), the profiler runs
+//     its own capture (kOwn) and the flusher fetches it (Poll). While nothing records, the
+//     runtime records no trace for the profiler: it costs the program nothing.
 //   - The program's nrt_sys_trace_start: the profiler fetches what its capture holds, stops it
 //     and forwards the call with the program's config (kApp). While the program's capture
 //     runs, every document the program fetches is copied to the profiler.
@@ -69,8 +70,12 @@ class SysTraceArbiter {
   SysTraceArbiter(const SysTraceArbiter&) = delete;
   SysTraceArbiter& operator=(const SysTraceArbiter&) = delete;
 
-  // A successful nrt_init: the profiler's capture starts.
+  // A successful nrt_init: the profiler's capture starts (if wanted).
   void OnRuntimeInit();
+  // Whether the process records (initially true). Off: the profiler's capture is fetched (its
+  // events went with what was recorded) and stopped; on: it starts again. The program's own
+  // capture is not touched either way.
+  void SetWanted(bool wanted);
   // The flusher: fetch the profiler's capture; with `final` (process exit), the program's too.
   void Poll(bool final);
   // Around the real nrt_close; the lock is held from the first to the second.
@@ -111,6 +116,7 @@ class SysTraceArbiter {
   bool resolved_ ABSL_GUARDED_BY(mu_) = false;
   SysTraceFunctions fns_ ABSL_GUARDED_BY(mu_);
   bool runtime_up_ ABSL_GUARDED_BY(mu_) = false;
+  bool wanted_ ABSL_GUARDED_BY(mu_) = true;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool has_stash_ ABSL_GUARDED_BY(mu_) = false;

@@ -192,6 +192,44 @@ TEST_F(ArbiterTest, AtExitTheProgramsCaptureIsFetchedToo) {
   EXPECT_EQ(profiler_, (std::vector<std::string>{"2:unfetched;"}));
 }
 
+// A process nothing records (a standing daemon without its flight recorder, no capture) runs
+// no system trace for the profiler: the runtime records nothing and nothing is fetched. When
+// recording begins the capture starts again; the program's own capture is left alone.
+TEST_F(ArbiterTest, TheProfilersCaptureRunsOnlyWhileTheProcessRecords) {
+  arbiter_.OnRuntimeInit();
+  rt_.Event("recorded");
+  arbiter_.SetWanted(false);
+  EXPECT_FALSE(arbiter_.own_capture_running());
+  EXPECT_FALSE(rt_.recording) << "the runtime records no trace nobody wants";
+  rt_.Event("unwanted");
+  arbiter_.Poll(false);
+  arbiter_.SetWanted(true);
+  EXPECT_TRUE(arbiter_.own_capture_running());
+  rt_.Event("wanted again");
+  arbiter_.Poll(false);
+  // What was recorded before the stop is fetched at the stop.
+  EXPECT_EQ(profiler_, (std::vector<std::string>{"1:recorded;", "2:wanted again;"}));
+  // Not wanted at the next nrt_init: not started.
+  arbiter_.BeforeRuntimeClose();
+  rt_.recording = false;
+  arbiter_.AfterRuntimeClose();
+  arbiter_.SetWanted(false);
+  arbiter_.OnRuntimeInit();
+  EXPECT_FALSE(rt_.recording);
+  EXPECT_EQ(rt_.starts, 2);
+  // The program's own capture, started and stopped meanwhile, is the program's; the profiler's
+  // does not come back after it while nothing records.
+  ASSERT_EQ(arbiter_.AppStart(nullptr), NRT_SUCCESS);
+  arbiter_.SetWanted(true);
+  EXPECT_TRUE(arbiter_.app_capture_running());
+  arbiter_.SetWanted(false);
+  EXPECT_TRUE(arbiter_.app_capture_running()) << "not the profiler's to stop";
+  ASSERT_EQ(arbiter_.AppStop(), NRT_SUCCESS);
+  EXPECT_FALSE(rt_.recording);
+  EXPECT_FALSE(arbiter_.own_capture_running());
+  EXPECT_TRUE(rt_.errors.empty());
+}
+
 TEST_F(ArbiterTest, BeforeInitTheProgramsCallsGoStraightToTheRuntime) {
   EXPECT_EQ(AppFetch(), "<error>");
   EXPECT_EQ(rt_.errors, (std::vector<std::string>{"never started"}));

@@ -84,6 +84,30 @@ TEST(CaptureTest, RecordsARunningProgramForTheWindow) {
   EXPECT_TRUE(program->Running()) << "the program goes on, unaware";
 }
 
+// Without the flight recorder nothing records until a capture asks: the program runs no system
+// trace for the profiler meanwhile (shim/sys_trace_arbiter.h), and a window on a program that
+// was running before it still has the device lane, from the window's first calls.
+TEST(CaptureTest, WithoutTheRecorderTheWindowStillHasTheDeviceLane) {
+  Daemon daemon("capture-attach");
+  ASSERT_TRUE(daemon.Start({"--flight_recorder_seconds=0"}));
+  const std::string dir = testing::TempDir("capture-attach");
+  auto program = BusyProgram(daemon, dir);
+  ASSERT_TRUE(AwaitConnected(daemon, 1)) << program->err();
+  usleep(300'000);
+  EXPECT_EQ(daemon.StatusFigure("events received:"), 0) << "nothing records before the window";
+  const std::string out = dir + "/cap";
+  const Result r = RunProcess(Capture(daemon, {"--duration", "1s", "--out", out}), kCliEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto calls = testing::CallsByName(out);
+  ASSERT_EQ(calls.count("nrt_tensor_write"), 1u) << r.err;
+  EXPECT_GT(calls.at("nrt_tensor_write"), 100);
+  // Each write's DMA is there, on the device's lane, with its call.
+  const std::string summary = testing::ReadFile(out + "/summary.txt");
+  EXPECT_FALSE(absl::StrContains(summary, "Self NEURON time total: 0.000us")) << summary;
+  EXPECT_FALSE(absl::StrContains(r.err, "uncorrelated")) << r.err;
+  EXPECT_TRUE(program->Running());
+}
+
 TEST(CaptureTest, OnlyTheNamedPids) {
   Daemon daemon("capture-pids");
   ASSERT_TRUE(daemon.Start());

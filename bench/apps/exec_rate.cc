@@ -12,7 +12,15 @@
 // and times each call alone; run at NRT_SIM_TIME_SCALE=0 the runtime does not sleep either, so
 // a call during which the thread switched away voluntarily is a call that waited (for a lock,
 // on I/O): bench/lossless/run_kill.sh counts them with and without the profiler.
+//
+// EXEC_RATE_TIMER_SLACK_NS sets the calling thread's timer slack first (prctl): the simulator
+// waits for its device with clock_nanosleep, which the kernel may end up to the thread's slack
+// (50 us by default) late, and when within that span it ends depends on the machine's other
+// interrupts. At NRT_SIM_TIME_SCALE=0.01 that slack is most of each call (~75 us). With 1 ns a
+// call lasts its modelled device time: NRT_SIM_TIME_SCALE=0.2 gives about 10,000 calls per
+// second here (bench/always_on/run_pinned.sh).
 //   usage: exec_rate SECONDS [--sys_trace | --paced RATE]
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -56,6 +64,14 @@ int main(int argc, char** argv) {
   if (!(seconds > 0) || argc > 4 || (argc == 3 && !sys_trace) || (argc == 4 && !(rate > 0))) {
     fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace | --paced RATE]\n");
     return 2;
+  }
+  if (const char* slack = getenv("EXEC_RATE_TIMER_SLACK_NS"); slack != nullptr) {
+    const long ns = atol(slack);
+    if (ns < 1 || prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(ns), 0, 0, 0) != 0) {
+      fprintf(stderr, "exec_rate: EXEC_RATE_TIMER_SLACK_NS must be a count of ns from 1, not '%s'\n",
+              slack);
+      return 2;
+    }
   }
   auto model = nrtsim::ParseModelText(
       "model tiny\ninput a fp32 [16]\ninput b fp32 [16]\noutput out fp32 [16]\n"

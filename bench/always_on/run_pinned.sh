@@ -1,0 +1,107 @@
+#!/bin/bash
+# What an always-on profiler costs a busy program, with each side on a vCPU of its own and each
+# round compared with the plain run beside it (issue 14). `exec_rate` calls nrt_execute about
+# 10,000 times a second, its timer slack 1 ns (EXEC_RATE_TIMER_SLACK_NS) so that a call lasts
+# the simulated device's time, not the kernel's 50 us of slack, at NRT_SIM_TIME_SCALE=0.2.
+# Its main thread runs on CPU 0; its other threads (moved 0.3 s in) and every daemon on CPU 1.
+# Each round runs, one after the other:
+#   plain          without a profiler
+#   sys_trace      the program runs the runtime's system trace itself (no nrtprof)
+#   NAME           preloaded with the shim of build NAME against a standing nrtprofd of that
+#                  build (flight recorder on, no capture)
+#   NAME:off       the same against a daemon without its flight recorder (nothing records)
+# A mode's loss in a round is 1 - its rate / plain's rate in that round; printed: the median
+# over the rounds (and mean, spread), and the calling thread's CPU per call above plain's.
+# Rounds whose rates move together (the host's own noise) then cancel out.
+#
+#   bench/always_on/run_pinned.sh [--rounds N] [--seconds S] NAME=DIR [NAME=DIR ...]
+#   DIR holds libnrtprof_shim.so, libnrtprof_shim_backend.so and nrtprofd of one build.
+# The benchmark binaries come from bazel-out/k8-opt/bin (bazel build --config=opt //bench:all).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=bazel-out/k8-opt/bin
+rounds=11
+seconds=2
+builds=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    *=*) builds+=("$1"); shift ;;
+    *) echo "usage: $0 [--rounds N] [--seconds S] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
+  esac
+done
+[ ${#builds[@]} -gt 0 ] || { echo "$0: give at least one NAME=DIR" >&2; exit 2; }
+for b in "${builds[@]}"; do
+  for f in libnrtprof_shim.so libnrtprof_shim_backend.so nrtprofd; do
+    [ -e "${b#*=}/$f" ] || { echo "$0: ${b#*=}/$f is missing" >&2; exit 2; }
+  done
+done
+[ -x $bin/bench/exec_rate ] || { echo "$0: build --config=opt //bench:all first" >&2; exit 2; }
+[ "$(nproc)" -ge 2 ] || { echo "$0: needs two CPUs" >&2; exit 2; }
+
+work="$(mktemp -d /tmp/nrtprof-pinned-XXXXXX)"
+daemons=()
+trap '[ ${#daemons[@]} -eq 0 ] || kill "${daemons[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+for b in "${builds[@]}"; do
+  name="${b%%=*}"; dir="${b#*=}"
+  taskset -c 1 "$dir/nrtprofd" --socket "$work/$name.sock" --output_root "$work/$name-caps" \
+    --quiet & daemons+=($!)
+  taskset -c 1 "$dir/nrtprofd" --socket "$work/$name-off.sock" \
+    --output_root "$work/$name-off-caps" --flight_recorder_seconds 0 --quiet & daemons+=($!)
+done
+for b in "${builds[@]}"; do
+  for s in "$work/${b%%=*}.sock" "$work/${b%%=*}-off.sock"; do
+    for _ in $(seq 50); do [ -S "$s" ] && break; sleep 0.1; done
+  done
+done
+
+# One run of exec_rate with the given environment and arguments: "rate cpu_us_per_call".
+run() {
+  env NRT_SIM_TIME_SCALE=0.2 EXEC_RATE_TIMER_SLACK_NS=1 "$@" > "$work/out" 2>/dev/null &
+  local pid=$! t
+  sleep 0.3
+  for t in /proc/$pid/task/*; do
+    [ "${t##*/}" = "$pid" ] || taskset -p -c 1 "${t##*/}" > /dev/null 2>&1 || true
+  done
+  wait $pid
+  awk 'NR == 1 {print $6, $8}' "$work/out"
+}
+
+modes=(plain sys_trace)
+for b in "${builds[@]}"; do modes+=("${b%%=*}" "${b%%=*}:off"); done
+results="$work/results"
+: > "$results"
+for i in $(seq "$rounds"); do
+  echo "plain $(run taskset -c 0 $bin/bench/exec_rate "$seconds")" >> "$results"
+  echo "sys_trace $(run taskset -c 0 $bin/bench/exec_rate "$seconds" --sys_trace)" >> "$results"
+  for b in "${builds[@]}"; do
+    name="${b%%=*}"; dir="${b#*=}"
+    echo "$name $(run LD_PRELOAD="$dir/libnrtprof_shim.so" NRTPROF_ADDR="unix:$work/$name.sock" \
+      taskset -c 0 $bin/bench/exec_rate "$seconds")" >> "$results"
+    echo "$name:off $(run LD_PRELOAD="$dir/libnrtprof_shim.so" \
+      NRTPROF_ADDR="unix:$work/$name-off.sock" taskset -c 0 $bin/bench/exec_rate "$seconds")" \
+      >> "$results"
+  done
+done
+
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds (scale 0.2, slack 1 ns, pinned)"
+awk -v n="${#modes[@]}" -v order="${modes[*]}" '
+  function median(v, k,   i, j, t) {
+    for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
+    return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+  }
+  { m = (NR - 1) % n; r = int((NR - 1) / n) + 1; rate[m, r] = $2; cpu[m, r] = $3; rounds = r }
+  END {
+    split(order, name, " ")
+    printf "%-14s %9s %12s %8s %8s %16s\n", "", "calls/s", "loss median", "mean", "sd", "CPU/call added"
+    for (m = 0; m < n; m++) {
+      s = 0; ss = 0
+      for (r = 1; r <= rounds; r++) {
+        rr[r] = rate[m, r]; l[r] = 100 * (1 - rate[m, r] / rate[0, r]); d[r] = cpu[m, r] - cpu[0, r]
+        s += l[r]; ss += l[r] * l[r]
+      }
+      mean = s / rounds; sd = sqrt(ss / rounds - mean * mean)
+      printf "%-14s %9.0f %11.2f%% %7.2f%% %7.2f%% %13.2f us\n", name[m + 1], median(rr, rounds), median(l, rounds), mean, sd, median(d, rounds)
+    }
+  }' "$results"
