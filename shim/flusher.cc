@@ -354,9 +354,9 @@ void Flusher::Tick(uint64_t flush) {
   batcher_.SetRecorderOnly(recorder_only_.load(std::memory_order_relaxed));
   // The runtime's system trace runs only while the process records; when recording begins it
   // starts first, so that the calls recorded have their device events.
-  const bool record = !refused_.load(std::memory_order_relaxed) &&
-                      (core_->config.capture_id[0] != '\0' ||
-                       daemon_records_.load(std::memory_order_relaxed));
+  const bool record =
+      !refused_.load(std::memory_order_relaxed) &&
+      (core_->config.capture_id[0] != '\0' || daemon_records_.load(std::memory_order_relaxed));
   arbiter_.SetWanted(record);
   core_->recording.store(record ? 1 : 0, std::memory_order_relaxed);
   arbiter_.Poll(/*final=*/false);

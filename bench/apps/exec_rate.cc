@@ -25,9 +25,9 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   if (const char* slack = getenv("EXEC_RATE_TIMER_SLACK_NS"); slack != nullptr) {
     const long ns = atol(slack);
     if (ns < 1 || prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(ns), 0, 0, 0) != 0) {
-      fprintf(stderr, "exec_rate: EXEC_RATE_TIMER_SLACK_NS must be a count of ns from 1, not '%s'\n",
+      fprintf(stderr,
+              "exec_rate: EXEC_RATE_TIMER_SLACK_NS must be a count of ns from 1, not '%s'\n",
               slack);
       return 2;
     }
