@@ -1,9 +1,9 @@
 #!/bin/bash
-# What an always-on profiler costs a busy program, with each side on a vCPU of its own and each
-# round compared with the plain run beside it (issue 14). `exec_rate` calls nrt_execute about
-# 10,000 times a second, its timer slack 1 ns (EXEC_RATE_TIMER_SLACK_NS) so that a call lasts
-# the simulated device's time, not the kernel's 50 us of slack, at NRT_SIM_TIME_SCALE=0.2.
-# Its main thread runs on CPU 0; its other threads (moved 0.3 s in) and every daemon on CPU 1.
+# What an always-on profiler costs a busy program, each round compared with the plain run
+# beside it (issue 14). `exec_rate` calls nrt_execute about 10,000 times a second, its timer
+# slack 1 ns (EXEC_RATE_TIMER_SLACK_NS) so that a call lasts the simulated device's time, not
+# the kernel's 50 us of slack, at NRT_SIM_TIME_SCALE=0.2 (--slack50: the default slack, at
+# NRT_SIM_TIME_SCALE=0.01, as bench/run and run_beside.sh measure).
 # Each round runs, one after the other:
 #   plain          without a profiler
 #   sys_trace      the program runs the runtime's system trace itself (no nrtprof)
@@ -13,8 +13,11 @@
 # A mode's loss in a round is 1 - its rate / plain's rate in that round; printed: the median
 # over the rounds (and mean, spread), and the calling thread's CPU per call above plain's.
 # Rounds whose rates move together (the host's own noise) then cancel out.
+# --pin: the program's main thread on CPU 0; its other threads (moved 0.3 s in) and the daemons
+# on CPU 1. Beware: on the project's VMs a pinned program loses ~0.15% per other thread it has,
+# even threads blocked for good (16 threads in pause(): 2.9%; unpinned: nothing measurable).
 #
-#   bench/always_on/run_pinned.sh [--rounds N] [--seconds S] NAME=DIR [NAME=DIR ...]
+#   bench/always_on/run_paired.sh [--rounds N] [--seconds S] [--pin] [--slack50] NAME=DIR ...
 #   DIR holds libnrtprof_shim.so, libnrtprof_shim_backend.so and nrtprofd of one build.
 # The benchmark binaries come from bazel-out/k8-opt/bin (bazel build --config=opt //bench:all).
 set -euo pipefail
@@ -22,13 +25,18 @@ cd "$(dirname "$0")/../.."
 bin=bazel-out/k8-opt/bin
 rounds=11
 seconds=2
+pin=0
+scale=0.2
+slack=(EXEC_RATE_TIMER_SLACK_NS=1)
 builds=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
+    --pin) pin=1; shift ;;
+    --slack50) scale=0.01; slack=(); shift ;;
     *=*) builds+=("$1"); shift ;;
-    *) echo "usage: $0 [--rounds N] [--seconds S] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--seconds S] [--pin] [--slack50] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#builds[@]} -gt 0 ] || { echo "$0: give at least one NAME=DIR" >&2; exit 2; }
@@ -38,16 +46,18 @@ for b in "${builds[@]}"; do
   done
 done
 [ -x $bin/bench/exec_rate ] || { echo "$0: build --config=opt //bench:all first" >&2; exit 2; }
-[ "$(nproc)" -ge 2 ] || { echo "$0: needs two CPUs" >&2; exit 2; }
+[ $pin = 0 ] || [ "$(nproc)" -ge 2 ] || { echo "$0: --pin needs two CPUs" >&2; exit 2; }
+cpu0=(); cpu1=()
+[ $pin = 0 ] || { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
 
 work="$(mktemp -d /tmp/nrtprof-pinned-XXXXXX)"
 daemons=()
 trap '[ ${#daemons[@]} -eq 0 ] || kill "${daemons[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 for b in "${builds[@]}"; do
   name="${b%%=*}"; dir="${b#*=}"
-  taskset -c 1 "$dir/nrtprofd" --socket "$work/$name.sock" --output_root "$work/$name-caps" \
+  "${cpu1[@]}" "$dir/nrtprofd" --socket "$work/$name.sock" --output_root "$work/$name-caps" \
     --quiet & daemons+=($!)
-  taskset -c 1 "$dir/nrtprofd" --socket "$work/$name-off.sock" \
+  "${cpu1[@]}" "$dir/nrtprofd" --socket "$work/$name-off.sock" \
     --output_root "$work/$name-off-caps" --flight_recorder_seconds 0 --quiet & daemons+=($!)
 done
 for b in "${builds[@]}"; do
@@ -58,12 +68,14 @@ done
 
 # One run of exec_rate with the given environment and arguments: "rate cpu_us_per_call".
 run() {
-  env NRT_SIM_TIME_SCALE=0.2 EXEC_RATE_TIMER_SLACK_NS=1 "$@" > "$work/out" 2>/dev/null &
+  env NRT_SIM_TIME_SCALE=$scale "${slack[@]}" "$@" > "$work/out" 2>/dev/null &
   local pid=$! t
-  sleep 0.3
-  for t in /proc/$pid/task/*; do
-    [ "${t##*/}" = "$pid" ] || taskset -p -c 1 "${t##*/}" > /dev/null 2>&1 || true
-  done
+  if [ $pin = 1 ]; then
+    sleep 0.3
+    for t in /proc/$pid/task/*; do
+      [ "${t##*/}" = "$pid" ] || taskset -p -c 1 "${t##*/}" > /dev/null 2>&1 || true
+    done
+  fi
   wait $pid
   awk 'NR == 1 {print $6, $8}' "$work/out"
 }
@@ -73,19 +85,20 @@ for b in "${builds[@]}"; do modes+=("${b%%=*}" "${b%%=*}:off"); done
 results="$work/results"
 : > "$results"
 for i in $(seq "$rounds"); do
-  echo "plain $(run taskset -c 0 $bin/bench/exec_rate "$seconds")" >> "$results"
-  echo "sys_trace $(run taskset -c 0 $bin/bench/exec_rate "$seconds" --sys_trace)" >> "$results"
+  echo "plain $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds")" >> "$results"
+  echo "sys_trace $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" --sys_trace)" >> "$results"
   for b in "${builds[@]}"; do
     name="${b%%=*}"; dir="${b#*=}"
     echo "$name $(run LD_PRELOAD="$dir/libnrtprof_shim.so" NRTPROF_ADDR="unix:$work/$name.sock" \
-      taskset -c 0 $bin/bench/exec_rate "$seconds")" >> "$results"
+      "${cpu0[@]}" $bin/bench/exec_rate "$seconds")" >> "$results"
     echo "$name:off $(run LD_PRELOAD="$dir/libnrtprof_shim.so" \
-      NRTPROF_ADDR="unix:$work/$name-off.sock" taskset -c 0 $bin/bench/exec_rate "$seconds")" \
+      NRTPROF_ADDR="unix:$work/$name-off.sock" "${cpu0[@]}" $bin/bench/exec_rate "$seconds")" \
       >> "$results"
   done
 done
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds (scale 0.2, slack 1 ns, pinned)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds" \
+  "(NRT_SIM_TIME_SCALE=$scale, ${slack[*]:-default timer slack}$([ $pin = 1 ] && echo ', pinned'))"
 awk -v n="${#modes[@]}" -v order="${modes[*]}" '
   function median(v, k,   i, j, t) {
     for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
