@@ -581,6 +581,54 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
             JsonLinesWithout(whole.output_dir() + "/trace.json", "whole-a").size());
 }
 
+// Read in parts, a look back keeps the whole window of a process past the daemon's per-process
+// bound (it holds a part at a time); read whole, it keeps the newest and says what it left out.
+TEST(CaptureStreamTest, InPartsALookBackKeepsMoreThanTheBound) {
+  const std::unique_ptr<TraceSink> files = EveryFile();
+  auto capture_last = [&](uint64_t part_events, const std::string& id) {
+    CollectorOptions options;
+    options.output_root = TempDir("capture_stream_bound");
+    options.flight_recorder = true;
+    options.limits.max_events_per_process = 2000;
+    options.past_part_events = part_events;
+    options.past_part_device_settle_ns = 10'000'000;
+    CollectorCore core(options, files.get(), SystemClock());
+    bench::SyntheticProcessOptions p;
+    p.pid = 500;
+    p.threads = 2;
+    p.start_ns = 7'000'000'000;
+    bench::SyntheticProcess process(p);
+    EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
+    nrtprof::EventBatch batch;
+    for (int b = 0; b < 25; ++b) {
+      process.NextBatch(200, /*final=*/false, &batch);
+      EXPECT_TRUE(core.OnBatch(1, batch).ok());
+    }
+    nrtprof::StartCaptureRequest start;
+    start.set_capture_id(id);
+    start.set_last_ms(3'600'000);
+    EXPECT_TRUE(core.StartCapture(start).ok());
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(id);
+    absl::StatusOr<nrtprof::CaptureFiles> written = core.StopCapture(stop);
+    EXPECT_TRUE(written.ok()) << written.status();
+    return written.value_or(nrtprof::CaptureFiles());
+  };
+  const nrtprof::CaptureFiles parts = capture_last(500, "parts");
+  const nrtprof::CaptureFiles whole = capture_last(0, "whole");
+  EXPECT_GT(parts.events(), 4000u);
+  EXPECT_EQ(parts.events_dropped(), 0u);
+  EXPECT_EQ(parts.notes_size(), 0) << parts.notes(0);
+  EXPECT_FALSE(absl::StrContains(parts.summary_text(), "Uncorrelated")) << parts.summary_text();
+  EXPECT_EQ(whole.events(), 2000u);
+  EXPECT_EQ(whole.events_dropped(), parts.events() - 2000);
+  ASSERT_EQ(whole.notes_size(), 1);
+  EXPECT_TRUE(absl::StrContains(whole.notes(0),
+                                "were left out: the daemon keeps at most 2000 "
+                                "events of a process"))
+      << whole.notes(0);
+}
+
 // A sink that needs the whole Trace has no stream, and neither has a group holding one.
 TEST(CaptureStreamTest, ASinkWithoutAStreamKeepsTheWholeTrace) {
   class WholeOnly : public TraceSink {

@@ -723,6 +723,9 @@ class CollectorCore::BatchDecoder {
   std::string scratch_;
 };
 
+// Every part of a process read in parts copies its model files: past this, it is read whole.
+constexpr uint64_t kMaxPartModelBytes = 16 << 20;
+
 // A process's recorded batches read in parts (CollectorOptions::past_part_events), each
 // correlated and written (ProcessTrace::continues) before the next is read.
 //
@@ -749,9 +752,10 @@ class CollectorCore::PartReader {
         part_events_(core->options_.past_part_events),
         settle_ns_(core->options_.past_part_device_settle_ns),
         next_attempt_(part_events_) {
-    replay_ = core->BeginReplay(capture, recorded, 2 * part_events_ + 8192, notes, &final_);
+    replay_ = core->BeginReplay(capture, recorded, 2 * part_events_ + 8192, notes, &final_,
+                                /*in_parts=*/true);
     // Every part copies the model files: a process with big ones is read whole.
-    sliceable_ = replay_->model_bytes() <= kMaxCopiedModelBytes;
+    sliceable_ = replay_->model_bytes() <= kMaxPartModelBytes;
   }
 
   ProcessCapture Next(BatchDecoder* decoder, Part* part) {
@@ -778,8 +782,6 @@ class CollectorCore::PartReader {
   }
 
  private:
-  static constexpr uint64_t kMaxCopiedModelBytes = 16 << 20;
-
   // Per thread and core, what decides a cut, kept from one attempt to the next: each attempt
   // reads only the events that came since. Threads and cores are few: looked up by a scan, the
   // one found last first.
@@ -1266,7 +1268,7 @@ std::unique_ptr<ProcessIngest> CollectorCore::BeginReplay(const Capture* capture
                                                           const Recorded& recorded,
                                                           std::optional<uint64_t> reserve,
                                                           std::vector<std::string>* notes,
-                                                          bool* final) {
+                                                          bool* final, bool in_parts) {
   Stream* s = recorded.stream.get();
   std::unique_ptr<ProcessIngest> replay;
   {
@@ -1278,9 +1280,11 @@ std::unique_ptr<ProcessIngest> CollectorCore::BeginReplay(const Capture* capture
   uint64_t events = recorded.events();
   // More than the daemon keeps of a process: the newest are kept, as the recorder keeps the
   // newest batches -- what a look back asks for, the seconds just before. A capture of whole
-  // steps keeps its first, as a live capture does: its steps begin at the start.
+  // steps keeps its first, as a live capture does: its steps begin at the start. Read in parts,
+  // the daemon holds a part at a time, and the bound is each part's.
   const uint64_t bound = options_.limits.max_events_per_process;
-  if (events > bound && (capture == nullptr || capture->iterations == 0)) {
+  const bool parts_bounded = in_parts && replay->model_bytes() <= kMaxPartModelBytes;
+  if (events > bound && !parts_bounded && (capture == nullptr || capture->iterations == 0)) {
     replay->DropOldest(events - bound);
     notes->push_back(absl::StrFormat(
         "pid %d: the oldest %d of its %d events in the window were left out: the daemon keeps "

@@ -274,10 +274,13 @@ class CollectorCore {
   ProcessCapture DecodeRecorded(const Capture* capture, const Recorded& recorded,
                                 BatchDecoder* decoder, std::vector<std::string>* notes);
   // A ForReplay copy of the recorded stream, its capture begun (`reserve` events) and the
-  // per-process bound applied (noted), for `recorded`'s chunks; *final: the stream's.
+  // per-process bound applied (noted), for `recorded`'s chunks; *final: the stream's. Read in
+  // parts (`in_parts`), the bound holds for each part, not for the window: unless its model
+  // files are too big to copy into each part (PartReader), the whole window is kept.
   std::unique_ptr<ProcessIngest> BeginReplay(const Capture* capture, const Recorded& recorded,
                                              std::optional<uint64_t> reserve,
-                                             std::vector<std::string>* notes, bool* final);
+                                             std::vector<std::string>* notes, bool* final,
+                                             bool in_parts = false);
   void ReplayChunk(const Capture* capture, const FlightRecorder::Chunk& chunk, uint32_t pid,
                    BatchDecoder* decoder, ProcessIngest* replay);
   // StopCapture's part after the processes are gathered: reads spools and writes the files.

@@ -63,7 +63,7 @@ ABSL_FLAG(std::string, spool_dir, "",
 ABSL_FLAG(uint64_t, max_events_per_process, 2'000'000,
           "events kept per process and capture; beyond it they are counted as dropped "
           "(daemon_overflow): a live capture keeps its first, a capture of the past (--last) "
-          "its newest");
+          "its newest; a capture of the past read in parts (--capture_part_events), each part's");
 ABSL_FLAG(uint64_t, capture_part_events, uint64_t{1} << 16,
           "a capture of the past (--last) reads a process with more than twice this many "
           "events in parts of about this many, each cut where no range or call of a thread is "
