@@ -482,6 +482,19 @@ class CountingSink : public TraceSink {
   TraceSink* sink_;
 };
 
+// capture --last 1h as `id`: what the core replies.
+nrtprof::CaptureFiles LookBackAnHour(CollectorCore* core, const std::string& id) {
+  nrtprof::StartCaptureRequest start;
+  start.set_capture_id(id);
+  start.set_last_ms(3'600'000);
+  EXPECT_TRUE(core->StartCapture(start).ok());
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id(id);
+  absl::StatusOr<nrtprof::CaptureFiles> written = core->StopCapture(stop);
+  EXPECT_TRUE(written.ok()) << written.status();
+  return written.value_or(nrtprof::CaptureFiles());
+}
+
 // capture --last of a big process: its recorded batches are read in parts, each correlated and
 // written before the next is read, and the capture says what the same capture read whole says.
 TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
@@ -526,15 +539,7 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
         EXPECT_TRUE(core.OnBatch(i + 1, held).ok());
       }
     }
-    nrtprof::StartCaptureRequest start;
-    start.set_capture_id(id);
-    start.set_last_ms(3'600'000);
-    EXPECT_TRUE(core.StartCapture(start).ok());
-    nrtprof::StopCaptureRequest stop;
-    stop.set_capture_id(id);
-    absl::StatusOr<nrtprof::CaptureFiles> written = core.StopCapture(stop);
-    EXPECT_TRUE(written.ok()) << written.status();
-    return written.value_or(nrtprof::CaptureFiles());
+    return LookBackAnHour(&core, id);
   };
   CountingSink whole_sink(files.get()), parts_sink(files.get());
   const nrtprof::CaptureFiles whole = capture_last(0, "whole-a", &whole_sink);
@@ -604,15 +609,7 @@ TEST(CaptureStreamTest, InPartsALookBackKeepsMoreThanTheBound) {
       process.NextBatch(200, /*final=*/false, &batch);
       EXPECT_TRUE(core.OnBatch(1, batch).ok());
     }
-    nrtprof::StartCaptureRequest start;
-    start.set_capture_id(id);
-    start.set_last_ms(3'600'000);
-    EXPECT_TRUE(core.StartCapture(start).ok());
-    nrtprof::StopCaptureRequest stop;
-    stop.set_capture_id(id);
-    absl::StatusOr<nrtprof::CaptureFiles> written = core.StopCapture(stop);
-    EXPECT_TRUE(written.ok()) << written.status();
-    return written.value_or(nrtprof::CaptureFiles());
+    return LookBackAnHour(&core, id);
   };
   const nrtprof::CaptureFiles parts = capture_last(500, "parts");
   const nrtprof::CaptureFiles whole = capture_last(0, "whole");
