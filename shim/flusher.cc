@@ -353,12 +353,15 @@ void Flusher::Tick(uint64_t flush) {
   const uint64_t now = MonotonicNs();
   batcher_.SetRecorderOnly(recorder_only_.load(std::memory_order_relaxed));
   // The runtime's system trace runs only while the process records; when recording begins it
-  // starts first, so that the calls recorded have their device events.
-  const bool record =
-      !refused_.load(std::memory_order_relaxed) &&
-      (core_->config.capture_id[0] != '\0' || daemon_records_.load(std::memory_order_relaxed));
-  arbiter_.SetWanted(record);
-  core_->recording.store(record ? 1 : 0, std::memory_order_relaxed);
+  // starts first, so that the calls recorded have their device events. A stop that came
+  // meanwhile stands (the next tick stops the trace); a start, the next tick (at once) makes.
+  auto record = [this] {
+    return !refused_.load(std::memory_order_relaxed) &&
+           (core_->config.capture_id[0] != '\0' || daemon_records_.load(std::memory_order_relaxed));
+  };
+  const bool wanted = record();
+  arbiter_.SetWanted(wanted);
+  core_->recording.store(wanted && record() ? 1 : 0, std::memory_order_relaxed);
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
