@@ -21,6 +21,7 @@ std::atomic<const BackendApi*> g_backend{nullptr};
 std::atomic<void*> g_real[kNumApiFunctions];
 std::atomic<void*> g_nrt_handle{nullptr};
 NRTPROF_TLS ThreadState* t_state = nullptr;
+NRTPROF_TLS HotThreadState t_hot;
 NRTPROF_TLS int t_in_call = 0;
 
 namespace {
@@ -63,7 +64,10 @@ int FindCoreText(struct dl_phdr_info* info, size_t, void* data) {
 
 void OnThreadExit(void* state) {
   auto* ts = static_cast<ThreadState*>(state);
-  if (t_state == ts) t_state = kDeadThread;
+  if (t_state == ts) {
+    t_state = kDeadThread;
+    t_hot.producer = RingProducer();
+  }
   ts->retired.store(1, std::memory_order_release);
 }
 
@@ -98,6 +102,7 @@ void MakeRingsFile();
 
 void AtForkChild() {
   t_state = nullptr;
+  t_hot = HotThreadState();
   t_in_call = 0;
   pthread_mutex_init(&g_start_mu, nullptr);
   pthread_mutex_init(&g_core.registry_mu, nullptr);
@@ -404,6 +409,7 @@ ThreadState* CreateThreadState(RecordKind kind) {
   ts->next = g_core.threads;
   g_core.threads = ts;
   pthread_mutex_unlock(&g_core.registry_mu);
+  t_hot.producer = RingProducer(ts->ring);
   t_state = ts;
   return ts;
 }

@@ -42,6 +42,17 @@ extern std::atomic<void*> g_real[kNumApiFunctions] NRTPROF_HIDDEN;
 extern std::atomic<void*> g_nrt_handle NRTPROF_HIDDEN;
 
 extern NRTPROF_TLS ThreadState* t_state NRTPROF_HIDDEN;
+
+// What a recorded call needs of its thread, in one cache line of the thread's own storage
+// (event_ring.h's RingProducer says why): the producer of the thread's ring, set with t_state
+// and cleared with it, and the thread's block of correlation ids.
+struct alignas(64) HotThreadState {
+  RingProducer producer;
+  uint64_t next_correlation_id = 0;  // the block of ids: next, and one past the last
+  uint64_t correlation_block_end = 0;
+};
+static_assert(sizeof(HotThreadState) == 64, "one cache line");
+extern NRTPROF_TLS HotThreadState t_hot NRTPROF_HIDDEN;
 // Non-zero while this thread is inside an interposed call: nested calls (the runtime calling
 // its own exported functions) pass straight through.
 extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;
@@ -122,13 +133,21 @@ void CaptureStack(Record* record, uint32_t depth) NRTPROF_HIDDEN;
 
 // The next correlation id of this thread. Ids are handed to threads in blocks, so the hot path
 // takes no shared cache line: unique in the process, increasing on each thread.
-inline uint64_t NextCorrelationId(ThreadState* ts) {
-  if (__builtin_expect(ts->next_correlation_id == ts->correlation_block_end, 0)) {
-    ts->next_correlation_id =
+inline uint64_t NextCorrelationId(HotThreadState* hot) {
+  if (__builtin_expect(hot->next_correlation_id == hot->correlation_block_end, 0)) {
+    hot->next_correlation_id =
         g_core.next_correlation_id.fetch_add(kCorrelationBlock, std::memory_order_relaxed);
-    ts->correlation_block_end = ts->next_correlation_id + kCorrelationBlock;
+    hot->correlation_block_end = hot->next_correlation_id + kCorrelationBlock;
   }
-  return ts->next_correlation_id++;
+  return hot->next_correlation_id++;
+}
+
+// This thread's ring producer, the thread's state created at its first event; null if it
+// cannot record (as GetThreadState).
+inline RingProducer* GetProducer(RecordKind kind) {
+  RingProducer* producer = &t_hot.producer;
+  if (__builtin_expect(producer->ring() != nullptr, 1)) return producer;
+  return GetThreadState(kind) != nullptr ? producer : nullptr;
 }
 
 inline uint64_t Ticks() { return ReadTicks(g_core.tick_source); }
@@ -144,20 +163,20 @@ class ApiCall {
     t_in_call = 1;
     owner_ = true;
     if (!EnsureStarted() || g_core.recording.load(std::memory_order_relaxed) == 0) return;
-    ThreadState* ts = GetThreadState(RecordKind::kApiCall);
-    if (ts == nullptr) return;
+    RingProducer* producer = GetProducer(RecordKind::kApiCall);
+    if (producer == nullptr) return;
     const uint32_t frames = g_core.config.stack_depth;
     const uint32_t slots = RecordSlots(frames, name_room);
-    Record* r = ts->ring->TryReserve(slots);
+    Record* r = producer->TryReserve(slots);
     if (r == nullptr) {
-      ts->ring->CountDrop(RecordKind::kApiCall);
+      producer->CountDrop(RecordKind::kApiCall);
       return;
     }
     r->Clear(RecordKind::kApiCall, slots);
     r->api = f;
-    r->correlation_id = NextCorrelationId(ts);
+    r->correlation_id = NextCorrelationId(&t_hot);
     if (frames != 0) CaptureStack(r, frames);
-    ring_ = ts->ring;
+    producer_ = producer;
     record_ = r;
     name_room_ = name_room;
     r->start_ticks = Ticks();
@@ -180,7 +199,7 @@ class ApiCall {
     r->status = status;
     // The slots the record really used: its frames and its name.
     r->slots = static_cast<uint8_t>(RecordSlots(r->stack_depth, r->name_len));
-    ring_->Commit(r);
+    producer_->Commit(r);
     record_ = nullptr;
   }
   // True if this call is the outermost interposed call on its thread.
@@ -189,7 +208,7 @@ class ApiCall {
  private:
   bool owner_ = false;
   uint32_t name_room_ = 0;
-  EventRing* ring_ = nullptr;
+  RingProducer* producer_ = nullptr;
   Record* record_ = nullptr;
 };
 

@@ -31,7 +31,7 @@ namespace nrtprof::shim {
 
 using ::nrtprof::RingsFileHeader;
 
-inline constexpr uint32_t kShimAbiVersion = 7;
+inline constexpr uint32_t kShimAbiVersion = 8;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -77,8 +77,6 @@ struct ThreadState {
   int64_t ring_offset;      // where the ring is in the rings file; -1: private memory
   uint32_t tid;
   uint32_t range_depth;     // may exceed kMaxRangeDepth
-  uint64_t next_correlation_id;    // this thread's block of ids: next, and one past the last
-  uint64_t correlation_block_end;
   std::atomic<int> retired; // release-stored by the owning thread's exit
   ThreadState* next;        // CoreState::threads list, guarded by registry_mu
   RangeFrame ranges[kMaxRangeDepth];

@@ -6,8 +6,11 @@
 // The producer never blocks, locks, allocates or makes a system call: a full ring refuses the
 // record and the producer counts it as dropped, by kind (DropCounters.ring_full, and by_lane).
 //
-// Thread-safety: TryReserve/Commit/CountDrop from the one producer thread only; Drain and
-// populated_slots/set_populated_slots from the one consumer thread only; dropped() and
+// The producer writes through a RingProducer (below), which keeps its side of the ring (where
+// it writes next, the tail it last saw) outside the ring's memory.
+//
+// Thread-safety: a ring's RingProducer and CountDrop from the one producer thread only; Drain
+// and populated_slots/set_populated_slots from the one consumer thread only; dropped() and
 // written_slots() from anywhere. Memory comes from the caller (Create) so the shim's core can
 // allocate it without the C++ runtime; the ring has no destructor to run.
 #ifndef NRTPROF_SHIM_EVENT_RING_H_
@@ -44,35 +47,6 @@ class EventRing {
 
   uint32_t capacity() const { return capacity_; }
 
-  // Producer: a record with room for `slots` slots (1 to kMaxRecordSlots), or nullptr if the
-  // ring is full. The record is the caller's until Commit(); at most one is reserved at a time.
-  Record* TryReserve(uint32_t slots) {
-    const uint64_t head = head_.load(std::memory_order_relaxed);
-    const uint32_t offset = static_cast<uint32_t>(head & (capacity_ - 1));
-    // A record never wraps: the slots left before the end are padded over.
-    const uint32_t pad = capacity_ - offset < slots ? capacity_ - offset : 0;
-    if (head + pad + slots - cached_tail_ > capacity_) {
-      cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (head + pad + slots - cached_tail_ > capacity_) return nullptr;
-    }
-    if (pad != 0) {
-      Record* p = Slot(head);
-      p->kind = RecordKind::kPad;
-      p->slots = static_cast<uint8_t>(pad);
-      head_.store(head + pad, std::memory_order_release);
-      return Slot(head + pad);
-    }
-    return Slot(head);
-  }
-  // Producer: publishes the reserved record, which takes record->slots slots (no more than
-  // were reserved).
-  void Commit(const Record* record) {
-    // Counted by kind on the producer's own cache line, for a reader of the ring's memory after
-    // the process died (common/rings_file.h): what it had made, whether drained or not.
-    std::atomic<uint64_t>& committed = committed_[static_cast<size_t>(record->kind) % kDropKinds];
-    committed.store(committed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    head_.store(head_.load(std::memory_order_relaxed) + record->slots, std::memory_order_release);
-  }
   // Producer: one record of `kind` (kApiCall or kRange) could not be stored.
   void CountDrop(RecordKind kind) {
     dropped_[static_cast<size_t>(kind) % kDropKinds].fetch_add(1, std::memory_order_relaxed);
@@ -125,7 +99,6 @@ class EventRing {
   void Reset() {
     head_.store(0, std::memory_order_relaxed);
     tail_.store(0, std::memory_order_relaxed);
-    cached_tail_ = 0;
     for (size_t k = 0; k < kDropKinds; ++k) {
       dropped_[k].store(0, std::memory_order_relaxed);
       committed_[k].store(0, std::memory_order_relaxed);
@@ -141,9 +114,9 @@ class EventRing {
   }
 
   const uint32_t capacity_;
-  // Producer's side.
+  // Producer's side, written by its RingProducer.
   alignas(kAlign) std::atomic<uint64_t> head_{0};  // next slot to write
-  uint64_t cached_tail_ = 0;                       // last tail the producer saw
+  uint64_t unused_ = 0;  // (the rings file's cached_tail: the producer keeps its own)
   static constexpr size_t kDropKinds = 3;  // by RecordKind; kPad's is never used
   std::atomic<uint64_t> dropped_[kDropKinds] = {};
   std::atomic<uint64_t> committed_[kDropKinds] = {};
@@ -153,12 +126,87 @@ class EventRing {
   uint64_t seen_written_slots_ = 0;
   // The slots follow the object; sizeof(EventRing) is a multiple of kAlign.
 
+  friend class RingProducer;
   friend struct EventRingLayout;
+};
+
+// The producer's side of one ring: where it writes next, the tail it last saw, how many records
+// of each kind it committed. The shim keeps it in the producing thread's thread-local storage,
+// so that the hot path reads nothing of the ring but the slots it writes. A call after a wait
+// for the device finds the ring's lines out of the core's caches: read through the thread's
+// state, the ring's counters and then the slot were three misses one after another, about
+// 0.25 us of every call in a program whose calls each follow a wait (bench/README.md, "A call
+// after a wait"). The ring's own counters are only stored to, for the consumer and for a
+// reader of the rings file.
+class RingProducer {
+ public:
+  constexpr RingProducer() = default;
+  // Takes up where the ring's head and tail are. The ring has no other producer.
+  explicit RingProducer(EventRing* ring)
+      : ring_(ring),
+        head_(ring->head_.load(std::memory_order_relaxed)),
+        cached_tail_(ring->tail_.load(std::memory_order_acquire)),
+        mask_(ring->capacity_ - 1) {
+    committed_[0] = ring->committed(RecordKind::kApiCall);
+    committed_[1] = ring->committed(RecordKind::kRange);
+  }
+
+  // The ring written, or null for none.
+  EventRing* ring() const { return ring_; }
+
+  // A record with room for `slots` slots (1 to kMaxRecordSlots), or nullptr if the ring is
+  // full. The record is the caller's until Commit(); at most one is reserved at a time.
+  Record* TryReserve(uint32_t slots) {
+    const uint32_t capacity = mask_ + 1;
+    const uint32_t offset = static_cast<uint32_t>(head_ & mask_);
+    // A record never wraps: the slots left before the end are padded over.
+    const uint32_t pad = capacity - offset < slots ? capacity - offset : 0;
+    if (head_ + pad + slots - cached_tail_ > capacity) {
+      cached_tail_ = ring_->tail_.load(std::memory_order_acquire);
+      if (head_ + pad + slots - cached_tail_ > capacity) return nullptr;
+    }
+    if (pad != 0) {
+      Record* p = Slot(head_);
+      p->kind = RecordKind::kPad;
+      p->slots = static_cast<uint8_t>(pad);
+      head_ += pad;
+      ring_->head_.store(head_, std::memory_order_release);
+    }
+    return Slot(head_);
+  }
+  // Publishes the reserved record, which takes record->slots slots (no more than were
+  // reserved).
+  void Commit(const Record* record) {
+    // Counted by kind in the ring, for a reader of its memory after the process died
+    // (common/rings_file.h): what it had made, whether drained or not.
+    const bool range = record->kind == RecordKind::kRange;  // else a call: pads are not committed
+    ring_->committed_[static_cast<size_t>(record->kind) % EventRing::kDropKinds].store(
+        ++committed_[range], std::memory_order_relaxed);
+    head_ += record->slots;
+    ring_->head_.store(head_, std::memory_order_release);
+  }
+  // One record of `kind` (kApiCall or kRange) could not be stored.
+  void CountDrop(RecordKind kind) { ring_->CountDrop(kind); }
+
+ private:
+  Record* Slot(uint64_t index) const {
+    return reinterpret_cast<Record*>(ring_->slot_memory() + (index & mask_) * kRecordSlotBytes);
+  }
+
+  // 48 bytes: with the thread's correlation ids, one cache line (shim/core.h).
+  EventRing* ring_ = nullptr;
+  uint64_t head_ = 0;               // next slot to write
+  uint64_t cached_tail_ = 0;        // the ring's tail as last seen
+  uint64_t committed_[2] = {0, 0};  // calls, ranges
+  uint32_t mask_ = 0;               // capacity - 1
 };
 
 // The producer's counters sit where a reader of the rings file expects them.
 struct EventRingLayout {
   static_assert(offsetof(EventRing, head_) == kRingCountersOffset, "rings file layout");
+  static_assert(offsetof(EventRing, unused_) ==
+                    kRingCountersOffset + offsetof(RingCounters, cached_tail),
+                "rings file layout");
   static_assert(offsetof(EventRing, dropped_) ==
                     kRingCountersOffset + offsetof(RingCounters, dropped),
                 "rings file layout");

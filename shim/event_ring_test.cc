@@ -26,16 +26,16 @@ RingPtr MakeRing(uint32_t capacity) {
 }
 
 // A record of `slots` slots carrying `id`.
-bool Push(EventRing* ring, uint64_t id, uint32_t slots = 1,
+bool Push(RingProducer* producer, uint64_t id, uint32_t slots = 1,
           RecordKind kind = RecordKind::kApiCall) {
-  Record* r = ring->TryReserve(slots);
+  Record* r = producer->TryReserve(slots);
   if (r == nullptr) {
-    ring->CountDrop(kind);
+    producer->CountDrop(kind);
     return false;
   }
   r->Clear(kind, slots);
   r->correlation_id = id;
-  ring->Commit(r);
+  producer->Commit(r);
   return true;
 }
 
@@ -47,10 +47,11 @@ std::vector<uint64_t> DrainIds(EventRing* ring) {
 
 TEST(EventRingTest, RecordsComeOutInOrderAcrossTheWrap) {
   RingPtr ring = MakeRing(64);
+  RingProducer producer(ring.get());
   uint64_t next = 1;
   std::vector<uint64_t> seen;
   for (int round = 0; round < 5; ++round) {
-    for (int i = 0; i < 50; ++i) ASSERT_TRUE(Push(ring.get(), next++));
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(Push(&producer, next++));
     for (uint64_t id : DrainIds(ring.get())) seen.push_back(id);
   }
   ASSERT_EQ(seen.size(), 250u);
@@ -60,10 +61,11 @@ TEST(EventRingTest, RecordsComeOutInOrderAcrossTheWrap) {
 
 TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
   RingPtr ring = MakeRing(64);
-  for (uint64_t i = 1; i <= 64; ++i) ASSERT_TRUE(Push(ring.get(), i));
-  EXPECT_FALSE(Push(ring.get(), 65));
-  EXPECT_FALSE(Push(ring.get(), 66));
-  EXPECT_FALSE(Push(ring.get(), 67, 2, RecordKind::kRange));
+  RingProducer producer(ring.get());
+  for (uint64_t i = 1; i <= 64; ++i) ASSERT_TRUE(Push(&producer, i));
+  EXPECT_FALSE(Push(&producer, 65));
+  EXPECT_FALSE(Push(&producer, 66));
+  EXPECT_FALSE(Push(&producer, 67, 2, RecordKind::kRange));
   // Counted by kind, so the trace can say which lane lost them.
   EXPECT_EQ(ring->dropped(RecordKind::kApiCall), 2u);
   EXPECT_EQ(ring->dropped(RecordKind::kRange), 1u);
@@ -72,7 +74,7 @@ TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
   for (uint64_t i = 1; i <= 64; ++i) expected.push_back(i);
   EXPECT_EQ(DrainIds(ring.get()), expected);
   // Room again once drained.
-  EXPECT_TRUE(Push(ring.get(), 67));
+  EXPECT_TRUE(Push(&producer, 67));
   EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{67}));
 }
 
@@ -80,32 +82,58 @@ TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
 // it, and a ring with room only for the pad refuses the record.
 TEST(EventRingTest, RecordsOfSeveralSlotsWrapWithAPad) {
   RingPtr ring = MakeRing(64);
-  for (uint64_t i = 1; i <= 20; ++i) ASSERT_TRUE(Push(ring.get(), i, 3));  // 60 slots
+  RingProducer producer(ring.get());
+  for (uint64_t i = 1; i <= 20; ++i) ASSERT_TRUE(Push(&producer, i, 3));  // 60 slots
   EXPECT_EQ(DrainIds(ring.get()).size(), 20u);
   // 4 slots are left before the end: a 5-slot record pads them and starts at slot 0.
-  ASSERT_TRUE(Push(ring.get(), 21, 5));
+  ASSERT_TRUE(Push(&producer, 21, 5));
   EXPECT_EQ(ring->written_slots(), 60u + 4u + 5u);
-  ASSERT_TRUE(Push(ring.get(), 22, 1));
+  ASSERT_TRUE(Push(&producer, 22, 1));
   EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{21, 22}));
   // 11 slots free, but only 5 of them before the end: an 11-slot record would need the pad
   // as well, so it is refused.
-  for (uint64_t i = 0; i < 53; ++i) ASSERT_TRUE(Push(ring.get(), 100 + i));
-  EXPECT_FALSE(Push(ring.get(), 999, 11));
+  for (uint64_t i = 0; i < 53; ++i) ASSERT_TRUE(Push(&producer, 100 + i));
+  EXPECT_FALSE(Push(&producer, 999, 11));
   EXPECT_EQ(ring->dropped(), 1u);
   EXPECT_EQ(DrainIds(ring.get()).size(), 53u);
 }
 
+// The producer keeps its side outside the ring, but what it writes shows in the ring's own
+// counters (the consumer's and a rings-file reader's view), and a producer made for a ring
+// that has records takes up where they end.
+TEST(EventRingTest, TheRingsCountersFollowItsProducer) {
+  RingPtr ring = MakeRing(64);
+  {
+    RingProducer producer(ring.get());
+    for (uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(Push(&producer, i));
+    ASSERT_TRUE(Push(&producer, 11, 2, RecordKind::kRange));
+  }
+  EXPECT_EQ(ring->written_slots(), 12u);
+  EXPECT_EQ(ring->committed(RecordKind::kApiCall), 10u);
+  EXPECT_EQ(ring->committed(RecordKind::kRange), 1u);
+  EXPECT_EQ(DrainIds(ring.get()).size(), 11u);
+  RingProducer again(ring.get());
+  for (uint64_t i = 12; i <= 70; ++i) ASSERT_TRUE(Push(&again, i));  // across the wrap
+  EXPECT_EQ(ring->committed(RecordKind::kApiCall), 69u);
+  EXPECT_EQ(ring->committed(RecordKind::kRange), 1u);
+  const std::vector<uint64_t> ids = DrainIds(ring.get());
+  ASSERT_EQ(ids.size(), 59u);
+  EXPECT_EQ(ids.front(), 12u);
+  EXPECT_EQ(ids.back(), 70u);
+}
+
 TEST(EventRingTest, StackFramesAndNamesTravelWithTheirRecord) {
   RingPtr ring = MakeRing(64);
+  RingProducer producer(ring.get());
   for (uintptr_t n = 1; n <= 30; ++n) {
     const uint32_t slots = RecordSlots(3, 9);
-    Record* r = ring->TryReserve(slots);
+    Record* r = producer.TryReserve(slots);
     ASSERT_NE(r, nullptr);
     r->Clear(RecordKind::kApiCall, slots);
     r->stack_depth = 3;
     for (uintptr_t f = 0; f < 3; ++f) r->frames()[f] = n * 100 + f;
     r->SetName("aten::mul", 9);
-    ring->Commit(r);
+    producer.Commit(r);
   }
   uintptr_t n = 1;
   ring->Drain([&](const Record& r) {
@@ -177,7 +205,8 @@ TEST(EventRingTest, AResetRingStartsEmptyWithItsPages) {
   ASSERT_NE(memory, MAP_FAILED);
   EventRing* ring = EventRing::Create(memory, capacity);
   FaultInSlots(ring, capacity);
-  for (uint64_t id = 1; id <= 1100; ++id) Push(ring, id);  // 76 past a full ring
+  RingProducer old_thread(ring);
+  for (uint64_t id = 1; id <= 1100; ++id) Push(&old_thread, id);  // 76 past a full ring
   EXPECT_EQ(ring->dropped(RecordKind::kApiCall), 76u);
   EXPECT_EQ(DrainIds(ring).size(), 1024u);
   ring->Reset();
@@ -186,7 +215,8 @@ TEST(EventRingTest, AResetRingStartsEmptyWithItsPages) {
   EXPECT_EQ(ring->committed(RecordKind::kApiCall), 0u);
   EXPECT_EQ(ring->populated_slots(), capacity);
   EXPECT_TRUE(DrainIds(ring).empty());
-  for (uint64_t id = 5000; id < 5000 + capacity; ++id) ASSERT_TRUE(Push(ring, id));
+  RingProducer next_thread(ring);
+  for (uint64_t id = 5000; id < 5000 + capacity; ++id) ASSERT_TRUE(Push(&next_thread, id));
   const std::vector<uint64_t> ids = DrainIds(ring);
   ASSERT_EQ(ids.size(), capacity);
   EXPECT_EQ(ids.front(), 5000u);
@@ -207,7 +237,8 @@ TEST(EventRingTest, ProducersAndOneConsumerLoseNothingUncounted) {
   std::vector<std::thread> producers;
   for (int t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
-      for (uint64_t i = 1; i <= kPerThread; ++i) Push(rings[t].get(), i);
+      RingProducer producer(rings[t].get());
+      for (uint64_t i = 1; i <= kPerThread; ++i) Push(&producer, i);
       running.fetch_sub(1);
     });
   }

@@ -466,7 +466,6 @@ void Flusher::DrainRings(uint64_t now_ns) {
     // The ring, its pages faulted in, waits for the next new thread (kMaxSpareRings at most).
     ts->ring->Reset();
     ts->range_depth = 0;
-    ts->next_correlation_id = ts->correlation_block_end = 0;
     ts->retired.store(0, std::memory_order_relaxed);
     if (!AddSpare(ts)) FreeRing(ts);
   }

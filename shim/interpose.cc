@@ -484,9 +484,10 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   if (sc::g_core.recording.load(std::memory_order_relaxed) == 0) return;
   const ns::RangeFrame& frame = ts->ranges[depth];
   const uint32_t slots = ns::RecordSlots(0, frame.name_len);
-  Record* r = ts->ring->TryReserve(slots);
+  ns::RingProducer* producer = &sc::t_hot.producer;
+  Record* r = producer->TryReserve(slots);
   if (r == nullptr) {
-    ts->ring->CountDrop(ns::RecordKind::kRange);
+    producer->CountDrop(ns::RecordKind::kRange);
     return;
   }
   r->Clear(ns::RecordKind::kRange, slots);
@@ -496,7 +497,7 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   r->flags = frame.flags;
   r->name_len = frame.name_len;
   memcpy(r->name(), frame.name, frame.name_len);
-  ts->ring->Commit(r);
+  producer->Commit(r);
 }
 
 // Steps, as PyTorch's prof.step(): each call ends the calling thread's step range, when it is
