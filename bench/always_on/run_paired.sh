@@ -11,13 +11,21 @@
 #                  build (flight recorder on, no capture)
 #   NAME:off       the same against a daemon without its flight recorder (nothing records)
 # A mode's loss in a round is 1 - its rate / plain's rate in that round; printed: the median
-# over the rounds (and mean, spread), and the calling thread's CPU per call above plain's.
+# over the rounds (and mean, spread), the calling thread's CPU per call above plain's, and how
+# much longer the median call took than plain's (exec_rate times each call).
 # Rounds whose rates move together (the host's own noise) then cancel out.
+# --gap US: the shape of a training step instead, each call after a US-microsecond sleep, at
+# NRT_SIM_TIME_SCALE=0 (the call is the host's work alone): printed per mode are the median
+# call's nanoseconds (exec_rate --gap) and what they add over plain's in the same round.
+# The host's own slow spells lift whole runs by ~1 us here; the last column is the median over
+# the rounds where neither run was in one (each within 20% of its mode's fastest run).
 # --pin: the program's main thread on CPU 0; its other threads (moved 0.3 s in) and the daemons
 # on CPU 1. Beware: on the project's VMs a pinned program loses ~0.15% per other thread it has,
 # even threads blocked for good (16 threads in pause(): 2.9%; unpinned: nothing measurable).
 #
-#   bench/always_on/run_paired.sh [--rounds N] [--seconds S] [--pin] [--slack50] NAME=DIR ...
+#   bench/always_on/run_paired.sh [--rounds N] [--seconds S] [--pin] [--slack50 | --gap US]
+#                                 [--raw FILE] NAME=DIR ...
+# --raw FILE keeps every run's line ("mode rate-or-call-ns cpu-us-per-call"), round by round.
 #   DIR holds libnrtprof_shim.so, libnrtprof_shim_backend.so and nrtprofd of one build.
 # The benchmark binaries come from bazel-out/k8-opt/bin (bazel build --config=opt //bench:all).
 set -euo pipefail
@@ -28,6 +36,8 @@ seconds=2
 pin=0
 scale=0.2
 slack=(EXEC_RATE_TIMER_SLACK_NS=1)
+gap=()
+raw=
 builds=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,11 +45,14 @@ while [ $# -gt 0 ]; do
     --seconds) seconds="$2"; shift 2 ;;
     --pin) pin=1; shift ;;
     --slack50) scale=0.01; slack=(); shift ;;
+    --gap) scale=0; gap=(--gap "$2"); shift 2 ;;
+    --raw) raw="$2"; shift 2 ;;
     *=*) builds+=("$1"); shift ;;
-    *) echo "usage: $0 [--rounds N] [--seconds S] [--pin] [--slack50] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--seconds S] [--pin] [--slack50 | --gap US] [--raw FILE] NAME=DIR [NAME=DIR ...]" >&2; exit 2 ;;
   esac
 done
 [ ${#builds[@]} -gt 0 ] || { echo "$0: give at least one NAME=DIR" >&2; exit 2; }
+[ ${#gap[@]} = 0 ] || [ ${#slack[@]} -gt 0 ] || { echo "$0: --gap and --slack50 do not go together" >&2; exit 2; }
 for b in "${builds[@]}"; do
   for f in libnrtprof_shim.so libnrtprof_shim_backend.so nrtprofd; do
     [ -e "${b#*=}/$f" ] || { echo "$0: ${b#*=}/$f is missing" >&2; exit 2; }
@@ -66,7 +79,8 @@ for b in "${builds[@]}"; do
   done
 done
 
-# One run of exec_rate with the given environment and arguments: "rate cpu_us_per_call".
+# One run of exec_rate with the given environment and arguments: "rate cpu_us_per_call
+# call_ns_median".
 run() {
   env NRT_SIM_TIME_SCALE=$scale "${slack[@]}" "$@" > "$work/out" 2>/dev/null &
   local pid=$! t
@@ -77,44 +91,85 @@ run() {
     done
   fi
   wait $pid
-  awk 'NR == 1 {print $6, $8}' "$work/out"
+  awk 'NR == 1 {rate = $6; cpu = $8} $1 == "call_ns_median" {ns = $2}
+       END {print rate, cpu, ns}' "$work/out"
 }
 
 modes=(plain sys_trace)
 for b in "${builds[@]}"; do modes+=("${b%%=*}" "${b%%=*}:off"); done
+# One run of `mode`: its line of the results.
+run_mode() {
+  local mode="$1" name dir
+  case "$mode" in
+    plain) echo "plain $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" "${gap[@]}")" ;;
+    sys_trace) echo "sys_trace $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" --sys_trace "${gap[@]}")" ;;
+    *)
+      name="${mode%:off}"; dir=
+      for b in "${builds[@]}"; do [ "${b%%=*}" = "$name" ] && dir="${b#*=}"; done
+      local sock="$work/$name.sock"
+      [ "$mode" = "$name" ] || sock="$work/$name-off.sock"
+      echo "$mode $(run LD_PRELOAD="$dir/libnrtprof_shim.so" NRTPROF_ADDR="unix:$sock" \
+        "${cpu0[@]}" $bin/bench/exec_rate "$seconds" "${gap[@]}")" ;;
+  esac
+}
+
+# Each round starts one mode further along, so that no mode always follows the same one.
 results="$work/results"
 : > "$results"
 for i in $(seq "$rounds"); do
-  echo "plain $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds")" >> "$results"
-  echo "sys_trace $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" --sys_trace)" >> "$results"
-  for b in "${builds[@]}"; do
-    name="${b%%=*}"; dir="${b#*=}"
-    echo "$name $(run LD_PRELOAD="$dir/libnrtprof_shim.so" NRTPROF_ADDR="unix:$work/$name.sock" \
-      "${cpu0[@]}" $bin/bench/exec_rate "$seconds")" >> "$results"
-    echo "$name:off $(run LD_PRELOAD="$dir/libnrtprof_shim.so" \
-      NRTPROF_ADDR="unix:$work/$name-off.sock" "${cpu0[@]}" $bin/bench/exec_rate "$seconds")" \
-      >> "$results"
+  for j in $(seq 0 $(( ${#modes[@]} - 1 ))); do
+    run_mode "${modes[$(( (i - 1 + j) % ${#modes[@]} ))]}" >> "$results"
   done
 done
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds" \
+[ -z "$raw" ] || cp "$results" "$raw"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds ${gap[*]}" \
   "(NRT_SIM_TIME_SCALE=$scale, ${slack[*]:-default timer slack}$([ $pin = 1 ] && echo ', pinned'))"
+if [ ${#gap[@]} -gt 0 ]; then
+  awk -v n="${#modes[@]}" -v order="${modes[*]}" '
+    function median(v, k,   i, j, t) {
+      for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
+      return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+    }
+    BEGIN { split(order, name, " "); for (m = 0; m < n; m++) index_of[name[m + 1]] = m }
+    { m = index_of[$1]; r = ++seen[m]; ns[m, r] = $4; cpu[m, r] = $3; rounds = r }
+    END {
+      for (m = 0; m < n; m++) {
+        fastest[m] = ns[m, 1]
+        for (r = 2; r <= rounds; r++) if (ns[m, r] < fastest[m]) fastest[m] = ns[m, r]
+      }
+      printf "%-14s %9s %14s %8s %8s %16s %19s\n", "", "call ns", "added median", "mean", "sd", "CPU/call added", "quiet: added (n)"
+      for (m = 0; m < n; m++) {
+        s = 0; ss = 0; q = 0
+        for (r = 1; r <= rounds; r++) {
+          v[r] = ns[m, r]; a[r] = ns[m, r] - ns[0, r]; d[r] = cpu[m, r] - cpu[0, r]
+          s += a[r]; ss += a[r] * a[r]
+          # Quiet: neither run in one of the host slow spells (each within 20% of its fastest).
+          if (ns[0, r] < 1.2 * fastest[0] && ns[m, r] < 1.2 * fastest[m]) qa[++q] = a[r]
+        }
+        mean = s / rounds; sd = sqrt(ss / rounds - mean * mean)
+        printf "%-14s %9.0f %11.0f ns %5.0f ns %5.0f ns %13.2f us %12.0f ns (%d)\n", name[m + 1], median(v, rounds), median(a, rounds), mean, sd, median(d, rounds), q ? median(qa, q) : 0, q
+      }
+    }' "$results"
+  exit 0
+fi
 awk -v n="${#modes[@]}" -v order="${modes[*]}" '
   function median(v, k,   i, j, t) {
     for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
     return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
   }
-  { m = (NR - 1) % n; r = int((NR - 1) / n) + 1; rate[m, r] = $2; cpu[m, r] = $3; rounds = r }
+  BEGIN { split(order, name, " "); for (m = 0; m < n; m++) index_of[name[m + 1]] = m }
+  { m = index_of[$1]; r = ++seen[m]; rate[m, r] = $2; cpu[m, r] = $3; ns[m, r] = $4; rounds = r }
   END {
-    split(order, name, " ")
-    printf "%-14s %9s %12s %8s %8s %16s\n", "", "calls/s", "loss median", "mean", "sd", "CPU/call added"
+    printf "%-14s %9s %12s %8s %8s %16s %16s\n", "", "calls/s", "loss median", "mean", "sd", "CPU/call added", "call ns added"
     for (m = 0; m < n; m++) {
       s = 0; ss = 0
       for (r = 1; r <= rounds; r++) {
         rr[r] = rate[m, r]; l[r] = 100 * (1 - rate[m, r] / rate[0, r]); d[r] = cpu[m, r] - cpu[0, r]
+        a[r] = ns[m, r] - ns[0, r]
         s += l[r]; ss += l[r] * l[r]
       }
       mean = s / rounds; sd = sqrt(ss / rounds - mean * mean)
-      printf "%-14s %9.0f %11.2f%% %7.2f%% %7.2f%% %13.2f us\n", name[m + 1], median(rr, rounds), median(l, rounds), mean, sd, median(d, rounds)
+      printf "%-14s %9.0f %11.2f%% %7.2f%% %7.2f%% %13.2f us %13.0f ns\n", name[m + 1], median(rr, rounds), median(l, rounds), mean, sd, median(d, rounds), median(a, rounds)
     }
   }' "$results"

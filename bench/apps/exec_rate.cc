@@ -6,20 +6,27 @@
 //
 // With --sys_trace the program runs the runtime's system trace itself, as a profiler would
 // (started after nrt_init, fetched every 100 ms from a second thread, JSON freed unread): what
-// the runtime's own device tracing costs, without nrtprof.
+// the runtime's own device tracing costs, without nrtprof. EXEC_RATE_FETCH_MS sets that period
+// (25: as often as nrtprof's flusher fetches).
 //
 // With --paced RATE the program calls at RATE per second, spinning (not sleeping) between calls,
 // and times each call alone; run at NRT_SIM_TIME_SCALE=0 the runtime does not sleep either, so
 // a call during which the thread switched away voluntarily is a call that waited (for a lock,
 // on I/O): bench/lossless/run_kill.sh counts them with and without the profiler.
 //
+// With --gap US the program sleeps US microseconds (clock_nanosleep) before each call and times
+// each call alone: the shape of a training step's calls, each after a wait for the device. Run
+// at NRT_SIM_TIME_SCALE=0 with EXEC_RATE_TIMER_SLACK_NS=1, a call's time is then the host's
+// work in it after a sleep (the runtime's, the shim's, the tracing's), measured call by call
+// instead of through a rate: bench/always_on/run_gap.sh.
+//
 // EXEC_RATE_TIMER_SLACK_NS sets the calling thread's timer slack first (prctl): the simulator
 // waits for its device with clock_nanosleep, which the kernel may end up to the thread's slack
 // (50 us by default) late, and when within that span it ends depends on the machine's other
 // interrupts. At NRT_SIM_TIME_SCALE=0.01 that slack is most of each call (~75 us). With 1 ns a
 // call lasts its modelled device time: NRT_SIM_TIME_SCALE=0.2 gives about 10,000 calls per
-// second here (bench/always_on/run_pinned.sh).
-//   usage: exec_rate SECONDS [--sys_trace | --paced RATE]
+// second here (bench/always_on/run_paired.sh).
+//   usage: exec_rate SECONDS [--sys_trace] [--paced RATE | --gap US]
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -58,11 +65,25 @@ void Check(NRT_STATUS s, const char* what) {
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? atof(argv[1]) : 5.0;
-  const bool sys_trace = argc == 3 && strcmp(argv[2], "--sys_trace") == 0;
-  const bool paced = argc == 4 && strcmp(argv[2], "--paced") == 0;
-  const double rate = paced ? atof(argv[3]) : 0;
-  if (!(seconds > 0) || argc > 4 || (argc == 3 && !sys_trace) || (argc == 4 && !(rate > 0))) {
-    fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace | --paced RATE]\n");
+  bool sys_trace = false, paced = false, bad = !(seconds > 0);
+  double rate = 0;    // --paced
+  double gap_us = 0;  // --gap
+  for (int i = 2; i < argc && !bad; ++i) {
+    if (strcmp(argv[i], "--sys_trace") == 0) {
+      sys_trace = true;
+    } else if (strcmp(argv[i], "--paced") == 0 && i + 1 < argc && rate == 0 && gap_us == 0) {
+      rate = atof(argv[++i]);
+      paced = true;
+      bad = !(rate > 0);
+    } else if (strcmp(argv[i], "--gap") == 0 && i + 1 < argc && rate == 0 && gap_us == 0) {
+      gap_us = atof(argv[++i]);
+      bad = !(gap_us > 0);
+    } else {
+      bad = true;
+    }
+  }
+  if (bad) {
+    fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace] [--paced RATE | --gap US]\n");
     return 2;
   }
   if (const char* slack = getenv("EXEC_RATE_TIMER_SLACK_NS"); slack != nullptr) {
@@ -102,9 +123,11 @@ int main(int argc, char** argv) {
     nrt_sys_trace_config_set_max_events_per_nc(config, 8192);
     Check(nrt_sys_trace_start(config), "nrt_sys_trace_start");
     nrt_sys_trace_config_free(config);
-    fetcher = std::thread([&done] {
+    const char* period = getenv("EXEC_RATE_FETCH_MS");
+    const int fetch_ms = period != nullptr ? atoi(period) : 100;
+    fetcher = std::thread([&done, fetch_ms] {
       while (!done.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::milliseconds(fetch_ms));
         char* buffer = nullptr;
         size_t size = 0;
         if (nrt_sys_trace_fetch_events(&buffer, &size, nullptr) == NRT_SUCCESS) {
@@ -127,8 +150,16 @@ int main(int argc, char** argv) {
   double longest_wait = 0;         // the longest of those calls, seconds
   rusage usage0;
   getrusage(RUSAGE_THREAD, &usage0);
+  // Each call's time, for its median: steadier than the rate, which moves with the host.
+  std::vector<uint32_t> call_ns;
+  call_ns.reserve(static_cast<size_t>(std::min(seconds, 60.0) * 500'000));
+  const timespec gap = {0, static_cast<long>(gap_us * 1000)};
   for (double before = Now(); before - start < seconds;) {
     rusage in_call0;
+    if (gap_us > 0) {
+      clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, nullptr);
+      before = Now();
+    }
     if (paced) {
       while (Now() < start + static_cast<double>(calls) / rate) {
       }
@@ -139,6 +170,7 @@ int main(int argc, char** argv) {
     ++calls;
     const double after = Now();
     const double took = after - before;
+    call_ns.push_back(static_cast<uint32_t>(std::min(took * 1e9, 4e9)));
     if (paced) {
       rusage in_call;
       getrusage(RUSAGE_THREAD, &in_call);
@@ -178,6 +210,15 @@ int main(int argc, char** argv) {
            static_cast<unsigned long long>(calls_that_waited), longest_wait * 1e6);
   }
   printf("\n");
+  if (!call_ns.empty()) {
+    // A call's median, mean and 90th percentile, in ns (with --gap: a call after a sleep).
+    double sum = 0;
+    for (uint32_t ns : call_ns) sum += ns;
+    const double mean = sum / static_cast<double>(call_ns.size());
+    std::sort(call_ns.begin(), call_ns.end());
+    printf("call_ns_median %u call_ns_mean %.0f call_ns_p90 %u gap_us %.0f\n",
+           call_ns[call_ns.size() / 2], mean, call_ns[call_ns.size() * 9 / 10], gap_us);
+  }
   if (sys_trace) {
     done.store(true);
     fetcher.join();
