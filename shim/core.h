@@ -53,6 +53,7 @@ struct alignas(64) HotThreadState {
 };
 static_assert(sizeof(HotThreadState) == 64, "one cache line");
 extern NRTPROF_TLS HotThreadState t_hot NRTPROF_HIDDEN;
+
 // Non-zero while this thread is inside an interposed call: nested calls (the runtime calling
 // its own exported functions) pass straight through.
 extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;

@@ -133,9 +133,9 @@ class EventRing {
 // The producer's side of one ring: where it writes next, the tail it last saw, how many records
 // of each kind it committed. The shim keeps it in the producing thread's thread-local storage,
 // so that the hot path reads nothing of the ring: it writes the slots. A call after a wait for
-// the device finds the ring's lines out of the core's caches, and read through the thread's
-// state, the ring's counters were misses one after another: after an 80 us sleep, a recorded
-// call costs 0.12 us less this way (bench/README.md, "A call after a wait"). The ring's own
+// the device finds the ring's lines out of the core's caches; the thread's state and then the
+// ring's counters, each read through the one before, were misses one after another. After an
+// 80 us sleep, a recorded call costs 0.12 us less this way (bench/README.md, "A call after a wait"). The ring's own
 // counters are only stored to, for the consumer and for a reader of the rings file.
 class RingProducer {
  public:
