@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace nrtprof::shim {
 namespace {
@@ -98,6 +99,18 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
   }
   for (const SysTraceEvent& e : pending_) Apply(e, out);
   return true;
+}
+
+bool DeviceTraceParser::UsesType(const char* name) {
+  for (SysTraceType type :
+       {SysTraceType::kNrtLoad, SysTraceType::kDeviceExec, SysTraceType::kTensorRead,
+        SysTraceType::kTensorWrite, SysTraceType::kDmemBufCopyin, SysTraceType::kDmemBufCopyout,
+        SysTraceType::kTimestampSync}) {
+    if (strcmp(name, SysTraceTypeName(type)) == 0) return true;
+  }
+  // Not these: nrt_execute (the shim records the call itself), model_switch, and what this
+  // parser does not know (Apply draws none of them).
+  return false;
 }
 
 uint32_t DeviceTraceParser::NameIid(const char* name) {

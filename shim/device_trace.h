@@ -60,6 +60,12 @@ class DeviceTraceParser {
   bool Parse(uint64_t generation, std::string_view json, DeviceTraceOutput* out,
              std::string* error);
 
+  // Whether Parse makes anything of the runtime's events of this type (its name in the
+  // document). The profiler's own capture asks the runtime for these types only: every other
+  // one would cost the program's calls their recording and the flusher its parsing, for
+  // nothing drawn.
+  static bool UsesType(const char* name);
+
   uint64_t overwritten_total() const { return overwritten_total_; }
   uint64_t malformed_total() const { return malformed_total_; }
   uint64_t unknown_types_total() const { return stats_.unknown_types; }

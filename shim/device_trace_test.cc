@@ -20,6 +20,7 @@
 #include "shim/device_trace.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -192,6 +193,80 @@ TEST_F(DeviceTraceTest, UnknownTypesAndMembersAreCountedNotFatal) {
   EXPECT_EQ(parser_.unknown_types_total(), 3u);
   EXPECT_EQ(parser_.unknown_members_total(), 2u);  // future_key, future_member
   EXPECT_EQ(parser_.malformed_total(), 0u);
+}
+
+// The profiler's own capture asks the runtime only for the types the parser draws
+// (DeviceTraceParser::UsesType): the same work captured without the others draws the same lane.
+// [A] a runtime numbers (nc_local_id) only the events it captures, as the simulator does.
+TEST_F(DeviceTraceTest, TheTypesLeftOutOfTheCaptureDrawNothing) {
+  struct Spec {
+    std::string type, phase, data;
+    uint64_t ts;
+  };
+  const std::vector<Spec> work = {
+      {"timestamp_sync", "instant",
+       R"({"exec_id":0,"nc_timestamp_ns":1000000000000,"cpu_timestamp_ns":)" +
+           std::to_string(Host(5000000)) + "}",
+       1000000000000},
+      {"nrt_load", "start", "{}", Host(6000000)},
+      {"dmem_buf_copyin", "start", R"({"mem_type":1,"mem_handle":77,"offset":0,"size":4096})",
+       Host(6000100)},
+      {"dmem_buf_copyin", "stop", "{}", Host(6154100)},
+      {"nrt_load", "stop", R"({"model_id":3})", Host(6200000)},
+      {"nrt_execute", "start", R"({"model_id":3})", Host(8000000)},
+      {"model_switch", "instant",
+       R"({"device_core_idx":1,"is_neuron_core_work":true,"model_id":3})", Host(8000100)},
+      {"device_exec", "start",
+       R"({"device_core_idx":1,"exec_id":5,"nc_timestamp_ns":1000003000000,"model_id":3,)"
+       R"("model_name":"mlp"})",
+       1000003000000},
+      {"device_exec", "stop", R"({"nc_timestamp_ns":1000003375000})", 1000003375000},
+      {"nrt_execute", "stop", "{}", Host(8400000)},
+      {"tensor_read", "start", R"({"tensor_id":12,"size":512})", Host(9000000)},
+      {"dmem_buf_copyout", "start", R"({"mem_type":1,"mem_handle":12,"offset":0,"size":512})",
+       Host(9000000)},
+      {"dmem_buf_copyout", "stop", "{}", Host(9154000)},
+      {"tensor_read", "stop", "{}", Host(9154000)},
+  };
+  auto parse = [&](bool used_types_only, std::string* events, uint64_t* syncs) {
+    // Ids stay unique (the runtime's, drawn as device_id); the core's count goes on from one
+    // captured event to the next.
+    std::vector<std::string> doc;
+    int id = 0, local = 0;
+    for (const Spec& e : work) {
+      ++id;
+      if (used_types_only && !DeviceTraceParser::UsesType(e.type.c_str())) continue;
+      doc.push_back(Ev(e.type, e.phase, id, 1, ++local, 4242, e.data, e.ts));
+    }
+    StringTable strings;
+    DeviceTraceParser parser(&strings);
+    parser.set_realtime_offset_for_testing(kRealtimeOffset);
+    DeviceTraceOutput out;
+    std::string error;
+    ASSERT_TRUE(parser.Parse(1, Doc(doc), &out, &error)) << error;
+    EXPECT_EQ(out.overwritten, 0u);
+    EXPECT_EQ(out.skipped, 0u);
+    for (const nrtprof::Event& ev : out.events) {
+      *events += strings.Get(ev.name_iid()) + "/" + strings.Get(ev.model_name_iid()) + ":" +
+                 ev.SerializeAsString() + ";";
+    }
+    *syncs = out.clock_syncs.size();
+  };
+  std::string all, used;
+  uint64_t all_syncs = 0, used_syncs = 0;
+  parse(false, &all, &all_syncs);
+  parse(true, &used, &used_syncs);
+  EXPECT_NE(all.find("nc_exec_running/mlp:"), std::string::npos);
+  EXPECT_NE(all.find("dma_model_load/:"), std::string::npos);
+  EXPECT_NE(all.find("dma_d2h/:"), std::string::npos);
+  EXPECT_EQ(used, all);
+  EXPECT_EQ(used_syncs, 1u);
+  EXPECT_EQ(all_syncs, 1u);
+  // Left out: the call the shim records itself, and what is not drawn.
+  EXPECT_FALSE(DeviceTraceParser::UsesType("nrt_execute"));
+  EXPECT_FALSE(DeviceTraceParser::UsesType("model_switch"));
+  EXPECT_FALSE(DeviceTraceParser::UsesType("cc_exec"));
+  EXPECT_TRUE(DeviceTraceParser::UsesType("tensor_write"));
 }
 
 // [A] nc_local_id numbers a core's events one after another: a gap is events the ring

@@ -116,6 +116,12 @@ SysTraceFunctions ResolveSysTrace(CoreState* core) {
   f.stop = reinterpret_cast<decltype(f.stop)>(wrapped(kNrtSysTraceStop));
   f.fetch_events = reinterpret_cast<decltype(f.fetch_events)>(wrapped(kNrtSysTraceFetchEvents));
   f.buffer_free = reinterpret_cast<decltype(f.buffer_free)>(wrapped(kNrtSysTraceBufferFree));
+  f.get_event_types =
+      reinterpret_cast<decltype(f.get_event_types)>(find("nrt_sys_trace_get_event_types"));
+  f.free_event_types =
+      reinterpret_cast<decltype(f.free_event_types)>(find("nrt_sys_trace_free_event_types"));
+  f.config_set_event_type = reinterpret_cast<decltype(f.config_set_event_type)>(
+      find("nrt_sys_trace_config_set_capture_enabled_for_event_type"));
   // Failed look-ups leave a message for dlerror(); the program's next dlerror() is its own.
   dlerror();
   return f;
@@ -146,7 +152,8 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
           kOwnMaxEventsPerCore, [core] { return ResolveSysTrace(core); },
           [this](uint64_t generation, std::string json) {
             OnDocument(generation, std::move(json));
-          }),
+          },
+          &DeviceTraceParser::UsesType),
       device_profile_([core] { return ResolveDeviceProfile(core); },
                       [core](const std::string& line) { core->say_notice(line.c_str()); },
                       &strings_),

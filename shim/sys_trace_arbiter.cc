@@ -6,10 +6,12 @@
 
 namespace nrtprof::shim {
 
-SysTraceArbiter::SysTraceArbiter(uint64_t max_events_per_nc, ResolveFn resolve,
-                                 DocumentSink sink)
-    : max_events_per_nc_(max_events_per_nc), resolve_(std::move(resolve)),
-      sink_(std::move(sink)) {}
+SysTraceArbiter::SysTraceArbiter(uint64_t max_events_per_nc, ResolveFn resolve, DocumentSink sink,
+                                 TypeFilter wants_type)
+    : max_events_per_nc_(max_events_per_nc),
+      resolve_(std::move(resolve)),
+      sink_(std::move(sink)),
+      wants_type_(wants_type) {}
 
 const SysTraceFunctions& SysTraceArbiter::FunctionsLocked() {
   if (!resolved_) {
@@ -26,6 +28,19 @@ void SysTraceArbiter::StartOwnLocked() {
   nrt_sys_trace_config_t* config = nullptr;
   if (fns.config_allocate(&config) != NRT_SUCCESS || config == nullptr) return;
   fns.config_set_max_events_per_nc(config, max_events_per_nc_);
+  const char** types = nullptr;
+  size_t count = 0;
+  if (wants_type_ != nullptr && fns.config_set_event_type != nullptr &&
+      fns.free_event_types != nullptr && fns.get_event_types != nullptr &&
+      fns.get_event_types(&types, &count) == NRT_SUCCESS && types != nullptr) {
+    // A type the runtime will not turn off is captured, and ignored as before.
+    for (size_t i = 0; i < count; ++i) {
+      if (types[i] != nullptr && !wants_type_(types[i])) {
+        fns.config_set_event_type(config, types[i], false);
+      }
+    }
+    fns.free_event_types(types, count);
+  }
   const NRT_STATUS status = fns.start(config);
   fns.config_free(config);
   if (status == NRT_SUCCESS) {

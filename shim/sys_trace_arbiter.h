@@ -52,6 +52,11 @@ struct SysTraceFunctions {
   NRT_STATUS (*fetch_events)(char** buffer, size_t* written_size,
                              const nrt_sys_trace_fetch_options_t* options) = nullptr;
   void (*buffer_free)(char* buffer) = nullptr;
+  // To ask for some event types only; a runtime without them captures every type.
+  NRT_STATUS (*get_event_types)(const char*** event_types, size_t* count) = nullptr;
+  void (*free_event_types)(const char** event_types, size_t count) = nullptr;
+  NRT_STATUS(*config_set_event_type)
+  (nrt_sys_trace_config_t* options, const char* event_type, bool enabled) = nullptr;
 
   // Everything the profiler's own capture needs.
   bool CanCapture() const {
@@ -64,9 +69,13 @@ class SysTraceArbiter {
  public:
   using ResolveFn = std::function<SysTraceFunctions()>;
   using DocumentSink = std::function<void(uint64_t generation, std::string json)>;
+  // Whether the profiler's capture wants the runtime's events of a type (by its name).
+  using TypeFilter = bool (*)(const char* event_type);
 
   // `resolve` is asked for the functions at each nrt_init and whenever they are needed before.
-  SysTraceArbiter(uint64_t max_events_per_nc, ResolveFn resolve, DocumentSink sink);
+  // The profiler's own capture asks for the types `wants_type` accepts (null: all of them).
+  SysTraceArbiter(uint64_t max_events_per_nc, ResolveFn resolve, DocumentSink sink,
+                  TypeFilter wants_type = nullptr);
   SysTraceArbiter(const SysTraceArbiter&) = delete;
   SysTraceArbiter& operator=(const SysTraceArbiter&) = delete;
 
@@ -112,6 +121,7 @@ class SysTraceArbiter {
   const uint64_t max_events_per_nc_;
   const ResolveFn resolve_;
   const DocumentSink sink_;
+  const TypeFilter wants_type_;
   std::mutex mu_;
   bool resolved_ ABSL_GUARDED_BY(mu_) = false;
   SysTraceFunctions fns_ ABSL_GUARDED_BY(mu_);

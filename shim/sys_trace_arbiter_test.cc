@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,15 +21,18 @@ struct FakeRuntime {
   int starts = 0;
   bool fail_next_start = false;
   std::vector<std::string> errors;
+  std::set<std::string> off;  // the running capture's types turned off
 
+  // An event of the type `name`.
   void Event(const std::string& name) {
-    if (recording) pending.push_back(name);
+    if (recording && off.count(name) == 0) pending.push_back(name);
   }
 };
 FakeRuntime* g_rt = nullptr;
 
 struct nrt_sys_trace_config_fake {
   uint64_t max_events = 0;
+  std::set<std::string> off;
 };
 
 NRT_STATUS ConfigAllocate(nrt_sys_trace_config_t** c) {
@@ -55,6 +59,8 @@ NRT_STATUS Start(nrt_sys_trace_config_t* c) {
   g_rt->ever_started = true;
   g_rt->pending.clear();
   g_rt->max_events = c != nullptr ? reinterpret_cast<nrt_sys_trace_config_fake*>(c)->max_events : 0;
+  g_rt->off =
+      c != nullptr ? reinterpret_cast<nrt_sys_trace_config_fake*>(c)->off : std::set<std::string>{};
   ++g_rt->starts;
   return NRT_SUCCESS;
 }
@@ -89,6 +95,35 @@ SysTraceFunctions Fakes() {
   f.stop = &Stop;
   f.fetch_events = &Fetch;
   f.buffer_free = &BufferFree;
+  return f;
+}
+
+// The fake runtime's event types, for a capture of some of them.
+const char* const kTypes[] = {"nrt_execute", "device_exec", "model_switch"};
+NRT_STATUS GetTypes(const char*** types, size_t* count) {
+  *count = sizeof(kTypes) / sizeof(kTypes[0]);
+  *types = static_cast<const char**>(malloc(*count * sizeof(char*)));
+  for (size_t i = 0; i < *count; ++i) (*types)[i] = strdup(kTypes[i]);
+  return NRT_SUCCESS;
+}
+void FreeTypes(const char** types, size_t count) {
+  for (size_t i = 0; i < count; ++i) free(const_cast<char*>(types[i]));
+  free(types);
+}
+NRT_STATUS SetType(nrt_sys_trace_config_t* c, const char* type, bool enabled) {
+  auto& off = reinterpret_cast<nrt_sys_trace_config_fake*>(c)->off;
+  if (enabled) {
+    off.erase(type);
+  } else {
+    off.insert(type);
+  }
+  return NRT_SUCCESS;
+}
+SysTraceFunctions FakesWithTypes() {
+  SysTraceFunctions f = Fakes();
+  f.get_event_types = &GetTypes;
+  f.free_event_types = &FreeTypes;
+  f.config_set_event_type = &SetType;
   return f;
 }
 
@@ -234,6 +269,52 @@ TEST_F(ArbiterTest, BeforeInitTheProgramsCallsGoStraightToTheRuntime) {
   EXPECT_EQ(AppFetch(), "<error>");
   EXPECT_EQ(rt_.errors, (std::vector<std::string>{"never started"}));
   EXPECT_FALSE(arbiter_.own_capture_running());
+}
+
+// The profiler's capture asks the runtime for the types it draws only; the program's own
+// capture gets what the program asked for; a runtime that cannot choose records every type.
+TEST(ArbiterTypesTest, TheProfilersCaptureLeavesOutTheTypesItDoesNotDraw) {
+  for (bool can_choose : {true, false}) {
+    SCOPED_TRACE(can_choose ? "a runtime with per-type capture" : "a runtime without");
+    FakeRuntime rt;
+    g_rt = &rt;
+    std::vector<std::string> profiler;
+    SysTraceArbiter arbiter(
+        1 << 16, [can_choose] { return can_choose ? FakesWithTypes() : Fakes(); },
+        [&profiler](uint64_t, std::string json) {
+          if (!json.empty()) profiler.push_back(json);
+        },
+        [](const char* type) { return strcmp(type, "device_exec") == 0; });
+    auto each_type = [&rt] {
+      for (const char* type : kTypes) rt.Event(type);
+    };
+    const std::string profilers =
+        can_choose ? "device_exec;" : "nrt_execute;device_exec;model_switch;";
+    arbiter.OnRuntimeInit();
+    each_type();
+    arbiter.Poll(false);
+    EXPECT_EQ(profiler, std::vector<std::string>{profilers});
+
+    // The program's capture, as it configured it: every type.
+    nrt_sys_trace_config_t* mine = nullptr;
+    ASSERT_EQ(ConfigAllocate(&mine), NRT_SUCCESS);
+    ASSERT_EQ(arbiter.AppStart(mine), NRT_SUCCESS);
+    ConfigFree(mine);
+    each_type();
+    char* buffer = nullptr;
+    size_t size = 0;
+    ASSERT_EQ(arbiter.AppFetch(&buffer, &size, nullptr), NRT_SUCCESS);
+    EXPECT_EQ(std::string(buffer, size), "nrt_execute;device_exec;model_switch;");
+    if (!arbiter.AppBufferFree(buffer)) BufferFree(buffer);
+
+    // The profiler's capture, once the program's stops: its types again.
+    ASSERT_EQ(arbiter.AppStop(), NRT_SUCCESS);
+    profiler.clear();
+    each_type();
+    arbiter.Poll(false);
+    EXPECT_EQ(profiler, std::vector<std::string>{profilers});
+    EXPECT_TRUE(rt.errors.empty());
+  }
 }
 
 }  // namespace

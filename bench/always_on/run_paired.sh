@@ -6,13 +6,18 @@
 # NRT_SIM_TIME_SCALE=0.01, as bench/run and run_beside.sh measure).
 # Each round runs, one after the other:
 #   plain          without a profiler
+#   plain_again    the same, a second time: what the harness reports when there is nothing to
+#                  find (its "loss" is the noise floor of this many rounds on this machine)
 #   sys_trace      the program runs the runtime's system trace itself (no nrtprof)
 #   NAME           preloaded with the shim of build NAME against a standing nrtprofd of that
 #                  build (flight recorder on, no capture)
 #   NAME:off       the same against a daemon without its flight recorder (nothing records)
 # A mode's loss in a round is 1 - its rate / plain's rate in that round; printed: the median
-# over the rounds (and mean, spread), the calling thread's CPU per call above plain's, and how
-# much longer the median call took than plain's (exec_rate times each call).
+# over the rounds (and mean, spread), the calling thread's CPU per call above plain's, how
+# much longer the median call took than plain's (exec_rate times each call), and in how many
+# rounds the mode was slower than plain, with the chance of so lopsided a count if the mode
+# cost nothing (a two-sided sign test: p below 0.05 says the loss is measurable in this many
+# rounds; plain_again's p says how often the harness cries wolf).
 # Rounds whose rates move together (the host's own noise) then cancel out.
 # --gap US: the shape of a training step instead, each call after a US-microsecond sleep, at
 # NRT_SIM_TIME_SCALE=0 (the call is the host's work alone): printed per mode are the median
@@ -95,13 +100,13 @@ run() {
        END {print rate, cpu, ns}' "$work/out"
 }
 
-modes=(plain sys_trace)
+modes=(plain plain_again sys_trace)
 for b in "${builds[@]}"; do modes+=("${b%%=*}" "${b%%=*}:off"); done
 # One run of `mode`: its line of the results.
 run_mode() {
   local mode="$1" name dir
   case "$mode" in
-    plain) echo "plain $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" "${gap[@]}")" ;;
+    plain | plain_again) echo "$mode $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" "${gap[@]}")" ;;
     sys_trace) echo "sys_trace $(run "${cpu0[@]}" $bin/bench/exec_rate "$seconds" --sys_trace "${gap[@]}")" ;;
     *)
       name="${mode%:off}"; dir=
@@ -123,14 +128,23 @@ for i in $(seq "$rounds"); do
 done
 
 [ -z "$raw" ] || cp "$results" "$raw"
+# For both tables: a median, and a two-sided sign test (the chance, if a mode cost nothing, of
+# k or more of n rounds on one side of plain, or as few).
+awk_functions='
+  function median(v, k,   i, j, t) {
+    for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
+    return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+  }
+  function sign_p(k, n,   i, c, tail, m) {
+    m = k > n - k ? k : n - k; c = 1; tail = 0
+    for (i = 0; i <= n; i++) { if (i >= m) tail += c; c = c * (n - i) / (i + 1) }
+    tail = 2 * tail / 2 ^ n
+    return tail > 1 ? 1 : tail
+  }'
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of exec_rate $seconds ${gap[*]}" \
   "(NRT_SIM_TIME_SCALE=$scale, ${slack[*]:-default timer slack}$([ $pin = 1 ] && echo ', pinned'))"
 if [ ${#gap[@]} -gt 0 ]; then
-  awk -v n="${#modes[@]}" -v order="${modes[*]}" '
-    function median(v, k,   i, j, t) {
-      for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
-      return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-    }
+  awk -v n="${#modes[@]}" -v order="${modes[*]}" "$awk_functions"'
     BEGIN { split(order, name, " "); for (m = 0; m < n; m++) index_of[name[m + 1]] = m }
     { m = index_of[$1]; r = ++seen[m]; ns[m, r] = $4; cpu[m, r] = $3; rounds = r }
     END {
@@ -138,38 +152,38 @@ if [ ${#gap[@]} -gt 0 ]; then
         fastest[m] = ns[m, 1]
         for (r = 2; r <= rounds; r++) if (ns[m, r] < fastest[m]) fastest[m] = ns[m, r]
       }
-      printf "%-14s %9s %14s %8s %8s %16s %19s\n", "", "call ns", "added median", "mean", "sd", "CPU/call added", "quiet: added (n)"
+      printf "%-14s %9s %14s %8s %8s %16s %19s %16s\n", "", "call ns", "added median", "mean", "sd", "CPU/call added", "quiet: added (n)", "slower in (p)"
       for (m = 0; m < n; m++) {
-        s = 0; ss = 0; q = 0
+        s = 0; ss = 0; q = 0; k = 0
         for (r = 1; r <= rounds; r++) {
           v[r] = ns[m, r]; a[r] = ns[m, r] - ns[0, r]; d[r] = cpu[m, r] - cpu[0, r]
-          s += a[r]; ss += a[r] * a[r]
+          s += a[r]; ss += a[r] * a[r]; k += a[r] > 0
           # Quiet: neither run in one of the host slow spells (each within 20% of its fastest).
           if (ns[0, r] < 1.2 * fastest[0] && ns[m, r] < 1.2 * fastest[m]) qa[++q] = a[r]
         }
         mean = s / rounds; sd = sqrt(ss / rounds - mean * mean)
-        printf "%-14s %9.0f %11.0f ns %5.0f ns %5.0f ns %13.2f us %12.0f ns (%d)\n", name[m + 1], median(v, rounds), median(a, rounds), mean, sd, median(d, rounds), q ? median(qa, q) : 0, q
+        printf "%-14s %9.0f %11.0f ns %5.0f ns %5.0f ns %13.2f us %12.0f ns (%d)", name[m + 1], median(v, rounds), median(a, rounds), mean, sd, median(d, rounds), q ? median(qa, q) : 0, q
+        if (m > 0) printf " %6d/%d (%.3f)", k, rounds, sign_p(k, rounds)
+        printf "\n"
       }
     }' "$results"
   exit 0
 fi
-awk -v n="${#modes[@]}" -v order="${modes[*]}" '
-  function median(v, k,   i, j, t) {
-    for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
-    return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-  }
+awk -v n="${#modes[@]}" -v order="${modes[*]}" "$awk_functions"'
   BEGIN { split(order, name, " "); for (m = 0; m < n; m++) index_of[name[m + 1]] = m }
   { m = index_of[$1]; r = ++seen[m]; rate[m, r] = $2; cpu[m, r] = $3; ns[m, r] = $4; rounds = r }
   END {
-    printf "%-14s %9s %12s %8s %8s %16s %16s\n", "", "calls/s", "loss median", "mean", "sd", "CPU/call added", "call ns added"
+    printf "%-14s %9s %12s %8s %8s %16s %16s %16s\n", "", "calls/s", "loss median", "mean", "sd", "CPU/call added", "call ns added", "slower in (p)"
     for (m = 0; m < n; m++) {
-      s = 0; ss = 0
+      s = 0; ss = 0; k = 0
       for (r = 1; r <= rounds; r++) {
         rr[r] = rate[m, r]; l[r] = 100 * (1 - rate[m, r] / rate[0, r]); d[r] = cpu[m, r] - cpu[0, r]
         a[r] = ns[m, r] - ns[0, r]
-        s += l[r]; ss += l[r] * l[r]
+        s += l[r]; ss += l[r] * l[r]; k += l[r] > 0
       }
       mean = s / rounds; sd = sqrt(ss / rounds - mean * mean)
-      printf "%-14s %9.0f %11.2f%% %7.2f%% %7.2f%% %13.2f us %13.0f ns\n", name[m + 1], median(rr, rounds), median(l, rounds), mean, sd, median(d, rounds), median(a, rounds)
+      printf "%-14s %9.0f %11.2f%% %7.2f%% %7.2f%% %13.2f us %13.0f ns", name[m + 1], median(rr, rounds), median(l, rounds), mean, sd, median(d, rounds), median(a, rounds)
+      if (m > 0) printf " %6d/%d (%.3f)", k, rounds, sign_p(k, rounds)
+      printf "\n"
     }
   }' "$results"

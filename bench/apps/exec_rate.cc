@@ -48,6 +48,24 @@
 
 namespace {
 
+// The calling thread's count of moves between CPUs so far (the scheduler's debug file), or -1
+// where the kernel does not show it.
+long Migrations() {
+  FILE* f = fopen("/proc/thread-self/sched", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long n = -1;
+  while (fgets(line, sizeof line, f) != nullptr) {
+    if (strncmp(line, "se.nr_migrations", 16) == 0) {
+      const char* colon = strchr(line, ':');
+      if (colon != nullptr) n = atol(colon + 1);
+      break;
+    }
+  }
+  fclose(f);
+  return n;
+}
+
 double Now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -150,6 +168,7 @@ int main(int argc, char** argv) {
   double longest_wait = 0;         // the longest of those calls, seconds
   rusage usage0;
   getrusage(RUSAGE_THREAD, &usage0);
+  const long migrations0 = Migrations();
   // Each call's time, for its median: steadier than the rate, which moves with the host.
   std::vector<uint32_t> call_ns;
   call_ns.reserve(static_cast<size_t>(std::min(seconds, 60.0) * 500'000));
@@ -185,6 +204,7 @@ int main(int argc, char** argv) {
   }
   rusage usage;
   getrusage(RUSAGE_THREAD, &usage);
+  const long migrations1 = Migrations();
   const double elapsed = Now() - start;
   timespec cpu;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
@@ -202,9 +222,13 @@ int main(int argc, char** argv) {
   while (p999 < buckets.size() && (seen += buckets[p999]) * 1000 < calls * 999) ++p999;
   uint64_t over_1ms = 0;
   for (size_t i = 20; i < buckets.size(); ++i) over_1ms += buckets[i];
-  printf("p999_us %zu calls_over_1ms %llu voluntary_switches %ld involuntary_switches %ld",
-         (p999 + 1) * 50, static_cast<unsigned long long>(over_1ms),
-         usage.ru_nvcsw - usage0.ru_nvcsw, usage.ru_nivcsw - usage0.ru_nivcsw);
+  // migrations: how often the scheduler moved the thread to another CPU (-1: not shown).
+  printf(
+      "p999_us %zu calls_over_1ms %llu voluntary_switches %ld involuntary_switches %ld"
+      " migrations %ld",
+      (p999 + 1) * 50, static_cast<unsigned long long>(over_1ms), usage.ru_nvcsw - usage0.ru_nvcsw,
+      usage.ru_nivcsw - usage0.ru_nivcsw,
+      migrations0 < 0 || migrations1 < 0 ? -1 : migrations1 - migrations0);
   if (paced) {
     printf(" calls_that_waited %llu longest_wait_us %.0f",
            static_cast<unsigned long long>(calls_that_waited), longest_wait * 1e6);
@@ -215,6 +239,12 @@ int main(int argc, char** argv) {
     double sum = 0;
     for (uint32_t ns : call_ns) sum += ns;
     const double mean = sum / static_cast<double>(call_ns.size());
+    if (const char* dump = getenv("EXEC_RATE_CALLS_FILE"); dump != nullptr) {
+      if (FILE* f = fopen(dump, "w"); f != nullptr) {
+        for (uint32_t ns : call_ns) fprintf(f, "%u\n", ns);
+        fclose(f);
+      }
+    }
     std::sort(call_ns.begin(), call_ns.end());
     printf("call_ns_median %u call_ns_mean %.0f call_ns_p90 %u gap_us %.0f\n",
            call_ns[call_ns.size() / 2], mean, call_ns[call_ns.size() * 9 / 10], gap_us);
