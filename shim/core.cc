@@ -62,8 +62,21 @@ int FindCoreText(struct dl_phdr_info* info, size_t, void* data) {
   return 1;
 }
 
+// Set at a thread's first pass through OnThreadExit.
+NRTPROF_TLS bool t_exit_deferred = false;
+
 void OnThreadExit(void* state) {
   auto* ts = static_cast<ThreadState*>(state);
+  // glibc runs the threads' key destructors in passes, each key's in the order the keys were
+  // made, and runs another pass if a destructor set a value again (up to
+  // PTHREAD_DESTRUCTOR_ITERATIONS). The program's keys made after the profiler's (it makes its
+  // own at the process's first call) have theirs run after this one, and what they call in
+  // libnrt would be lost. So the first pass only sets the value again; the thread's ring is
+  // retired in the second, once every destructor of the first has run.
+  if (t_state == ts && !t_exit_deferred && pthread_setspecific(g_thread_key, ts) == 0) {
+    t_exit_deferred = true;
+    return;
+  }
   if (t_state == ts) {
     t_state = kDeadThread;
     t_hot.producer = RingProducer();

@@ -10,6 +10,9 @@
 //     eat_fds       nrt_init, then takes every free descriptor at once, makes N executions,
 //                   holds the descriptors half a second (the profiler tries to connect meanwhile),
 //                   gives them back and makes N more
+//     thread_exit   N executions, then a worker makes N, and as it exits N more from a C++
+//                   thread_local's destructor and N more from a pthread key's destructor (the
+//                   key made after the worker's first call, so after the profiler's own)
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -86,6 +89,38 @@ void* Worker(void*) {
   return nullptr;
 }
 
+// thread_exit: executions made while the worker thread ends, each group's checksum printed
+// by main() once the worker is joined.
+double g_local_checksum = 0, g_key_checksum = 0;
+bool g_exit_calls_failed = false;
+
+struct CallsAtThreadExit {
+  bool armed = false;
+  ~CallsAtThreadExit() {
+    if (armed) g_exit_calls_failed |= !Run(g_session, 2 * g_n, g_n, &g_local_checksum);
+  }
+};
+thread_local CallsAtThreadExit t_calls_at_exit;
+
+void KeyDestructor(void*) { g_exit_calls_failed |= !Run(g_session, 3 * g_n, g_n, &g_key_checksum); }
+
+void* ExitingWorker(void*) {
+  double checksum = 0;
+  if (!Run(g_session, g_n, g_n, &checksum)) {
+    fprintf(stderr, "program_shapes: worker execution failed\n");
+    exit(1);
+  }
+  printf("worker checksum %.1f\n", checksum);
+  t_calls_at_exit.armed = true;  // constructed here, destroyed as the thread ends
+  pthread_key_t key;
+  if (pthread_key_create(&key, &KeyDestructor) != 0 ||
+      pthread_setspecific(key, &g_key_checksum) != 0) {
+    fprintf(stderr, "program_shapes: pthread_key_create failed\n");
+    exit(1);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +157,16 @@ int main(int argc, char** argv) {
     pthread_t worker;
     if (pthread_create(&worker, nullptr, &Worker, nullptr) != 0) return 1;
     pthread_exit(nullptr);
+  }
+  if (mode == "thread_exit") {
+    pthread_t worker;
+    if (pthread_create(&worker, nullptr, &ExitingWorker, nullptr) != 0 ||
+        pthread_join(worker, nullptr) != 0 || g_exit_calls_failed) {
+      fprintf(stderr, "program_shapes: the worker's exit failed\n");
+      return 1;
+    }
+    printf("thread_local destructor checksum %.1f\nkey destructor checksum %.1f\n",
+           g_local_checksum, g_key_checksum);
   }
   if (mode == "eat_fds") {
     printf("took %s descriptors\n", taken.empty() ? "no" : "all free");
