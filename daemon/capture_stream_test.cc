@@ -626,6 +626,51 @@ TEST(CaptureStreamTest, InPartsALookBackKeepsMoreThanTheBound) {
       << whole.notes(0);
 }
 
+// A process read in parts that cannot be cut (here: device work of threads never seen between
+// outermost ranges) is read as one part from there on, bounded as a process read whole: what
+// the bound leaves out is counted and said, naming the flag.
+TEST(CaptureStreamTest, APartThatCannotBeCutIsBoundedAndSaysSo) {
+  const std::unique_ptr<TraceSink> files = EveryFile();
+  CollectorOptions options;
+  options.output_root = TempDir("capture_stream_uncut");
+  options.flight_recorder = true;
+  options.limits.max_events_per_process = 2000;
+  options.past_part_events = 500;
+  options.past_part_device_settle_ns = 10'000'000;
+  CollectorCore core(options, files.get(), SystemClock());
+  bench::SyntheticProcessOptions p;
+  p.pid = 600;
+  p.threads = 2;
+  p.start_ns = 7'000'000'000;
+  bench::SyntheticProcess process(p);
+  EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
+  nrtprof::EventBatch batch;
+  uint64_t sent = 0;
+  for (int b = 0; b < 25; ++b) {
+    process.NextBatch(200, /*final=*/false, &batch);
+    // No ranges: nowhere to cut the threads' device work.
+    nrtprof::EventBatch kept = batch;
+    kept.clear_events();
+    for (const nrtprof::Event& e : batch.events()) {
+      if (e.kind() != nrtprof::EVENT_RANGE) *kept.add_events() = e;
+    }
+    sent += kept.events_size();
+    EXPECT_TRUE(core.OnBatch(1, kept).ok());
+  }
+  const nrtprof::CaptureFiles capture = LookBackAnHour(&core, "uncut");
+  ASSERT_GT(sent, 4000u);
+  EXPECT_EQ(capture.events(), 2000u);
+  EXPECT_EQ(capture.events_dropped(), sent - 2000);
+  ASSERT_EQ(capture.notes_size(), 1);
+  EXPECT_TRUE(absl::StrContains(capture.notes(0), "pid 600: ")) << capture.notes(0);
+  EXPECT_TRUE(absl::StrContains(capture.notes(0), absl::StrCat(sent - 2000,
+                                                               " of its events in the window were "
+                                                               "left out")))
+      << capture.notes(0);
+  EXPECT_TRUE(absl::StrContains(capture.notes(0), "nrtprofd --max_events_per_process"))
+      << capture.notes(0);
+}
+
 // A sink that needs the whole Trace has no stream, and neither has a group holding one.
 TEST(CaptureStreamTest, ASinkWithoutAStreamKeepsTheWholeTrace) {
   class WholeOnly : public TraceSink {

@@ -756,6 +756,10 @@ class CollectorCore::PartReader {
                                 /*in_parts=*/true);
     // Every part copies the model files: a process with big ones is read whole.
     sliceable_ = replay_->model_bytes() <= kMaxPartModelBytes;
+    // Read whole from the start, BeginReplay kept the newest and said so; in parts, what the
+    // bound leaves out of a part (one that could not be cut) is said at the last.
+    unsaid_overflow_from_ = sliceable_ ? replay_->daemon_drops().daemon_overflow : UINT64_MAX;
+    notes_ = notes;
   }
 
   ProcessCapture Next(BatchDecoder* decoder, Part* part) {
@@ -773,6 +777,15 @@ class CollectorCore::PartReader {
       if (chunk_ == recorded_.chunks.size()) break;
       core_->ReplayChunk(capture_, *recorded_.chunks[chunk_++], recorded_.stream->pid, decoder,
                          replay_.get());
+    }
+    if (const uint64_t overflow = replay_->daemon_drops().daemon_overflow;
+        overflow > unsaid_overflow_from_) {
+      notes_->push_back(absl::StrFormat(
+          "pid %d: %d of its events in the window were left out: from some point on they could "
+          "not be read in parts, and the daemon keeps at most %d events of a process at once "
+          "(nrtprofd --max_events_per_process); ask for a shorter window, or raise the bound",
+          recorded_.stream->pid, overflow - unsaid_overflow_from_,
+          core_->options_.limits.max_events_per_process));
     }
     ProcessCapture last = replay_->TakeCapture();
     last.final = final_;
@@ -906,6 +919,8 @@ class CollectorCore::PartReader {
   std::unique_ptr<ProcessIngest> replay_;
   bool final_ = false;
   bool sliceable_ = true;
+  uint64_t unsaid_overflow_from_;  // the replay's overflow count past which none was said
+  std::vector<std::string>* notes_;
   size_t chunk_ = 0;
   uint64_t parts_ = 0;
   uint64_t next_attempt_;
