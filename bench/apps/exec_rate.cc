@@ -5,8 +5,9 @@
 // calls per second, the reference rate.
 //
 // With --sys_trace the program runs the runtime's system trace itself, as a profiler would
-// (started after nrt_init, fetched every 100 ms from a second thread, JSON freed unread): what
-// the runtime's own device tracing costs, without nrtprof. EXEC_RATE_FETCH_MS sets that period
+// (started after nrt_init with every event type, fetched every 100 ms from a second thread,
+// JSON freed unread): what the runtime's own device tracing costs, without nrtprof (which asks
+// for fewer types: shim/README.md). EXEC_RATE_FETCH_MS sets that period
 // (25: as often as nrtprof's flusher fetches).
 //
 // With --paced RATE the program calls at RATE per second, spinning (not sleeping) between calls,
@@ -26,6 +27,9 @@
 // interrupts. At NRT_SIM_TIME_SCALE=0.01 that slack is most of each call (~75 us). With 1 ns a
 // call lasts its modelled device time: NRT_SIM_TIME_SCALE=0.2 gives about 10,000 calls per
 // second here (bench/always_on/run_paired.sh).
+// EXEC_RATE_CALLS_FILE=PATH writes each call's time (ns), one per line in call order, for a
+// look at when the slow calls come (in clusters, or one every flusher tick). The second line
+// counts the thread's moves between CPUs ("migrations", from /proc/thread-self/sched).
 //   usage: exec_rate SECONDS [--sys_trace] [--paced RATE | --gap US]
 #include <sys/prctl.h>
 #include <sys/resource.h>
