@@ -586,33 +586,50 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
             JsonLinesWithout(whole.output_dir() + "/trace.json", "whole-a").size());
 }
 
+// A look back over one process of two threads (25 batches of about 200 events) with the
+// daemon's per-process bound at 2000 events, read in parts of `part_events` (0: whole).
+// Without `ranges`, the process's range events are left out of what it sends. *sent: the
+// events it sent.
+nrtprof::CaptureFiles BoundedLookBack(TraceSink* files, uint64_t part_events, const std::string& id,
+                                      bool ranges, uint64_t* sent) {
+  CollectorOptions options;
+  options.output_root = TempDir("capture_stream_bound");
+  options.flight_recorder = true;
+  options.limits.max_events_per_process = 2000;
+  options.past_part_events = part_events;
+  options.past_part_device_settle_ns = 10'000'000;
+  CollectorCore core(options, files, SystemClock());
+  bench::SyntheticProcessOptions p;
+  p.pid = 500;
+  p.threads = 2;
+  p.start_ns = 7'000'000'000;
+  bench::SyntheticProcess process(p);
+  EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
+  nrtprof::EventBatch batch;
+  *sent = 0;
+  for (int b = 0; b < 25; ++b) {
+    process.NextBatch(200, /*final=*/false, &batch);
+    if (!ranges) {
+      nrtprof::EventBatch kept = batch;
+      kept.clear_events();
+      for (const nrtprof::Event& e : batch.events()) {
+        if (e.kind() != nrtprof::EVENT_RANGE) *kept.add_events() = e;
+      }
+      batch = kept;
+    }
+    *sent += batch.events_size();
+    EXPECT_TRUE(core.OnBatch(1, batch).ok());
+  }
+  return LookBackAnHour(&core, id);
+}
+
 // Read in parts, a look back keeps the whole window of a process past the daemon's per-process
 // bound (it holds a part at a time); read whole, it keeps the newest and says what it left out.
 TEST(CaptureStreamTest, InPartsALookBackKeepsMoreThanTheBound) {
   const std::unique_ptr<TraceSink> files = EveryFile();
-  auto capture_last = [&](uint64_t part_events, const std::string& id) {
-    CollectorOptions options;
-    options.output_root = TempDir("capture_stream_bound");
-    options.flight_recorder = true;
-    options.limits.max_events_per_process = 2000;
-    options.past_part_events = part_events;
-    options.past_part_device_settle_ns = 10'000'000;
-    CollectorCore core(options, files.get(), SystemClock());
-    bench::SyntheticProcessOptions p;
-    p.pid = 500;
-    p.threads = 2;
-    p.start_ns = 7'000'000'000;
-    bench::SyntheticProcess process(p);
-    EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
-    nrtprof::EventBatch batch;
-    for (int b = 0; b < 25; ++b) {
-      process.NextBatch(200, /*final=*/false, &batch);
-      EXPECT_TRUE(core.OnBatch(1, batch).ok());
-    }
-    return LookBackAnHour(&core, id);
-  };
-  const nrtprof::CaptureFiles parts = capture_last(500, "parts");
-  const nrtprof::CaptureFiles whole = capture_last(0, "whole");
+  uint64_t sent = 0;
+  const nrtprof::CaptureFiles parts = BoundedLookBack(files.get(), 500, "parts", true, &sent);
+  const nrtprof::CaptureFiles whole = BoundedLookBack(files.get(), 0, "whole", true, &sent);
   EXPECT_GT(parts.events(), 4000u);
   EXPECT_EQ(parts.events_dropped(), 0u);
   EXPECT_EQ(parts.notes_size(), 0) << parts.notes(0);
@@ -627,42 +644,18 @@ TEST(CaptureStreamTest, InPartsALookBackKeepsMoreThanTheBound) {
 }
 
 // A process read in parts that cannot be cut (here: device work of threads never seen between
-// outermost ranges) is read as one part from there on, bounded as a process read whole: what
-// the bound leaves out is counted and said, naming the flag.
+// outermost ranges, for it sends none) is read as one part from there on, bounded as a process
+// read whole: what the bound leaves out is counted and said, naming the flag.
 TEST(CaptureStreamTest, APartThatCannotBeCutIsBoundedAndSaysSo) {
   const std::unique_ptr<TraceSink> files = EveryFile();
-  CollectorOptions options;
-  options.output_root = TempDir("capture_stream_uncut");
-  options.flight_recorder = true;
-  options.limits.max_events_per_process = 2000;
-  options.past_part_events = 500;
-  options.past_part_device_settle_ns = 10'000'000;
-  CollectorCore core(options, files.get(), SystemClock());
-  bench::SyntheticProcessOptions p;
-  p.pid = 600;
-  p.threads = 2;
-  p.start_ns = 7'000'000'000;
-  bench::SyntheticProcess process(p);
-  EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
-  nrtprof::EventBatch batch;
   uint64_t sent = 0;
-  for (int b = 0; b < 25; ++b) {
-    process.NextBatch(200, /*final=*/false, &batch);
-    // No ranges: nowhere to cut the threads' device work.
-    nrtprof::EventBatch kept = batch;
-    kept.clear_events();
-    for (const nrtprof::Event& e : batch.events()) {
-      if (e.kind() != nrtprof::EVENT_RANGE) *kept.add_events() = e;
-    }
-    sent += kept.events_size();
-    EXPECT_TRUE(core.OnBatch(1, kept).ok());
-  }
-  const nrtprof::CaptureFiles capture = LookBackAnHour(&core, "uncut");
+  const nrtprof::CaptureFiles capture =
+      BoundedLookBack(files.get(), 500, "uncut", /*ranges=*/false, &sent);
   ASSERT_GT(sent, 4000u);
   EXPECT_EQ(capture.events(), 2000u);
   EXPECT_EQ(capture.events_dropped(), sent - 2000);
   ASSERT_EQ(capture.notes_size(), 1);
-  EXPECT_TRUE(absl::StrContains(capture.notes(0), "pid 600: ")) << capture.notes(0);
+  EXPECT_TRUE(absl::StrContains(capture.notes(0), "pid 500: ")) << capture.notes(0);
   EXPECT_TRUE(absl::StrContains(capture.notes(0), absl::StrCat(sent - 2000,
                                                                " of its events in the window were "
                                                                "left out")))
