@@ -8,7 +8,10 @@
 // (started after nrt_init with every event type, fetched every 100 ms from a second thread,
 // JSON freed unread): what the runtime's own device tracing costs, without nrtprof (which asks
 // for fewer types: shim/README.md). EXEC_RATE_FETCH_MS sets that period
-// (25: as often as nrtprof's flusher fetches).
+// (25: as often as nrtprof's flusher fetches). --sys_trace_types A,B,... captures only the
+// named types (nrtprof's own choice: nrt_load,device_exec,tensor_read,tensor_write,
+// dmem_buf_copyin,dmem_buf_copyout,timestamp_sync), so that what the runtime's trace costs and
+// what nrtprof adds to it can be told apart.
 //
 // With --paced RATE the program calls at RATE per second, spinning (not sleeping) between calls,
 // and times each call alone; run at NRT_SIM_TIME_SCALE=0 the runtime does not sleep either, so
@@ -19,7 +22,9 @@
 // each call alone: the shape of a training step's calls, each after a wait for the device. Run
 // at NRT_SIM_TIME_SCALE=0 with EXEC_RATE_TIMER_SLACK_NS=1, a call's time is then the host's
 // work in it after a sleep (the runtime's, the shim's, the tracing's), measured call by call
-// instead of through a rate: bench/always_on/run_gap.sh.
+// instead of through a rate: bench/always_on/run_paired.sh --gap. It also prints how late the
+// sleeps ended (wake_late_ns_*, past the gap): the wake-up's own latency, which threads running
+// beside the program could lengthen.
 //
 // EXEC_RATE_TIMER_SLACK_NS sets the calling thread's timer slack first (prctl): the simulator
 // waits for its device with clock_nanosleep, which the kernel may end up to the thread's slack
@@ -30,7 +35,7 @@
 // EXEC_RATE_CALLS_FILE=PATH writes each call's time (ns), one per line in call order, for a
 // look at when the slow calls come (in clusters, or one every flusher tick). The second line
 // counts the thread's moves between CPUs ("migrations", from /proc/thread-self/sched).
-//   usage: exec_rate SECONDS [--sys_trace] [--paced RATE | --gap US]
+//   usage: exec_rate SECONDS [--sys_trace [--sys_trace_types A,B,...]] [--paced RATE | --gap US]
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -70,6 +75,17 @@ long Migrations() {
   return n;
 }
 
+// The calling thread's time spent runnable but waiting for a CPU so far, ns (the second field
+// of /proc/thread-self/schedstat), or -1 where the kernel does not keep it.
+long long RunQueueWaitNs() {
+  FILE* f = fopen("/proc/thread-self/schedstat", "r");
+  if (f == nullptr) return -1;
+  unsigned long long on_cpu = 0, waiting = 0;
+  const bool ok = fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2;
+  fclose(f);
+  return ok ? static_cast<long long>(waiting) : -1;
+}
+
 double Now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,9 +106,12 @@ int main(int argc, char** argv) {
   bool sys_trace = false, paced = false, bad = !(seconds > 0);
   double rate = 0;    // --paced
   double gap_us = 0;  // --gap
+  const char* types = nullptr;  // --sys_trace_types: null, every type
   for (int i = 2; i < argc && !bad; ++i) {
     if (strcmp(argv[i], "--sys_trace") == 0) {
       sys_trace = true;
+    } else if (strcmp(argv[i], "--sys_trace_types") == 0 && i + 1 < argc && types == nullptr) {
+      types = argv[++i];
     } else if (strcmp(argv[i], "--paced") == 0 && i + 1 < argc && rate == 0 && gap_us == 0) {
       rate = atof(argv[++i]);
       paced = true;
@@ -104,8 +123,11 @@ int main(int argc, char** argv) {
       bad = true;
     }
   }
+  bad = bad || (types != nullptr && !sys_trace);
   if (bad) {
-    fprintf(stderr, "usage: exec_rate SECONDS [--sys_trace] [--paced RATE | --gap US]\n");
+    fprintf(stderr,
+            "usage: exec_rate SECONDS [--sys_trace [--sys_trace_types A,B,...]]"
+            " [--paced RATE | --gap US]\n");
     return 2;
   }
   if (const char* slack = getenv("EXEC_RATE_TIMER_SLACK_NS"); slack != nullptr) {
@@ -143,6 +165,29 @@ int main(int argc, char** argv) {
     nrt_sys_trace_config_set_defaults(config);
     // The capacity nrtprof asks for (shim/flusher.h: a quarter of the runtime's default).
     nrt_sys_trace_config_set_max_events_per_nc(config, 8192);
+    if (types != nullptr) {
+      const char** all = nullptr;
+      size_t count = 0;
+      Check(nrt_sys_trace_get_event_types(&all, &count), "nrt_sys_trace_get_event_types");
+      for (size_t i = 0; i < count; ++i) {
+        Check(nrt_sys_trace_config_set_capture_enabled_for_event_type(config, all[i], false),
+              "nrt_sys_trace_config_set_capture_enabled_for_event_type");
+      }
+      nrt_sys_trace_free_event_types(all, count);
+      const std::string list = types;
+      for (size_t at = 0; at <= list.size();) {
+        size_t comma = list.find(',', at);
+        if (comma == std::string::npos) comma = list.size();
+        const std::string type = list.substr(at, comma - at);
+        if (nrt_sys_trace_config_set_capture_enabled_for_event_type(config, type.c_str(), true) !=
+            NRT_SUCCESS) {
+          fprintf(stderr, "exec_rate: the runtime has no event type '%s'\n", type.c_str());
+          nrt_sys_trace_config_free(config);
+          return 2;
+        }
+        at = comma + 1;
+      }
+    }
     Check(nrt_sys_trace_start(config), "nrt_sys_trace_start");
     nrt_sys_trace_config_free(config);
     const char* period = getenv("EXEC_RATE_FETCH_MS");
@@ -173,15 +218,23 @@ int main(int argc, char** argv) {
   rusage usage0;
   getrusage(RUSAGE_THREAD, &usage0);
   const long migrations0 = Migrations();
+  const long long waited0 = RunQueueWaitNs();
   // Each call's time, for its median: steadier than the rate, which moves with the host.
   std::vector<uint32_t> call_ns;
   call_ns.reserve(static_cast<size_t>(std::min(seconds, 60.0) * 500'000));
+  // --gap: how late each sleep ended (ns past the gap): the wake-up's latency, which what runs
+  // beside the program (on its CPU when it wakes) lengthens.
+  std::vector<uint32_t> late_ns;
+  if (gap_us > 0) late_ns.reserve(call_ns.capacity());
   const timespec gap = {0, static_cast<long>(gap_us * 1000)};
   for (double before = Now(); before - start < seconds;) {
     rusage in_call0;
     if (gap_us > 0) {
+      const double asleep = Now();
       clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, nullptr);
       before = Now();
+      late_ns.push_back(
+          static_cast<uint32_t>(std::clamp((before - asleep) * 1e9 - gap_us * 1e3, 0.0, 4e9)));
     }
     if (paced) {
       while (Now() < start + static_cast<double>(calls) / rate) {
@@ -209,15 +262,23 @@ int main(int argc, char** argv) {
   rusage usage;
   getrusage(RUSAGE_THREAD, &usage);
   const long migrations1 = Migrations();
+  const long long waited1 = RunQueueWaitNs();
   const double elapsed = Now() - start;
   timespec cpu;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
   const double cpu_s = static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9 - start_cpu;
   // The calling thread's CPU time per call: the runtime's own work, plus the shim's and the
   // runtime's tracing when they are on. Steadier than the rate on a busy machine.
-  printf("calls %llu seconds %.3f rate %.1f cpu_us_per_call %.2f longest_call_us %.0f\n",
-         static_cast<unsigned long long>(calls), elapsed, calls / elapsed,
-         calls > 0 ? cpu_s * 1e6 / static_cast<double>(calls) : 0.0, longest * 1e6);
+  // runq_wait_us_per_call: how long, per call, the thread was ready to run but waited for a
+  // CPU (other threads on it when it woke); -1 where the kernel does not say.
+  printf(
+      "calls %llu seconds %.3f rate %.1f cpu_us_per_call %.2f longest_call_us %.0f"
+      " runq_wait_us_per_call %.3f\n",
+      static_cast<unsigned long long>(calls), elapsed, calls / elapsed,
+      calls > 0 ? cpu_s * 1e6 / static_cast<double>(calls) : 0.0, longest * 1e6,
+      waited0 < 0 || waited1 < 0 || calls == 0
+          ? -1.0
+          : static_cast<double>(waited1 - waited0) / 1e3 / static_cast<double>(calls));
   // The tail: the call time below which 99.9% of calls finished (to 50 us), the calls over
   // 1 ms, and the calling thread's context switches: voluntary ones (it blocked: a lock, a
   // syscall) and involuntary ones (the machine preempted it).
@@ -250,8 +311,17 @@ int main(int argc, char** argv) {
       }
     }
     std::sort(call_ns.begin(), call_ns.end());
-    printf("call_ns_median %u call_ns_mean %.0f call_ns_p90 %u gap_us %.0f\n",
+    printf("call_ns_median %u call_ns_mean %.0f call_ns_p90 %u gap_us %.0f",
            call_ns[call_ns.size() / 2], mean, call_ns[call_ns.size() * 9 / 10], gap_us);
+    if (!late_ns.empty()) {
+      double late_sum = 0;
+      for (uint32_t ns : late_ns) late_sum += ns;
+      std::sort(late_ns.begin(), late_ns.end());
+      printf(" wake_late_ns_median %u wake_late_ns_mean %.0f wake_late_ns_p90 %u",
+             late_ns[late_ns.size() / 2], late_sum / static_cast<double>(late_ns.size()),
+             late_ns[late_ns.size() * 9 / 10]);
+    }
+    printf("\n");
   }
   if (sys_trace) {
     done.store(true);
