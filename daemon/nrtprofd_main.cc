@@ -16,34 +16,35 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/address.h"
+#include "common/background_slice.h"
+#include "common/clickhouse_http.h"
 #include "common/flag_help.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/chrome_json_writer.h"
 #include "daemon/collector_core.h"
-#include "common/clickhouse_http.h"
 #include "daemon/collector_service.h"
+#include "daemon/control_service.h"
 #include "daemon/fleet_exporter.h"
 #include "daemon/huge_page_allocator.h"
-#include "daemon/control_service.h"
+#include "daemon/metrics_server.h"
 #include "daemon/perfetto_writer.h"
 #include "daemon/summary.h"
-#include "daemon/trace_lanes.h"
-#include "daemon/metrics_server.h"
 #include "daemon/tcp_listener.h"
-#include "daemon/unix_acceptor.h"
+#include "daemon/trace_lanes.h"
 #include "daemon/trace_sink.h"
+#include "daemon/unix_acceptor.h"
 #include "grpcpp/grpcpp.h"
 
 // nrtprofd's flags, listed here once: the command line, --config and --help all find them in
@@ -648,6 +649,9 @@ int NrtprofdMain(int argc, char** argv) {
       break;
   }
   UseSteadyMallocThresholds();
+  // Before any thread is made, so that all of the daemon's inherit it: a program's thread that
+  // wakes on a CPU where the daemon runs takes it at once (common/background_slice.h).
+  UseBackgroundSlice();
   TcpListenerFlags tcp_flags;
   tcp_flags.listen = absl::GetFlag(FLAGS_listen);
   tcp_flags.cert_file = Absolute(absl::GetFlag(FLAGS_tls_cert));

@@ -1,8 +1,8 @@
 #include "shim/flusher.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -18,6 +18,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/background_slice.h"
 #include "common/clock.h"
 #include "shim/process_info.h"
 #include "shim/symbolizer.h"
@@ -171,16 +172,24 @@ bool Flusher::Start() {
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
-  // The channel (and with it gRPC's threads) is created here, on the program's first libnrt
-  // call, so that whether a forked child may use gRPC never depends on timing.
-  link_.Start();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, kThreadStackBytes);
-  pthread_t thread;
-  contact_deadline_ns_ = MonotonicNs() + kFirstContactNs;
-  const int error = pthread_create(&thread, &attr, &Flusher::RunThread, this);
+  // gRPC's threads and the flusher are made by a thread of their own that asks the scheduler
+  // for a long slice first (common/background_slice.h), so that all of them inherit it and a
+  // program thread waking on their CPU takes it at once; the calling (program) thread's own
+  // scheduling is not touched. It is joined before this returns: the channel (and with it
+  // gRPC's threads) still exists once the program's first libnrt call returns, so that whether
+  // a forked child may use gRPC never depends on timing.
+  pthread_t starter;
+  int error = pthread_create(&starter, &attr, &Flusher::StartThreads, this);
+  if (error == 0) {
+    pthread_join(starter, nullptr);
+    error = start_error_;
+  } else {
+    StartThreads(this);  // no thread to spare for it: here, without the slice
+    error = start_error_;
+  }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (error == 0) {
@@ -201,6 +210,21 @@ bool Flusher::Start() {
     return false;
   }
   return true;
+}
+
+void* Flusher::StartThreads(void* flusher) {
+  auto* self = static_cast<Flusher*>(flusher);
+  UseBackgroundSlice();
+  self->link_.Start();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, kThreadStackBytes);
+  pthread_t thread;
+  self->contact_deadline_ns_ = MonotonicNs() + kFirstContactNs;
+  self->start_error_ = pthread_create(&thread, &attr, &Flusher::RunThread, self);
+  pthread_attr_destroy(&attr);
+  return nullptr;
 }
 
 void* Flusher::RunThread(void* flusher) {

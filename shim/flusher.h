@@ -80,6 +80,8 @@ class Flusher final : private ShippingHost {
     uint64_t generation;
     std::string json;
   };
+  // Start()'s helper thread: makes gRPC's threads and the flusher's, with a long slice.
+  static void* StartThreads(void* flusher);
   static void* RunThread(void* flusher);
   void Run();
   // `flush`: the daemon's latest CaptureControl.flush (shipping_core.h, "Flush").
@@ -163,6 +165,7 @@ class Flusher final : private ShippingHost {
   std::condition_variable contact_cv_;
   bool contact_settled_ ABSL_GUARDED_BY(contact_mu_) = false;
   uint64_t contact_deadline_ns_ = 0;  // the flusher's thread only; 0 once settled
+  int start_error_ = 0;  // pthread_create's for the flusher (StartThreads), read by Start()
 
   pthread_t thread_{};  // the flusher's thread, set before it runs
 

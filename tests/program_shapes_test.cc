@@ -4,16 +4,19 @@
 // libnrt call, and a limited address space (ulimit -v). Each exits and prints as without the
 // profiler; what the profiler could not do is said in one "nrtprof: " line, and the capture keeps
 // the calls.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/background_slice.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
@@ -225,6 +228,81 @@ TEST(ProgramShapesTest, AFileSizeLimitNeverKillsTheProgram) {
     EXPECT_EQ(r.out, plain.out);
     EXPECT_EQ(Calls(out, "nrt_execute"), 100) << r.err;
   }
+}
+
+// se.slice of the threads in a `program_shapes slices` output: name -> slices.
+std::multimap<std::string, int64_t> Slices(const std::string& out) {
+  std::multimap<std::string, int64_t> slices;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() == 3 && f[0] == "slice") slices.emplace(f[1], std::stoll(f[2]));
+  }
+  return slices;
+}
+
+// se.slice of a thread, from its sched file; -1 if not shown.
+int64_t SliceOf(const std::string& task_dir) {
+  for (absl::string_view line : absl::StrSplit(ReadFile(task_dir + "/sched"), '\n')) {
+    if (!absl::StartsWith(line, "se.slice")) continue;
+    const size_t colon = line.find(':');
+    if (colon != absl::string_view::npos) return std::stoll(std::string(line.substr(colon + 1)));
+  }
+  return -1;
+}
+
+// A program thread that wakes on a CPU where one of the profiler's threads runs takes it at
+// once, not after that thread's slice (measured: ~1 us a call on the run queue at 10,000 calls
+// a second; BENCHMARKS.md, "Session 20"). The shim's threads (its flusher and gRPC's) and the
+// daemon's ask for the kernel's longest slice; the program's own threads, made before or
+// after the profiler started, keep theirs.
+TEST(ProgramShapesTest, TheProfilersThreadsGiveWayToTheProgramsWhenTheyWake) {
+  int64_t probe = -1;
+  std::thread([&probe] {
+    if (UseBackgroundSlice()) probe = SliceOf("/proc/thread-self");
+  }).join();
+  if (probe != static_cast<int64_t>(kBackgroundSliceNs)) {
+    GTEST_SKIP() << "this kernel has no custom slices for SCHED_OTHER threads (Linux 6.12+) or "
+                    "does not show se.slice; got "
+                 << probe;
+  }
+  const Result plain = RunProcess(Program("slices", 5), kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::multimap<std::string, int64_t> before = Slices(plain.out);
+  ASSERT_EQ(before.size(), 2u) << plain.out;  // main and program-worker
+  const int64_t program_slice = before.begin()->second;
+  Daemon daemon("slices");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("slices") + "/capture";
+  const Result r = RunProcess(NrtprofRun(daemon, out, Program("slices", 5)), kPlainEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::multimap<std::string, int64_t> under = Slices(r.out);
+  int shim_threads = 0;
+  for (const auto& [name, slice] : under) {
+    if (name == "program_shapes" || name == "program-worker") {
+      EXPECT_EQ(slice, program_slice) << name << " is the program's: " << r.out;
+    } else {
+      EXPECT_EQ(slice, static_cast<int64_t>(kBackgroundSliceNs)) << name << ": " << r.out;
+      ++shim_threads;
+    }
+  }
+  EXPECT_EQ(under.count("program_shapes"), 1u) << r.out;
+  EXPECT_EQ(under.count("program-worker"), 1u) << r.out;
+  EXPECT_EQ(under.count("nrtprof-flush"), 1u) << r.out;
+  EXPECT_GE(shim_threads, 2) << "the flusher and gRPC's: " << r.out;
+  EXPECT_EQ(Calls(out, "nrt_execute"), 5) << r.err;
+  // Every thread of the daemon, too.
+  const std::string tasks = "/proc/" + std::to_string(daemon.pid()) + "/task";
+  DIR* dir = opendir(tasks.c_str());
+  ASSERT_NE(dir, nullptr);
+  int daemon_threads = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = tasks + "/" + e->d_name;
+    EXPECT_EQ(SliceOf(task), static_cast<int64_t>(kBackgroundSliceNs)) << ReadFile(task + "/comm");
+    ++daemon_threads;
+  }
+  closedir(dir);
+  EXPECT_GT(daemon_threads, 1);
 }
 
 }  // namespace

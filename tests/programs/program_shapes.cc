@@ -13,6 +13,11 @@
 //     thread_exit   N executions, then a worker makes N, and as it exits N more from a C++
 //                   thread_local's destructor and N more from a pthread key's destructor (the
 //                   key made after the worker's first call, so after the profiler's own)
+//     slices        N executions, then starts a worker of its own (blocked in a pipe read)
+//                   and prints, for each of the process's threads, "slice NAME NS": its
+//                   scheduler slice (se.slice in /proc/self/task/TID/sched; "slice none" where
+//                   the kernel does not show it)
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -116,6 +121,51 @@ void* ExitingWorker(void*) {
   return nullptr;
 }
 
+// The first line of `path` without its newline, or "".
+std::string FirstLine(const std::string& path) {
+  char line[256] = "";
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  if (fgets(line, sizeof line, f) == nullptr) line[0] = '\0';
+  fclose(f);
+  line[strcspn(line, "\n")] = '\0';
+  return line;
+}
+
+// "slice NAME NS" for each thread of the process, or one "slice none" where se.slice is not
+// shown (kernels before 6.6, or without CONFIG_SCHED_DEBUG).
+void PrintSlices() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return;
+  bool shown = false;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    FILE* f = fopen((task + "/sched").c_str(), "r");
+    if (f == nullptr) continue;
+    char line[256];
+    while (fgets(line, sizeof line, f) != nullptr) {
+      if (strncmp(line, "se.slice", 8) != 0) continue;
+      const char* colon = strchr(line, ':');
+      if (colon == nullptr) continue;
+      printf("slice %s %lld\n", FirstLine(task + "/comm").c_str(), atoll(colon + 1));
+      shown = true;
+    }
+    fclose(f);
+  }
+  closedir(dir);
+  if (!shown) printf("slice none\n");
+}
+
+int g_pipe[2];
+
+void* BlockedWorker(void*) {
+  char c;
+  ssize_t n = read(g_pipe[0], &c, 1);
+  (void)n;
+  return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,6 +212,17 @@ int main(int argc, char** argv) {
     }
     printf("thread_local destructor checksum %.1f\nkey destructor checksum %.1f\n",
            g_local_checksum, g_key_checksum);
+  }
+  if (mode == "slices") {
+    pthread_t worker;
+    if (pipe(g_pipe) != 0 || pthread_create(&worker, nullptr, &BlockedWorker, nullptr) != 0) {
+      return 1;
+    }
+    pthread_setname_np(worker, "program-worker");
+    PrintSlices();
+    ssize_t n = write(g_pipe[1], "x", 1);
+    (void)n;
+    pthread_join(worker, nullptr);
   }
   if (mode == "eat_fds") {
     printf("took %s descriptors\n", taken.empty() ? "no" : "all free");
