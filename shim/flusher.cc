@@ -184,11 +184,11 @@ bool Flusher::Start() {
   pthread_t starter;
   int error = pthread_create(&starter, &attr, &Flusher::StartThreads, this);
   if (error == 0) {
-    pthread_join(starter, nullptr);
-    error = start_error_;
+    void* made = nullptr;
+    pthread_join(starter, &made);
+    error = static_cast<int>(reinterpret_cast<intptr_t>(made));
   } else {
-    StartThreads(this);  // no thread to spare for it: here, without the slice
-    error = start_error_;
+    error = MakeThreads();  // no thread to spare for it: here, without the slice
   }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -213,18 +213,22 @@ bool Flusher::Start() {
 }
 
 void* Flusher::StartThreads(void* flusher) {
-  auto* self = static_cast<Flusher*>(flusher);
   UseBackgroundSlice();
-  self->link_.Start();
+  const int error = static_cast<Flusher*>(flusher)->MakeThreads();
+  return reinterpret_cast<void*>(static_cast<intptr_t>(error));
+}
+
+int Flusher::MakeThreads() {
+  link_.Start();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, kThreadStackBytes);
   pthread_t thread;
-  self->contact_deadline_ns_ = MonotonicNs() + kFirstContactNs;
-  self->start_error_ = pthread_create(&thread, &attr, &Flusher::RunThread, self);
+  contact_deadline_ns_ = MonotonicNs() + kFirstContactNs;
+  const int error = pthread_create(&thread, &attr, &Flusher::RunThread, this);
   pthread_attr_destroy(&attr);
-  return nullptr;
+  return error;
 }
 
 void* Flusher::RunThread(void* flusher) {

@@ -80,8 +80,11 @@ class Flusher final : private ShippingHost {
     uint64_t generation;
     std::string json;
   };
-  // Start()'s helper thread: makes gRPC's threads and the flusher's, with a long slice.
+  // Start()'s helper thread: asks for a long slice, then MakeThreads(); returns its error.
   static void* StartThreads(void* flusher);
+  // Makes gRPC's channel (and its threads) and the flusher's thread on the calling thread;
+  // pthread_create's error for the flusher, 0 if made.
+  int MakeThreads();
   static void* RunThread(void* flusher);
   void Run();
   // `flush`: the daemon's latest CaptureControl.flush (shipping_core.h, "Flush").
@@ -165,7 +168,6 @@ class Flusher final : private ShippingHost {
   std::condition_variable contact_cv_;
   bool contact_settled_ ABSL_GUARDED_BY(contact_mu_) = false;
   uint64_t contact_deadline_ns_ = 0;  // the flusher's thread only; 0 once settled
-  int start_error_ = 0;  // pthread_create's for the flusher (StartThreads), read by Start()
 
   pthread_t thread_{};  // the flusher's thread, set before it runs
 
