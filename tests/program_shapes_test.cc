@@ -1,7 +1,8 @@
 // Programs of unusual shapes under `nrtprof run` with a real daemon (issue 11, "Never break the
 // program"): main() calling pthread_exit while a worker goes on, calls made as a thread ends,
 // a command line over the Hello's 1 MiB limit, every descriptor taken right after the first
-// libnrt call, and a limited address space (ulimit -v). Each exits and prints as without the
+// libnrt call, a limited address space (ulimit -v), and a shim that cannot make the helper
+// thread its threads are made from. Each exits and prints as without the
 // profiler; what the profiler could not do is said in one "nrtprof: " line, and the capture keeps
 // the calls.
 #include <dirent.h>
@@ -303,6 +304,43 @@ TEST(ProgramShapesTest, TheProfilersThreadsGiveWayToTheProgramsWhenTheyWake) {
   }
   closedir(dir);
   EXPECT_GT(daemon_threads, 1);
+}
+
+// Where the short-lived thread that asks for the long slice cannot be made (a process at its
+// thread limit), the shim makes its threads from the program's calling thread instead, and that
+// thread keeps the scheduler's default slice: only a thread of the profiler's own ever asks.
+TEST(ProgramShapesTest, WithoutItsHelperThreadTheShimStillRecordsAndLeavesTheProgramsSlice) {
+  int64_t probe = -1;
+  std::thread([&probe] {
+    if (UseBackgroundSlice()) probe = SliceOf("/proc/thread-self");
+  }).join();
+  if (probe != static_cast<int64_t>(kBackgroundSliceNs)) {
+    GTEST_SKIP() << "this kernel has no custom slices for SCHED_OTHER threads (Linux 6.12+) or "
+                    "does not show se.slice; got "
+                 << probe;
+  }
+  const Result plain = RunProcess(Program("slices", 5), kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::multimap<std::string, int64_t> before = Slices(plain.out);
+  ASSERT_FALSE(before.empty()) << plain.out;
+  const int64_t program_slice = before.begin()->second;
+  Daemon daemon("slices-fallback");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("slices-fallback") + "/capture";
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["LD_PRELOAD"] = Runfile("tests/librefuse_backend_thread.so");
+  const Result r = RunProcess(NrtprofRun(daemon, out, Program("slices", 5)), env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "refused the backend's first thread")) << r.err;
+  const std::multimap<std::string, int64_t> under = Slices(r.out);
+  ASSERT_EQ(under.count("program_shapes"), 1u) << r.out;
+  ASSERT_EQ(under.count("program-worker"), 1u) << r.out;
+  ASSERT_EQ(under.count("nrtprof-flush"), 1u) << r.out;
+  EXPECT_EQ(under.find("program_shapes")->second, program_slice) << r.out;
+  EXPECT_EQ(under.find("program-worker")->second, program_slice) << r.out;
+  // Made by the program's thread, the flusher has its slice: the helper never ran.
+  EXPECT_EQ(under.find("nrtprof-flush")->second, program_slice) << r.out;
+  EXPECT_EQ(Calls(out, "nrt_execute"), 5) << r.err;
 }
 
 }  // namespace
