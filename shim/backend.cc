@@ -304,11 +304,15 @@ bool CheckUnixDaemon(DaemonTransport* transport) {
 // thread that allocates (gRPC's and the flusher), and 8 MiB stacks. Measured (strace of the
 // mappings, tests/program_shapes steady under a 500 MB limit): 384 MiB of arenas (6), 65 MiB
 // of stacks and 40 MiB of libraries when a capture was lost to "out of memory"; with 320 MiB
-// of room required it was lost in 3 runs of 4.
+// of room required it was lost in 3 runs of 4. Beside that, two rings of NRTPROF_RING_EVENTS
+// (the first thread's, and the spare the flusher keeps for the next): at the largest size,
+// 256 MiB each, which the 640 did not count (seen: a 700 MB limit passed this check, and then
+// no thread had a ring, every call dropped).
 constexpr uint64_t kAddressSpaceNeeded = 640ull << 20;
 
 // False, after one line on stderr, if the process's address space is limited to too little.
-bool RoomForTheProfiler() {
+bool RoomForTheProfiler(const CoreState& core) {
+  const uint64_t needed = kAddressSpaceNeeded + 2 * EventRing::BytesFor(core.config.ring_events);
   rlimit limit;
   if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
   uint64_t used_kib = 0;
@@ -321,13 +325,13 @@ bool RoomForTheProfiler() {
   }
   const uint64_t used = used_kib * 1024;
   const uint64_t free = limit.rlim_cur > used ? limit.rlim_cur - used : 0;
-  if (free >= kAddressSpaceNeeded) return true;
+  if (free >= needed) return true;
   char line[256];
   snprintf(line, sizeof(line),
            "nrtprof: the process's address space is limited to %" PRIu64
            " MiB (ulimit -v), %" PRIu64 " MiB free; the profiler needs about %" PRIu64
            " MiB; not profiling this process\n",
-           static_cast<uint64_t>(limit.rlim_cur) >> 20, free >> 20, kAddressSpaceNeeded >> 20);
+           static_cast<uint64_t>(limit.rlim_cur) >> 20, free >> 20, needed >> 20);
   Report(line);
   return false;
 }
@@ -356,7 +360,7 @@ const BackendApi* Start(CoreState* core) {
              "profiling this process\n");
       return nullptr;
   }
-  if (!RoomForTheProfiler()) return nullptr;
+  if (!RoomForTheProfiler(*core)) return nullptr;
   g_core = core;
   // Before gRPC starts (the flusher's channel): from then on gRPC prints nothing itself.
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);

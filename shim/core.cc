@@ -133,6 +133,8 @@ void AtForkChild() {
   g_core.spare_count = 0;
   g_core.lost_calls.store(0, std::memory_order_relaxed);
   g_core.lost_ranges.store(0, std::memory_order_relaxed);
+  g_core.no_ring_calls.store(0, std::memory_order_relaxed);
+  g_core.no_ring_ranges.store(0, std::memory_order_relaxed);
   g_core.next_correlation_id.store(1, std::memory_order_relaxed);
   if (g_fork_prepared && g_phase.load(std::memory_order_relaxed) == kStarted) {
     g_fork_prepared = false;
@@ -406,8 +408,8 @@ ThreadState* CreateThreadState(RecordKind kind) {
   if (ts == nullptr) {
     ts = NewRingState();
     if (ts == nullptr) {
-      t_state = kDeadThread;
-      CountLostRecord(kind);
+      t_state = kNoRingThread;
+      CountLostRecord(kind, /*no_ring=*/true);
       return nullptr;
     }
     // Only the ring's first pages are faulted in now; the flusher faults in more ahead of the

@@ -60,6 +60,10 @@ extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;
 
 // t_state of a thread whose exit destructor ran: record nothing more.
 inline ThreadState* const kDeadThread = reinterpret_cast<ThreadState*>(1);
+// t_state of a thread that found no memory for a ring: its records are counted as no_memory.
+inline ThreadState* const kNoRingThread = reinterpret_cast<ThreadState*>(2);
+// Whether t_state is a thread's state (neither null nor one of the two above).
+inline bool HasRing(const ThreadState* ts) { return reinterpret_cast<uintptr_t>(ts) > 2; }
 
 // The libc dlsym (resolved once through dlvsym); null only if libc has none.
 using DlsymFn = void* (*)(void*, const char*);
@@ -105,10 +109,16 @@ inline const BackendApi* RunningBackend() {
   return g_backend.load(std::memory_order_acquire);
 }
 
-// A record of `kind` lost outside any live ring (core_state.h's lost_calls, lost_ranges).
-inline void CountLostRecord(RecordKind kind) {
-  (kind == RecordKind::kRange ? g_core.lost_ranges : g_core.lost_calls)
-      .fetch_add(1, std::memory_order_relaxed);
+// A record of `kind` lost outside any live ring (core_state.h's lost_calls, lost_ranges; with
+// `no_ring`, no_ring_calls and no_ring_ranges).
+inline void CountLostRecord(RecordKind kind, bool no_ring = false) {
+  if (no_ring) {
+    (kind == RecordKind::kRange ? g_core.no_ring_ranges : g_core.no_ring_calls)
+        .fetch_add(1, std::memory_order_relaxed);
+  } else {
+    (kind == RecordKind::kRange ? g_core.lost_ranges : g_core.lost_calls)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
   // Also where a reader of the rings file finds it after the process died.
   if (RingsFileHeader* h = g_core.rings_header.load(std::memory_order_acquire)) {
     h->lost[static_cast<size_t>(kind) % kRingsKinds].fetch_add(1, std::memory_order_relaxed);
@@ -121,9 +131,9 @@ ThreadState* CreateThreadState(RecordKind kind) NRTPROF_HIDDEN;
 // This thread's state, created at its first event; null if it cannot record.
 inline ThreadState* GetThreadState(RecordKind kind) {
   ThreadState* ts = t_state;
-  if (__builtin_expect(reinterpret_cast<uintptr_t>(ts) > 1, 1)) return ts;
-  if (ts == kDeadThread) {
-    CountLostRecord(kind);
+  if (__builtin_expect(HasRing(ts), 1)) return ts;
+  if (ts == kDeadThread || ts == kNoRingThread) {
+    CountLostRecord(kind, /*no_ring=*/ts == kNoRingThread);
     return nullptr;
   }
   return CreateThreadState(kind);

@@ -103,10 +103,14 @@ struct CoreState {
   // or private memory), on no list; null if there is no memory for one. Any thread.
   ThreadState* (*new_spare_thread)() = nullptr;
 
-  // Records lost outside any live ring, by kind: threads past their exit or without memory for
-  // a ring, ranges nested deeper than kMaxRangeDepth. Part of DropCounters.ring_full.
+  // Records lost outside any live ring, by kind: threads past their exit, ranges nested deeper
+  // than kMaxRangeDepth. Part of DropCounters.ring_full.
   std::atomic<uint64_t> lost_calls{0};
   std::atomic<uint64_t> lost_ranges{0};
+  // Records of threads that found no memory for a ring, by kind. Part of
+  // DropCounters.no_memory. (Both kinds also add to the rings file's lost counts.)
+  std::atomic<uint64_t> no_ring_calls{0};
+  std::atomic<uint64_t> no_ring_ranges{0};
   // Wrappers record while this is 1 (relaxed loads on the hot path).
   std::atomic<int> recording{0};
   // 1 when the backend runs the runtime's device profiles (NRTPROF_DEVICE_PROFILE=1): the

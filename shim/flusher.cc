@@ -402,6 +402,8 @@ void Flusher::Tick(uint64_t flush) {
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
                           [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
   DrainRings(now);
+  // A thread that found no memory for a ring (core.cc) cannot say so itself: said here, once.
+  if (!no_memory_said_ && NoRingRecords().total() != 0) CountNoMemory(LaneCounts());
   KeepASpareRing();
   TakeModels();
   // Everything recorded before the daemon asked is drained now.
@@ -543,6 +545,13 @@ void Flusher::KeepASpareRing() {
   if (!AddSpare(ts)) FreeRing(ts);
 }
 
+LaneCounts Flusher::NoRingRecords() const {
+  LaneCounts lost;
+  lost.runtime = core_->no_ring_calls.load(std::memory_order_relaxed);
+  lost.framework = core_->no_ring_ranges.load(std::memory_order_relaxed);
+  return lost;
+}
+
 void Flusher::CountNoMemory(const LaneCounts& lost) {
   no_memory_ += lost;
   if (no_memory_said_) return;
@@ -634,7 +643,7 @@ HostDrops Flusher::Drops() {
   }
   drops.device_malformed.hardware =
       device_parser_.malformed_total() + device_profile_.malformed_total();
-  drops.no_memory = no_memory_;
+  drops.no_memory = no_memory_ + NoRingRecords();
   return drops;
 }
 

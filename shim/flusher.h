@@ -92,6 +92,8 @@ class Flusher final : private ShippingHost {
   // After main() called pthread_exit: true once the program's last thread has ended, so that
   // only the shim's and gRPC's threads keep the process alive (README: "pthread_exit").
   bool ProgramThreadsGone();
+  // Records of threads that found no memory for a ring (core_state.h): DropCounters.no_memory.
+  LaneCounts NoRingRecords() const;
   // An allocation failed (std::bad_alloc) while handling `lost`: counted (no_memory), and
   // said once on stderr.
   void CountNoMemory(const LaneCounts& lost);

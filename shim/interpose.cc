@@ -474,7 +474,7 @@ NRTPROF_EXPORT void nrtprof_range_push(const char* name) {
 NRTPROF_EXPORT void nrtprof_range_pop(void) {
   if (sc::t_in_call != 0) return;
   ns::ThreadState* ts = sc::t_state;
-  if (reinterpret_cast<uintptr_t>(ts) <= 1 || ts->range_depth == 0) return;  // unmatched
+  if (!sc::HasRing(ts) || ts->range_depth == 0) return;  // unmatched
   const uint32_t depth = --ts->range_depth;
   const uint64_t end_ticks = sc::Ticks();
   if (depth >= ns::kMaxRangeDepth) {
@@ -513,7 +513,7 @@ thread_local bool t_step_open = false;
 NRTPROF_EXPORT void nrtprof_step_mark(void) {
   if (sc::t_in_call != 0) return;
   ns::ThreadState* ts = sc::t_state;
-  if (t_step_open && reinterpret_cast<uintptr_t>(ts) > 1 && ts->range_depth == 1) {
+  if (t_step_open && sc::HasRing(ts) && ts->range_depth == 1) {
     nrtprof_range_pop();
   }
   t_step_open = false;

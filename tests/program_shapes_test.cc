@@ -1,8 +1,8 @@
 // Programs of unusual shapes under `nrtprof run` with a real daemon (issue 11, "Never break the
 // program"): main() calling pthread_exit while a worker goes on, calls made as a thread ends,
 // a command line over the Hello's 1 MiB limit, every descriptor taken right after the first
-// libnrt call, a limited address space (ulimit -v), and a shim that cannot make the helper
-// thread its threads are made from. Each exits and prints as without the
+// libnrt call, a limited address space (ulimit -v; rings it has no room for), and a shim that
+// cannot make the helper thread its threads are made from. Each exits and prints as without the
 // profiler; what the profiler could not do is said in one "nrtprof: " line, and the capture keeps
 // the calls.
 #include <dirent.h>
@@ -212,6 +212,60 @@ TEST(ProgramShapesTest, ALimitedAddressSpaceNeverBreaksTheProgram) {
           << kib << ": " << executions << " executions recorded, and nothing said: " << r.err;
     }
   }
+}
+
+// The figure after `"key": ` in a capture's summary.json (events_dropped's reasons), or -1.
+int64_t SummaryFigure(const std::string& capture, const std::string& key) {
+  const std::string json = ReadFile(capture + "/summary.json");
+  const std::string quoted = "\"" + key + "\": ";
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return -1;
+  return strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
+}
+
+// Threads that find no memory for their rings (rings of NRTPROF_RING_EVENTS=4194304, 256 MiB
+// each, for 8 threads alive at once, under a 1.4 GB limit the program fits in bare) record
+// nothing. Their calls are counted as no_memory, not ring_full (which would send the user to
+// NRTPROF_RING_EVENTS), and the shim says so once; the program runs as it does bare.
+TEST(ProgramShapesTest, CallsOfThreadsWithNoMemoryForARingAreCountedAsNoMemory) {
+  const std::vector<std::string> command = Limited("-v 1400000", Program("threads", 20));
+  const Result plain = RunProcess(command, kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  Daemon daemon("no-ring");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("no-ring") + "/capture";
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["NRTPROF_RING_EVENTS"] = "4194304";
+  const Result r = RunProcess(NrtprofRun(daemon, out, command), env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  // 9 threads' 180 executions: what is not in the capture is counted, and as no_memory.
+  const int64_t recorded = Calls(out, "nrt_execute");
+  const int64_t no_memory = SummaryFigure(out, "no_memory");
+  EXPECT_GT(no_memory, 0) << "8 rings of 256 MiB cannot fit in 1.4 GB: " << r.err;
+  EXPECT_GE(recorded + no_memory, 180) << r.err;
+  EXPECT_EQ(SummaryFigure(out, "ring_full"), 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "nrtprof: the profiler ran out of memory")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "counted as dropped (no_memory)")) << r.err;
+}
+
+// Rings too large for the room a limited address space leaves are refused at the start, with
+// the reason, instead of recording nothing (seen: a 700 MB limit with rings of 256 MiB passed
+// the check and every call was dropped, counted as ring_full).
+TEST(ProgramShapesTest, RingsTooLargeForTheAddressSpaceAreSaidAtTheStart) {
+  const std::vector<std::string> command = Limited("-v 700000", Program("steady", 40));
+  const Result plain = RunProcess(command, kPlainEnv);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  Daemon daemon("big-rings");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("big-rings") + "/capture";
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["NRTPROF_RING_EVENTS"] = "4194304";
+  const Result r = RunProcess(NrtprofRun(daemon, out, command), env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_TRUE(absl::StrContains(r.err, "the profiler needs about 1152 MiB; not profiling"))
+      << r.err;
 }
 
 // Under ulimit -f, where the program runs as well bare: a file the profiler grows past the

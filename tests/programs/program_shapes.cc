@@ -17,12 +17,16 @@
 //                   and prints, for each of the process's threads, "slice NAME NS": its
 //                   scheduler slice (se.slice in /proc/self/task/TID/sched; "slice none" where
 //                   the kernel does not show it)
+//     threads       N executions, then 8 workers, all alive at once, each making N executions
+//                   (one worker at a time, so that the results are the same in any order),
+//                   which end together; prints the workers' checksum
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -159,6 +163,21 @@ void PrintSlices() {
 
 int g_pipe[2];
 
+constexpr int kWorkers = 8;
+pthread_mutex_t g_run_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_barrier_t g_all_ran;
+double g_worker_checksum[kWorkers];
+bool g_worker_failed = false;
+
+void* RunningWorker(void* arg) {
+  const int i = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+  pthread_mutex_lock(&g_run_mu);
+  g_worker_failed |= !Run(g_session, (i + 1) * g_n, g_n, &g_worker_checksum[i]);
+  pthread_mutex_unlock(&g_run_mu);
+  pthread_barrier_wait(&g_all_ran);  // every worker is alive until all have run
+  return nullptr;
+}
+
 void* BlockedWorker(void*) {
   char c;
   ssize_t n = read(g_pipe[0], &c, 1);
@@ -223,6 +242,23 @@ int main(int argc, char** argv) {
     ssize_t n = write(g_pipe[1], "x", 1);
     (void)n;
     pthread_join(worker, nullptr);
+  }
+  if (mode == "threads") {
+    pthread_t workers[kWorkers];
+    pthread_barrier_init(&g_all_ran, nullptr, kWorkers);
+    for (int i = 0; i < kWorkers; ++i) {
+      if (pthread_create(&workers[i], nullptr, &RunningWorker,
+                         reinterpret_cast<void*>(static_cast<intptr_t>(i))) != 0) {
+        return 1;
+      }
+    }
+    double sum = 0;
+    for (int i = 0; i < kWorkers; ++i) {
+      pthread_join(workers[i], nullptr);
+      sum += g_worker_checksum[i];
+    }
+    if (g_worker_failed) return 1;
+    printf("workers' checksum %.1f\n", sum);
   }
   if (mode == "eat_fds") {
     printf("took %s descriptors\n", taken.empty() ? "no" : "all free");
