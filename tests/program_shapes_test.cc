@@ -223,22 +223,31 @@ int64_t SummaryFigure(const std::string& capture, const std::string& key) {
   return strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
 }
 
+// `command` under `nrtprof run` (capture in *out) with the largest rings, NRTPROF_RING_EVENTS=
+// 4194304 (256 MiB each); *plain_out: its output run bare, which must succeed.
+Result RunWithLargestRings(const std::string& name, const std::vector<std::string>& command,
+                           std::string* out, std::string* plain_out) {
+  const Result plain = RunProcess(command, kPlainEnv);
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  *plain_out = plain.out;
+  Daemon daemon(name);
+  EXPECT_TRUE(daemon.Start());
+  *out = TempDir(name) + "/capture";
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["NRTPROF_RING_EVENTS"] = "4194304";
+  return RunProcess(NrtprofRun(daemon, *out, command), env);
+}
+
 // Threads that find no memory for their rings (rings of NRTPROF_RING_EVENTS=4194304, 256 MiB
 // each, for 8 threads alive at once, under a 1.4 GB limit the program fits in bare) record
 // nothing. Their calls are counted as no_memory, not ring_full (which would send the user to
 // NRTPROF_RING_EVENTS), and the shim says so once; the program runs as it does bare.
 TEST(ProgramShapesTest, CallsOfThreadsWithNoMemoryForARingAreCountedAsNoMemory) {
-  const std::vector<std::string> command = Limited("-v 1400000", Program("threads", 20));
-  const Result plain = RunProcess(command, kPlainEnv);
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  Daemon daemon("no-ring");
-  ASSERT_TRUE(daemon.Start());
-  const std::string out = TempDir("no-ring") + "/capture";
-  std::map<std::string, std::string> env = kPlainEnv;
-  env["NRTPROF_RING_EVENTS"] = "4194304";
-  const Result r = RunProcess(NrtprofRun(daemon, out, command), env);
+  std::string out, plain_out;
+  const Result r = RunWithLargestRings("no-ring", Limited("-v 1400000", Program("threads", 20)),
+                                       &out, &plain_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, plain.out);
+  EXPECT_EQ(r.out, plain_out);
   // 9 threads' 180 executions: what is not in the capture is counted, and as no_memory.
   const int64_t recorded = Calls(out, "nrt_execute");
   const int64_t no_memory = SummaryFigure(out, "no_memory");
@@ -253,17 +262,11 @@ TEST(ProgramShapesTest, CallsOfThreadsWithNoMemoryForARingAreCountedAsNoMemory) 
 // the reason, instead of recording nothing (seen: a 700 MB limit with rings of 256 MiB passed
 // the check and every call was dropped, counted as ring_full).
 TEST(ProgramShapesTest, RingsTooLargeForTheAddressSpaceAreSaidAtTheStart) {
-  const std::vector<std::string> command = Limited("-v 700000", Program("steady", 40));
-  const Result plain = RunProcess(command, kPlainEnv);
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  Daemon daemon("big-rings");
-  ASSERT_TRUE(daemon.Start());
-  const std::string out = TempDir("big-rings") + "/capture";
-  std::map<std::string, std::string> env = kPlainEnv;
-  env["NRTPROF_RING_EVENTS"] = "4194304";
-  const Result r = RunProcess(NrtprofRun(daemon, out, command), env);
+  std::string out, plain_out;
+  const Result r = RunWithLargestRings("big-rings", Limited("-v 700000", Program("steady", 40)),
+                                       &out, &plain_out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, plain.out);
+  EXPECT_EQ(r.out, plain_out);
   EXPECT_TRUE(absl::StrContains(r.err, "the profiler needs about 1152 MiB; not profiling"))
       << r.err;
 }
@@ -305,20 +308,28 @@ int64_t SliceOf(const std::string& task_dir) {
   return -1;
 }
 
+// The slice a thread of this process has after asking for the long one (UseBackgroundSlice),
+// or -1.
+int64_t LongSliceHere() {
+  int64_t slice = -1;
+  std::thread([&slice] {
+    if (UseBackgroundSlice()) slice = SliceOf("/proc/thread-self");
+  }).join();
+  return slice;
+}
+
+constexpr char kNoCustomSlices[] =
+    "this kernel has no custom slices for SCHED_OTHER threads (Linux 6.12+) or does not show "
+    "se.slice; got ";
+
 // A program thread that wakes on a CPU where one of the profiler's threads runs takes it at
 // once, not after that thread's slice (measured: ~1 us a call on the run queue at 10,000 calls
 // a second; BENCHMARKS.md, "Session 20"). The shim's threads (its flusher and gRPC's) and the
 // daemon's ask for the kernel's longest slice; the program's own threads, made before or
 // after the profiler started, keep theirs.
 TEST(ProgramShapesTest, TheProfilersThreadsGiveWayToTheProgramsWhenTheyWake) {
-  int64_t probe = -1;
-  std::thread([&probe] {
-    if (UseBackgroundSlice()) probe = SliceOf("/proc/thread-self");
-  }).join();
-  if (probe != static_cast<int64_t>(kBackgroundSliceNs)) {
-    GTEST_SKIP() << "this kernel has no custom slices for SCHED_OTHER threads (Linux 6.12+) or "
-                    "does not show se.slice; got "
-                 << probe;
+  if (const int64_t probe = LongSliceHere(); probe != static_cast<int64_t>(kBackgroundSliceNs)) {
+    GTEST_SKIP() << kNoCustomSlices << probe;
   }
   const Result plain = RunProcess(Program("slices", 5), kPlainEnv);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
@@ -364,14 +375,8 @@ TEST(ProgramShapesTest, TheProfilersThreadsGiveWayToTheProgramsWhenTheyWake) {
 // thread limit), the shim makes its threads from the program's calling thread instead, and that
 // thread keeps the scheduler's default slice: only a thread of the profiler's own ever asks.
 TEST(ProgramShapesTest, WithoutItsHelperThreadTheShimStillRecordsAndLeavesTheProgramsSlice) {
-  int64_t probe = -1;
-  std::thread([&probe] {
-    if (UseBackgroundSlice()) probe = SliceOf("/proc/thread-self");
-  }).join();
-  if (probe != static_cast<int64_t>(kBackgroundSliceNs)) {
-    GTEST_SKIP() << "this kernel has no custom slices for SCHED_OTHER threads (Linux 6.12+) or "
-                    "does not show se.slice; got "
-                 << probe;
+  if (const int64_t probe = LongSliceHere(); probe != static_cast<int64_t>(kBackgroundSliceNs)) {
+    GTEST_SKIP() << kNoCustomSlices << probe;
   }
   const Result plain = RunProcess(Program("slices", 5), kPlainEnv);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
