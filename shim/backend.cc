@@ -304,15 +304,14 @@ bool CheckUnixDaemon(DaemonTransport* transport) {
 // thread that allocates (gRPC's and the flusher), and 8 MiB stacks. Measured (strace of the
 // mappings, tests/program_shapes steady under a 500 MB limit): 384 MiB of arenas (6), 65 MiB
 // of stacks and 40 MiB of libraries when a capture was lost to "out of memory"; with 320 MiB
-// of room required it was lost in 3 runs of 4. Beside that, two rings of NRTPROF_RING_EVENTS
-// (the first thread's, and the spare the flusher keeps for the next): at the largest size,
-// 256 MiB each, which the 640 did not count (seen: a 700 MB limit passed this check, and then
-// no thread had a ring, every call dropped).
-constexpr uint64_t kAddressSpaceNeeded = 640ull << 20;
+// of room required it was lost in 3 runs of 4: hence kAddressSpaceKept (640 MiB). Beside that,
+// two rings of NRTPROF_RING_EVENTS (the first thread's, and the spare the flusher keeps for the
+// next): at the largest size, 256 MiB each, which the 640 did not count (seen: a 700 MB limit
+// passed this check, and then no thread had a ring, every call dropped).
 
 // False, after one line on stderr, if the process's address space is limited to too little.
 bool RoomForTheProfiler(const CoreState& core) {
-  const uint64_t needed = kAddressSpaceNeeded + 2 * EventRing::BytesFor(core.config.ring_events);
+  const uint64_t needed = kAddressSpaceKept + 2 * EventRing::BytesFor(core.config.ring_events);
   rlimit limit;
   if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
   uint64_t used_kib = 0;

@@ -35,6 +35,10 @@ inline constexpr uint32_t kShimAbiVersion = 8;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
+// Under a limit on the address space (ulimit -v), the room the profiler leaves free for gRPC
+// and the program: the backend starts only with this much free beside two rings (backend.cc
+// says why), and a thread's ring is mapped only if this much stays free after it (core.cc).
+inline constexpr uint64_t kAddressSpaceKept = 640ull << 20;
 
 // Correlation ids a thread takes from CoreState::next_correlation_id at a time.
 inline constexpr uint64_t kCorrelationBlock = 4096;

@@ -71,12 +71,12 @@ std::string_view StatusField(const char* status, const char* field) {
   return std::string_view(at, end != nullptr ? static_cast<size_t>(end - at) : strlen(at));
 }
 
-// The names the shim's threads have: the flusher's, and those gRPC 1.51 gives its own (cut to
-// 15 bytes by the kernel); a thread gRPC has just made still has its maker's.
+// The names the shim's threads have: the flusher's, its starter's (StartThreads), and those
+// gRPC 1.51 gives its own (cut to 15 bytes by the kernel); a thread gRPC has just made still
+// has its maker's.
 bool IsShimThreadName(std::string_view name) {
-  for (const char* known : {"nrtprof-flush", "default-executo", "resolver-execut",
-                            "grpc_global_tim", "event_engine", "timer_manager",
-                            "nexting_thread"}) {
+  for (const char* known : {"nrtprof-flush", "nrtprof-start", "default-executo", "resolver-execut",
+                            "grpc_global_tim", "event_engine", "timer_manager", "nexting_thread"}) {
     if (name == known) return true;
   }
   return name.substr(0, 4) == "grpc";
@@ -213,6 +213,10 @@ bool Flusher::Start() {
 }
 
 void* Flusher::StartThreads(void* flusher) {
+  // Named, so that the threads it makes (they bear their maker's name until they name
+  // themselves) are never taken for the program's: in `top`, in /proc, or by a test that
+  // reads each thread's slice (seen: a gRPC thread named "program_shapes" with the long slice).
+  pthread_setname_np(pthread_self(), "nrtprof-start");
   UseBackgroundSlice();
   const int error = static_cast<Flusher*>(flusher)->MakeThreads();
   return reinterpret_cast<void*>(static_cast<intptr_t>(error));
@@ -402,8 +406,6 @@ void Flusher::Tick(uint64_t flush) {
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
                           [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
   DrainRings(now);
-  // A thread that found no memory for a ring (core.cc) cannot say so itself: said here, once.
-  if (!no_memory_said_ && NoRingRecords().total() != 0) CountNoMemory(LaneCounts());
   KeepASpareRing();
   TakeModels();
   // Everything recorded before the daemon asked is drained now.
@@ -449,6 +451,9 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
 }
 
 void Flusher::DrainRings(uint64_t now_ns) {
+  // A thread that found no memory for a ring (core.cc) cannot say so itself: said here, once
+  // (here, so that the exit's last drain says it too).
+  if (!no_memory_said_ && NoRingRecords().total() != 0) CountNoMemory(LaneCounts());
   threads_snapshot_.clear();
   pthread_mutex_lock(&core_->registry_mu);
   for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) {

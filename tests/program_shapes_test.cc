@@ -391,14 +391,13 @@ TEST(ProgramShapesTest, WithoutItsHelperThreadTheShimStillRecordsAndLeavesThePro
   const Result r = RunProcess(NrtprofRun(daemon, out, Program("slices", 5)), env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "refused the backend's first thread")) << r.err;
+  // Every thread has the default slice, the program's and the profiler's (made by the
+  // program's thread, and bearing its name until they name themselves): the helper never ran.
   const std::multimap<std::string, int64_t> under = Slices(r.out);
-  ASSERT_EQ(under.count("program_shapes"), 1u) << r.out;
-  ASSERT_EQ(under.count("program-worker"), 1u) << r.out;
-  ASSERT_EQ(under.count("nrtprof-flush"), 1u) << r.out;
-  EXPECT_EQ(under.find("program_shapes")->second, program_slice) << r.out;
-  EXPECT_EQ(under.find("program-worker")->second, program_slice) << r.out;
-  // Made by the program's thread, the flusher has its slice: the helper never ran.
-  EXPECT_EQ(under.find("nrtprof-flush")->second, program_slice) << r.out;
+  EXPECT_GE(under.count("program_shapes"), 1u) << r.out;
+  EXPECT_EQ(under.count("program-worker"), 1u) << r.out;
+  EXPECT_GE(under.size(), 4u) << "the program's two, the flusher and gRPC's: " << r.out;
+  for (const auto& [name, slice] : under) EXPECT_EQ(slice, program_slice) << name << ": " << r.out;
   EXPECT_EQ(Calls(out, "nrt_execute"), 5) << r.err;
 }
 
