@@ -18,7 +18,6 @@
 #include <grpc/support/log.h>
 #include <libunwind.h>
 #include <openssl/crypto.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include "common/address.h"
 #include "common/credential_files.h"
 #include "common/socket_trust.h"
+#include "shim/address_space.h"
 #include "shim/core_state.h"
 #include "shim/flusher.h"
 
@@ -312,25 +312,14 @@ bool CheckUnixDaemon(DaemonTransport* transport) {
 // False, after one line on stderr, if the process's address space is limited to too little.
 bool RoomForTheProfiler(const CoreState& core) {
   const uint64_t needed = kAddressSpaceKept + 2 * EventRing::BytesFor(core.config.ring_events);
-  rlimit limit;
-  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
-  uint64_t used_kib = 0;
-  if (FILE* f = fopen("/proc/self/status", "re")) {
-    char line[256];
-    while (fgets(line, sizeof(line), f) != nullptr) {
-      if (sscanf(line, "VmSize: %" SCNu64, &used_kib) == 1) break;
-    }
-    fclose(f);
-  }
-  const uint64_t used = used_kib * 1024;
-  const uint64_t free = limit.rlim_cur > used ? limit.rlim_cur - used : 0;
-  if (free >= needed) return true;
+  uint64_t limit = 0, free = 0;
+  if (!AddressSpaceLimited(&limit, &free) || free >= needed) return true;
   char line[256];
   snprintf(line, sizeof(line),
            "nrtprof: the process's address space is limited to %" PRIu64
            " MiB (ulimit -v), %" PRIu64 " MiB free; the profiler needs about %" PRIu64
            " MiB; not profiling this process\n",
-           static_cast<uint64_t>(limit.rlim_cur) >> 20, free >> 20, needed >> 20);
+           limit >> 20, free >> 20, needed >> 20);
   Report(line);
   return false;
 }

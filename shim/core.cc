@@ -1,7 +1,6 @@
 #include "shim/core.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "shim/address_space.h"
 #include "shim/fd_guard.h"
 #include "shim/loaded_objects.h"
 
@@ -192,19 +192,8 @@ void MakeRingsFile() {
 // were left (seen without this: 8 threads with 256 MiB rings under a 1.4 GB limit, and the
 // program's own pthread_create failed). Reads /proc/self/status only under a limit.
 bool RoomForARing(size_t bytes) {
-  rlimit limit;
-  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
-  char status[4096];
-  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t n = read(fd, status, sizeof(status) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  status[n] = '\0';
-  const char* at = strstr(status, "VmSize:");
-  if (at == nullptr) return false;
-  const uint64_t used = strtoull(at + strlen("VmSize:"), nullptr, 10) * 1024;
-  return used + bytes + kAddressSpaceKept <= limit.rlim_cur;
+  uint64_t limit = 0, free = 0;
+  return !AddressSpaceLimited(&limit, &free) || free >= bytes + kAddressSpaceKept;
 }
 
 // A ring of `bytes`: the next slot of the rings file, or private memory if there is none or it
