@@ -150,6 +150,7 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
   loaded->id = next_model_id_.fetch_add(1);
   loaded->file_size = size;
   loaded->model = *std::move(decoded);
+  loaded->trace_name = trace_->InternName(loaded->model.name);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (vnc < 0) {
@@ -374,7 +375,7 @@ void Runtime::RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc,
   e.thread_id = tid;
   if (model != nullptr) {
     e.model_id = model->id;
-    e.model_name = model->model.name;
+    e.model_name = model->trace_name;
   }
   e.host_timestamp_ns = host_ns;
   trace_->Record(std::move(e));
@@ -390,7 +391,7 @@ void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost,
     e.thread_id = tid;
     e.device_core_idx = model.vnc;
     e.model_id = model.id;
-    e.model_name = model.model.name;
+    e.model_name = model.trace_name;
     e.host_timestamp_ns = trace_->HostTimeOfDevice(start);
     trace_->Record(std::move(e));
   }
@@ -404,11 +405,11 @@ void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost,
   e.device_core_idx = model.vnc;
   e.exec_id = exec_id;
   e.model_id = model.id;
-  e.model_name = model.model.name;
+  e.model_name = model.trace_name;
   e.nc_timestamp_ns = start;
   trace_->Record(e);
   e.phase = TracePhase::kStop;
-  e.model_name.clear();
+  e.model_name = nullptr;
   e.nc_timestamp_ns = start + cost.total_ns;
   trace_->Record(std::move(e));
 }

@@ -46,6 +46,7 @@ struct nrt_model {
   uint32_t vnc = 0;
   size_t file_size = 0;
   nrtsim::Model model;
+  const std::string* trace_name = nullptr;  // model.name, as the system trace keeps it
 };
 
 #endif  // NRTPROF_SIM_RUNTIME_OBJECTS_H_

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -62,8 +63,9 @@ struct TraceEvent {
   uint64_t cpu_timestamp_ns = 0;
   uint64_t model_id = 0;
   // Written as model_name after model_id where the type has a model_id (the real runtime
-  // does so when it knows the name); empty: left out.
-  std::string model_name;
+  // does so when it knows the name); null: left out. From SysTrace::InternName, so that
+  // recording an event copies no string (an allocation on the calling thread per event).
+  const std::string* model_name = nullptr;
   uint64_t exec_id = 0;
   uint32_t device_core_idx = 0;
   uint64_t tensor_id = 0;
@@ -97,7 +99,13 @@ class SysTrace {
   absl::Status Stop();
   bool Recording() const { return recording_.load(std::memory_order_relaxed); }
 
+  // One relaxed load each of the capture's cores and types: the calling thread (nrt_execute's)
+  // takes no lock to learn an event is not wanted.
   bool Wants(uint32_t nc_idx, TraceEventType type) const;
+
+  // `name`, kept for the process's life (one copy per distinct name): what TraceEvent's
+  // model_name points at.
+  const std::string* InternName(const std::string& name);
 
   // Host CLOCK_REALTIME ns now, and the host time of a device timestamp (both on the capture's
   // one reading of CLOCK_REALTIME - CLOCK_MONOTONIC, so host spans and device spans line up).
@@ -142,8 +150,13 @@ class SysTrace {
   std::atomic<uint64_t> next_tracking_{1};
   std::atomic<int64_t> realtime_minus_monotonic_ns_{0};
   // std::mutex, not absl::Mutex: see the note in runtime.h about ThreadSanitizer.
+  // Held by Start() and Stop(), so that one of them at a time changes the capture.
   mutable std::mutex config_mu_;
-  TraceCaptureConfig config_ ABSL_GUARDED_BY(config_mu_);
+  // The capture's cores and types as bits (bit i: core i; bit t: type t), set by Start().
+  std::atomic<uint64_t> wanted_cores_{0};
+  std::atomic<uint32_t> wanted_types_{0};
+  std::mutex names_mu_;
+  std::unordered_set<std::string> names_ ABSL_GUARDED_BY(names_mu_);
 };
 
 // JSON string escaping (quotes, backslashes, control and non-ASCII bytes as \u00XX, so any
