@@ -177,6 +177,7 @@ nrtprof::CaptureControl Control(bool capturing, const std::string& capture_id,
   c.set_capturing(capturing);
   c.set_capture_id(capture_id);
   c.set_stack_depth(stack_depth);
+  c.set_reads_events_encoded(true);  // wire_events.cc and ProcessIngest::OnBatch read them
   return c;
 }
 
@@ -371,8 +372,7 @@ absl::StatusOr<uint64_t> CollectorCore::OnBatch(StreamId stream, const nrtprof::
     const bool final_before = s->ingest.final();
     const uint64_t sequence_before = s->ingest.last_sequence();
     ack = events != nullptr ? s->ingest.OnBatch(batch, *events) : s->ingest.OnBatch(batch);
-    const size_t event_count =
-        events != nullptr ? events->size() : static_cast<size_t>(batch.events_size());
+    const size_t event_count = events != nullptr ? events->size() : CountEvents(batch);
     // A batch stored (not a duplicate) goes to the flight recorder as it came; one that carries
     // model files without them (the stream's state keeps those).
     if (recorder_ != nullptr && ack.ok() && s->ingest.last_sequence() != sequence_before &&

@@ -198,10 +198,31 @@ std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool 
   return copy;
 }
 
+bool RecordsOf(const nrtprof::EventBatch& batch, std::vector<IngestedEvent>* records) {
+  records->clear();
+  records->reserve(static_cast<size_t>(batch.events_size()));
+  for (const nrtprof::Event& e : batch.events()) records->push_back(ToRecord(e));
+  if (batch.events_encoded().empty()) return true;
+  nrtprof::EventBatch encoded;
+  if (!encoded.ParseFromString(batch.events_encoded())) return false;
+  for (const nrtprof::Event& e : encoded.events()) records->push_back(ToRecord(e));
+  return true;
+}
+
+size_t CountEvents(const nrtprof::EventBatch& batch) {
+  size_t n = static_cast<size_t>(batch.events_size());
+  nrtprof::EventBatch encoded;
+  if (!batch.events_encoded().empty() && encoded.ParseFromString(batch.events_encoded())) {
+    n += static_cast<size_t>(encoded.events_size());
+  }
+  return n;
+}
+
 absl::StatusOr<uint64_t> ProcessIngest::OnBatch(const nrtprof::EventBatch& batch) {
   std::vector<IngestedEvent> records;
-  records.reserve(static_cast<size_t>(batch.events_size()));
-  for (const nrtprof::Event& e : batch.events()) records.push_back(ToRecord(e));
+  if (!RecordsOf(batch, &records)) {
+    return Malformed(batch.sequence(), "events_encoded does not hold events");
+  }
   return OnBatch(batch, records);
 }
 

@@ -290,6 +290,14 @@ class ProcessIngest {
 
 // A wire Event as a record.
 IngestedEvent ToRecord(const nrtprof::Event& e);
+
+// The batch's events as records, in order: those of `events`, then those of events_encoded
+// (proto/nrtprof.proto). False if events_encoded is not an EventBatch's bytes.
+bool RecordsOf(const nrtprof::EventBatch& batch, std::vector<IngestedEvent>* records);
+
+// How many events the batch carries (`events` and events_encoded); those of an events_encoded
+// that is not an EventBatch's bytes are not counted.
+size_t CountEvents(const nrtprof::EventBatch& batch);
 // Field by field (records have padding), the union's bytes whichever member the kind says.
 bool SameRecord(const IngestedEvent& a, const IngestedEvent& b);
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace nrtprof::daemon {
 namespace {
@@ -23,6 +24,7 @@ constexpr int kMaxGroupDepth = 100;
 constexpr uint32_t kShimMessageHello = 1;
 constexpr uint32_t kShimMessageBatch = 2;
 constexpr uint32_t kBatchEvents = 4;
+constexpr uint32_t kBatchEventsEncoded = 14;
 
 class Reader {
  public:
@@ -191,6 +193,47 @@ bool CountFields(Reader* in, uint32_t group, int depth, uint64_t* fields) {
   return group == 0;
 }
 
+// The fields in a batch's events_encoded (the batch's bytes from `begin` to `end`, which
+// CountFields took), added to *fields: each event in it is one more message for protobuf to
+// make. Where its bytes are not fields, counting stops: the ingest refuses such a batch
+// (RecordsOf), having made no more messages than the bytes up to there hold.
+void CountEncodedEvents(const char* begin, const char* end, uint64_t* fields) {
+  Reader batch(begin, end);
+  while (!batch.done()) {
+    uint32_t field = 0, type = 0;
+    if (!batch.RawTag(&field, &type)) return;
+    if (type == kStartGroup) {
+      uint64_t ignored = 0;
+      if (!CountFields(&batch, field, 1, &ignored)) return;
+      continue;
+    }
+    if (field == kBatchEventsEncoded && type == kLengthDelimited) {
+      const char* b = nullptr;
+      const char* e = nullptr;
+      if (!batch.Bytes(&b, &e)) return;
+      Reader encoded(b, e);
+      CountFields(&encoded, 0, 0, fields);
+      continue;
+    }
+    if (!batch.Skip(type)) return;
+  }
+}
+
+// The events of an events_encoded field, appended to *events; false at anything but events.
+bool ReadEncodedEvents(const char* begin, const char* end, std::vector<IngestedEvent>* events) {
+  Reader in(begin, end);
+  while (!in.done()) {
+    uint32_t field = 0, type = 0;
+    if (!in.Tag(&field, &type) || field != kBatchEvents || type != kLengthDelimited) return false;
+    const char* b = nullptr;
+    const char* e = nullptr;
+    if (!in.Bytes(&b, &e)) return false;
+    events->emplace_back();
+    if (!ReadEvent(b, e, &events->back())) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool CountWireElements(std::string_view wire, uint64_t* elements) {
@@ -205,6 +248,7 @@ bool CountWireElements(std::string_view wire, uint64_t* elements) {
       if (!message.Bytes(&b, &e)) return false;
       Reader inner(b, e);
       if (!CountFields(&inner, 0, 0, elements)) return false;
+      if (field == kShimMessageBatch) CountEncodedEvents(b, e, elements);
       continue;
     }
     if (type == kEndGroup) return false;
@@ -237,24 +281,34 @@ bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
   }
   if (batch_begin == nullptr) return false;
 
-  // The batch: its events read here, every other field copied as it is for protobuf.
+  // The batch: its events read here, every other field copied as it is for protobuf. Those of
+  // events_encoded follow those of `events` (as ProcessIngest::OnBatch takes them), in order.
   events->clear();
   scratch->clear();
+  // A bytes field given twice is the last one to protobuf.
+  std::pair<const char*, const char*> encoded(nullptr, nullptr);
   Reader batch(batch_begin, batch_end);
   while (!batch.done()) {
     const char* field_begin = batch.at();
     uint32_t field = 0, type = 0;
     if (!batch.Tag(&field, &type)) return false;
-    if (field == kBatchEvents && type == kLengthDelimited) {
+    if ((field == kBatchEvents || field == kBatchEventsEncoded) && type == kLengthDelimited) {
       const char* b = nullptr;
       const char* e = nullptr;
       if (!batch.Bytes(&b, &e)) return false;
+      if (field == kBatchEventsEncoded) {
+        encoded = {b, e};
+        continue;
+      }
       events->emplace_back();
       if (!ReadEvent(b, e, &events->back())) return false;
       continue;
     }
     if (!batch.Skip(type)) return false;
     scratch->append(field_begin, static_cast<size_t>(batch.at() - field_begin));
+  }
+  if (encoded.first != nullptr && !ReadEncodedEvents(encoded.first, encoded.second, events)) {
+    return false;
   }
   return rest->ParseFromString(*scratch);
 }

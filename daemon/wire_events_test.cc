@@ -37,8 +37,11 @@ bool ParseWithProtobuf(const std::string& wire, std::vector<std::string>* record
   nrtprof::ShimMessage m;
   if (!m.ParseFromString(wire) || !m.has_batch()) return false;
   records->clear();
-  for (const nrtprof::Event& e : m.batch().events()) records->push_back(Fields(ToRecord(e)));
+  std::vector<IngestedEvent> parsed;
+  if (!RecordsOf(m.batch(), &parsed)) return false;
+  for (const IngestedEvent& e : parsed) records->push_back(Fields(e));
   m.mutable_batch()->clear_events();
+  m.mutable_batch()->clear_events_encoded();
   *rest = m.batch().SerializeAsString();
   return true;
 }
@@ -69,9 +72,23 @@ void CountsWhatProtobufParses(const std::string& wire, const std::string& what) 
   nrtprof::ShimMessage m;
   if (!m.ParseFromString(wire)) return;
   EXPECT_TRUE(counted) << what << ": protobuf parses what was not counted";
-  EXPECT_GE(elements, static_cast<uint64_t>(m.batch().events_size())) << what;
+  EXPECT_GE(elements, static_cast<uint64_t>(CountEvents(m.batch()))) << what;
 }
 
+std::string Varint(uint64_t v) {
+  std::string s;
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    if (v != 0) b |= 0x80;
+    s.push_back(static_cast<char>(b));
+  } while (v != 0);
+  return s;
+}
+std::string Tag(uint32_t field, uint32_t type) { return Varint(uint64_t{field} << 3 | type); }
+std::string Delimited(uint32_t field, const std::string& body) {
+  return Tag(field, 2) + Varint(body.size()) + body;
+}
 // A batch as the shim sends one: every kind of event, every field, and what else a batch has.
 nrtprof::ShimMessage RealBatch() {
   nrtprof::ShimMessage m;
@@ -156,6 +173,23 @@ nrtprof::ShimMessage RealBatch() {
   return m;
 }
 
+// RealBatch as a shim sends it to a daemon that reads events_encoded: its first two events in
+// `events` (as an older shim's), the other four encoded (EventBatch.events_encoded).
+nrtprof::ShimMessage RealEncodedBatch() {
+  nrtprof::ShimMessage m = RealBatch();
+  nrtprof::EventBatch* b = m.mutable_batch();
+  std::string encoded;
+  for (int i = 2; i < b->events_size(); ++i) {
+    const std::string event = b->events(i).SerializeAsString();
+    encoded += std::string(1, static_cast<char>((4 << 3) | 2)) + Varint(event.size()) + event;
+  }
+  b->mutable_events()->DeleteSubrange(2, b->events_size() - 2);
+  b->set_events_encoded(encoded);
+  return m;
+}
+
+std::vector<nrtprof::ShimMessage> RealBatches() { return {RealBatch(), RealEncodedBatch()}; }
+
 TEST(WireEventsTest, ARealBatchReadsAsProtobufParsesIt) {
   const std::string wire = RealBatch().SerializeAsString();
   ASSERT_TRUE(ReadsAsProtobufDoes(wire, "the batch"));
@@ -190,48 +224,77 @@ TEST(WireEventsTest, ARealBatchReadsAsProtobufParsesIt) {
   EXPECT_FALSE(rest.final());
 }
 
+TEST(WireEventsTest, EncodedEventsReadAsProtobufParsesThem) {
+  const std::string wire = RealEncodedBatch().SerializeAsString();
+  ASSERT_TRUE(ReadsAsProtobufDoes(wire, "the encoded batch"));
+  nrtprof::EventBatch rest, plain_rest;
+  std::vector<IngestedEvent> events, plain;
+  std::string scratch;
+  ASSERT_TRUE(ReadWireBatch(wire, &rest, &events, &scratch));
+  ASSERT_TRUE(ReadWireBatch(RealBatch().SerializeAsString(), &plain_rest, &plain, &scratch));
+  // The same six events in the same order, whichever field carried them.
+  ASSERT_EQ(events.size(), 6u);
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(Fields(events[i]), Fields(plain[i]));
+  EXPECT_TRUE(rest.events_encoded().empty());
+  EXPECT_EQ(rest.SerializeAsString(), plain_rest.SerializeAsString());
+  // Given twice, the field is its last value to protobuf, and so to the wire reader.
+  nrtprof::ShimMessage twice = RealEncodedBatch();
+  const std::string first = twice.batch().events_encoded();
+  twice.mutable_batch()->set_events_encoded(first.substr(0, first.size() / 2));
+  const std::string doubled =
+      Delimited(2, twice.batch().SerializeAsString() + Delimited(14, first));
+  ASSERT_TRUE(ReadsAsProtobufDoes(doubled, "events_encoded twice"));
+  ASSERT_TRUE(ReadWireBatch(doubled, &rest, &events, &scratch));
+  EXPECT_EQ(events.size(), 6u);
+  // Anything but events in it: declined, and refused by the ingest that then parses it.
+  nrtprof::ShimMessage other = RealEncodedBatch();
+  other.mutable_batch()->set_events_encoded(Tag(1, 0) + Varint(5));
+  EXPECT_FALSE(ReadWireBatch(other.SerializeAsString(), &rest, &events, &scratch));
+  nrtprof::ShimMessage garbled = RealEncodedBatch();
+  garbled.mutable_batch()->set_events_encoded(Tag(4, 2) + Varint(100));
+  EXPECT_FALSE(ReadWireBatch(garbled.SerializeAsString(), &rest, &events, &scratch));
+  nrtprof::Hello hello;
+  hello.set_pid(42);
+  ProcessIngest ingest(hello, IngestLimits());
+  const absl::StatusOr<uint64_t> refused = ingest.OnBatch(garbled.batch());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("events_encoded does not hold events"),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST(WireEventsTest, EveryTruncationIsDeclinedOrReadAsProtobufDoes) {
-  const std::string wire = RealBatch().SerializeAsString();
-  int taken = 0;
-  for (size_t n = 0; n < wire.size(); ++n) {
-    taken += ReadsAsProtobufDoes(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
-    CountsWhatProtobufParses(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
+  for (const nrtprof::ShimMessage& batch : RealBatches()) {
+    const std::string wire = batch.SerializeAsString();
+    int taken = 0;
+    for (size_t n = 0; n < wire.size(); ++n) {
+      taken += ReadsAsProtobufDoes(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
+      CountsWhatProtobufParses(wire.substr(0, n), absl::StrCat("first ", n, " bytes"));
+    }
+    // Only the empty prefix has no batch; the rest cut a length: nothing can be taken.
+    EXPECT_EQ(taken, 0);
   }
-  // Only the empty prefix has no batch; the rest cut a length: nothing can be taken.
-  EXPECT_EQ(taken, 0);
 }
 
 TEST(WireEventsTest, EveryOneByteCorruptionIsDeclinedOrReadAsProtobufDoes) {
-  const std::string wire = RealBatch().SerializeAsString();
-  int taken = 0, tried = 0;
-  for (size_t i = 0; i < wire.size(); ++i) {
-    for (uint8_t x : {0x01, 0x02, 0x08, 0x40, 0x80, 0xff}) {
-      std::string bad = wire;
-      bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
-      ++tried;
-      taken += ReadsAsProtobufDoes(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
-      CountsWhatProtobufParses(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
+  for (const nrtprof::ShimMessage& batch : RealBatches()) {
+    const std::string wire = batch.SerializeAsString();
+    int taken = 0, tried = 0;
+    for (size_t i = 0; i < wire.size(); ++i) {
+      for (uint8_t x : {0x01, 0x02, 0x08, 0x40, 0x80, 0xff}) {
+        std::string bad = wire;
+        bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
+        ++tried;
+        taken += ReadsAsProtobufDoes(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
+        CountsWhatProtobufParses(bad, absl::StrCat("byte ", i, " ^ ", int{x}));
+      }
     }
+    // Most corruptions change a value, not the framing: those must be read, and read right.
+    EXPECT_GT(taken, tried / 4) << taken << " of " << tried;
   }
-  // Most corruptions change a value, not the framing: those must be read, and read right.
-  EXPECT_GT(taken, tried / 4) << taken << " of " << tried;
 }
 
 // Bytes written by hand, for what the shim never sends but protobuf accepts.
-std::string Varint(uint64_t v) {
-  std::string s;
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    if (v != 0) b |= 0x80;
-    s.push_back(static_cast<char>(b));
-  } while (v != 0);
-  return s;
-}
-std::string Tag(uint32_t field, uint32_t type) { return Varint(uint64_t{field} << 3 | type); }
-std::string Delimited(uint32_t field, const std::string& body) {
-  return Tag(field, 2) + Varint(body.size()) + body;
-}
 std::string WithEvent(const std::string& event) {
   return Delimited(2, Tag(1, 0) + Varint(1) + Delimited(4, event));
 }
@@ -283,6 +346,9 @@ TEST(WireEventsTest, CountsEveryFieldOfTheBatchUnread) {
   // clock, events sent, a notice, final and flushed.
   ASSERT_TRUE(CountWireElements(RealBatch().SerializeAsString(), &elements));
   EXPECT_EQ(elements, 16u);
+  // Encoded, four of its events are one field, and each of them counts as well.
+  ASSERT_TRUE(CountWireElements(RealEncodedBatch().SerializeAsString(), &elements));
+  EXPECT_EQ(elements, 17u);
   // An unknown group's fields count too, nested ones included; a Hello's fields count.
   const std::string group = Tag(100, 3) + Tag(1, 0) + Varint(1) + Tag(2, 3) + Tag(3, 0) +
                             Varint(1) + Tag(2, 4) + Tag(100, 4);

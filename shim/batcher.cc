@@ -1,5 +1,6 @@
 #include "shim/batcher.h"
 
+#include <cstring>
 #include <utility>
 
 #include "common/clock.h"
@@ -22,7 +23,151 @@ bool Sent(const std::vector<bool>& sent, uint32_t iid) {
   return iid < sent.size() && sent[iid];
 }
 
+// What the batcher needs of an event: its lane and the strings and stack it names.
+struct EventRefs {
+  nrtprof::EventKind kind = nrtprof::EVENT_KIND_UNSPECIFIED;
+  uint32_t name_iid = 0, model_name_iid = 0, engine_iid = 0, tensor_name_iid = 0, stack_iid = 0;
+};
+
+EventRefs RefsOf(const nrtprof::Event& e) {
+  EventRefs r;
+  r.kind = e.kind();
+  r.name_iid = e.name_iid();
+  r.model_name_iid = e.model_name_iid();
+  r.engine_iid = e.engine_iid();
+  r.tensor_name_iid = e.tensor_name_iid();
+  r.stack_iid = e.stack_iid();
+  return r;
+}
+
+// Reads protobuf's wire format from `p` to `end` (no more than the batcher writes needs).
+class WireCursor {
+ public:
+  WireCursor(const char* p, const char* end) : p_(p), end_(end) {}
+  bool done() const { return p_ >= end_; }
+  bool Varint(uint64_t* v) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(*p_++);
+      result |= uint64_t{b & 0x7fu} << shift;
+      if (b < 0x80) {
+        *v = result;
+        return true;
+      }
+    }
+    return false;
+  }
+  // Past a field of wire type `type` whose tag was read.
+  bool Skip(uint32_t type) {
+    uint64_t n = 0;
+    switch (type) {
+      case 0:
+        return Varint(&n);
+      case 1:
+        n = 8;
+        break;
+      case 2:
+        if (!Varint(&n)) return false;
+        break;
+      case 5:
+        n = 4;
+        break;
+      default:
+        return false;
+    }
+    if (n > static_cast<uint64_t>(end_ - p_)) return false;
+    p_ += n;
+    return true;
+  }
+  const char* p_;
+  const char* end_;
+};
+
+// Calls f(EventRefs) for each event of an events_encoded (fields 4 of an EventBatch); stops at
+// the first field it cannot read (the batcher wrote them all: none).
+template <typename F>
+void ForEachEncodedEvent(const std::string& bytes, F f) {
+  WireCursor in(bytes.data(), bytes.data() + bytes.size());
+  while (!in.done()) {
+    uint64_t tag = 0, size = 0;
+    if (!in.Varint(&tag)) return;
+    if (tag != ((4 << 3) | 2)) {
+      if (!in.Skip(static_cast<uint32_t>(tag & 7))) return;
+      continue;
+    }
+    if (!in.Varint(&size) || size > static_cast<uint64_t>(in.end_ - in.p_)) return;
+    WireCursor event(in.p_, in.p_ + size);
+    in.p_ += size;
+    EventRefs r;
+    while (!event.done()) {
+      uint64_t field_tag = 0, v = 0;
+      if (!event.Varint(&field_tag)) return;
+      if ((field_tag & 7) != 0) {
+        if (!event.Skip(static_cast<uint32_t>(field_tag & 7))) return;
+        continue;
+      }
+      if (!event.Varint(&v)) return;
+      switch (field_tag >> 3) {  // Event's field numbers (proto/nrtprof.proto)
+        case 1:
+          r.kind = static_cast<nrtprof::EventKind>(static_cast<int32_t>(v));
+          break;
+        case 5:
+          r.name_iid = static_cast<uint32_t>(v);
+          break;
+        case 12:
+          r.stack_iid = static_cast<uint32_t>(v);
+          break;
+        case 18:
+          r.model_name_iid = static_cast<uint32_t>(v);
+          break;
+        case 19:
+          r.engine_iid = static_cast<uint32_t>(v);
+          break;
+        case 22:
+          r.tensor_name_iid = static_cast<uint32_t>(v);
+          break;
+        default:
+          break;
+      }
+    }
+    f(r);
+  }
+}
+
+// Each event of the batch, `events` first.
+template <typename F>
+void ForEachEvent(const nrtprof::EventBatch& batch, F f) {
+  for (const nrtprof::Event& e : batch.events()) f(RefsOf(e));
+  ForEachEncodedEvent(batch.events_encoded(), f);
+}
+
 }  // namespace
+
+void AppendEncodedEvent(const nrtprof::Event& event, std::string* out) {
+  const size_t size = event.ByteSizeLong();
+  char head[1 + 10];
+  size_t n = 0;
+  head[n++] = (4 << 3) | 2;  // EventBatch.events, length-delimited
+  for (uint64_t v = size;; v >>= 7) {
+    if (v < 0x80) {
+      head[n++] = static_cast<char>(v);
+      break;
+    }
+    head[n++] = static_cast<char>((v & 0x7f) | 0x80);
+  }
+  const size_t at = out->size();
+  out->resize(at + n + size);
+  memcpy(&(*out)[at], head, n);
+  event.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(&(*out)[at + n]));
+}
+
+bool DecodeEncodedEvents(nrtprof::EventBatch* batch) {
+  if (batch->events_encoded().empty()) return true;
+  std::string encoded;
+  encoded.swap(*batch->mutable_events_encoded());
+  // Its bytes are those of an EventBatch holding only events: merged, they append to `events`.
+  return batch->MergeFromString(encoded);
+}
 
 void LaneCounts::Add(nrtprof::EventKind kind, uint64_t n) {
   switch (kind) {
@@ -40,7 +185,7 @@ void LaneCounts::Add(nrtprof::EventKind kind, uint64_t n) {
 
 LaneCounts LaneCounts::Of(const nrtprof::EventBatch& batch) {
   LaneCounts counts;
-  for (const nrtprof::Event& e : batch.events()) counts.Add(e.kind());
+  ForEachEvent(batch, [&](const EventRefs& e) { counts.Add(e.kind); });
   return counts;
 }
 
@@ -56,46 +201,41 @@ void Batcher::SetRecorderOnly(bool recorder_only) {
   batch_age_ns_ = recorder_only ? options_.recorder_batch_age_ns : options_.batch_age_ns;
 }
 
-nrtprof::Event* Batcher::AddEvent(uint64_t now_ns) {
-  if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
-  nrtprof::Event* event = open_.add_events();
-  if (static_cast<size_t>(open_.events_size()) >= batch_events_) {
-    // The caller fills the event after this returns; sealing moves the batch, whose repeated
-    // field keeps the element's address.
-    Seal();
-    return ready_.back().mutable_events(ready_.back().events_size() - 1);
-  }
-  return event;
+void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
+  if (open_events_ == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  AppendEncodedEvent(event, open_.mutable_events_encoded());
+  ++open_events_;
+  open_lanes_.Add(event.kind());
+  if (open_events_ >= batch_events_) Seal();
 }
 
 void Batcher::AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns) {
-  if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  if (open_events_ == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
   *open_.add_clock_syncs() = sync;
 }
 
 void Batcher::AddModel(nrtprof::LoadedModel model) {
-  nrtprof::EventBatch batch;
+  Sealed sealed;
   pending_model_bytes_ += model.model_file().size();
-  *batch.add_models() = std::move(model);
-  ready_.push_back(std::move(batch));
+  *sealed.batch.add_models() = std::move(model);
+  ready_.push_back(std::move(sealed));
 }
 
 void Batcher::Seal() {
-  pending_events_ += open_.events_size();
-  ready_.push_back(std::move(open_));
+  pending_events_ += open_events_;
+  ready_.push_back({std::move(open_), open_events_, open_lanes_});
   open_ = nrtprof::EventBatch();
+  open_events_ = 0;
+  open_lanes_ = LaneCounts();
 }
 
 void Batcher::SealIfDue(uint64_t now_ns) {
-  if (open_.events_size() == 0 && open_.clock_syncs_size() == 0) return;
-  if (static_cast<size_t>(open_.events_size()) >= batch_events_ ||
-      now_ns - open_since_ns_ >= batch_age_ns_) {
-    Seal();
-  }
+  if (open_events_ == 0 && open_.clock_syncs_size() == 0) return;
+  if (open_events_ >= batch_events_ || now_ns - open_since_ns_ >= batch_age_ns_) Seal();
 }
 
 void Batcher::SealAll() {
-  if (open_.events_size() != 0 || open_.clock_syncs_size() != 0) Seal();
+  if (open_events_ != 0 || open_.clock_syncs_size() != 0) Seal();
 }
 
 void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
@@ -107,13 +247,13 @@ void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* s
     s->set_iid(iid);
     s->set_value(strings_->Get(iid));
   };
-  for (const nrtprof::Event& e : in.events()) {
-    need_string(e.name_iid());
-    need_string(e.model_name_iid());
-    need_string(e.engine_iid());
-    need_string(e.tensor_name_iid());
-    const uint32_t stack = e.stack_iid();
-    if (stack == 0 || stacks_ == nullptr || Sent(stream->stacks_sent, stack)) continue;
+  ForEachEvent(in, [&](const EventRefs& e) {
+    need_string(e.name_iid);
+    need_string(e.model_name_iid);
+    need_string(e.engine_iid);
+    need_string(e.tensor_name_iid);
+    const uint32_t stack = e.stack_iid;
+    if (stack == 0 || stacks_ == nullptr || Sent(stream->stacks_sent, stack)) return;
     Mark(&stream->stacks_sent, stack);
     nrtprof::InternedStack* s = out->add_stacks();
     s->set_iid(stack);
@@ -121,24 +261,25 @@ void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* s
       need_string(frame);
       s->add_frame_iids(frame);
     }
-  }
+  });
 }
 
 nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
                                       const nrtprof::DropCounters& drops, bool final,
                                       LaneCounts* events) {
   nrtprof::EventBatch batch;
+  *events = LaneCounts();
   if (!ready_.empty()) {
-    nrtprof::EventBatch& in = ready_.front();
-    pending_events_ -= in.events_size();
-    pending_model_bytes_ -= ModelBytes(in);
-    AddNeededStrings(in, stream, &batch);
-    batch.mutable_events()->Swap(in.mutable_events());
-    batch.mutable_clock_syncs()->Swap(in.mutable_clock_syncs());
-    batch.mutable_models()->Swap(in.mutable_models());
+    Sealed& in = ready_.front();
+    pending_events_ -= in.events;
+    pending_model_bytes_ -= ModelBytes(in.batch);
+    AddNeededStrings(in.batch, stream, &batch);
+    batch.mutable_events_encoded()->swap(*in.batch.mutable_events_encoded());
+    batch.mutable_clock_syncs()->Swap(in.batch.mutable_clock_syncs());
+    batch.mutable_models()->Swap(in.batch.mutable_models());
+    *events = in.lanes;
     ready_.pop_front();
   }
-  *events = LaneCounts::Of(batch);
   batch.set_sequence(next_sequence_++);
   *batch.mutable_drops() = drops;
   batch.mutable_clock()->set_monotonic_ns(MonotonicNs());
@@ -160,18 +301,18 @@ LaneCounts Batcher::EnforceBounds() {
   LaneCounts discarded;
   // Oldest first; the model batches and the event batches have separate bounds.
   for (auto it = ready_.begin(); it != ready_.end() && pending_events() > options_.max_pending_events;) {
-    if (it->events_size() == 0) {
+    if (it->events == 0) {
       ++it;
       continue;
     }
-    discarded += LaneCounts::Of(*it);
-    pending_events_ -= it->events_size();
-    pending_model_bytes_ -= ModelBytes(*it);
+    discarded += it->lanes;
+    pending_events_ -= it->events;
+    pending_model_bytes_ -= ModelBytes(it->batch);
     it = ready_.erase(it);
   }
   for (auto it = ready_.begin();
        it != ready_.end() && pending_model_bytes_ > options_.max_pending_model_bytes; ++it) {
-    for (nrtprof::LoadedModel& m : *it->mutable_models()) {
+    for (nrtprof::LoadedModel& m : *it->batch.mutable_models()) {
       pending_model_bytes_ -= m.model_file().size();
       m.clear_model_file();
     }
@@ -182,7 +323,7 @@ LaneCounts Batcher::EnforceBounds() {
 LaneCounts Batcher::DiscardAll() {
   SealAll();
   LaneCounts discarded;
-  for (const nrtprof::EventBatch& batch : ready_) discarded += LaneCounts::Of(batch);
+  for (const Sealed& sealed : ready_) discarded += sealed.lanes;
   ready_.clear();
   pending_events_ = 0;
   pending_model_bytes_ = 0;

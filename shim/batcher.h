@@ -1,7 +1,8 @@
 // Groups the flusher's events into EventBatches and readies them for one stream.
 //
-// Collecting: events and clock syncs go into the open batch, which is sealed when it holds
-// `batch_events` events or is `batch_age_ns` old; while only a standing daemon's flight
+// Collecting: events and clock syncs go into the open batch (each event encoded at once into
+// EventBatch.events_encoded: its bytes are all the batch keeps of it), which is sealed when it
+// holds `batch_events` events or is `batch_age_ns` old; while only a standing daemon's flight
 // recorder records (SetRecorderOnly), `recorder_batch_events` or `recorder_batch_age_ns`
 // instead: fewer, larger batches, so the stream and the daemon wake less often. Each loaded
 // model gets a batch of its own (it may be large). Sealed batches wait, bounded: past
@@ -22,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "shim/proto_lite/nrtprof.pb.h"
@@ -45,9 +47,17 @@ struct LaneCounts {
     return *this;
   }
   friend LaneCounts operator+(LaneCounts a, const LaneCounts& b) { return a += b; }
-  // The batch's events, by lane.
+  // The batch's events, by lane (`events` and events_encoded).
   static LaneCounts Of(const nrtprof::EventBatch& batch);
 };
+
+// Appends `event`'s bytes as a field `events` of an EventBatch (tag, length, Event) to *out: how
+// the batcher writes events_encoded (proto/nrtprof.proto).
+void AppendEncodedEvent(const nrtprof::Event& event, std::string* out);
+
+// For a daemon that does not read events_encoded: its events moved into `events`, after those
+// there. False if events_encoded did not hold events (it is then cleared).
+bool DecodeEncodedEvents(nrtprof::EventBatch* batch);
 
 struct StreamInterning {
   std::vector<bool> strings_sent;  // by string iid
@@ -69,8 +79,8 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // A new event in the open batch; `now_ns` starts the batch's age if it is the first.
-  nrtprof::Event* AddEvent(uint64_t now_ns);
+  // `event`, encoded, in the open batch; `now_ns` starts the batch's age if it is the first.
+  void AddEvent(const nrtprof::Event& event, uint64_t now_ns);
   void AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns);
   void AddModel(nrtprof::LoadedModel model);
 
@@ -83,7 +93,7 @@ class Batcher {
   bool has_ready() const { return !ready_.empty(); }
   size_t ready_batches() const { return ready_.size(); }
   // Events in sealed batches and in the open one.
-  size_t pending_events() const { return pending_events_ + open_.events_size(); }
+  size_t pending_events() const { return pending_events_ + open_events_; }
 
   // The oldest sealed batch, stamped for `stream`, or, if none is sealed and `final` is set,
   // an empty one. `final` marks the batch as the last one when no other is sealed.
@@ -109,9 +119,17 @@ class Batcher {
   const StackTable* const stacks_;
   size_t batch_events_;    // options_.batch_events or .recorder_batch_events
   uint64_t batch_age_ns_;  // likewise
+  // A batch and what it carries, counted as its events were added.
+  struct Sealed {
+    nrtprof::EventBatch batch;
+    size_t events = 0;
+    LaneCounts lanes;
+  };
   nrtprof::EventBatch open_;
+  size_t open_events_ = 0;
+  LaneCounts open_lanes_;
   uint64_t open_since_ns_ = 0;
-  std::deque<nrtprof::EventBatch> ready_;
+  std::deque<Sealed> ready_;
   size_t pending_events_ = 0;  // in ready_
   uint64_t next_sequence_ = 1;
   uint64_t pending_model_bytes_ = 0;

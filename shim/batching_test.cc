@@ -131,7 +131,19 @@ class BatcherTest : public BatchingTest {
     return o;
   }
   void Add(Batcher* b, Slotted s, uint64_t now = 0) {
-    builder_.Build(s.r(), 77, clock_, b->AddEvent(now));
+    nrtprof::Event event;
+    builder_.Build(s.r(), 77, clock_, &event);
+    b->AddEvent(event, now);
+  }
+  static void AddKind(Batcher* b, nrtprof::EventKind kind) {
+    nrtprof::Event event;
+    event.set_kind(kind);
+    b->AddEvent(event, 0);
+  }
+  // The batch's events as a daemon reads them (`events`, then events_encoded).
+  static nrtprof::EventBatch Decoded(nrtprof::EventBatch batch) {
+    EXPECT_TRUE(DecodeEncodedEvents(&batch));
+    return batch;
   }
 };
 
@@ -207,7 +219,7 @@ TEST_F(BatcherTest, EachStreamGetsEveryStringOnceWithTheFirstBatchThatUsesIt) {
   EXPECT_EQ(resent.sequence(), 2u);
   ASSERT_EQ(resent.strings_size(), 1);
   EXPECT_EQ(resent.strings(0).value(), "nrt_tensor_read");
-  EXPECT_EQ(resent.events_size(), 3);
+  EXPECT_EQ(Decoded(resent).events_size(), 3);
 }
 
 TEST_F(BatcherTest, StackFramesTravelWithTheirStack) {
@@ -238,7 +250,8 @@ TEST_F(BatcherTest, TheFinalBatchIsTheLastOneOrAnEmptyOne) {
   EXPECT_TRUE(b.TakeNext(&stream, {}, true, &n).final());
   const nrtprof::EventBatch empty = b.TakeNext(&stream, {}, true, &n);
   EXPECT_TRUE(empty.final());
-  EXPECT_EQ(empty.events_size(), 0);
+  EXPECT_EQ(Decoded(empty).events_size(), 0);
+  EXPECT_EQ(n.total(), 0u);
   EXPECT_EQ(empty.sequence(), 3u);
 }
 
@@ -250,7 +263,7 @@ TEST_F(BatcherTest, PastTheBoundTheOldestEventsAreDiscardedAndCounted) {
   EXPECT_EQ(b.pending_events(), 7u);
   StreamInterning stream;
   LaneCounts n;
-  EXPECT_EQ(b.TakeNext(&stream, {}, false, &n).events(0).correlation_id(), 4u);
+  EXPECT_EQ(Decoded(b.TakeNext(&stream, {}, false, &n)).events(0).correlation_id(), 4u);
   EXPECT_EQ(b.DiscardAll().runtime, 4u);
   EXPECT_EQ(b.pending_events(), 0u);
 }
@@ -261,9 +274,9 @@ TEST_F(BatcherTest, DiscardedEventsAreCountedByLane) {
   Batcher b(SmallBatches(), &strings_, &stacks_);
   Add(&b, ApiRecord(kNrtExecute, 1));
   Add(&b, NewRecord(RecordKind::kRange));
-  b.AddEvent(0)->set_kind(nrtprof::EVENT_DEVICE_EXEC);  // seals the first batch of 3
+  AddKind(&b, nrtprof::EVENT_DEVICE_EXEC);  // seals the first batch of 3
   for (int i = 2; i <= 8; ++i) Add(&b, ApiRecord(kNrtExecute, i));
-  b.AddEvent(0)->set_kind(nrtprof::EVENT_DEVICE_DMA);
+  AddKind(&b, nrtprof::EVENT_DEVICE_DMA);
   ASSERT_EQ(b.pending_events(), 11u);
   // Two sealed batches go (6 events), leaving 5 of the 7 allowed.
   const LaneCounts first = b.EnforceBounds();

@@ -404,7 +404,7 @@ void Flusher::Tick(uint64_t flush) {
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
-                          [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
+                          [&](nrtprof::Event& e) { batcher_.AddEvent(e, now); });
   DrainRings(now);
   KeepASpareRing();
   TakeModels();
@@ -436,8 +436,8 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
         batcher_.AddClockSync(sync, now_ns);
       }
       if (!capturing) continue;
-      for (nrtprof::Event& event : out.events) {
-        batcher_.AddEvent(now_ns)->Swap(&event);
+      for (const nrtprof::Event& event : out.events) {
+        batcher_.AddEvent(event, now_ns);
         ++added;
       }
     } catch (const std::bad_alloc&) {
@@ -469,7 +469,7 @@ void Flusher::DrainRings(uint64_t now_ns) {
       try {
         scratch_event_.Clear();
         builder_.Build(record, tid, *clock_, &scratch_event_);
-        batcher_.AddEvent(now_ns)->Swap(&scratch_event_);
+        batcher_.AddEvent(scratch_event_, now_ns);
       } catch (const std::bad_alloc&) {
         LaneCounts lost;
         if (record.kind == RecordKind::kRange) {
@@ -698,7 +698,7 @@ void Flusher::Final(Clock::time_point deadline) {
   const uint64_t now = MonotonicNs();
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/true, core_->recording.load(std::memory_order_relaxed),
-                          [&](nrtprof::Event& e) { batcher_.AddEvent(now)->Swap(&e); });
+                          [&](nrtprof::Event& e) { batcher_.AddEvent(e, now); });
   DrainRings(now);
   TakeModels();
   batcher_.SealAll();

@@ -192,7 +192,7 @@ class Flusher final : private ShippingHost {
   uint64_t process_start_ns_ = 0;
   LaneCounts no_memory_;
   bool no_memory_said_ = false;
-  nrtprof::Event scratch_event_;  // built here, then swapped into the batch
+  nrtprof::Event scratch_event_;  // built here, then encoded into the batch
   // ProgramThreadsGone: this thread's blocked signals (/proc/thread-self/status SigBlk), which
   // every thread gRPC makes inherits; empty if /proc cannot tell.
   std::string shim_signal_mask_;

@@ -112,8 +112,15 @@ void ShippingCore::ServiceStream(uint64_t now_ns, bool final, TimePoint deadline
   const bool starved_at_exit = final && connect_starved_;
   if (starved_at_exit) link_->ResetBackoff();
   ShippingHost* host = host_;
+  // Each stream's daemon says for itself whether it reads events_encoded.
+  auto reads_encoded = std::make_shared<std::atomic<bool>>(false);
+  reads_encoded_ = reads_encoded;
   stream_ = link_->Open(
-      HelloMessage(), [host](const nrtprof::CaptureControl& control) { host->OnControl(control); },
+      HelloMessage(),
+      [host, reads_encoded](const nrtprof::CaptureControl& control) {
+        if (control.reads_events_encoded()) reads_encoded->store(true, std::memory_order_release);
+        host->OnControl(control);
+      },
       /*wait_for_ready=*/spool_ != nullptr || starved_at_exit);
   interning_ = StreamInterning();
   if (spool_ != nullptr) {
@@ -223,6 +230,7 @@ void ShippingCore::Resend() {
     // The earlier stream may still hold its message: the new stream's is a copy.
     auto message = std::make_shared<nrtprof::ShimMessage>(*u.message);
     batcher_->Restamp(message->mutable_batch(), &interning_);
+    FitForDaemon(message->mutable_batch());
     u.message = message;
     stream_->Send(std::move(message));
   }
@@ -256,12 +264,14 @@ void ShippingCore::SendReady(bool final) {
       flush_due_ = false;
     }
     batch.set_flushed(stamped_flush_);
+    FitForDaemon(&batch);
     message.mutable_batch()->Swap(&batch);
     host_->SetProcessState(message.mutable_batch());
     if (message.ByteSizeLong() > kMaxMessageBytes) {
       // Keep the sequence without a gap: send the batch's frame, count what it carried.
       oversized_ += events;
       message.mutable_batch()->clear_events();
+      message.mutable_batch()->clear_events_encoded();
       message.mutable_batch()->clear_models();
       *message.mutable_batch()->mutable_drops() = Drops();
       events = LaneCounts();
@@ -294,6 +304,7 @@ LaneCounts ShippingCore::Spool(nrtprof::ShimMessage* message, LaneCounts events)
   spool_full_ += events;
   nrtprof::EventBatch* batch = message->mutable_batch();
   batch->clear_events();
+  batch->clear_events_encoded();
   *batch->mutable_drops() = Drops();
   SetEventsSent(sent_, batch);
   nrtprof::ShimMessage counts = *message;
@@ -301,6 +312,12 @@ LaneCounts ShippingCore::Spool(nrtprof::ShimMessage* message, LaneCounts events)
   counts.mutable_batch()->clear_clock_syncs();
   spool_->Append(counts.SerializeAsString(), /*reserve=*/true);
   return LaneCounts();
+}
+
+void ShippingCore::FitForDaemon(nrtprof::EventBatch* batch) {
+  if (reads_encoded_->load(std::memory_order_acquire)) return;
+  // The batcher wrote them: they always decode.
+  DecodeEncodedEvents(batch);
 }
 
 void ShippingCore::SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch) {
@@ -353,6 +370,7 @@ void ShippingCore::PumpReplay() {
     nrtprof::EventBatch* batch = message->mutable_batch();
     if (batch->sequence() <= stream_->acked()) continue;  // the daemon has it
     batcher_->Restamp(batch, &interning_);
+    FitForDaemon(batch);
     unacked_.push_back({batch->sequence(), LaneCounts::Of(*batch), message});
     stream_->Send(std::move(message));
   }
@@ -453,6 +471,7 @@ void ShippingCore::SendFinalNow() {
   nrtprof::ShimMessage message;
   nrtprof::EventBatch batch = batcher_->TakeNext(&interning_, Drops(), /*final=*/true, &events);
   batch.set_flushed(flushed_);
+  FitForDaemon(&batch);
   message.mutable_batch()->Swap(&batch);
   host_->SetProcessState(message.mutable_batch());
   sent_ += events;

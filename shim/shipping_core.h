@@ -32,6 +32,7 @@
 #ifndef NRTPROF_SHIM_SHIPPING_CORE_H_
 #define NRTPROF_SHIM_SHIPPING_CORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -168,6 +169,10 @@ class ShippingCore {
   void CloseStream(TimePoint deadline, bool graceful);
   // Stamps `batch` with the events sent up to and including it (EventBatch.events_sent).
   static void SetEventsSent(const LaneCounts& sent, nrtprof::EventBatch* batch);
+  // `batch` as the stream's daemon reads it: its events_encoded moved into `events` unless the
+  // daemon has said it reads them (CaptureControl.reads_events_encoded; until it has, it is
+  // taken not to). What goes into the spool is written so too.
+  void FitForDaemon(nrtprof::EventBatch* batch);
   nrtprof::ShimMessage HelloMessage();
   // After a stream closed: if the daemon refused its credentials, says so once and stops.
   void NoteRefusal();
@@ -182,6 +187,8 @@ class ShippingCore {
   Batcher* const batcher_;
 
   std::unique_ptr<ShipStream> stream_;
+  // The stream's daemon said it reads EventBatch.events_encoded (set on gRPC's thread).
+  std::shared_ptr<std::atomic<bool>> reads_encoded_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<ShipStream> alone_;  // at exit: the final batch alone
   StreamInterning interning_;          // what the stream has
   StreamInterning spool_interning_;    // lossless: what batches only spooled have carried

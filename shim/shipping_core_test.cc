@@ -96,8 +96,14 @@ class FakeStream final : public ShipStream {
 class FakeLink final : public ShipLink {
  public:
   explicit FakeLink(FakeClock* clock) : clock_(clock) {}
-  std::unique_ptr<ShipStream> Open(nrtprof::ShimMessage hello, ControlFn,
+  std::unique_ptr<ShipStream> Open(nrtprof::ShimMessage hello, ControlFn on_control,
                                    bool wait_for_ready) override {
+    if (reachable && reads_encoded) {
+      // The daemon's answer to the Hello.
+      nrtprof::CaptureControl control;
+      control.set_reads_events_encoded(true);
+      on_control(control);
+    }
     auto log = std::make_shared<StreamLog>();
     log->hello = hello.hello();
     log->wait_for_ready = wait_for_ready;
@@ -124,6 +130,7 @@ class FakeLink final : public ShipLink {
   StreamLog& last() { return *streams.back(); }
 
   bool reachable = true;
+  bool reads_encoded = false;  // the daemon says it reads EventBatch.events_encoded
   bool daemon_keeps_up = false;
   uint64_t daemon_has = 0;  // what a daemon that keeps up says it has, at a new stream
   absl::Status trust;
@@ -194,10 +201,11 @@ class ShippingCoreTest : public ::testing::Test {
   void Produce(int n) {
     for (int b = 0; b < n; ++b) {
       for (int e = 0; e < kEventsPerBatch; ++e) {
-        nrtprof::Event* event = batcher_->AddEvent(clock_.MonotonicNs());
-        event->set_kind(nrtprof::EVENT_API_CALL);
-        event->set_name_iid(strings_.Intern("nrt_execute"));
-        event->set_correlation_id(++produced_);
+        nrtprof::Event event;
+        event.set_kind(nrtprof::EVENT_API_CALL);
+        event.set_name_iid(strings_.Intern("nrt_execute"));
+        event.set_correlation_id(++produced_);
+        batcher_->AddEvent(event, clock_.MonotonicNs());
       }
       batcher_->SealAll();
     }
@@ -266,6 +274,42 @@ TEST_F(ShippingCoreTest, ABrokenStreamsUnacknowledgedBatchesGoAgainInOrderOnTheN
   Produce(1);
   core_->Tick();
   EXPECT_EQ(link_.last().Sequences(), Range(3, 6));
+}
+
+// A daemon that reads events_encoded gets each event's bytes as the batcher wrote them; one
+// that has not said so (an older nrtprofd) gets the same events in `events`, resent batches
+// included, so that none is lost to it unread.
+TEST_F(ShippingCoreTest, EventsGoEncodedOnlyToADaemonThatReadsThem) {
+  link_.reads_encoded = true;
+  Produce(3);
+  core_->Tick();
+  ASSERT_EQ(link_.streams.size(), 1u);
+  EXPECT_EQ(link_.last().Sequences(), Range(1, 3));
+  for (const nrtprof::EventBatch& b : link_.last().batches) {
+    EXPECT_EQ(b.events_size(), 0);
+    nrtprof::EventBatch encoded;
+    ASSERT_TRUE(encoded.ParseFromString(b.events_encoded()));
+    ASSERT_EQ(encoded.events_size(), kEventsPerBatch);
+    EXPECT_EQ(encoded.events(0).correlation_id(), (b.sequence() - 1) * kEventsPerBatch + 1);
+    EXPECT_EQ(encoded.events(0).name_iid(), strings_.Intern("nrt_execute"));
+  }
+  EXPECT_EQ(link_.last().batches[0].strings_size(), 1) << "the strings its events name";
+  link_.last().Ack(1);
+  link_.last().broken = true;
+  core_->Tick();
+  link_.reads_encoded = false;
+  clock_.Advance(ShippingCore::kFirstBackoffNs);
+  core_->Tick();
+  ASSERT_EQ(link_.streams.size(), 2u);
+  Produce(1);
+  core_->Tick();
+  const StreamLog& old_daemon = link_.last();
+  EXPECT_EQ(old_daemon.Sequences(), Range(2, 4));
+  EXPECT_EQ(FirstCalls(old_daemon), (std::vector<uint64_t>{5, 9, 13}));
+  for (const nrtprof::EventBatch& b : old_daemon.batches) {
+    EXPECT_EQ(b.events_size(), kEventsPerBatch);
+    EXPECT_TRUE(b.events_encoded().empty());
+  }
 }
 
 TEST_F(ShippingCoreTest, AcknowledgedBatchesAreNotSentAgain) {
