@@ -45,6 +45,13 @@ struct DeviceTraceOutput {
   uint64_t overwritten = 0;  // newly overwritten events in this document
   uint64_t skipped = 0;      // events of a type (or phase) this shim does not know
   uint64_t malformed = 0;    // events of refused documents, and spans no clock could give
+
+  // Empty again, its vectors' room kept for the next document.
+  void Clear() {
+    events.clear();
+    clock_syncs.clear();
+    overwritten = skipped = malformed = 0;
+  }
 };
 
 class DeviceTraceParser {

@@ -429,7 +429,8 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
   for (QueuedDocument& doc : documents) {
     uint64_t added = 0;
     try {
-      DeviceTraceOutput out;
+      DeviceTraceOutput& out = device_out_;
+      out.Clear();
       std::string error;
       if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
       for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
@@ -448,6 +449,8 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
     }
     doc.json = std::string();  // its memory back at once
   }
+  // The room of a burst's documents is not kept (an Event object is 160 bytes).
+  if (device_out_.events.capacity() > kKeptParsedEvents) device_out_ = DeviceTraceOutput();
 }
 
 void Flusher::DrainRings(uint64_t now_ns) {

@@ -183,6 +183,9 @@ class Flusher final : private ShippingHost {
   StackTable stacks_;
   EventBuilder builder_;
   DeviceTraceParser device_parser_;
+  // Each document's events, the room for up to kKeptParsedEvents kept from one to the next.
+  static constexpr size_t kKeptParsedEvents = 4096;
+  DeviceTraceOutput device_out_;
   Batcher batcher_;
   std::vector<ThreadState*> threads_snapshot_;
   // About how many slots a new thread writes before the flusher's first look at its ring:
