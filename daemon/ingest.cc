@@ -299,8 +299,15 @@ absl::Status ProcessIngest::Validate(const nrtprof::EventBatch& batch,
         "batch ", seq, ": the process interned more than ", limits_.max_strings_per_process,
         " strings or ", limits_.max_interned_bytes_per_process, " bytes of them"));
   }
+  // Events of a batch name the same few strings over and over: those found already are
+  // remembered (direct-mapped by their low bits), which spares most of the hash look-ups.
+  uint32_t found[8] = {};
   auto known_string = [&](uint32_t iid) {
-    return strings_.count(iid) != 0 || defined.count(iid) != 0;
+    uint32_t& slot = found[iid & 7];
+    if (slot == iid && iid != 0) return true;
+    if (strings_.count(iid) == 0 && defined.count(iid) == 0) return false;
+    slot = iid;
+    return true;
   };
 
   std::unordered_set<uint32_t> batch_stacks;
@@ -415,10 +422,13 @@ void ProcessIngest::ApplyEvent(const IngestedEvent& record, LaneDropCounts* lane
     last_step_ = std::max(last_step_, step->second);
   }
   if (record.kind == nrtprof::EVENT_API_CALL && !replay_) {
-    auto name = strings_.find(record.name_iid);  // Validate() made sure it is there
-    if (name != strings_.end() && IsHandleFunction(CallFunction(record.function, name->second))) {
-      KeepHandleEvent(record);
+    nrtprof::ApiFunction function = record.function;
+    if (function == nrtprof::API_FUNCTION_UNSPECIFIED) {
+      // A shim that did not say: the function by its name (Validate() made sure it is there).
+      auto name = strings_.find(record.name_iid);
+      if (name != strings_.end()) function = CallFunction(function, name->second);
     }
+    if (IsHandleFunction(function)) KeepHandleEvent(record);
   }
   if (!capturing_) {
     ++events_outside_capture_;

@@ -70,6 +70,28 @@ TEST(IngestTest, UnknownStringIdRefusesTheWholeBatch) {
   EXPECT_TRUE(in.TakeCapture().events.empty());
 }
 
+// The check remembers strings it found (by their ids' low bits): an id it has not found is
+// still looked up, whatever was found before it.
+TEST(IngestTest, AnUnknownStringIdIsRefusedAfterKnownOnesOfTheSameLowBits) {
+  ProcessIngest in(TestHello(), IngestLimits());
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_execute");
+  AddString(&b, 17, "nrt_load");
+  AddCall(&b, 1, 100);
+  AddCall(&b, 17, 150);  // 17 & 7 == 1 & 7
+  AddCall(&b, 1, 160);
+  AddCall(&b, 9, 200);  // never defined; 9 & 7 == 1 & 7 too
+  absl::StatusOr<uint64_t> ack = in.OnBatch(b);
+  ASSERT_EQ(ack.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ack.status().message().find("event 3: unknown string id 9"), std::string::npos)
+      << ack.status();
+  b.mutable_events()->RemoveLast();
+  EXPECT_EQ(in.OnBatch(b).value(), 1u);
+  EXPECT_EQ(in.TakeCapture().events.size(), 3u);
+}
+
 TEST(IngestTest, DuplicateBatchIsIgnoredButAcked) {
   ProcessIngest in(TestHello(), IngestLimits());
   in.BeginCapture();

@@ -107,17 +107,22 @@ void CheckWireReaders(absl::string_view message, bool truncated,
   if (parsed == nullptr || !parsed->has_batch()) {
     Finding("ReadWireBatch took a message protobuf refuses, or one without a batch");
   }
-  const auto& expected = parsed->batch().events();
-  if (events.size() != static_cast<size_t>(expected.size())) {
+  // The events of `events`, then of events_encoded, as the ingest takes them from protobuf.
+  std::vector<daemon::IngestedEvent> expected;
+  if (!daemon::RecordsOf(parsed->batch(), &expected)) {
+    Finding("ReadWireBatch took an events_encoded the ingest refuses");
+  }
+  if (events.size() != expected.size()) {
     Finding("ReadWireBatch read another number of events than protobuf");
   }
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (!daemon::SameRecord(events[i], daemon::ToRecord(expected[static_cast<int>(i)]))) {
+  for (size_t i = 0; i < events.size() && i < expected.size(); ++i) {
+    if (!daemon::SameRecord(events[i], expected[i])) {
       Finding(absl::StrCat("ReadWireBatch read event ", i, " otherwise than protobuf"));
     }
   }
   nrtprof::EventBatch without = parsed->batch();
   without.clear_events();
+  without.clear_events_encoded();
   if (rest.SerializeAsString() != without.SerializeAsString()) {
     Finding("ReadWireBatch's rest of the batch is not protobuf's");
   }
