@@ -4,7 +4,9 @@
 # (corpus/collector) and the model files the programs loaded (corpus/model_file); the model
 # texts in corpus/model_text are compiled with nrt_model_compile into corpus/model_file too.
 # Replaces corpus/collector and corpus/model_file; run it when the wire format or the model
-# file format changes, and commit the result.
+# file format changes, and commit the result. The programs run with device profiles on, so
+# that the inputs hold the engines' ops and DMA too; record_streams answers as nrtprofd does,
+# so that their batches carry events_encoded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,7 +33,8 @@ record() {
   for arg in "$@" --and; do
     if [ "$arg" = "--and" ]; then
       env LD_PRELOAD="$bin/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:$sock" \
-        NRTPROF_CAPTURE=seed NRTPROF_STACKS="$stacks" NRT_SIM_TIME_SCALE=0 "${cmd[@]}" >/dev/null &
+        NRTPROF_CAPTURE=seed NRTPROF_STACKS="$stacks" NRTPROF_DEVICE_PROFILE=1 \
+        NRT_SIM_TIME_SCALE=0 "${cmd[@]}" >/dev/null &
       pids+=($!)
       cmd=()
     else

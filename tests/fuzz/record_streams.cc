@@ -66,6 +66,8 @@ class Recorder final : public nrtprof::Collector::Service {
         reply.mutable_control()->set_capturing(true);
         reply.mutable_control()->set_capture_id("seed");
         reply.mutable_control()->set_stack_depth(stack_depth_);
+        // As nrtprofd says: the shim's batches then carry their events in events_encoded.
+        reply.mutable_control()->set_reads_events_encoded(true);
       } else {
         reply.mutable_ack()->set_sequence(m.batch().sequence());
       }
