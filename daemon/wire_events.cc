@@ -4,18 +4,10 @@
 #include <cstring>
 #include <utility>
 
+#include "common/wire_reader.h"
+
 namespace nrtprof::daemon {
 namespace {
-
-// Protobuf's wire types (the low three bits of a tag).
-enum WireType : uint32_t {
-  kVarint = 0,
-  kFixed64 = 1,
-  kLengthDelimited = 2,
-  kStartGroup = 3,
-  kEndGroup = 4,
-  kFixed32 = 5
-};
 
 // How deep protobuf parses nested groups (its default recursion limit).
 constexpr int kMaxGroupDepth = 100;
@@ -26,96 +18,10 @@ constexpr uint32_t kShimMessageBatch = 2;
 constexpr uint32_t kBatchEvents = 4;
 constexpr uint32_t kBatchEventsEncoded = 14;
 
-class Reader {
- public:
-  Reader(const char* begin, const char* end) : p_(begin), end_(end) {}
-  bool done() const { return p_ == end_; }
-  const char* at() const { return p_; }
-
-  // A varint of at most `max_bytes` bytes (protobuf reads tags of at most 5, values of 10).
-  bool Varint(uint64_t* v, int max_bytes = 10) {
-    if (p_ != end_ && static_cast<uint8_t>(*p_) < 0x80) {  // most fields are one byte
-      *v = static_cast<uint8_t>(*p_++);
-      return true;
-    }
-    uint64_t result = 0;
-    for (int i = 0; i < max_bytes; ++i) {
-      if (p_ == end_) return false;
-      const uint8_t b = static_cast<uint8_t>(*p_++);
-      result |= uint64_t{b & 0x7fu} << (7 * i);
-      if (b < 0x80) {
-        *v = result;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // A tag: its field number and wire type. Declines what protobuf would not take as a field
-  // (number 0, end of a group) and groups, which this reader does not skip. A tag is read as
-  // protobuf reads it: at most five bytes, the bits past 32 dropped (a fifth byte above 0x0f
-  // names a field as its low bits do, rather than no field).
-  bool Tag(uint32_t* field, uint32_t* type) {
-    uint64_t tag = 0;
-    if (!Varint(&tag, 5)) return false;
-    *field = static_cast<uint32_t>(tag) >> 3;
-    *type = static_cast<uint32_t>(tag & 7);
-    return *field != 0 && (*type == kVarint || *type == kFixed64 || *type == kLengthDelimited ||
-                           *type == kFixed32);
-  }
-
-  // A tag as it is, groups' wire types included (read as Tag reads it).
-  bool RawTag(uint32_t* field, uint32_t* type) {
-    uint64_t tag = 0;
-    if (!Varint(&tag, 5)) return false;
-    *field = static_cast<uint32_t>(tag) >> 3;
-    *type = static_cast<uint32_t>(tag & 7);
-    return *field != 0;
-  }
-
-  // The bytes of a length-delimited field.
-  bool Bytes(const char** begin, const char** end) {
-    uint64_t n = 0;
-    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
-    *begin = p_;
-    p_ += n;
-    *end = p_;
-    return true;
-  }
-
-  bool Skip(uint32_t type) {
-    uint64_t unused = 0;
-    const char* b = nullptr;
-    const char* e = nullptr;
-    switch (type) {
-      case kVarint:
-        return Varint(&unused);
-      case kFixed64:
-        return Advance(8);
-      case kLengthDelimited:
-        return Bytes(&b, &e);
-      case kFixed32:
-        return Advance(4);
-      default:
-        return false;
-    }
-  }
-
- private:
-  bool Advance(size_t n) {
-    if (static_cast<size_t>(end_ - p_) < n) return false;
-    p_ += n;
-    return true;
-  }
-
-  const char* p_;
-  const char* end_;
-};
-
 // One Event message into *r, as ToRecord(parsed message) would make it. Fields with a wire
 // type other than their own are unknown fields to protobuf: skipped here too.
 bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
-  Reader in(begin, end);
+  WireReader in(begin, end);
   *r = IngestedEvent();
   r->nc_idx = 0;  // the message's default, not the record's
   uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0;
@@ -177,7 +83,7 @@ bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
 // Counts the fields in `in` up to its end, or, if `group` is not 0, up to the end of that group
 // (its start read already), with the fields of groups inside them; false if protobuf could not
 // parse them either.
-bool CountFields(Reader* in, uint32_t group, int depth, uint64_t* fields) {
+bool CountFields(WireReader* in, uint32_t group, int depth, uint64_t* fields) {
   if (depth > kMaxGroupDepth) return false;
   while (!in->done()) {
     uint32_t field = 0, type = 0;
@@ -198,7 +104,7 @@ bool CountFields(Reader* in, uint32_t group, int depth, uint64_t* fields) {
 // make. Where its bytes are not fields, counting stops: the ingest refuses such a batch
 // (RecordsOf), having made no more messages than the bytes up to there hold.
 void CountEncodedEvents(const char* begin, const char* end, uint64_t* fields) {
-  Reader batch(begin, end);
+  WireReader batch(begin, end);
   while (!batch.done()) {
     uint32_t field = 0, type = 0;
     if (!batch.RawTag(&field, &type)) return;
@@ -211,7 +117,7 @@ void CountEncodedEvents(const char* begin, const char* end, uint64_t* fields) {
       const char* b = nullptr;
       const char* e = nullptr;
       if (!batch.Bytes(&b, &e)) return;
-      Reader encoded(b, e);
+      WireReader encoded(b, e);
       CountFields(&encoded, 0, 0, fields);
       continue;
     }
@@ -221,7 +127,7 @@ void CountEncodedEvents(const char* begin, const char* end, uint64_t* fields) {
 
 // The events of an events_encoded field, appended to *events; false at anything but events.
 bool ReadEncodedEvents(const char* begin, const char* end, std::vector<IngestedEvent>* events) {
-  Reader in(begin, end);
+  WireReader in(begin, end);
   while (!in.done()) {
     uint32_t field = 0, type = 0;
     if (!in.Tag(&field, &type) || field != kBatchEvents || type != kLengthDelimited) return false;
@@ -238,7 +144,7 @@ bool ReadEncodedEvents(const char* begin, const char* end, std::vector<IngestedE
 
 bool CountWireElements(std::string_view wire, uint64_t* elements) {
   *elements = 0;
-  Reader message(wire.data(), wire.data() + wire.size());
+  WireReader message(wire.data(), wire.data() + wire.size());
   while (!message.done()) {
     uint32_t field = 0, type = 0;
     if (!message.RawTag(&field, &type)) return false;
@@ -246,7 +152,7 @@ bool CountWireElements(std::string_view wire, uint64_t* elements) {
       const char* b = nullptr;
       const char* e = nullptr;
       if (!message.Bytes(&b, &e)) return false;
-      Reader inner(b, e);
+      WireReader inner(b, e);
       if (!CountFields(&inner, 0, 0, elements)) return false;
       if (field == kShimMessageBatch) CountEncodedEvents(b, e, elements);
       continue;
@@ -265,7 +171,7 @@ bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
                    std::vector<IngestedEvent>* events, std::string* scratch) {
   // The ShimMessage: exactly one batch and no Hello (a member of the oneof given twice is
   // protobuf's business).
-  Reader message(wire.data(), wire.data() + wire.size());
+  WireReader message(wire.data(), wire.data() + wire.size());
   const char* batch_begin = nullptr;
   const char* batch_end = nullptr;
   while (!message.done()) {
@@ -287,7 +193,7 @@ bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
   scratch->clear();
   // A bytes field given twice is the last one to protobuf.
   std::pair<const char*, const char*> encoded(nullptr, nullptr);
-  Reader batch(batch_begin, batch_end);
+  WireReader batch(batch_begin, batch_end);
   while (!batch.done()) {
     const char* field_begin = batch.at();
     uint32_t field = 0, type = 0;

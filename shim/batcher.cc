@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/wire_reader.h"
 
 namespace nrtprof::shim {
 namespace {
@@ -40,74 +41,32 @@ EventRefs RefsOf(const nrtprof::Event& e) {
   return r;
 }
 
-// Reads protobuf's wire format from `p` to `end` (no more than the batcher writes needs).
-class WireCursor {
- public:
-  WireCursor(const char* p, const char* end) : p_(p), end_(end) {}
-  bool done() const { return p_ >= end_; }
-  bool Varint(uint64_t* v) {
-    uint64_t result = 0;
-    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
-      const uint8_t b = static_cast<uint8_t>(*p_++);
-      result |= uint64_t{b & 0x7fu} << shift;
-      if (b < 0x80) {
-        *v = result;
-        return true;
-      }
-    }
-    return false;
-  }
-  // Past a field of wire type `type` whose tag was read.
-  bool Skip(uint32_t type) {
-    uint64_t n = 0;
-    switch (type) {
-      case 0:
-        return Varint(&n);
-      case 1:
-        n = 8;
-        break;
-      case 2:
-        if (!Varint(&n)) return false;
-        break;
-      case 5:
-        n = 4;
-        break;
-      default:
-        return false;
-    }
-    if (n > static_cast<uint64_t>(end_ - p_)) return false;
-    p_ += n;
-    return true;
-  }
-  const char* p_;
-  const char* end_;
-};
-
 // Calls f(EventRefs) for each event of an events_encoded (fields 4 of an EventBatch); stops at
 // the first field it cannot read (the batcher wrote them all: none).
 template <typename F>
 void ForEachEncodedEvent(const std::string& bytes, F f) {
-  WireCursor in(bytes.data(), bytes.data() + bytes.size());
+  WireReader in(bytes.data(), bytes.data() + bytes.size());
   while (!in.done()) {
-    uint64_t tag = 0, size = 0;
-    if (!in.Varint(&tag)) return;
-    if (tag != ((4 << 3) | 2)) {
-      if (!in.Skip(static_cast<uint32_t>(tag & 7))) return;
+    uint32_t field = 0, type = 0;
+    if (!in.Tag(&field, &type)) return;
+    if (field != 4 || type != kLengthDelimited) {
+      if (!in.Skip(type)) return;
       continue;
     }
-    if (!in.Varint(&size) || size > static_cast<uint64_t>(in.end_ - in.p_)) return;
-    WireCursor event(in.p_, in.p_ + size);
-    in.p_ += size;
+    const char* begin = nullptr;
+    const char* end = nullptr;
+    if (!in.Bytes(&begin, &end)) return;
+    WireReader event(begin, end);
     EventRefs r;
     while (!event.done()) {
-      uint64_t field_tag = 0, v = 0;
-      if (!event.Varint(&field_tag)) return;
-      if ((field_tag & 7) != 0) {
-        if (!event.Skip(static_cast<uint32_t>(field_tag & 7))) return;
+      uint64_t v = 0;
+      if (!event.Tag(&field, &type)) return;
+      if (type != kVarint) {
+        if (!event.Skip(type)) return;
         continue;
       }
       if (!event.Varint(&v)) return;
-      switch (field_tag >> 3) {  // Event's field numbers (proto/nrtprof.proto)
+      switch (field) {  // Event's field numbers (proto/nrtprof.proto)
         case 1:
           r.kind = static_cast<nrtprof::EventKind>(static_cast<int32_t>(v));
           break;
