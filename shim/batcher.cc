@@ -161,15 +161,14 @@ void Batcher::SetRecorderOnly(bool recorder_only) {
 }
 
 void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
-  if (open_events_ == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
   AppendEncodedEvent(event, open_.mutable_events_encoded());
-  ++open_events_;
   open_lanes_.Add(event.kind());
-  if (open_events_ >= batch_events_) Seal();
+  if (open_lanes_.total() >= batch_events_) Seal();
 }
 
 void Batcher::AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns) {
-  if (open_events_ == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
   *open_.add_clock_syncs() = sync;
 }
 
@@ -181,20 +180,19 @@ void Batcher::AddModel(nrtprof::LoadedModel model) {
 }
 
 void Batcher::Seal() {
-  pending_events_ += open_events_;
-  ready_.push_back({std::move(open_), open_events_, open_lanes_});
+  pending_events_ += open_lanes_.total();
+  ready_.push_back({std::move(open_), open_lanes_});
   open_ = nrtprof::EventBatch();
-  open_events_ = 0;
   open_lanes_ = LaneCounts();
 }
 
 void Batcher::SealIfDue(uint64_t now_ns) {
-  if (open_events_ == 0 && open_.clock_syncs_size() == 0) return;
-  if (open_events_ >= batch_events_ || now_ns - open_since_ns_ >= batch_age_ns_) Seal();
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) return;
+  if (open_lanes_.total() >= batch_events_ || now_ns - open_since_ns_ >= batch_age_ns_) Seal();
 }
 
 void Batcher::SealAll() {
-  if (open_events_ != 0 || open_.clock_syncs_size() != 0) Seal();
+  if (open_lanes_.total() != 0 || open_.clock_syncs_size() != 0) Seal();
 }
 
 void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
@@ -230,7 +228,7 @@ nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
   *events = LaneCounts();
   if (!ready_.empty()) {
     Sealed& in = ready_.front();
-    pending_events_ -= in.events;
+    pending_events_ -= in.lanes.total();
     pending_model_bytes_ -= ModelBytes(in.batch);
     AddNeededStrings(in.batch, stream, &batch);
     batch.mutable_events_encoded()->swap(*in.batch.mutable_events_encoded());
@@ -260,12 +258,12 @@ LaneCounts Batcher::EnforceBounds() {
   LaneCounts discarded;
   // Oldest first; the model batches and the event batches have separate bounds.
   for (auto it = ready_.begin(); it != ready_.end() && pending_events() > options_.max_pending_events;) {
-    if (it->events == 0) {
+    if (it->lanes.total() == 0) {
       ++it;
       continue;
     }
     discarded += it->lanes;
-    pending_events_ -= it->events;
+    pending_events_ -= it->lanes.total();
     pending_model_bytes_ -= ModelBytes(it->batch);
     it = ready_.erase(it);
   }

@@ -93,7 +93,7 @@ class Batcher {
   bool has_ready() const { return !ready_.empty(); }
   size_t ready_batches() const { return ready_.size(); }
   // Events in sealed batches and in the open one.
-  size_t pending_events() const { return pending_events_ + open_events_; }
+  size_t pending_events() const { return pending_events_ + open_lanes_.total(); }
 
   // The oldest sealed batch, stamped for `stream`, or, if none is sealed and `final` is set,
   // an empty one. `final` marks the batch as the last one when no other is sealed.
@@ -119,14 +119,12 @@ class Batcher {
   const StackTable* const stacks_;
   size_t batch_events_;    // options_.batch_events or .recorder_batch_events
   uint64_t batch_age_ns_;  // likewise
-  // A batch and what it carries, counted as its events were added.
+  // A batch and its events by lane, counted as they were added.
   struct Sealed {
     nrtprof::EventBatch batch;
-    size_t events = 0;
     LaneCounts lanes;
   };
   nrtprof::EventBatch open_;
-  size_t open_events_ = 0;
   LaneCounts open_lanes_;
   uint64_t open_since_ns_ = 0;
   std::deque<Sealed> ready_;
