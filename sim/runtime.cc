@@ -1,9 +1,11 @@
 #include "runtime.h"
 
+#include <pthread.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +31,28 @@ NRT_STATUS Fail(NRT_STATUS status, const std::string& line) {
   return status;
 }
 
-int64_t ThreadId() { return static_cast<int64_t>(gettid()); }
+// Bumped in a forked child, whose one thread has a new id but the parent's thread-local copy.
+std::atomic<uint32_t> g_fork_generation{0};
+
+void OnForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+// The calling thread's id, asked of the kernel once per thread (and again after a fork):
+// glibc's gettid() is a system call each time, and nrt_execute needs the id twice. A real
+// runtime keeps it; two system calls per execution would make the simulator's calls a
+// measure of the machine's syscall entry (a VM with page-table isolation flushes the TLB on
+// each), not of the runtime.
+int64_t ThreadId() {
+  static const int registered = pthread_atfork(nullptr, nullptr, &OnForkChild);
+  (void)registered;
+  thread_local int64_t tid = 0;
+  thread_local uint32_t generation = 0;
+  const uint32_t now = g_fork_generation.load(std::memory_order_relaxed);
+  if (tid == 0 || generation != now) {
+    tid = static_cast<int64_t>(gettid());
+    generation = now;
+  }
+  return tid;
+}
 
 bool RangeOk(size_t offset, size_t size, size_t limit) {
   return offset <= limit && size <= limit - offset;

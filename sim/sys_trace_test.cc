@@ -4,6 +4,9 @@
 // Facts about the real runtime are from public sources: the SDK's nrt/nrt_sys_trace.h (the
 // functions, fetch options, "once fetched, cannot be fetched again") and public notes on the
 // runtime's JSON serializer (document shape, key order, data fields per phase).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <set>
 #include <string>
@@ -171,6 +174,39 @@ TEST_F(SysTraceTest, ExecutionIsADeviceExecSpanOnTheDeviceClock) {
   const FetchedTrace again = Fetch();
   EXPECT_TRUE(again.OfType("device_exec").empty());
   EXPECT_TRUE(again.OfType("nrt_execute").empty());
+}
+
+// The runtime keeps each thread's id rather than asking the kernel per call; a forked child's
+// thread (a new id, the parent's memory) must still be named by its own.
+TEST_F(SysTraceTest, AForkedChildsEventsCarryItsOwnThreadId) {
+  Start();
+  ASSERT_EQ(nrt_execute(model_, in_, outs_), NRT_SUCCESS);
+  const FetchedTrace parent = Fetch();
+  ASSERT_EQ(parent.OfType("device_exec", "start").size(), 1u);
+  EXPECT_EQ(Num(parent.OfType("device_exec", "start")[0], "thread_id"), gettid());
+  const pid_t parent_tid = gettid();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: no gtest here; its exit status is the verdict.
+    if (nrt_execute(model_, in_, outs_) != NRT_SUCCESS) _exit(2);
+    char* buffer = nullptr;
+    size_t size = 0;
+    if (nrt_sys_trace_fetch_events(&buffer, &size, nullptr) != NRT_SUCCESS) _exit(3);
+    const std::string json(buffer, size);
+    nrt_sys_trace_buffer_free(buffer);
+    const std::string mine = "\"thread_id\":" + std::to_string(gettid()) + ",";
+    const std::string parents = "\"thread_id\":" + std::to_string(parent_tid) + ",";
+    if (json.find("\"device_exec\"") == std::string::npos) _exit(4);
+    if (json.find(parents) != std::string::npos) _exit(5);
+    _exit(json.find(mine) != std::string::npos ? 0 : 6);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: execute failed, 3: fetch failed, 4: no device_exec, 5: the parent's thread id, "
+         "6: not the child's own";
 }
 
 TEST_F(SysTraceTest, HostTransfersAreTensorCallsAroundDeviceMemoryCopies) {
