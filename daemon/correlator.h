@@ -121,6 +121,13 @@ class CaptureCorrelator {
   std::shared_ptr<NameTable> names_ = std::make_shared<NameTable>();
 };
 
+// For a process whose program holds the runtime's system trace itself
+// (ProcessTrace::device_events_with_program): counts its successful executions without device
+// events into executions_held_by_program, and says so in its one notice of that kind, replacing
+// an earlier one. Called again by whatever cuts the process to a window (step_window.h), so that
+// the count is the window's, not the process's.
+void NoteExecutionsHeldByProgram(ProcessTrace* trace);
+
 // `processes`' indexes by process, in the Trace's order: by pid, then host and boot; a process's
 // streams in the order they came.
 std::vector<std::vector<size_t>> ProcessOrder(const std::vector<ProcessCapture>& processes);

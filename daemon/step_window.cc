@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/correlator.h"
 
 namespace nrtprof::daemon {
 
@@ -71,6 +72,9 @@ void ClipToSteps(uint64_t first, uint64_t last, Trace* trace, std::vector<std::s
     p.calls = std::move(calls);
     p.device = std::move(device);
     p.device_uncorrelated = uncorrelated;
+    // The process's count of executions waiting for the program was of all it sent: now the
+    // window's.
+    if (p.device_events_with_program) NoteExecutionsHeldByProgram(&p);
     trace_start = std::min(trace_start, begin);
     trace_end = std::max(trace_end, end);
     kept.push_back(std::move(p));

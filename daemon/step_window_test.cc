@@ -1,6 +1,8 @@
 // A capture of whole steps keeps each process's steps' span and what its calls caused.
 #include "daemon/step_window.h"
 
+#include "absl/strings/match.h"
+#include "daemon/correlator.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {
@@ -87,6 +89,50 @@ TEST(StepWindowTest, AnEarlyEndKeepsTheStepsThereAreAndSaysSo) {
   ASSERT_EQ(t.processes.size(), 1u);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0], "pid 7 (train): 1 of the 5 steps (the others came after the window ended, or never)");
+}
+
+// Issue 36: a 5-step capture said "device events of 18 of its 3,480 executions", the whole
+// process's count, when its steps' executions all had device time.
+TEST(StepWindowTest, ExecutionsHeldByTheProgramAreCountedInTheStepsOnly) {
+  auto process = [] {
+    ProcessTrace p;
+    p.pid = 7;
+    p.device_events_with_program = true;
+    // Steps 1 to 6, one execution each; those of steps 1, 2 and 6 have no device events yet.
+    for (uint64_t k = 1; k <= 6; ++k) {
+      const uint64_t start = k * 100;
+      p.ranges.push_back(Range(k, "ProfilerStep#" + std::to_string(k), start, 100));
+      ApiCall c = Call(k, start + 20, k);
+      c.function = nrtprof::API_NRT_EXECUTE;
+      p.calls.push_back(c);
+      if (k >= 3 && k <= 5) p.device.push_back(Exec(k, k, start + 30));
+    }
+    NoteExecutionsHeldByProgram(&p);
+    return p;
+  };
+  ASSERT_EQ(process().executions_held_by_program, 3u);
+  ASSERT_EQ(process().notices.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(process().notices[0], "device events of 3 of its 6 executions"));
+
+  Trace steps;
+  steps.processes.push_back(process());
+  std::vector<std::string> notes;
+  ClipToSteps(3, 5, &steps, &notes);
+  ASSERT_EQ(steps.processes.size(), 1u);
+  EXPECT_EQ(steps.processes[0].executions_held_by_program, 0u);
+  EXPECT_TRUE(steps.processes[0].notices.empty())
+      << "every execution of steps 3 to 5 has its device events: "
+      << steps.processes[0].notices[0];
+
+  Trace overlap;
+  overlap.processes.push_back(process());
+  ClipToSteps(5, 6, &overlap, &notes);
+  ASSERT_EQ(overlap.processes.size(), 1u);
+  EXPECT_EQ(overlap.processes[0].executions_held_by_program, 1u);
+  ASSERT_EQ(overlap.processes[0].notices.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(overlap.processes[0].notices[0],
+                               "device events of 1 of its 2 executions"))
+      << overlap.processes[0].notices[0];
 }
 
 }  // namespace

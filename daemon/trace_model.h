@@ -166,6 +166,10 @@ struct ProcessTrace {
   uint64_t executions_held_by_program = 0;
   // ... and the process ended without its final batch (killed, crashed): it never fetched them.
   bool executions_held_lost = false;
+  // A stream of the process said the program holds the runtime's system trace itself
+  // (EventBatch.device_events_wait_for_program): executions_held_by_program is counted, and
+  // counted again when the process is cut to a window (NoteExecutionsHeldByProgram).
+  bool device_events_with_program = false;
   // Batches the shim numbered but the daemon never received (sequence gaps). Their events are
   // in drops.daemon_away when a later batch said how many had been sent (EventBatch.events_sent);
   // from a shim older than that field they are missing and uncounted.
