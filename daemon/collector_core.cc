@@ -1263,8 +1263,10 @@ std::vector<CollectorCore::Recorded> CollectorCore::RecordedStreams(
     }
   }
   // Only when the window lost something: after a quiet spell the recorder reaches back less
-  // far than asked for, yet held everything that came since.
-  if (capture != nullptr && stats.evicted_events != 0 && stats.newest_evicted_ns >= since_ns) {
+  // far than asked for, yet held everything that came since. Only for a look back (--last): a
+  // capture of whole steps asked for no span of the past, and its "asked for" would be the wait.
+  if (capture != nullptr && capture->last_ms != 0 && stats.evicted_events != 0 &&
+      stats.newest_evicted_ns >= since_ns) {
     const uint64_t now = clock_->MonotonicNs();
     const double held_s =
         stats.oldest_ns != 0 && now > stats.oldest_ns ? (now - stats.oldest_ns) / 1e9 : 0.0;
