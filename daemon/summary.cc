@@ -206,7 +206,7 @@ std::string TableName(const std::string& name, size_t width) {
 
 // What was captured, where and when, above the table:
 //   Capture 20261203-101500 on trn1: 2026-12-03 10:15:00.125 UTC, window 1.234s
-//   pid 4242: python3 train.py --steps 10
+//   pid 4242: python3 train.py --steps 10     ("pid 4242 on HOST: ..." when there are several)
 //   Totals: 120345 events, Self CPU 1.100s, Self NEURON 0.900s
 std::string Header(const Summary& s) {
   if (s.capture_id.empty() && s.processes.empty()) return "";  // an older summary.json
@@ -233,7 +233,12 @@ std::string Header(const Summary& s) {
   }
   absl::StrAppend(&out, " window ", FormatDuration(s.window_ns), "\n");
   for (size_t i = 0; i < s.processes.size() && i < kShownProcesses; ++i) {
-    absl::StrAppend(&out, "pid ", s.processes[i].pid, ": ",
+    // Processes of several hosts (capture --hosts) may share a pid: each says its host.
+    const std::string where =
+        hosts.size() > 1 && !s.processes[i].host.empty()
+            ? absl::StrCat(" on ", TableName(s.processes[i].host, 64))
+            : "";
+    absl::StrAppend(&out, "pid ", s.processes[i].pid, where, ": ",
                     TableName(s.processes[i].command, kCommandWidth), "\n");
   }
   if (s.processes.size() > kShownProcesses) {
