@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,24 @@ class Rebuilder {
 
   absl::StatusOr<Trace> Run() {
     const auto& packets = read_.trace.packet();
+    // The tracks first, as Perfetto's trace processor takes them: a descriptor may name a
+    // parent that the file describes after it (nrtprof's own writer puts parents first, but
+    // the rule is only that the parent is in the file).
+    std::vector<uint64_t> order;  // uuids, as first described
+    for (const pb::TracePacket& p : packets) {
+      if (!p.has_track_descriptor()) continue;
+      // A track described again (Perfetto's producers repeat their descriptors) is the same.
+      if (descriptors_.emplace(p.track_descriptor().uuid(), &p.track_descriptor()).second) {
+        order.push_back(p.track_descriptor().uuid());
+      }
+    }
+    // Processes in the file's order, so that a thread without a parent finds its own by pid.
+    for (uint64_t uuid : order) {
+      if (descriptors_.at(uuid)->has_process()) AddProcess(*descriptors_.at(uuid));
+    }
+    for (uint64_t uuid : order) {
+      if (absl::Status s = AddTrack(uuid); !s.ok()) return s;
+    }
     for (int i = 0; i < packets.size(); ++i) {
       const pb::TracePacket& p = packets[i];
       for (const pb::EventName& n : p.interned_data().event_names()) names_[n.iid()] = n.name();
@@ -66,9 +85,6 @@ class Rebuilder {
         arg_names_[n.iid()] = n.name();
       }
       if (p.has_clock_snapshot()) ReadClocks(p.clock_snapshot());
-      if (p.has_track_descriptor()) {
-        if (absl::Status s = AddTrack(p.track_descriptor()); !s.ok()) return s;
-      }
       if (p.has_track_event()) {
         if (absl::Status s = AddEvent(p.track_event(), read_.times[i]); !s.ok()) return s;
       }
@@ -98,50 +114,84 @@ class Rebuilder {
     }
   }
 
-  absl::Status AddTrack(const pb::TrackDescriptor& d) {
+  void AddProcess(const pb::TrackDescriptor& d) {
     Track t;
-    if (d.has_process()) {
-      t.kind = TrackKind::kProcess;
-      t.process = trace_.processes.size();
-      ProcessTrace& p = trace_.processes.emplace_back();
-      p.pid = static_cast<uint32_t>(d.process().pid());
-      p.command_line.assign(d.process().cmdline().begin(), d.process().cmdline().end());
-      p.executable = d.process().process_name();
-    } else {
-      auto parent = tracks_.find(d.parent_uuid());
-      if (parent == tracks_.end()) {
-        return absl::DataLossError(
-            absl::StrCat("track ", d.uuid(), " names parent ", d.parent_uuid(),
-                         ", which no earlier track descriptor defines"));
-      }
-      t.process = parent->second.process;
-      t.tid = parent->second.tid;
-      t.nc_idx = parent->second.nc_idx;
-      const TrackKind up = parent->second.kind;
-      int32_t core = 0;
-      if (d.has_thread()) {
-        t.kind = TrackKind::kThread;
-        t.tid = static_cast<uint32_t>(d.thread().tid());
-        if (d.thread().has_thread_name()) {
-          trace_.processes[t.process].thread_names[t.tid] = d.thread().thread_name();
-        }
-      } else if (up == TrackKind::kProcess &&
-                 absl::SimpleAtoi(absl::StripPrefix(d.name(), "NeuronCore "), &core) &&
-                 absl::StartsWith(d.name(), "NeuronCore ")) {
-        t.kind = TrackKind::kCore;
-        t.nc_idx = core;
-      } else if (up == TrackKind::kThread) {
-        t.kind = d.name() == LaneKindName(LaneKind::kFramework) ? TrackKind::kFramework
-                 : d.name() == LaneKindName(LaneKind::kRuntime) ? TrackKind::kRuntime
-                                                                : TrackKind::kOther;
-      } else if (up == TrackKind::kCore) {
-        t.kind = d.name() == LaneKindName(LaneKind::kExecutions) ? TrackKind::kExecutions
-                 : d.name() == LaneKindName(LaneKind::kDma)      ? TrackKind::kDma
-                                                                 : TrackKind::kOther;
-      }
-    }
+    t.kind = TrackKind::kProcess;
+    t.process = trace_.processes.size();
+    ProcessTrace& p = trace_.processes.emplace_back();
+    p.pid = static_cast<uint32_t>(d.process().pid());
+    p.command_line.assign(d.process().cmdline().begin(), d.process().cmdline().end());
+    p.executable = d.process().process_name();
     tracks_[d.uuid()] = std::move(t);
+  }
+
+  // The track `uuid` (and its ancestors first) as what it holds: a thread of a process, one of
+  // its lanes, a NeuronCore... Perfetto's rules: a track without parent_uuid is a root track
+  // (a process, a thread known by its pid, or a global track such as the merged trace's host
+  // tracks, kOther), and a parent_uuid must name a track that the file describes.
+  absl::Status AddTrack(uint64_t uuid) {
+    if (tracks_.count(uuid) != 0) return absl::OkStatus();
+    const pb::TrackDescriptor& d = *descriptors_.at(uuid);
+    Track t;
+    if (!d.has_parent_uuid()) {
+      if (d.has_thread()) {
+        // A thread described on its own belongs to the process of its pid, if the file has it.
+        for (size_t i = 0; i < trace_.processes.size(); ++i) {
+          if (trace_.processes[i].pid != static_cast<uint32_t>(d.thread().pid())) continue;
+          t.kind = TrackKind::kThread;
+          t.process = i;
+          SetThread(d, &t);
+          break;
+        }
+      }
+      tracks_[uuid] = std::move(t);
+      return absl::OkStatus();
+    }
+    auto described = descriptors_.find(d.parent_uuid());
+    if (described == descriptors_.end()) {
+      return absl::DataLossError(absl::StrCat("track ", uuid, " names parent ", d.parent_uuid(),
+                                              ", which no track descriptor defines"));
+    }
+    if (!resolving_.insert(uuid).second) {
+      return absl::DataLossError(absl::StrCat("track ", uuid, " is among its own parents"));
+    }
+    absl::Status parent_added = AddTrack(d.parent_uuid());
+    resolving_.erase(uuid);
+    if (!parent_added.ok()) return parent_added;
+    const Track& parent = tracks_.at(d.parent_uuid());
+    t.process = parent.process;
+    t.tid = parent.tid;
+    t.nc_idx = parent.nc_idx;
+    const TrackKind up = parent.kind;
+    int32_t core = 0;
+    if (up == TrackKind::kOther) {
+      // Under a track that is not one of ours: not ours either.
+    } else if (d.has_thread()) {
+      t.kind = TrackKind::kThread;
+      SetThread(d, &t);
+    } else if (up == TrackKind::kProcess &&
+               absl::SimpleAtoi(absl::StripPrefix(d.name(), "NeuronCore "), &core) &&
+               absl::StartsWith(d.name(), "NeuronCore ")) {
+      t.kind = TrackKind::kCore;
+      t.nc_idx = core;
+    } else if (up == TrackKind::kThread) {
+      t.kind = d.name() == LaneKindName(LaneKind::kFramework) ? TrackKind::kFramework
+               : d.name() == LaneKindName(LaneKind::kRuntime) ? TrackKind::kRuntime
+                                                              : TrackKind::kOther;
+    } else if (up == TrackKind::kCore) {
+      t.kind = d.name() == LaneKindName(LaneKind::kExecutions) ? TrackKind::kExecutions
+               : d.name() == LaneKindName(LaneKind::kDma)      ? TrackKind::kDma
+                                                               : TrackKind::kOther;
+    }
+    tracks_[uuid] = std::move(t);
     return absl::OkStatus();
+  }
+
+  void SetThread(const pb::TrackDescriptor& d, Track* t) {
+    t->tid = static_cast<uint32_t>(d.thread().tid());
+    if (d.thread().has_thread_name()) {
+      trace_.processes[t->process].thread_names[t->tid] = d.thread().thread_name();
+    }
   }
 
   absl::StatusOr<Args> ReadArgs(const pb::TrackEvent& e) {
@@ -344,6 +394,8 @@ class Rebuilder {
 
   const ReadTrace& read_;
   Trace trace_;
+  std::unordered_map<uint64_t, const pb::TrackDescriptor*> descriptors_;  // the first of each
+  std::unordered_set<uint64_t> resolving_;  // tracks whose parents AddTrack is adding
   std::unordered_map<uint64_t, Track> tracks_;
   std::unordered_map<uint64_t, std::string> names_;
   std::unordered_map<uint64_t, std::string> arg_names_;

@@ -20,7 +20,10 @@
 namespace nrtprof::daemon {
 
 // DATA_LOSS, saying what, for a file that is not laid out as nrtprof writes it (an event on an
-// unknown track, a slice end with no slice open, a name id never defined).
+// unknown track, a parent track the file never describes, a slice end with no slice open, a
+// name id never defined). As in Perfetto, a parent may be described after its children, and a
+// track without a parent that is no process or thread (the host tracks of a merged trace,
+// trace_merge.h) is a global track: what is on it is not the processes' and is skipped.
 absl::StatusOr<Trace> TraceFromPerfetto(const ReadTrace& read);
 
 }  // namespace nrtprof::daemon

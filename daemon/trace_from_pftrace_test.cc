@@ -140,5 +140,59 @@ TEST(TraceFromPerfettoTest, AFileNotLaidOutAsOursIsRefused) {
       << back.status();
 }
 
+// Perfetto's rules, not only our writer's order: a parent described after its children, and a
+// global track (no parent, no process: the host tracks of `capture --hosts`'s merged trace)
+// with an instant on it, read as the same processes (before: "track 1 names parent 0, which
+// no earlier track descriptor defines").
+TEST(TraceFromPerfettoTest, ParentsDescribedLaterAndGlobalTracksAreRead) {
+  const std::string dir = TempDir("perfetto_layout");
+  const Trace trace = SmallTrace();
+  std::vector<std::string> files;
+  ASSERT_TRUE(PerfettoWriter().Write(trace, ComputeSummary(trace), dir, &files).ok());
+  absl::StatusOr<ReadTrace> read = ReadPerfettoTrace(ReadFile(dir + "/trace.pftrace"));
+  ASSERT_TRUE(read.ok()) << read.status();
+
+  ReadTrace moved;
+  perfetto::protos::TracePacket* global = moved.trace.add_packet();
+  global->mutable_track_descriptor()->set_uuid(1'000'000);
+  global->mutable_track_descriptor()->set_name("host a:1");
+  moved.times.push_back(0);
+  perfetto::protos::TracePacket* instant = moved.trace.add_packet();
+  instant->mutable_track_event()->set_track_uuid(1'000'000);
+  instant->mutable_track_event()->set_type(perfetto::protos::TrackEvent::TYPE_INSTANT);
+  instant->mutable_track_event()->set_name("nrtprof host clock");
+  moved.times.push_back(1);
+  // Every packet, the process's descriptor moved to the end.
+  const perfetto::protos::TracePacket* process = nullptr;
+  for (int i = 0; i < read->trace.packet_size(); ++i) {
+    if (read->trace.packet(i).track_descriptor().has_process()) {
+      process = &read->trace.packet(i);
+      continue;
+    }
+    *moved.trace.add_packet() = read->trace.packet(i);
+    moved.times.push_back(read->times[i]);
+  }
+  ASSERT_NE(process, nullptr);
+  *moved.trace.add_packet() = *process;
+  moved.times.push_back(0);
+
+  absl::StatusOr<Trace> back = TraceFromPerfetto(moved);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->processes.size(), 1u);
+  EXPECT_EQ(FormatSummary(ComputeSummary(*back), SummarySortKey::kName, SummaryFormat::kJson),
+            FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
+
+  // What is malformed still is: a parent that no descriptor in the file describes.
+  perfetto::protos::TracePacket* orphan = moved.trace.add_packet();
+  orphan->mutable_track_descriptor()->set_uuid(2'000'000);
+  orphan->mutable_track_descriptor()->set_parent_uuid(3'000'000);
+  orphan->mutable_track_descriptor()->set_name("runtime");
+  moved.times.push_back(0);
+  back = TraceFromPerfetto(moved);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().message(),
+            "track 2000000 names parent 3000000, which no track descriptor defines");
+}
+
 }  // namespace
 }  // namespace nrtprof::daemon
