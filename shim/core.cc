@@ -182,8 +182,8 @@ void MakeRingsFile() {
   h->version = kRingsFileVersion;
   h->header_bytes = kRingsFileHeaderBytes;
   h->ring_stride = stride;
-  FdGuardKeep(fd);
-  g_core.rings_fd = fd;
+  // Moved above the program's numbers, as the backend's descriptors are (fd_guard.h).
+  g_core.rings_fd = FdGuardKeep(fd);
   g_core.rings_header.store(h, std::memory_order_release);
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -48,6 +49,8 @@ namespace {
 constexpr int kSlots = 256;
 constexpr int kFree = -1;
 constexpr int kClaimed = -2;
+// The shim's descriptors are moved no higher than this (HighBase).
+constexpr int kHighBaseMax = 1024;
 
 struct Slot {
   std::atomic<int> fd{kFree};
@@ -242,20 +245,64 @@ int TrackedClosedir(DIR* d) {
   return closedir(d);
 }
 
-int Registered(int fd) {
+// Where the shim's descriptors go: above the numbers the program uses, so that its own open,
+// socket, pipe... get the lowest free numbers, as they would without the profiler (POSIX
+// promises them, and shells and daemons count on it). Under the usual soft limit of 1024, its
+// top quarter (768 and up); under a larger one, from 1024, outside select()'s FD_SETSIZE, and
+// no higher: the kernel's table of descriptors grows to the highest number in use. Read at
+// each move, since a program may raise its limit. -1: nowhere (no limit to read).
+int HighBase() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+  const rlim_t soft = limit.rlim_cur;
+  const rlim_t base = soft - soft / 4;
+  return base < kHighBaseMax ? static_cast<int>(base) : kHighBaseMax;
+}
+
+// `fd`, just made, moved to the lowest free number from HighBase() (close-on-exec: the shim's
+// descriptors never go to a program the process executes) and the low one closed; `fd` itself
+// if it is there already or there is no room there (a tiny limit): then it stays where it is,
+// which costs the program a number and nothing else.
+int MoveHigh(int fd) {
+  const int base = HighBase();
+  if (fd < 0 || base < 0 || fd >= base) return fd;
+  const int saved_errno = errno;
+  const int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+  if (high >= 0) LibcClose()(fd);
+  errno = saved_errno;
+  return high >= 0 ? high : fd;
+}
+
+// A descriptor made at the number its maker asked for (dup2, dup3): kept there.
+int RegisteredInPlace(int fd) {
   if (fd >= 0) Register(fd);
   return fd;
 }
 
+int Registered(int fd) {
+  if (fd < 0) return fd;
+  fd = MoveHigh(fd);
+  Register(fd);
+  return fd;
+}
+
 FILE* RegisteredFile(FILE* f) {
-  if (f != nullptr) Register(fileno(f));
+  if (f == nullptr) return f;
+#if defined(__GLIBC__)
+  // Nothing was read or written through the stream yet, and glibc keeps its descriptor in this
+  // one (public) field only, so the stream can be given the moved one.
+  const int fd = fileno(f);
+  const int high = MoveHigh(fd);
+  if (high != fd) f->_fileno = high;
+#endif
+  Register(fileno(f));
   return f;
 }
 
-int RegisteredPair(int result, const int fds[2]) {
+int RegisteredPair(int result, int fds[2]) {
   if (result == 0) {
-    Register(fds[0]);
-    Register(fds[1]);
+    fds[0] = Registered(fds[0]);
+    fds[1] = Registered(fds[1]);
   }
   return result;
 }
@@ -305,16 +352,26 @@ int TrackedOpenat64_2(int dirfd, const char* path, int flags) {
   return Registered(__openat64_2(dirfd, path, flags));
 }
 FILE* TrackedFopen(const char* path, const char* mode) { return RegisteredFile(fopen(path, mode)); }
+// As glibc's opendir opens it, but the descriptor moved before the stream is made around it
+// (a DIR's descriptor cannot be changed afterwards).
 DIR* TrackedOpendir(const char* path) {
-  DIR* d = opendir(path);
-  if (d != nullptr) Register(dirfd(d));
+  const int fd = Registered(open(path, O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC));
+  if (fd < 0) return nullptr;
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    const int saved_errno = errno;
+    TrackedClose(fd);
+    errno = saved_errno;
+  }
   return d;
 }
 int TrackedMkstemp(char* templ) { return Registered(mkstemp(templ)); }
 int TrackedMkostemp(char* templ, int flags) { return Registered(mkostemp(templ, flags)); }
 int TrackedDup(int fd) { return Registered(dup(fd)); }
-int TrackedDup2(int fd, int newfd) { return Registered(dup2(fd, newfd)); }
-int TrackedDup3(int fd, int newfd, int flags) { return Registered(dup3(fd, newfd, flags)); }
+int TrackedDup2(int fd, int newfd) { return RegisteredInPlace(dup2(fd, newfd)); }
+int TrackedDup3(int fd, int newfd, int flags) {
+  return RegisteredInPlace(dup3(fd, newfd, flags));
+}
 int TrackedFcntl(int fd, int cmd, ...) {
   va_list ap;
   va_start(ap, cmd);
@@ -424,7 +481,7 @@ __attribute__((constructor)) void ResolveLibcClose() { LibcClose(); }
 
 }  // namespace
 
-void FdGuardKeep(int fd) { Register(fd); }
+int FdGuardKeep(int fd) { return Registered(fd); }
 
 void FdGuardBeforeBackendLoad() {
   free(g_before);

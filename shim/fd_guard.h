@@ -16,6 +16,13 @@
 // Libraries the program had already loaded (libc, libstdc++, a libgrpc of its own) are left
 // alone, so the program's own descriptors are never taken for the shim's.
 //
+// Each descriptor the wrappers see made (but those dup2 and dup3 put at a number of their
+// maker's choice) is moved above the numbers the program uses (the top quarter of its soft
+// RLIMIT_NOFILE, from 1024 at most) with F_DUPFD_CLOEXEC, and the low number closed: the
+// program's own open, socket, pipe... get the lowest free numbers, as POSIX promises and as they
+// would without the profiler. A FILE's descriptor is changed in the stream (glibc), a DIR is
+// made around the moved one. Where there is no room up there the number stays.
+//
 // A registration remembers the descriptor's (st_dev, st_ino) and process id: a number the
 // program now holds for a file of its own (the shim's descriptor closed by a path not seen
 // here), and every descriptor in a forked child, is closed as asked.
@@ -35,8 +42,9 @@ namespace nrtprof::shim::core {
 void FdGuardBeforeBackendLoad() NRTPROF_HIDDEN;
 void FdGuardAfterBackendLoad() NRTPROF_HIDDEN;
 
-// `fd`, made by the core itself (the rings file), is the shim's from now on.
-void FdGuardKeep(int fd) NRTPROF_HIDDEN;
+// `fd`, made by the core itself (the rings file), is the shim's from now on: moved high as
+// those of the backend's libraries are; the number to use instead of `fd`.
+int FdGuardKeep(int fd) NRTPROF_HIDDEN;
 
 }  // namespace nrtprof::shim::core
 
