@@ -1,8 +1,9 @@
 // Programs that close descriptors they do not own, under `nrtprof run`: servers that
 // daemonize, closefrom(3), close_range(3, ~0U, 0), a loop closing 3..1023, and a program that
 // closes a socket it never made and opens a file of its own in its place. The program must
-// behave as it does bare, its files must hold exactly what it wrote, gRPC must say nothing on
-// its stderr, and the capture must have every call made before and after the closing.
+// behave as it does bare, its files must get the numbers they get bare and hold exactly what it
+// wrote, gRPC must say nothing on its stderr, and the capture must have every call made before
+// and after the closing.
 #include <string>
 #include <vector>
 
@@ -84,6 +85,50 @@ TEST(ClosedDescriptors, CloseRange) { ExpectSameAsBare("close_range"); }
 // Lossless mode adds the spool file, written and read back by the shim after the closing.
 TEST(ClosedDescriptors, ClosefromInLosslessModeWithStacks) {
   ExpectSameAsBare("closefrom", {"--mode", "lossless", "--stacks", "8"});
+}
+
+// `command` under a shell that first runs `ulimit LIMIT` (none if empty), so that the limit is
+// the program's only, not nrtprof's nor its daemon's.
+std::vector<std::string> UnderUlimit(const std::string& limit,
+                                     const std::vector<std::string>& command) {
+  if (limit.empty()) return command;
+  std::string script = "ulimit " + limit + " && exec";
+  for (size_t i = 0; i < command.size(); ++i) script += absl::StrCat(" \"$", i + 1, "\"");
+  std::vector<std::string> argv = {"/bin/sh", "-c", script, "sh"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+// POSIX gives a program the lowest free descriptor numbers, and shells and daemons rely on it:
+// after closing every descriptor above 2, the program's three files are 3, 4 and 5 under the
+// profiler as bare, the shim's own (its rings file, gRPC's epoll sets, eventfds and socket) being
+// above them. Under the machine's limit on descriptors, a smaller one (64), and a limited address
+// space, where the backend does not start and the rings file is the shim's only descriptor.
+TEST(ClosedDescriptors, TheProgramsFilesGetTheNumbersTheyGetBare) {
+  for (const std::string limit : {"", "-n 64", "-v 400000"}) {
+    SCOPED_TRACE(limit);
+    const std::string bare_dir = TempDir("numbers-bare"), dir = TempDir("numbers-profiled");
+    const std::string client = Runfile("tests/closed_fds_client");
+    const Result bare = RunProcess(UnderUlimit(limit, {client, "closefrom", bare_dir}),
+                                   kIsolatedEnv);
+    ASSERT_EQ(bare.exit_code, 0) << bare.err;
+    ASSERT_TRUE(absl::StrContains(bare.out, "closefrom: its files at 3, 4, 5\n")) << bare.out;
+    const Result r =
+        RunProfiled(dir + "/capture", UnderUlimit(limit, {client, "closefrom", dir}));
+    // The program's numbers, and that it went on to its end.
+    EXPECT_EQ(r.out, bare.out) << r.err;
+    if (limit == "-v 400000") {
+      // The case meant: the backend declined, the core's rings file was made. Nothing was
+      // recorded, which nrtprof run's exit code may say.
+      EXPECT_TRUE(absl::StrContains(r.err, "(ulimit -v)")) << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "from 1 process, 0 dropped")) << r.err;
+    const auto calls = CallsByName(dir + "/capture");
+    EXPECT_EQ(calls.count("nrt_tensor_write") ? calls.at("nrt_tensor_write") : -1, 2000)
+        << ReadFile(dir + "/capture/summary.txt");
+  }
 }
 
 // The program closes the shim's connection to the daemon, its epoll sets and wakeup eventfds,
