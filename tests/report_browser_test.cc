@@ -6,7 +6,9 @@
 // test output (report.png in TEST_UNDECLARED_OUTPUTS_DIR).
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -80,7 +82,7 @@ class ReportBrowserTest : public ::testing::Test {
     }
     const std::string profile = testing::TempDir("chromium");
     absl::StatusOr<std::unique_ptr<HeadlessBrowser>> browser =
-        HeadlessBrowser::Start(chromium_, profile, 1400, 1000);
+        HeadlessBrowser::Start(chromium_, profile, 1280, 900);  // a laptop's window
     if (!browser.ok()) {
       GTEST_SKIP() << "SKIPPED: chromium cannot run here (" << browser.status()
                    << "): the report was not checked in a browser; chromium's log:\n"
@@ -220,6 +222,48 @@ TEST_F(ReportBrowserTest, ALargeCaptureSaysWhatItDrawsAsBusyTime) {
                  "Array.from(document.querySelector('#ops tbody tr').cells).map("
                  "(c) => c.innerText).join('|')"),
             ParseSummaryText(summary.out).rows[0]);  // the table is whole
+  EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
+}
+
+// What the shim could not record is said in a sentence or two with no line breaks (here the
+// daemon's own words for executions the program held back, and a path); on a 1280-pixel window
+// the closing lines and the drops table's "Not recorded" column wrap instead of pushing the page
+// sideways.
+TEST_F(ReportBrowserTest, LongNoticesWrapWithinThePage) {
+  const std::string page = dir_ + "/notices.html";
+  const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const std::string notice =
+      "device events of 1206 of its 1206 executions: the program runs the runtime's system trace "
+      "itself (nrt_sys_trace_start), and nrtprof receives them only as the program fetches them, "
+      "at the latest when it ends; its model /home/user/checkpoints/llama-3-8b-instruct/"
+      "compiled-neff-cache/neuronxcc-2.14.227.0+2d4f85be/MODULE_8839210044217563229+d41d8cd9/"
+      "model.neff";
+  // The page as `nrtprof report` writes it for a process with that notice (the summary's
+  // closing line and the process's metadata), the rest of the capture unchanged.
+  std::string html = testing::ReadFile(page);
+  const std::pair<std::string, std::string> lists[] = {
+      {"\"notices\":[", notice}, {"\"closing\":[", "Not recorded: pid 1 (rmsnorm): " + notice}};
+  for (const auto& [list, line] : lists) {
+    const size_t at = html.find(list);
+    ASSERT_NE(at, std::string::npos) << "no " << list << " in the page's data";
+    const bool empty = html[at + list.size()] == ']';
+    html.insert(at + list.size(), absl::StrCat("\"", line, "\"", empty ? "" : ","));
+  }
+  std::ofstream(page, std::ios::trunc) << html;
+
+  HeadlessBrowser* browser = Open(page);
+  EXPECT_TRUE(absl::StrContains(Eval(browser, "document.getElementById('closing').innerText"),
+                                "Not recorded: pid 1 (rmsnorm): " + notice));
+  EXPECT_TRUE(absl::StartsWith(
+      Eval(browser, "document.querySelector('#processes tbody td:last-child').innerText"), notice));
+  // Nothing sticks out of the window: the page does not scroll sideways.
+  EXPECT_EQ(Eval(browser,
+                 "document.documentElement.scrollWidth <= document.documentElement.clientWidth"),
+            "true")
+      << "the page is " << Eval(browser, "document.documentElement.scrollWidth")
+      << " pixels wide in a window of "
+      << Eval(browser, "document.documentElement.clientWidth");
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
 }
 

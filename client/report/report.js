@@ -420,9 +420,12 @@
   }
 
   // ---- Per-core utilization; drops and cut-off processes ----
-  function simpleTable(id, heads, rows) {
-    return el('table', { id: id }, [el('thead', {}, [el('tr', {}, heads.map((h) => el('th', {}, [h])))]),
-      el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, [String(c)])))))]);
+  // The columns in `wrapping` (sentences, lists) wrap within the page.
+  function simpleTable(id, heads, rows, wrapping) {
+    const attrs = (i) => (wrapping || []).includes(i) ? { class: 'wrap' } : {};
+    return el('table', { id: id, class: 'simple' }, [
+      el('thead', {}, [el('tr', {}, heads.map((h, i) => el('th', attrs(i), [h])))]),
+      el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c, i) => el('td', attrs(i), [String(c)])))))]);
   }
 
   function cores() {
@@ -445,7 +448,7 @@
       'Batches missing', 'Uncorrelated device events', 'Not recorded'],
     data.processes.map((p) => [p.pid, p.name, p.host, p.events, p.drops_total, p.drops.join(', ') || '-',
       p.cut_off === 'true' ? 'yes: its last events are missing' : 'no', p.batches_missing, p.uncorrelated,
-      p.notices.join('; ') || '-'])));
+      p.notices.join('; ') || '-']), [5, 9]));
   }
 
   header();
