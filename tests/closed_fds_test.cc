@@ -1,9 +1,10 @@
 // Programs that close descriptors they do not own, under `nrtprof run`: servers that
 // daemonize, closefrom(3), close_range(3, ~0U, 0), a loop closing 3..1023, and a program that
 // closes a socket it never made and opens a file of its own in its place. The program must
-// behave as it does bare, its files must get the numbers they get bare and hold exactly what it
-// wrote, gRPC must say nothing on its stderr, and the capture must have every call made before
-// and after the closing.
+// behave as it does bare (start with the descriptors it has bare: nrtprof run passes none of its
+// own), its files must get the numbers they get bare and hold exactly what it wrote, gRPC must
+// say nothing on its stderr, and the capture must have every call made before and after the
+// closing.
 #include <string>
 #include <vector>
 

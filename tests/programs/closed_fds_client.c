@@ -3,7 +3,8 @@
  * `closefrom` calls closefrom(3), `close_range` calls close_range(3, ~0U, 0)) and opens three
  * files of its own in DIR, whose numbers it prints, or (`takeover`) closes each socket, eventfd
  * and epoll set it finds open, which it never made (under LD_PRELOAD it waits up to 10 s for a
- * socket), and opens a file of its own in the place of each. It writes a line to each file, makes 1,000
+ * socket), and opens a file of its own in the place of each. It first prints how many
+ * descriptors above 2 it was started with. It writes a line to each file, makes 1,000
  * more calls, and writes a second line to each file it still has open.
  * Usage: closed_fds_client HOW DIR. Prints what it did; exits 1 if anything failed. Linked
  * against libnrt. */
@@ -43,12 +44,27 @@ static int Is(int fd, const char *prefix) {
   return n > 0 && strncmp(target, prefix, strlen(prefix)) == 0;
 }
 
+/* How many descriptors above 2 are open, the listing's own aside; -1 if it cannot tell. */
+static int OpenAbove2(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    const int fd = atoi(e->d_name);
+    n += fd > 2 && fd != dirfd(d);
+  }
+  closedir(d);
+  return n;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: closed_fds_client loop|closefrom|close_range|takeover DIR\n");
     return 2;
   }
   const char *how = argv[1], *dir = argv[2];
+  /* What its parent left it: the same bare as under a profiler, which passes none of its own. */
+  printf("%s: %d descriptors above 2 at its start\n", how, OpenAbove2());
   nrt_tensor_t *tensor = NULL;
   if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS ||
       nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "t", &tensor) != NRT_SUCCESS ||
