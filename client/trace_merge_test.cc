@@ -1,6 +1,7 @@
 #include "client/trace_merge.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -35,14 +36,19 @@ std::string HostTraceBytes(uint64_t call_ns, int64_t realtime_minus_monotonic_ns
   call.duration_ns = 1000;
   trace.start_ns = call_ns;
   trace.end_ns = call_ns + 1000;
-  char dir[] = "/tmp/trace-merge-test-XXXXXX";
-  EXPECT_NE(mkdtemp(dir), nullptr);
+  // Under TEST_TMPDIR; the folder is removed all the same, for a run outside Bazel.
+  const char* root = getenv("TEST_TMPDIR");
+  if (root == nullptr) root = getenv("TMPDIR");
+  std::string dir = std::string(root != nullptr ? root : "/tmp") + "/trace-merge-test-XXXXXX";
+  EXPECT_NE(mkdtemp(dir.data()), nullptr);
   std::vector<std::string> files;
   EXPECT_TRUE(
       daemon::PerfettoWriter().Write(trace, daemon::ComputeSummary(trace), dir, &files).ok());
-  std::ifstream in(std::string(dir) + "/trace.pftrace", std::ios::binary);
+  std::ifstream in(dir + "/trace.pftrace", std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
+  for (const std::string& file : files) unlink((dir + "/" + file).c_str());
+  rmdir(dir.c_str());
   return bytes.str();
 }
 

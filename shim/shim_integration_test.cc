@@ -36,14 +36,6 @@ constexpr auto kStreamTimeout = std::chrono::seconds(20);
 
 using ::nrtprof::testing::ReadFile;  // common/testing/spawn.h
 
-// A short folder for sockets (a unix socket path must stay under 108 bytes).
-std::string SocketDir() {
-  const std::string tmp = TempDir("s");
-  if (tmp.size() + 16 < 100) return tmp;
-  char dir[] = "/tmp/nrtprof-shim-test-XXXXXX";
-  return mkdtemp(dir) != nullptr ? dir : "/tmp";
-}
-
 size_t Count(const std::vector<std::pair<std::string, nrtprof::Event>>& events,
              const std::string& name) {
   return std::count_if(events.begin(), events.end(),
@@ -53,7 +45,11 @@ size_t Count(const std::vector<std::pair<std::string, nrtprof::Event>>& events,
 class ShimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    socket_ = SocketDir() + "/c" + std::to_string(counter_++) + ".sock";
+    // A unix socket path must stay under 108 bytes: this folder may be in /tmp, not
+    // TEST_TMPDIR, and is removed when the test ends.
+    socket_folder_ = std::make_unique<nrtprof::testing::SocketFolder>("nrtprof-shim-test");
+    ASSERT_FALSE(socket_folder_->path().empty());
+    socket_ = socket_folder_->path() + "/c" + std::to_string(counter_++) + ".sock";
     shim_ = Runfile("shim/libnrtprof_shim.so");
     libnrt_ = Runfile("sim/libnrt.so.1");
   }
@@ -174,7 +170,9 @@ class ShimTest : public ::testing::Test {
   }
 
   static int counter_;
+  std::unique_ptr<nrtprof::testing::SocketFolder> socket_folder_;
   std::string socket_, shim_, libnrt_;
+  // Declared after socket_folder_: the collector stops listening before the folder goes.
   std::unique_ptr<FakeCollector> collector_;
 };
 

@@ -183,8 +183,10 @@ class ShippingCoreTest : public ::testing::Test {
 
   // Lossless mode, with a spool bounded at `max_bytes`. Returns its path.
   std::string UseSpool(uint64_t max_bytes = 1 << 30) {
-    char dir[] = "/tmp/shipping_core_test.XXXXXX";
-    EXPECT_NE(mkdtemp(dir), nullptr);
+    const char* root = getenv("TEST_TMPDIR");
+    if (root == nullptr) root = getenv("TMPDIR");
+    std::string dir = std::string(root != nullptr ? root : "/tmp") + "/shipping_core_test.XXXXXX";
+    EXPECT_NE(mkdtemp(dir.data()), nullptr);
     spool_dir_ = dir;
     auto spool = std::make_unique<SpoolWriter>();
     std::string error;

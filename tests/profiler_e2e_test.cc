@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/testing/spawn.h"
 #include "common/testing/struct_fields.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "google/protobuf/struct.pb.h"
@@ -500,10 +501,11 @@ TEST(ProfilerEndToEnd, StacksFromTheEnvironment) {
 // `nrtprof status` reports what it received and wrote.
 TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
   const std::string dir = TempDir("standing");
-  // Unix socket paths are limited to 107 bytes, which TEST_TMPDIR can exceed.
-  char socket_dir[] = "/tmp/nrtprof-e2e-XXXXXX";
-  ASSERT_NE(mkdtemp(socket_dir), nullptr);
-  const std::string socket = std::string(socket_dir) + "/nrtprofd.sock";
+  // Unix socket paths are limited to 107 bytes, which TEST_TMPDIR can exceed: this folder may
+  // be in /tmp. It is removed, spool/ and all, however the test ends.
+  const testing::SocketFolder socket_dir("nrtprof-e2e");
+  ASSERT_FALSE(socket_dir.path().empty());
+  const std::string socket = socket_dir.path() + "/nrtprofd.sock";
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   const pid_t daemon = fork();
@@ -549,7 +551,6 @@ TEST(ProfilerEndToEnd, StandingDaemonAndStatus) {
   waitpid(daemon, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_FALSE(Exists(socket));  // removed on the way out
-  rmdir(socket_dir);
 }
 
 }  // namespace

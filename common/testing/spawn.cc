@@ -2,14 +2,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -132,6 +136,47 @@ ProcessResult RunToExit(const std::vector<std::string>& argv, SpawnOptions optio
   result.out = ReadFile(options.stdout_path);
   result.err = ReadFile(options.stderr_path);
   return result;
+}
+
+std::string ScratchRoot() {
+  const char* bazel = getenv("TEST_TMPDIR");
+  if (bazel != nullptr && bazel[0] != '\0') return bazel;
+  static const std::string* const root = [] {
+    const char* tmp = getenv("TMPDIR");
+    std::string templ =
+        std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") + "/nrtprof-test-XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) {
+      fprintf(stderr, "cannot make %s: %s\n", templ.c_str(), strerror(errno));
+      abort();
+    }
+    static const pid_t maker = getpid();
+    static const std::string* const made = new std::string(templ);
+    // Only the process that made it removes it: a forked child's exit() must not.
+    atexit([] {
+      if (getpid() == maker) RemoveTree(*made);
+    });
+    return made;
+  }();
+  return *root;
+}
+
+void RemoveTree(const std::string& path) {
+  nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+SocketFolder::SocketFolder(const std::string& prefix) {
+  // "/PREFIX-XXXXXX/" and a socket's name (up to 24 bytes, "sock/nrtprofd.sock" and the like)
+  // must fit in the 107 bytes of a unix socket path.
+  std::string root = ScratchRoot();
+  if (root.size() + prefix.size() + 9 + 24 > 107) root = "/tmp";
+  std::string templ = root + "/" + prefix + "-XXXXXX";
+  if (mkdtemp(templ.data()) != nullptr) path_ = templ;
+}
+
+SocketFolder::~SocketFolder() {
+  if (!path_.empty()) RemoveTree(path_);
 }
 
 }  // namespace nrtprof::testing

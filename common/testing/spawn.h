@@ -69,6 +69,31 @@ ProcessResult RunToExit(const std::vector<std::string>& argv, SpawnOptions optio
 // A whole file, or "" if it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// Where a test keeps its files: TEST_TMPDIR, which Bazel makes for the test and empties. Run
+// outside Bazel, a folder made once under TMPDIR (else /tmp) and removed with everything in it
+// when this process exits, so that a test leaves nothing in the system's temporary folder.
+std::string ScratchRoot();
+
+// `path` and everything under it, as rm -r does (a symbolic link is removed, not followed).
+void RemoveTree(const std::string& path);
+
+// A fresh folder for unix sockets, whose paths have at most 107 bytes: under ScratchRoot() when
+// its path leaves room, else /tmp/PREFIX-XXXXXX (TEST_TMPDIR under Bazel's output base is often
+// too deep). Removed with everything in it when the object goes; path() is empty if it could
+// not be made.
+class SocketFolder {
+ public:
+  explicit SocketFolder(const std::string& prefix);
+  ~SocketFolder();
+  SocketFolder(const SocketFolder&) = delete;
+  SocketFolder& operator=(const SocketFolder&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace nrtprof::testing
 
 #endif  // NRTPROF_COMMON_TESTING_SPAWN_H_

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +20,6 @@ namespace nrtprof::testing {
 namespace {
 
 constexpr char kDaemon[] = "daemon/nrtprofd";  // in the runfiles, the test's working folder
-
-// rm -r, for the folders a test made outside TEST_TMPDIR.
-void RemoveTree(const std::string& path) {
-  nftw(
-      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
-      16, FTW_DEPTH | FTW_PHYS);
-}
 
 }  // namespace
 

@@ -3,13 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 namespace nrtprof::shim::testing {
 
 std::string TempDir(const std::string& name) {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string dir = std::string(base != nullptr ? base : "/tmp") + "/" + name;
+  std::string dir = nrtprof::testing::ScratchRoot() + "/" + name;
   mkdir(dir.c_str(), 0700);
   return dir;
 }

@@ -24,7 +24,7 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const EnvChanges&
 
 // An absolute path for a runfile given relative to the workspace (e.g. "shim/x").
 std::string Runfile(const std::string& path);
-// A fresh folder under TEST_TMPDIR.
+// A folder under TEST_TMPDIR (ScratchRoot(), common/testing/spawn.h), made if it is not there.
 std::string TempDir(const std::string& name);
 
 }  // namespace nrtprof::shim::testing

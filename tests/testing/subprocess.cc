@@ -42,9 +42,7 @@ std::string Runfile(const std::string& workspace_path) {
 
 std::string TempDir(const std::string& name) {
   static std::atomic<int> counter{0};
-  const char* root = getenv("TEST_TMPDIR");
-  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name + "." +
-                          std::to_string(counter++);
+  const std::string dir = ScratchRoot() + "/" + name + "." + std::to_string(counter++);
   mkdir(dir.c_str(), 0755);
   return dir;
 }

@@ -37,7 +37,7 @@ Result RunNrtprof(const std::vector<std::string>& args,
 // A file of the test's runfiles: "client/nrtprof" -> $TEST_SRCDIR/nrtprof/client/nrtprof.
 std::string Runfile(const std::string& workspace_path);
 
-// A fresh folder under TEST_TMPDIR.
+// A fresh folder under TEST_TMPDIR (ScratchRoot(), common/testing/spawn.h).
 std::string TempDir(const std::string& name);
 
 bool Exists(const std::string& path);
