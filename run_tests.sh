@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: every Bazel test, then the runtime's concurrency tests again under
 # ThreadSanitizer, then each fuzz target for a bounded time (NRTPROF_FUZZ_SECONDS, default
-# 60). Installs what is missing first; safe to run twice. Ends with one line,
+# 60). The Bazel runs must leave no folder of theirs in the system's temporary folder (one case
+# that fails if they do). Installs what is missing first; safe to run twice. Ends with one line,
 # "N passed, N failed", counting test cases (GoogleTest cases, one per script test, one per
 # fuzz target).
 set -uo pipefail
@@ -63,6 +64,15 @@ run() {
   rm -f "$log"
 }
 
+# What the tests leave in the system's temporary folder: they write under TEST_TMPDIR, and the
+# short folders some make in /tmp for unix sockets (paths of 107 bytes at most) go when they
+# end. Any such folder the Bazel runs below leave behind is one failed case, named on one line.
+leftovers() {
+  find /tmp "${TMPDIR:-/tmp}" -mindepth 1 -maxdepth 1 \( -name 'nrtprof-*' -o -name 'nrtprofd-*' \
+    -o -name 'trace-merge-test-*' -o -name 'shipping_core_test.*' \) 2>/dev/null | sort -u
+}
+leftovers_before="$(leftovers)"
+
 run "all tests" "" //...
 # The concurrent parts again under ThreadSanitizer: any data race fails the test. (The shim's
 # integration test preloads the shim into uninstrumented programs, which tsan cannot do.)
@@ -70,6 +80,12 @@ tsan_dir="$(bazel info --config=tsan bazel-testlogs 2>/dev/null | sed 's|/testlo
 run "ThreadSanitizer" "$tsan_dir" --config=tsan \
   //sim:concurrency_test //sim:runtime_api_test //sim:sys_trace_test \
   //daemon:all //shim:event_ring_test //shim:sys_trace_arbiter_test //shim:device_profile_test
+
+left="$(comm -13 <(echo "$leftovers_before") <(leftovers) | tr '\n' ' ' | sed 's/ $//')"
+if [ -n "$left" ]; then
+  echo "nrtprof: temporary folder: FAILED: the tests left ${left}"
+  failed=$(( failed + 1 ))
+fi
 
 # The libFuzzer targets (clang, ASan, UBSan), each from its seed corpus for a bounded time: a
 # crash fails its case, and the script prints the path of the input that caused it.
