@@ -329,10 +329,13 @@ say "(the capture names each host by its address, host-a 127.0.0.1:${port[host-a
 say " the fleet store by its --fleet_host)"
 show "nrtprof capture --hosts ${HOSTS} --tls_ca ${TLS}/ca.pem --token_file ${TLS}/token --last 30s --out ${CAPTURE}"
 # The programs above ran in the last few seconds; a standing daemon keeps every process's
-# events of the last 30 s (its flight recorder), so --last 30s holds them whole.
-"${NRTPROF}" capture --hosts "${HOSTS}" --tls_ca "${TLS}/ca.pem" --token_file "${TLS}/token" \
-  --last 30s --out "${CAPTURE}" 2>&1 | tee "${work}/logs/capture.log"
+# events of the last 30 s (its flight recorder), so --last 30s holds them whole. It takes a
+# second or two; 120 s bounds it should a daemon stop answering (--foreground: Ctrl-C still
+# reaches it).
+timeout --foreground 120 "${NRTPROF}" capture --hosts "${HOSTS}" --tls_ca "${TLS}/ca.pem" \
+  --token_file "${TLS}/token" --last 30s --out "${CAPTURE}" 2>&1 | tee "${work}/logs/capture.log"
 code=$?
+[[ ${code} != 124 ]] || die "nrtprof capture --hosts did not finish within 120 s"
 [[ ${code} == 0 ]] || die "nrtprof capture --hosts failed (exit ${code}): $(tail -1 "${work}/logs/capture.log")"
 grep -q " on 2 of 2 hosts" "${work}/logs/capture.log" ||
   die "the capture left a host out: $(grep -m1 "left out" "${work}/logs/capture.log")"
