@@ -9,9 +9,11 @@
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "client/commands.h"
 #include "client/flags.h"
 #include "common/flag_help.h"
@@ -212,6 +214,16 @@ int CheckArguments(const Command& c, std::vector<char*>* args, std::string* dash
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     std::string why;
     if (flag != nullptr && name != "pid" && !flag->ParseFrom(value, &why)) {
+      // abseil's reason for a duration ("Illegal value '10' specified for flag 'duration'")
+      // repeats the line and hides the usual mistake: a number without its unit.
+      if (double number = 0; flag->IsOfType<absl::Duration>() && absl::SimpleAtod(value, &number)) {
+        fprintf(stderr, "nrtprof %s: --%.*s '%s' needs a unit, as %ss, 500ms or 1m30s\n", c.name,
+                static_cast<int>(name.size()), name.data(), value.c_str(), value.c_str());
+        return 2;
+      }
+      if (flag->IsOfType<absl::Duration>()) {
+        why = "a duration is a number and a unit, as 10s, 500ms or 1m30s";
+      }
       fprintf(stderr, "nrtprof %s: bad value '%s' for --%.*s: %s\n", c.name, value.c_str(),
               static_cast<int>(name.size()), name.data(), why.c_str());
       return 2;

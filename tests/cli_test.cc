@@ -117,6 +117,36 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
   }
 }
 
+// A duration without its unit (issue 36: `--duration 10` was "Illegal value '10' specified for
+// flag 'duration'") says that a unit is needed, for every duration flag of every command.
+TEST(CliTest, ADurationWithoutAUnitSaysSo) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag, value;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"capture", "--duration", "10"}, "duration", "10"},
+           {{"capture", "--last=30"}, "last", "30"},
+           {{"capture", "--iterations", "5", "--step_timeout", "60"}, "step_timeout", "60"},
+           {{"capture", "--iterations", "5", "--step-timeout", "1.5"}, "step_timeout", "1.5"},
+           {{"top", "--interval", "2"}, "interval", "2"},
+           {{"top", "--window", "5"}, "window", "5"},
+           {{"fleet", "top", "--since", "1"}, "since", "1"},
+       }) {
+    const Result r = Nrtprof(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, "nrtprof " + c.args[0] + ": --" + c.flag + " '" + c.value +
+                         "' needs a unit, as " + c.value + "s, 500ms or 1m30s\n");
+    EXPECT_EQ(r.out, "");
+  }
+  // Other nonsense says what a duration is, once.
+  const Result r = Nrtprof({"capture", "--duration", "soon"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "nrtprof capture: bad value 'soon' for --duration: a duration is a number and a unit, "
+            "as 10s, 500ms or 1m30s\n");
+}
+
 // `nrtprof run --out DIR prog --flag value`: everything from prog on is the program's, as
 // with time(1) or strace(1): it runs with its own flags, and nrtprof's table follows.
 TEST(CliTest, RunWithoutDashesGivesTheProgramItsFlags) {
