@@ -2,9 +2,12 @@
 // capture (report_page.h), written atomically, by default as CAPTURE/report.html. It reads the
 // capture's summary.json (the table, as `nrtprof summary` prints it) and trace.pftrace (the
 // timeline, the chain, the per-core utilization, each process's drops).
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -57,6 +60,29 @@ absl::StatusOr<ReportTrace> ReadTraceFile(const std::string& path) {
   return trace;
 }
 
+// Why a page cannot be written to `path`, in the system's words ("No such file or directory"),
+// known before the page is made; empty if its folder looks ready to take it.
+std::string CannotWrite(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  struct stat st;
+  if (stat(folder.c_str(), &st) != 0) return strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return strerror(ENOTDIR);
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return strerror(EISDIR);
+  if (access(folder.c_str(), W_OK) != 0) return strerror(errno);
+  return "";
+}
+
+// The system's reason alone: a file error's message ends with it, and absl::ErrnoToStatus says
+// it a second time ("cannot create T: No such file or directory: No such file or directory").
+std::string Reason(const absl::Status& status) {
+  const absl::string_view message = status.message();
+  const size_t colon = message.rfind(": ");
+  return std::string(colon == absl::string_view::npos ? message : message.substr(colon + 2));
+}
+
 }  // namespace
 
 int ReportCommand(int argc, char** argv) {
@@ -69,6 +95,12 @@ int ReportCommand(int argc, char** argv) {
   absl::StatusOr<daemon::Summary> summary = ReadCaptureSummary(args[1]);
   if (!summary.ok()) return Fail(std::string(summary.status().message()));
   const std::string folder = CaptureFolder(args[1]);
+  std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) out = folder + "/report.html";
+  // Before the trace is read and the page made: a path that cannot be written is one line.
+  if (const std::string why = CannotWrite(out); !why.empty()) {
+    return Fail(absl::StrCat("cannot write ", out, ": ", why));
+  }
   absl::StatusOr<ReportTrace> trace = ReadTraceFile(folder + "/trace.pftrace");
   if (!trace.ok()) return Fail(std::string(trace.status().message()));
 
@@ -76,13 +108,11 @@ int ReportCommand(int argc, char** argv) {
   options.capture_dir = folder;
   options.max_slices = static_cast<size_t>(max_slices);
   const std::string page = RenderReportPage(*trace, *summary, options);
-  std::string out = absl::GetFlag(FLAGS_o);
-  if (out.empty()) out = folder + "/report.html";
   daemon::AtomicFile file;
   absl::Status written = file.Open(out);
   if (written.ok()) written = file.Append(page);
   if (written.ok()) written = file.Commit();
-  if (!written.ok()) return Fail(absl::StrCat("cannot write ", out, ": ", written.message()));
+  if (!written.ok()) return Fail(absl::StrCat("cannot write ", out, ": ", Reason(written)));
   fprintf(stderr, "nrtprof report: %s (%zu of %zu slices drawn one by one; open it in a browser)\n",
           out.c_str(), DrawnSlices(*trace, options.max_slices), trace->slices);
   return 0;

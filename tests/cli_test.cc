@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -378,6 +379,16 @@ TEST(CliTest, ReportRefusesWhatIsNoCapture) {
   EXPECT_TRUE(absl::StrContains(page, "\"aten::rms_norm\"")) << "the op is not in the page";
   for (const char* fetch : {"<link", " src=", "url(", "import("}) {
     EXPECT_FALSE(absl::StrContains(page, fetch)) << "the page would fetch: " << fetch;
+  }
+  // A page that cannot be written there: the path and the system's reason, once (issue 36: "No
+  // such file or directory: No such file or directory").
+  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/no-such-folder/x.html", "No such file or directory"},
+           {dir + "/cap/summary.json/x.html", "Not a directory"},
+           {dir + "/cap", "Is a directory"}}) {
+    r = Nrtprof({"report", dir + "/cap", "-o", path});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "nrtprof report: cannot write " + path + ": " + why + "\n");
   }
   FILE* f = fopen((dir + "/cap/trace.pftrace").c_str(), "w");
   fputs("not a trace", f);
