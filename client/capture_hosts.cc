@@ -15,8 +15,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/capture_report.h"
 #include "client/clock_offset.h"
 #include "client/daemon_connection.h"
 #include "client/daemon_credentials.h"
@@ -55,6 +57,7 @@ struct Host {
   StartCaptureReply started;
   CaptureFiles files;
   std::optional<StepWatch> steps;  // capture --iterations: its processes' steps
+  bool no_steps = false;  // none of its processes marked steps within --step_timeout
   std::string failure;  // why it was left out; empty while it is in
 
   bool in() const { return failure.empty(); }
@@ -162,31 +165,61 @@ void StopAndFetch(uint32_t wait_ms, Host* h) {
   if (!fetched.ok()) return h->Fail("its files could not be fetched", fetched.status());
 }
 
-// The loop of AwaitSteps: a signal's number, or 0.
-int AwaitStepsOnEveryHost(std::vector<Host>* hosts, const sigset_t& stop_signals) {
+// The loop of AwaitSteps: a signal's number, or 0. A host none of whose processes marks steps
+// is said at once and every kNoStepsNoticeEvery; past --step_timeout it is waited for no more
+// (its part of the capture is empty), and when that is every host the window ends: before, it
+// waited the hour, silent.
+int AwaitStepsOnEveryHost(std::vector<Host>* hosts, const CaptureWindow& window,
+                          const sigset_t& stop_signals) {
   const absl::Time began = absl::Now();
   const timespec tick = absl::ToTimespec(absl::Milliseconds(200));
+  absl::Time next_notice = began;
   for (;;) {
-    const int signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (signal_number > 0) return signal_number;
-    if (absl::Now() - began > absl::Hours(1)) return 0;
-    bool done = true;
+    const absl::Duration waited = absl::Now() - began;
+    const bool notice = absl::Now() >= next_notice;
+    if (notice) next_notice += kNoStepsNoticeEvery;
+    bool done = true, stepped = false;
     for (Host& h : *hosts) {
-      if (!h.in()) continue;
+      if (!h.in() || h.no_steps) continue;
       absl::StatusOr<StatusReply> now = h.connection->Status(2000);
       if (!now.ok()) {
         h.Fail("lost during the capture", now.status());
         Say(absl::StrCat("host ", h.name, " is left out: ", h.failure));
         continue;
       }
-      done = h.steps->Done(*now) && done;
+      const bool host_done = h.steps->Done(*now);
+      stepped = stepped || h.steps->SeenSteps();
+      if (host_done || h.steps->SeenSteps()) {
+        done = host_done && done;
+        continue;
+      }
+      // The first notice comes before the bound is looked at: said at once.
+      if (notice) {
+        Say(absl::StrCat("host ", h.name, ": ",
+                         h.steps->NoStepsYet(
+                             std::max(window.step_timeout - waited, absl::ZeroDuration()))));
+      }
+      if (waited >= window.step_timeout) {
+        h.no_steps = true;
+        Say(absl::StrCat("host ", h.name, ": ",
+                         window.pids.empty() ? "no process" : "none of the pids",
+                         " marked steps (nrtprof_step) within ",
+                         absl::FormatDuration(window.step_timeout),
+                         " (--step_timeout): its part of the capture ends"));
+      } else {
+        done = false;
+      }
     }
     if (HostsIn(*hosts) == 0) return 0;
     if (done) {
+      if (!stepped) return 0;  // no host had steps to wait for
       // The steps' device events come after their calls: a moment for them.
       const timespec settle = absl::ToTimespec(absl::Milliseconds(500));
       return std::max(sigtimedwait(&stop_signals, nullptr, &settle), 0);
     }
+    if (waited > absl::Hours(1)) return 0;
+    const int signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (signal_number > 0) return signal_number;
   }
 }
 
@@ -198,7 +231,7 @@ int AwaitSteps(std::vector<Host>* hosts, const CaptureWindow& window,
   for (Host& h : *hosts) {
     h.steps.emplace(window.pids, h.started.first_step() + window.iterations - 1);
   }
-  const int signal_number = AwaitStepsOnEveryHost(hosts, stop_signals);
+  const int signal_number = AwaitStepsOnEveryHost(hosts, window, stop_signals);
   for (const Host& h : *hosts) {
     for (const std::string& line : h.steps->EndedEarly()) {
       Say(absl::StrCat("host ", h.name, ": ", line));
@@ -253,7 +286,9 @@ absl::Status WriteMerged(const std::vector<Host>& hosts, const std::string& capt
 
 std::string WindowText(const CaptureWindow& window) {
   if (window.iterations != 0) {
-    return absl::StrCat(window.iterations, " whole step", window.iterations == 1 ? "" : "s");
+    return absl::StrCat(window.iterations, " whole step", window.iterations == 1 ? "" : "s",
+                        ", waiting at most ", absl::FormatDuration(window.step_timeout),
+                        " for a process that marks steps (--step_timeout); Ctrl-C ends it early");
   }
   std::string text;
   if (window.last != absl::ZeroDuration()) {
@@ -352,10 +387,10 @@ void AwaitWindow(std::vector<Host>* hosts, const CaptureWindow& window,
   }
 }
 
-// The end, as `nrtprof capture` says it for one host: the hosts' notes, the table, the totals
-// and where the files are.
-void SayWritten(const std::vector<Host>& hosts, const std::string& out,
-                const std::string& summary) {
+// The end, as `nrtprof capture` says it for one host: the hosts' notes, why a host's part is
+// empty, the table, the totals and where the files are. Returns the events of every host.
+uint64_t SayWritten(const std::vector<Host>& hosts, const CaptureWindow& window,
+                    const std::string& out, const std::string& summary) {
   uint64_t events = 0, dropped = 0, processes = 0;
   for (const Host& h : hosts) {
     if (!h.in()) continue;
@@ -363,6 +398,10 @@ void SayWritten(const std::vector<Host>& hosts, const std::string& out,
     dropped += h.files.events_dropped();
     processes += h.files.processes();
     for (const std::string& note : h.files.notes()) Say(absl::StrCat(h.name, ": ", note));
+    if (h.files.events() == 0) {
+      Say(absl::StrCat("host ", h.name, ": its part of the capture is empty: ",
+                       EmptyCaptureWhy(h.files, window.pids, h.started, window.iterations)));
+    }
   }
   fprintf(stderr, "\n%s\n", summary.c_str());
   fprintf(stderr,
@@ -379,6 +418,7 @@ void SayWritten(const std::vector<Host>& hosts, const std::string& out,
           "nrtprof: open %s/trace.pftrace in the Perfetto UI (https://ui.perfetto.dev, \"Open "
           "trace file\")\n",
           out.c_str());
+  return events;
 }
 
 }  // namespace
@@ -386,9 +426,11 @@ void SayWritten(const std::vector<Host>& hosts, const std::string& out,
 bool StepWatch::Done(const StatusReply& status) {
   std::set<uint32_t> present;
   bool done = true;
+  connected_ = 0;
   for (const ConnectedProcess& p : status.processes()) {
-    if (p.last_step() < 0) continue;
     if (!pids_.empty() && std::find(pids_.begin(), pids_.end(), p.pid()) == pids_.end()) continue;
+    ++connected_;
+    if (p.last_step() < 0) continue;
     present.insert(p.pid());
     gone_.erase(p.pid());  // back (a stream that broke and came again)
     last_step_[p.pid()] = p.last_step();
@@ -398,6 +440,19 @@ bool StepWatch::Done(const StatusReply& status) {
     if (present.count(pid) == 0) gone_.insert(pid);
   }
   return !last_step_.empty() && done;
+}
+
+std::string StepWatch::NoStepsYet(absl::Duration left) const {
+  const std::string who =
+      pids_.empty() ? "no process connected marks steps"
+                    : absl::StrCat("none of the pids (", absl::StrJoin(pids_, ", "),
+                                   ") marks steps");
+  const std::string connected =
+      connected_ == 0 ? (pids_.empty() ? "none is connected" : "none of them is connected")
+                      : absl::StrCat(connected_, " connected, none has marked one");
+  return absl::StrCat(who, " (nrtprof_step): ", connected, "; waiting ",
+                      absl::FormatDuration(absl::Ceil(left, absl::Seconds(1))),
+                      " more for one (--step_timeout)");
 }
 
 std::vector<std::string> StepWatch::EndedEarly() const {
@@ -456,8 +511,8 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
     Say(absl::StrCat("the hosts' files are in ", out, " but were not merged: ", s.message()));
     return 1;
   }
-  SayWritten(hosts, out, summary);
-  return 0;
+  // Written, but with nothing in it from any host: a script tells that from success by the code.
+  return SayWritten(hosts, window, out, summary) == 0 ? kEmptyCaptureExit : 0;
 }
 
 }  // namespace nrtprof::cli

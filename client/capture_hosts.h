@@ -4,7 +4,8 @@
 // (a duration, whole steps or the flight recorder's past), StopCapture and FetchCapture into
 // DIR/HOST. Then DIR/trace.pftrace (trace_merge.h) and DIR/summary.txt (hosts_summary.h), the
 // latter also on stderr. A host that cannot be reached or refuses is left out with one line
-// naming it; the command fails (1) only when no host's capture was written.
+// naming it; the command fails (1) only when no host's capture was written, and exits
+// kEmptyCaptureExit (capture_report.h) when every host's part is empty, each said why.
 //
 // Not thread-safe: one call per command (it runs a thread per host inside).
 #ifndef NRTPROF_CLIENT_CAPTURE_HOSTS_H_
@@ -33,6 +34,8 @@ struct CaptureWindow {
   std::vector<uint32_t> pids;
   uint32_t stacks = 0;
   std::vector<CaptureFileKind> files;  // --files; empty: every kind
+  // With iterations: how long to wait while no process marks steps (--step_timeout).
+  absl::Duration step_timeout = absl::Seconds(60);
 };
 
 // The wait of `capture --iterations` on one daemon: fed each status it answers, it says when
@@ -46,6 +49,15 @@ class StepWatch {
 
   bool Done(const StatusReply& status);
 
+  // Whether any process (of `pids`) has been seen marking steps: until one has, Done() waits
+  // for one, and capture --iterations bounds that wait (--step_timeout).
+  bool SeenSteps() const { return !last_step_.empty(); }
+
+  // While none is seen, what the user is told, from the last status: "no process connected
+  // marks steps (nrtprof_step): 2 connected, none has marked one; waiting 50s more for one
+  // (--step_timeout)". `left`: what remains of the bound.
+  std::string NoStepsYet(absl::Duration left) const;
+
   // One line per process that went before the final step: "pid N ended before step F".
   std::vector<std::string> EndedEarly() const;
 
@@ -54,7 +66,11 @@ class StepWatch {
   uint64_t final_step_;
   std::map<uint32_t, int64_t> last_step_;  // every process seen marking steps: its last
   std::set<uint32_t> gone_;
+  size_t connected_ = 0;  // in the last status (of `pids`, if any), marking steps or not
 };
+
+// capture --iterations: how often the wait repeats that no process marks steps.
+constexpr absl::Duration kNoStepsNoticeEvery = absl::Seconds(10);
 
 // `hosts`: the --hosts list as given; `out`: DIR, absolute. `stop_signals` (blocked in every
 // thread) end the window early. Returns the exit code.

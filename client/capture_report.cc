@@ -12,6 +12,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/fetch.h"
 #include "client/flags.h"
@@ -24,6 +25,27 @@ std::string CaptureDestination(const StartCaptureReply& started, const std::stri
   if (!started.fetch()) return started.output_dir();
   if (!out.empty()) return out;
   return Absolute(absl::StrCat("nrtprof-captures/", started.capture_id()));
+}
+
+std::string EmptyCaptureWhy(const CaptureFiles& files, const std::vector<uint32_t>& pids,
+                            const StartCaptureReply& started, uint32_t iterations) {
+  const std::string pid_list = absl::StrCat("(", absl::StrJoin(pids, ", "), ")");
+  if (iterations != 0) {
+    // The daemon leaves out a process none of whose steps it saw: processes() says nothing here.
+    return absl::StrCat(pids.empty() ? "no process" : "none of the pids " + pid_list,
+                        " marked any of steps ", started.first_step(), " to ",
+                        started.first_step() + iterations - 1, " (nrtprof_step) in the window");
+  }
+  if (files.processes() > 0) {
+    return absl::StrCat(files.processes(), " process",
+                        files.processes() == 1 ? " was" : "es were",
+                        " connected, but none called libnrt in the window");
+  }
+  if (!pids.empty()) {
+    return absl::StrCat("none of the pids ", pid_list, " was connected to the daemon in the window");
+  }
+  return "no process was connected to the daemon in the window (a program streams to it when "
+         "preloaded with the shim: LD_PRELOAD=.../libnrtprof_shim.so)";
 }
 
 absl::StatusOr<std::vector<CaptureFileKind>> FileKindsFromFlag() {

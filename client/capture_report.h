@@ -6,6 +6,7 @@
 #ifndef NRTPROF_CLIENT_CAPTURE_REPORT_H_
 #define NRTPROF_CLIENT_CAPTURE_REPORT_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,16 @@
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::cli {
+
+// The exit code of a capture written but empty (no event in its window): run (when CMD itself
+// exited 0) and capture, one host or --hosts. Neither success (0) nor an error (1) nor a usage
+// error (2), so that a script can tell it.
+constexpr int kEmptyCaptureExit = 3;
+
+// Why a capture holds no event, for "the capture is empty: WHY": no process connected, none of
+// `pids`, none that called libnrt, or (iterations != 0) none that marked the capture's steps.
+std::string EmptyCaptureWhy(const CaptureFiles& files, const std::vector<uint32_t>& pids,
+                            const StartCaptureReply& started, uint32_t iterations);
 
 // Where the capture's files end up, as the user sees them: `out` (absolute, or empty for the
 // default), or ./nrtprof-captures/ID when the CLI fetches them; the daemon's folder otherwise.

@@ -47,17 +47,22 @@ const std::vector<Command>& Commands() {
        "run CMD under the profiler and print where its device time went",
        {"out", "files", "stacks", "device_profile", "mode", "quiet", NRTPROF_DAEMON_FLAGS},
        "Everything from CMD on is the program's, flags included; `--` before CMD is optional.\n"
-       "Exits with CMD's exit code.\n\n"
+       "Exits with CMD's exit code; 3 when CMD exited 0 but the capture is empty (no process of\n"
+       "CMD called libnrt).\n\n"
        "examples:\n"
        "  nrtprof run -- python3 train.py --epochs 1\n"
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
        true},
       {"capture", CaptureCommand,
-       "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]) "
-       "[--pid PID]... [--out DIR] [--files KINDS] [--stacks N] [--quiet] [--addr ADDRESS ...]",
+       "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K] "
+       "[--step_timeout T]) [--pid PID]... [--out DIR] [--files KINDS] [--stacks N] [--quiet] "
+       "[--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
-       {"duration", "last", "iterations", "step_multiple", "pid", "out", "files", "stacks",
-        "quiet", "hosts", NRTPROF_DAEMON_FLAGS},
+       {"duration", "last", "iterations", "step_multiple", "step_timeout", "pid", "out", "files",
+        "stacks", "quiet", "hosts", NRTPROF_DAEMON_FLAGS},
+       "Exits 0 when the capture is written, 1 on an error, 2 on a usage error, and 3 when it is\n"
+       "written but empty: no process connected, or none called libnrt or marked the steps\n"
+       "(--hosts: every host's part empty, each host said why).\n\n"
        "examples:\n"
        "  nrtprof capture --last 30s\n"
        "  nrtprof capture --last 30s --files pftrace,summary\n"

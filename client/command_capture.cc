@@ -3,7 +3,8 @@
 // named pids) for D, then writes the capture as `nrtprof run` does; with --last, the window
 // starts L before now, from the daemon's flight recorder (--last alone: written at once).
 // Ctrl-C (or SIGTERM) ends the window early and still writes it. Nothing is started: the
-// programs must already stream to the daemon (run with the shim preloaded).
+// programs must already stream to the daemon (run with the shim preloaded). Exits 0, 1 on an
+// error, 2 on a usage error, and kEmptyCaptureExit (3) for a capture written but empty.
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,9 @@ ABSL_FLAG(uint32_t, iterations, 0,
 ABSL_FLAG(uint32_t, step_multiple, 1,
           "with --iterations: start at the next step number that is a multiple of this, so that "
           "processes in step record the same steps");
+ABSL_FLAG(absl::Duration, step_timeout, absl::Seconds(60),
+          "with --iterations: how long to wait while no process connected marks steps "
+          "(nrtprof_step), said every 10s; then the capture ends, empty (exit 3). At most 1h");
 ABSL_FLAG(std::string, hosts, "",
           "capture on these daemons at one instant, as HOST:PORT,HOST:PORT,... (TCP, with the "
           "same --tls_ca and --token_file or client certificate for each); their files come "
@@ -56,7 +60,7 @@ namespace {
 
 constexpr char kCaptureUsage[] =
     "nrtprof capture (--duration D | --last L [--duration D] | --iterations N "
-    "[--step_multiple K]) [--pid PID]... [--out DIR] "
+    "[--step_multiple K] [--step_timeout T]) [--pid PID]... [--out DIR] "
     "[--stacks N] [--addr ADDRESS | --hosts HOST:PORT,... --out DIR] "
     "[--tls_ca PEM --token_file PATH]";
 
@@ -127,6 +131,16 @@ int CaptureCommand(int argc, char** argv) {
                              kCaptureUsage),
                 2);
   }
+  const absl::Duration step_timeout = absl::GetFlag(FLAGS_step_timeout);
+  if (FlagGiven("step_timeout") && iterations == 0) {
+    return Fail(absl::StrCat("--step_timeout goes with --iterations (the wait for a process that "
+                             "marks steps); usage: ",
+                             kCaptureUsage),
+                2);
+  }
+  if (step_timeout <= absl::ZeroDuration() || step_timeout > absl::Hours(1)) {
+    return Fail("--step_timeout must be more than 0 and at most 1h (as 60s)", 2);
+  }
   if (iterations != 0 && (duration != absl::ZeroDuration() || last != absl::ZeroDuration())) {
     return Fail(absl::StrCat("--iterations takes whole steps: not with --duration or --last; "
                              "usage: ",
@@ -172,8 +186,14 @@ int CaptureCommand(int argc, char** argv) {
                   "pftrace and summary",
                   2);
     }
-    CaptureWindow window{duration, last, iterations, absl::GetFlag(FLAGS_step_multiple),
-                         pids, static_cast<uint32_t>(stacks), *kinds};
+    CaptureWindow window{duration,
+                         last,
+                         iterations,
+                         absl::GetFlag(FLAGS_step_multiple),
+                         pids,
+                         static_cast<uint32_t>(stacks),
+                         *kinds,
+                         step_timeout};
     return CaptureOnHosts(hosts, window, out, stop_signals);
   }
 
@@ -236,18 +256,20 @@ int CaptureCommand(int argc, char** argv) {
   if (iterations != 0) {
     const uint64_t first = capture.first_step(), final_step = first + iterations - 1;
     fprintf(stderr,
-            "nrtprof: capture %s -> %s (daemon %s): steps %llu to %llu of each process; Ctrl-C "
-            "ends it early\n",
+            "nrtprof: capture %s -> %s (daemon %s): steps %llu to %llu of each process, waiting "
+            "at most %s for a process that marks steps (--step_timeout); Ctrl-C ends it early\n",
             capture.capture_id().c_str(), CaptureDestination(capture, out).c_str(),
             address.c_str(), static_cast<unsigned long long>(first),
-            static_cast<unsigned long long>(final_step));
+            static_cast<unsigned long long>(final_step),
+            absl::FormatDuration(step_timeout).c_str());
     // Until every process that marks steps (of the pids, if named) has marked the last one, or
-    // has ended; at most an hour.
+    // has ended; at most an hour. While none marks steps the user hears so at once and every
+    // kNoStepsNoticeEvery, and after --step_timeout the capture ends by itself: a capture of
+    // steps no process makes would otherwise wait the hour, silent.
     const timespec tick = absl::ToTimespec(absl::Milliseconds(200));
     StepWatch steps(pids, final_step);
+    absl::Time next_notice = began;
     for (;;) {
-      signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (signal_number > 0 || absl::Now() - began > absl::Hours(1)) break;
       absl::StatusOr<StatusReply> now = connection.Status(2000);
       if (!now.ok()) break;  // StopCapture below says what is wrong
       if (steps.Done(*now)) {
@@ -257,6 +279,27 @@ int CaptureCommand(int argc, char** argv) {
         signal_number = sigtimedwait(&stop_signals, nullptr, &settle);
         break;
       }
+      const absl::Duration waited = absl::Now() - began;
+      if (!steps.SeenSteps()) {
+        // The first notice comes before the bound is looked at: said at once, whatever the
+        // first status cost.
+        if (absl::Now() >= next_notice) {
+          fprintf(stderr, "nrtprof capture: %s\n",
+                  steps.NoStepsYet(std::max(step_timeout - waited, absl::ZeroDuration())).c_str());
+          next_notice += kNoStepsNoticeEvery;
+        }
+        if (waited >= step_timeout) {
+          fprintf(stderr,
+                  "nrtprof capture: %s marked steps (nrtprof_step) within %s (--step_timeout): "
+                  "the capture ends\n",
+                  pids.empty() ? "no process" : "none of the pids",
+                  absl::FormatDuration(step_timeout).c_str());
+          break;
+        }
+      }
+      if (waited > absl::Hours(1)) break;
+      signal_number = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (signal_number > 0) break;
     }
     for (const std::string& line : steps.EndedEarly()) {
       fprintf(stderr, "nrtprof capture: %s\n", line.c_str());
@@ -305,22 +348,14 @@ int CaptureCommand(int argc, char** argv) {
   for (const std::string& note : files.notes()) {
     fprintf(stderr, "nrtprof capture: %s\n", note.c_str());
   }
-  if (files.events() == 0) {
-    std::string why;
-    if (files.processes() > 0) {
-      why = absl::StrCat(files.processes(), " process", files.processes() == 1 ? " was" : "es were",
-                         " connected, but none called libnrt in the window");
-    } else if (!pids.empty()) {
-      why = absl::StrCat("none of the pids (", absl::StrJoin(pids, ", "),
-                         ") was connected to the daemon in the window");
-    } else {
-      why = "no process was connected to the daemon in the window (a program streams to it "
-            "when preloaded with the shim: LD_PRELOAD=.../libnrtprof_shim.so)";
-    }
-    fprintf(stderr, "nrtprof capture: the capture is empty: %s\n", why.c_str());
+  const bool empty = files.events() == 0;
+  if (empty) {
+    fprintf(stderr, "nrtprof capture: the capture is empty: %s\n",
+            EmptyCaptureWhy(files, pids, capture, iterations).c_str());
   }
   if (!ReportCapture(connection, capture, out, std::move(files), "nrtprof capture")) return 1;
-  return 0;
+  // Written, but with nothing in it: a script tells that from success by the code.
+  return empty ? kEmptyCaptureExit : 0;
 }
 
 }  // namespace nrtprof::cli

@@ -1,7 +1,8 @@
 // `nrtprof run [--out DIR] [--stacks N] [--device-profile] -- CMD ARGS...`: runs CMD with the shim preloaded,
 // against a running daemon or a private one started for this run, then closes the capture and
-// prints the summary table and where the trace is. Exits with CMD's exit code. nrtprof's own
-// lines go to stderr, so CMD's stdout stays exactly its own.
+// prints the summary table and where the trace is. Exits with CMD's exit code, or
+// kEmptyCaptureExit (3) when CMD exited 0 and the capture is empty. nrtprof's own lines go to
+// stderr, so CMD's stdout stays exactly its own.
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -362,9 +363,17 @@ int RunCommand(int argc, char** argv) {
               "as env -i does, is not reached)\n",
               command[0], absl::StrJoin(who, ", ").c_str());
     }
+  } else if (files.events() == 0) {
+    // Rare (its processes connected, and recorded nothing), but the exit code below says it.
+    fprintf(stderr, "nrtprof: the capture is empty: %u process%s of '%s' connected, and none "
+            "recorded a libnrt call\n",
+            files.processes(), files.processes() == 1 ? "" : "es", command[0]);
   }
+  const bool empty = files.events() == 0;
   ReportCapture(connection, capture, out, std::move(files), "nrtprof run");
-  return code;
+  // CMD's own code first: its failure matters more than the profile's. A CMD that did well but
+  // left nothing to profile is told from a capture with something in it.
+  return code == 0 && empty ? kEmptyCaptureExit : code;
 }
 
 }  // namespace nrtprof::cli

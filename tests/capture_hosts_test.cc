@@ -179,10 +179,15 @@ class CaptureHostsTest : public ::testing::Test {
     for (const std::string& h : *hosts) ASSERT_TRUE(AwaitConnected(h)) << h;
   }
 
-  Result CaptureHosts(const std::vector<std::string>& hosts,
-                      const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {Runfile("client/nrtprof"), "capture", "--hosts",
-                                     absl::StrJoin(hosts, ",")};
+  // `prefix`: a command that runs nrtprof (as `timeout 60`).
+  Result CaptureHosts(const std::vector<std::string>& hosts, const std::vector<std::string>& flags,
+                      std::vector<std::string> prefix = {}) {
+    std::vector<std::string> argv = std::move(prefix);
+    for (const std::string& a :
+         {Runfile("client/nrtprof"), std::string("capture"), std::string("--hosts"),
+          absl::StrJoin(hosts, ",")}) {
+      argv.push_back(a);
+    }
     for (const std::string& f : Tls()) argv.push_back(f);
     argv.insert(argv.end(), flags.begin(), flags.end());
     return RunProcess(argv, kCliEnv);
@@ -277,6 +282,65 @@ TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
   EXPECT_TRUE(absl::StrContains(failed.err, "no host could be reached; nothing was captured"))
       << failed.err;
   EXPECT_FALSE(Exists(none + "/trace.pftrace"));
+}
+
+// A host with no process: its part of the capture is said empty, and why, as a capture of one
+// host says it (issue 36: it said nothing per host), and a capture empty on every host exits 3.
+// Whole steps: a host none of whose processes marks steps is said at once, waited for
+// --step_timeout and no more (it held the capture for the hour), and the others' steps are
+// written.
+TEST_F(CaptureHostsTest, AnEmptyHostSaysWhyAndIsNotWaitedForSteps) {
+  const std::string busy = StartHost("busy");
+  const std::string idle = StartHost("idle");
+  ASSERT_FALSE(busy.empty() || idle.empty());
+  programs_.push_back(
+      Program(busy, {Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "100000"}));
+  ASSERT_TRUE(AwaitConnected(busy));
+  const std::string dir = TempDir("hosts-empty");
+
+  Result r = CaptureHosts({busy, idle}, {"--duration", "500ms", "--out", dir + "/window"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LinesWith(r.err, "part of the capture is empty"),
+            std::vector<std::string>{
+                "nrtprof capture: host " + idle +
+                ": its part of the capture is empty: no process was connected to the daemon in "
+                "the window (a program streams to it when preloaded with the shim: "
+                "LD_PRELOAD=.../libnrtprof_shim.so)"})
+      << r.err;
+
+  r = CaptureHosts({idle}, {"--duration", "500ms", "--out", dir + "/idle"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(LinesWith(r.err, "host " + idle + ": its part of the capture is empty: ").size(), 1u)
+      << r.err;
+  EXPECT_TRUE(Exists(dir + "/idle/summary.txt")) << r.err;
+
+  // `timeout` turns a wait that does not end by itself into a failure.
+  r = CaptureHosts({busy, idle},
+                   {"--iterations", "3", "--step_timeout", "2s", "--out", dir + "/steps"},
+                   {"/usr/bin/timeout", "60"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, ": 3 whole steps, waiting at most 2s for a process that "
+                                       "marks steps (--step_timeout); Ctrl-C ends it early\n"))
+      << r.err;
+  const std::string host = "nrtprof capture: host " + idle + ": ";
+  EXPECT_EQ(LinesWith(r.err, host + "no process connected marks steps (nrtprof_step): none is "
+                                    "connected; waiting ")
+                .size(),
+            1u)
+      << r.err;
+  EXPECT_EQ(LinesWith(r.err, host + "no process marked steps (nrtprof_step) within 2s "
+                                    "(--step_timeout): its part of the capture ends")
+                .size(),
+            1u)
+      << r.err;
+  EXPECT_EQ(LinesWith(r.err, host + "its part of the capture is empty: no process marked any of "
+                                    "steps ")
+                .size(),
+            1u)
+      << r.err;
+  EXPECT_TRUE(LinesWith(r.err, "host " + busy + ": ").empty()) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 1 process on 2 of 2 hosts")) << r.err;
+  EXPECT_EQ(ReadMerged(dir + "/steps/trace.pftrace").lanes.count("rmsnorm @ " + busy), 1u);
 }
 
 // The CLI's offset of a host, from its line "  HOST (NAME): clock +250.012ms ± 0.030ms", in

@@ -167,12 +167,15 @@ TEST(CaptureTest, CtrlCEndsTheWindowAndStillWrites) {
   EXPECT_GT(testing::CallsByName(out)["nrt_tensor_write"], 0) << capture.err();
 }
 
+// An empty capture says why, and exits 3: written, but not a success a script should take it
+// for (issue 36: it exited 0).
 TEST(CaptureTest, AnEmptyCaptureSaysWhy) {
   Daemon daemon("capture-empty");
   ASSERT_TRUE(daemon.Start());
   const std::string dir = testing::TempDir("capture-empty");
   Result r = RunProcess(Capture(daemon, {"--duration", "200ms", "--out", dir + "/none"}), kCliEnv);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(testing::Exists(dir + "/none/summary.txt")) << r.err;
   EXPECT_TRUE(absl::StrContains(
       r.err, "nrtprof capture: the capture is empty: no process was connected to the daemon in "
              "the window"))
@@ -181,7 +184,7 @@ TEST(CaptureTest, AnEmptyCaptureSaysWhy) {
   r = RunProcess(Capture(daemon, {"--duration", "200ms", "--pid", "4000000", "--out",
                                   dir + "/pid"}),
                  kCliEnv);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "nrtprof capture: pid 4000000 is not connected to the daemon at " +
                                            daemon.addr()))
       << r.err;
@@ -621,6 +624,66 @@ TEST(CaptureTest, IterationsEndWhenTheProcessesEndFirst) {
   EXPECT_TRUE(absl::StrContains(trace, "\"name\":\"ProfilerStep#")) << r.err;
 }
 
+// Whole steps that no process makes (issue 36: with none connected it waited until Ctrl-C, said
+// nothing, then spoke of a flight recorder that "held only the last 0.0 s of the 614.1 s asked
+// for", and exited 0): it says at once that no process marks steps, and how long it waits; it
+// ends by itself after --step_timeout, says so, and exits 3 for the empty capture.
+TEST(CaptureTest, IterationsThatNoProcessMarksEndByThemselves) {
+  // A recorder of 1 s: the wait outlasts it, as the hour did the default's 30 s.
+  Daemon daemon("capture-no-steps");
+  ASSERT_TRUE(daemon.Start({"--flight_recorder_seconds=1"}));
+  const std::string dir = testing::TempDir("capture-no-steps");
+  // `timeout` turns a wait that does not end by itself into a failure.
+  auto capture = [&](const std::string& out, const std::string& step_timeout) {
+    std::vector<std::string> argv = {"/usr/bin/timeout", "60"};
+    for (const std::string& a : Capture(daemon, {"--iterations", "5", "--step-multiple", "10",
+                                                 "--step_timeout", step_timeout, "--out", out})) {
+      argv.push_back(a);
+    }
+    return RunProcess(argv, kCliEnv);
+  };
+  auto lines_with = [](const std::string& text, const std::string& part) {
+    int n = 0;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) n += absl::StrContains(line, part);
+    return n;
+  };
+
+  // Nobody connected.
+  Result r = capture(dir + "/nobody", "2s");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, " of each process, waiting at most 2s for a process that "
+                                       "marks steps (--step_timeout); Ctrl-C ends it early\n"))
+      << r.err;
+  EXPECT_EQ(lines_with(r.err, "nrtprof capture: no process connected marks steps (nrtprof_step): "
+                              "none is connected; waiting "),
+            1)
+      << r.err;
+  EXPECT_EQ(lines_with(r.err, "nrtprof capture: no process marked steps (nrtprof_step) within 2s "
+                              "(--step_timeout): the capture ends"),
+            1)
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "nrtprof capture: the capture is empty: no process marked "
+                                       "any of steps "))
+      << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "interrupted")) << r.err;
+  EXPECT_TRUE(testing::Exists(dir + "/nobody/summary.txt")) << r.err;
+
+  // A process connected that marks no steps, streaming all the while: its events leave the 1 s
+  // recorder during the wait, and no note about the recorder is made of it (no --last).
+  auto program = BusyProgram(daemon, dir);
+  ASSERT_TRUE(AwaitConnected(daemon, 1)) << program->err();
+  r = capture(dir + "/busy", "3s");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(lines_with(r.err, "nrtprof capture: no process connected marks steps (nrtprof_step): "
+                              "1 connected, none has marked one; waiting "),
+            1)
+      << r.err;
+  EXPECT_EQ(lines_with(r.err, "within 3s (--step_timeout): the capture ends"), 1) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "flight recorder")) << r.err;
+  EXPECT_GT(daemon.StatusFigure("events received:"), 1000) << "the program streamed meanwhile";
+  EXPECT_TRUE(program->Running());
+}
+
 TEST(CaptureTest, BadInputIsOneLine) {
   Daemon daemon("capture-bad");
   ASSERT_TRUE(daemon.Start());
@@ -647,6 +710,13 @@ TEST(CaptureTest, BadInputIsOneLine) {
        "1000000\n"},
       {{"--duration", "1s", "--step-multiple", "3"},
        "nrtprof capture: --step_multiple goes with --iterations (it picks the first step); "},
+      {{"--duration", "1s", "--step_timeout", "5s"},
+       "nrtprof capture: --step_timeout goes with --iterations (the wait for a process that marks "
+       "steps); "},
+      {{"--iterations", "2", "--step_timeout", "0s"},
+       "nrtprof capture: --step_timeout must be more than 0 and at most 1h (as 60s)\n"},
+      {{"--iterations", "2", "--step_timeout", "2h"},
+       "nrtprof capture: --step_timeout must be more than 0 and at most 1h (as 60s)\n"},
   };
   for (const auto& [flags, line] : one_lines) {
     const Result r = RunProcess(Capture(daemon, flags), kCliEnv);

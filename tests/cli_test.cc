@@ -293,21 +293,26 @@ TEST(CliTest, WhatCannotRunExitsAsAShellDoes) {
 
 // An empty capture says why, where it can be known (before: "no process called libnrt" for
 // every cause): the profiler never reached a statically linked program; it reached env, which
-// started the program with its environment cleared.
+// started the program with its environment cleared. Its exit code is 3, not the program's 0
+// (issue 36: a script could not tell it from a capture with something in it).
 TEST(CliTest, AnEmptyCaptureSaysWhyWhereItCanBeKnown) {
   const std::string dir = testing::TempDir("cli-empty-why");
   Result r = Nrtprof({"run", "--out", dir + "/static", "--", "/sbin/ldconfig", "--version"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_TRUE(absl::StrContains(
       r.err, "nrtprof: the profiler never reached '/sbin/ldconfig': its shim was not loaded (a "
              "statically linked or setuid program ignores LD_PRELOAD"))
       << r.err;
   r = Nrtprof({"run", "--out", dir + "/env", "--", "/usr/bin/env", "-i",
                Runfile("examples/rmsnorm"), "--variant", "fused", "--iters", "1"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_TRUE(absl::StrContains(
       r.err, "nrtprof: no process of '/usr/bin/env' called libnrt: the capture is empty (the "
              "profiler reached env (pid "))
       << r.err;
+  // A program that fails keeps its own exit code, empty capture or not.
+  r = Nrtprof({"run", "--out", dir + "/failed", "--", "/bin/sh", "-c", "exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
   // A program that does call libnrt gets neither line.
   r = Nrtprof({"run", "--out", dir + "/fine", "--", Runfile("examples/rmsnorm"), "--variant",
                "fused", "--iters", "1"});

@@ -92,7 +92,8 @@ TEST(LoadShapes, ModuleInItsOwnNamespaceIsRunAndSaidNotRecorded) {
   const Result bare = RunProcess(command, kIsolatedEnv);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
   const Result profiled = RunProfiled(TempDir("dlmopen"), command);
-  EXPECT_EQ(profiled.exit_code, bare.exit_code) << profiled.err;
+  // Nothing recorded: nrtprof run's code for an empty capture of a program that exited 0.
+  EXPECT_EQ(profiled.exit_code, 3) << profiled.err;
   EXPECT_EQ(profiled.out, bare.out);
   // One line names the library and why its calls are missing.
   const std::vector<std::string> lines = absl::StrSplit(profiled.err, '\n');
