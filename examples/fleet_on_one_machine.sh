@@ -121,7 +121,9 @@ stop_process() {
 }
 
 cleanup() {
-  trap - EXIT INT TERM
+  # Once only; and a second Ctrl-C must not cut the stopping short (it is bounded: 50 s at most).
+  trap - EXIT
+  trap '' INT TERM
   if [[ ${#daemon_pids[@]} -gt 0 || -n "${clickhouse_pid}" || -n "${work}" ]]; then
     step "Stopping what this script started"
   fi

@@ -110,6 +110,9 @@ with open(log, "w") as f:
 with open(log, "a") as f:
     f.write(f"exit code {code}\n")
 PY
+echo "--- the interrupted run ---"
+cat "${log}"
+echo "---"
 tail -2 "${log}" | head -1 | grep -q "^fleet_on_one_machine: interrupted (SIGINT); stopped what it had started$" ||
   fail "interrupted: its last line is not the interruption: $(tail -2 "${log}" | head -1)"
 tail -1 "${log}" | grep -q "^exit code 130$" || fail "interrupted: $(tail -1 "${log}"), not 130"
