@@ -48,8 +48,10 @@ sleep 1
 list=$(IFS=,; echo "${hosts[*]}")
 bounds=()
 for r in $(seq "$rounds"); do
+  # Exit 3: written but empty, as expected here (the hosts run no program; only their clocks are
+  # measured).
   err=$("$bin/client/nrtprof" capture --hosts "$list" --tls_ca "$dir/ca.pem" \
-        --token_file "$dir/token" --last 1s --out "$dir/cap$r" 2>&1 >/dev/null) || {
+        --token_file "$dir/token" --last 1s --out "$dir/cap$r" 2>&1 >/dev/null) || [ $? -eq 3 ] || {
     echo "$err" >&2; exit 1; }
   while read -r b; do bounds+=("$b"); done < <(echo "$err" | sed -n 's/.*: clock [+-][0-9.]*ms ± \([0-9.]*\)ms$/\1/p')
 done
