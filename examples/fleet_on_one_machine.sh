@@ -36,7 +36,8 @@ set -u -o pipefail
 
 readonly ME=fleet_on_one_machine
 readonly USAGE="usage: examples/fleet_on_one_machine.sh [--out DIR] [--iters N] [--bazel_bin DIR]"
-readonly HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly HERE
 
 out="${PWD}/nrtprof-captures"
 iters=20
@@ -324,7 +325,8 @@ run_under host-b fused
 mkdir -p "${out}" 2>/dev/null || die "cannot create the folder ${out} (--out)"
 # Absolute, so that what it prints can be opened from anywhere.
 out="$(cd "${out}" && pwd)"
-readonly CAPTURE="${out}/fleet-demo-$(date +%Y%m%d-%H%M%S)"
+CAPTURE="${out}/fleet-demo-$(date +%Y%m%d-%H%M%S)"
+readonly CAPTURE
 readonly HOSTS="127.0.0.1:${port[host-a]},127.0.0.1:${port[host-b]}"
 step "One capture on both hosts at one instant: the last 30 s from their flight recorders, into ${CAPTURE}"
 say "(the capture names each host by its address, host-a 127.0.0.1:${port[host-a]} and host-b 127.0.0.1:${port[host-b]};"
