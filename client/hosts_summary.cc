@@ -1,6 +1,9 @@
 #include "client/hosts_summary.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -11,6 +14,9 @@ daemon::Summary MergeSummaries(const std::string& capture_id,
   daemon::Summary all;
   all.capture_id = capture_id;
   std::map<std::string, daemon::SummaryRow> rows;
+  // The hosts' windows on their wall clocks.
+  uint64_t first_ns = UINT64_MAX, last_ns = 0, longest_ns = 0;
+  bool wall_clock_known = true;
   for (const HostSummary& h : hosts) {
     const daemon::Summary& s = h.summary;
     for (const daemon::SummaryRow& r : s.rows) {
@@ -29,8 +35,31 @@ daemon::Summary MergeSummaries(const std::string& capture_id,
     all.drops += s.drops;
     all.cut_off_processes += s.cut_off_processes;
     for (const std::string& n : s.notices) all.notices.push_back(absl::StrCat(h.host, ": ", n));
+    for (daemon::SummaryProcess p : s.processes) {
+      // The shims of two hosts may say the same name (or none): the one the user gave stays
+      // apart, as in the merged trace's process names ("EXECUTABLE @ HOST").
+      p.host = h.host;
+      all.processes.push_back(std::move(p));
+    }
+    all.events += s.events;
+    if (s.events == 0) continue;  // no event: no window to add
+    longest_ns = std::max(longest_ns, s.window_ns);
+    if (s.window_start_unix_ns == 0) {
+      wall_clock_known = false;
+      continue;
+    }
+    first_ns = std::min(first_ns, s.window_start_unix_ns);
+    last_ns = std::max(last_ns, s.window_start_unix_ns + s.window_ns);
   }
   for (auto& [name, row] : rows) all.rows.push_back(std::move(row));
+  if (wall_clock_known && first_ns <= last_ns) {
+    all.window_start_unix_ns = first_ns;
+    all.window_ns = last_ns - first_ns;
+  } else {
+    // The hosts' windows cannot be put on one clock: the longest of them, the least the whole
+    // capture spans.
+    all.window_ns = longest_ns;
+  }
   return all;
 }
 

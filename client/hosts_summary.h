@@ -20,7 +20,12 @@ struct HostSummary {
 };
 
 // Every row of the same name summed across hosts, with the totals, drops and notices (each
-// notice prefixed with its host).
+// notice prefixed with its host), under the header of them all: every host's processes (each
+// with the host as the user named it, in place of what its shim said), their events added up,
+// and the window from the earliest host's first event to the latest one's last, each on its own
+// host's wall clock as that host's summary states it (so that the union can be checked against
+// the hosts' own headers). A host that knows no wall clock for its events leaves the start
+// unknown (0) and the window the longest of the hosts'.
 daemon::Summary MergeSummaries(const std::string& capture_id,
                                const std::vector<HostSummary>& hosts);
 
