@@ -150,7 +150,7 @@ class ArtifactStream : public TraceStream {
     ChildList children;
     for (const ProcessTrace& p : trace.processes) {
       // A model's executions name it; the first whole copy loaded under that name gives its
-      // hash. A later part of the process (ProcessTrace::continues) goes by its first part's.
+      // hash. A later part of the process (ProcessTrace::continues) adds the names it learnt.
       if (!p.continues) hash_of_name_.clear();
       std::unordered_map<std::string, std::string>& hash_of_name = hash_of_name_;
       for (const LoadedModelFile& m : p.models) {

@@ -154,6 +154,38 @@ TEST(ArtifactWriterTest, SameModelInTwoProcessesSharesOnePair) {
   EXPECT_EQ(remote_nc1[0].fields().at("model").string_value(), "remote_model");
 }
 
+// A process written in parts (ProcessTrace::continues): a model first run in the second part is
+// named there, and its device trace pairs with its .neff, not with a hash of its name.
+TEST(ArtifactWriterTest, AModelFirstRunInALaterPartPairsWithItsFile) {
+  const std::string dir = TempDir("parts");
+  ProcessTrace first;
+  first.pid = 10;
+  first.models.push_back({"early", "NEFF early", 0});
+  first.models.push_back({"", "NEFF late", 0});  // not run in this part: not named yet
+  first.device.push_back(Execution(1, 0, "early", 100));
+  ProcessTrace second;
+  second.pid = 10;
+  second.continues = true;
+  second.models.push_back({"early", "NEFF early", 0});
+  second.models.push_back({"late", "NEFF late", 0});
+  second.device.push_back(Execution(2, 0, "late", 200));
+  std::unique_ptr<TraceStream> stream = ArtifactWriter().OpenStream(dir);
+  Trace part;
+  part.processes.push_back(first);
+  ASSERT_TRUE(stream->Add(part).ok());
+  part.processes[0] = second;
+  ASSERT_TRUE(stream->Add(part).ok());
+  std::vector<std::string> files;
+  ASSERT_TRUE(stream->Finish(Trace(), Summary(), &files).ok());
+  const std::string early = ModelHash("NEFF early"), late = ModelHash("NEFF late");
+  EXPECT_EQ(ListDir(dir), (std::set<std::string>{
+                              "model_" + early + ".neff",
+                              "model_" + early + "_nc0.ntff.json",
+                              "model_" + late + ".neff",
+                              "model_" + late + "_nc0.ntff.json",
+                          }));
+}
+
 // A device trace far bigger than what the writer holds before writing it out (its text is
 // written in pieces): every execution once, in order, each with its work, in a file that parses.
 TEST(ArtifactWriterTest, ABigDeviceTraceIsWholeAndInOrder) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/artifact_writer.h"
 #include "daemon/call_ranges.h"
 
@@ -230,6 +232,7 @@ class ProcessCorrelator {
     MatchDevice();
     NameModelFiles();
     NameUnnamedModels();
+    NoteModelsWithoutFiles();
     AssignRanges();
     call_sources_ = {};  // they point into the events
     if (consume_ != nullptr) IngestedEvents().swap(*consume_);
@@ -287,6 +290,42 @@ class ProcessCorrelator {
       if (d.kind != DeviceEventKind::kExecution || !d.model_name.empty()) continue;
       auto it = by_correlation.find(d.correlation_id);
       if (d.correlation_id != 0 && it != by_correlation.end()) d.model_name = it->second->model_name;
+    }
+  }
+
+  // A device trace pairs with its model's .neff by the model's name (artifact_writer.h):
+  // executions of a model that has no whole file here get a device trace of their own, and the
+  // capture says why it has no .neff.
+  void NoteModelsWithoutFiles() {
+    std::set<absl::string_view> whole, too_big;
+    for (const LoadedModelFile& m : out_.models) {
+      if (m.name.empty()) continue;
+      const bool is_whole = !m.bytes.empty() && (m.size == 0 || m.size == m.bytes.size());
+      (is_whole ? whole : too_big).insert(m.name);
+    }
+    std::set<absl::string_view> unsent, unseen;
+    for (const DeviceEvent& d : out_.device) {
+      if (d.kind != DeviceEventKind::kExecution || d.model_name.empty()) continue;
+      const absl::string_view name = d.model_name;
+      if (whole.count(name) != 0) continue;
+      (too_big.count(name) != 0 ? unsent : unseen).insert(name);
+    }
+    auto list = [](const std::set<absl::string_view>& names) {
+      return absl::StrCat(names.size(), names.size() == 1 ? " model (" : " models (",
+                          absl::StrJoin(names, ", "), ")");
+    };
+    if (!unsent.empty()) {
+      out_.notices.push_back(absl::StrCat(
+          "model files of ", list(unsent),
+          ": over the shim's size limit (NRTPROF_MAX_MODEL_BYTES), so their device traces "
+          "have no .neff beside them"));
+    }
+    if (!unseen.empty()) {
+      out_.notices.push_back(absl::StrCat(
+          "model files of ", list(unseen),
+          ": not received, or no call in the window tied them to a loaded file (their "
+          "executions here were called before it), so their device traces have no .neff beside "
+          "them"));
     }
   }
 
@@ -639,7 +678,12 @@ class ProcessCorrelator {
   }
 
   // The common case: every call's outcome is certain and the counts agree, so the k-th device
-  // event of the thread is the k-th one its calls caused.
+  // event of the thread is the k-th one its calls caused -- unless time says otherwise. Counts
+  // can agree by chance when a window cuts both ends: its first events were caused by calls
+  // before it, and the device events of its last calls have not come yet. Pairing in order
+  // then gives every call the event of the call before it (each execution named by the
+  // model before it: issue 36). So a pairing in which an event lies wholly inside another
+  // call's span and not inside its own is refused, and containment decides.
   bool MatchInOrder(const std::vector<Expectation>& calls, const std::vector<size_t>& candidates,
                     const std::vector<size_t>& events, std::vector<uint64_t>* remaining) {
     uint64_t expected = 0;
@@ -649,11 +693,16 @@ class ProcessCorrelator {
       expected += x.capacity;
     }
     if (expected != events.size()) return false;
+    const CallSpans spans(out_.calls, calls, candidates);
     std::vector<std::pair<size_t, size_t>> pairs;  // (call, event)
     size_t next = 0;
-    for (size_t i : candidates) {
-      for (uint64_t k = 0; k < calls[i].capacity; ++k, ++next) {
-        if (!Compatible(calls[i], out_.device[events[next]])) return false;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      const size_t i = candidates[k];
+      const ApiCall& c = out_.calls[calls[i].call];
+      for (uint64_t n = 0; n < calls[i].capacity; ++n, ++next) {
+        const DeviceEvent& d = out_.device[events[next]];
+        if (!Compatible(calls[i], d)) return false;
+        if (!Holds(c, d) && spans.AnotherHolds(k, d, out_.calls, calls)) return false;
         pairs.push_back({i, events[next]});
       }
     }
@@ -664,42 +713,87 @@ class ProcessCorrelator {
     return true;
   }
 
+  // The device event lies wholly inside the call's span.
+  static bool Holds(const ApiCall& c, const DeviceEvent& d) {
+    return d.start_ns >= c.start_ns && End(d.start_ns, d.duration_ns) <= End(c.start_ns, c.duration_ns);
+  }
+
+  // The spans of a thread's candidate calls (in start order), to find the calls that may hold a
+  // device event: those starting before it, scanned back while the running maximum of their
+  // ends still reaches past it.
+  class CallSpans {
+   public:
+    CallSpans(const CaptureVector<ApiCall>& all, const std::vector<Expectation>& calls,
+              const std::vector<size_t>& candidates)
+        : candidates_(candidates) {
+      starts_.reserve(candidates.size());
+      max_end_.reserve(candidates.size());
+      for (size_t i : candidates) {
+        const ApiCall& c = all[calls[i].call];
+        starts_.push_back(c.start_ns);
+        const uint64_t end = End(c.start_ns, c.duration_ns);
+        max_end_.push_back(max_end_.empty() ? end : std::max(max_end_.back(), end));
+      }
+    }
+    // Candidates (positions in `candidates`) that may hold `d` within `slack`, latest first,
+    // until `fn` returns true; returns whether it did.
+    template <typename Fn>
+    bool Scan(const DeviceEvent& d, uint64_t slack, Fn fn) const {
+      const uint64_t d_end = End(d.start_ns, d.duration_ns);
+      size_t k = std::upper_bound(starts_.begin(), starts_.end(), d.start_ns + slack) -
+                 starts_.begin();
+      while (k-- > 0 && max_end_[k] + slack >= d_end) {
+        if (fn(k)) return true;
+      }
+      return false;
+    }
+    // A candidate other than the one at `own` holds `d` wholly.
+    bool AnotherHolds(size_t own, const DeviceEvent& d, const CaptureVector<ApiCall>& all,
+                      const std::vector<Expectation>& calls) const {
+      return Scan(d, 0, [&](size_t k) {
+        return k != own && Holds(all[calls[candidates_[k]].call], d);
+      });
+    }
+
+   private:
+    const std::vector<size_t>& candidates_;
+    std::vector<uint64_t> starts_, max_end_;
+  };
+
   // Events were lost or outcomes are uncertain: an event goes to the one call whose span
   // holds it (exactly, or else within the slack); none or several such calls: uncorrelated.
-  // `candidates` are in call start order; only calls starting before the event's start plus the
-  // slack and ending after its end minus the slack can hold it, found by binary search and a
-  // backward scan bounded by the running maximum of the calls' ends.
+  // Exact holds are settled first, for every event, and only then the slack: taken in event
+  // order, an event outside every call (its call was before the window) took the window's first
+  // call within the slack, and each event after it then took the call after its own, to the
+  // end of the window (issue 36).
   void MatchByContainment(const std::vector<Expectation>& calls,
                           const std::vector<size_t>& candidates, const std::vector<size_t>& events,
                           std::vector<uint64_t>* remaining) {
-    std::vector<uint64_t> starts, max_end;  // per candidate
-    for (size_t i : candidates) {
-      const ApiCall& c = out_.calls[calls[i].call];
-      starts.push_back(c.start_ns);
-      const uint64_t end = End(c.start_ns, c.duration_ns);
-      max_end.push_back(max_end.empty() ? end : std::max(max_end.back(), end));
-    }
-    for (size_t event : events) {
-      const DeviceEvent& d = out_.device[event];
-      const uint64_t d_end = End(d.start_ns, d.duration_ns);
-      std::vector<size_t> strict, loose;
-      size_t k = std::upper_bound(starts.begin(), starts.end(), d.start_ns + kContainmentSlackNs) -
-                 starts.begin();
-      while (k-- > 0 && max_end[k] + kContainmentSlackNs >= d_end) {
-        const size_t i = candidates[k];
-        if ((*remaining)[i] == 0 || !Compatible(calls[i], d)) continue;
-        const ApiCall& c = out_.calls[calls[i].call];
-        const uint64_t c_end = End(c.start_ns, c.duration_ns);
-        if (d.start_ns >= c.start_ns && d_end <= c_end) {
-          strict.push_back(i);
-        } else if (d_end <= c_end + kContainmentSlackNs) {
-          loose.push_back(i);
-        }
+    const CallSpans spans(out_.calls, calls, candidates);
+    std::vector<size_t> unheld;  // events no call holds exactly
+    std::vector<size_t> chosen;
+    for (bool exact : {true, false}) {
+      for (size_t event : exact ? events : unheld) {
+        const DeviceEvent& d = out_.device[event];
+        const uint64_t d_end = End(d.start_ns, d.duration_ns);
+        chosen.clear();
+        bool held = false;
+        spans.Scan(d, kContainmentSlackNs, [&](size_t k) {
+          const size_t i = candidates[k];
+          const ApiCall& c = out_.calls[calls[i].call];
+          const bool holds = Holds(c, d);
+          held = held || holds;
+          if ((*remaining)[i] == 0 || !Compatible(calls[i], d)) return false;
+          if (exact ? holds : d_end <= End(c.start_ns, c.duration_ns) + kContainmentSlackNs) {
+            chosen.push_back(i);
+          }
+          return false;
+        });
+        if (exact && !held) unheld.push_back(event);
+        if (chosen.size() != 1) continue;
+        Assign(calls[chosen[0]], event);
+        --(*remaining)[chosen[0]];
       }
-      const std::vector<size_t>& chosen = strict.empty() ? loose : strict;
-      if (chosen.size() != 1) continue;
-      Assign(calls[chosen[0]], event);
-      --(*remaining)[chosen[0]];
     }
   }
 
@@ -1084,7 +1178,9 @@ ProcessTrace CaptureCorrelator::NextPart(ProcessCapture* part, bool first, bool 
                        .Build();
   Consume(part);
   p.continues = !first;
-  if (!first) std::vector<LoadedModelFile>().swap(p.models);  // the first part's
+  // Every part keeps the process's model files (already held: each part's capture copies
+  // them), named by that part's calls: a model first run in a later part is named there, and
+  // its device trace still finds its .neff.
   if (last) NoteDeviceEventsWithTheProgram(streams, &p);
   Extend(p, &header_);
   return p;

@@ -318,6 +318,92 @@ TEST(CorrelatorTest, LostExecutionsFallBackToContainmentWithoutGuessing) {
   EXPECT_EQ(p.device_uncorrelated, 2u);
 }
 
+// Issue 36: a `capture --last` window of a program running models a, b, c in turn held the
+// execution of a call made before the window (its first event) and none for its last call (not
+// fetched yet): the counts agreed, and pairing in order gave each call the execution of the call
+// before it, so every execution, flow arrow and device trace went to the previous model.
+TEST(CorrelatorTest, CountsThatAgreeByChanceAtAWindowsEdgesDoNotShiftThePairs) {
+  ProcessBuilder b;
+  const std::vector<std::string> models = {"model_a", "model_b", "model_c"};
+  // The execution of a call before the window (model_c's), inside no call of the window.
+  b.Exec(1, 50 * kUs, 350 * kUs, 100, models[2]);
+  for (uint64_t k = 0; k < 6; ++k) {
+    const uint64_t start = 455 * kUs * (k + 1);
+    b.Call(1, "nrt_execute", start, 450 * kUs).call.model = 1 + k % 3;
+    // The last call's execution has not come yet.
+    if (k < 5) b.Exec(1, start + 40 * kUs, 360 * kUs, 101 + k, models[k % 3]);
+  }
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(CallNamed(p, "nrt_execute", k).model_name, k < 5 ? models[k % 3] : "")
+        << "call " << k;
+  }
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), 6u);
+  EXPECT_EQ(execs[0]->correlation_id, 0u) << "its call was before the window";
+  for (int k = 1; k < 6; ++k) {
+    EXPECT_EQ(execs[k]->correlation_id, CallNamed(p, "nrt_execute", k - 1).correlation_id)
+        << "execution " << k;
+  }
+  EXPECT_EQ(p.device_uncorrelated, 1u);
+}
+
+// The same window with one more execution from before it: the counts disagree, and
+// containment decides. Taken in order, the first early execution lay within the slack of the
+// window's first call and took it, and every execution after it took the next call.
+TEST(CorrelatorTest, AnExecutionBeforeTheWindowTakesNoCallThatHoldsAnother) {
+  ProcessBuilder b;
+  const std::vector<std::string> models = {"model_a", "model_b", "model_c"};
+  const uint64_t first = 1 * kMs;
+  b.Exec(1, first - 896 * kUs, 365 * kUs, 98, models[1]);
+  b.Exec(1, first - 446 * kUs, 367 * kUs, 99, models[2]);
+  for (uint64_t k = 0; k < 6; ++k) {
+    const uint64_t start = first + 455 * kUs * k;
+    b.Call(1, "nrt_execute", start, 450 * kUs).call.model = 1 + k % 3;
+    if (k < 5) b.Exec(1, start + 6 * kUs, 367 * kUs, 101 + k, models[k % 3]);
+  }
+  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(CallNamed(p, "nrt_execute", k).model_name, k < 5 ? models[k % 3] : "")
+        << "call " << k;
+  }
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), 7u);
+  EXPECT_EQ(execs[0]->correlation_id, 0u);
+  EXPECT_EQ(execs[1]->correlation_id, 0u);
+  for (int k = 2; k < 7; ++k) {
+    EXPECT_EQ(execs[k]->correlation_id, CallNamed(p, "nrt_execute", k - 2).correlation_id)
+        << "execution " << k;
+  }
+  EXPECT_EQ(p.device_uncorrelated, 2u);
+}
+
+// A device trace without its .neff says why (issue 36: five of six captures held device traces
+// whose model file was not there, and said nothing).
+TEST(CorrelatorTest, ExecutionsOfAModelWithoutItsFileSayWhy) {
+  ProcessBuilder b;
+  b.Call(1, "nrt_execute", 1 * kMs, 450 * kUs).call.model = 1;
+  b.Exec(1, 1 * kMs + 6 * kUs, 367 * kUs, 11, "model_a");
+  b.Call(1, "nrt_execute", 2 * kMs, 450 * kUs).call.model = 2;
+  b.Exec(1, 2 * kMs + 6 * kUs, 367 * kUs, 12, "model_big");
+  b.Exec(1, 5 * kMs, 367 * kUs, 13, "model_before");  // its call was before the window
+  ProcessCapture c = b.Build();
+  c.models.push_back({1, {"", "NEFF model_a", 0}});
+  c.models.push_back({2, {"", "", 1ull << 30}});  // over the shim's limit: its size only
+  const ProcessTrace p = OnlyProcess(Correlate("c", {c}, 0));
+  ASSERT_EQ(p.models.size(), 2u);
+  EXPECT_EQ(p.models[0].name, "model_a");
+  EXPECT_EQ(p.models[1].name, "model_big");
+  ASSERT_EQ(p.notices.size(), 2u);
+  EXPECT_EQ(p.notices[0],
+            "model files of 1 model (model_big): over the shim's size limit "
+            "(NRTPROF_MAX_MODEL_BYTES), so their device traces have no .neff beside them");
+  EXPECT_EQ(p.notices[1],
+            "model files of 1 model (model_before): not received, or no call in the window tied "
+            "them to a loaded file (their executions here were called before it), so their "
+            "device traces have no .neff beside them");
+}
+
 TEST(CorrelatorTest, ContainmentUsesWhatIsLeftOfEachCall) {
   ProcessBuilder b;
   b.Call(1, "nrt_execute", 1 * kMs, 500 * kUs);

@@ -119,7 +119,12 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
   summary->drops += p.drops;
   if (p.cut_off) ++summary->cut_off_processes;
   for (const std::string& notice : p.notices) {
-    summary->notices.push_back(absl::StrCat("pid ", p.pid, " (", p.executable, "): ", notice));
+    // The parts of a process read in parts may each say the same: once is enough.
+    std::string line = absl::StrCat("pid ", p.pid, " (", p.executable, "): ", notice);
+    if (std::find(summary->notices.begin(), summary->notices.end(), line) ==
+        summary->notices.end()) {
+      summary->notices.push_back(std::move(line));
+    }
   }
 }
 

@@ -135,7 +135,8 @@ struct ProcessTrace {
   // host and process): a big process may be written in parts, so that only one part's events
   // are held at once. Each thread's events of a part come after those of its earlier parts; the
   // ranges that hold a part's calls, and the executions that hold its device work, are in the
-  // part too. The command line, thread names and models come with the first part. The counts
+  // part too. The command line and thread names come with the first part; the models with
+  // every part, each named by that part's calls (a writer takes each file once). The counts
   // (drops, events_received, batches_missing, device_uncorrelated, executions_held_by_program)
   // add up over the parts, the notices join, and the process is cut off if a part says so: a
   // count known only once all of the process was read may come with the last part. The writers
