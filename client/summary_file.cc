@@ -5,9 +5,14 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/hosts_summary.h"
+#include "client/trace_merge.h"
 #include "daemon/perfetto_trace_reader.h"
 #include "daemon/trace_from_pftrace.h"
 
@@ -60,12 +65,29 @@ absl::StatusOr<daemon::Summary> RecomputeCaptureSummary(const std::string& given
         absl::StrCat(given, " is not an nrtprof capture (no readable ", trace, ")"));
   }
   if (!read.ok()) return read.status();
-  absl::StatusOr<daemon::Trace> rebuilt = daemon::TraceFromPerfetto(*read);
-  if (!rebuilt.ok()) {
-    return absl::DataLossError(absl::StrCat(trace, " is not laid out as nrtprof writes it (",
-                                            rebuilt.status().message(), ")"));
+  auto rebuild = [&trace](const daemon::ReadTrace& part,
+                          const std::string& whose) -> absl::StatusOr<daemon::Summary> {
+    absl::StatusOr<daemon::Trace> rebuilt = daemon::TraceFromPerfetto(part);
+    if (!rebuilt.ok()) {
+      return absl::DataLossError(absl::StrCat(trace, " is not laid out as nrtprof writes it (",
+                                              whose, rebuilt.status().message(), ")"));
+    }
+    return daemon::ComputeSummary(*rebuilt);
+  };
+  // A merged trace of `capture --hosts`: each host's part summarized as its own file would be,
+  // then added up as the capture added up the hosts' summaries, so that the table is the one
+  // its summary.json holds.
+  const std::vector<MergedHost> parts = SplitMergedTrace(*read);
+  if (parts.empty()) return rebuild(*read, "");
+  std::vector<HostSummary> hosts;
+  std::string capture_id;
+  for (const MergedHost& part : parts) {
+    absl::StatusOr<daemon::Summary> s = rebuild(part.read, absl::StrCat("host ", part.host, ": "));
+    if (!s.ok()) return s.status();
+    if (capture_id.empty()) capture_id = s->capture_id;
+    hosts.push_back({part.host, *std::move(s)});
   }
-  return daemon::ComputeSummary(*rebuilt);
+  return MergeSummaries(capture_id, hosts);
 }
 
 absl::StatusOr<daemon::Summary> ReadCaptureSummary(const std::string& given) {

@@ -15,7 +15,9 @@ absl::StatusOr<daemon::Summary> ReadCaptureSummary(const std::string& path);
 
 // The summary recomputed from the capture's trace.pftrace (`path`: the folder, the trace, or
 // another of its files) instead of read from its summary.json: for a capture whose summary
-// files are missing, or to check them. DataLoss for a trace that does not read back.
+// files are missing, or to check them. The merged trace of `capture --hosts` gives the merged
+// summary (hosts_summary.h) of its hosts' parts (trace_merge.h). DataLoss for a trace that does
+// not read back.
 absl::StatusOr<daemon::Summary> RecomputeCaptureSummary(const std::string& path);
 
 }  // namespace nrtprof::cli

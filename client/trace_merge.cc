@@ -1,7 +1,11 @@
 #include "client/trace_merge.h"
 
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/clock_offset.h"
 #include "daemon/perfetto_trace_reader.h"
@@ -113,6 +117,9 @@ std::set<int32_t> IdsOf(const perfetto::protos::Trace& trace) {
   return ids;
 }
 
+// The name the merge gave instant and annotation of a host's clock (AddHostTrack).
+constexpr char kHostClockInstant[] = "nrtprof host clock";
+
 TracePacket MergePacket(uint64_t time_ns) {
   TracePacket p;
   p.set_trusted_packet_sequence_id(kMergeSequence);
@@ -142,7 +149,7 @@ void AddHostTrack(size_t index, const HostTrace& host, uint64_t time_ns,
   auto* e = instant.mutable_track_event();
   e->set_type(perfetto::protos::TrackEvent::TYPE_INSTANT);
   e->set_track_uuid(uuid);
-  e->set_name("nrtprof host clock");
+  e->set_name(kHostClockInstant);
   auto* h = e->add_debug_annotations();
   h->set_name("host");
   h->set_string_value(host.host);
@@ -206,6 +213,85 @@ absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
     }
   }
   return out.SerializeAsString();
+}
+
+std::vector<MergedHost> SplitMergedTrace(const daemon::ReadTrace& merged) {
+  // The merge's own sequence: the caller's clocks, and each host's clock instant on the host's
+  // track (uuid index + 1), naming it and its wall-clock offset.
+  struct Found {
+    std::string host;
+    int64_t clock_offset_ns = 0;
+  };
+  std::map<uint64_t, Found> by_index;
+  int64_t monotonic = -1, realtime = -1;
+  for (const TracePacket& p : merged.trace.packet()) {
+    if (p.trusted_packet_sequence_id() != kMergeSequence) continue;
+    for (const auto& c : p.clock_snapshot().clocks()) {
+      if (c.clock_id() == kMonotonic) monotonic = static_cast<int64_t>(c.timestamp());
+      if (c.clock_id() == kRealtime) realtime = static_cast<int64_t>(c.timestamp());
+    }
+    const auto& e = p.track_event();
+    if (e.name() != kHostClockInstant || e.track_uuid() == 0 ||
+        e.track_uuid() >= (uint64_t{1} << kIdShift)) {
+      continue;
+    }
+    Found found;
+    for (const auto& a : e.debug_annotations()) {
+      if (a.name() == "host") found.host = a.string_value();
+      if (a.name() == "clock_offset_ns") found.clock_offset_ns = a.int_value();
+    }
+    by_index[e.track_uuid() - 1] = found;
+  }
+  std::vector<MergedHost> hosts;
+  if (by_index.empty() || by_index.rbegin()->first + 1 != by_index.size()) return hosts;
+
+  for (const auto& [index, found] : by_index) {
+    MergedHost& h = hosts.emplace_back();
+    h.host = found.host;
+    const uint32_t sequence = kFirstHostSequence + static_cast<uint32_t>(index);
+    const int32_t moved_by = static_cast<int32_t>(index + 1) << kPidShift;
+    // The host's wall clock, stated as its own file did (its snapshots were left out).
+    if (monotonic >= 0 && realtime >= 0) {
+      TracePacket* clocks = h.read.trace.add_packet();
+      clocks->set_trusted_packet_sequence_id(sequence);
+      auto* snapshot = clocks->mutable_clock_snapshot();
+      auto* m = snapshot->add_clocks();
+      m->set_clock_id(kMonotonic);
+      m->set_timestamp(static_cast<uint64_t>(monotonic));
+      auto* r = snapshot->add_clocks();
+      r->set_clock_id(kRealtime);
+      r->set_timestamp(static_cast<uint64_t>(realtime + found.clock_offset_ns));
+      snapshot->set_primary_trace_clock(perfetto::protos::BUILTIN_CLOCK_MONOTONIC);
+      h.read.times.push_back(static_cast<uint64_t>(monotonic));
+    }
+    for (int k = 0; k < merged.trace.packet_size(); ++k) {
+      const TracePacket& from = merged.trace.packet(k);
+      if (from.trusted_packet_sequence_id() != sequence) continue;
+      TracePacket* p = h.read.trace.add_packet();
+      *p = from;
+      h.read.times.push_back(merged.times[k]);
+      if (!p->has_track_descriptor()) continue;
+      // Undo HostRewrite: pids above any Linux pid were moved; the name says "@ HOST".
+      auto* t = p->mutable_track_descriptor();
+      auto real = [moved_by](int32_t id) { return id >= moved_by ? id - moved_by : id; };
+      if (t->has_process()) {
+        auto* process = t->mutable_process();
+        const int32_t pid = process->pid();
+        process->set_pid(real(pid));
+        const std::string suffix = absl::StrCat(
+            " @ ", h.host, pid >= moved_by ? absl::StrCat(" (pid ", real(pid), ")") : "");
+        if (absl::EndsWith(process->process_name(), suffix)) {
+          process->set_process_name(
+              process->process_name().substr(0, process->process_name().size() - suffix.size()));
+        }
+      }
+      if (t->has_thread()) {
+        t->mutable_thread()->set_pid(real(t->thread().pid()));
+        t->mutable_thread()->set_tid(real(t->thread().tid()));
+      }
+    }
+  }
+  return hosts;
 }
 
 }  // namespace nrtprof::cli

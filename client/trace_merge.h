@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/perfetto_trace_reader.h"
 
 namespace nrtprof::cli {
 
@@ -38,6 +39,20 @@ struct HostTrace {
 // error, naming the host, when a host's bytes do not read back as a Perfetto trace.
 absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
                                             int64_t realtime_minus_monotonic_ns);
+
+// One host's part of a merged trace, as its own file had it but on the caller's monotonic
+// clock: its packets (their times resolved), its real pids and tids, its processes' names
+// without " @ HOST", and a first packet whose clock snapshot states the host's own wall clock
+// (the caller's REALTIME - MONOTONIC plus the host's measured offset), so that what is computed
+// from it (daemon/trace_from_pftrace.h, the summary's window) is what the host's files say.
+struct MergedHost {
+  std::string host;  // as the user named it
+  daemon::ReadTrace read;
+};
+
+// The hosts of a trace MergeHostTraces wrote, in their order; empty for any other trace (one
+// host's capture).
+std::vector<MergedHost> SplitMergedTrace(const daemon::ReadTrace& merged);
 
 }  // namespace nrtprof::cli
 

@@ -128,6 +128,60 @@ TEST(TraceMergeTest, TracesThatStateTheirWallClockArePlacedByIt) {
   EXPECT_EQ(seen.call_time_by_process.at("app @ b:2 (pid 100)"), ours);
 }
 
+// The merged trace split back into its hosts (what `nrtprof summary --from-trace` summarizes):
+// each host's own pid and process name, its call at our time, and its own wall clock; a
+// trace of one host is not split.
+TEST(TraceMergeTest, SplittingGivesEachHostsPartAsItsFileHadIt) {
+  const uint64_t ours = 5'000'000'000;
+  const int64_t our_wall = 1'000'000'000'000;
+  const int64_t b_wall = our_wall + 250'000'000 - 7'000'000'000;
+  std::vector<HostTrace> hosts = {
+      {"a:1", "", HostTraceBytes(ours, our_wall), 0, 0, 10'000},
+      {"b:2", "", HostTraceBytes(ours + 7'000'000'000, b_wall), 0, 250'000'000, 10'000}};
+  absl::StatusOr<std::string> merged = MergeHostTraces(hosts, our_wall);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(*merged);
+  ASSERT_TRUE(read.ok()) << read.status();
+
+  const std::vector<MergedHost> parts = SplitMergedTrace(*read);
+  ASSERT_EQ(parts.size(), 2u);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    SCOPED_TRACE(hosts[i].host);
+    EXPECT_EQ(parts[i].host, hosts[i].host);
+    const daemon::ReadTrace& part = parts[i].read;
+    ASSERT_EQ(part.times.size(), static_cast<size_t>(part.trace.packet_size()));
+    std::vector<int32_t> pids;
+    std::vector<std::string> names;
+    std::vector<uint64_t> slices;
+    int64_t wall = 0;
+    for (int k = 0; k < part.trace.packet_size(); ++k) {
+      const perfetto::protos::TracePacket& p = part.trace.packet(k);
+      if (p.track_descriptor().has_process()) {
+        pids.push_back(p.track_descriptor().process().pid());
+        names.push_back(p.track_descriptor().process().process_name());
+      }
+      if (p.track_event().type() == perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN) {
+        slices.push_back(part.times[k]);
+      }
+      uint64_t monotonic = 0, realtime = 0;
+      for (const auto& c : p.clock_snapshot().clocks()) {
+        if (c.clock_id() == perfetto::protos::BUILTIN_CLOCK_MONOTONIC) monotonic = c.timestamp();
+        if (c.clock_id() == perfetto::protos::BUILTIN_CLOCK_REALTIME) realtime = c.timestamp();
+      }
+      if (monotonic != 0 && realtime != 0) wall = static_cast<int64_t>(realtime - monotonic);
+    }
+    EXPECT_EQ(pids, std::vector<int32_t>{100});
+    EXPECT_EQ(names, std::vector<std::string>{"app"});
+    EXPECT_EQ(slices, std::vector<uint64_t>{ours});
+    // Our time plus this is the host's wall clock, as its own file said: b's is 250 ms ahead.
+    EXPECT_EQ(wall, our_wall + hosts[i].realtime_offset_ns);
+  }
+
+  absl::StatusOr<daemon::ReadTrace> one = daemon::ReadPerfettoTrace(HostTraceBytes(ours));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(SplitMergedTrace(*one).empty());
+}
+
 TEST(TraceMergeTest, AHostWhoseTraceDoesNotReadBackIsNamed) {
   absl::StatusOr<std::string> merged =
       MergeHostTraces({{"a:1", "", HostTraceBytes(1'000), 0, 0, 0}, {"b:2", "", "\xff\xff", 0, 0, 0}}, 0);
