@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -248,6 +249,89 @@ TEST_F(CaptureHostsTest, OneCaptureOfThreeHostsMergesTheirTraces) {
   EXPECT_EQ(again.err, "nrtprof capture: " + out +
                            " already holds a capture (trace.pftrace); choose another folder or "
                            "remove it\n");
+}
+
+// The number after "KEY": in a summary.json (its first such key); -1 if absent.
+int64_t JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  int64_t n = -1;
+  if (at == std::string::npos) return n;
+  const std::string rest = json.substr(at + key.size() + 4);
+  return absl::SimpleAtoi(rest.substr(0, rest.find_first_not_of("0123456789")), &n) ? n : -1;
+}
+
+// The pids a summary.json lists, in its order.
+std::vector<std::string> JsonPids(const std::string& json) {
+  std::vector<std::string> pids;
+  for (size_t at = json.find("{\"pid\": "); at != std::string::npos;
+       at = json.find("{\"pid\": ", at + 1)) {
+    pids.push_back(json.substr(at + 8, json.find(',', at) - at - 8));
+  }
+  return pids;
+}
+
+// The merged summary's header is the hosts' together (issue 36: it said "window 0.000us" and
+// "Totals: 0 events"), and `nrtprof summary --from-trace` reads the merged trace (it refused
+// the merge's host tracks) to print the same table as the merged summary.json.
+TEST_F(CaptureHostsTest, TheMergedSummaryIsTheHostsTogetherAndTheMergedTraceSaysTheSame) {
+  std::vector<std::string> hosts;
+  ASSERT_NO_FATAL_FAILURE(StartHostsWithPrograms({"sum-a", "sum-b"}, &hosts));
+  const std::string out = TempDir("hosts-summary") + "/cap";
+  const Result r = CaptureHosts(hosts, {"--duration", "1s", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto summary = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {Runfile("client/nrtprof"), "summary"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const Result s = RunProcess(argv, kCliEnv);
+    EXPECT_EQ(s.exit_code, 0) << absl::StrJoin(args, " ") << ": " << s.err;
+    return s.out;
+  };
+
+  // What each host's own summary says: its events, its window on its wall clock, its pids.
+  int64_t events = 0, first = INT64_MAX, last = 0;
+  const std::string merged_json = summary({out, "--format", "json"});
+  for (const std::string& h : hosts) {
+    const std::string json = summary({out + "/" + h, "--format", "json"});
+    ASSERT_GT(JsonNumber(json, "events"), 0) << json;
+    ASSERT_GT(JsonNumber(json, "window_start_unix_ns"), 0) << json;
+    events += JsonNumber(json, "events");
+    first = std::min(first, JsonNumber(json, "window_start_unix_ns"));
+    last = std::max(last, JsonNumber(json, "window_start_unix_ns") + JsonNumber(json, "window_ns"));
+    const std::vector<std::string> pids = JsonPids(json);
+    ASSERT_FALSE(pids.empty()) << json;
+    for (const std::string& pid : pids) {
+      EXPECT_TRUE(absl::StrContains(merged_json,
+                                    absl::StrCat("{\"pid\": ", pid, ", \"host\": \"", h, "\"")))
+          << pid << " of " << h << " is not in the merged summary: " << merged_json;
+    }
+  }
+  // The merged summary: every host's events, over the span from the first host's first event
+  // to the last one's last.
+  EXPECT_EQ(JsonNumber(merged_json, "events"), events) << merged_json;
+  EXPECT_EQ(JsonNumber(merged_json, "window_start_unix_ns"), first) << merged_json;
+  EXPECT_EQ(JsonNumber(merged_json, "window_ns"), last - first) << merged_json;
+  EXPECT_EQ(JsonPids(merged_json).size(),
+            JsonPids(summary({out + "/" + hosts[0], "--format", "json"})).size() +
+                JsonPids(summary({out + "/" + hosts[1], "--format", "json"})).size());
+
+  // As a user reads it: summary.txt's overall table is what `nrtprof summary DIR` prints, its
+  // header names both hosts and counts every event.
+  const std::string text = summary({out});
+  EXPECT_TRUE(absl::StartsWith(ReadFile(out + "/summary.txt"), "Overall (2 hosts)\n" + text))
+      << ReadFile(out + "/summary.txt") << "\n---\n" << text;
+  const std::vector<std::string> header = absl::StrSplit(text, '\n');
+  EXPECT_TRUE(absl::StrContains(header.at(0), " on " + hosts[0] + ", " + hosts[1] + ": "))
+      << text;
+  EXPECT_FALSE(absl::StrContains(header.at(0), "window 0.000us")) << text;
+  EXPECT_EQ(LinesWith(text, absl::StrCat("Totals: ", events, " events, ")).size(), 1u) << text;
+  for (const std::string& h : hosts) {
+    EXPECT_EQ(LinesWith(text, " on " + h + ": ").size(), 1u) << h << " has no process line: "
+                                                               << text;
+  }
+
+  // Recomputed from the merged trace: the same table, header and all, in every format.
+  EXPECT_EQ(summary({out, "--from-trace"}), text);
+  EXPECT_EQ(summary({out + "/trace.pftrace", "--from-trace", "--format", "json"}), merged_json);
 }
 
 TEST_F(CaptureHostsTest, AHostThatIsDownIsNamedAndTheOthersAreWritten) {
