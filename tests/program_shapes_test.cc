@@ -200,7 +200,10 @@ TEST(ProgramShapesTest, ALimitedAddressSpaceNeverBreaksTheProgram) {
     ASSERT_EQ(plain.exit_code, 0) << kib << ": " << plain.err;
     const std::string out = TempDir(std::string("ulimit-v-") + kib) + "/capture";
     const Result r = RunProcess(NrtprofRun(daemon, out, command), kPlainEnv);
-    EXPECT_EQ(r.exit_code, 0) << kib << ": " << r.err;
+    // The program's own 0, or 3 (nrtprof run's code for a capture left empty) where the shim
+    // recorded nothing.
+    EXPECT_TRUE(r.exit_code == 0 || (r.exit_code == 3 && Calls(out, "nrt_execute") == 0))
+        << kib << ": " << r.exit_code << ": " << r.err;
     EXPECT_EQ(r.out, plain.out) << kib;
     ShimLines(r.err);
     // Either the capture has every call, or the shim said why not.
@@ -266,7 +269,8 @@ TEST(ProgramShapesTest, RingsTooLargeForTheAddressSpaceAreSaidAtTheStart) {
   std::string out, plain_out;
   const Result r = RunWithLargestRings("big-rings", Limited("-v 700000", Program("steady", 40)),
                                        &out, &plain_out);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The program's own 0 and nothing recorded: nrtprof run's code for an empty capture.
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(r.out, plain_out);
   EXPECT_TRUE(absl::StrContains(r.err, "the profiler needs about 1152 MiB; not profiling"))
       << r.err;
