@@ -434,6 +434,18 @@ void ProcessIngest::ApplyEvent(const IngestedEvent& record, LaneDropCounts* lane
     ++events_outside_capture_;
   } else if (drop_oldest_ == 0 && events_.size() < limits_.max_events_per_process) {
     events_.push_back(record);
+  } else if (!replay_ && events_.size() >= 2) {
+    // Live and full: the newest take the place of the oldest past the first half.
+    if (ring_overwritten_ == 0) {
+      ring_begin_ = events_.size() / 2;
+      ring_next_ = 0;
+    }
+    IngestedEvent& oldest = events_[ring_begin_ + ring_next_];
+    ++daemon_overflow_;
+    LaneOf(oldest.kind, &daemon_overflow_by_lane_) += 1;
+    oldest = record;
+    ++ring_overwritten_;
+    if (++ring_next_ == events_.size() - ring_begin_) ring_next_ = 0;
   } else {
     if (drop_oldest_ != 0) --drop_oldest_;
     ++daemon_overflow_;
@@ -562,6 +574,7 @@ void ProcessIngest::BeginCapture(std::optional<uint64_t> expected_events) {
   if (capturing_) return;
   capturing_ = true;
   events_.clear();
+  ring_overwritten_ = 0;
   // One reservation (ingest.h). Grown by doubling instead, each growth was fresh memory and a
   // copy: most of ingest's time where fresh pages are dear (BENCHMARKS.md, "capture --last").
   // Where the system refuses the address space (strict overcommit), the vector grows as before.
@@ -591,12 +604,25 @@ ProcessCapture ProcessIngest::TakeCapture() {
   c.hello = hello_;
   c.strings = strings_;
   c.stacks = stacks_;
+  if (ring_overwritten_ != 0) {
+    std::rotate(events_.begin() + ring_begin_, events_.begin() + ring_begin_ + ring_next_,
+                events_.end());
+  }
   c.events = std::move(events_);
   events_.clear();
   c.handle_events = handle_events_;
   c.clock_syncs = clock_syncs_;
   c.models = models_;
   c.notices = notices_;
+  if (ring_overwritten_ != 0) {
+    c.notices.push_back(absl::StrCat(
+        "the capture kept its first ", ring_begin_, " and its last ", c.events.size() - ring_begin_,
+        " events; the ", ring_overwritten_,
+        " between them were left out (counted as daemon_overflow): the daemon keeps at most ",
+        limits_.max_events_per_process,
+        " events of a process in a capture (nrtprofd --max_events_per_process)"));
+    ring_overwritten_ = 0;
+  }
   c.rings = rings_;
   if (capturing_) {
     c.shim_at_begin = shim_at_begin_;

@@ -33,8 +33,11 @@ namespace nrtprof::daemon {
 inline constexpr uint64_t kReservedCaptureBytes = uint64_t{1} << 30;
 
 // Bounds on what one process may make the daemon keep. Beyond max_events_per_process, events
-// are counted as dropped (DropCounts::daemon_overflow); beyond the other bounds a batch is
-// refused (RESOURCE_EXHAUSTED), except model files, whose bytes are then not kept.
+// are counted as dropped (DropCounts::daemon_overflow): a live capture keeps the first half of
+// the bound and the newest events in the other half (what a user wants after Ctrl-C is the
+// end; a capture of steps, its start), a replay the newest (DropOldest). Beyond the other
+// bounds a batch is refused (RESOURCE_EXHAUSTED), except model files, whose bytes are then
+// not kept.
 struct IngestLimits {
   uint64_t max_events_per_process = 2'000'000;
   uint64_t max_strings_per_process = 1'000'000;
@@ -184,7 +187,8 @@ class ProcessIngest {
   // For a ForReplay copy given more recorded events than the per-process bound: the first
   // `events` it is given are counted as dropped (daemon_overflow, by lane) instead of kept, so
   // that the capture holds the newest events within the bound, as the flight recorder keeps
-  // the newest batches. (A live capture cannot know what is still to come: it keeps its first.)
+  // the newest batches. (A live capture cannot know what is still to come: it keeps its
+  // first half-bound and its newest, IngestLimits.)
   void DropOldest(uint64_t events) { drop_oldest_ = events; }
 
   // A new stream of a process whose earlier streams the daemon stored up to `sequence`
@@ -258,6 +262,11 @@ class ProcessIngest {
   nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
   uint64_t daemon_overflow_ = 0;
   uint64_t drop_oldest_ = 0;  // DropOldest: still to drop
+  // A live capture over its bound: events_[ring_begin_...] is a ring of its newest events, and
+  // ring_next_ its oldest slot (overwritten next). TakeCapture puts them back in arrival order.
+  size_t ring_begin_ = 0;
+  size_t ring_next_ = 0;
+  uint64_t ring_overwritten_ = 0;  // in this capture
   bool device_wait_in_capture_ = false;  // ProcessCapture::device_events_wait_for_program
   LaneDropCounts daemon_overflow_by_lane_;
   std::vector<ClockSyncPoint> clock_syncs_;

@@ -210,13 +210,53 @@ TEST(IngestTest, EventsOverTheBoundAreCountedAsDaemonOverflow) {
   ASSERT_TRUE(in.OnBatch(b).ok());
   EXPECT_EQ(in.drops().daemon_overflow, 3u);
   ProcessCapture c = in.TakeCapture();
-  EXPECT_EQ(c.events.size(), 3u);
+  // The first half of the bound and the newest, in the order they came (issue 36: after a
+  // Ctrl-C the capture held the first 2,000,000 events and none of the program's last calls).
+  ASSERT_EQ(c.events.size(), 3u);
+  EXPECT_EQ(c.events[0].start_ns, 0u);
+  EXPECT_EQ(c.events[1].start_ns, 400u);
+  EXPECT_EQ(c.events[2].start_ns, 600u);
+  EXPECT_EQ(c.events[2].kind, nrtprof::EVENT_RANGE);
   EXPECT_EQ(c.drops.daemon_overflow, 3u);
-  // By lane: two runtime calls and the range over the bound.
-  EXPECT_EQ(c.drops.by_lane.runtime, 2u);
-  EXPECT_EQ(c.drops.by_lane.framework, 1u);
+  // By lane: the three calls left out between them.
+  EXPECT_EQ(c.drops.by_lane.runtime, 3u);
+  EXPECT_EQ(c.drops.by_lane.framework, 0u);
   EXPECT_EQ(c.drops.by_lane.hardware, 0u);
   EXPECT_EQ(c.events_received, 6u);
+  ASSERT_EQ(c.notices.size(), 1u);
+  EXPECT_EQ(c.notices[0],
+            "the capture kept its first 1 and its last 2 events; the 3 between them were left out "
+            "(counted as daemon_overflow): the daemon keeps at most 3 events of a process in a "
+            "capture (nrtprofd --max_events_per_process)");
+
+  // The next capture starts afresh, and says nothing when it stays within the bound.
+  in.BeginCapture();
+  nrtprof::EventBatch next;
+  next.set_sequence(2);
+  AddCall(&next, 1, 700);
+  ASSERT_TRUE(in.OnBatch(next).ok());
+  ProcessCapture d = in.TakeCapture();
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].start_ns, 700u);
+  EXPECT_TRUE(d.notices.empty());
+}
+
+// Many times the bound: still the first half and the newest, in order.
+TEST(IngestTest, AnOverflowingCaptureKeepsItsEndInOrder) {
+  IngestLimits limits;
+  limits.max_events_per_process = 10;
+  ProcessIngest in(TestHello(), limits);
+  in.BeginCapture();
+  nrtprof::EventBatch b;
+  b.set_sequence(1);
+  AddString(&b, 1, "nrt_tensor_read");
+  for (int i = 0; i < 1003; ++i) AddCall(&b, 1, i);
+  ASSERT_TRUE(in.OnBatch(b).ok());
+  ProcessCapture c = in.TakeCapture();
+  std::vector<uint64_t> starts;
+  for (const IngestedEvent& e : c.events) starts.push_back(e.start_ns);
+  EXPECT_EQ(starts, (std::vector<uint64_t>{0, 1, 2, 3, 4, 998, 999, 1000, 1001, 1002}));
+  EXPECT_EQ(c.drops.daemon_overflow, 993u);
 }
 
 // Whether the program held the runtime's system trace is said by each batch; a capture knows
