@@ -682,8 +682,10 @@ class ProcessCorrelator {
   // can agree by chance when a window cuts both ends: its first events were caused by calls
   // before it, and the device events of its last calls have not come yet. Pairing in order
   // then gives every call the event of the call before it (each execution named by the
-  // model before it: issue 36). So a pairing in which an event lies wholly inside another
-  // call's span and not inside its own is refused, and containment decides.
+  // model before it: issue 36). An effect never starts before its cause: a pairing in which an
+  // event starts earlier than its call, by more than the clocks' error, is refused, and
+  // containment decides. (Only the start: where the device runs ahead of the host, as the
+  // simulator without time scale does, an execution may well outlast its call.)
   bool MatchInOrder(const std::vector<Expectation>& calls, const std::vector<size_t>& candidates,
                     const std::vector<size_t>& events, std::vector<uint64_t>* remaining) {
     uint64_t expected = 0;
@@ -693,16 +695,14 @@ class ProcessCorrelator {
       expected += x.capacity;
     }
     if (expected != events.size()) return false;
-    const CallSpans spans(out_.calls, calls, candidates);
     std::vector<std::pair<size_t, size_t>> pairs;  // (call, event)
     size_t next = 0;
-    for (size_t k = 0; k < candidates.size(); ++k) {
-      const size_t i = candidates[k];
-      const ApiCall& c = out_.calls[calls[i].call];
-      for (uint64_t n = 0; n < calls[i].capacity; ++n, ++next) {
+    for (size_t i : candidates) {
+      const uint64_t call_start = out_.calls[calls[i].call].start_ns;
+      for (uint64_t k = 0; k < calls[i].capacity; ++k, ++next) {
         const DeviceEvent& d = out_.device[events[next]];
         if (!Compatible(calls[i], d)) return false;
-        if (!Holds(c, d) && spans.AnotherHolds(k, d, out_.calls, calls)) return false;
+        if (d.start_ns + kCauseSlackNs < call_start) return false;
         pairs.push_back({i, events[next]});
       }
     }
@@ -713,63 +713,25 @@ class ProcessCorrelator {
     return true;
   }
 
-  // The device event lies wholly inside the call's span.
-  static bool Holds(const ApiCall& c, const DeviceEvent& d) {
-    return d.start_ns >= c.start_ns && End(d.start_ns, d.duration_ns) <= End(c.start_ns, c.duration_ns);
-  }
-
-  // The spans of a thread's candidate calls (in start order), to find the calls that may hold a
-  // device event: those starting before it, scanned back while the running maximum of their
-  // ends still reaches past it.
-  class CallSpans {
-   public:
-    CallSpans(const CaptureVector<ApiCall>& all, const std::vector<Expectation>& calls,
-              const std::vector<size_t>& candidates)
-        : candidates_(candidates) {
-      starts_.reserve(candidates.size());
-      max_end_.reserve(candidates.size());
-      for (size_t i : candidates) {
-        const ApiCall& c = all[calls[i].call];
-        starts_.push_back(c.start_ns);
-        const uint64_t end = End(c.start_ns, c.duration_ns);
-        max_end_.push_back(max_end_.empty() ? end : std::max(max_end_.back(), end));
-      }
-    }
-    // Candidates (positions in `candidates`) that may hold `d` within `slack`, latest first,
-    // until `fn` returns true; returns whether it did.
-    template <typename Fn>
-    bool Scan(const DeviceEvent& d, uint64_t slack, Fn fn) const {
-      const uint64_t d_end = End(d.start_ns, d.duration_ns);
-      size_t k = std::upper_bound(starts_.begin(), starts_.end(), d.start_ns + slack) -
-                 starts_.begin();
-      while (k-- > 0 && max_end_[k] + slack >= d_end) {
-        if (fn(k)) return true;
-      }
-      return false;
-    }
-    // A candidate other than the one at `own` holds `d` wholly.
-    bool AnotherHolds(size_t own, const DeviceEvent& d, const CaptureVector<ApiCall>& all,
-                      const std::vector<Expectation>& calls) const {
-      return Scan(d, 0, [&](size_t k) {
-        return k != own && Holds(all[calls[candidates_[k]].call], d);
-      });
-    }
-
-   private:
-    const std::vector<size_t>& candidates_;
-    std::vector<uint64_t> starts_, max_end_;
-  };
-
   // Events were lost or outcomes are uncertain: an event goes to the one call whose span
   // holds it (exactly, or else within the slack); none or several such calls: uncorrelated.
   // Exact holds are settled first, for every event, and only then the slack: taken in event
   // order, an event outside every call (its call was before the window) took the window's first
   // call within the slack, and each event after it then took the call after its own, to the
-  // end of the window (issue 36).
+  // end of the window (issue 36). `candidates` are in call start order; only calls starting
+  // before the event's start plus the slack and ending after its end minus the slack can hold
+  // it, found by binary search and a backward scan bounded by the running maximum of the
+  // calls' ends.
   void MatchByContainment(const std::vector<Expectation>& calls,
                           const std::vector<size_t>& candidates, const std::vector<size_t>& events,
                           std::vector<uint64_t>* remaining) {
-    const CallSpans spans(out_.calls, calls, candidates);
+    std::vector<uint64_t> starts, max_end;  // per candidate
+    for (size_t i : candidates) {
+      const ApiCall& c = out_.calls[calls[i].call];
+      starts.push_back(c.start_ns);
+      const uint64_t end = End(c.start_ns, c.duration_ns);
+      max_end.push_back(max_end.empty() ? end : std::max(max_end.back(), end));
+    }
     std::vector<size_t> unheld;  // events no call holds exactly
     std::vector<size_t> chosen;
     for (bool exact : {true, false}) {
@@ -778,17 +740,18 @@ class ProcessCorrelator {
         const uint64_t d_end = End(d.start_ns, d.duration_ns);
         chosen.clear();
         bool held = false;
-        spans.Scan(d, kContainmentSlackNs, [&](size_t k) {
+        size_t k = std::upper_bound(starts.begin(), starts.end(),
+                                    d.start_ns + kContainmentSlackNs) -
+                   starts.begin();
+        while (k-- > 0 && max_end[k] + kContainmentSlackNs >= d_end) {
           const size_t i = candidates[k];
           const ApiCall& c = out_.calls[calls[i].call];
-          const bool holds = Holds(c, d);
+          const uint64_t c_end = End(c.start_ns, c.duration_ns);
+          const bool holds = d.start_ns >= c.start_ns && d_end <= c_end;
           held = held || holds;
-          if ((*remaining)[i] == 0 || !Compatible(calls[i], d)) return false;
-          if (exact ? holds : d_end <= End(c.start_ns, c.duration_ns) + kContainmentSlackNs) {
-            chosen.push_back(i);
-          }
-          return false;
-        });
+          if ((*remaining)[i] == 0 || !Compatible(calls[i], d)) continue;
+          if (exact ? holds : d_end <= c_end + kContainmentSlackNs) chosen.push_back(i);
+        }
         if (exact && !held) unheld.push_back(event);
         if (chosen.size() != 1) continue;
         Assign(calls[chosen[0]], event);

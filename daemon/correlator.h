@@ -136,6 +136,10 @@ std::vector<std::vector<size_t>> ProcessOrder(const std::vector<const nrtprof::H
 
 // How far outside a call's span a device event may lie and still be matched by containment.
 inline constexpr uint64_t kContainmentSlackNs = 1'000'000;
+// How much earlier than its call a device event may start, mapped to the host's clock, and
+// still be the call's: the error of the device clock's mapping (its sync points are read
+// microseconds apart), well under the gap between two calls of a busy thread.
+inline constexpr uint64_t kCauseSlackNs = 100'000;
 
 }  // namespace nrtprof::daemon
 
