@@ -4,6 +4,7 @@
 // sorts the table; a click on a framework op highlights the runtime call it made and the device
 // execution that call caused (one flow, the same correlation id). The screenshot is kept as a
 // test output (report.png in TEST_UNDECLARED_OUTPUTS_DIR).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -70,6 +71,30 @@ void ClickOn(HeadlessBrowser* browser, const std::string& selector) {
   ASSERT_FALSE(at.empty()) << "nothing on the page matches " << selector;
   const std::vector<std::string> xy = absl::StrSplit(at, ',');
   ASSERT_TRUE(browser->Click(std::stod(xy[0]), std::stod(xy[1])).ok());
+}
+
+// How different two colours look, "rgb(r, g, b)" as the page computes them: their distance in
+// CIE L*a*b* (1976), where about 2 is just noticeable and 6 is what the report's hash of the
+// names gave aten::mul and aten::rsqrt.
+double ColourDifference(const std::string& a, const std::string& b) {
+  const auto lab = [](const std::string& css) {
+    double rgb[3] = {0, 0, 0};
+    sscanf(css.c_str(), "rgb(%lf, %lf, %lf)", &rgb[0], &rgb[1], &rgb[2]);
+    for (double& c : rgb) {
+      c /= 255;
+      c = c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+    }
+    const double xyz[3] = {(0.4124 * rgb[0] + 0.3576 * rgb[1] + 0.1805 * rgb[2]) / 0.95047,
+                           0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2],
+                           (0.0193 * rgb[0] + 0.1192 * rgb[1] + 0.9505 * rgb[2]) / 1.08883};
+    double f[3];
+    for (int i = 0; i < 3; ++i) {
+      f[i] = xyz[i] > 0.008856 ? std::cbrt(xyz[i]) : 7.787 * xyz[i] + 16.0 / 116;
+    }
+    return std::vector<double>{116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])};
+  };
+  const std::vector<double> x = lab(a), y = lab(b);
+  return std::sqrt(std::pow(x[0] - y[0], 2) + std::pow(x[1] - y[1], 2) + std::pow(x[2] - y[2], 2));
 }
 
 class ReportBrowserTest : public ::testing::Test {
@@ -223,6 +248,43 @@ TEST_F(ReportBrowserTest, ALargeCaptureSaysWhatItDrawsAsBusyTime) {
                  "(c) => c.innerText).join('|')"),
             ParseSummaryText(summary.out).rows[0]);  // the table is whole
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
+}
+
+// Each op has its own colour, the same in the chart and the timeline, and no two ops of the
+// chart look alike: not aten::mul and aten::rsqrt, which a hash of the names made two yellows.
+TEST_F(ReportBrowserTest, OpsHaveClearlyDifferentColours) {
+  const std::string page = dir_ + "/report.html";
+  const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  HeadlessBrowser* browser = Open(page);
+  const std::string fill_of =
+      "(selector) => { const e = document.querySelector(selector); "
+      "return e ? getComputedStyle(e).fill : 'none'; }";
+  std::vector<std::pair<std::string, std::string>> bars;  // name, colour
+  for (absl::string_view line :
+       absl::StrSplit(Eval(browser,
+                           "Array.from(document.querySelectorAll('#chart rect')).map((r) => "
+                           "r.dataset.name + '=' + getComputedStyle(r).fill).join('\\n')"),
+                      '\n', absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> bar = absl::StrSplit(line, '=');
+    bars.push_back(bar);
+  }
+  ASSERT_GE(bars.size(), 4u);
+  for (size_t i = 0; i < bars.size(); ++i) {
+    for (size_t j = i + 1; j < bars.size(); ++j) {
+      EXPECT_GT(ColourDifference(bars[i].second, bars[j].second), 20)
+          << bars[i].first << " is " << bars[i].second << ", " << bars[j].first << " is "
+          << bars[j].second;
+    }
+  }
+  for (const std::string op : {"aten::mul", "aten::rsqrt"}) {
+    const std::string selector = absl::StrCat("[data-name=\"", op, "\"]");
+    const std::string bar = Eval(browser, absl::StrCat("(", fill_of, ")('#chart rect", selector, "')"));
+    EXPECT_NE(bar, "none") << op << " has no bar in the chart";
+    ClickOn(browser, absl::StrCat("#ops td.name[title=\"show the first ", op, " in the timeline\"]"));
+    EXPECT_EQ(Eval(browser, absl::StrCat("(", fill_of, ")('#timeline rect", selector, "')")), bar)
+        << op << " in the timeline and in the chart";
+  }
 }
 
 // What the shim could not record is said in a sentence or two with no line breaks (here the

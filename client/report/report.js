@@ -28,11 +28,33 @@
     const [unit, ns] = end >= 1e9 ? ['s', 1e9] : end >= 1e6 ? ['ms', 1e6] : end >= 1e3 ? ['us', 1e3] : ['ns', 1];
     return parseFloat((t / ns).toPrecision(7)) + unit;
   }
+  // Op colours. A hash of the name gave aten::mul and aten::rsqrt nearly the same yellow, so
+  // names take colours from a palette of clearly different ones, in order of device time
+  // (the chart's order: the ops that matter most get the most distinct colours), then of their
+  // first appearance in the trace. None is grey: grey marks stand for slices too small to draw.
+  // Steps ("ProfilerStep#N") share one colour, as they share the table's row "ProfilerStep*".
+  const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2',
+    '#ff9da7', '#9c755f', '#cc33cc', '#33cc33', '#8674dc', '#ded39c', '#a6cc33', '#d4549f',
+    '#95e4af', '#d47e54', '#e495e4', '#bf9540', '#a19cde'];
+  const colours = new Map();
+  const colourKey = (name) => name.replace(/^ProfilerStep#\d+$/, 'ProfilerStep*');
   function colour(name) {
-    let h = 0;
-    for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
-    return 'hsl(' + (h % 360) + ',55%,' + (58 + (h >> 9) % 14) + '%)';
+    const key = colourKey(name);
+    if (!colours.has(key)) {
+      const i = colours.size;
+      // Past the palette: hues a golden angle apart, so that neighbours in order still differ.
+      colours.set(key, i < PALETTE.length ? PALETTE[i]
+        : 'hsl(' + Math.round((i * 137.508) % 360) + ',50%,' + (58 + (i % 3) * 7) + '%)');
+    }
+    return colours.get(key);
   }
+  // The rows with device time, most first: the chart's bars.
+  function deviceRows() {
+    return data.summary.rows.filter((r) => r.values[3] > 0)
+      .sort((a, b) => b.values[3] - a.values[3] || (a.values[0] < b.values[0] ? -1 : 1));
+  }
+  deviceRows().forEach((r) => colour(r.cells[0]));
+  data.names.forEach(colour);
 
   // ---- The capture: command, host, date, window ----
   function header() {
@@ -60,9 +82,7 @@
   // ---- The top ops by self device time ----
   function chart() {
     app.append(el('h2', {}, ['Top ops by self device time (Self NEURON)']));
-    const rows = data.summary.rows.filter((r) => r.values[3] > 0)
-      .sort((a, b) => b.values[3] - a.values[3] || (a.values[0] < b.values[0] ? -1 : 1))
-      .slice(0, 12);
+    const rows = deviceRows().slice(0, 12);
     if (rows.length === 0) {
       app.append(el('p', {}, ['No device time in this capture.']));
       return;
