@@ -1379,11 +1379,33 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
   if (until <= metrics_folded_ns_) return;
   HugePageReuse reuse;  // as a capture's (StopCapture); ends after the Trace
   std::vector<std::string> notes;
-  std::vector<ProcessCapture> processes = FromRecorder(nullptr, metrics_folded_ns_, until, &notes);
+  // The fold counts what ended in [begin, until) (ClipToEnds), read from all that arrived from
+  // a settle before `begin` up to now: the device events of a call arrive after it (the shim
+  // fetches the runtime's trace every few ms, and sends in batches), so a call near the end
+  // finds its executions, and one just before the start takes its own instead of leaving them
+  // to this fold as uncorrelated. Cutting by arrival, the fold split calls from their device
+  // events: executions without a model ("unknown"), device time "(uncorrelated)" (issue 36).
+  const uint64_t begin = metrics_folded_ns_;
+  std::vector<ProcessCapture> processes = FromRecorder(
+      nullptr, begin > kMetricsSettleNs ? begin - kMetricsSettleNs : 0, UINT64_MAX, &notes);
   metrics_folded_ns_ = until;
   if (processes.empty()) return;
-  const Trace trace = Correlate("metrics", std::move(processes),
-                                clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  // A process whose monotonic clock is not the daemon's (on another machine: they differ by
+  // far more than a second) is put on it through the wall clock both read.
+  const int64_t daemon_offset =
+      clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs());
+  std::map<std::pair<uint32_t, std::string>, int64_t> shifts;
+  for (const ProcessCapture& p : processes) {
+    const int64_t shift = p.realtime_offset_ns - daemon_offset;
+    if (p.realtime_offset_ns != 0 && (shift > 1'000'000'000 || shift < -1'000'000'000)) {
+      shifts[{p.hello.pid(), p.hello.host()}] = shift;
+    }
+  }
+  Trace trace = Correlate("metrics", std::move(processes), daemon_offset);
+  ClipToEnds(begin, until, &trace, [&shifts](const ProcessTrace& p) -> int64_t {
+    auto it = shifts.find({p.pid, p.host});
+    return it == shifts.end() ? 0 : it->second;
+  });
   metrics->Add(trace);
 }
 
