@@ -45,20 +45,29 @@ class FuzzClock : public daemon::CollectorClock {
   uint64_t now_ = 1'000'000'000;
 };
 
-std::string TempRoot() {
-  const char* shm = "/dev/shm";
-  std::string templ = absl::StrCat(access(shm, W_OK) == 0 ? shm : "/tmp", "/nrtprof-fuzz-XXXXXX");
-  if (mkdtemp(templ.data()) == nullptr) {
-    perror("mkdtemp");
-    abort();
-  }
-  return templ;
-}
-
 void RemoveTree(const std::string& path) {
   nftw(
       path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
       16, FTW_DEPTH | FTW_PHYS);
+}
+
+// Where the captures go, one folder an input: TEST_TMPDIR in the replay test; for the fuzzer,
+// /dev/shm when there is one, since the writers fsync every file and tmpfs makes that free.
+// Removed with all in it when the program exits.
+const std::string& TempRoot() {
+  static const std::string* const root = [] {
+    const char* bazel = getenv("TEST_TMPDIR");
+    const char* shm = "/dev/shm";
+    const char* base = bazel != nullptr ? bazel : access(shm, W_OK) == 0 ? shm : "/tmp";
+    auto* made = new std::string(absl::StrCat(base, "/nrtprof-fuzz-XXXXXX"));
+    if (mkdtemp(made->data()) == nullptr) {
+      perror("mkdtemp");
+      abort();
+    }
+    atexit([] { RemoveTree(TempRoot()); });
+    return made;
+  }();
+  return *root;
 }
 
 [[noreturn]] void Finding(const std::string& what) {
@@ -137,11 +146,7 @@ struct Slot {
 
 void Run(absl::string_view input) {
   // Each input's folder is removed after it, the root at exit.
-  static const std::string root = [] {
-    static std::string made = TempRoot();
-    atexit([] { rmdir(made.c_str()); });
-    return made;
-  }();
+  const std::string& root = TempRoot();
   static uint64_t run = 0;
   const std::string dir = absl::StrCat(root, "/", ++run);
 
@@ -208,6 +213,14 @@ void Run(absl::string_view input) {
 
 }  // namespace
 }  // namespace nrtprof::fuzz
+
+// Under ASan (the fuzzer's build): the shadow of a block larger than this is cleared by mapping
+// it afresh rather than by memset (64 KiB by default). The daemon's writers buffer each file in a
+// block of 1 MiB (daemon/atomic_file.cc), so every file of every input paid an mmap, its page
+// faults and TLB flushes for its shadow; memset gives the same zeros for less. No check changes.
+extern "C" const char* __asan_default_options() {
+  return "clear_shadow_mmap_threshold=16777216";
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // protobuf logs every string field that is not UTF-8: thousands of lines a second.
