@@ -70,12 +70,19 @@ for t in "${targets[@]}"; do
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   seeds=("tests/fuzz/corpus/$t")
-  dict=()
-  [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
+  flags=()
+  [ -f "tests/fuzz/$t.dict" ] && flags+=("-dict=tests/fuzz/$t.dict")
+  # The collector runs tens of inputs a second, not thousands, each of some 13,000 coverage
+  # features. libFuzzer's entropic scheduling updates its counts for every feature of every
+  # input and keeps a list of rare features that it trims only once features pass 255 hits
+  # (the default threshold), which such a run hardly reaches. At 16 the scheduling stays and its
+  # upkeep goes: 60 s runs took 11-12 ms of CPU an input (as with -entropic=0) against 18-19 ms
+  # at 255, and reached as much coverage as at 255 (13,184 and 13,287 edges; 13,039 to 13,374).
+  [ "$t" = "collector" ] && flags+=("-entropic_feature_frequency_threshold=16")
   log="$work/fuzz.log"
   start=$(date +%s)
   "$bin/tests/fuzz/${t}_fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" "$work/corpus" \
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${flags[@]}" "$work/corpus" \
     "${seeds[@]}" >"$log" 2>&1
   code=$?
   elapsed=$(( $(date +%s) - start ))
