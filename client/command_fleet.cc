@@ -208,27 +208,54 @@ std::string FormatTop(const std::string& format, const std::vector<std::string>&
     }
     absl::StrAppend(&out, "\n  ]\n}\n");
   } else {
+    // By model (without op), an op's calls are charged to the model it spent most device time
+    // in: a count that means nothing per model (issue 36). The model's own count is its
+    // executions, and its time per execution. Ops with no device time have no model: said so.
+    const auto has = [&](absl::string_view c) {
+      return std::find(columns.begin(), columns.end(), c) != columns.end();
+    };
+    const bool by_model = has("model") && !has("op");
+    const auto model_column = std::find(columns.begin(), columns.end(), "model") - columns.begin();
     std::vector<std::string> names;
     size_t width = 4;
     for (const TopRow& r : rows) {
-      names.push_back(absl::StrJoin(r.key, " "));
+      std::vector<std::string> key = r.key;
+      if (static_cast<size_t>(model_column) < key.size() && key[model_column].empty()) {
+        key[model_column] = "(no device time)";
+      }
+      names.push_back(absl::StrJoin(key, " "));
       width = std::max(width, std::min<size_t>(names.back().size(), 60));
     }
     const std::string header = absl::StrJoin(columns, " ");
     width = std::max(width, header.size());
-    absl::StrAppend(&out, absl::StrFormat("%*s  %12s  %8s  %10s  %12s  %12s  %10s  %5s\n",
-                                          static_cast<int>(width), header, "NEURON", "NEURON %",
-                                          "Calls", "per call", "Self CPU", "Executions",
-                                          "Hosts"));
+    if (by_model) {
+      absl::StrAppend(&out, absl::StrFormat("%*s  %12s  %8s  %10s  %12s  %12s  %5s\n",
+                                            static_cast<int>(width), header, "NEURON",
+                                            "NEURON %", "Executions", "per exec", "Self CPU",
+                                            "Hosts"));
+    } else {
+      absl::StrAppend(&out, absl::StrFormat("%*s  %12s  %8s  %10s  %12s  %12s  %10s  %5s\n",
+                                            static_cast<int>(width), header, "NEURON",
+                                            "NEURON %", "Calls", "per call", "Self CPU",
+                                            "Executions", "Hosts"));
+    }
     for (size_t i = 0; i < rows.size(); ++i) {
       const TopRow& r = rows[i];
       std::string name = names[i].size() > width ? names[i].substr(0, width - 3) + "..." : names[i];
+      const double share = total == 0 ? 0.0 : 100.0 * r.device_ns / total;
+      if (by_model) {
+        absl::StrAppend(&out, absl::StrFormat("%*s  %12s  %7.2f%%  %10d  %12s  %12s  %5d\n",
+                                              static_cast<int>(width), name,
+                                              daemon::FormatDuration(r.device_ns), share,
+                                              r.executions, PerCall(r.device_ns, r.executions),
+                                              daemon::FormatDuration(r.host_ns), r.hosts));
+        continue;
+      }
       absl::StrAppend(
           &out, absl::StrFormat("%*s  %12s  %7.2f%%  %10d  %12s  %12s  %10d  %5d\n",
                                 static_cast<int>(width), name, daemon::FormatDuration(r.device_ns),
-                                total == 0 ? 0.0 : 100.0 * r.device_ns / total, r.calls,
-                                PerCall(r.device_ns, r.calls), daemon::FormatDuration(r.host_ns),
-                                r.executions, r.hosts));
+                                share, r.calls, PerCall(r.device_ns, r.calls),
+                                daemon::FormatDuration(r.host_ns), r.executions, r.hosts));
     }
     absl::StrAppend(&out, "NEURON time total, last ", absl::FormatDuration(absl::Seconds(since_s)),
                     ": ", daemon::FormatDuration(total), "\n");

@@ -157,7 +157,9 @@ void FleetExporter::CaptureWritten(const Trace& trace, const Summary& summary,
                                    const nrtprof::CaptureFiles& files) {
   std::vector<std::string> hosts;
   for (const ProcessTrace& p : trace.processes) {
-    if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
+    const std::string& host =
+        !options_.machine.empty() && p.host == options_.machine ? options_.host : p.host;
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
   }
   std::vector<SummaryRow> top = summary.rows;
   std::sort(top.begin(), top.end(), [](const SummaryRow& a, const SummaryRow& b) {

@@ -40,6 +40,10 @@ namespace nrtprof::daemon {
 struct FleetExporterOptions {
   ClickHouseConfig clickhouse;  // its database: made if missing
   std::string host;             // the rows' host column
+  // This machine's name as its programs say it (their Hello.host, gethostname): a capture's
+  // processes from this machine are listed under `host` in fleet_captures.hosts, as every other
+  // row names it; a process streaming from another machine keeps its own.
+  std::string machine;
   uint64_t buffer_bytes = 64ull << 20;
   std::chrono::milliseconds period{10'000};
   std::function<void(const std::string&)> log;  // one line each; null: nowhere

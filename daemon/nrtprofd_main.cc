@@ -270,10 +270,13 @@ absl::StatusOr<FleetExporterOptions> FleetOptions() {
     fleet.clickhouse.password = *std::move(password);
   }
   fleet.host = absl::GetFlag(FLAGS_fleet_host);
-  if (fleet.host.empty()) {
+  {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
-    fleet.host = name;
+    fleet.machine = name;
+  }
+  if (fleet.host.empty()) {
+    fleet.host = fleet.machine;
   }
   fleet.buffer_bytes = absl::GetFlag(FLAGS_clickhouse_buffer_bytes);
   fleet.period = std::chrono::milliseconds(absl::GetFlag(FLAGS_clickhouse_export_ms));

@@ -203,6 +203,20 @@ done
 [[ -n "${id}" ]] || fail "no fleet_captures row for the capture: ${capture}; $(sql "SELECT * FROM fleet_captures")"
 [[ $(sql "SELECT top_ops[1] FROM fleet_captures WHERE capture_id = '${id}' FORMAT TSV") == aten::mul ]] ||
   fail "the capture's top op: $(sql "SELECT top_ops FROM fleet_captures")"
+# Its processes' host is the name the fleet store knows this host by (it said the machine's
+# hostname while `host` said hostA: issue 36).
+[[ $(sql "SELECT hosts FROM fleet_captures WHERE capture_id = '${id}' FORMAT TSV") == "['hostA']" ]] ||
+  fail "the capture's hosts: $(sql "SELECT host, hosts FROM fleet_captures WHERE capture_id = '${id}' FORMAT TSV")"
+
+# By model: each model's executions and time per execution; ops without device time under a
+# name that says so, not a blank one (issue 36).
+by_model=$("${NRTPROF}" fleet top --clickhouse_url "${CH_URL}" --by model 2>&1)
+echo "${by_model}" | head -1 | grep -q "Executions *per exec" ||
+  fail "fleet top --by model's header: ${by_model}"
+echo "${by_model}" | grep -q "^ *(no device time) " ||
+  fail "fleet top --by model has no '(no device time)' row: ${by_model}"
+echo "${by_model}" | tail -n +2 | grep -qE "^ *[0-9.]+(ns|us|ms|s) " &&
+  fail "fleet top --by model has a blank name: ${by_model}"
 
 # Bad input: one line, exit 2, nothing started.
 out=$("${NRTPROFD}" --socket "${WORK}/bad.sock" --clickhouse_url ftp://x 2>&1); code=$?
