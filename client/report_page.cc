@@ -3,9 +3,15 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -76,6 +82,144 @@ uint64_t DrawnUntil(const ReportTrace& trace, size_t max_slices) {
   }
   std::nth_element(starts.begin(), starts.begin() + max_slices, starts.end());
   return starts[max_slices];
+}
+
+// What a process's threads did from one instant to another: the framework ops and runtime
+// calls that start then, and the device time their calls caused (the executions their flows
+// reach). By cause, not by when the executions ran: those of one step may run (or be aligned
+// onto the host's clock) in the next.
+class HostActivity {
+ public:
+  HostActivity(const ReportTrace& trace, size_t process) {
+    std::unordered_map<uint64_t, uint64_t> execution_ns;  // by flow id
+    for (const ReportLane& lane : trace.lanes) {
+      if (lane.process != process || lane.kind != "executions") continue;
+      for (const ReportSlice& s : lane.slices) {
+        if (s.depth == 0) {
+          for (uint64_t flow : s.flows) execution_ns[flow] += s.dur_ns;
+        }
+      }
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> calls;  // start, device time caused
+    for (const ReportLane& lane : trace.lanes) {
+      if (lane.process != process || (lane.kind != "framework" && lane.kind != "runtime")) continue;
+      for (const ReportSlice& s : lane.slices) {
+        starts_.push_back(s.start_ns);
+        if (lane.kind != "runtime") continue;
+        uint64_t device = 0;
+        for (uint64_t flow : s.flows) {
+          if (auto it = execution_ns.find(flow); it != execution_ns.end()) device += it->second;
+        }
+        if (device > 0) calls.push_back({s.start_ns, device});
+      }
+    }
+    std::sort(starts_.begin(), starts_.end());
+    std::sort(calls.begin(), calls.end());
+    device_sums_.push_back(0);
+    for (const auto& [start, device] : calls) {
+      call_starts_.push_back(start);
+      device_sums_.push_back(device_sums_.back() + device);
+    }
+  }
+  // The ops and calls that start in [from, to).
+  size_t Slices(uint64_t from, uint64_t to) const { return Within(starts_, from, to).second; }
+  // The device time the calls that start in [from, to) caused.
+  uint64_t DeviceNs(uint64_t from, uint64_t to) const {
+    const auto [first, count] = Within(call_starts_, from, to);
+    return device_sums_[first + count] - device_sums_[first];
+  }
+
+ private:
+  static std::pair<size_t, size_t> Within(const std::vector<uint64_t>& sorted, uint64_t from,
+                                          uint64_t to) {
+    const auto first = std::lower_bound(sorted.begin(), sorted.end(), from);
+    return {first - sorted.begin(), std::lower_bound(first, sorted.end(), to) - first};
+  }
+  std::vector<uint64_t> starts_, call_starts_, device_sums_;
+};
+
+// The busiest step drawn one by one: the most device time its calls caused, then the most ops
+// and calls, then the shortest (the densest where steps repeat the same work, not a first step
+// slowed by warm-up), the first of equals. Steps are a framework lane's outermost ranges
+// "ProfilerStep#N" (nrtprof_step, PyTorch's profiler).
+bool BusiestStep(const ReportTrace& trace, uint64_t drawn_until, InitialView* view) {
+  std::vector<std::optional<HostActivity>> activity(trace.processes.size());
+  const ReportSlice* busiest = nullptr;
+  std::tuple<uint64_t, size_t, uint64_t> busiest_rank;  // device time, slices, -length
+  for (const ReportLane& lane : trace.lanes) {
+    if (lane.kind != "framework") continue;
+    for (const ReportSlice& s : lane.slices) {
+      absl::string_view name = trace.names[s.name];
+      int64_t step = 0;
+      const uint64_t end = s.start_ns + s.dur_ns;
+      if (s.depth != 0 || end > drawn_until || !absl::ConsumePrefix(&name, "ProfilerStep#") ||
+          !absl::SimpleAtoi(name, &step)) {
+        continue;
+      }
+      if (!activity[lane.process]) activity[lane.process].emplace(trace, lane.process);
+      const HostActivity& host = *activity[lane.process];
+      const auto rank = std::make_tuple(host.DeviceNs(s.start_ns, end),
+                                        host.Slices(s.start_ns, end), UINT64_MAX - s.dur_ns);
+      if (busiest == nullptr || rank > busiest_rank) {
+        busiest = &s;
+        busiest_rank = rank;
+        view->step = step;
+        view->device_ns = std::get<0>(rank);
+      }
+    }
+  }
+  if (busiest == nullptr) return false;
+  const uint64_t margin = busiest->dur_ns / 50, start = busiest->start_ns - trace.first_ns;
+  view->start_ns = start > margin ? start - margin : 0;
+  view->end_ns = std::min(start + busiest->dur_ns + margin, trace.last_ns - trace.first_ns);
+  view->step_ns = busiest->dur_ns;
+  return true;
+}
+
+// Without steps: the whole window if its typical (median) slice drawn one by one is wide enough
+// to see (100 of them would fill it: each some 10 pixels wide), else a stretch as long as 25
+// typical slices (each some 40 pixels: room for its name) where the most executions' time
+// starts (or, without executions, the most slices).
+void BusiestStretch(const ReportTrace& trace, uint64_t drawn_until, InitialView* view) {
+  std::vector<const ReportSlice*> drawn, executions;
+  for (const ReportLane& lane : trace.lanes) {
+    for (const ReportSlice& s : lane.slices) {
+      if (s.start_ns >= drawn_until) continue;
+      drawn.push_back(&s);
+      if (lane.kind == "executions" && s.depth == 0) executions.push_back(&s);
+    }
+  }
+  if (drawn.empty()) return;
+  std::nth_element(
+      drawn.begin(), drawn.begin() + drawn.size() / 2, drawn.end(),
+      [](const ReportSlice* a, const ReportSlice* b) { return a->dur_ns < b->dur_ns; });
+  const uint64_t span = 25 * std::max<uint64_t>(drawn[drawn.size() / 2]->dur_ns, 1);
+  if (view->end_ns <= 4 * span) return;
+  std::vector<const ReportSlice*>& weighed = executions.empty() ? drawn : executions;
+  std::sort(weighed.begin(), weighed.end(),
+            [](const ReportSlice* a, const ReportSlice* b) { return a->start_ns < b->start_ns; });
+  const auto weight = [&](const ReportSlice* s) -> uint64_t {
+    return executions.empty() ? 1 : s->dur_ns;
+  };
+  // Each stretch starts at a slice's start.
+  uint64_t best = 0, sum = 0;
+  size_t best_first = 0;
+  for (size_t first = 0, next = 0; first < weighed.size(); ++first) {
+    for (; next < weighed.size() && weighed[next]->start_ns < weighed[first]->start_ns + span;
+         ++next) {
+      sum += weight(weighed[next]);
+    }
+    if (sum > best) {
+      best = sum;
+      best_first = first;
+    }
+    sum -= weight(weighed[first]);
+  }
+  const uint64_t margin = span / 20, window = view->end_ns;
+  const uint64_t start = weighed[best_first]->start_ns - trace.first_ns;
+  view->start_ns = std::min(start > margin ? start - margin : 0, window - span);
+  view->end_ns = view->start_ns + span;
+  view->busiest_stretch = true;
 }
 
 std::string CaptureJson(const ReportTrace& trace, const daemon::Summary& summary,
@@ -216,6 +360,14 @@ std::string CoresJson(const ReportTrace& trace) {
 
 }  // namespace
 
+InitialView ChooseInitialView(const ReportTrace& trace, size_t max_slices) {
+  const uint64_t drawn_until = DrawnUntil(trace, max_slices);
+  InitialView view;
+  view.end_ns = trace.last_ns - trace.first_ns;
+  if (!BusiestStep(trace, drawn_until, &view)) BusiestStretch(trace, drawn_until, &view);
+  return view;
+}
+
 size_t DrawnSlices(const ReportTrace& trace, size_t max_slices) {
   const uint64_t drawn_until = DrawnUntil(trace, max_slices);
   size_t drawn = 0;
@@ -235,8 +387,13 @@ std::string ReportPageData(const ReportTrace& trace, const daemon::Summary& summ
   for (const ReportLane& lane : trace.lanes) {
     lanes.push_back(LaneJson(lane, trace.first_ns, drawn_until, truncated, options, window));
   }
+  const InitialView initial = ChooseInitialView(trace, options.max_slices);
   return absl::StrCat(
       "{\"capture\":", CaptureJson(trace, summary, options),
+      ",\"initial\":{\"start_ns\":", initial.start_ns, ",\"end_ns\":", initial.end_ns,
+      ",\"step\":", initial.step, ",\"step_length\":", JsonString(FormatDuration(initial.step_ns)),
+      ",\"device\":", JsonString(FormatDuration(initial.device_ns)),
+      ",\"stretch\":", initial.busiest_stretch ? "true" : "false", "}",
       ",\"processes\":", ProcessesJson(trace), ",\"summary\":", SummaryJson(summary),
       ",\"names\":", JsonStrings(trace.names), ",\"lanes\":[", absl::StrJoin(lanes, ","),
       "],\"cores\":", CoresJson(trace), ",\"drawn\":{\"slices\":", drawn,

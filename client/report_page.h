@@ -1,7 +1,8 @@
 // The page `nrtprof report` writes: one self-contained HTML file (its data, script and style
 // inline; a Content-Security-Policy that forbids every fetch) with the capture's key_averages
-// table, a chart of the top ops by self device time, the timeline of every lane with the
-// dependency chain of a selected framework op, per-core utilization, drops and cut-off
+// table, a chart of the top ops by self device time, the timeline of every lane (opening on
+// the busiest step: ChooseInitialView) with the dependency chain of a selected framework op,
+// per-core utilization, drops and cut-off
 // processes, and the capture's command, host, date and window.
 //
 // Large captures: past `max_slices` slices the timeline draws the first ones one by one and the
@@ -13,6 +14,7 @@
 #define NRTPROF_CLIENT_REPORT_PAGE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "client/report_trace.h"
@@ -28,6 +30,20 @@ struct ReportOptions {
 
 std::string RenderReportPage(const ReportTrace& trace, const daemon::Summary& summary,
                              const ReportOptions& options);
+
+// The part of the window the timeline opens on, in ns from the window's start, and why: the
+// busiest step drawn one by one (the most device time its runtime calls caused, then the most
+// ops and calls, then the shortest); without steps, the
+// whole window if its typical slice is wide enough to see, else the stretch of 25 typical slices
+// with the most device time (or slices). The page says which, and zooms out to all of it.
+struct InitialView {
+  uint64_t start_ns = 0, end_ns = 0;
+  int64_t step = -1;             // N of the busiest step "ProfilerStep#N"; -1 if not a step
+  uint64_t step_ns = 0;          // that step's length
+  uint64_t device_ns = 0;        // and the device time its calls caused
+  bool busiest_stretch = false;  // no step: the stretch with the most device time (or slices)
+};
+InitialView ChooseInitialView(const ReportTrace& trace, size_t max_slices);
 
 // How many slices the page draws one by one: all of them, or (past max_slices) those that
 // start before the first one left out, at most max_slices.

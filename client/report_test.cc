@@ -1,6 +1,7 @@
 // The report's reading of a trace.pftrace: the lanes, slices, flows and metadata the daemon
 // wrote, and what the page's data says of them (the drawn and the sampled, per-core use).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -107,6 +108,97 @@ TEST(ReportPageTest, SaysWhatItDrawsAndHowBusyEachCoreWas) {
   const std::string page = RenderReportPage(t, summary, options);
   EXPECT_TRUE(absl::StartsWith(page, "<!DOCTYPE html>"));
   EXPECT_TRUE(absl::StrContains(page, "default-src 'none'"));
+}
+
+// A trace of one process with three steps on its thread. Step 1 (ProfilerStep#1, 200 ns) makes
+// two runtime calls whose executions (80 ns) run during step 2, which makes one of 60 ns; step 0
+// makes one of 30 ns.
+ReportTrace ThreeSteps() {
+  ReportTrace t;
+  t.names = {"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2", "nrt_execute",
+             "nc_exec_running"};
+  t.processes.resize(1);
+  t.first_ns = 1000;
+  t.last_ns = 1450;
+  const auto slice = [](uint64_t start, uint64_t dur, uint32_t name, std::vector<uint64_t> flows) {
+    ReportSlice s;
+    s.start_ns = start;
+    s.dur_ns = dur;
+    s.name = name;
+    s.flows = std::move(flows);
+    return s;
+  };
+  t.lanes.resize(3);
+  t.lanes[0].kind = "framework";
+  t.lanes[0].slices = {slice(1000, 100, 0, {}), slice(1100, 200, 1, {}), slice(1300, 100, 2, {})};
+  t.lanes[1].kind = "runtime";
+  t.lanes[1].slices = {slice(1010, 5, 3, {1}), slice(1110, 5, 3, {2}), slice(1150, 5, 3, {3}),
+                       slice(1310, 5, 3, {4})};
+  t.lanes[2].kind = "executions";
+  t.lanes[2].slices = {slice(1020, 30, 4, {1}), slice(1310, 40, 4, {2}), slice(1350, 40, 4, {3}),
+                       slice(1390, 60, 4, {4})};
+  for (const ReportLane& lane : t.lanes) t.slices += lane.slices.size();
+  return t;
+}
+
+// The timeline opens on the step whose calls caused the most device time, wherever that time
+// fell, with a margin of 2% of the step on each side; the page says which step it is.
+TEST(ReportPageTest, OpensOnTheBusiestStep) {
+  const ReportTrace t = ThreeSteps();
+  const InitialView view = ChooseInitialView(t, ReportOptions().max_slices);
+  EXPECT_EQ(view.step, 1);
+  EXPECT_EQ(view.device_ns, 80u);
+  EXPECT_EQ(view.step_ns, 200u);
+  EXPECT_EQ(view.start_ns, 96u);
+  EXPECT_EQ(view.end_ns, 304u);
+  const std::string data = ReportPageData(t, daemon::Summary(), ReportOptions());
+  EXPECT_TRUE(absl::StrContains(data,
+                                "\"initial\":{\"start_ns\":96,\"end_ns\":304,\"step\":1,"
+                                "\"step_length\":\"0.200us\",\"device\":\"0.080us\""))
+      << data;
+  // Past max_slices only the steps drawn one by one whole can be opened on: here step 0.
+  EXPECT_EQ(ChooseInitialView(t, 4).step, 0);
+}
+
+// Without steps: the whole window where its slices are wide enough to see; else the stretch
+// of 25 typical slices where the most device time starts.
+TEST(ReportPageTest, WithoutStepsOpensWhereSlicesCanBeSeen) {
+  const ReportTrace small = WrittenAndRead(daemon::SmallTrace());
+  const InitialView whole = ChooseInitialView(small, ReportOptions().max_slices);
+  EXPECT_EQ(whole.step, -1);
+  EXPECT_FALSE(whole.busiest_stretch);
+  EXPECT_EQ(whole.start_ns, 0u);
+  EXPECT_EQ(whole.end_ns, small.last_ns - small.first_ns);
+
+  // 200 calls of 10 ns, one every 1000 ns; three executions of 10 ns at 150 us.
+  ReportTrace t;
+  t.names = {"nrt_execute", "nc_exec_running"};
+  t.processes.resize(1);
+  t.lanes.resize(2);
+  t.lanes[0].kind = "runtime";
+  t.lanes[1].kind = "executions";
+  for (uint64_t i = 0; i < 200; ++i) {
+    ReportSlice call;
+    call.start_ns = 1000 * i;
+    call.dur_ns = 10;
+    t.lanes[0].slices.push_back(call);
+  }
+  for (uint64_t i = 0; i < 3; ++i) {
+    ReportSlice run;
+    run.start_ns = 150'000 + 20 * i;
+    run.dur_ns = 10;
+    run.name = 1;
+    t.lanes[1].slices.push_back(run);
+  }
+  t.first_ns = 0;
+  t.last_ns = 199'010;
+  t.slices = 203;
+  const InitialView stretch = ChooseInitialView(t, ReportOptions().max_slices);
+  EXPECT_EQ(stretch.step, -1);
+  EXPECT_TRUE(stretch.busiest_stretch);
+  EXPECT_EQ(stretch.end_ns - stretch.start_ns, 250u);
+  EXPECT_LE(stretch.start_ns, 150'000u);
+  EXPECT_GE(stretch.end_ns, 150'050u);
 }
 
 // A name that would close the script element stays inside the data.

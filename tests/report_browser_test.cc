@@ -2,8 +2,9 @@
 // the test, opens the report of the RMSNorm demo's naive capture. The page loads with no error
 // and fetches nothing; its table and chart show the figures `nrtprof summary` prints; a click
 // sorts the table; a click on a framework op highlights the runtime call it made and the device
-// execution that call caused (one flow, the same correlation id). The screenshot is kept as a
-// test output (report.png in TEST_UNDECLARED_OUTPUTS_DIR).
+// execution that call caused (one flow, the same correlation id). The timeline opens on the
+// busiest step, readably; no two ops of the chart look alike; long notices wrap in a 1280-pixel
+// window. The screenshot is kept as a test output (report.png in TEST_UNDECLARED_OUTPUTS_DIR).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -240,6 +241,7 @@ TEST_F(ReportBrowserTest, ALargeCaptureSaysWhatItDrawsAsBusyTime) {
   EXPECT_TRUE(absl::StartsWith(
       notice, "Large capture: the timeline draws the first " + counts + " slices one by one"))
       << notice << " / " << report.err;
+  ClickOn(browser, "#zoom-reset");  // it opens on a step, drawn one by one
   EXPECT_GT(std::stoi(Eval(browser, "document.querySelectorAll('#timeline rect.density').length")),
             0);
   const Result summary = Nrtprof({"summary", dir_ + "/naive"});
@@ -279,12 +281,55 @@ TEST_F(ReportBrowserTest, OpsHaveClearlyDifferentColours) {
   }
   for (const std::string op : {"aten::mul", "aten::rsqrt"}) {
     const std::string selector = absl::StrCat("[data-name=\"", op, "\"]");
-    const std::string bar = Eval(browser, absl::StrCat("(", fill_of, ")('#chart rect", selector, "')"));
+    const std::string bar =
+        Eval(browser, absl::StrCat("(", fill_of, ")('#chart rect", selector, "')"));
     EXPECT_NE(bar, "none") << op << " has no bar in the chart";
-    ClickOn(browser, absl::StrCat("#ops td.name[title=\"show the first ", op, " in the timeline\"]"));
+    ClickOn(browser,
+            absl::StrCat("#ops td.name[title=\"show the first ", op, " in the timeline\"]"));
     EXPECT_EQ(Eval(browser, absl::StrCat("(", fill_of, ")('#timeline rect", selector, "')")), bar)
         << op << " in the timeline and in the chart";
   }
+}
+
+// The timeline opens on one step, the busiest, where a user can read the ops, not on the whole
+// capture, where most of them are grey marks too small to draw; it says so, and Whole window
+// shows all of it.
+TEST_F(ReportBrowserTest, OpensOnTheBusiestStepReadably) {
+  const std::string page = dir_ + "/report.html";
+  const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  HeadlessBrowser* browser = Open(page);
+  // The slices in view are drawn one by one, many wide enough to bear their names; few are the
+  // grey marks of slices too small to draw.
+  const auto count = [&](const std::string& selector) {
+    return std::stoi(
+        Eval(browser, absl::StrCat("document.querySelectorAll('", selector, "').length")));
+  };
+  const int slices = count("#timeline rect.slice"), marks = count("#timeline rect.agg");
+  EXPECT_GE(slices, 10);
+  EXPECT_LE(marks * 10, slices) << marks << " grey marks, " << slices << " slices";
+  EXPECT_GE(count("#timeline text.slice-name") * 3, slices)
+      << "a third of the slices or more are wide enough to bear their names";
+  const std::string note = "document.getElementById('view-note').innerText";
+  const std::string shown = Eval(browser, note);
+  ASSERT_TRUE(absl::StartsWith(shown, "Showing step ")) << shown;
+  EXPECT_TRUE(absl::StrContains(shown, ", the busiest (")) << shown;
+  EXPECT_TRUE(absl::StrContains(shown, "Whole window for the whole ")) << shown;
+  // That step fills the view: its range spans nearly all of the plot (the timeline's width but
+  // for its 230 pixels of lane names).
+  const std::string step = absl::StrCat("ProfilerStep#", shown.substr(13, shown.find(',') - 13));
+  const double plot =
+      std::stod(Eval(browser, "document.querySelector('#timeline svg').width.baseVal.value")) - 230;
+  EXPECT_GT(std::stod(Eval(browser, absl::StrCat("(() => { const r = document.querySelector("
+                                                 "'#timeline rect[data-name=\"",
+                                                 step,
+                                                 "\"]'); return r ? r.width.baseVal.value : 0; "
+                                                 "})()"))),
+            0.9 * plot)
+      << step;
+  ClickOn(browser, "#zoom-reset");
+  EXPECT_TRUE(absl::StartsWith(Eval(browser, note), "Showing the whole ")) << Eval(browser, note);
+  EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
 }
 
 // What the shim could not record is said in a sentence or two with no line breaks (here the
@@ -320,12 +365,11 @@ TEST_F(ReportBrowserTest, LongNoticesWrapWithinThePage) {
   EXPECT_TRUE(absl::StartsWith(
       Eval(browser, "document.querySelector('#processes tbody td:last-child').innerText"), notice));
   // Nothing sticks out of the window: the page does not scroll sideways.
-  EXPECT_EQ(Eval(browser,
-                 "document.documentElement.scrollWidth <= document.documentElement.clientWidth"),
-            "true")
+  EXPECT_EQ(
+      Eval(browser, "document.documentElement.scrollWidth <= document.documentElement.clientWidth"),
+      "true")
       << "the page is " << Eval(browser, "document.documentElement.scrollWidth")
-      << " pixels wide in a window of "
-      << Eval(browser, "document.documentElement.clientWidth");
+      << " pixels wide in a window of " << Eval(browser, "document.documentElement.clientWidth");
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
 }
 

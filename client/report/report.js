@@ -166,7 +166,9 @@
     });
   }
 
-  const view = { t0: 0, t1: Math.max(1, data.capture.window_ns) };
+  // Opens on what the page chose (report_page.h: the busiest step, say), not the whole window,
+  // where most slices of a long capture are too small to draw.
+  const view = { t0: data.initial.start_ns, t1: Math.max(data.initial.start_ns + 1, data.initial.end_ns) };
   let selection = null;  // { index, chain: Set of global indices }
   let svgRoot = null, width = 1000;
 
@@ -220,6 +222,24 @@
     }
     g.append(svgEl('rect', { x: 0, y: 0, width: LABEL_W - 2, height: 1, fill: 'none' }));
     svgRoot.replaceChildren(g);
+    describeView();
+  }
+
+  // What the timeline shows, above it: the view it opened on and why, the whole window, or a part.
+  function describeView() {
+    const whole = data.capture.window;
+    const i = data.initial;
+    let text;
+    if (view.t0 <= 0 && view.t1 >= data.capture.window_ns) {
+      text = 'Showing the whole ' + whole + '.';
+    } else if (view.t0 === i.start_ns && view.t1 === i.end_ns && (i.step >= 0 || i.stretch)) {
+      text = 'Showing ' + (i.step >= 0 ? 'step ' + i.step + ', the busiest (' + i.device + ' of device time in its ' +
+        i.step_length + ')' : 'a stretch of ' + duration(i.end_ns - i.start_ns) + ', the busiest') +
+        '; zoom out or press Whole window for the whole ' + whole + '.';
+    } else {
+      text = 'Showing ' + duration(view.t0) + ' to ' + duration(view.t1) + ' of ' + whole + '.';
+    }
+    document.getElementById('view-note').textContent = text;
   }
 
   function drawLane(g, lane, li, y, X) {
@@ -269,7 +289,7 @@
       r.append(title);
       g.append(r);
       if (x1 - x0 > 40) {
-        const text = svgEl('text', { x: x0 + 3, y: y + depth * ROW_H + 12 });
+        const text = svgEl('text', { class: 'slice-name', x: x0 + 3, y: y + depth * ROW_H + 12 });
         text.textContent = name.slice(0, Math.floor((x1 - x0 - 6) / 6.5));
         g.append(text);
       }
@@ -390,11 +410,21 @@
       button('Whole window', 'zoom-reset', () => { view.t0 = 0; view.t1 = Math.max(1, data.capture.window_ns); render(); }),
       el('span', { class: 'hint' }, ['Wheel: zoom at the pointer. Drag: pan. Click a slice: its chain (a name in the table: its first one). ' +
         'Double-click: zoom to it. Grey marks stand for slices too small to draw at this zoom.'])]));
+    app.append(el('p', { class: 'view-note', id: 'view-note' }));
     const box = el('div', { id: 'timeline' });
     svgRoot = svgEl('svg', { xmlns: SVG });
     box.append(svgRoot);
     app.append(box, el('div', { id: 'chain' }));
     width = Math.max(800, box.clientWidth || 1000);
+    // The page's scroll bar appears once everything is drawn, narrowing the box: drawn to the
+    // first width, the end of the view would be cut off.
+    new ResizeObserver(() => {
+      const now = Math.max(800, box.clientWidth || 1000);
+      if (now !== width) {
+        width = now;
+        render();
+      }
+    }).observe(box);
     const timeAt = (clientX) => {
       const rect = svgRoot.getBoundingClientRect();
       const x = Math.max(0, clientX - rect.left - LABEL_W);
