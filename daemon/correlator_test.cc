@@ -318,34 +318,46 @@ TEST(CorrelatorTest, LostExecutionsFallBackToContainmentWithoutGuessing) {
   EXPECT_EQ(p.device_uncorrelated, 2u);
 }
 
+const std::vector<std::string>& ThreeModels() {
+  static const std::vector<std::string> kModels = {"model_a", "model_b", "model_c"};
+  return kModels;
+}
+
+// A window's six calls of models a, b, c in turn from `first`, 455 us apart, each with its
+// execution `offset` into it -- but the last, whose execution has not come yet.
+void SixCallsOfThreeModels(ProcessBuilder* b, uint64_t first, uint64_t offset) {
+  for (uint64_t k = 0; k < 6; ++k) {
+    const uint64_t start = first + 455 * kUs * k;
+    b->Call(1, "nrt_execute", start, 450 * kUs).call.model = 1 + k % 3;
+    if (k < 5) b->Exec(1, start + offset, 360 * kUs, 101 + k, ThreeModels()[k % 3]);
+  }
+}
+
+// The `early` executions before the window have no call; each call after them has its own.
+void ExpectEachCallHasItsOwn(const ProcessTrace& p, size_t early) {
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(CallNamed(p, "nrt_execute", k).model_name, k < 5 ? ThreeModels()[k % 3] : "")
+        << "call " << k;
+  }
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), early + 5);
+  for (size_t k = 0; k < execs.size(); ++k) {
+    EXPECT_EQ(execs[k]->correlation_id,
+              k < early ? 0u : CallNamed(p, "nrt_execute", k - early).correlation_id)
+        << "execution " << k;
+  }
+  EXPECT_EQ(p.device_uncorrelated, early);
+}
+
 // Issue 36: a `capture --last` window of a program running models a, b, c in turn held the
 // execution of a call made before the window (its first event) and none for its last call (not
 // fetched yet): the counts agreed, and pairing in order gave each call the execution of the call
 // before it, so every execution, flow arrow and device trace went to the previous model.
 TEST(CorrelatorTest, CountsThatAgreeByChanceAtAWindowsEdgesDoNotShiftThePairs) {
   ProcessBuilder b;
-  const std::vector<std::string> models = {"model_a", "model_b", "model_c"};
-  // The execution of a call before the window (model_c's), inside no call of the window.
-  b.Exec(1, 50 * kUs, 350 * kUs, 100, models[2]);
-  for (uint64_t k = 0; k < 6; ++k) {
-    const uint64_t start = 455 * kUs * (k + 1);
-    b.Call(1, "nrt_execute", start, 450 * kUs).call.model = 1 + k % 3;
-    // The last call's execution has not come yet.
-    if (k < 5) b.Exec(1, start + 40 * kUs, 360 * kUs, 101 + k, models[k % 3]);
-  }
-  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
-  for (int k = 0; k < 6; ++k) {
-    EXPECT_EQ(CallNamed(p, "nrt_execute", k).model_name, k < 5 ? models[k % 3] : "")
-        << "call " << k;
-  }
-  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
-  ASSERT_EQ(execs.size(), 6u);
-  EXPECT_EQ(execs[0]->correlation_id, 0u) << "its call was before the window";
-  for (int k = 1; k < 6; ++k) {
-    EXPECT_EQ(execs[k]->correlation_id, CallNamed(p, "nrt_execute", k - 1).correlation_id)
-        << "execution " << k;
-  }
-  EXPECT_EQ(p.device_uncorrelated, 1u);
+  b.Exec(1, 50 * kUs, 350 * kUs, 100, ThreeModels()[2]);  // its call was before the window
+  SixCallsOfThreeModels(&b, 455 * kUs, 40 * kUs);
+  ExpectEachCallHasItsOwn(OnlyProcess(Correlate("c", {b.Build()}, 0)), 1);
 }
 
 // The same window with one more execution from before it: the counts disagree, and
@@ -353,29 +365,11 @@ TEST(CorrelatorTest, CountsThatAgreeByChanceAtAWindowsEdgesDoNotShiftThePairs) {
 // window's first call and took it, and every execution after it took the next call.
 TEST(CorrelatorTest, AnExecutionBeforeTheWindowTakesNoCallThatHoldsAnother) {
   ProcessBuilder b;
-  const std::vector<std::string> models = {"model_a", "model_b", "model_c"};
   const uint64_t first = 1 * kMs;
-  b.Exec(1, first - 896 * kUs, 365 * kUs, 98, models[1]);
-  b.Exec(1, first - 446 * kUs, 367 * kUs, 99, models[2]);
-  for (uint64_t k = 0; k < 6; ++k) {
-    const uint64_t start = first + 455 * kUs * k;
-    b.Call(1, "nrt_execute", start, 450 * kUs).call.model = 1 + k % 3;
-    if (k < 5) b.Exec(1, start + 6 * kUs, 367 * kUs, 101 + k, models[k % 3]);
-  }
-  const ProcessTrace p = OnlyProcess(Correlate("c", {b.Build()}, 0));
-  for (int k = 0; k < 6; ++k) {
-    EXPECT_EQ(CallNamed(p, "nrt_execute", k).model_name, k < 5 ? models[k % 3] : "")
-        << "call " << k;
-  }
-  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
-  ASSERT_EQ(execs.size(), 7u);
-  EXPECT_EQ(execs[0]->correlation_id, 0u);
-  EXPECT_EQ(execs[1]->correlation_id, 0u);
-  for (int k = 2; k < 7; ++k) {
-    EXPECT_EQ(execs[k]->correlation_id, CallNamed(p, "nrt_execute", k - 2).correlation_id)
-        << "execution " << k;
-  }
-  EXPECT_EQ(p.device_uncorrelated, 2u);
+  b.Exec(1, first - 896 * kUs, 365 * kUs, 98, ThreeModels()[1]);
+  b.Exec(1, first - 446 * kUs, 367 * kUs, 99, ThreeModels()[2]);
+  SixCallsOfThreeModels(&b, first, 6 * kUs);
+  ExpectEachCallHasItsOwn(OnlyProcess(Correlate("c", {b.Build()}, 0)), 2);
 }
 
 // A device trace without its .neff says why (issue 36: five of six captures held device traces
