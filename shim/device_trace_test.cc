@@ -14,7 +14,7 @@
 //       cpu_timestamp_ns}; model_switch {device_core_idx, is_neuron_core_work, model_id};
 //       where nc_timestamp_ns is present, the top-level timestamp_ns is that device timestamp;
 //       otherwise timestamp_ns is the host's wall clock (SystemTime).
-//   [A] an assumption of ours, to confirm on a Trainium host (README, "What is checked"):
+//   [A] an assumption of ours, to confirm on a Trainium host (docs/real_runtime.md):
 //       which phase of a span carries its data (we read it from either), that executions on one
 //       core stop in the order they started, that nc_local_id counts a core's events 1, 2, ...
 #include "shim/device_trace.h"
