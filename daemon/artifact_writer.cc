@@ -126,18 +126,6 @@ void AppendExecutions(std::vector<Execution> executions, const ChildList& childr
   }
 }
 
-}  // namespace
-
-std::string ModelHash(absl::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;  // FNV-1a 64 prime
-  }
-  return absl::StrFormat("%016x", h);
-}
-
-namespace {
 
 // The artifacts of the processes given so far: each model file written when first seen, each
 // device trace open (a temporary file) with the executions so far, closed by Finish.

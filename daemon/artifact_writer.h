@@ -3,7 +3,7 @@
 //   model_<hash>.neff             the model file as the program loaded it;
 //   model_<hash>_nc<N>.ntff.json  that model's device events on NeuronCore N (each execution
 //                                 with its engine ops and DMA), from every process of the capture.
-// <hash> is ModelHash() of the model file's bytes, so the same model loaded by two processes
+// <hash> is ModelHash() (trace_name.h) of the model file's bytes, so the same model loaded by two processes
 // gets one name and one pair. A model whose bytes did not reach the daemon has no .neff, and its
 // device traces are named by ModelHash() of its name. File names never contain client text:
 // only the hex hash and the core number. docs/trace_format.md ("Artifacts") has the JSON.
@@ -31,9 +31,6 @@ class ArtifactWriter : public TraceSink {
   // each device trace grows by each process's executions (processes come in pid order).
   std::unique_ptr<TraceStream> OpenStream(const std::string& output_dir) override;
 };
-
-// 64-bit FNV-1a of `bytes` as 16 lowercase hex digits.
-std::string ModelHash(absl::string_view bytes);
 
 }  // namespace nrtprof::daemon
 

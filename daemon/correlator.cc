@@ -15,8 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/artifact_writer.h"
 #include "daemon/call_ranges.h"
+#include "daemon/trace_name.h"
 
 namespace nrtprof::daemon {
 namespace {

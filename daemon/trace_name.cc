@@ -1,5 +1,8 @@
 #include "daemon/trace_name.h"
 
+#include <cstdint>
+
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 
 namespace nrtprof::daemon {
@@ -24,6 +27,15 @@ Name Name::Literal(std::string_view text) {
 const std::string& Name::Empty() {
   static const std::string* const empty = new std::string();
   return *empty;
+}
+
+std::string ModelHash(absl::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;  // FNV-1a 64 prime
+  }
+  return absl::StrFormat("%016x", h);
 }
 
 }  // namespace nrtprof::daemon

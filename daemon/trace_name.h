@@ -95,6 +95,11 @@ class NameTable {
   std::unordered_map<std::string_view, const std::string*> by_text_;  // views of texts_
 };
 
+// A model file's name in a capture's folder, from its bytes (or, without them, from its name):
+// 64-bit FNV-1a as 16 lowercase hex digits. Names the artifacts (artifact_writer.h) and, where
+// the runtime names no model, the model itself ("model_<hash>", correlator.h).
+std::string ModelHash(absl::string_view bytes);
+
 }  // namespace nrtprof::daemon
 
 #endif  // NRTPROF_DAEMON_TRACE_NAME_H_
