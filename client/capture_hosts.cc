@@ -28,8 +28,8 @@
 #include "client/trace_merge.h"
 #include "common/address.h"
 #include "common/clock.h"
-#include "daemon/atomic_file.h"
-#include "daemon/summary.h"
+#include "trace/atomic_file.h"
+#include "trace/summary.h"
 
 namespace nrtprof::cli {
 namespace {

@@ -17,7 +17,7 @@
 #include "client/commands.h"
 #include "client/summary_file.h"
 #include "common/json_text.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
 ABSL_DECLARE_FLAG(int, limit);           // command_summary.cc

@@ -19,8 +19,8 @@
 #include "client/report_page.h"
 #include "client/report_trace.h"
 #include "client/summary_file.h"
-#include "daemon/atomic_file.h"
-#include "daemon/perfetto_trace_reader.h"
+#include "trace/atomic_file.h"
+#include "trace/perfetto_trace_reader.h"
 
 ABSL_FLAG(std::string, o, "", "the HTML file to write (default: CAPTURE_DIR/report.html)");
 ABSL_FLAG(int64_t, max_slices, 200'000,

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/summary_file.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 ABSL_FLAG(std::string, sort, "self_device",
           "the rows' order: self_device, device_total, self_cpu, cpu_total, calls or name");

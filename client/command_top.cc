@@ -22,7 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "time between refreshes (at least 100ms)");
 ABSL_FLAG(absl::Duration, window, absl::Seconds(5),

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 namespace nrtprof::cli {
 

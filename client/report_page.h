@@ -18,7 +18,7 @@
 #include <string>
 
 #include "client/report_trace.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 namespace nrtprof::cli {
 

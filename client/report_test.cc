@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "client/report_page.h"
 #include "client/report_trace.h"
-#include "daemon/perfetto_trace_reader.h"
-#include "daemon/perfetto_writer.h"
-#include "daemon/summary.h"
-#include "daemon/writer_test_util.h"
+#include "trace/perfetto_trace_reader.h"
+#include "trace/perfetto_writer.h"
+#include "trace/summary.h"
+#include "trace/writer_test_util.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::cli {

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/hosts_summary.h"
 #include "client/trace_merge.h"
-#include "daemon/perfetto_trace_reader.h"
-#include "daemon/trace_from_pftrace.h"
+#include "trace/perfetto_trace_reader.h"
+#include "trace/trace_from_pftrace.h"
 
 namespace nrtprof::cli {
 namespace {

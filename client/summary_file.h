@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 namespace nrtprof::cli {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/clock_offset.h"
-#include "daemon/perfetto_trace_reader.h"
+#include "trace/perfetto_trace_reader.h"
 #include "proto/perfetto_trace.pb.h"
 
 namespace nrtprof::cli {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/perfetto_trace_reader.h"
+#include "trace/perfetto_trace_reader.h"
 
 namespace nrtprof::cli {
 
@@ -44,7 +44,7 @@ absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
 // clock: its packets (their times resolved), its real pids and tids, its processes' names
 // without " @ HOST", and a first packet whose clock snapshot states the host's own wall clock
 // (the caller's REALTIME - MONOTONIC plus the host's measured offset), so that what is computed
-// from it (daemon/trace_from_pftrace.h, the summary's window) is what the host's files say.
+// from it (trace/trace_from_pftrace.h, the summary's window) is what the host's files say.
 struct MergedHost {
   std::string host;  // as the user named it
   daemon::ReadTrace read;

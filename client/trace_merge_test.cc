@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "daemon/perfetto_trace_reader.h"
-#include "daemon/perfetto_writer.h"
-#include "daemon/summary.h"
+#include "trace/perfetto_trace_reader.h"
+#include "trace/perfetto_writer.h"
+#include "trace/summary.h"
 #include "gtest/gtest.h"
 #include "proto/perfetto_trace.pb.h"
 

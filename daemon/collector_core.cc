@@ -28,12 +28,12 @@
 #include "daemon/capture_folders.h"
 #include "daemon/collector_core_state.h"
 #include "daemon/correlator.h"
-#include "daemon/huge_page_allocator.h"
+#include "trace/huge_page_allocator.h"
 #include "daemon/spool_replay.h"
-#include "daemon/step_window.h"
+#include "trace/step_window.h"
 #include "daemon/top.h"
 #include "daemon/wire_events.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 #include "google/protobuf/arena.h"
 
 namespace nrtprof::daemon {

@@ -45,7 +45,7 @@
 #include "daemon/flight_recorder.h"
 #include "daemon/ingest.h"
 #include "daemon/metrics.h"
-#include "daemon/trace_sink.h"
+#include "trace/trace_sink.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {

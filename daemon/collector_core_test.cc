@@ -15,7 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 #include "gtest/gtest.h"
 
 namespace nrtprof::daemon {

@@ -10,10 +10,10 @@
 #include "daemon/collector_core.h"
 #include "daemon/collector_core_state.h"
 #include "daemon/correlator.h"
-#include "daemon/huge_page_allocator.h"
+#include "trace/huge_page_allocator.h"
 #include "daemon/spool_replay.h"
-#include "daemon/step_window.h"
-#include "daemon/summary.h"
+#include "trace/step_window.h"
+#include "trace/summary.h"
 #include "daemon/wire_events.h"
 #include "google/protobuf/arena.h"
 

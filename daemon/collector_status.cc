@@ -10,8 +10,8 @@
 #include "daemon/collector_core.h"
 #include "daemon/collector_core_state.h"
 #include "daemon/correlator.h"
-#include "daemon/huge_page_allocator.h"
-#include "daemon/step_window.h"
+#include "trace/huge_page_allocator.h"
+#include "trace/step_window.h"
 #include "daemon/top.h"
 
 namespace nrtprof::daemon {

@@ -15,8 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/call_ranges.h"
-#include "daemon/trace_name.h"
+#include "trace/call_ranges.h"
+#include "trace/step_window.h"
+#include "trace/trace_name.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -1047,43 +1048,6 @@ Trace CorrelateProcesses(const std::string& capture_id,
 }
 
 }  // namespace
-
-void NoteExecutionsHeldByProgram(ProcessTrace* trace) {
-  static constexpr absl::string_view kNotice = "device events of ";
-  trace->notices.erase(std::remove_if(trace->notices.begin(), trace->notices.end(),
-                                      [](const std::string& n) {
-                                        return absl::StartsWith(n, kNotice);
-                                      }),
-                       trace->notices.end());
-  trace->executions_held_by_program = 0;
-  if (!trace->device_events_with_program) return;
-  std::vector<uint64_t> ran;  // correlation ids of executions with device events
-  for (const DeviceEvent& d : trace->device) {
-    if (d.kind == DeviceEventKind::kExecution && d.correlation_id != 0) {
-      ran.push_back(d.correlation_id);
-    }
-  }
-  std::sort(ran.begin(), ran.end());
-  uint64_t executions = 0, without = 0;
-  for (const ApiCall& c : trace->calls) {
-    if ((c.function != nrtprof::API_NRT_EXECUTE && c.function != nrtprof::API_NRT_EXECUTE_REPEAT) ||
-        c.status != 0) {
-      continue;
-    }
-    ++executions;
-    if (!std::binary_search(ran.begin(), ran.end(), c.correlation_id)) ++without;
-  }
-  if (without == 0) return;
-  trace->executions_held_by_program = without;
-  trace->notices.push_back(absl::StrCat(
-      kNotice, without, " of its ", executions,
-      trace->executions_held_lost
-          ? " executions: the program ran the runtime's system trace itself "
-            "(nrt_sys_trace_start) and ended without fetching them: they are lost"
-          : " executions: the program runs the runtime's system trace itself "
-            "(nrt_sys_trace_start), and nrtprof receives them only as the program fetches "
-            "them, at the latest when it ends"));
-}
 
 Trace Correlate(const std::string& capture_id, const std::vector<ProcessCapture>& processes,
                 int64_t realtime_offset_ns) {

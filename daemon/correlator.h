@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "daemon/ingest.h"
-#include "daemon/trace_model.h"
+#include "trace/trace_model.h"
 
 namespace nrtprof::daemon {
 
@@ -120,13 +120,6 @@ class CaptureCorrelator {
   uint64_t next_id_ = 1;
   std::shared_ptr<NameTable> names_ = std::make_shared<NameTable>();
 };
-
-// For a process whose program holds the runtime's system trace itself
-// (ProcessTrace::device_events_with_program): counts its successful executions without device
-// events into executions_held_by_program, and says so in its one notice of that kind, replacing
-// an earlier one. Called again by whatever cuts the process to a window (step_window.h), so that
-// the count is the window's, not the process's.
-void NoteExecutionsHeldByProgram(ProcessTrace* trace);
 
 // `processes`' indexes by process, in the Trace's order: by pid, then host and boot; a process's
 // streams in the order they came.

@@ -32,7 +32,7 @@
 #include "common/clickhouse_http.h"
 #include "daemon/collector_core.h"
 #include "daemon/metrics.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {

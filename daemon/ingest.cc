@@ -121,18 +121,6 @@ LaneDropCounts LanesOf(const nrtprof::EventsByLane& lanes) {
 
 }  // namespace
 
-nrtprof::ApiFunction CallFunction(nrtprof::ApiFunction wire, const std::string& name) {
-  if (wire != nrtprof::API_FUNCTION_UNSPECIFIED) return wire;
-#define NRTPROF_BY_NAME(enumerator, function, wire_enumerator, number) \
-  {#function, nrtprof::wire_enumerator},
-  static const auto* const kByName =
-      new std::unordered_map<std::string, nrtprof::ApiFunction>{
-          NRTPROF_RECORDED_API_FUNCTIONS(NRTPROF_BY_NAME)};
-#undef NRTPROF_BY_NAME
-  auto it = kByName->find(name);
-  return it == kByName->end() ? nrtprof::API_FUNCTION_UNSPECIFIED : it->second;
-}
-
 DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,
                              uint64_t (*fn)(uint64_t, uint64_t)) {
   DropCounts d;

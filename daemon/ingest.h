@@ -21,9 +21,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/huge_page_allocator.h"
+#include "trace/huge_page_allocator.h"
 #include "daemon/rings_reader.h"
-#include "daemon/trace_model.h"
+#include "trace/api_function.h"
+#include "trace/trace_model.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
@@ -309,16 +310,6 @@ bool RecordsOf(const nrtprof::EventBatch& batch, std::vector<IngestedEvent>* rec
 size_t CountEvents(const nrtprof::EventBatch& batch);
 // Field by field (records have padding), the union's bytes whichever member the kind says.
 bool SameRecord(const IngestedEvent& a, const IngestedEvent& b);
-
-// The function an API call event records: its `function` (the wire's number), or, from a shim
-// older than that field, the one its name names (common/api_functions.h); unspecified for a
-// name on no list.
-nrtprof::ApiFunction CallFunction(nrtprof::ApiFunction wire, const std::string& name);
-
-// Whether the function loads a model: nrt_load, or nrt_load_collectives (a rank's model).
-inline bool IsModelLoad(nrtprof::ApiFunction f) {
-  return f == nrtprof::API_NRT_LOAD || f == nrtprof::API_NRT_LOAD_COLLECTIVES;
-}
 
 }  // namespace nrtprof::daemon
 

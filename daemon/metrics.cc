@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/summary.h"
+#include "trace/summary.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {

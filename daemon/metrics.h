@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/summary.h"
-#include "daemon/trace_model.h"
+#include "trace/summary.h"
+#include "trace/trace_model.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "daemon/trace_model.h"
+#include "trace/trace_model.h"
 
 namespace nrtprof::daemon {
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <tuple>
 
-#include "daemon/summary.h"
+#include "trace/summary.h"
 
 namespace nrtprof::daemon {
 namespace {

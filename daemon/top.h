@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "daemon/trace_model.h"
+#include "trace/trace_model.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {

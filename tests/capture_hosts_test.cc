@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "daemon/perfetto_trace_reader.h"
+#include "trace/perfetto_trace_reader.h"
 #include "gtest/gtest.h"
 #include "proto/perfetto_trace.pb.h"
 #include "tests/testing/processes.h"

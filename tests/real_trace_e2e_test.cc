@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "common/testing/struct_fields.h"
-#include "daemon/perfetto_trace_reader.h"
+#include "trace/perfetto_trace_reader.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

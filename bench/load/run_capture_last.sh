@@ -32,8 +32,14 @@ git archive "$before_rev" | tar -x -C "$work/tree"
 # The benchmark and the synthetic processes it records are this tree's in both builds.
 cp bench/load/recorder_bench.cc bench/load/synthetic_process.h bench/load/synthetic_process.cc \
   "$work/tree/bench/load/"
+# A tree from before the capture format had its own folder (trace/) kept it in daemon/: the
+# benchmark's includes say where.
+if [ ! -d "$work/tree/trace" ]; then
+  sed -i 's|"trace/|"daemon/|' "$work/tree/bench/load/recorder_bench.cc" \
+    "$work/tree/bench/load/synthetic_process.h" "$work/tree/bench/load/synthetic_process.cc"
+fi
 # A daemon that writes captures only whole has no TraceStream for the benchmark to pass on.
-if ! grep -q "class TraceStream" "$work/tree/daemon/trace_sink.h"; then
+if ! grep -qs "class TraceStream" "$work/tree/trace/trace_sink.h" "$work/tree/daemon/trace_sink.h"; then
   sed -i '/streams:begin/,/streams:end/d' "$work/tree/bench/load/recorder_bench.cc"
 fi
 (

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/artifact_writer.h"
-#include "daemon/chrome_json_writer.h"
+#include "trace/artifact_writer.h"
+#include "trace/chrome_json_writer.h"
 #include "daemon/collector_core.h"
-#include "daemon/perfetto_writer.h"
-#include "daemon/summary.h"
+#include "trace/perfetto_writer.h"
+#include "trace/summary.h"
 #include "daemon/wire_events.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/nrtprof.pb.h"
@@ -216,7 +216,7 @@ void Run(absl::string_view input) {
 
 // Under ASan (the fuzzer's build): the shadow of a block larger than this is cleared by mapping
 // it afresh rather than by memset (64 KiB by default). The daemon's writers buffer each file in a
-// block of 1 MiB (daemon/atomic_file.cc), so every file of every input paid an mmap, its page
+// block of 1 MiB (trace/atomic_file.cc), so every file of every input paid an mmap, its page
 // faults and TLB flushes for its shadow; memset gives the same zeros for less. No check changes.
 extern "C" const char* __asan_default_options() {
   return "clear_shadow_mmap_threshold=16777216";

@@ -11,8 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "daemon/perfetto_trace_reader.h"
-#include "daemon/summary.h"
+#include "trace/perfetto_trace_reader.h"
+#include "trace/summary.h"
 
 namespace nrtprof::fuzz {
 namespace {

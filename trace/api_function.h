@@ -1,0 +1,24 @@
+// Which libnrt function a recorded call is: the wire's number (nrtprof.ApiFunction), or, from a
+// shim older than that field, the function its name names (common/api_functions.h). Read where
+// calls are taken in (daemon/ingest.h) and where a trace is read back (trace_from_pftrace.h).
+#ifndef NRTPROF_TRACE_API_FUNCTION_H_
+#define NRTPROF_TRACE_API_FUNCTION_H_
+
+#include <string>
+
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::daemon {
+
+// The function an API call event records: its `function` (the wire's number), or the one its
+// name names; unspecified for a name on no list.
+nrtprof::ApiFunction CallFunction(nrtprof::ApiFunction wire, const std::string& name);
+
+// Whether the function loads a model: nrt_load, or nrt_load_collectives (a rank's model).
+inline bool IsModelLoad(nrtprof::ApiFunction f) {
+  return f == nrtprof::API_NRT_LOAD || f == nrtprof::API_NRT_LOAD_COLLECTIVES;
+}
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_TRACE_API_FUNCTION_H_

@@ -1,0 +1,249 @@
+#include "trace/artifact_writer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/json_text.h"
+#include "trace/atomic_file.h"
+#include "trace/chrome_json_writer.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// A model file counts as shipped only when whole: a truncated copy would be a broken .neff.
+bool HasWholeBytes(const LoadedModelFile& m) {
+  return !m.bytes.empty() && (m.size == 0 || m.size == m.bytes.size());
+}
+
+struct Execution {
+  const ProcessTrace* process;
+  const DeviceEvent* event;
+};
+
+void AppendTimes(const DeviceEvent& e, std::string* out) {
+  out->append(",\"start_ns\":");
+  AppendJsonUint(e.start_ns, out);
+  out->append(",\"duration_ns\":");
+  AppendJsonUint(e.duration_ns, out);
+}
+
+void AppendChild(const DeviceEvent& e, std::string* out) {
+  out->append("{\"name\":");
+  AppendJsonString(e.name, out);
+  if (e.kind == DeviceEventKind::kEngineOp) {
+    out->append(",\"engine\":");
+    AppendJsonString(e.engine, out);
+  } else {
+    out->append(",\"bytes\":");
+    AppendJsonUint(e.bytes, out);
+    out->append(",\"tensor\":");
+    AppendJsonString(e.tensor_name, out);
+  }
+  AppendTimes(e, out);
+  out->push_back('}');
+}
+
+// The .ntff.json document: a JSON array of executions by process (the Trace's order: pid, then
+// host) and start.
+// (execution, work inside it), by execution then by start (ties in trace order).
+using ChildList = std::vector<std::pair<const DeviceEvent*, const DeviceEvent*>>;
+
+bool ChildOrder(const std::pair<const DeviceEvent*, const DeviceEvent*>& a,
+                const std::pair<const DeviceEvent*, const DeviceEvent*>& b) {
+  if (a.first != b.first) return std::less<const DeviceEvent*>()(a.first, b.first);
+  return a.second->start_ns < b.second->start_ns;
+}
+
+// A device trace's text is written out whenever this much is pending: one process's device
+// trace can be hundreds of MiB, and a string that size grown by doubling was copied over and over
+// into fresh pages (half of writing the artifacts of one process of 3 M events).
+constexpr size_t kSpillBytes = 256 << 10;
+
+// Appends the executions' entries to a .ntff.json document begun with "[" (`first`: none
+// appended yet); the closing "\n]\n" is the caller's. Whenever the text holds kSpillBytes or
+// more, `spill` is given it to write, and clears it.
+void AppendExecutions(std::vector<Execution> executions, const ChildList& children, bool* first,
+                      std::string* out_text, const std::function<void(std::string*)>& spill) {
+  std::string& out = *out_text;
+  std::stable_sort(executions.begin(), executions.end(),
+                   [](const Execution& a, const Execution& b) {
+                     // By process in the Trace's order (pid, then host), then start.
+                     if (a.process != b.process) {
+                       return std::less<const ProcessTrace*>()(a.process, b.process);
+                     }
+                     return a.event->start_ns < b.event->start_ns;
+                   });
+  std::vector<const DeviceEvent*> ops, dma;
+  for (size_t i = 0; i < executions.size(); ++i) {
+    const DeviceEvent& e = *executions[i].event;
+    out.append(*first ? "\n" : ",\n");
+    *first = false;
+    out.append("{\"pid\":");
+    AppendJsonUint(executions[i].process->pid, &out);
+    out.append(",\"model\":");
+    AppendJsonString(e.model_name, &out);
+    out.append(",\"nc_idx\":");
+    absl::StrAppend(&out, e.nc_idx);
+    out.append(",\"exec_id\":");
+    AppendJsonUint(e.exec_id, &out);
+    out.append(",\"correlation_id\":");
+    AppendJsonUint(e.correlation_id, &out);
+    out.append(",\"submitting_tid\":");
+    AppendJsonUint(e.submitting_tid, &out);
+    AppendTimes(e, &out);
+    ops.clear();
+    dma.clear();
+    auto run = std::lower_bound(
+        children.begin(), children.end(), &e,
+        [](const std::pair<const DeviceEvent*, const DeviceEvent*>& c, const DeviceEvent* x) {
+          return std::less<const DeviceEvent*>()(c.first, x);
+        });
+    for (; run != children.end() && run->first == &e; ++run) {
+      (run->second->kind == DeviceEventKind::kDma ? dma : ops).push_back(run->second);
+    }
+    out.append(",\"ops\":[");
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (k > 0) out.push_back(',');
+      AppendChild(*ops[k], &out);
+    }
+    out.append("],\"dma\":[");
+    for (size_t k = 0; k < dma.size(); ++k) {
+      if (k > 0) out.push_back(',');
+      AppendChild(*dma[k], &out);
+    }
+    out.append("]}");
+    if (out.size() >= kSpillBytes) spill(&out);
+  }
+}
+
+
+// The artifacts of the processes given so far: each model file written when first seen, each
+// device trace open (a temporary file) with the executions so far, closed by Finish.
+class ArtifactStream : public TraceStream {
+ public:
+  explicit ArtifactStream(std::string output_dir) : output_dir_(std::move(output_dir)) {}
+
+  absl::Status Add(const Trace& trace) override {
+    std::map<std::pair<std::string, int32_t>, std::vector<Execution>> ntff;  // (hash, nc)
+    ChildList children;
+    for (const ProcessTrace& p : trace.processes) {
+      // A model's executions name it; the first whole copy loaded under that name gives its
+      // hash. A later part of the process (ProcessTrace::continues) adds the names it learnt.
+      if (!p.continues) hash_of_name_.clear();
+      std::unordered_map<std::string, std::string>& hash_of_name = hash_of_name_;
+      for (const LoadedModelFile& m : p.models) {
+        if (!HasWholeBytes(m)) continue;
+        std::string hash = ModelHash(m.bytes);
+        if (neff_.insert(hash).second) {
+          absl::Status s =
+              WriteFileAtomically(absl::StrCat(output_dir_, "/", NeffName(hash)), m.bytes);
+          if (s.ok()) {
+            written_.insert(hash);
+          } else if (first_error_.ok()) {
+            first_error_ = s;
+          }
+        }
+        hash_of_name.emplace(m.name, hash);
+      }
+      std::unordered_map<uint64_t, const DeviceEvent*> execution_by_id;
+      for (const DeviceEvent& e : p.device) {
+        if (e.kind == DeviceEventKind::kExecution) execution_by_id.emplace(e.id, &e);
+      }
+      for (const DeviceEvent& e : p.device) {
+        if (e.kind == DeviceEventKind::kExecution) {
+          if (e.model_name.empty()) continue;  // nothing to pair it with; it is in the traces
+          auto h = hash_of_name.find(e.model_name);
+          std::string hash = h != hash_of_name.end() ? h->second : ModelHash(e.model_name);
+          ntff[{hash, e.nc_idx}].push_back({&p, &e});
+        } else if (e.parent != 0) {
+          auto parent = execution_by_id.find(e.parent);
+          if (parent != execution_by_id.end()) children.emplace_back(parent->second, &e);
+        }
+      }
+    }
+    // Usually in order already: each execution's work follows it in the trace, by start.
+    if (!std::is_sorted(children.begin(), children.end(), ChildOrder)) {
+      std::stable_sort(children.begin(), children.end(), ChildOrder);
+    }
+    std::string text;
+    text.reserve(kSpillBytes + (64 << 10));
+    for (auto& [key, executions] : ntff) {
+      DeviceTrace& out = ntff_[key];
+      if (!out.opened) {
+        out.opened = true;
+        out.status = out.file.Open(absl::StrCat(output_dir_, "/", NtffName(key)));
+        text = "[";
+      } else {
+        text.clear();
+      }
+      auto spill = [&out](std::string* t) {
+        if (out.status.ok()) out.status = out.file.Append(*t);
+        t->clear();
+      };
+      AppendExecutions(std::move(executions), children, &out.empty, &text, spill);
+      spill(&text);
+    }
+    return absl::OkStatus();
+  }
+
+  // Every artifact it can; the first error after trying them all.
+  absl::Status Finish(const Trace&, const Summary&, std::vector<std::string>* files) override {
+    for (const std::string& hash : written_) files->push_back(NeffName(hash));
+    for (auto& [key, out] : ntff_) {
+      if (out.status.ok()) out.status = out.file.Append("\n]\n");
+      if (out.status.ok()) out.status = out.file.Commit();
+      if (out.status.ok()) {
+        files->push_back(NtffName(key));
+      } else if (first_error_.ok()) {
+        first_error_ = out.status;
+      }
+    }
+    return first_error_;
+  }
+
+ private:
+  struct DeviceTrace {
+    AtomicFile file;
+    absl::Status status;
+    bool opened = false;
+    bool empty = true;  // no execution appended yet
+  };
+  static std::string NeffName(const std::string& hash) {
+    return absl::StrCat("model_", hash, ".neff");
+  }
+  static std::string NtffName(const std::pair<std::string, int32_t>& key) {
+    return absl::StrCat("model_", key.first, "_nc", key.second, ".ntff.json");
+  }
+  const std::string output_dir_;
+  std::set<std::string> neff_;     // model hashes seen
+  std::set<std::string> written_;  // and their .neff written
+  std::map<std::pair<std::string, int32_t>, DeviceTrace> ntff_;
+  // Of the process given last: its models' hashes by name.
+  std::unordered_map<std::string, std::string> hash_of_name_;
+  absl::Status first_error_;
+};
+
+}  // namespace
+
+absl::Status ArtifactWriter::Write(const Trace& trace, const Summary& summary,
+                                   const std::string& output_dir, std::vector<std::string>* files) {
+  ArtifactStream stream(output_dir);
+  absl::Status s = stream.Add(trace);
+  return s.ok() ? stream.Finish(trace, summary, files) : s;
+}
+
+std::unique_ptr<TraceStream> ArtifactWriter::OpenStream(const std::string& output_dir) {
+  return std::make_unique<ArtifactStream>(output_dir);
+}
+
+}  // namespace nrtprof::daemon

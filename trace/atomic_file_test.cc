@@ -1,0 +1,191 @@
+#include "trace/atomic_file.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+std::string MakeTempDir(const std::string& name) {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(base != nullptr ? base : "/tmp", "/", name);
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  return names;
+}
+
+bool RunningAsRoot() { return geteuid() == 0; }
+
+TEST(AtomicFileTest, OldFileStaysUntilCommit) {
+  std::string dir = MakeTempDir("commit");
+  std::string path = dir + "/trace.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  ASSERT_TRUE(file.Append("new ").ok());
+  ASSERT_TRUE(file.Append("contents").ok());
+  EXPECT_EQ(ReadFile(path), "old");    // readers still see the old, complete file
+  EXPECT_EQ(ListDir(dir).size(), 2u);  // the file and one temporary
+  ASSERT_TRUE(file.Commit().ok());
+  EXPECT_EQ(ReadFile(path), "new contents");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
+}
+
+TEST(AtomicFileTest, AbandonedWriterLeavesOldFileAndNoTemporary) {
+  std::string dir = MakeTempDir("abandon");
+  std::string path = dir + "/trace.pftrace";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  {
+    AtomicFile file;
+    ASSERT_TRUE(file.Open(path).ok());
+    ASSERT_TRUE(file.Append("half a trace").ok());
+  }
+  EXPECT_EQ(ReadFile(path), "old");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.pftrace"});
+}
+
+TEST(AtomicFileTest, LargeWritesCrossTheBufferIntact) {
+  std::string dir = MakeTempDir("large");
+  std::string path = dir + "/big";
+  std::string expected;
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  for (int i = 0; i < 3000; ++i) {
+    std::string chunk(1000 + i, static_cast<char>('a' + i % 26));
+    expected += chunk;
+    ASSERT_TRUE(file.Append(chunk).ok());
+  }
+  std::string huge(3 << 20, 'z');  // bigger than the buffer: written straight through
+  expected += huge;
+  ASSERT_TRUE(file.Append(huge).ok());
+  ASSERT_TRUE(file.Append("end").ok());
+  expected += "end";
+  ASSERT_TRUE(file.Commit().ok());
+  EXPECT_EQ(ReadFile(path), expected);
+}
+
+TEST(AtomicFileTest, MissingFolderIsAClearError) {
+  std::string path = MakeTempDir("missing") + "/no/such/folder/trace.json";
+  AtomicFile file;
+  absl::Status s = file.Open(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "No such file or directory")) << s;
+  EXPECT_FALSE(WriteFileAtomically(path, "x").ok());
+}
+
+TEST(AtomicFileTest, ReadOnlyFolderIsAClearErrorAndChangesNothing) {
+  if (RunningAsRoot()) GTEST_SKIP() << "root ignores folder permissions";
+  std::string dir = MakeTempDir("readonly");
+  std::string path = dir + "/trace.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
+  absl::Status s = WriteFileAtomically(path, "new");
+  chmod(dir.c_str(), 0755);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_EQ(ReadFile(path), "old");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
+}
+
+// A disk that fills up mid-write, simulated with the file-size limit (which binds root too).
+TEST(AtomicFileTest, WriteErrorIsReportedWithThePathAndChangesNothing) {
+  std::string dir = MakeTempDir("full");
+  std::string path = dir + "/trace.pftrace";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = 64 << 10;
+  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);  // get EFBIG instead of a signal
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s;
+  {
+    AtomicFile file;
+    s = file.Open(path);
+    std::string chunk(100 << 10, 'x');
+    for (int i = 0; i < 30 && s.ok(); ++i) s = file.Append(chunk);
+    absl::Status commit = file.Commit();
+    if (s.ok()) s = commit;
+    EXPECT_FALSE(commit.ok()) << "Commit must report the earlier write error";
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "cannot write")) << s;
+  EXPECT_EQ(ReadFile(path), "old");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.pftrace"});
+}
+
+TEST(AtomicFileTest, FailedRenameRemovesTheTemporary) {
+  std::string dir = MakeTempDir("rename");
+  // A folder where the file should go: rename(2) refuses to replace it.
+  std::string path = dir + "/occupied";
+  ASSERT_EQ(mkdir(path.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((path + "/inside").c_str(), 0755), 0);
+  absl::Status s = WriteFileAtomically(path, "data");
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"occupied"});
+}
+
+TEST(AtomicFileTest, MisuseIsReportedNotFatal) {
+  AtomicFile file;
+  EXPECT_EQ(file.Append("x").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(file.Commit().code(), absl::StatusCode::kFailedPrecondition);
+  std::string path = MakeTempDir("misuse") + "/f";
+  ASSERT_TRUE(file.Open(path).ok());
+  EXPECT_EQ(file.Open(path).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(file.Commit().ok());
+  EXPECT_EQ(file.Commit().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(AtomicFile().Open("").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AtomicFileTest, TwoWritersOfOneNameDoNotShareATemporary) {
+  std::string path = MakeTempDir("two") + "/f";
+  AtomicFile a, b;
+  ASSERT_TRUE(a.Open(path).ok());
+  ASSERT_TRUE(b.Open(path).ok());
+  ASSERT_TRUE(a.Append("aaaa").ok());
+  ASSERT_TRUE(b.Append("bb").ok());
+  ASSERT_TRUE(a.Commit().ok());
+  EXPECT_EQ(ReadFile(path), "aaaa");
+  ASSERT_TRUE(b.Commit().ok());
+  EXPECT_EQ(ReadFile(path), "bb");  // last commit wins, each whole
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

@@ -1,0 +1,259 @@
+#include "trace/chrome_json_writer.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/testing/struct_fields.h"
+#include "trace/summary.h"
+#include "trace/writer_test_util.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+using google::protobuf::ListValue;
+using google::protobuf::Struct;
+using google::protobuf::Value;
+using nrtprof::testing::Num;
+using nrtprof::testing::Str;
+
+// Parses as a strict JSON reader would; fails the test on anything that is not JSON.
+Struct Parse(const std::string& json) {
+  Struct root;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &root);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json.substr(0, 2000);
+  return root;
+}
+
+struct Written {
+  std::string text;
+  Struct root;
+};
+
+Written WriteJson(const Trace& t, const std::string& dir_name) {
+  std::string dir = TempDir(dir_name);
+  std::vector<std::string> files;
+  absl::Status s = ChromeJsonWriter().Write(t, ComputeSummary(t), dir, &files);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(files, std::vector<std::string>{"trace.json"});
+  Written w;
+  w.text = ReadFile(dir + "/trace.json");
+  w.root = Parse(w.text);
+  return w;
+}
+
+std::vector<Struct> Events(const Struct& root) {
+  std::vector<Struct> events;
+  for (const Value& v : root.fields().at("traceEvents").list_value().values()) {
+    events.push_back(v.struct_value());
+  }
+  return events;
+}
+
+// Lane name -> synthetic tid, per the thread_name metadata.
+std::map<std::string, double> Lanes(const std::vector<Struct>& events) {
+  std::map<std::string, double> lanes;
+  for (const Struct& e : events) {
+    if (Str(e, "ph") == "M" && Str(e, "name") == "thread_name") {
+      lanes[e.fields().at("args").struct_value().fields().at("name").string_value()] =
+          Num(e, "tid");
+    }
+  }
+  return lanes;
+}
+
+const Struct* FindSlice(const std::vector<Struct>& events, const std::string& name) {
+  for (const Struct& e : events) {
+    if (Str(e, "ph") == "X" && Str(e, "name") == name) return &e;
+  }
+  return nullptr;
+}
+
+TEST(ChromeJsonWriterTest, LanesAreNamedThreads) {
+  Written w = WriteJson(SmallTrace(), "lanes");
+  EXPECT_EQ(Str(w.root, "displayTimeUnit"), "ns");
+  std::vector<Struct> events = Events(w.root);
+  std::map<std::string, double> lanes = Lanes(events);
+  std::vector<std::string> names;
+  for (const auto& [name, tid] : lanes) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"101 MainThread framework", "101 MainThread runtime",
+                                             "102 loader framework", "102 loader runtime",
+                                             "NeuronCore 0", "NeuronCore 0 DMA"}));
+  // Lanes are numbered in that order: threads by tid, framework above runtime, then cores.
+  EXPECT_EQ(lanes["101 MainThread framework"], 1);
+  EXPECT_EQ(lanes["101 MainThread runtime"], 2);
+  EXPECT_EQ(lanes["NeuronCore 0"], 5);
+  EXPECT_EQ(lanes["NeuronCore 0 DMA"], 6);
+  bool process_named = false;
+  for (const Struct& e : events) {
+    if (Str(e, "ph") == "M" && Str(e, "name") == "process_name") {
+      EXPECT_EQ(Num(e, "pid"), 100);
+      EXPECT_EQ(e.fields().at("args").struct_value().fields().at("name").string_value(), "python3");
+      process_named = true;
+    }
+  }
+  EXPECT_TRUE(process_named);
+}
+
+TEST(ChromeJsonWriterTest, SlicesAreCompleteEventsInMicroseconds) {
+  Written w = WriteJson(SmallTrace(), "slices");
+  std::vector<Struct> events = Events(w.root);
+  std::map<std::string, double> lanes = Lanes(events);
+  const Struct* call = FindSlice(events, "nrt_execute");
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(Num(*call, "tid"), lanes["101 MainThread runtime"]);
+  EXPECT_EQ(Num(*call, "pid"), 100);
+  EXPECT_EQ(Str(*call, "cat"), "runtime");
+  EXPECT_DOUBLE_EQ(Num(*call, "ts"), 1.2);
+  EXPECT_DOUBLE_EQ(Num(*call, "dur"), 0.2);
+  EXPECT_TRUE(absl::StrContains(w.text, "\"ts\":1.200,\"dur\":0.200")) << "three decimals";
+  const auto& args = call->fields().at("args").struct_value().fields();
+  EXPECT_EQ(args.at("status").number_value(), 0);
+  EXPECT_EQ(args.at("model").string_value(), "mlp");
+  EXPECT_EQ(args.at("correlation_id").number_value(), 10);
+  EXPECT_EQ(args.at("stack").string_value(), "nrt_execute <- torch_neuronx::run <- main");
+
+  const Struct* add = FindSlice(events, "add");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(Num(*add, "tid"), lanes["NeuronCore 0"]);
+  EXPECT_DOUBLE_EQ(Num(*add, "ts") + Num(*add, "dur"), 1.39) << "clamped into its execution";
+  EXPECT_EQ(add->fields().at("args").struct_value().fields().at("engine").string_value(), "vector");
+  const Struct* h2d = FindSlice(events, "dma_h2d");
+  ASSERT_NE(h2d, nullptr);
+  EXPECT_EQ(Num(*h2d, "tid"), lanes["NeuronCore 0 DMA"]);
+  EXPECT_EQ(h2d->fields().at("args").struct_value().fields().at("bytes").number_value(), 4096);
+
+  // A process's events come in time order (this capture has one process), but for its
+  // capture instant: written last, once every part of the process has added its counts.
+  double last = 0;
+  for (const Struct& e : events) {
+    if (Str(e, "ph") == "M" || Str(e, "ph") == "i") continue;
+    EXPECT_GE(Num(e, "ts"), last);
+    last = Num(e, "ts");
+  }
+}
+
+TEST(ChromeJsonWriterTest, FlowsFollowEachCorrelation) {
+  Written w = WriteJson(SmallTrace(), "flows");
+  std::vector<Struct> events = Events(w.root);
+  std::map<std::string, double> lanes = Lanes(events);
+  // id -> phases with their lanes, in file order.
+  std::map<double, std::vector<std::pair<std::string, double>>> flows;
+  for (const Struct& e : events) {
+    std::string ph = Str(e, "ph");
+    if (ph != "s" && ph != "t" && ph != "f") continue;
+    EXPECT_EQ(Str(e, "cat"), "flow");
+    EXPECT_EQ(Str(e, "name"), "correlation");
+    EXPECT_EQ(Str(e, "bp"), ph == "f" ? "e" : "");
+    flows[Num(e, "id")].push_back({ph, Num(e, "tid")});
+  }
+  ASSERT_EQ(flows.size(), 2u);
+  std::vector<std::vector<std::pair<std::string, double>>> chains;
+  for (const auto& [id, chain] : flows) chains.push_back(chain);
+  // The execution's flow: aten::mul (framework) -> nrt_execute (runtime) -> nc_exec_running.
+  std::vector<std::pair<std::string, double>> execute = {{"s", lanes["101 MainThread framework"]},
+                                                         {"t", lanes["101 MainThread runtime"]},
+                                                         {"f", lanes["NeuronCore 0"]}};
+  std::vector<std::pair<std::string, double>> write = {{"s", lanes["102 loader framework"]},
+                                                       {"t", lanes["102 loader runtime"]},
+                                                       {"f", lanes["NeuronCore 0 DMA"]}};
+  EXPECT_TRUE((chains[0] == execute && chains[1] == write) ||
+              (chains[0] == write && chains[1] == execute));
+}
+
+TEST(ChromeJsonWriterTest, CaptureIdAndDropsAreInOtherDataAndOnTheProcess) {
+  Written w = WriteJson(SmallTrace(), "other");
+  const auto& other = w.root.fields().at("otherData").struct_value().fields();
+  EXPECT_EQ(other.at("capture_id").string_value(), "cap-42");
+  const auto& drops = other.at("drops").struct_value().fields().at("100").struct_value().fields();
+  EXPECT_EQ(drops.at("total").number_value(), 3);
+  EXPECT_EQ(drops.at("ring_full").number_value(), 2);
+  EXPECT_EQ(drops.at("daemon_away").number_value(), 1);
+  EXPECT_EQ(drops.at("oversized").number_value(), 0);
+  int instants = 0;
+  for (const Struct& e : Events(w.root)) {
+    if (Str(e, "ph") != "i") continue;
+    ++instants;
+    EXPECT_EQ(Str(e, "name"), "nrtprof capture");
+    EXPECT_EQ(Str(e, "s"), "p");
+    const auto& args = e.fields().at("args").struct_value().fields();
+    EXPECT_EQ(args.at("capture_id").string_value(), "cap-42");
+    EXPECT_EQ(args.at("drops.total").number_value(), 3);
+  }
+  EXPECT_EQ(instants, 1);
+}
+
+TEST(ChromeJsonWriterTest, HostileNamesNeverBreakTheJson) {
+  const std::string quote_newline = "a\"b\nc\\d\t\x01";
+  const std::string with_nul("x\0y", 3);
+  std::string high;
+  for (int c = 0x80; c <= 0xff; ++c) high.push_back(static_cast<char>(c));
+  const std::string utf8 = "µs → 張量 🙂";
+  const std::string truncated = "ok\xe2\x82";            // a 3-byte sequence cut short
+  const std::string overlong = "\xc0\xaf/\xed\xa0\x80";  // overlong '/', UTF-16 surrogate
+
+  Trace t = SmallTrace();
+  ProcessTrace& p = t.processes[0];
+  t.capture_id = quote_newline;
+  p.executable = "/bin/" + with_nul;
+  p.thread_names[101] = high;
+  p.ranges[0].name = p.names->Intern(quote_newline);
+  p.ranges[1].name = p.names->Intern(with_nul);
+  p.ranges[2].name = p.names->Intern(high);
+  p.calls[0].name = p.names->Intern(utf8);
+  p.calls[0].model_name = p.names->Intern(truncated);
+  p.calls[1].tensor_name = p.names->Intern(overlong);
+  p.device[0].name = "</script>]}\"";
+  Written w = WriteJson(t, "hostile");
+
+  std::vector<Struct> events = Events(w.root);
+  EXPECT_NE(FindSlice(events, quote_newline), nullptr);
+  EXPECT_NE(FindSlice(events, with_nul), nullptr) << "NUL survives as \\u0000";
+  EXPECT_NE(FindSlice(events, utf8), nullptr) << "well-formed UTF-8 is kept as is";
+  EXPECT_NE(FindSlice(events, "</script>]}\""), nullptr);
+  std::string replaced_high;
+  for (int c = 0x80; c <= 0xff; ++c) replaced_high += "\xef\xbf\xbd";  // U+FFFD each
+  EXPECT_NE(FindSlice(events, replaced_high), nullptr);
+  const Struct* call = FindSlice(events, utf8);
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->fields().at("args").struct_value().fields().at("model").string_value(),
+            "ok\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(w.root.fields().at("otherData").struct_value().fields().at("capture_id").string_value(),
+            quote_newline);
+  EXPECT_TRUE(Lanes(events).count(std::to_string(101) + " " + replaced_high + " framework"));
+}
+
+TEST(AppendJsonUintTest, LargeIntegersBecomeStrings) {
+  std::string out;
+  AppendJsonUint(uint64_t{1} << 53, &out);
+  out += ",";
+  AppendJsonUint((uint64_t{1} << 53) + 1, &out);
+  EXPECT_EQ(out, "9007199254740992,\"9007199254740993\"");
+}
+
+TEST(ChromeJsonWriterTest, SamePidOnTwoHostsKeepsBothDropCounts) {
+  Trace t = SmallTrace();
+  t.processes.push_back(t.processes[0]);
+  t.processes[1].host = "trn2";
+  t.processes[1].drops.ring_full = 5;
+  Written w = WriteJson(t, "two_hosts");
+  const auto& drops =
+      w.root.fields().at("otherData").struct_value().fields().at("drops").struct_value().fields();
+  EXPECT_EQ(drops.at("100").struct_value().fields().at("ring_full").number_value(), 2);
+  EXPECT_EQ(drops.at("100@trn2").struct_value().fields().at("ring_full").number_value(), 5);
+}
+
+TEST(ChromeJsonWriterTest, EmptyTraceIsValidJson) {
+  Trace t;
+  t.capture_id = "empty";
+  Written w = WriteJson(t, "empty");
+  EXPECT_TRUE(Events(w.root).empty());
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon

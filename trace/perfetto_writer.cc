@@ -1,0 +1,752 @@
+#include "trace/perfetto_writer.h"
+
+#include <libdeflate.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "trace/atomic_file.h"
+#include "trace/trace_lanes.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "proto/perfetto_trace.pb.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+using perfetto::protos::TracePacket;
+using perfetto::protos::TrackDescriptor;
+
+constexpr uint32_t kMonotonic = perfetto::protos::BUILTIN_CLOCK_MONOTONIC;
+constexpr uint32_t kRealtime = perfetto::protos::BUILTIN_CLOCK_REALTIME;
+constexpr char kCaptureEventName[] = "nrtprof capture";
+
+// Uncompressed records gathered into one compressed_packets bundle. Perfetto wants each bundle
+// packet under 512 KiB; deflate never grows data by more than a few bytes per 16 KiB, so a
+// bundle of this much input always fits.
+constexpr size_t kBundleBytes = 256 << 10;
+
+// Field numbers, as proto/perfetto_trace.proto declares them (each checked against Perfetto's
+// protos); the static_asserts below tie each to the generated code.
+constexpr uint32_t kTracePacketField = 1;  // Trace.packet
+namespace packet {
+constexpr uint32_t kTimestamp = 8;
+constexpr uint32_t kTimestampClockId = 58;
+constexpr uint32_t kTrackEvent = 11;
+constexpr uint32_t kSequenceId = 10;
+constexpr uint32_t kInternedData = 12;
+constexpr uint32_t kSequenceFlags = 13;
+constexpr uint32_t kCompressedPackets = 50;
+}  // namespace packet
+namespace track_event {
+constexpr uint32_t kDebugAnnotations = 4;
+constexpr uint32_t kType = 9;
+constexpr uint32_t kNameIid = 10;
+constexpr uint32_t kTrackUuid = 11;
+constexpr uint32_t kFlowIds = 47;
+constexpr uint32_t kTerminatingFlowIds = 48;
+}  // namespace track_event
+namespace annotation {  // all under 16: their tags are one byte (AddAnnotations counts on it)
+constexpr uint32_t kNameIid = 1;
+constexpr uint32_t kUintValue = 3;
+constexpr uint32_t kIntValue = 4;
+constexpr uint32_t kStringValue = 6;
+}  // namespace annotation
+namespace interned {
+constexpr uint32_t kEventNames = 2;
+constexpr uint32_t kAnnotationNames = 3;
+constexpr uint32_t kIid = 1;   // EventName.iid, DebugAnnotationName.iid
+constexpr uint32_t kName = 2;  // EventName.name, DebugAnnotationName.name
+}  // namespace interned
+
+constexpr uint32_t kVarint = 0;
+constexpr uint32_t kFixed64 = 1;
+constexpr uint32_t kLengthDelimited = 2;
+
+// Every number above is the one protoc generated from proto/perfetto_trace.proto (and
+// protobuf's wire types): a field renumbered there stops the build here rather than writing a
+// trace that Perfetto misreads. The hand-written encoder below stays (it is the writer's
+// speed); only its numbers are checked.
+constexpr bool Same(uint32_t ours, int generated) {
+  return generated >= 0 && ours == static_cast<uint32_t>(generated);
+}
+namespace pb = perfetto::protos;
+using google::protobuf::internal::WireFormatLite;
+static_assert(Same(kTracePacketField, pb::Trace::kPacketFieldNumber));
+static_assert(Same(packet::kTimestamp, TracePacket::kTimestampFieldNumber));
+static_assert(Same(packet::kTimestampClockId, TracePacket::kTimestampClockIdFieldNumber));
+static_assert(Same(packet::kTrackEvent, TracePacket::kTrackEventFieldNumber));
+static_assert(Same(packet::kSequenceId, TracePacket::kTrustedPacketSequenceIdFieldNumber));
+static_assert(Same(packet::kInternedData, TracePacket::kInternedDataFieldNumber));
+static_assert(Same(packet::kSequenceFlags, TracePacket::kSequenceFlagsFieldNumber));
+static_assert(Same(packet::kCompressedPackets, TracePacket::kCompressedPacketsFieldNumber));
+static_assert(Same(track_event::kDebugAnnotations, pb::TrackEvent::kDebugAnnotationsFieldNumber));
+static_assert(Same(track_event::kType, pb::TrackEvent::kTypeFieldNumber));
+static_assert(Same(track_event::kNameIid, pb::TrackEvent::kNameIidFieldNumber));
+static_assert(Same(track_event::kTrackUuid, pb::TrackEvent::kTrackUuidFieldNumber));
+static_assert(Same(track_event::kFlowIds, pb::TrackEvent::kFlowIdsFieldNumber));
+static_assert(Same(track_event::kTerminatingFlowIds,
+                   pb::TrackEvent::kTerminatingFlowIdsFieldNumber));
+static_assert(Same(annotation::kNameIid, pb::DebugAnnotation::kNameIidFieldNumber));
+static_assert(Same(annotation::kUintValue, pb::DebugAnnotation::kUintValueFieldNumber));
+static_assert(Same(annotation::kIntValue, pb::DebugAnnotation::kIntValueFieldNumber));
+static_assert(Same(annotation::kStringValue, pb::DebugAnnotation::kStringValueFieldNumber));
+static_assert(Same(interned::kEventNames, pb::InternedData::kEventNamesFieldNumber));
+static_assert(Same(interned::kAnnotationNames,
+                   pb::InternedData::kDebugAnnotationNamesFieldNumber));
+static_assert(Same(interned::kIid, pb::EventName::kIidFieldNumber));
+static_assert(Same(interned::kIid, pb::DebugAnnotationName::kIidFieldNumber));
+static_assert(Same(interned::kName, pb::EventName::kNameFieldNumber));
+static_assert(Same(interned::kName, pb::DebugAnnotationName::kNameFieldNumber));
+static_assert(Same(kVarint, WireFormatLite::WIRETYPE_VARINT));
+static_assert(Same(kFixed64, WireFormatLite::WIRETYPE_FIXED64));
+static_assert(Same(kLengthDelimited, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+
+// A byte buffer written through a raw pointer: room for a whole field is made once, then its
+// bytes are stored without a check each, as protobuf's own encoders do (appending to a
+// std::string byte by byte, or field by field, was a good part of the writer's time).
+class Bytes {
+ public:
+  void clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  char* data() { return buf_.data(); }
+  absl::string_view view() const { return absl::string_view(buf_.data(), size_); }
+  std::string_view std_view() const { return std::string_view(buf_.data(), size_); }
+  // At least n bytes writable from the returned pointer, until Commit.
+  char* Room(size_t n) {
+    if (ABSL_PREDICT_FALSE(size_ + n > buf_.size())) Grow(n);
+    return buf_.data() + size_;
+  }
+  void Commit(const char* end) { size_ = static_cast<size_t>(end - buf_.data()); }
+
+ private:
+  // Kept out of line, so that Room's check inlines into every field written.
+  ABSL_ATTRIBUTE_NOINLINE void Grow(size_t n) {
+    buf_.resize(std::max(buf_.size() * 2, size_ + n));
+  }
+
+  std::string buf_;  // its size is the capacity; size_ bytes are in use
+  size_t size_ = 0;
+};
+
+// The protobuf wire encoding of the fields we write, appended to a Bytes.
+constexpr size_t kMaxVarint = 10;
+
+// How many bytes PutVarint writes for v.
+constexpr size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+static_assert(VarintSize(0) == 1 && VarintSize(127) == 1 && VarintSize(128) == 2);
+static_assert(VarintSize(~uint64_t{0}) == kMaxVarint);
+static_assert(annotation::kNameIid < 16 && annotation::kUintValue < 16 &&
+                  annotation::kIntValue < 16 && annotation::kStringValue < 16,
+              "AddAnnotations counts one byte for each of their tags");
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutVarint(uint64_t v, char* p) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutTag(uint32_t field, uint32_t wire_type, char* p) {
+  return PutVarint((uint64_t{field} << 3) | wire_type, p);
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendVarint(uint64_t v, Bytes* out) { out->Commit(PutVarint(v, out->Room(kMaxVarint))); }
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendTag(uint32_t field, uint32_t wire_type, Bytes* out) {
+  out->Commit(PutTag(field, wire_type, out->Room(kMaxVarint)));
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendVarintField(uint32_t field, uint64_t v, Bytes* out) {
+  char* p = PutTag(field, kVarint, out->Room(2 * kMaxVarint));
+  out->Commit(PutVarint(v, p));
+}
+
+// `bytes` must not be in *out.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendBytesField(uint32_t field, std::string_view bytes, Bytes* out) {
+  char* p = PutTag(field, kLengthDelimited, out->Room(2 * kMaxVarint + bytes.size()));
+  p = PutVarint(bytes.size(), p);
+  if (!bytes.empty()) memcpy(p, bytes.data(), bytes.size());
+  out->Commit(p + bytes.size());
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendFixed64Field(uint32_t field, uint64_t v, Bytes* out) {
+  char* p = PutTag(field, kFixed64, out->Room(kMaxVarint + 8));
+  for (int i = 0; i < 8; ++i) *p++ = static_cast<char>(v >> (8 * i));
+  out->Commit(p);
+}
+
+// Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
+// deflated in bundles (compressed_packets) unless the level is 0: into the file, or into
+// memory (a capture's lane sequences, which are made before the file's first sequence is).
+class PacketSink {
+ public:
+  PacketSink(AtomicFile* file, int deflate_level) : file_(file), level_(deflate_level) {}
+  PacketSink(std::string* memory, int deflate_level) : memory_(memory), level_(deflate_level) {}
+  ~PacketSink() {
+    if (compressor_ != nullptr) libdeflate_free_compressor(compressor_);
+  }
+  PacketSink(const PacketSink&) = delete;
+  PacketSink& operator=(const PacketSink&) = delete;
+
+  absl::Status Add(std::string_view packet_bytes) {
+    if (level_ > 0 && packet_bytes.size() > kBundleBytes) {
+      // Too big for a bundle (a huge command line): flush what is pending, then write this
+      // one as it is, so the order of packets stays the order of the file.
+      absl::Status s = Flush();
+      record_.clear();
+      AppendBytesField(kTracePacketField, packet_bytes, &record_);
+      return s.ok() ? Out(record_.std_view()) : s;
+    }
+    AppendBytesField(kTracePacketField, packet_bytes, &pending_);
+    if (pending_.size() >= kBundleBytes) return Flush();
+    return absl::OkStatus();
+  }
+
+  // Writes what is pending; after it, the file ends at a record boundary.
+  absl::Status Flush() {
+    if (pending_.empty()) return absl::OkStatus();
+    absl::Status s = level_ > 0 ? WriteBundle() : Out(pending_.std_view());
+    pending_.clear();
+    return s;
+  }
+
+ private:
+  // A bundle is one zlib stream (what Perfetto inflates), made in one call by libdeflate: a
+  // bundle is whole in memory anyway, and libdeflate's one-shot compressor takes about half
+  // zlib's time for the same level and size.
+  absl::Status WriteBundle() {
+    if (compressor_ == nullptr) {
+      compressor_ = libdeflate_alloc_compressor(std::clamp(level_, 1, 12));
+      if (compressor_ == nullptr) return absl::ResourceExhaustedError("no memory to deflate");
+    }
+    deflated_.resize(libdeflate_zlib_compress_bound(compressor_, pending_.size()));
+    const size_t n = libdeflate_zlib_compress(compressor_, pending_.data(), pending_.size(),
+                                              deflated_.data(), deflated_.size());
+    if (n == 0) return absl::InternalError("deflate failed");
+    deflated_.resize(n);
+    // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
+    Bytes packet_header;
+    AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
+    AppendVarint(deflated_.size(), &packet_header);
+    record_.clear();
+    AppendTag(kTracePacketField, kLengthDelimited, &record_);
+    AppendVarint(packet_header.size() + deflated_.size(), &record_);
+    char* p = record_.Room(packet_header.size());
+    memcpy(p, packet_header.data(), packet_header.size());
+    record_.Commit(p + packet_header.size());
+    absl::Status s = Out(record_.std_view());
+    return s.ok() ? Out(deflated_) : s;
+  }
+
+  absl::Status Out(std::string_view bytes) {
+    if (file_ != nullptr) return file_->Append(absl::string_view(bytes.data(), bytes.size()));
+    memory_->append(bytes);
+    return absl::OkStatus();
+  }
+
+  AtomicFile* const file_ = nullptr;
+  std::string* const memory_ = nullptr;
+  const int level_;
+  Bytes pending_;  // records not yet written
+  std::string deflated_;
+  Bytes record_;
+  libdeflate_compressor* compressor_ = nullptr;
+};
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string ProcessName(const ProcessTrace& p) {
+  if (!p.executable.empty()) return Basename(p.executable);
+  if (!p.command_line.empty()) return Basename(p.command_line[0]);
+  return "";
+}
+
+// A lane's track, in the order the tracks were written.
+struct LaneTrack {
+  uint64_t uuid = 0;
+  const Lane* lane = nullptr;
+};
+
+// A process's "nrtprof capture" instant.
+struct CaptureInstant {
+  uint64_t uuid = 0;  // the process's track
+  const ProcessTrace* process = nullptr;
+  uint64_t ts = 0;
+};
+
+// Writes the file: first one sequence with the clocks, every track and the processes' capture
+// instants; then each lane on a sequence of its own, its slices' edges in the lane's order.
+// A lane's own order is all that a sequence's delta clock needs, so nothing merges the lanes
+// into one time order: each lane and its events are read once, front to back (a merge of all
+// of them, as one sequence would need, cost a heap operation and cache misses per edge).
+// Perfetto puts the sequences' events in time order when it loads the file.
+//
+// The capture comes a process at a time (AddProcess), so that a writer needs only one
+// process's lanes at once: the process's lane sequences are encoded there and then, into
+// memory (deflated), and its tracks are kept as packets of the first sequence. Finish writes
+// the first sequence (clocks, tracks, instants) and then the lane sequences after it.
+class TraceEncoder {
+ public:
+  explicit TraceEncoder(int deflate_level)
+      : level_(deflate_level), lanes_out_(&lane_bytes_, deflate_level) {}
+
+  // Tracks and lane sequences of one process; `lanes` (and what they point into) need not
+  // outlive the call.
+  absl::Status AddProcess(const ProcessLanes& lanes) {
+    const ProcessTrace& p = *lanes.process;
+    // The names' text must stay: the iid tables view it.
+    if (name_tables_.empty() || name_tables_.back() != p.names) name_tables_.push_back(p.names);
+    lane_tracks_.clear();
+    if (p.continues) {
+      // Its counts join the first part's, for the process's instant (written at Finish).
+      if (!headers_.empty()) AddToCaptureHeader(p, &headers_.back());
+      WritePartTracks(lanes);
+    } else {
+      headers_.push_back(CaptureHeader(p));
+      WriteTracks(lanes, &headers_.back());
+    }
+    out_ = &lanes_out_;
+    absl::Status s;
+    for (const LaneTrack& track : lane_tracks_) {
+      LaneEdgeCursor edges(track.lane);
+      if (s.ok() && !edges.done()) {
+        s = BeginSequence(next_lane_sequence_++, edges.edge().ts, /*realtime_offset_ns=*/0);
+      }
+      for (; s.ok() && !edges.done(); edges.Advance()) {
+        s = WriteEdge(track.uuid, *track.lane, edges.edge());
+      }
+    }
+    lane_tracks_.clear();
+    return s;
+  }
+
+  // Writes the file: `trace` gives the capture's id and wall clock; `first_ns` is where its
+  // timeline starts (TraceLanes::first_ns of the whole capture).
+  absl::Status Finish(const Trace& trace, uint64_t first_ns, AtomicFile* file) {
+    PacketSink head(file, level_);
+    out_ = &head;
+    absl::Status s = BeginSequence(PerfettoWriter::kSequenceId, first_ns,
+                                   trace.realtime_offset_ns);
+    for (const std::string& packet : tracks_) {
+      if (s.ok()) s = head.Add(packet);
+    }
+    for (CaptureInstant& instant : instants_) {
+      if (instant.ts == 0) instant.ts = first_ns;
+    }
+    std::stable_sort(instants_.begin(), instants_.end(),
+                     [](const CaptureInstant& a, const CaptureInstant& b) { return a.ts < b.ts; });
+    for (const CaptureInstant& instant : instants_) {
+      if (s.ok()) s = WriteInstant(trace, instant);
+    }
+    if (s.ok()) s = head.Flush();
+    if (s.ok()) s = lanes_out_.Flush();
+    if (s.ok()) s = file->Append(lane_bytes_);
+    return s;
+  }
+
+ private:
+  // Sequence id and flags of every packet: the first of a sequence clears its incremental
+  // state (interning tables, defaults), every later one depends on it.
+  void AddSequenceFields(TracePacket* packet) {
+    packet->set_trusted_packet_sequence_id(sequence_);
+    if (first_packet_) {
+      packet->set_sequence_flags(TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
+      packet->set_first_packet_on_sequence(true);
+      first_packet_ = false;
+    } else {
+      packet->set_sequence_flags(TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+    }
+  }
+
+  absl::Status WriteMessage(TracePacket* packet) {
+    AddSequenceFields(packet);
+    message_.clear();
+    packet->AppendToString(&message_);
+    return out_->Add(message_);
+  }
+
+  // A track of the first sequence, kept for Finish (never its first packet: the clocks are).
+  void KeepTrack(TracePacket* packet) {
+    packet->set_trusted_packet_sequence_id(PerfettoWriter::kSequenceId);
+    packet->set_sequence_flags(TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+    tracks_.push_back(packet->SerializeAsString());
+  }
+
+  // Starts sequence `id` with its first packet: it puts the sequence's timestamps on
+  // CLOCK_MONOTONIC (see docs/trace_format.md), ties them to wall-clock time when the offset
+  // is known, and declares the sequence's incremental clock, which every later timestamp of
+  // the sequence uses. The sequence defines its interned names again as it uses them.
+  absl::Status BeginSequence(uint32_t id, uint64_t first_ns, int64_t realtime_offset_ns) {
+    sequence_ = id;
+    first_packet_ = true;
+    last_ts_ = first_ns;
+    TracePacket packet;
+    packet.set_timestamp(first_ns);
+    packet.set_timestamp_clock_id(kMonotonic);
+    auto* snapshot = packet.mutable_clock_snapshot();
+    auto* monotonic = snapshot->add_clocks();
+    monotonic->set_clock_id(kMonotonic);
+    monotonic->set_timestamp(first_ns);
+    const int64_t offset = realtime_offset_ns;
+    // Skip an offset that would put the REALTIME reading before the epoch (garbage input).
+    if (offset > 0 || (offset < 0 && 0 - static_cast<uint64_t>(offset) < first_ns)) {
+      auto* realtime = snapshot->add_clocks();
+      realtime->set_clock_id(kRealtime);
+      realtime->set_timestamp(first_ns + static_cast<uint64_t>(offset));
+    }
+    auto* delta = snapshot->add_clocks();
+    delta->set_clock_id(PerfettoWriter::kDeltaClockId);
+    delta->set_timestamp(first_ns);
+    delta->set_is_incremental(true);
+    snapshot->set_primary_trace_clock(perfetto::protos::BUILTIN_CLOCK_MONOTONIC);
+    packet.mutable_trace_packet_defaults()->set_timestamp_clock_id(PerfettoWriter::kDeltaClockId);
+    return WriteMessage(&packet);
+  }
+
+  void KeepTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name) {
+    TracePacket packet;
+    TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(uuid);
+    if (parent_uuid != 0) track->set_parent_uuid(parent_uuid);
+    track->set_name(name);
+    KeepTrack(&packet);
+  }
+
+  // A host thread's track (by tid) or a NeuronCore's (by nc_idx), of the process given last.
+  using ParentKey = std::pair<bool, int64_t>;  // (a core, its id)
+  // A lane of the process given last: a thread's (kind, tid) or a core's (kind, nc_idx).
+  using LaneKey = std::pair<LaneKind, int64_t>;
+
+  // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty. A
+  // lane that a part of its process before had a track for goes on on that track.
+  void KeepLane(const Lane& lane, LaneKey key, uint64_t parent_uuid) {
+    if (lane.slices.empty()) return;
+    auto [it, added] = lane_uuids_.try_emplace(key, next_uuid_);
+    if (added) {
+      ++next_uuid_;
+      KeepTrack(it->second, parent_uuid, LaneKindName(lane.kind));
+    }
+    lane_tracks_.push_back({it->second, &lane});
+  }
+
+  // The track of a thread, written the first time the process has it.
+  uint64_t ThreadTrack(const ThreadLanes& t, int32_t pid) {
+    auto [it, added] = parent_uuids_.try_emplace(ParentKey{false, t.tid}, next_uuid_);
+    if (!added) return it->second;
+    ++next_uuid_;
+    TracePacket packet;
+    TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(it->second);
+    track->set_parent_uuid(process_uuid_);
+    auto* thread = track->mutable_thread();
+    thread->set_pid(pid);
+    thread->set_tid(static_cast<int32_t>(t.tid));
+    if (t.name != nullptr) thread->set_thread_name(*t.name);
+    KeepTrack(&packet);
+    return it->second;
+  }
+
+  // The track of a NeuronCore, written the first time the process has it.
+  uint64_t CoreTrack(const CoreLanes& c) {
+    auto [it, added] = parent_uuids_.try_emplace(ParentKey{true, c.nc_idx}, next_uuid_);
+    if (!added) return it->second;
+    ++next_uuid_;
+    KeepTrack(it->second, process_uuid_, absl::StrCat("NeuronCore ", c.nc_idx));
+    return it->second;
+  }
+
+  // The threads' and cores' tracks and their lanes'.
+  void WriteLaneTracks(const ProcessLanes& lanes) {
+    const int32_t pid = static_cast<int32_t>(lanes.process->pid);
+    for (const ThreadLanes& t : lanes.threads) {
+      const uint64_t thread_uuid = ThreadTrack(t, pid);
+      KeepLane(t.framework, {LaneKind::kFramework, t.tid}, thread_uuid);
+      KeepLane(t.runtime, {LaneKind::kRuntime, t.tid}, thread_uuid);
+    }
+    for (const CoreLanes& c : lanes.cores) {
+      const uint64_t core_uuid = CoreTrack(c);
+      KeepLane(c.executions, {LaneKind::kExecutions, c.nc_idx}, core_uuid);
+      KeepLane(c.dma, {LaneKind::kDma, c.nc_idx}, core_uuid);
+    }
+  }
+
+  // A later part of the process given last (ProcessTrace::continues): its lanes go on on the
+  // tracks they had; threads, cores and lanes new in it get theirs.
+  void WritePartTracks(const ProcessLanes& lanes) { WriteLaneTracks(lanes); }
+
+  void WriteTracks(const ProcessLanes& lanes, const ProcessTrace* header) {
+    const ProcessTrace& p = *lanes.process;
+    const int32_t pid = static_cast<int32_t>(p.pid);
+    parent_uuids_.clear();
+    lane_uuids_.clear();
+    const uint64_t process_uuid = process_uuid_ = next_uuid_++;
+    TracePacket packet;
+    TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(process_uuid);
+    auto* process = track->mutable_process();
+    process->set_pid(pid);
+    std::string name = ProcessName(p);
+    if (!name.empty()) process->set_process_name(name);
+    for (const std::string& arg : p.command_line) process->add_cmdline(arg);
+    KeepTrack(&packet);
+    // 0: the timeline's start, known at Finish.
+    instants_.push_back({process_uuid, header, lanes.has_events ? lanes.first_ns : 0});
+    WriteLaneTracks(lanes);
+  }
+  // Whether the current sequence has defined `iid` yet; marks it defined.
+  bool DefineOnce(uint64_t iid, std::vector<uint32_t>* defined_in) {
+    if (ABSL_PREDICT_FALSE(iid >= defined_in->size())) defined_in->resize(iid + 1, 0);
+    if ((*defined_in)[iid] == sequence_) return false;
+    (*defined_in)[iid] = sequence_;
+    return true;
+  }
+
+  // A direct-mapped cache in front of a name's iid, by the address of its text: a trace uses a
+  // few dozen names, so nearly every lookup is one compare.
+  struct IidSlot {
+    const void* key = nullptr;
+    uint64_t iid = 0;
+  };
+  static constexpr size_t kIidSlots = 256;
+  static IidSlot& SlotFor(const void* key, std::array<IidSlot, kIidSlots>* slots) {
+    const uint64_t h = (reinterpret_cast<uintptr_t>(key) >> 3) * 0x9e3779b97f4a7c15ULL;
+    return (*slots)[h >> 56];
+  }
+
+  // The iid of an event name, the same in every sequence: looked up by the name's id first (no
+  // hashing of text), then by text, so that one text has one iid even from two NameTables (a
+  // merged trace's processes). A sequence defines a name in its interned data the first time
+  // one of its packets uses it.
+  uint64_t EventNameIid(Name name) {
+    IidSlot& slot = SlotFor(name.id(), &event_name_slots_);
+    if (ABSL_PREDICT_FALSE(slot.key != name.id())) {
+      slot.key = name.id();
+      slot.iid = event_names_.try_emplace(name.view(), event_names_.size() + 1).first->second;
+    }
+    const uint64_t iid = slot.iid;
+    if (DefineOnce(iid, &event_name_defined_)) {
+      AddInternedEntry(interned::kEventNames, iid, name.view());
+    }
+    return iid;
+  }
+
+  uint64_t AnnotationNameIid(const char* name) {
+    IidSlot& slot = SlotFor(name, &annotation_name_slots_);
+    if (ABSL_PREDICT_FALSE(slot.key != name)) {
+      slot.key = name;
+      slot.iid = annotation_names_.try_emplace(name, annotation_names_.size() + 1).first->second;
+    }
+    const uint64_t iid = slot.iid;
+    if (DefineOnce(iid, &annotation_name_defined_)) {
+      AddInternedEntry(interned::kAnnotationNames, iid, name);
+    }
+    return iid;
+  }
+
+  void AddInternedEntry(uint32_t table, uint64_t iid, std::string_view name) {
+    entry_.clear();
+    AppendVarintField(interned::kIid, iid, &entry_);
+    AppendBytesField(interned::kName, name, &entry_);
+    AppendBytesField(table, entry_.std_view(), &interned_);
+  }
+
+  // Each argument as a DebugAnnotation written straight into event_: its length is known
+  // before its bytes, so no scratch message and no copy of it.
+  void AddAnnotations(const std::vector<SliceArg>& args) {
+    for (const SliceArg& arg : args) {
+      const uint64_t iid = AnnotationNameIid(arg.name);
+      uint64_t value = 0;
+      uint32_t field = annotation::kStringValue;
+      switch (arg.type) {
+        case SliceArg::Type::kString:
+          value = arg.string_value.size();
+          break;
+        case SliceArg::Type::kUint:
+          field = annotation::kUintValue;
+          value = arg.uint_value;
+          break;
+        case SliceArg::Type::kInt:
+          field = annotation::kIntValue;
+          value = static_cast<uint64_t>(arg.int_value);
+          break;
+      }
+      const bool text = arg.type == SliceArg::Type::kString;
+      // Tags of fields 1 to 15 are one byte.
+      const size_t length = 1 + VarintSize(iid) + 1 + VarintSize(value) + (text ? value : 0);
+      char* p = PutTag(track_event::kDebugAnnotations, kLengthDelimited,
+                       event_.Room(2 * kMaxVarint + length));
+      p = PutVarint(length, p);
+      p = PutVarint(iid, PutTag(annotation::kNameIid, kVarint, p));
+      p = PutVarint(value, PutTag(field, text ? kLengthDelimited : kVarint, p));
+      if (text && value != 0) {
+        memcpy(p, arg.string_value.data(), value);
+        p += value;
+      }
+      event_.Commit(p);
+    }
+  }
+
+  // One track_event packet: a slice's begin or end on `lane`'s track.
+  absl::Status WriteEdge(uint64_t track_uuid, const Lane& lane, const SliceEdge& e) {
+    event_.clear();
+    interned_.clear();
+    if (e.begin) {
+      const LaneSlice& slice = lane.slices[e.slice];
+      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
+                        &event_);
+      AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
+      AppendVarintField(track_event::kNameIid, EventNameIid(slice.name), &event_);
+      SliceArgs(slice, &args_, &arg_text_);
+      AddAnnotations(args_);
+      for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
+      for (uint64_t id : slice.terminating_flow_ids) {
+        AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
+      }
+    } else {
+      // The innermost open slice of the track ends: nothing else to say.
+      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_END,
+                        &event_);
+      AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
+    }
+    return WriteEventPacket(e.ts);
+  }
+
+  // A process's "nrtprof capture" instant, on the file's first sequence.
+  absl::Status WriteInstant(const Trace& trace, const CaptureInstant& instant) {
+    event_.clear();
+    interned_.clear();
+    AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
+    AppendVarintField(track_event::kTrackUuid, instant.uuid, &event_);
+    AppendVarintField(track_event::kNameIid, EventNameIid(kCaptureEventName), &event_);
+    AddAnnotations(CaptureArgs(trace, *instant.process));
+    return WriteEventPacket(instant.ts);
+  }
+
+  // The packet around event_ (and interned_, if not empty), at `ts`.
+  absl::Status WriteEventPacket(uint64_t ts) {
+    packet_.clear();
+    if (ts >= last_ts_) {
+      AppendVarintField(packet::kTimestamp, ts - last_ts_, &packet_);  // on the delta clock
+      last_ts_ = ts;
+    } else {
+      // Never happens for a lane, whose edges are in time order; kept exact anyway, off the
+      // delta clock.
+      AppendVarintField(packet::kTimestamp, ts, &packet_);
+      AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
+    }
+    AppendBytesField(packet::kTrackEvent, event_.std_view(), &packet_);
+    if (!interned_.empty()) {
+      AppendBytesField(packet::kInternedData, interned_.std_view(), &packet_);
+    }
+    AppendVarintField(packet::kSequenceId, sequence_, &packet_);
+    AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
+    return out_->Add(packet_.std_view());
+  }
+
+  const int level_;
+  // The lane sequences, deflated as they are made; Finish writes them after the first sequence.
+  std::string lane_bytes_;
+  PacketSink lanes_out_;
+  PacketSink* out_ = nullptr;  // where the current sequence's packets go
+  uint32_t sequence_ = 0;      // the current sequence's id
+  uint32_t next_lane_sequence_ = PerfettoWriter::kSequenceId + 1;
+  bool first_packet_ = true;  // of the current sequence
+  uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
+  uint64_t last_ts_ = 0;    // the current sequence's delta clock reading
+  std::vector<std::string> tracks_;  // the first sequence's track packets, encoded
+  std::deque<ProcessTrace> headers_;  // CaptureHeader of each process, for its instant
+  std::vector<std::shared_ptr<NameTable>> name_tables_;
+  std::vector<LaneTrack> lane_tracks_;
+  std::vector<CaptureInstant> instants_;
+  // The tracks of the process given last, for its later parts: its own, its threads' and
+  // cores', its lanes'.
+  uint64_t process_uuid_ = 0;
+  std::map<ParentKey, uint64_t> parent_uuids_;
+  std::map<LaneKey, uint64_t> lane_uuids_;
+  // Interned names, one iid per text for the whole file; each sequence defines those it uses.
+  // The iids by text (one text has one iid even from two NameTables: a merged trace's
+  // processes), each behind its cache by address (Name::id(), a static name's pointer).
+  absl::flat_hash_map<std::string_view, uint64_t> event_names_;  // views of the Trace's names
+  absl::flat_hash_map<std::string_view, uint64_t> annotation_names_;
+  std::array<IidSlot, kIidSlots> event_name_slots_, annotation_name_slots_;
+  // By iid, the sequence that last defined it (0: none).
+  std::vector<uint32_t> event_name_defined_, annotation_name_defined_;
+  // Scratch buffers, reused from packet to packet.
+  std::vector<SliceArg> args_;
+  std::string arg_text_;
+  Bytes event_, interned_, entry_, packet_;
+  std::string message_;
+};
+
+}  // namespace
+
+namespace {
+
+class PerfettoStream : public LaneStream {
+ public:
+  PerfettoStream(std::string output_dir, int deflate_level)
+      : output_dir_(std::move(output_dir)), encoder_(deflate_level) {}
+
+  absl::Status Add(const Trace&, const TraceLanes& lanes) override {
+    for (const ProcessLanes& p : lanes.processes) {
+      if (absl::Status s = encoder_.AddProcess(p); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(const Trace& trace, uint64_t first_ns,
+                      std::vector<std::string>* files) override {
+    AtomicFile file;
+    absl::Status s = file.Open(absl::StrCat(output_dir_, "/", PerfettoWriter::kFileName));
+    if (s.ok()) s = encoder_.Finish(trace, first_ns, &file);
+    if (s.ok()) s = file.Commit();  // else the temporary file goes with `file`
+    if (s.ok()) files->push_back(PerfettoWriter::kFileName);
+    return s;
+  }
+
+ private:
+  const std::string output_dir_;
+  TraceEncoder encoder_;
+};
+
+}  // namespace
+
+absl::Status PerfettoWriter::WriteLanes(const Trace& trace, const TraceLanes& lanes,
+                                        const std::string& output_dir,
+                                        std::vector<std::string>* files) {
+  PerfettoStream stream(output_dir, options_.deflate_level);
+  absl::Status s = stream.Add(trace, lanes);
+  return s.ok() ? stream.Finish(trace, lanes.first_ns, files) : s;
+}
+
+std::unique_ptr<LaneStream> PerfettoWriter::OpenLaneStream(const std::string& output_dir) {
+  return std::make_unique<PerfettoStream>(output_dir, options_.deflate_level);
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,677 @@
+#include "trace/summary.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "common/json_text.h"
+#include "trace/atomic_file.h"
+#include "trace/id_index.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/summary_file.pb.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// ---- Computing -------------------------------------------------------------------------
+
+constexpr char kStepRangePrefix[] = "ProfilerStep#";
+constexpr char kStepRow[] = "ProfilerStep*";
+
+bool CountsAsDeviceTime(const DeviceEvent& d) {
+  // Executions and host-initiated transfers; the ops and DMA inside an execution are already
+  // in its time, also the device profile's I/O DMA (named by exec_id) whose execution is not
+  // in the capture.
+  return d.parent == 0 && (d.kind == DeviceEventKind::kExecution ||
+                           (d.kind == DeviceEventKind::kDma && d.exec_id == 0));
+}
+
+void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
+                      Summary* summary, const DeviceTimeCharged& charged_to = nullptr) {
+  const IdIndex<RangeEvent, &RangeEvent::id, CaptureVector<RangeEvent>> ranges(p.ranges);
+  const IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>> calls(p.calls);
+  // A name's row, found by the name's id after its first time (no copy or compare of text
+  // per event); `rows` is a std::map, whose elements never move.
+  absl::flat_hash_map<const void*, SummaryRow*> row_of_name;
+  auto row = [&](const Name& name) -> SummaryRow& {
+    SummaryRow*& cached = row_of_name[name.id()];
+    if (cached != nullptr) return *cached;
+    // Steps (nrtprof_step: "ProfilerStep#N") are one row, "ProfilerStep*", as in PyTorch's
+    // key_averages: a row per step number would bury the ops.
+    const std::string key =
+        absl::StartsWith(name.str(), kStepRangePrefix) ? std::string(kStepRow) : name.str();
+    SummaryRow& r = (*rows)[key];
+    r.name = key;
+    cached = &r;
+    return r;
+  };
+
+  std::vector<uint64_t> children_ns(p.ranges.size(), 0);  // by range: its direct children's time
+  for (const RangeEvent& r : p.ranges) {
+    if (const RangeEvent* parent = ranges.Find(r.parent_range); parent != nullptr) {
+      children_ns[static_cast<size_t>(parent - p.ranges.data())] += r.duration_ns;
+    }
+  }
+  for (size_t i = 0; i < p.ranges.size(); ++i) {
+    const RangeEvent& r = p.ranges[i];
+    SummaryRow& out = row(r.name);
+    ++out.calls;
+    out.self_cpu_ns += r.duration_ns > children_ns[i] ? r.duration_ns - children_ns[i] : 0;
+    bool inside_same_name = false;
+    for (const RangeEvent* up = ranges.Find(r.parent_range); up != nullptr;
+         up = ranges.Find(up->parent_range)) {
+      if (up->name == r.name) {
+        inside_same_name = true;
+        break;
+      }
+    }
+    if (!inside_same_name) out.cpu_total_ns += r.duration_ns;
+  }
+
+  for (const ApiCall& c : p.calls) {
+    if (c.range != 0 && ranges.Find(c.range) != nullptr) continue;
+    SummaryRow& out = row(c.name);
+    ++out.calls;
+    out.self_cpu_ns += c.duration_ns;
+    out.cpu_total_ns += c.duration_ns;
+  }
+
+  for (const DeviceEvent& d : p.device) {
+    if (!CountsAsDeviceTime(d)) continue;
+    const ApiCall* call = d.correlation_id != 0 ? calls.Find(d.correlation_id) : nullptr;
+    if (call == nullptr) {
+      ++summary->uncorrelated_device_events;
+      summary->uncorrelated_device_ns += d.duration_ns;
+      if (charged_to) charged_to(d, "");
+      continue;
+    }
+    const RangeEvent* range = ranges.Find(call->range);
+    if (range == nullptr) {
+      SummaryRow& out = row(call->name);
+      out.self_device_ns += d.duration_ns;
+      out.device_total_ns += d.duration_ns;
+      if (charged_to) charged_to(d, out.name);
+      continue;
+    }
+    SummaryRow& self = row(range->name);
+    self.self_device_ns += d.duration_ns;
+    if (charged_to) charged_to(d, self.name);
+    // Once per row, however many ranges of a name (or steps) enclose it.
+    absl::InlinedVector<const SummaryRow*, 8> charged;
+    for (; range != nullptr; range = ranges.Find(range->parent_range)) {
+      SummaryRow& enclosing = row(range->name);
+      if (std::find(charged.begin(), charged.end(), &enclosing) == charged.end()) {
+        charged.push_back(&enclosing);
+        enclosing.device_total_ns += d.duration_ns;
+      }
+    }
+  }
+  summary->drops += p.drops;
+  if (p.cut_off) ++summary->cut_off_processes;
+  for (const std::string& notice : p.notices) {
+    // The parts of a process read in parts may each say the same: once is enough.
+    std::string line = absl::StrCat("pid ", p.pid, " (", p.executable, "): ", notice);
+    if (std::find(summary->notices.begin(), summary->notices.end(), line) ==
+        summary->notices.end()) {
+      summary->notices.push_back(std::move(line));
+    }
+  }
+}
+
+// ---- Formatting ------------------------------------------------------------------------
+
+std::vector<SummaryRow> Sorted(const Summary& s, SummarySortKey key, int limit) {
+  std::vector<SummaryRow> rows = s.rows;
+  auto value = [key](const SummaryRow& r) -> uint64_t {
+    switch (key) {
+      case SummarySortKey::kSelfDevice:
+        return r.self_device_ns;
+      case SummarySortKey::kDeviceTotal:
+        return r.device_total_ns;
+      case SummarySortKey::kSelfCpu:
+        return r.self_cpu_ns;
+      case SummarySortKey::kCpuTotal:
+        return r.cpu_total_ns;
+      case SummarySortKey::kCalls:
+        return r.calls;
+      case SummarySortKey::kName:
+        return 0;
+    }
+    return 0;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const SummaryRow& a, const SummaryRow& b) {
+    if (value(a) != value(b)) return value(a) > value(b);
+    return a.name < b.name;
+  });
+  if (limit > 0 && rows.size() > static_cast<size_t>(limit)) rows.resize(limit);
+  return rows;
+}
+
+uint64_t Average(uint64_t total, uint64_t count) { return count == 0 ? 0 : total / count; }
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  return absl::StrFormat("%.2f%%", whole == 0 ? 0.0 : 100.0 * part / whole);
+}
+
+std::string DropsDetail(const DropCounts& d) {
+  std::vector<std::string> parts;
+  for (auto [name, n] : std::initializer_list<std::pair<const char*, uint64_t>>{
+           {"ring_full", d.ring_full},
+           {"daemon_away", d.daemon_away},
+           {"spool_full", d.spool_full},
+           {"device_overwritten", d.device_overwritten},
+           {"oversized", d.oversized},
+           {"no_memory", d.no_memory},
+           {"device_malformed", d.device_malformed},
+           {"daemon_overflow", d.daemon_overflow},
+           {"no_clock_sync", d.no_clock_sync},
+           {"process_died", d.process_died}}) {
+    if (n != 0) parts.push_back(absl::StrCat(name, " ", n));
+  }
+  return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+}
+
+// A name as the text table shows it: on one line whatever it holds (control characters as
+// \n, \t, \0, \x7f...), bytes that are not UTF-8 as U+FFFD, and cut to `width` bytes ending
+// in "..." at a character boundary if longer.
+std::string TableName(const std::string& name, size_t width) {
+  std::string shown;
+  for (size_t i = 0; i < name.size();) {
+    const unsigned char c = name[i];
+    if (c < 0x20 || c == 0x7f) {
+      shown += c == '\n'   ? "\\n"
+               : c == '\t' ? "\\t"
+               : c == '\r' ? "\\r"
+               : c == 0    ? "\\0"
+                           : absl::StrFormat("\\x%02x", c);
+      ++i;
+    } else if (const size_t n = Utf8SequenceLength(std::string_view(name).substr(i)); n != 0) {
+      shown.append(name, i, n);
+      i += n;
+    } else {
+      shown += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+    }
+  }
+  if (shown.size() <= width) return shown;
+  size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xc0) == 0x80) --cut;
+  return shown.substr(0, cut) + "...";
+}
+
+// What was captured, where and when, above the table:
+//   Capture 20261203-101500 on trn1: 2026-12-03 10:15:00.125 UTC, window 1.234s
+//   pid 4242: python3 train.py --steps 10     ("pid 4242 on HOST: ..." when there are several)
+//   Totals: 120345 events, Self CPU 1.100s, Self NEURON 0.900s
+std::string Header(const Summary& s) {
+  if (s.capture_id.empty() && s.processes.empty()) return "";  // an older summary.json
+  constexpr size_t kShownProcesses = 8;
+  constexpr size_t kCommandWidth = 160;
+  std::vector<std::string> hosts;
+  for (const SummaryProcess& p : s.processes) {
+    if (!p.host.empty() && std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) {
+      hosts.push_back(p.host);
+    }
+  }
+  std::string out = "Capture";
+  if (!s.capture_id.empty()) absl::StrAppend(&out, " ", TableName(s.capture_id, 64));
+  if (!hosts.empty()) {
+    absl::StrAppend(&out, " on ", TableName(absl::StrJoin(hosts, ", "), kCommandWidth));
+  }
+  out += ":";
+  if (s.window_start_unix_ns != 0) {
+    absl::StrAppend(&out, " ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC",
+                                     absl::FromUnixNanos(static_cast<int64_t>(s.window_start_unix_ns)),
+                                     absl::UTCTimeZone()),
+                    ",");
+  }
+  absl::StrAppend(&out, " window ", FormatDuration(s.window_ns), "\n");
+  for (size_t i = 0; i < s.processes.size() && i < kShownProcesses; ++i) {
+    // Processes of several hosts (capture --hosts) may share a pid: each says its host.
+    const std::string where =
+        hosts.size() > 1 && !s.processes[i].host.empty()
+            ? absl::StrCat(" on ", TableName(s.processes[i].host, 64))
+            : "";
+    absl::StrAppend(&out, "pid ", s.processes[i].pid, where, ": ",
+                    TableName(s.processes[i].command, kCommandWidth), "\n");
+  }
+  if (s.processes.size() > kShownProcesses) {
+    absl::StrAppend(&out, "... and ", s.processes.size() - kShownProcesses, " more processes\n");
+  }
+  absl::StrAppend(&out, "Totals: ", s.events, " events, Self CPU ",
+                  FormatDuration(s.self_cpu_total_ns), ", Self NEURON ",
+                  FormatDuration(s.self_device_total_ns), "\n");
+  return out;
+}
+
+std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
+  // PyTorch's layout: right-aligned columns two spaces apart, dashed rules, the name column as
+  // wide as the longest name plus 4, at most 55 (longer names end in "...").
+  constexpr size_t kMaxNameWidth = 55;
+  size_t name_width = 4;
+  for (const SummaryRow& r : rows) {
+    name_width = std::max(name_width, TableName(r.name, kMaxNameWidth).size());
+  }
+  name_width = std::min(name_width + 4, kMaxNameWidth);
+  const std::vector<std::string> headers = {
+      "Name",          "Self CPU",     "CPU total",       "Self NEURON",
+      "Self NEURON %", "NEURON total", "NEURON time avg", "# of Calls"};
+  std::vector<size_t> widths = {name_width};
+  for (size_t i = 1; i < headers.size(); ++i)
+    widths.push_back(std::max<size_t>(12, headers[i].size()));
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::vector<std::string> padded;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      padded.push_back(
+          std::string(widths[i] > cells[i].size() ? widths[i] - cells[i].size() : 0, ' ') +
+          cells[i]);
+    }
+    return absl::StrCat(absl::StrJoin(padded, "  "), "\n");
+  };
+  std::vector<std::string> dashes;
+  for (size_t w : widths) dashes.push_back(std::string(w, '-'));
+  const std::string rule = line(dashes);
+
+  std::string out = Header(s) + rule + line(headers) + rule;
+  for (const SummaryRow& r : rows) {
+    std::vector<std::string> cells = SummaryCells(s, r);
+    cells[0] = TableName(r.name, name_width);
+    out += line(cells);
+  }
+  out += rule;
+  absl::StrAppend(&out, "Self CPU time total: ", FormatDuration(s.self_cpu_total_ns), "\n");
+  absl::StrAppend(&out, "Self NEURON time total: ", FormatDuration(s.self_device_total_ns), "\n");
+  if (s.uncorrelated_device_events != 0) {
+    absl::StrAppend(&out, "Uncorrelated NEURON time: ", FormatDuration(s.uncorrelated_device_ns),
+                    " in ", s.uncorrelated_device_events, " device events (in no row)\n");
+  }
+  absl::StrAppend(&out, "Events dropped: ", s.drops.total(), DropsDetail(s.drops), "\n");
+  if (s.drops.total() != 0) {
+    // Host and device events are lost for the same reasons: the lanes say which were lost,
+    // so a reader can check the runtime calls against what the program made.
+    const LaneDropCounts& l = s.drops.by_lane;
+    absl::StrAppend(&out, "Events dropped by lane: framework ", l.framework, ", runtime ",
+                    l.runtime, ", hardware ", l.hardware, "\n");
+  }
+  if (s.cut_off_processes != 0) {
+    absl::StrAppend(&out, "Processes cut off: ", s.cut_off_processes,
+                    " ended before their last events arrived (killed, or the exit flush ran out "
+                    "of time); what they had not sent is missing and not counted above\n");
+  }
+  // What the profiler could not record is part of the answer, not a footnote on stderr.
+  for (const std::string& notice : s.notices) absl::StrAppend(&out, "Not recorded: ", notice, "\n");
+  return out;
+}
+
+std::string FormatCsv(const std::vector<SummaryRow>& rows) {
+  std::string out =
+      "name,self_cpu_ns,cpu_total_ns,self_device_ns,device_total_ns,device_avg_ns,calls\n";
+  for (const SummaryRow& r : rows) {
+    absl::StrAppend(&out, CsvField(r.name), ",", r.self_cpu_ns, ",", r.cpu_total_ns, ",",
+                    r.self_device_ns, ",", r.device_total_ns, ",",
+                    Average(r.device_total_ns, r.calls), ",", r.calls, "\n");
+  }
+  return out;
+}
+
+
+std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
+  std::string out = absl::StrCat("{\n  \"capture_id\": ", JsonString(s.capture_id),
+                                 ",\n  \"processes\": [");
+  for (size_t i = 0; i < s.processes.size(); ++i) {
+    const SummaryProcess& p = s.processes[i];
+    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"pid\": ", p.pid,
+                    ", \"host\": ", JsonString(p.host), ", \"command\": ", JsonString(p.command),
+                    "}");
+  }
+  absl::StrAppend(&out, s.processes.empty() ? "],\n" : "\n  ],\n", "  \"events\": ", s.events,
+                  ",\n  \"window_start_unix_ns\": ", s.window_start_unix_ns,
+                  ",\n  \"window_ns\": ", s.window_ns, ",\n  \"rows\": [");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SummaryRow& r = rows[i];
+    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", JsonString(r.name),
+                    ", \"self_cpu_ns\": ", r.self_cpu_ns, ", \"cpu_total_ns\": ", r.cpu_total_ns,
+                    ", \"self_device_ns\": ", r.self_device_ns,
+                    ", \"device_total_ns\": ", r.device_total_ns, ", \"calls\": ", r.calls, "}");
+  }
+  absl::StrAppend(&out, rows.empty() ? "],\n" : "\n  ],\n");
+  const DropCounts& d = s.drops;
+  absl::StrAppend(&out, "  \"self_cpu_total_ns\": ", s.self_cpu_total_ns,
+                  ",\n  \"self_device_total_ns\": ", s.self_device_total_ns,
+                  ",\n  \"uncorrelated_device_events\": ", s.uncorrelated_device_events,
+                  ",\n  \"uncorrelated_device_ns\": ", s.uncorrelated_device_ns,
+                  ",\n  \"cut_off_processes\": ", s.cut_off_processes,
+                  ",\n  \"events_dropped\": {\"total\": ", d.total(),
+                  ", \"ring_full\": ", d.ring_full, ", \"daemon_away\": ", d.daemon_away,
+                  ", \"spool_full\": ", d.spool_full,
+                  ", \"device_overwritten\": ", d.device_overwritten,
+                  ", \"oversized\": ", d.oversized, ", \"no_memory\": ", d.no_memory,
+                  ", \"device_malformed\": ", d.device_malformed,
+                  ", \"daemon_overflow\": ", d.daemon_overflow,
+                  ", \"no_clock_sync\": ", d.no_clock_sync,
+                  ", \"process_died\": ", d.process_died, "}",
+                  ",\n  \"events_dropped_by_lane\": {\"framework\": ", d.by_lane.framework,
+                  ", \"runtime\": ", d.by_lane.runtime, ", \"hardware\": ", d.by_lane.hardware,
+                  "},\n  \"notices\": [");
+  for (size_t i = 0; i < s.notices.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", JsonString(s.notices[i]));
+  }
+  absl::StrAppend(&out, "]\n}\n");
+  return out;
+}
+
+// ---- Reading summary.json ----------------------------------------------------------------
+
+absl::Status FileError(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("summary.json: ", what));
+}
+
+absl::Status ReadRow(const summary_json::Row& r, SummaryRow* row) {
+  if (!r.has_name()) return FileError("a row without a \"name\" string");
+  row->name = r.name();
+  for (auto [key, present, value, field] :
+       std::initializer_list<std::tuple<const char*, bool, uint64_t, uint64_t*>>{
+           {"self_cpu_ns", r.has_self_cpu_ns(), r.self_cpu_ns(), &row->self_cpu_ns},
+           {"cpu_total_ns", r.has_cpu_total_ns(), r.cpu_total_ns(), &row->cpu_total_ns},
+           {"self_device_ns", r.has_self_device_ns(), r.self_device_ns(), &row->self_device_ns},
+           {"device_total_ns", r.has_device_total_ns(), r.device_total_ns(), &row->device_total_ns},
+           {"calls", r.has_calls(), r.calls(), &row->calls}}) {
+    // The name as JSON writes it: whatever it holds, the error stays on one line.
+    if (!present) {
+      return FileError(absl::StrCat("row ", JsonString(r.name()), " has no \"", key, "\""));
+    }
+    *field = value;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadProcesses(const summary_json::SummaryFile& file, Summary* s) {
+  for (const summary_json::Process& p : file.processes()) {
+    if (!p.has_pid() || !p.has_host() || !p.has_command()) {
+      return FileError("a process is not {\"pid\": N, \"host\": \"...\", \"command\": \"...\"}");
+    }
+    s->processes.push_back({p.pid(), p.host(), p.command()});
+  }
+  return absl::OkStatus();
+}
+
+void ReadDrops(const summary_json::SummaryFile& file, DropCounts* d) {
+  const summary_json::EventsDropped& e = file.events_dropped();
+  d->ring_full = e.ring_full();
+  d->daemon_away = e.daemon_away();
+  d->spool_full = e.spool_full();
+  d->device_overwritten = e.device_overwritten();
+  d->oversized = e.oversized();
+  d->no_memory = e.no_memory();
+  d->device_malformed = e.device_malformed();
+  d->daemon_overflow = e.daemon_overflow();
+  d->no_clock_sync = e.no_clock_sync();
+  d->process_died = e.process_died();
+  const summary_json::EventsDroppedByLane& lane = file.events_dropped_by_lane();
+  d->by_lane = {lane.framework(), lane.runtime(), lane.hardware()};
+}
+
+// Protobuf's parser, unknown keys ignored: a newer daemon's file still reads.
+absl::Status ParseJson(absl::string_view json, google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), message, options);
+  if (status.ok()) return absl::OkStatus();
+  // Its first line says what is wrong; the next two quote the text with a caret under it.
+  absl::string_view what(status.message().data(), status.message().size());
+  what = absl::StripPrefix(what.substr(0, what.find('\n')), ": ");
+  return FileError(what);
+}
+
+// Whether `json` nests arrays and objects deeper than `limit`. Protobuf 3.21's JSON parser
+// takes time that grows faster than the square of the depth for a google.protobuf.ListValue
+// (SummaryFileRows): a file of nested brackets would hang the CLI. summary.json nests 3 deep.
+bool NestedDeeperThan(absl::string_view json, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Whether the file has "rows", asked only when it has no row: proto3 keeps no presence for a
+// repeated field, and a file without its table is not an empty table.
+absl::Status CheckRowsPresent(absl::string_view json) {
+  constexpr int kMaxDepth = 64;
+  if (NestedDeeperThan(json, kMaxDepth)) {
+    return FileError(absl::StrCat("nested deeper than ", kMaxDepth, " levels"));
+  }
+  summary_json::SummaryFileRows rows;
+  if (absl::Status st = ParseJson(json, &rows); !st.ok()) return st;
+  if (!rows.has_rows()) return FileError("no \"rows\" array");
+  if (rows.rows().values_size() != 0) return FileError("a row is not an object");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+absl::StatusOr<SummarySortKey> ParseSummarySortKey(absl::string_view key) {
+  if (key == "self_device") return SummarySortKey::kSelfDevice;
+  if (key == "device_total") return SummarySortKey::kDeviceTotal;
+  if (key == "self_cpu") return SummarySortKey::kSelfCpu;
+  if (key == "cpu_total") return SummarySortKey::kCpuTotal;
+  if (key == "calls") return SummarySortKey::kCalls;
+  if (key == "name") return SummarySortKey::kName;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown sort key '", key,
+                   "' (one of self_device, device_total, self_cpu, cpu_total, calls, name)"));
+}
+
+absl::StatusOr<SummaryFormat> ParseSummaryFormat(absl::string_view format) {
+  if (format == "text") return SummaryFormat::kText;
+  if (format == "csv") return SummaryFormat::kCsv;
+  if (format == "json") return SummaryFormat::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown summary format '", format, "' (one of text, csv, json)"));
+}
+
+std::string FormatDuration(uint64_t ns) {
+  const double us = ns / 1e3;
+  if (us >= 1e6) return absl::StrFormat("%.3fs", us / 1e6);
+  if (us >= 1e3) return absl::StrFormat("%.3fms", us / 1e3);
+  return absl::StrFormat("%.3fus", us);
+}
+
+namespace {
+
+// The header's facts of one process: its command line and host, its events, and their span
+// (from the events themselves, so that a summary recomputed from the trace file has the same
+// window), widening [*first, *last].
+void DescribeProcess(const ProcessTrace& p, Summary* summary, uint64_t* first, uint64_t* last) {
+  auto span = [&](uint64_t start, uint64_t duration) {
+    *first = std::min(*first, start);
+    *last = std::max(*last, start + duration);
+  };
+  if (!p.continues) {  // a later part of the process described last (ProcessTrace::continues)
+    summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
+    std::string& command = summary->processes.back().command;
+    if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
+  }
+  summary->events += p.ranges.size() + p.calls.size() + p.device.size();
+  for (const RangeEvent& r : p.ranges) span(r.start_ns, r.duration_ns);
+  for (const ApiCall& c : p.calls) span(c.start_ns, c.duration_ns);
+  for (const DeviceEvent& d : p.device) span(d.start_ns, d.duration_ns);
+}
+
+// The window from the first event to the last, on the wall clock if the trace knows it.
+void DescribeWindow(const Trace& trace, uint64_t first, uint64_t last, Summary* summary) {
+  if (first > last) return;
+  summary->window_ns = last - first;
+  if (trace.realtime_offset_ns != 0) {
+    summary->window_start_unix_ns = static_cast<uint64_t>(static_cast<int64_t>(first) +
+                                                          trace.realtime_offset_ns);
+  }
+}
+
+void CloseSummary(std::map<std::string, SummaryRow>& rows, Summary& summary) {
+  for (auto& [name, row] : rows) {
+    summary.self_cpu_total_ns += row.self_cpu_ns;
+    summary.self_device_total_ns += row.self_device_ns;
+    summary.rows.push_back(std::move(row));
+  }
+}
+
+}  // namespace
+
+Summary ComputeSummary(const Trace& trace) {
+  SummaryBuilder builder;
+  builder.Add(trace);
+  return builder.Finish(trace);
+}
+
+void SummaryBuilder::Add(const Trace& trace) {
+  for (const ProcessTrace& p : trace.processes) {
+    DescribeProcess(p, &summary_, &first_ns_, &last_ns_);
+    SummarizeProcess(p, &rows_, &summary_);
+  }
+}
+
+Summary SummaryBuilder::Finish(const Trace& trace) {
+  Summary summary = std::move(summary_);
+  summary.capture_id = trace.capture_id;
+  DescribeWindow(trace, first_ns_, last_ns_, &summary);
+  CloseSummary(rows_, summary);
+  return summary;
+}
+
+Summary ComputeProcessSummary(const ProcessTrace& process, const DeviceTimeCharged& charged_to) {
+  Summary summary;
+  std::map<std::string, SummaryRow> rows;
+  SummarizeProcess(process, &rows, &summary, charged_to);
+  CloseSummary(rows, summary);
+  return summary;
+}
+
+std::vector<std::string> SummaryCells(const Summary& s, const SummaryRow& r) {
+  return {r.name,
+          FormatDuration(r.self_cpu_ns),
+          FormatDuration(r.cpu_total_ns),
+          FormatDuration(r.self_device_ns),
+          Percent(r.self_device_ns, s.self_device_total_ns),
+          FormatDuration(r.device_total_ns),
+          FormatDuration(Average(r.device_total_ns, r.calls)),
+          absl::StrCat(r.calls)};
+}
+
+std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFormat format,
+                          int limit) {
+  const std::vector<SummaryRow> rows = Sorted(summary, sort, limit);
+  switch (format) {
+    case SummaryFormat::kText:
+      return FormatText(summary, rows);
+    case SummaryFormat::kCsv:
+      return FormatCsv(rows);
+    case SummaryFormat::kJson:
+      return FormatJson(summary, rows);
+  }
+  return "";
+}
+
+absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
+  summary_json::SummaryFile file;
+  if (absl::Status st = ParseJson(json, &file); !st.ok()) return st;
+  if (file.rows().empty()) {
+    if (absl::Status st = CheckRowsPresent(json); !st.ok()) return st;
+  }
+  Summary s;
+  for (const summary_json::Row& r : file.rows()) {
+    if (absl::Status st = ReadRow(r, &s.rows.emplace_back()); !st.ok()) return st;
+  }
+  if (!file.has_self_cpu_total_ns()) return FileError("no \"self_cpu_total_ns\"");
+  if (!file.has_self_device_total_ns()) return FileError("no \"self_device_total_ns\"");
+  s.capture_id = file.capture_id();
+  if (absl::Status st = ReadProcesses(file, &s); !st.ok()) return st;
+  s.events = file.events();
+  s.window_start_unix_ns = file.window_start_unix_ns();
+  s.window_ns = file.window_ns();
+  s.self_cpu_total_ns = file.self_cpu_total_ns();
+  s.self_device_total_ns = file.self_device_total_ns();
+  s.uncorrelated_device_events = file.uncorrelated_device_events();
+  s.uncorrelated_device_ns = file.uncorrelated_device_ns();
+  s.cut_off_processes = file.cut_off_processes();
+  ReadDrops(file, &s.drops);
+  s.notices.assign(file.notices().begin(), file.notices().end());
+  return s;
+}
+
+namespace {
+
+class SummaryStream : public TraceStream {
+ public:
+  SummaryStream(SummarySink* sink, std::string output_dir)
+      : sink_(sink), output_dir_(std::move(output_dir)) {}
+  absl::Status Add(const Trace&) override { return absl::OkStatus(); }
+  absl::Status Finish(const Trace& trace, const Summary& summary,
+                      std::vector<std::string>* files) override {
+    return sink_->Write(trace, summary, output_dir_, files);
+  }
+
+ private:
+  SummarySink* const sink_;
+  const std::string output_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceStream> SummarySink::OpenStream(const std::string& output_dir) {
+  return std::make_unique<SummaryStream>(this, output_dir);
+}
+
+absl::Status SummarySink::Write(const Trace& trace, const Summary& summary,
+                                const std::string& output_dir, std::vector<std::string>* files) {
+  absl::Status first;
+  for (auto [name, format] : std::initializer_list<std::pair<const char*, SummaryFormat>>{
+           {"summary.txt", SummaryFormat::kText},
+           {"summary.csv", SummaryFormat::kCsv},
+           {"summary.json", SummaryFormat::kJson}}) {
+    absl::Status s =
+        WriteFileAtomically(absl::StrCat(output_dir, "/", name),
+                            FormatSummary(summary, SummarySortKey::kSelfDevice, format));
+    if (s.ok()) {
+      files->push_back(name);
+    } else if (first.ok()) {
+      first = s;
+    }
+  }
+  return first;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,341 @@
+#include "trace/trace_lanes.h"
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+// Checks what a viewer needs: begins in time order, every end matching the innermost open
+// slice, every slice inside the one it begins in.
+void ExpectWellNested(const std::vector<NestInterval>& iv, const std::vector<size_t>& order) {
+  ASSERT_EQ(order.size(), iv.size());
+  std::vector<size_t> open;
+  uint64_t last = 0;
+  for (size_t i : order) {
+    const NestInterval& v = iv[i];
+    ASSERT_LE(v.start_ns, v.end_ns);
+    ASSERT_GE(v.start_ns, last) << "begins out of order";
+    last = v.start_ns;
+    while (!open.empty() && iv[open.back()].end_ns <= v.start_ns) open.pop_back();
+    if (!open.empty()) {
+      EXPECT_GE(v.start_ns, iv[open.back()].start_ns);
+      EXPECT_LE(v.end_ns, iv[open.back()].end_ns) << "slice " << i << " outlasts its parent";
+    }
+    open.push_back(i);
+  }
+}
+
+TEST(NestIntervalsTest, ChildOutlastingItsParentIsClamped) {
+  std::vector<NestInterval> iv = {{100, 200, 1, 0}, {150, 210, 2, 1}};
+  auto order = NestIntervals(&iv);
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(iv[1].start_ns, 150u);
+  EXPECT_EQ(iv[1].end_ns, 200u);
+  ExpectWellNested(iv, order);
+}
+
+TEST(NestIntervalsTest, ChildStartingBeforeItsParentIsClamped) {
+  std::vector<NestInterval> iv = {{100, 200, 1, 0}, {95, 150, 2, 1}};
+  auto order = NestIntervals(&iv);
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(iv[1].start_ns, 100u);
+  EXPECT_EQ(iv[1].end_ns, 150u);
+}
+
+TEST(NestIntervalsTest, EqualTimesPutTheParentOutside) {
+  // Child listed first, same interval as its parent: the parent must still begin first.
+  std::vector<NestInterval> iv = {{100, 200, 2, 1}, {100, 200, 1, 0}, {100, 100, 3, 2}};
+  auto order = NestIntervals(&iv);
+  EXPECT_EQ(order, (std::vector<size_t>{1, 0, 2}));
+  ExpectWellNested(iv, order);
+}
+
+TEST(NestIntervalsTest, OverlappingSiblingsDoNotNest) {
+  // Two host calls overlapping by 1 ns of clock noise: the second starts when the first ends.
+  std::vector<NestInterval> iv = {{100, 200, 0, 0}, {199, 300, 0, 0}};
+  auto order = NestIntervals(&iv);
+  EXPECT_EQ(iv[0].end_ns, 200u);
+  EXPECT_EQ(iv[1].start_ns, 200u);
+  EXPECT_EQ(iv[1].end_ns, 300u);
+  ExpectWellNested(iv, order);
+}
+
+TEST(NestIntervalsTest, BackToBackSlicesAreSiblings) {
+  std::vector<NestInterval> iv = {{100, 200, 0, 0}, {200, 200, 0, 0}, {200, 300, 0, 0}};
+  auto order = NestIntervals(&iv);
+  ExpectWellNested(iv, order);
+  EXPECT_EQ(iv[2].start_ns, 200u);
+  EXPECT_EQ(iv[0].end_ns, 200u);
+}
+
+TEST(NestIntervalsTest, DeclaredChildFarFromItsParentKeepsItsTimes) {
+  std::vector<NestInterval> iv = {{100, 200, 1, 0}, {500, 600, 2, 1}};
+  auto order = NestIntervals(&iv);
+  EXPECT_EQ(iv[1].start_ns, 500u);
+  EXPECT_EQ(iv[1].end_ns, 600u);
+  ExpectWellNested(iv, order);
+}
+
+TEST(NestIntervalsTest, ParentCyclesAreCut) {
+  std::vector<NestInterval> iv = {{100, 200, 1, 2}, {120, 180, 2, 1}, {130, 150, 3, 3}};
+  auto order = NestIntervals(&iv);
+  ExpectWellNested(iv, order);
+}
+
+TEST(NestIntervalsTest, RandomInputAlwaysNests) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 500; ++round) {
+    size_t n = 1 + rng() % 30;
+    std::vector<NestInterval> iv(n);
+    for (size_t i = 0; i < n; ++i) {
+      iv[i].start_ns = rng() % 100;
+      iv[i].end_ns = iv[i].start_ns + rng() % 40;
+      iv[i].id = i + 1;
+      iv[i].parent_id = rng() % 3 == 0 ? 0 : 1 + rng() % n;
+    }
+    auto order = NestIntervals(&iv);
+    ExpectWellNested(iv, order);
+    // LaneEdges replays the same nesting: one begin and one end per slice, ends match.
+    Lane lane;
+    for (size_t i : order) {
+      LaneSlice s;
+      s.start_ns = iv[i].start_ns;
+      s.end_ns = iv[i].end_ns;
+      lane.slices.push_back(s);
+    }
+    std::vector<size_t> open;
+    uint64_t last = 0;
+    size_t begins = 0;
+    for (const SliceEdge& e : LaneEdges(lane)) {
+      ASSERT_GE(e.ts, last);
+      last = e.ts;
+      if (e.begin) {
+        ++begins;
+        open.push_back(e.slice);
+      } else {
+        ASSERT_FALSE(open.empty());
+        ASSERT_EQ(open.back(), e.slice);
+        open.pop_back();
+      }
+    }
+    EXPECT_EQ(begins, n);
+    EXPECT_TRUE(open.empty());
+  }
+}
+
+Trace OneProcess() {
+  Trace t;
+  t.capture_id = "cap";
+  ProcessTrace p;
+  p.pid = 10;
+  p.ranges.push_back({1, "step", 11, 1000, 1000, 0, 0});
+  ApiCall call;
+  call.correlation_id = 77;
+  call.name = "nrt_execute";
+  call.tid = 11;
+  call.start_ns = 1100;
+  call.duration_ns = 500;
+  call.range = 1;
+  p.calls.push_back(call);
+  ApiCall write = call;
+  write.correlation_id = 78;
+  write.name = "nrt_tensor_write";
+  write.start_ns = 1700;
+  write.duration_ns = 100;
+  write.range = 0;
+  p.calls.push_back(write);
+  DeviceEvent exec;
+  exec.id = 5;
+  exec.name = "nc_exec_running";
+  exec.start_ns = 1200;
+  exec.duration_ns = 300;
+  exec.correlation_id = 77;
+  p.device.push_back(exec);
+  DeviceEvent io = exec;
+  io.id = 6;
+  io.kind = DeviceEventKind::kDma;
+  io.name = "dma_hbm_to_sbuf";
+  io.parent = 5;
+  io.duration_ns = 10;
+  p.device.push_back(io);
+  t.processes.push_back(p);
+  return t;
+}
+
+TEST(BuildLanesTest, FlowRunsFromRangeThroughCallToExecution) {
+  Trace t = OneProcess();
+  TraceLanes lanes = BuildLanes(t);
+  ASSERT_EQ(lanes.processes.size(), 1u);
+  const ProcessLanes& p = lanes.processes[0];
+  ASSERT_EQ(p.threads.size(), 1u);
+  ASSERT_EQ(p.cores.size(), 1u);
+  const LaneSlice& range = p.threads[0].framework.slices[0];
+  const LaneSlice& call = p.threads[0].runtime.slices[0];
+  const LaneSlice& exec = p.cores[0].executions.slices[0];
+  ASSERT_EQ(range.flow_ids.size(), 1u);
+  EXPECT_EQ(call.flow_ids, range.flow_ids);
+  EXPECT_EQ(exec.terminating_flow_ids, range.flow_ids);
+  // A call with nothing before or after it draws no arrow; an I/O DMA is not a flow step.
+  const LaneSlice& write = p.threads[0].runtime.slices[1];
+  EXPECT_TRUE(write.flow_ids.empty());
+  EXPECT_TRUE(write.terminating_flow_ids.empty());
+  EXPECT_TRUE(p.cores[0].dma.slices[0].flow_ids.empty());
+  EXPECT_TRUE(p.cores[0].dma.slices[0].terminating_flow_ids.empty());
+  EXPECT_EQ(lanes.first_ns, 1000u);
+}
+
+// Events out of begin order in their lists, correlation ids far apart, and a call's two
+// executions listed in the opposite order to their starts: each arrow still joins the right
+// slices, in time order.
+TEST(BuildLanesTest, FlowsFollowTheirSlicesWhateverTheOrderOfEventsAndIds) {
+  Trace t;
+  ProcessTrace p;
+  p.pid = 10;
+  auto call = [](uint64_t correlation_id, const char* name, uint64_t start_ns) {
+    ApiCall c;
+    c.correlation_id = correlation_id;
+    c.name = Name::Lasting(name);
+    c.tid = 11;
+    c.start_ns = start_ns;
+    c.duration_ns = 100;
+    return c;
+  };
+  auto execution = [](uint64_t id, const char* name, int32_t nc, uint64_t start_ns,
+                      uint64_t correlation_id) {
+    DeviceEvent e;
+    e.id = id;
+    e.name = Name::Lasting(name);
+    e.nc_idx = nc;
+    e.start_ns = start_ns;
+    e.duration_ns = 50;
+    e.correlation_id = correlation_id;
+    return e;
+  };
+  const ApiCall late = call(1'000'000'000'000, "nrt_execute", 5000);
+  const ApiCall early = call(3, "nrt_tensor_read", 1000);
+  p.calls = {late, early};
+  const DeviceEvent second = execution(10, "second", 0, 5300, late.correlation_id);  // first here
+  const DeviceEvent first = execution(11, "first", 1, 5200, late.correlation_id);
+  const DeviceEvent read = execution(12, "read", 0, 1050, early.correlation_id);
+  p.device = {second, first, read};
+  t.processes.push_back(p);
+
+  const TraceLanes lanes = BuildLanes(t);
+  ASSERT_EQ(lanes.processes.size(), 1u);
+  const ProcessLanes& out = lanes.processes[0];
+  ASSERT_EQ(out.threads.size(), 1u);
+  ASSERT_EQ(out.cores.size(), 2u);
+  const auto& calls = out.threads[0].runtime.slices;
+  const auto& core0 = out.cores[0].executions.slices;
+  const auto& core1 = out.cores[1].executions.slices;
+  ASSERT_EQ(calls.size(), 2u);
+  ASSERT_EQ(core0.size(), 2u);
+  ASSERT_EQ(core1.size(), 1u);
+  // Each lane in begin order.
+  EXPECT_EQ(calls[0].name.view(), "nrt_tensor_read");
+  EXPECT_EQ(calls[1].name.view(), "nrt_execute");
+  EXPECT_EQ(core0[0].name.view(), "read");
+  EXPECT_EQ(core0[1].name.view(), "second");
+  EXPECT_EQ(core1[0].name.view(), "first");
+  EXPECT_EQ(lanes.flows, 2u);
+  // The read: call -> its transfer.
+  ASSERT_EQ(calls[0].flow_ids.size(), 1u);
+  EXPECT_EQ(core0[0].terminating_flow_ids, calls[0].flow_ids);
+  EXPECT_TRUE(core0[0].flow_ids.empty());
+  // The execute: call -> the execution that started first -> the one that started second.
+  ASSERT_EQ(calls[1].flow_ids.size(), 1u);
+  EXPECT_NE(calls[1].flow_ids, calls[0].flow_ids);
+  EXPECT_EQ(core1[0].flow_ids, calls[1].flow_ids);
+  EXPECT_TRUE(core1[0].terminating_flow_ids.empty());
+  EXPECT_EQ(core0[1].terminating_flow_ids, calls[1].flow_ids);
+  EXPECT_TRUE(core0[1].flow_ids.empty());
+}
+
+TEST(BuildLanesTest, CaptureArgsCarryEveryDropCounter) {
+  Trace t = OneProcess();
+  t.processes[0].drops.ring_full = 3;
+  t.processes[0].drops.oversized = 1;
+  std::vector<SliceArg> args = CaptureArgs(t, t.processes[0]);
+  std::map<std::string, uint64_t> counters;
+  for (const SliceArg& a : args) {
+    if (a.type == SliceArg::Type::kUint) counters[a.name] = a.uint_value;
+  }
+  EXPECT_EQ(counters["drops.total"], 4u);
+  EXPECT_EQ(counters["drops.ring_full"], 3u);
+  EXPECT_EQ(counters["drops.oversized"], 1u);
+  EXPECT_EQ(counters.count("drops.daemon_away"), 1u);
+  EXPECT_EQ(counters.count("drops.spool_full"), 1u);
+  EXPECT_EQ(counters.count("drops.device_overwritten"), 1u);
+}
+
+// What a slice's arguments say, as text.
+std::map<std::string, std::string> ArgsOf(const LaneSlice& s) {
+  std::map<std::string, std::string> args;
+  std::vector<SliceArg> list;
+  std::string text;
+  SliceArgs(s, &list, &text);
+  for (const SliceArg& a : list) {
+    args[a.name] = a.type == SliceArg::Type::kString ? std::string(a.string_value)
+                   : a.type == SliceArg::Type::kUint ? std::to_string(a.uint_value)
+                                                     : std::to_string(a.int_value);
+  }
+  return args;
+}
+
+TEST(BuildLanesTest, WorkInsideAnExecutionLeavesTheSharedArgumentsToIt) {
+  Trace t = OneProcess();
+  ProcessTrace& p = t.processes[0];
+  DeviceEvent& exec = p.device[0];
+  exec.model_name = "mlp";
+  exec.exec_id = 9;
+  exec.submitting_tid = 11;
+  DeviceEvent& io = p.device[1];
+  io.model_name = "mlp";
+  io.exec_id = 9;
+  io.submitting_tid = 11;
+  io.bytes = 4096;
+  io.tensor_name = "input";
+  DeviceEvent op = exec;
+  op.id = 7;
+  op.kind = DeviceEventKind::kEngineOp;
+  op.name = "mul";
+  op.engine = "vector";
+  op.parent = 5;
+  op.start_ns = 1250;
+  op.duration_ns = 20;
+  p.device.push_back(op);
+  DeviceEvent orphan = op;  // its execution was lost: nothing to share with
+  orphan.id = 8;
+  orphan.parent = 0;
+  orphan.start_ns = 1600;
+  p.device.push_back(orphan);
+
+  TraceLanes lanes = BuildLanes(t);
+  const CoreLanes& core = lanes.processes[0].cores[0];
+  ASSERT_EQ(core.executions.slices.size(), 3u);
+  EXPECT_EQ(ArgsOf(core.executions.slices[0]),
+            (std::map<std::string, std::string>{{"model", "mlp"},
+                                                {"exec_id", "9"},
+                                                {"correlation_id", "77"},
+                                                {"submitting_tid", "11"}}));
+  EXPECT_EQ(ArgsOf(core.executions.slices[1]),
+            (std::map<std::string, std::string>{{"engine", "vector"}}));
+  EXPECT_EQ(ArgsOf(core.executions.slices[2]),
+            (std::map<std::string, std::string>{{"model", "mlp"},
+                                                {"exec_id", "9"},
+                                                {"engine", "vector"},
+                                                {"correlation_id", "77"},
+                                                {"submitting_tid", "11"}}));
+  // A DMA of the execution is on the DMA track, away from it: its exec_id says whose it is.
+  EXPECT_EQ(ArgsOf(core.dma.slices[0]),
+            (std::map<std::string, std::string>{
+                {"exec_id", "9"}, {"bytes", "4096"}, {"tensor", "input"}}));
+}
+
+}  // namespace
+}  // namespace nrtprof::daemon
