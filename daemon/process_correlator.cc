@@ -1,0 +1,879 @@
+// One process's events correlated into its ProcessTrace: the matching correlator.h describes
+// (device clocks to host time, executions and transfers to the calls that caused them, calls
+// into their framework ranges, model files named). Over 800 lines because it is one class, the
+// matching's state for one process, and its helpers: cut in two, its state would have to live
+// in a header both halves share, for no reader's gain.
+#include "daemon/process_correlator.h"
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/correlator.h"
+#include "trace/call_ranges.h"
+#include "trace/trace_name.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr int32_t kPlacementDevice = 0;  // NRT_TENSOR_PLACEMENT_DEVICE
+constexpr int32_t kStatusSuccess = 0;
+// The execution ran but reported errors: it produced device events, maybe fewer than asked.
+constexpr int32_t kStatusCompletedWithNumErr = 1003;
+constexpr int32_t kStatusCompletedWithErr = 1004;
+
+// What a device event is matched on: one bit per kind of work a runtime call causes.
+enum Channel : uint32_t {
+  kNone = 0,
+  kExec = 1 << 0,
+  kH2d = 1 << 1,
+  kD2h = 1 << 2,
+  kD2d = 1 << 3,
+  kMemset = 1 << 4,
+  kModelLoad = 1 << 5,
+};
+constexpr uint32_t kAllChannels[] = {kExec, kH2d, kD2h, kD2d, kMemset, kModelLoad};
+
+uint32_t DmaChannel(const std::string& name) {
+  if (name == "dma_h2d") return kH2d;
+  if (name == "dma_d2h") return kD2h;
+  if (name == "dma_d2d") return kD2d;
+  if (name == "dma_memset") return kMemset;
+  if (name == "dma_model_load") return kModelLoad;
+  return kNone;
+}
+
+uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
+
+// The process's string table as Names of the trace's NameTable, with "" for 0 and unknown ids.
+// Each text is interned once, here; an event's names are then pointer copies. The shim numbers
+// its strings from 1 up, so the ids are looked up in a vector indexed by id (a few lookups per
+// event); a table with ids far beyond its size stays a hash lookup.
+class Strings {
+ public:
+  Strings(const std::unordered_map<uint32_t, std::string>& table, NameTable* names) {
+    uint32_t max_iid = 0;
+    for (const auto& [iid, value] : table) max_iid = std::max(max_iid, iid);
+    const bool dense = max_iid <= 2 * table.size() + 1024;
+    if (dense) dense_.resize(size_t{max_iid} + 1);
+    for (const auto& [iid, value] : table) {
+      const Name name = names->Intern(value);
+      if (dense) {
+        dense_[iid] = name;
+      } else {
+        sparse_.emplace(iid, name);
+      }
+    }
+  }
+  Name operator()(uint32_t iid) const {
+    if (iid < dense_.size()) return dense_[iid];
+    auto it = sparse_.find(iid);
+    return it == sparse_.end() ? Name() : it->second;
+  }
+
+ private:
+  std::vector<Name> dense_;  // by iid, when the ids are dense
+  std::unordered_map<uint32_t, Name> sparse_;
+};
+
+struct TensorState {
+  bool known = false;  // an allocation of this handle was seen before the call
+  bool device = false;
+  int32_t nc_idx = -1;
+  uint32_t name_iid = 0;
+};
+
+// Tensor and model handles over time: which allocation a handle named at a given instant.
+class HandleHistory {
+ public:
+  HandleHistory(const ProcessCapture& in, const Strings& str, NameTable* names) {
+    for (const IngestedEvent& e : in.handle_events) {
+      const nrtprof::ApiFunction f = CallFunction(e.function, str(e.name_iid));
+      if (f == nrtprof::API_NRT_TENSOR_ALLOCATE || f == nrtprof::API_NRT_TENSOR_FREE) {
+        if (e.call.tensor != 0) tensors_[e.call.tensor].push_back(&e);
+      } else if (IsModelLoad(f)) {
+        if (e.call.model != 0 && e.status == kStatusSuccess)
+          models_[e.call.model].push_back(&e);
+      }
+    }
+    auto by_start = [](const IngestedEvent* a, const IngestedEvent* b) {
+      return a->start_ns < b->start_ns;
+    };
+    for (auto& [h, v] : tensors_) std::stable_sort(v.begin(), v.end(), by_start);
+    for (auto& [h, v] : models_) std::stable_sort(v.begin(), v.end(), by_start);
+    for (const IngestedModel& m : in.models) {
+      if (!m.file.name.empty()) model_files_[m.model_handle] = names->Intern(m.file.name);
+    }
+  }
+
+  TensorState Tensor(uint64_t handle, uint64_t at_ns, const Strings& str) const {
+    TensorState state;
+    const IngestedEvent* e = Latest(tensors_, handle, at_ns);
+    if (e == nullptr || CallFunction(e->function, str(e->name_iid)) != nrtprof::API_NRT_TENSOR_ALLOCATE ||
+        e->status != kStatusSuccess) {
+      return state;  // never seen, or freed: a call on it fails anyway
+    }
+    state.known = true;
+    state.device = e->placement == kPlacementDevice;
+    state.nc_idx = e->nc_idx;
+    state.name_iid = e->tensor_name_iid;
+    return state;
+  }
+
+  // The model's name and NeuronCore as of its latest load before `at_ns`.
+  void Model(uint64_t handle, uint64_t at_ns, const Strings& str, Name* name,
+             int32_t* nc_idx) const {
+    if (const IngestedEvent* e = Latest(models_, handle, at_ns); e != nullptr) {
+      if (e->model_name_iid != 0) *name = str(e->model_name_iid);
+      *nc_idx = e->nc_idx;
+    }
+    if (name->empty()) {
+      auto it = model_files_.find(handle);
+      if (it != model_files_.end()) *name = it->second;
+    }
+  }
+
+ private:
+  using History = std::unordered_map<uint64_t, std::vector<const IngestedEvent*>>;
+  static const IngestedEvent* Latest(const History& history, uint64_t handle, uint64_t at_ns) {
+    auto it = history.find(handle);
+    if (handle == 0 || it == history.end()) return nullptr;
+    auto after =
+        std::upper_bound(it->second.begin(), it->second.end(), at_ns,
+                         [](uint64_t t, const IngestedEvent* e) { return t < e->start_ns; });
+    return after == it->second.begin() ? nullptr : *(after - 1);
+  }
+
+  History tensors_;
+  History models_;
+  std::unordered_map<uint64_t, Name> model_files_;
+};
+
+// What a runtime call can have caused on the device, for matching.
+struct Expectation {
+  size_t call = 0;        // index in ProcessTrace::calls
+  uint32_t channels = 0;  // which kinds of device event it may have caused
+  // Exactly `capacity` events of its one channel; otherwise up to `capacity`, or none.
+  bool exact = false;
+  uint64_t capacity = 0;
+  // Model or tensor names its events may carry: a few at most (a copy names two tensors), so
+  // kept inline, with no allocation for each call.
+  absl::InlinedVector<Name, 3> names;
+  int32_t nc_idx = -1;  // where its events must be, if known
+};
+
+// A device event to be matched, by index in the process's (not yet sorted) device events.
+struct DeviceRef {
+  size_t index = 0;
+  uint32_t channel = 0;
+};
+
+class ProcessCorrelator {
+ public:
+  // `drops`: what the process lost during the capture (ProcessDrops), given to the first of its
+  // streams (the others' add nothing but the daemon's correlation's own).
+  // `names` holds the text of the ProcessTrace's names (shared by the Trace's processes).
+  // `consume`, if not null, is `in`'s events, which Build frees as soon as it is done reading
+  // them, so that its last step reuses their pages (huge_page_allocator.h).
+  ProcessCorrelator(const ProcessCapture& in, uint64_t* next_id, const DropCounts& drops,
+                    std::shared_ptr<NameTable> names, IngestedEvents* consume)
+      : in_(in),
+        consume_(consume),
+        str_(in.strings, names.get()),
+        clock_(in.clock_syncs),
+        handles_(in, str_, names.get()),
+        next_id_(next_id),
+        drops_(drops) {
+    out_.names = std::move(names);
+  }
+
+  ProcessTrace Build() {
+    out_.pid = in_.hello.pid();
+    out_.host = in_.hello.host();
+    out_.executable = in_.hello.executable();
+    out_.command_line.assign(in_.hello.command_line().begin(), in_.hello.command_line().end());
+    out_.drops = drops_;
+    out_.events_received = in_.events_received;
+    out_.batches_missing = in_.batches_missing;
+    // What a process that died made and never sent is counted (process_died) when its rings
+    // file could be read: then it is not missing.
+    out_.cut_off = in_.stream_closed && !in_.final && !in_.records_made_known;
+    for (const IngestedModel& m : in_.models) out_.models.push_back(m.file);
+    out_.notices = in_.notices;
+
+    std::vector<const IngestedEvent*> ranges, calls, device;
+    device.reserve(in_.events.size());
+    for (const IngestedEvent& e : in_.events) {
+      switch (e.kind) {
+        case nrtprof::EVENT_RANGE:
+          ranges.push_back(&e);
+          break;
+        case nrtprof::EVENT_API_CALL:
+          calls.push_back(&e);
+          break;
+        case nrtprof::EVENT_DEVICE_EXEC:
+        case nrtprof::EVENT_DEVICE_OP:
+        case nrtprof::EVENT_DEVICE_DMA:
+          device.push_back(&e);
+          break;
+        default:
+          break;  // ingest refuses other kinds
+      }
+    }
+    BuildRanges(ranges);
+    BuildCalls(calls);
+    BuildDevice(device);
+    ranges = calls = device = {};
+    MatchDevice();
+    NameModelFiles();
+    NameUnnamedModels();
+    NoteModelsWithoutFiles();
+    AssignRanges();
+    call_sources_ = {};  // they point into the events
+    if (consume_ != nullptr) IngestedEvents().swap(*consume_);
+    SortDevice();
+    for (const DeviceEvent& d : out_.device) {
+      if (d.correlation_id == 0) ++out_.device_uncorrelated;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  uint64_t NextId() { return (*next_id_)++; }
+
+  // A loaded model file takes the name its device events use (learnt by matching the load and
+  // the executions of its handle), so its .neff and its device traces pair up by that name.
+  void NameModelFiles() {
+    std::unordered_map<uint64_t, Name> names;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      const uint64_t handle = call_sources_[i]->call.model;
+      if (handle != 0 && !out_.calls[i].model_name.empty()) {
+        names.try_emplace(handle, out_.calls[i].model_name);
+      }
+    }
+    for (size_t i = 0; i < out_.models.size(); ++i) {
+      if (!out_.models[i].name.empty()) continue;
+      auto it = names.find(in_.models[i].model_handle);
+      if (it != names.end()) out_.models[i].name = std::string(it->second.view());
+    }
+  }
+
+  // A runtime that names no model (its system trace has model ids, and a name only when it
+  // knows one) leaves model files, their calls and executions unnamed after matching: each is
+  // named by its file, as its .neff is ("model_<hash>"), so that device traces still pair up.
+  void NameUnnamedModels() {
+    std::unordered_map<uint64_t, Name> names;  // handle -> name
+    for (size_t i = 0; i < out_.models.size(); ++i) {
+      LoadedModelFile& m = out_.models[i];
+      if (!m.name.empty() || m.bytes.empty() || (m.size != 0 && m.size != m.bytes.size())) {
+        continue;
+      }
+      m.name = absl::StrCat("model_", ModelHash(m.bytes));
+      names[in_.models[i].model_handle] = out_.names->Intern(m.name);
+    }
+    if (names.empty()) return;
+    std::unordered_map<uint64_t, const ApiCall*> by_correlation;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      ApiCall& c = out_.calls[i];
+      const uint64_t handle = call_sources_[i]->call.model;
+      if (c.model_name.empty() && handle != 0) {
+        if (auto it = names.find(handle); it != names.end()) c.model_name = it->second;
+      }
+      by_correlation.emplace(c.correlation_id, &c);
+    }
+    for (DeviceEvent& d : out_.device) {
+      if (d.kind != DeviceEventKind::kExecution || !d.model_name.empty()) continue;
+      auto it = by_correlation.find(d.correlation_id);
+      if (d.correlation_id != 0 && it != by_correlation.end()) d.model_name = it->second->model_name;
+    }
+  }
+
+  // A device trace pairs with its model's .neff by the model's name (artifact_writer.h):
+  // executions of a model that has no whole file here get a device trace of their own, and the
+  // capture says why it has no .neff.
+  void NoteModelsWithoutFiles() {
+    std::set<absl::string_view> whole, too_big;
+    for (const LoadedModelFile& m : out_.models) {
+      if (m.name.empty()) continue;
+      const bool is_whole = !m.bytes.empty() && (m.size == 0 || m.size == m.bytes.size());
+      (is_whole ? whole : too_big).insert(m.name);
+    }
+    std::set<absl::string_view> unsent, unseen;
+    for (const DeviceEvent& d : out_.device) {
+      if (d.kind != DeviceEventKind::kExecution || d.model_name.empty()) continue;
+      const absl::string_view name = d.model_name;
+      if (whole.count(name) != 0) continue;
+      (too_big.count(name) != 0 ? unsent : unseen).insert(name);
+    }
+    auto list = [](const std::set<absl::string_view>& names) {
+      return absl::StrCat(names.size(), names.size() == 1 ? " model (" : " models (",
+                          absl::StrJoin(names, ", "), ")");
+    };
+    if (!unsent.empty()) {
+      out_.notices.push_back(absl::StrCat(
+          "model files of ", list(unsent),
+          ": over the shim's size limit (NRTPROF_MAX_MODEL_BYTES), so their device traces "
+          "have no .neff beside them"));
+    }
+    if (!unseen.empty()) {
+      out_.notices.push_back(absl::StrCat(
+          "model files of ", list(unseen),
+          ": not received, or no call in the window tied them to a loaded file (their "
+          "executions here were called before it), so their device traces have no .neff beside "
+          "them"));
+    }
+  }
+
+  // Ranges nest per thread; parent and depth come from containment, not from the wire (a
+  // range whose parent was dropped still nests under the one that is there).
+  void BuildRanges(std::vector<const IngestedEvent*>& ranges) {
+    std::sort(ranges.begin(), ranges.end(), [](const IngestedEvent* a, const IngestedEvent* b) {
+      if (a->tid != b->tid) return a->tid < b->tid;
+      if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+      if (a->duration_ns != b->duration_ns) return a->duration_ns > b->duration_ns;
+      return a->depth < b->depth;
+    });
+    std::vector<size_t> open;  // indices in out_.ranges, outermost first
+    out_.ranges.reserve(ranges.size());
+    for (const IngestedEvent* e : ranges) {
+      if (!out_.ranges.empty() && out_.ranges.back().tid != e->tid) open.clear();
+      const uint64_t end = End(e->start_ns, e->duration_ns);
+      while (!open.empty() &&
+             End(out_.ranges[open.back()].start_ns, out_.ranges[open.back()].duration_ns) < end) {
+        open.pop_back();
+      }
+      RangeEvent r;
+      r.id = NextId();
+      r.name = str_(e->name_iid);
+      r.tid = e->tid;
+      r.start_ns = e->start_ns;
+      r.duration_ns = e->duration_ns;
+      r.depth = static_cast<uint32_t>(open.size());
+      r.parent_range = open.empty() ? 0 : out_.ranges[open.back()].id;
+      open.push_back(out_.ranges.size());
+      out_.ranges.push_back(std::move(r));
+    }
+  }
+
+  void BuildCalls(std::vector<const IngestedEvent*>& calls) {
+    std::sort(calls.begin(), calls.end(), [](const IngestedEvent* a, const IngestedEvent* b) {
+      if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+      return a->correlation_id < b->correlation_id;
+    });
+    out_.calls.reserve(calls.size());
+    call_sources_.reserve(calls.size());
+    for (const IngestedEvent* e : calls) {
+      ApiCall& c = out_.calls.emplace_back();  // filled in place, as device events are
+      c.correlation_id = NextId();
+      c.name = str_(e->name_iid);
+      c.tid = e->tid;
+      c.start_ns = e->start_ns;
+      c.duration_ns = e->duration_ns;
+      c.status = e->status;
+      c.bytes = e->bytes;
+      c.nc_idx = e->nc_idx;
+      c.repeat = e->repeat;
+      if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
+      const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
+      c.function = f;
+      if (e->call.model != 0 && !IsModelLoad(f)) {
+        int32_t nc = -1;
+        handles_.Model(e->call.model, e->start_ns, str_, &c.model_name, &nc);
+        if (c.nc_idx < 0) c.nc_idx = nc;
+      } else if (c.model_name.empty() && e->call.model != 0 && e->status == kStatusSuccess) {
+        int32_t nc = -1;
+        handles_.Model(e->call.model, End(e->start_ns, e->duration_ns), str_, &c.model_name, &nc);
+      }
+      if (e->tensor_name_iid != 0) c.tensor_name = str_(e->tensor_name_iid);
+      if (e->call.tensor != 0 && f != nrtprof::API_NRT_TENSOR_ALLOCATE) {
+        const TensorState t = handles_.Tensor(e->call.tensor, e->start_ns, str_);
+        if (c.tensor_name.empty() && t.name_iid != 0) c.tensor_name = str_(t.name_iid);
+        if (c.nc_idx < 0 && t.device) c.nc_idx = t.nc_idx;
+      }
+      if (e->stack_iid != 0) {
+        auto stack = in_.stacks.find(e->stack_iid);
+        if (stack != in_.stacks.end()) {
+          for (uint32_t frame : stack->second) c.stack.push_back(str_(frame));
+        }
+      }
+      call_sources_.push_back(e);
+    }
+  }
+
+  void BuildDevice(const std::vector<const IngestedEvent*>& device) {
+    // Wire device_id -> DeviceEvent id, sorted by wire id (for an id sent twice, the later
+    // event is the one named, as a map overwritten in order would say).
+    std::vector<std::pair<uint64_t, uint64_t>> trace_id;
+    std::vector<uint64_t> wire_parent;
+    out_.device.reserve(device.size());
+    wire_parent.reserve(device.size());
+    trace_id.reserve(device.size());
+    first_device_id_ = *next_id_;
+    for (const IngestedEvent* e : device) {
+      uint64_t start = e->start_ns;
+      if (!e->host_clock && !clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
+        ++out_.drops.no_clock_sync;
+        ++out_.drops.by_lane.hardware;
+        continue;
+      }
+      // Filled in place: moving a 200-byte event with four strings into the vector was a good
+      // part of this loop.
+      DeviceEvent& d = out_.device.emplace_back();
+      d.id = NextId();
+      d.kind = e->kind == nrtprof::EVENT_DEVICE_EXEC ? DeviceEventKind::kExecution
+               : e->kind == nrtprof::EVENT_DEVICE_OP ? DeviceEventKind::kEngineOp
+                                                     : DeviceEventKind::kDma;
+      d.name = str_(e->name_iid);
+      d.nc_idx = e->nc_idx < 0 ? 0 : e->nc_idx;
+      d.start_ns = start;
+      d.duration_ns = e->duration_ns;
+      d.model_name = str_(e->model_name_iid);
+      d.engine = str_(e->engine_iid);
+      d.exec_id = e->device.exec;
+      d.bytes = e->bytes;
+      d.tensor_name = str_(e->tensor_name_iid);
+      d.submitting_tid = e->tid;
+      if (e->device.id != 0) trace_id.emplace_back(e->device.id, d.id);
+      wire_parent.push_back(e->device.parent);
+    }
+    // Trace ids grow with the index, so a stable sort by wire id keeps the later of equal ids
+    // last; the lookup takes the last of a run.
+    auto by_wire_id = [](const std::pair<uint64_t, uint64_t>& a,
+                         const std::pair<uint64_t, uint64_t>& b) { return a.first < b.first; };
+    if (!std::is_sorted(trace_id.begin(), trace_id.end(), by_wire_id)) {
+      std::stable_sort(trace_id.begin(), trace_id.end(), by_wire_id);
+    }
+    // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
+    // host-initiated, whatever their name says. An execution's work comes together: the parent
+    // found for one child is looked up once for the children after it.
+    uint64_t last_wire_parent = 0, last_parent = 0;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      if (wire_parent[i] == 0) continue;
+      orphan_or_child_.push_back(i);
+      if (wire_parent[i] != last_wire_parent) {
+        auto after = std::upper_bound(trace_id.begin(), trace_id.end(),
+                                      std::pair<uint64_t, uint64_t>{wire_parent[i], 0}, by_wire_id);
+        last_wire_parent = wire_parent[i];
+        last_parent = after != trace_id.begin() && (after - 1)->first == wire_parent[i]
+                          ? (after - 1)->second
+                          : 0;
+      }
+      out_.device[i].parent = last_parent;
+    }
+    LinkByExecId(wire_parent);
+  }
+
+  // Work from the runtime's device profile (engine ops, an execution's I/O DMA) names its
+  // execution by core and exec_id, not by device_id: the shim reads the profile apart from the
+  // system trace, often before the execution's device_exec reaches it, so only here are both
+  // at hand. Each goes into the execution of its core with its exec_id whose span is nearest
+  // its start (an exec_id may come again after nrt_close and nrt_init); without one it stays
+  // an orphan, as a child whose execution was lost.
+  void LinkByExecId(const std::vector<uint64_t>& wire_parent) {
+    std::vector<size_t> children;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (d.kind != DeviceEventKind::kExecution && wire_parent[i] == 0 && d.exec_id != 0) {
+        children.push_back(i);
+      }
+    }
+    if (children.empty()) return;
+    std::map<std::pair<int32_t, uint64_t>, std::vector<size_t>> executions;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (d.kind == DeviceEventKind::kExecution) executions[{d.nc_idx, d.exec_id}].push_back(i);
+    }
+    auto distance = [](const DeviceEvent& x, uint64_t t) -> uint64_t {
+      if (t < x.start_ns) return x.start_ns - t;
+      const uint64_t end = x.start_ns + x.duration_ns;
+      return t > end ? t - end : 0;
+    };
+    for (size_t i : children) {
+      DeviceEvent& child = out_.device[i];
+      orphan_or_child_.push_back(i);
+      auto candidates = executions.find({child.nc_idx, child.exec_id});
+      if (candidates == executions.end()) continue;
+      const size_t best = *std::min_element(
+          candidates->second.begin(), candidates->second.end(), [&](size_t a, size_t b) {
+            return distance(out_.device[a], child.start_ns) <
+                   distance(out_.device[b], child.start_ns);
+          });
+      child.parent = out_.device[best].id;
+    }
+  }
+
+  Expectation Expect(size_t call_index) const {
+    const ApiCall& c = out_.calls[call_index];
+    const IngestedEvent& e = *call_sources_[call_index];
+    Expectation x;
+    x.call = call_index;
+    x.nc_idx = c.nc_idx;
+    const bool ok = c.status == kStatusSuccess;
+    auto tensor = [&](uint64_t handle) { return handles_.Tensor(handle, c.start_ns, str_); };
+    auto add_name = [&](Name name) {
+      if (!name.empty()) x.names.push_back(name);
+    };
+    // A transfer on a device tensor: exactly one DMA when the placement and size are known.
+    auto transfer = [&](uint32_t channel) {
+      if (!ok) return;
+      const TensorState t = tensor(e.call.tensor);
+      if (t.known && !t.device) return;
+      x.channels = channel;
+      x.capacity = 1;
+      x.exact = t.known && c.bytes != 0;
+      add_name(c.tensor_name);
+    };
+    const nrtprof::ApiFunction function = CallFunction(e.function, c.name);
+    switch (function) {
+      case nrtprof::API_NRT_EXECUTE:
+      case nrtprof::API_NRT_EXECUTE_REPEAT: {
+        const uint64_t repeat = std::max<uint32_t>(c.repeat, 1);
+        if (ok) {
+          x.channels = kExec;
+          x.exact = true;
+          x.capacity = repeat;
+        } else if (c.status == kStatusCompletedWithNumErr || c.status == kStatusCompletedWithErr) {
+          x.channels = kExec;  // ran, but maybe stopped before `repeat` runs
+          x.capacity = repeat;
+        }
+        add_name(c.model_name);
+        break;
+      }
+      case nrtprof::API_NRT_TENSOR_WRITE:
+        transfer(kH2d);
+        break;
+      case nrtprof::API_NRT_TENSOR_READ:
+        transfer(kD2h);
+        break;
+      case nrtprof::API_NRT_TENSOR_MEMSET:
+        transfer(kMemset);
+        break;
+      case nrtprof::API_NRT_TENSOR_WRITE_BATCH:
+      case nrtprof::API_NRT_TENSOR_READ_BATCH:
+        if (ok) {
+          x.channels = function == nrtprof::API_NRT_TENSOR_WRITE_BATCH ? kH2d : kD2h;
+          x.capacity = std::numeric_limits<uint64_t>::max();  // one DMA per batch entry
+        }
+        break;
+      case nrtprof::API_NRT_TENSOR_COPY: {
+        if (!ok) return x;
+        const TensorState from = tensor(e.call.tensor), to = tensor(e.call.tensor2);
+        if (from.known && to.known) {
+          x.exact = c.bytes != 0;
+          x.channels = from.device && to.device ? kD2d
+                       : to.device              ? kH2d
+                       : from.device            ? kD2h
+                                                : kNone;
+        } else {
+          x.channels = (!from.known || from.device ? (kD2d | kD2h) : 0) |
+                       (!to.known || to.device ? (kD2d | kH2d) : 0);
+        }
+        x.capacity = x.channels == kNone ? 0 : 1;
+        add_name(c.tensor_name);
+        if (from.name_iid != 0) add_name(str_(from.name_iid));
+        if (to.name_iid != 0) add_name(str_(to.name_iid));
+        break;
+      }
+      case nrtprof::API_NRT_LOAD:
+      case nrtprof::API_NRT_LOAD_COLLECTIVES:
+        if (ok) {
+          x.channels = kModelLoad;
+          x.capacity = 1;
+          x.exact = true;
+          add_name(c.model_name);
+        }
+        break;
+      default:
+        break;
+    }
+    if (x.capacity == 0) x.channels = kNone;
+    return x;
+  }
+
+  // The device event's names that must agree with the call's, when both are known.
+  bool Compatible(const Expectation& x, const DeviceEvent& d) const {
+    if (x.nc_idx >= 0 && d.nc_idx != x.nc_idx) return false;
+    const Name name = d.kind == DeviceEventKind::kExecution ? d.model_name : d.tensor_name;
+    if (name.empty() || x.names.empty()) return true;
+    return std::find(x.names.begin(), x.names.end(), name) != x.names.end();
+  }
+
+  void MatchDevice() {
+    // Per submitting thread: the expectations of its calls and its top-level device events.
+    std::unordered_map<uint32_t, std::vector<Expectation>> expectations;
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      Expectation x = Expect(i);
+      if (x.channels != kNone) expectations[out_.calls[i].tid].push_back(std::move(x));
+    }
+    std::unordered_map<uint32_t, std::vector<DeviceRef>> devices;
+    std::vector<bool> is_child(out_.device.size(), false);
+    for (size_t i : orphan_or_child_) is_child[i] = true;
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      const DeviceEvent& d = out_.device[i];
+      if (is_child[i]) continue;
+      const uint32_t channel = d.kind == DeviceEventKind::kExecution ? kExec
+                               : d.kind == DeviceEventKind::kDma     ? DmaChannel(d.name)
+                                                                     : kNone;
+      if (channel != kNone) devices[d.submitting_tid].push_back({i, channel});
+    }
+    for (auto& [tid, refs] : devices) {
+      auto by_start = [&](const DeviceRef& a, const DeviceRef& b) {
+        const DeviceEvent& x = out_.device[a.index];
+        const DeviceEvent& y = out_.device[b.index];
+        return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.id < y.id;
+      };
+      // A thread that used one core has them in order already.
+      if (!std::is_sorted(refs.begin(), refs.end(), by_start)) {
+        std::sort(refs.begin(), refs.end(), by_start);
+      }
+      std::vector<Expectation>& calls = expectations[tid];
+      std::vector<uint64_t> remaining(calls.size());
+      for (size_t i = 0; i < calls.size(); ++i) remaining[i] = calls[i].capacity;
+      for (uint32_t channel : kAllChannels) {
+        std::vector<size_t> events;  // indices in out_.device
+        for (const DeviceRef& r : refs) {
+          if (r.channel == channel) events.push_back(r.index);
+        }
+        std::vector<size_t> candidates;  // indices in `calls`
+        for (size_t i = 0; i < calls.size(); ++i) {
+          if (calls[i].channels & channel) candidates.push_back(i);
+        }
+        if (events.empty() || candidates.empty()) continue;
+        if (!MatchInOrder(calls, candidates, events, &remaining)) {
+          MatchByContainment(calls, candidates, events, &remaining);
+        }
+      }
+    }
+    // Work inside an execution belongs to the execution's call: the one it was matched to
+    // above. Device events are still in the order BuildDevice numbered them, so the event with
+    // id `first_device_id_ + k` is at k. Only events without a parent were matched, and this
+    // pass changes only events with one: work inside work takes nothing, whatever the order.
+    for (DeviceEvent& d : out_.device) {
+      if (d.parent < first_device_id_ || d.parent - first_device_id_ >= out_.device.size()) {
+        continue;
+      }
+      const DeviceEvent& parent = out_.device[d.parent - first_device_id_];
+      if (parent.id == d.parent && parent.parent == 0 && parent.correlation_id != 0) {
+        d.correlation_id = parent.correlation_id;
+      }
+    }
+  }
+
+  void Assign(const Expectation& x, size_t event) {
+    DeviceEvent& d = out_.device[event];
+    ApiCall& c = out_.calls[x.call];
+    d.correlation_id = c.correlation_id;
+    if (c.nc_idx < 0) c.nc_idx = d.nc_idx;
+    if (d.kind == DeviceEventKind::kExecution && c.model_name.empty()) c.model_name = d.model_name;
+    if (d.name == "dma_model_load" && c.model_name.empty()) c.model_name = d.tensor_name;
+    // The runtime's system trace names neither an execution's model nor a load's (it has
+    // model ids only): the call they belong to does.
+    if (d.kind == DeviceEventKind::kExecution && d.model_name.empty()) d.model_name = c.model_name;
+    if (d.name == "dma_model_load" && d.tensor_name.empty()) d.tensor_name = c.model_name;
+  }
+
+  // The common case: every call's outcome is certain and the counts agree, so the k-th device
+  // event of the thread is the k-th one its calls caused -- unless time says otherwise. Counts
+  // can agree by chance when a window cuts both ends: its first events were caused by calls
+  // before it, and the device events of its last calls have not come yet. Pairing in order
+  // then gives every call the event of the call before it (each execution named by the
+  // model before it: issue 36). An effect never starts before its cause: a pairing in which an
+  // event starts earlier than its call, by more than the clocks' error, is refused, and
+  // containment decides. (Only the start: where the device runs ahead of the host, as the
+  // simulator without time scale does, an execution may well outlast its call.)
+  bool MatchInOrder(const std::vector<Expectation>& calls, const std::vector<size_t>& candidates,
+                    const std::vector<size_t>& events, std::vector<uint64_t>* remaining) {
+    uint64_t expected = 0;
+    for (size_t i : candidates) {
+      const Expectation& x = calls[i];
+      if (!x.exact || (*remaining)[i] != x.capacity) return false;
+      expected += x.capacity;
+    }
+    if (expected != events.size()) return false;
+    std::vector<std::pair<size_t, size_t>> pairs;  // (call, event)
+    size_t next = 0;
+    for (size_t i : candidates) {
+      const uint64_t call_start = out_.calls[calls[i].call].start_ns;
+      for (uint64_t k = 0; k < calls[i].capacity; ++k, ++next) {
+        const DeviceEvent& d = out_.device[events[next]];
+        if (!Compatible(calls[i], d)) return false;
+        if (d.start_ns + kCauseSlackNs < call_start) return false;
+        pairs.push_back({i, events[next]});
+      }
+    }
+    for (auto [i, event] : pairs) {
+      Assign(calls[i], event);
+      (*remaining)[i] = 0;
+    }
+    return true;
+  }
+
+  // Events were lost or outcomes are uncertain: an event goes to the one call whose span
+  // holds it (exactly, or else within the slack); none or several such calls: uncorrelated.
+  // Exact holds are settled first, for every event, and only then the slack: taken in event
+  // order, an event outside every call (its call was before the window) took the window's first
+  // call within the slack, and each event after it then took the call after its own, to the
+  // end of the window (issue 36). `candidates` are in call start order; only calls starting
+  // before the event's start plus the slack and ending after its end minus the slack can hold
+  // it, found by binary search and a backward scan bounded by the running maximum of the
+  // calls' ends.
+  void MatchByContainment(const std::vector<Expectation>& calls,
+                          const std::vector<size_t>& candidates, const std::vector<size_t>& events,
+                          std::vector<uint64_t>* remaining) {
+    std::vector<uint64_t> starts, max_end;  // per candidate
+    for (size_t i : candidates) {
+      const ApiCall& c = out_.calls[calls[i].call];
+      starts.push_back(c.start_ns);
+      const uint64_t end = End(c.start_ns, c.duration_ns);
+      max_end.push_back(max_end.empty() ? end : std::max(max_end.back(), end));
+    }
+    std::vector<size_t> unheld;  // events no call holds exactly
+    std::vector<size_t> chosen;
+    for (bool exact : {true, false}) {
+      for (size_t event : exact ? events : unheld) {
+        const DeviceEvent& d = out_.device[event];
+        const uint64_t d_end = End(d.start_ns, d.duration_ns);
+        chosen.clear();
+        bool held = false;
+        size_t k = std::upper_bound(starts.begin(), starts.end(),
+                                    d.start_ns + kContainmentSlackNs) -
+                   starts.begin();
+        while (k-- > 0 && max_end[k] + kContainmentSlackNs >= d_end) {
+          const size_t i = candidates[k];
+          const ApiCall& c = out_.calls[calls[i].call];
+          const uint64_t c_end = End(c.start_ns, c.duration_ns);
+          const bool holds = d.start_ns >= c.start_ns && d_end <= c_end;
+          held = held || holds;
+          if ((*remaining)[i] == 0 || !Compatible(calls[i], d)) continue;
+          if (exact ? holds : d_end <= c_end + kContainmentSlackNs) chosen.push_back(i);
+        }
+        if (exact && !held) unheld.push_back(event);
+        if (chosen.size() != 1) continue;
+        Assign(calls[chosen[0]], event);
+        --(*remaining)[chosen[0]];
+      }
+    }
+  }
+
+  // Each call's range: the innermost range on its thread that contains it.
+  void AssignRanges() { AssignCallRanges(out_.ranges, &out_.calls); }
+
+  // The Trace's order of device events: by core, then start, executions before their work,
+  // longer first, then id (unique, so the order is total). The order is found first, then the
+  // events are moved once each into place (sorting the 200-byte events themselves was a third
+  // of the correlator's time).
+  static bool DeviceBefore(const DeviceEvent& a, const DeviceEvent& b) {
+    if (a.nc_idx != b.nc_idx) return a.nc_idx < b.nc_idx;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    const bool a_child = a.parent != 0, b_child = b.parent != 0;
+    if (a_child != b_child) return !a_child;
+    if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
+    return a.id < b.id;
+  }
+
+  void SortDevice() {
+    CaptureVector<DeviceEvent>& device = out_.device;
+    const size_t n = device.size();
+    // Position k takes the event at order[k]. The events come per core in time order, tick
+    // after tick: then each core's events are in order already, and a stable pass by core
+    // (counting, cores are few) is the whole sort. Otherwise, a sort.
+    std::vector<size_t> order;
+    if (!OrderByCore(&order)) {
+      order.resize(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(),
+                [&](size_t a, size_t b) { return DeviceBefore(device[a], device[b]); });
+    }
+    bool in_order = true;
+    for (size_t k = 0; k < n && in_order; ++k) in_order = order[k] == k;
+    if (in_order) return;
+    // Gathered in order, the events are read in long runs and written in order (following the
+    // permutation's cycles in place read one at random for each, a third slower). The copy
+    // takes the pages of the raw events, freed by now when they may be (Build).
+    CaptureVector<DeviceEvent> sorted;
+    sorted.reserve(n);
+    for (size_t i : order) sorted.push_back(std::move(device[i]));
+    device.swap(sorted);
+  }
+
+  // When every core's events are in order as they are, fills *order with the sorted order
+  // (stable by core) and returns true.
+  bool OrderByCore(std::vector<size_t>* order) const {
+    const CaptureVector<DeviceEvent>& device = out_.device;
+    struct Core {
+      int32_t nc_idx;
+      size_t last;   // its latest event so far
+      size_t count;  // then: where its events begin in the order
+    };
+    std::vector<Core> cores;  // in order of first appearance
+    size_t at = 0;            // the core of the event before
+    for (size_t i = 0; i < device.size(); ++i) {
+      const int32_t nc = device[i].nc_idx;
+      if (cores.empty() || cores[at].nc_idx != nc) {
+        at = 0;
+        while (at < cores.size() && cores[at].nc_idx != nc) ++at;
+        if (at == cores.size()) {
+          if (cores.size() == 64) return false;  // not few
+          cores.push_back({nc, i, 0});
+        }
+      }
+      Core& core = cores[at];
+      if (core.count != 0 && DeviceBefore(device[i], device[core.last])) return false;
+      core.last = i;
+      ++core.count;
+    }
+    std::sort(cores.begin(), cores.end(),
+              [](const Core& a, const Core& b) { return a.nc_idx < b.nc_idx; });
+    size_t begin = 0;
+    for (Core& core : cores) {
+      const size_t count = core.count;
+      core.count = begin;  // from here on: the next position for its events
+      begin += count;
+    }
+    order->resize(device.size());
+    for (size_t i = 0; i < device.size(); ++i) {
+      const int32_t nc = device[i].nc_idx;
+      if (cores[at].nc_idx != nc) {
+        at = static_cast<size_t>(
+            std::lower_bound(cores.begin(), cores.end(), nc,
+                             [](const Core& c, int32_t key) { return c.nc_idx < key; }) -
+            cores.begin());
+      }
+      (*order)[cores[at].count++] = i;
+    }
+    return true;
+  }
+
+  const ProcessCapture& in_;
+  IngestedEvents* const consume_;
+  const Strings str_;
+  const ClockMap clock_;
+  const HandleHistory handles_;
+  uint64_t* const next_id_;
+  const DropCounts drops_;
+  ProcessTrace out_;
+  std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
+  std::vector<size_t> orphan_or_child_;             // device events with a wire parent
+  uint64_t first_device_id_ = 0;                    // the id of out_.device[0] (BuildDevice)
+};
+
+}  // namespace
+
+ProcessTrace CorrelateProcess(const ProcessCapture& in, uint64_t* next_id,
+                              const DropCounts& drops, std::shared_ptr<NameTable> names,
+                              IngestedEvents* consume) {
+  return ProcessCorrelator(in, next_id, drops, std::move(names), consume).Build();
+}
+
+}  // namespace nrtprof::daemon
