@@ -326,48 +326,138 @@ std::string FormatCsv(const std::vector<SummaryRow>& rows) {
 }
 
 
-std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
-  std::string out = absl::StrCat("{\n  \"capture_id\": ", JsonString(s.capture_id),
-                                 ",\n  \"processes\": [");
-  for (size_t i = 0; i < s.processes.size(); ++i) {
-    const SummaryProcess& p = s.processes[i];
-    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"pid\": ", p.pid,
-                    ", \"host\": ", JsonString(p.host), ", \"command\": ", JsonString(p.command),
-                    "}");
+// summary.json has one definition, proto/summary_file.proto, which both the reader and this
+// writer follow: the file is a SummaryFile filled in, then printed field by field as the
+// descriptor lists them. Printed here rather than by protobuf's JSON printer, which quotes 64-bit
+// integers as strings ("calls": "33") and would change the published file; the layout is the
+// file's (the top level a key a line, each process and row a line).
+summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<SummaryRow>& rows) {
+  summary_json::SummaryFile f;
+  f.set_capture_id(s.capture_id);
+  for (const SummaryProcess& p : s.processes) {
+    summary_json::Process* out = f.add_processes();
+    out->set_pid(p.pid);
+    out->set_host(p.host);
+    out->set_command(p.command);
   }
-  absl::StrAppend(&out, s.processes.empty() ? "],\n" : "\n  ],\n", "  \"events\": ", s.events,
-                  ",\n  \"window_start_unix_ns\": ", s.window_start_unix_ns,
-                  ",\n  \"window_ns\": ", s.window_ns, ",\n  \"rows\": [");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const SummaryRow& r = rows[i];
-    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"name\": ", JsonString(r.name),
-                    ", \"self_cpu_ns\": ", r.self_cpu_ns, ", \"cpu_total_ns\": ", r.cpu_total_ns,
-                    ", \"self_device_ns\": ", r.self_device_ns,
-                    ", \"device_total_ns\": ", r.device_total_ns, ", \"calls\": ", r.calls, "}");
+  f.set_events(s.events);
+  f.set_window_start_unix_ns(s.window_start_unix_ns);
+  f.set_window_ns(s.window_ns);
+  for (const SummaryRow& r : rows) {
+    summary_json::Row* out = f.add_rows();
+    out->set_name(r.name);
+    out->set_self_cpu_ns(r.self_cpu_ns);
+    out->set_cpu_total_ns(r.cpu_total_ns);
+    out->set_self_device_ns(r.self_device_ns);
+    out->set_device_total_ns(r.device_total_ns);
+    out->set_calls(r.calls);
   }
-  absl::StrAppend(&out, rows.empty() ? "],\n" : "\n  ],\n");
+  f.set_self_cpu_total_ns(s.self_cpu_total_ns);
+  f.set_self_device_total_ns(s.self_device_total_ns);
+  f.set_uncorrelated_device_events(s.uncorrelated_device_events);
+  f.set_uncorrelated_device_ns(s.uncorrelated_device_ns);
+  f.set_cut_off_processes(s.cut_off_processes);
   const DropCounts& d = s.drops;
-  absl::StrAppend(&out, "  \"self_cpu_total_ns\": ", s.self_cpu_total_ns,
-                  ",\n  \"self_device_total_ns\": ", s.self_device_total_ns,
-                  ",\n  \"uncorrelated_device_events\": ", s.uncorrelated_device_events,
-                  ",\n  \"uncorrelated_device_ns\": ", s.uncorrelated_device_ns,
-                  ",\n  \"cut_off_processes\": ", s.cut_off_processes,
-                  ",\n  \"events_dropped\": {\"total\": ", d.total(),
-                  ", \"ring_full\": ", d.ring_full, ", \"daemon_away\": ", d.daemon_away,
-                  ", \"spool_full\": ", d.spool_full,
-                  ", \"device_overwritten\": ", d.device_overwritten,
-                  ", \"oversized\": ", d.oversized, ", \"no_memory\": ", d.no_memory,
-                  ", \"device_malformed\": ", d.device_malformed,
-                  ", \"daemon_overflow\": ", d.daemon_overflow,
-                  ", \"no_clock_sync\": ", d.no_clock_sync,
-                  ", \"process_died\": ", d.process_died, "}",
-                  ",\n  \"events_dropped_by_lane\": {\"framework\": ", d.by_lane.framework,
-                  ", \"runtime\": ", d.by_lane.runtime, ", \"hardware\": ", d.by_lane.hardware,
-                  "},\n  \"notices\": [");
-  for (size_t i = 0; i < s.notices.size(); ++i) {
-    absl::StrAppend(&out, i == 0 ? "" : ", ", JsonString(s.notices[i]));
+  summary_json::EventsDropped* e = f.mutable_events_dropped();
+  e->set_total(d.total());
+  e->set_ring_full(d.ring_full);
+  e->set_daemon_away(d.daemon_away);
+  e->set_spool_full(d.spool_full);
+  e->set_device_overwritten(d.device_overwritten);
+  e->set_oversized(d.oversized);
+  e->set_no_memory(d.no_memory);
+  e->set_device_malformed(d.device_malformed);
+  e->set_daemon_overflow(d.daemon_overflow);
+  e->set_no_clock_sync(d.no_clock_sync);
+  e->set_process_died(d.process_died);
+  summary_json::EventsDroppedByLane* lane = f.mutable_events_dropped_by_lane();
+  lane->set_framework(d.by_lane.framework);
+  lane->set_runtime(d.by_lane.runtime);
+  lane->set_hardware(d.by_lane.hardware);
+  for (const std::string& n : s.notices) f.add_notices(n);
+  return f;
+}
+
+void AppendJsonMessage(const google::protobuf::Message& m, std::string* out);
+
+// One value of field `f` (the `index`-th, if repeated). Every field of the file's messages is
+// an unsigned integer, a string or a message.
+void AppendJsonValue(const google::protobuf::Message& m, const google::protobuf::FieldDescriptor* f,
+                     int index, std::string* out) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  const bool repeated = f->is_repeated();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_UINT64:
+      absl::StrAppend(out, repeated ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      absl::StrAppend(out, repeated ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_STRING:
+      AppendJsonString(repeated ? r->GetRepeatedString(m, f, index) : r->GetString(m, f), out);
+      break;
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      AppendJsonMessage(repeated ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f), out);
+      break;
+    default:
+      // Not in the file's definition; a field of another type added to it is refused by
+      // summary_test (SummaryJsonIsItsProtoDefinition) before it could reach here.
+      out->append("null");
+      break;
   }
-  absl::StrAppend(&out, "]\n}\n");
+}
+
+// {"key": value, ...} on one line, every field of `m` in the definition's order.
+void AppendJsonMessage(const google::protobuf::Message& m, std::string* out) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  out->push_back('{');
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    absl::StrAppend(out, i == 0 ? "" : ", ", JsonString(f->name()), ": ");
+    if (!f->is_repeated()) {
+      AppendJsonValue(m, f, 0, out);
+      continue;
+    }
+    out->push_back('[');
+    for (int k = 0; k < m.GetReflection()->FieldSize(m, f); ++k) {
+      if (k > 0) out->append(", ");
+      AppendJsonValue(m, f, k, out);
+    }
+    out->push_back(']');
+  }
+  out->push_back('}');
+}
+
+std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
+  const summary_json::SummaryFile file = ToSummaryFile(s, rows);
+  const google::protobuf::Descriptor* d = file.GetDescriptor();
+  const google::protobuf::Reflection* r = file.GetReflection();
+  std::string out = "{";
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    absl::StrAppend(&out, i == 0 ? "\n  " : ",\n  ", JsonString(f->name()), ": ");
+    if (!f->is_repeated()) {
+      AppendJsonValue(file, f, 0, &out);
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      // The processes and the rows: an element a line.
+      const int n = r->FieldSize(file, f);
+      out.push_back('[');
+      for (int k = 0; k < n; ++k) {
+        out.append(k == 0 ? "\n    " : ",\n    ");
+        AppendJsonValue(file, f, k, &out);
+      }
+      out.append(n == 0 ? "]" : "\n  ]");
+    } else {
+      out.push_back('[');
+      for (int k = 0; k < r->FieldSize(file, f); ++k) {
+        if (k > 0) out.append(", ");
+        AppendJsonValue(file, f, k, &out);
+      }
+      out.push_back(']');
+    }
+  }
+  out.append("\n}\n");
   return out;
 }
 

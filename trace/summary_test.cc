@@ -1,5 +1,7 @@
 #include "trace/summary.h"
 
+#include <functional>
+
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -9,7 +11,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "proto/summary_file.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -254,6 +259,43 @@ TEST(SummaryTest, TextHeader) {
       FormatSummary(ComputeSummary(trace), SummarySortKey::kSelfDevice, SummaryFormat::kJson));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(Lines(FormatSummary(*back)), lines);
+}
+
+// summary.json has one definition, proto/summary_file.proto: the writer prints what the proto
+// defines, every key of it and no other (a strict parse refuses a key the proto lacks), and each
+// field is of a type the writer prints as a plain JSON number, string or object.
+TEST(SummaryTest, SummaryJsonIsItsProtoDefinition) {
+  Summary s = ComputeSummary(AnnotatedTrace());
+  s.notices = {"pid 1 (app): a notice"};
+  s.processes.push_back({7, "hostA", "app --flag"});
+  const std::string json = FormatSummary(s, SummarySortKey::kName, SummaryFormat::kJson);
+  summary_json::SummaryFile strict;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &strict, options).ok()) << json;
+  EXPECT_EQ(strict.rows_size(), static_cast<int>(s.rows.size()));
+  EXPECT_EQ(strict.notices(0), "pid 1 (app): a notice");
+  ASSERT_GE(strict.processes_size(), 1);
+  EXPECT_EQ(strict.processes(strict.processes_size() - 1).host(), "hostA");
+  // Every key the proto defines is in the file, zero or not.
+  std::function<void(const google::protobuf::Descriptor*)> check =
+      [&](const google::protobuf::Descriptor* d) {
+        for (int i = 0; i < d->field_count(); ++i) {
+          const google::protobuf::FieldDescriptor* f = d->field(i);
+          EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"", f->name(), "\": ")))
+              << d->name() << "." << f->name() << " is not in the file";
+          using FD = google::protobuf::FieldDescriptor;
+          const FD::CppType t = f->cpp_type();
+          EXPECT_TRUE(t == FD::CPPTYPE_UINT64 || t == FD::CPPTYPE_UINT32 ||
+                      t == FD::CPPTYPE_STRING || t == FD::CPPTYPE_MESSAGE)
+              << d->name() << "." << f->name() << ": a type summary.cc's writer does not print";
+          if (t == FD::CPPTYPE_MESSAGE) check(f->message_type());
+        }
+      };
+  check(summary_json::SummaryFile::descriptor());
+  // 64-bit counts are plain numbers, as the published file has them.
+  EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"calls\": ", s.rows[0].calls, "}"))) << json;
+  EXPECT_FALSE(absl::StrContains(json, "\"calls\": \"")) << json;
 }
 
 TEST(SummaryTest, TextTable) {
