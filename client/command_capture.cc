@@ -94,23 +94,9 @@ std::vector<char*> JoinPidFlags(int argc, char** argv, std::string* joined) {
   return rest;
 }
 
-}  // namespace
-
-int CaptureCommand(int argc, char** argv) {
-  // Before any gRPC thread exists, so that none of them takes the signals: they end the window.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
-  std::string joined;
-  std::vector<char*> joined_argv = JoinPidFlags(argc, argv, &joined);
-  const std::vector<char*> args =
-      absl::ParseCommandLine(static_cast<int>(joined_argv.size()), joined_argv.data());
-  if (args.size() > 1) {
-    return Fail(absl::StrCat("unexpected argument '", args[1], "'; usage: ", kCaptureUsage), 2);
-  }
+// The capture's window and files from the flags (after ParseCommandLine): 0, or the exit code
+// after one line on stderr saying what is wrong.
+int WindowFromFlags(CaptureWindow* window, std::string* out_dir) {
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
   const absl::Duration last = absl::GetFlag(FLAGS_last);
   // A flag given with its default's value (--last 0s, --iterations 0) was still asked for: its
@@ -173,52 +159,40 @@ int CaptureCommand(int argc, char** argv) {
   if (stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
   const absl::StatusOr<std::vector<CaptureFileKind>> kinds = FileKindsFromFlag();
   if (!kinds.ok()) return Fail(std::string(kinds.status().message()), 2);
-  const std::string out = Absolute(absl::GetFlag(FLAGS_out));
-  if (const std::string hosts = absl::GetFlag(FLAGS_hosts); !hosts.empty()) {
-    if (!absl::GetFlag(FLAGS_addr).empty()) {
-      return Fail("--hosts names every daemon: not with --addr", 2);
-    }
-    auto has = [&](CaptureFileKind k) {
-      return kinds->empty() || std::find(kinds->begin(), kinds->end(), k) != kinds->end();
-    };
-    if (!has(CAPTURE_FILE_KIND_PFTRACE) || !has(CAPTURE_FILE_KIND_SUMMARY)) {
-      return Fail("--hosts merges every host's trace.pftrace and summary: --files must name "
-                  "pftrace and summary",
-                  2);
-    }
-    CaptureWindow window{duration,
-                         last,
-                         iterations,
-                         absl::GetFlag(FLAGS_step_multiple),
-                         pids,
-                         static_cast<uint32_t>(stacks),
-                         *kinds,
-                         step_timeout};
-    return CaptureOnHosts(hosts, window, out, stop_signals);
-  }
+  *window = CaptureWindow{duration, last, iterations, absl::GetFlag(FLAGS_step_multiple),
+                         pids, static_cast<uint32_t>(stacks), *kinds, step_timeout};
+  *out_dir = Absolute(absl::GetFlag(FLAGS_out));
+  return 0;
+}
 
-  const std::string flag = absl::GetFlag(FLAGS_addr);
-  const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+// The daemon at `address`, or null with the exit code after one line on stderr.
+std::unique_ptr<DaemonConnection> ConnectForCapture(const std::string& address, int* code) {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       CredentialsFor(address, TlsPathsFromFlags());
   if (!credentials.ok()) {
-    return Fail(std::string(credentials.status().message()),
-                credentials.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    *code = Fail(std::string(credentials.status().message()),
+                 credentials.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    return nullptr;
   }
   absl::StatusOr<std::unique_ptr<DaemonConnection>> connected =
       DaemonConnection::Connect(address, 2000, *credentials);
   if (!connected.ok()) {
     const bool absent = connected.status().code() == absl::StatusCode::kUnavailable ||
                         connected.status().code() == absl::StatusCode::kNotFound;
-    return Fail(absl::StrCat(connected.status().message(),
-                             absent ? " (capture records programs streaming to a standing "
-                                      "daemon: start nrtprofd first, or use nrtprof run)"
-                                    : ""),
-                connected.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    *code = Fail(absl::StrCat(connected.status().message(),
+                              absent ? " (capture records programs streaming to a standing "
+                                       "daemon: start nrtprofd first, or use nrtprof run)"
+                                     : ""),
+                 connected.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    return nullptr;
   }
-  DaemonConnection& connection = **connected;
+  return *std::move(connected);
+}
 
-  // Who is there now: for the pids that are not (yet), and to say why a capture is empty.
+// Says which of the pids asked for are not connected (yet): they are recorded if they connect
+// within the window.
+void SayWhichPidsAreAbsent(DaemonConnection& connection, const std::vector<uint32_t>& pids,
+                           const std::string& address) {
   absl::StatusOr<StatusReply> before = connection.Status(2000);
   std::set<uint32_t> connected_pids;
   if (before.ok()) {
@@ -232,15 +206,66 @@ int CaptureCommand(int argc, char** argv) {
               pid, address.c_str());
     }
   }
+}
+
+}  // namespace
+
+int CaptureCommand(int argc, char** argv) {
+  // Before any gRPC thread exists, so that none of them takes the signals: they end the window.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::string joined;
+  std::vector<char*> joined_argv = JoinPidFlags(argc, argv, &joined);
+  const std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(joined_argv.size()), joined_argv.data());
+  if (args.size() > 1) {
+    return Fail(absl::StrCat("unexpected argument '", args[1], "'; usage: ", kCaptureUsage), 2);
+  }
+  CaptureWindow window;
+  std::string out;
+  if (const int code = WindowFromFlags(&window, &out); code != 0) return code;
+  const absl::Duration duration = window.duration;
+  const absl::Duration last = window.last;
+  const uint32_t iterations = window.iterations;
+  const absl::Duration step_timeout = window.step_timeout;
+  const std::vector<uint32_t>& pids = window.pids;
+  const std::vector<CaptureFileKind>& kinds = window.files;
+  if (const std::string hosts = absl::GetFlag(FLAGS_hosts); !hosts.empty()) {
+    if (!absl::GetFlag(FLAGS_addr).empty()) {
+      return Fail("--hosts names every daemon: not with --addr", 2);
+    }
+    auto has = [&](CaptureFileKind k) {
+      return kinds.empty() || std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+    };
+    if (!has(CAPTURE_FILE_KIND_PFTRACE) || !has(CAPTURE_FILE_KIND_SUMMARY)) {
+      return Fail("--hosts merges every host's trace.pftrace and summary: --files must name "
+                  "pftrace and summary",
+                  2);
+    }
+    return CaptureOnHosts(hosts, window, out, stop_signals);
+  }
+
+  const std::string flag = absl::GetFlag(FLAGS_addr);
+  const std::string address = flag.empty() ? DaemonAddress() : ToGrpcTarget(flag);
+  int code = 0;
+  const std::unique_ptr<DaemonConnection> connected = ConnectForCapture(address, &code);
+  if (connected == nullptr) return code;
+  DaemonConnection& connection = *connected;
+
+  SayWhichPidsAreAbsent(connection, pids, address);
 
   StartCaptureRequest start;
   start.set_output_dir(out);
-  start.set_stack_depth(static_cast<uint32_t>(stacks));
+  start.set_stack_depth(window.stacks);
   for (uint32_t pid : pids) start.add_pids(pid);
   start.set_last_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(last)));
   start.set_iterations(iterations);
   start.set_step_multiple(absl::GetFlag(FLAGS_step_multiple));
-  for (CaptureFileKind kind : *kinds) start.add_files(kind);
+  for (CaptureFileKind kind : kinds) start.add_files(kind);
   StartCaptureReply capture;
   {
     grpc::ClientContext context;
