@@ -3,24 +3,19 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <memory>
 #include <numeric>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 
-#include "absl/container/inlined_vector.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "daemon/process_correlator.h"
 #include "trace/step_window.h"
 #include "trace/trace_name.h"
 
 namespace nrtprof::daemon {
 namespace {
+
 // What one process lost during the capture, from its streams' captures (one per stream, in
 // the order they came). The shim's counters are the process's, cumulative across its streams:
 // their growth over the capture is the latest value less the earliest known at its start. The

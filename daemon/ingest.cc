@@ -179,6 +179,7 @@ std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool 
   for (const IngestedModel& m : models_) {
     copy->models_.push_back(models ? m : IngestedModel{m.model_handle, {m.file.name, "", m.file.size}});
   }
+  copy->model_bytes_left_out_ = !models;
   copy->notices_ = notices_;
   copy->rings_ = rings_;
   copy->realtime_offset_ns_ = realtime_offset_ns_;
@@ -601,6 +602,7 @@ ProcessCapture ProcessIngest::TakeCapture() {
   c.handle_events = handle_events_;
   c.clock_syncs = clock_syncs_;
   c.models = models_;
+  c.model_bytes_left_out = model_bytes_left_out_;
   c.notices = notices_;
   if (ring_overwritten_ != 0) {
     c.notices.push_back(absl::StrCat(
@@ -642,6 +644,7 @@ ProcessCapture ProcessIngest::TakePart(const std::vector<uint8_t>& settled) {
   c.handle_events = handle_events_;
   c.clock_syncs = clock_syncs_;
   c.models = models_;
+  c.model_bytes_left_out = model_bytes_left_out_;
   c.rings = rings_;
   c.realtime_offset_ns = realtime_offset_ns_;
   size_t n = 0;

@@ -117,6 +117,9 @@ struct ProcessCapture {
   std::vector<IngestedEvent> handle_events;
   std::vector<ClockSyncPoint> clock_syncs;  // since the stream began
   std::vector<IngestedModel> models;        // since the stream began
+  // A copy for the metrics or top (ProcessIngest::ForReplay without models): the files' bytes
+  // were left out on purpose, and no capture is written from it.
+  bool model_bytes_left_out = false;
   std::vector<std::string> notices;         // EventBatch.notices since the stream began
   // The process's rings file, when the daemon could open it (a stream on this machine), and
   // what it says the process made, read once the process ended without its final batch
@@ -263,6 +266,7 @@ class ProcessIngest {
   nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
   uint64_t daemon_overflow_ = 0;
   uint64_t drop_oldest_ = 0;  // DropOldest: still to drop
+  bool model_bytes_left_out_ = false;  // ForReplay without models
   // A live capture over its bound: events_[ring_begin_...] is a ring of its newest events, and
   // ring_next_ its oldest slot (overwritten next). TakeCapture puts them back in arrival order.
   size_t ring_begin_ = 0;

@@ -303,6 +303,8 @@ class ProcessCorrelator {
   // executions of a model that has no whole file here get a device trace of their own, and the
   // capture says why it has no .neff.
   void NoteModelsWithoutFiles() {
+    // The metrics' and top's copies leave the files out on purpose, and write no artifacts.
+    if (in_.model_bytes_left_out) return;
     std::set<absl::string_view> whole, too_big;
     for (const LoadedModelFile& m : out_.models) {
       if (m.name.empty()) continue;
