@@ -378,7 +378,7 @@ summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<Summ
   return f;
 }
 
-void AppendJsonMessage(const google::protobuf::Message& m, std::string* out);
+void AppendJsonMessage(const google::protobuf::Message& m, bool top, std::string* out);
 
 // One value of field `f` (the `index`-th, if repeated). Every field of the file's messages is
 // an unsigned integer, a string or a message.
@@ -398,7 +398,8 @@ void AppendJsonValue(const google::protobuf::Message& m, const google::protobuf:
       AppendJsonString(repeated ? r->GetRepeatedString(m, f, index) : r->GetString(m, f), out);
       break;
     case FieldDescriptor::CPPTYPE_MESSAGE:
-      AppendJsonMessage(repeated ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f), out);
+      AppendJsonMessage(repeated ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f),
+                        /*top=*/false, out);
       break;
     default:
       // Not in the file's definition; a field of another type added to it is refused by
@@ -408,56 +409,34 @@ void AppendJsonValue(const google::protobuf::Message& m, const google::protobuf:
   }
 }
 
-// {"key": value, ...} on one line, every field of `m` in the definition's order.
-void AppendJsonMessage(const google::protobuf::Message& m, std::string* out) {
+// Every field of `m` in the definition's order. The file's top level has a key a line, and each
+// process and row on a line of its own; anything inside is on one line.
+void AppendJsonMessage(const google::protobuf::Message& m, bool top, std::string* out) {
   const google::protobuf::Descriptor* d = m.GetDescriptor();
-  out->push_back('{');
+  out->append(top ? "{\n  " : "{");
   for (int i = 0; i < d->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = d->field(i);
-    absl::StrAppend(out, i == 0 ? "" : ", ", JsonString(f->name()), ": ");
+    absl::StrAppend(out, i == 0 ? "" : top ? ",\n  " : ", ", JsonString(f->name()), ": ");
     if (!f->is_repeated()) {
       AppendJsonValue(m, f, 0, out);
       continue;
     }
+    const bool by_line =
+        top && f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE;
+    const int n = m.GetReflection()->FieldSize(m, f);
     out->push_back('[');
-    for (int k = 0; k < m.GetReflection()->FieldSize(m, f); ++k) {
-      if (k > 0) out->append(", ");
+    for (int k = 0; k < n; ++k) {
+      out->append(by_line ? (k == 0 ? "\n    " : ",\n    ") : (k == 0 ? "" : ", "));
       AppendJsonValue(m, f, k, out);
     }
-    out->push_back(']');
+    out->append(by_line && n > 0 ? "\n  ]" : "]");
   }
-  out->push_back('}');
+  out->append(top ? "\n}\n" : "}");
 }
 
 std::string FormatJson(const Summary& s, const std::vector<SummaryRow>& rows) {
-  const summary_json::SummaryFile file = ToSummaryFile(s, rows);
-  const google::protobuf::Descriptor* d = file.GetDescriptor();
-  const google::protobuf::Reflection* r = file.GetReflection();
-  std::string out = "{";
-  for (int i = 0; i < d->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* f = d->field(i);
-    absl::StrAppend(&out, i == 0 ? "\n  " : ",\n  ", JsonString(f->name()), ": ");
-    if (!f->is_repeated()) {
-      AppendJsonValue(file, f, 0, &out);
-    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
-      // The processes and the rows: an element a line.
-      const int n = r->FieldSize(file, f);
-      out.push_back('[');
-      for (int k = 0; k < n; ++k) {
-        out.append(k == 0 ? "\n    " : ",\n    ");
-        AppendJsonValue(file, f, k, &out);
-      }
-      out.append(n == 0 ? "]" : "\n  ]");
-    } else {
-      out.push_back('[');
-      for (int k = 0; k < r->FieldSize(file, f); ++k) {
-        if (k > 0) out.append(", ");
-        AppendJsonValue(file, f, k, &out);
-      }
-      out.push_back(']');
-    }
-  }
-  out.append("\n}\n");
+  std::string out;
+  AppendJsonMessage(ToSummaryFile(s, rows), /*top=*/true, &out);
   return out;
 }
 
