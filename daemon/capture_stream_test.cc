@@ -16,7 +16,7 @@
 #include "trace/artifact_writer.h"
 #include "trace/chrome_json_writer.h"
 #include "daemon/collector_core.h"
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 #include "daemon/ingest.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/perfetto_writer.h"

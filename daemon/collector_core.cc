@@ -27,7 +27,7 @@
 #include "absl/time/time.h"
 #include "daemon/capture_folders.h"
 #include "daemon/collector_core_state.h"
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 #include "trace/huge_page_allocator.h"
 #include "daemon/spool_replay.h"
 #include "trace/step_window.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/collector_core.h"
 #include "daemon/collector_core_state.h"
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 #include "trace/huge_page_allocator.h"
 #include "daemon/spool_replay.h"
 #include "trace/step_window.h"

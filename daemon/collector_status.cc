@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/collector_core.h"
 #include "daemon/collector_core_state.h"
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 #include "trace/huge_page_allocator.h"
 #include "trace/step_window.h"
 #include "daemon/top.h"

@@ -39,7 +39,7 @@
 #include "bench/load/synthetic_process.h"
 #include "trace/artifact_writer.h"
 #include "trace/chrome_json_writer.h"
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 #include "trace/huge_page_allocator.h"
 #include "daemon/ingest.h"
 #include "daemon/wire_events.h"

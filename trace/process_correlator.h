@@ -3,13 +3,13 @@
 // it for each and put the processes together; nothing else should.
 //
 // A pure function of its input: thread-safe.
-#ifndef NRTPROF_DAEMON_PROCESS_CORRELATOR_H_
-#define NRTPROF_DAEMON_PROCESS_CORRELATOR_H_
+#ifndef NRTPROF_TRACE_PROCESS_CORRELATOR_H_
+#define NRTPROF_TRACE_PROCESS_CORRELATOR_H_
 
 #include <cstdint>
 #include <memory>
 
-#include "daemon/ingest.h"
+#include "trace/process_capture.h"
 #include "trace/trace_model.h"
 #include "trace/trace_name.h"
 
@@ -26,4 +26,4 @@ ProcessTrace CorrelateProcess(const ProcessCapture& in, uint64_t* next_id,
 
 }  // namespace nrtprof::daemon
 
-#endif  // NRTPROF_DAEMON_PROCESS_CORRELATOR_H_
+#endif  // NRTPROF_TRACE_PROCESS_CORRELATOR_H_

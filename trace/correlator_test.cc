@@ -1,4 +1,4 @@
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 
 #include <deque>
 #include <map>
@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/nrtprof.pb.h"
+#include "trace/api_function.h"
 
 namespace nrtprof::daemon {
 namespace {

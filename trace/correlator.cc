@@ -1,4 +1,4 @@
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
 
 #include <algorithm>
 #include <iterator>
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "daemon/process_correlator.h"
+#include "trace/process_correlator.h"
 #include "trace/step_window.h"
 #include "trace/trace_name.h"
 

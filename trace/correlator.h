@@ -19,8 +19,8 @@
 // device events stay in the trace and are counted in ProcessTrace::device_uncorrelated.
 //
 // A pure function of its input: thread-safe.
-#ifndef NRTPROF_DAEMON_CORRELATOR_H_
-#define NRTPROF_DAEMON_CORRELATOR_H_
+#ifndef NRTPROF_TRACE_CORRELATOR_H_
+#define NRTPROF_TRACE_CORRELATOR_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/ingest.h"
+#include "trace/process_capture.h"
 #include "trace/trace_model.h"
 
 namespace nrtprof::daemon {
@@ -136,4 +136,4 @@ inline constexpr uint64_t kCauseSlackNs = 100'000;
 
 }  // namespace nrtprof::daemon
 
-#endif  // NRTPROF_DAEMON_CORRELATOR_H_
+#endif  // NRTPROF_TRACE_CORRELATOR_H_

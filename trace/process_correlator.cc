@@ -3,7 +3,7 @@
 // into their framework ranges, model files named). Over 800 lines because it is one class, the
 // matching's state for one process, and its helpers: cut in two, its state would have to live
 // in a header both halves share, for no reader's gain.
-#include "daemon/process_correlator.h"
+#include "trace/process_correlator.h"
 
 #include <algorithm>
 #include <iterator>
@@ -20,7 +20,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/correlator.h"
+#include "trace/correlator.h"
+#include "trace/api_function.h"
 #include "trace/call_ranges.h"
 #include "trace/trace_name.h"
 
