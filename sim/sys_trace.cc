@@ -143,7 +143,9 @@ void AppendJsonString(const std::string& s, std::string* out) {
 
 SysTrace::SysTrace(uint32_t num_cores, int64_t device_clock_offset_ns)
     : num_cores_(num_cores), device_clock_offset_ns_(device_clock_offset_ns) {
-  for (uint32_t i = 0; i < num_cores; ++i) rings_.push_back(std::make_unique<Ring>());
+  for (Capture& c : captures_) {
+    for (uint32_t i = 0; i < num_cores; ++i) c.rings.push_back(std::make_unique<Ring>());
+  }
   realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
                                      static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
 }
@@ -152,20 +154,25 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
   if (config.max_events_per_nc == 0 || config.max_events_per_nc > (1u << 24)) {
     return absl::InvalidArgumentError("max_events_per_nc must be from 1 to 16777216");
   }
+  Capture& c = captures_[static_cast<int>(config.reader)];
   {
     std::lock_guard<std::mutex> lock(config_mu_);
-    if (recording_.load()) return absl::FailedPreconditionError("system trace already started");
+    if (c.recording.load()) return absl::FailedPreconditionError("system trace already started");
     uint32_t types = 0;
     for (int t = 0; t < kNumTraceEventTypes; ++t) {
       if (config.enabled_types[t]) types |= 1u << t;
     }
-    wanted_cores_.store(config.enabled_cores, std::memory_order_relaxed);
-    wanted_types_.store(types, std::memory_order_relaxed);
+    c.wanted_cores.store(config.enabled_cores, std::memory_order_relaxed);
+    c.wanted_types.store(types, std::memory_order_relaxed);
+    // One clock reading while any capture is on: another reader's events recorded from now on
+    // keep the host times its capture started with.
+    if (!Recording()) {
+      realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
+                                         static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
+    }
   }
-  realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
-                                     static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
-    Ring& ring = *rings_[nc];
+    Ring& ring = *c.rings[nc];
     std::lock_guard<std::mutex> lock(ring.mu);
     const bool enabled = nc < 64 && ((config.enabled_cores >> nc) & 1);
     ring.slots.assign(enabled ? config.max_events_per_nc : 0, TraceEvent{});
@@ -173,24 +180,31 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
     ring.overwritten = 0;
     ring.next_local_id = 1;  // each capture numbers a core's events from 1
   }
-  ever_started_.store(true);
-  recording_.store(true);
-  RecordSyncPoints();
+  c.ever_started.store(true);
+  c.recording.store(true);
+  RecordSyncPoints(c);
   return absl::OkStatus();
 }
 
-absl::Status SysTrace::Stop() {
+absl::Status SysTrace::Stop(TraceReader reader) {
+  Capture& c = captures_[static_cast<int>(reader)];
   std::lock_guard<std::mutex> lock(config_mu_);
-  if (!recording_.load()) return absl::FailedPreconditionError("system trace not started");
+  if (!c.recording.load()) return absl::FailedPreconditionError("system trace not started");
   // Events already captured stay fetchable until the next Start().
-  recording_.store(false);
+  c.recording.store(false);
   return absl::OkStatus();
+}
+
+bool SysTrace::CaptureWants(const Capture& c, uint32_t nc_idx, TraceEventType type) const {
+  if (!c.recording.load(std::memory_order_relaxed) || nc_idx >= num_cores_ || nc_idx >= 64) {
+    return false;
+  }
+  return ((c.wanted_cores.load(std::memory_order_relaxed) >> nc_idx) & 1) != 0 &&
+         ((c.wanted_types.load(std::memory_order_relaxed) >> static_cast<int>(type)) & 1) != 0;
 }
 
 bool SysTrace::Wants(uint32_t nc_idx, TraceEventType type) const {
-  if (!Recording() || nc_idx >= num_cores_ || nc_idx >= 64) return false;
-  return ((wanted_cores_.load(std::memory_order_relaxed) >> nc_idx) & 1) != 0 &&
-         ((wanted_types_.load(std::memory_order_relaxed) >> static_cast<int>(type)) & 1) != 0;
+  return CaptureWants(captures_[0], nc_idx, type) || CaptureWants(captures_[1], nc_idx, type);
 }
 
 const std::string* SysTrace::InternName(const std::string& name) {
@@ -205,14 +219,26 @@ uint64_t SysTrace::HostTimeOfDevice(uint64_t device_ns) const {
                                realtime_minus_monotonic_ns_.load(std::memory_order_relaxed));
 }
 
-void SysTrace::Record(TraceEvent event) {
-  if (!Wants(event.nc_idx, event.type)) return;
-  event.id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  if (event.tracking_id == 0) {
-    event.tracking_id = next_tracking_.fetch_add(1, std::memory_order_relaxed) |
-                        (static_cast<uint64_t>(event.nc_idx) << kTrackingCoreShift);
+void SysTrace::Stamp(TraceEvent* event) {
+  event->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  if (event->tracking_id == 0) {
+    event->tracking_id = next_tracking_.fetch_add(1, std::memory_order_relaxed) |
+                         (static_cast<uint64_t>(event->nc_idx) << kTrackingCoreShift);
   }
-  Ring& ring = *rings_[event.nc_idx];
+}
+
+void SysTrace::Record(TraceEvent event) {
+  const bool api = CaptureWants(captures_[0], event.nc_idx, event.type);
+  const bool inspect = CaptureWants(captures_[1], event.nc_idx, event.type);
+  if (!api && !inspect) return;
+  Stamp(&event);
+  // A copy only when both readers want the event.
+  if (api && inspect) Append(captures_[1], event);
+  Append(captures_[api ? 0 : 1], std::move(event));
+}
+
+void SysTrace::Append(Capture& c, TraceEvent event) {
+  Ring& ring = *c.rings[event.nc_idx];
   std::lock_guard<std::mutex> lock(ring.mu);
   const size_t cap = ring.slots.size();
   if (cap == 0) return;
@@ -227,7 +253,8 @@ void SysTrace::Record(TraceEvent event) {
   }
 }
 
-void SysTrace::RecordSyncPoints() {
+// Into `c` alone: another reader's capture has sync points of its own.
+void SysTrace::RecordSyncPoints(Capture& c) {
   const uint64_t mono = ReadClock(CLOCK_MONOTONIC);
   const int64_t tid = gettid();
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
@@ -239,18 +266,22 @@ void SysTrace::RecordSyncPoints() {
     e.nc_timestamp_ns = static_cast<uint64_t>(static_cast<int64_t>(mono) + device_clock_offset_ns_);
     e.cpu_timestamp_ns = HostTimeOfDevice(e.nc_timestamp_ns);
     e.host_timestamp_ns = e.cpu_timestamp_ns;
-    Record(std::move(e));
+    if (!CaptureWants(c, nc, e.type)) continue;
+    Stamp(&e);
+    Append(c, std::move(e));
   }
 }
 
-uint64_t SysTrace::overwritten(uint32_t nc) {
+uint64_t SysTrace::overwritten(uint32_t nc, TraceReader reader) {
   if (nc >= num_cores_) return 0;
-  std::lock_guard<std::mutex> lock(rings_[nc]->mu);
-  return rings_[nc]->overwritten;
+  Ring& ring = *captures_[static_cast<int>(reader)].rings[nc];
+  std::lock_guard<std::mutex> lock(ring.mu);
+  return ring.overwritten;
 }
 
-void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, bool* first) {
-  Ring& ring = *rings_[nc];
+void SysTrace::AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::string* json,
+                          bool* first) {
+  Ring& ring = *c.rings[nc];
   std::lock_guard<std::mutex> fetching(ring.fetch_mu);
   size_t capacity = 0;
   {
@@ -300,20 +331,27 @@ void SysTrace::AppendCore(uint32_t nc, uint64_t max_events, std::string* json, b
 }
 
 absl::Status SysTrace::Fetch(const TraceFetchOptions& options, std::string* json) {
-  if (!ever_started_.load()) {
-    return absl::FailedPreconditionError("no system trace was started");
+  Capture& c = captures_[static_cast<int>(options.reader)];
+  if (!c.ever_started.load()) {
+    return absl::FailedPreconditionError(options.reader == TraceReader::kApi
+                                             ? "no system trace was started"
+                                             : "no inspect session was started in this runtime");
   }
   if (options.nc_idx >= static_cast<int64_t>(num_cores_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("nc_idx ", options.nc_idx, " is not below the core count ", num_cores_));
   }
-  if (Recording()) RecordSyncPoints();
+  if (c.recording.load()) RecordSyncPoints(c);
+  if (options.stop) {
+    std::lock_guard<std::mutex> lock(config_mu_);
+    c.recording.store(false);
+  }
   json->clear();
   absl::StrAppend(json, "{\"events\":[");
   bool first = true;
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     if (options.nc_idx >= 0 && static_cast<uint32_t>(options.nc_idx) != nc) continue;
-    AppendCore(nc, options.max_events_per_nc, json, &first);
+    AppendCore(c, nc, options.max_events_per_nc, json, &first);
   }
   absl::StrAppend(json, "],\"data_version\":2}");
   return absl::OkStatus();

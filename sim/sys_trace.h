@@ -10,8 +10,12 @@
 // execution (engine ops, I/O DMA) is not here: like the real runtime, it goes to the device
 // profile, not the system trace. Anyone may fetch.
 //
-// Thread-safe: each core's ring has its own lock; Recording() is a relaxed atomic load so the
-// runtime can skip building events when no capture is in force.
+// Two readers capture independently (TraceReader): the public nrt_sys_trace_* API and the
+// runtime's inspect session. Each has its own rings and filters and gets every event it wants;
+// neither's fetch removes the other's events.
+//
+// Thread-safe: each core's ring has its own lock; Recording() is two relaxed atomic loads so
+// the runtime can skip building events when no capture is in force.
 #ifndef NRTPROF_SIM_SYS_TRACE_H_
 #define NRTPROF_SIM_SYS_TRACE_H_
 
@@ -75,16 +79,30 @@ struct TraceEvent {
   bool is_neuron_core_work = true;
 };
 
+// Who a capture is for. Each reader has a capture of its own (ring buffers, filters, the
+// cores' event numbering, start and stop); an event goes to every capture that wants it, so
+// one reader's fetch never takes another's events.
+enum class TraceReader : uint8_t {
+  kApi = 0,      // nrt_sys_trace_start / _stop / _fetch_events
+  kInspect = 1,  // the runtime's inspect session (nrt_inspect_begin* ... nrt_inspect_stop)
+};
+inline constexpr int kNumTraceReaders = 2;
+
 struct TraceCaptureConfig {
   uint64_t max_events_per_nc = 1 << 15;
   uint64_t enabled_cores = ~0ull;  // bit i: NeuronCore i
   bool enabled_types[kNumTraceEventTypes] = {true, true, true, true, true,
                                              true, true, true, true};
+  TraceReader reader = TraceReader::kApi;
 };
 
 struct TraceFetchOptions {
   uint64_t max_events_per_nc = 0;  // 0: all
   int64_t nc_idx = -1;             // -1: every core
+  TraceReader reader = TraceReader::kApi;
+  // Stop the reader's capture after its last sync points and before taking its events, in
+  // one call (how an inspect session ends: nothing recorded before the stop is left behind).
+  bool stop = false;
 };
 
 class SysTrace {
@@ -94,12 +112,17 @@ class SysTrace {
   SysTrace(const SysTrace&) = delete;
   SysTrace& operator=(const SysTrace&) = delete;
 
-  // Starting while started is FailedPrecondition; so is stopping while stopped.
+  // Starts config.reader's capture. Starting while started is FailedPrecondition; so is
+  // stopping while stopped.
   absl::Status Start(const TraceCaptureConfig& config);
-  absl::Status Stop();
-  bool Recording() const { return recording_.load(std::memory_order_relaxed); }
+  absl::Status Stop(TraceReader reader = TraceReader::kApi);
+  // Whether any reader's capture is on.
+  bool Recording() const {
+    return captures_[0].recording.load(std::memory_order_relaxed) ||
+           captures_[1].recording.load(std::memory_order_relaxed);
+  }
 
-  // One relaxed load each of the capture's cores and types: the calling thread (nrt_execute's)
+  // One relaxed load each of a capture's cores and types: the calling thread (nrt_execute's)
   // takes no lock to learn an event is not wanted.
   bool Wants(uint32_t nc_idx, TraceEventType type) const;
 
@@ -112,16 +135,17 @@ class SysTrace {
   uint64_t HostNow() const;
   uint64_t HostTimeOfDevice(uint64_t device_ns) const;
 
-  // Appends to the core's ring if capture is on for that core and type; a full ring
-  // overwrites its oldest event and counts it.
+  // Appends to the core's ring of each capture that is on for that core and type (one id and
+  // tracking_id for all its copies); a full ring overwrites its oldest event and counts it.
   void Record(TraceEvent event);
 
-  // Records a sync point on every enabled core, then removes and returns as JSON the oldest
-  // events of each selected core. Fails if no capture was ever started.
+  // Records a sync point on every enabled core of options.reader's capture, then removes and
+  // returns as JSON the oldest events of each selected core. Fails if that capture was never
+  // started.
   absl::Status Fetch(const TraceFetchOptions& options, std::string* json);
 
   // Events overwritten on `nc` since the capture started (the document does not say).
-  uint64_t overwritten(uint32_t nc);
+  uint64_t overwritten(uint32_t nc, TraceReader reader = TraceReader::kApi);
 
  private:
   struct Ring {
@@ -138,23 +162,32 @@ class SysTrace {
     uint64_t next_local_id ABSL_GUARDED_BY(mu) = 1;
   };
 
-  void RecordSyncPoints();
-  void AppendCore(uint32_t nc, uint64_t max_events, std::string* json, bool* first);
+  // One reader's capture.
+  struct Capture {
+    std::vector<std::unique_ptr<Ring>> rings;  // one per core
+    std::atomic<bool> recording{false};
+    std::atomic<bool> ever_started{false};
+    // The capture's cores and types as bits (bit i: core i; bit t: type t), set by Start().
+    std::atomic<uint64_t> wanted_cores{0};
+    std::atomic<uint32_t> wanted_types{0};
+  };
+
+  bool CaptureWants(const Capture& c, uint32_t nc_idx, TraceEventType type) const;
+  // Gives `event` its process-wide id (and a tracking_id if it has none).
+  void Stamp(TraceEvent* event);
+  static void Append(Capture& c, TraceEvent event);
+  void RecordSyncPoints(Capture& c);
+  void AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::string* json, bool* first);
 
   const uint32_t num_cores_;
   const int64_t device_clock_offset_ns_;
-  std::vector<std::unique_ptr<Ring>> rings_;
-  std::atomic<bool> recording_{false};
-  std::atomic<bool> ever_started_{false};
+  Capture captures_[kNumTraceReaders];  // by TraceReader
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> next_tracking_{1};
   std::atomic<int64_t> realtime_minus_monotonic_ns_{0};
   // std::mutex, not absl::Mutex: see the note in runtime.h about ThreadSanitizer.
-  // Held by Start() and Stop(), so that one of them at a time changes the capture.
+  // Held by Start() and Stop(), so that one of them at a time changes a capture.
   mutable std::mutex config_mu_;
-  // The capture's cores and types as bits (bit i: core i; bit t: type t), set by Start().
-  std::atomic<uint64_t> wanted_cores_{0};
-  std::atomic<uint32_t> wanted_types_{0};
   std::mutex names_mu_;
   std::unordered_set<std::string> names_ ABSL_GUARDED_BY(names_mu_);
 };
