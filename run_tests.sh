@@ -79,7 +79,7 @@ run "all tests" "" //...
 tsan_dir="$(bazel info --config=tsan bazel-testlogs 2>/dev/null | sed 's|/testlogs$||')"
 run "ThreadSanitizer" "$tsan_dir" --config=tsan \
   //sim:concurrency_test //sim:runtime_api_test //sim:sys_trace_test \
-  //daemon:all //trace:all //shim:event_ring_test //shim:sys_trace_arbiter_test //shim:device_profile_test
+  //daemon:all //trace:all //shim/preload:event_ring_test //shim/backend:sys_trace_arbiter_test //shim/backend:device_profile_test
 
 left="$(comm -13 <(echo "$leftovers_before") <(leftovers) | tr '\n' ' ' | sed 's/ $//')"
 if [ -n "$left" ]; then

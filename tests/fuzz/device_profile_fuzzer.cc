@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "shim/device_profile_reader.h"
+#include "shim/backend/device_profile_reader.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "shim/device_trace.h"
+#include "shim/backend/device_trace.h"
 
 namespace {
 

@@ -1,0 +1,290 @@
+#include "shim/backend/batcher.h"
+
+#include <cstring>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/wire_reader.h"
+
+namespace nrtprof::shim {
+namespace {
+
+uint64_t ModelBytes(const nrtprof::EventBatch& batch) {
+  uint64_t bytes = 0;
+  for (const nrtprof::LoadedModel& m : batch.models()) bytes += m.model_file().size();
+  return bytes;
+}
+
+void Mark(std::vector<bool>* sent, uint32_t iid) {
+  if (sent->size() <= iid) sent->resize(iid + 1, false);
+  (*sent)[iid] = true;
+}
+
+bool Sent(const std::vector<bool>& sent, uint32_t iid) {
+  return iid < sent.size() && sent[iid];
+}
+
+// What the batcher needs of an event: its lane and the strings and stack it names.
+struct EventRefs {
+  nrtprof::EventKind kind = nrtprof::EVENT_KIND_UNSPECIFIED;
+  uint32_t name_iid = 0, model_name_iid = 0, engine_iid = 0, tensor_name_iid = 0, stack_iid = 0;
+};
+
+EventRefs RefsOf(const nrtprof::Event& e) {
+  EventRefs r;
+  r.kind = e.kind();
+  r.name_iid = e.name_iid();
+  r.model_name_iid = e.model_name_iid();
+  r.engine_iid = e.engine_iid();
+  r.tensor_name_iid = e.tensor_name_iid();
+  r.stack_iid = e.stack_iid();
+  return r;
+}
+
+// Calls f(EventRefs) for each event of an events_encoded (fields 4 of an EventBatch); stops at
+// the first field it cannot read (the batcher wrote them all: none).
+template <typename F>
+void ForEachEncodedEvent(const std::string& bytes, F f) {
+  WireReader in(bytes.data(), bytes.data() + bytes.size());
+  while (!in.done()) {
+    uint32_t field = 0, type = 0;
+    if (!in.Tag(&field, &type)) return;
+    if (field != 4 || type != kLengthDelimited) {
+      if (!in.Skip(type)) return;
+      continue;
+    }
+    const char* begin = nullptr;
+    const char* end = nullptr;
+    if (!in.Bytes(&begin, &end)) return;
+    WireReader event(begin, end);
+    EventRefs r;
+    while (!event.done()) {
+      uint64_t v = 0;
+      if (!event.Tag(&field, &type)) return;
+      if (type != kVarint) {
+        if (!event.Skip(type)) return;
+        continue;
+      }
+      if (!event.Varint(&v)) return;
+      switch (field) {  // Event's field numbers (proto/nrtprof.proto)
+        case 1:
+          r.kind = static_cast<nrtprof::EventKind>(static_cast<int32_t>(v));
+          break;
+        case 5:
+          r.name_iid = static_cast<uint32_t>(v);
+          break;
+        case 12:
+          r.stack_iid = static_cast<uint32_t>(v);
+          break;
+        case 18:
+          r.model_name_iid = static_cast<uint32_t>(v);
+          break;
+        case 19:
+          r.engine_iid = static_cast<uint32_t>(v);
+          break;
+        case 22:
+          r.tensor_name_iid = static_cast<uint32_t>(v);
+          break;
+        default:
+          break;
+      }
+    }
+    f(r);
+  }
+}
+
+// Each event of the batch, `events` first.
+template <typename F>
+void ForEachEvent(const nrtprof::EventBatch& batch, F f) {
+  for (const nrtprof::Event& e : batch.events()) f(RefsOf(e));
+  ForEachEncodedEvent(batch.events_encoded(), f);
+}
+
+}  // namespace
+
+void AppendEncodedEvent(const nrtprof::Event& event, std::string* out) {
+  const size_t size = event.ByteSizeLong();
+  char head[1 + 10];
+  size_t n = 0;
+  head[n++] = (4 << 3) | 2;  // EventBatch.events, length-delimited
+  for (uint64_t v = size;; v >>= 7) {
+    if (v < 0x80) {
+      head[n++] = static_cast<char>(v);
+      break;
+    }
+    head[n++] = static_cast<char>((v & 0x7f) | 0x80);
+  }
+  const size_t at = out->size();
+  out->resize(at + n + size);
+  memcpy(&(*out)[at], head, n);
+  event.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(&(*out)[at + n]));
+}
+
+bool DecodeEncodedEvents(nrtprof::EventBatch* batch) {
+  if (batch->events_encoded().empty()) return true;
+  std::string encoded;
+  encoded.swap(*batch->mutable_events_encoded());
+  // Its bytes are those of an EventBatch holding only events: merged, they append to `events`.
+  return batch->MergeFromString(encoded);
+}
+
+void LaneCounts::Add(nrtprof::EventKind kind, uint64_t n) {
+  switch (kind) {
+    case nrtprof::EVENT_RANGE:
+      framework += n;
+      break;
+    case nrtprof::EVENT_API_CALL:
+      runtime += n;
+      break;
+    default:
+      hardware += n;
+      break;
+  }
+}
+
+LaneCounts LaneCounts::Of(const nrtprof::EventBatch& batch) {
+  LaneCounts counts;
+  ForEachEvent(batch, [&](const EventRefs& e) { counts.Add(e.kind); });
+  return counts;
+}
+
+Batcher::Batcher(const Options& options, const StringTable* strings, const StackTable* stacks)
+    : options_(options),
+      strings_(strings),
+      stacks_(stacks),
+      batch_events_(options.batch_events),
+      batch_age_ns_(options.batch_age_ns) {}
+
+void Batcher::SetRecorderOnly(bool recorder_only) {
+  batch_events_ = recorder_only ? options_.recorder_batch_events : options_.batch_events;
+  batch_age_ns_ = recorder_only ? options_.recorder_batch_age_ns : options_.batch_age_ns;
+}
+
+void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  AppendEncodedEvent(event, open_.mutable_events_encoded());
+  open_lanes_.Add(event.kind());
+  if (open_lanes_.total() >= batch_events_) Seal();
+}
+
+void Batcher::AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns) {
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  *open_.add_clock_syncs() = sync;
+}
+
+void Batcher::AddModel(nrtprof::LoadedModel model) {
+  Sealed sealed;
+  pending_model_bytes_ += model.model_file().size();
+  *sealed.batch.add_models() = std::move(model);
+  ready_.push_back(std::move(sealed));
+}
+
+void Batcher::Seal() {
+  pending_events_ += open_lanes_.total();
+  ready_.push_back({std::move(open_), open_lanes_});
+  open_ = nrtprof::EventBatch();
+  open_lanes_ = LaneCounts();
+}
+
+void Batcher::SealIfDue(uint64_t now_ns) {
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) return;
+  if (open_lanes_.total() >= batch_events_ || now_ns - open_since_ns_ >= batch_age_ns_) Seal();
+}
+
+void Batcher::SealAll() {
+  if (open_lanes_.total() != 0 || open_.clock_syncs_size() != 0) Seal();
+}
+
+void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
+                               nrtprof::EventBatch* out) {
+  auto need_string = [&](uint32_t iid) {
+    if (iid == 0 || Sent(stream->strings_sent, iid)) return;
+    Mark(&stream->strings_sent, iid);
+    nrtprof::InternedString* s = out->add_strings();
+    s->set_iid(iid);
+    s->set_value(strings_->Get(iid));
+  };
+  ForEachEvent(in, [&](const EventRefs& e) {
+    need_string(e.name_iid);
+    need_string(e.model_name_iid);
+    need_string(e.engine_iid);
+    need_string(e.tensor_name_iid);
+    const uint32_t stack = e.stack_iid;
+    if (stack == 0 || stacks_ == nullptr || Sent(stream->stacks_sent, stack)) return;
+    Mark(&stream->stacks_sent, stack);
+    nrtprof::InternedStack* s = out->add_stacks();
+    s->set_iid(stack);
+    for (uint32_t frame : stacks_->FrameIids(stack)) {
+      need_string(frame);
+      s->add_frame_iids(frame);
+    }
+  });
+}
+
+nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
+                                      const nrtprof::DropCounters& drops, bool final,
+                                      LaneCounts* events) {
+  nrtprof::EventBatch batch;
+  *events = LaneCounts();
+  if (!ready_.empty()) {
+    Sealed& in = ready_.front();
+    pending_events_ -= in.lanes.total();
+    pending_model_bytes_ -= ModelBytes(in.batch);
+    AddNeededStrings(in.batch, stream, &batch);
+    batch.mutable_events_encoded()->swap(*in.batch.mutable_events_encoded());
+    batch.mutable_clock_syncs()->Swap(in.batch.mutable_clock_syncs());
+    batch.mutable_models()->Swap(in.batch.mutable_models());
+    *events = in.lanes;
+    ready_.pop_front();
+  }
+  batch.set_sequence(next_sequence_++);
+  *batch.mutable_drops() = drops;
+  batch.mutable_clock()->set_monotonic_ns(MonotonicNs());
+  batch.mutable_clock()->set_realtime_ns(RealtimeNs());
+  batch.set_final(final && ready_.empty());
+  return batch;
+}
+
+void Batcher::Restamp(nrtprof::EventBatch* batch, StreamInterning* stream) {
+  batch->clear_strings();
+  batch->clear_stacks();
+  nrtprof::EventBatch needed;
+  AddNeededStrings(*batch, stream, &needed);
+  batch->mutable_strings()->Swap(needed.mutable_strings());
+  batch->mutable_stacks()->Swap(needed.mutable_stacks());
+}
+
+LaneCounts Batcher::EnforceBounds() {
+  LaneCounts discarded;
+  // Oldest first; the model batches and the event batches have separate bounds.
+  for (auto it = ready_.begin(); it != ready_.end() && pending_events() > options_.max_pending_events;) {
+    if (it->lanes.total() == 0) {
+      ++it;
+      continue;
+    }
+    discarded += it->lanes;
+    pending_events_ -= it->lanes.total();
+    pending_model_bytes_ -= ModelBytes(it->batch);
+    it = ready_.erase(it);
+  }
+  for (auto it = ready_.begin();
+       it != ready_.end() && pending_model_bytes_ > options_.max_pending_model_bytes; ++it) {
+    for (nrtprof::LoadedModel& m : *it->batch.mutable_models()) {
+      pending_model_bytes_ -= m.model_file().size();
+      m.clear_model_file();
+    }
+  }
+  return discarded;
+}
+
+LaneCounts Batcher::DiscardAll() {
+  SealAll();
+  LaneCounts discarded;
+  for (const Sealed& sealed : ready_) discarded += sealed.lanes;
+  ready_.clear();
+  pending_events_ = 0;
+  pending_model_bytes_ = 0;
+  return discarded;
+}
+
+}  // namespace nrtprof::shim

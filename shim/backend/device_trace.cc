@@ -1,0 +1,252 @@
+#include "shim/backend/device_trace.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace nrtprof::shim {
+namespace {
+
+int64_t ReadClock(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Counts what a refused document held, as well as can be said of text that is not JSON.
+uint64_t CountEventsIn(std::string_view json) {
+  uint64_t n = 0;
+  for (size_t at = json.find("\"event_type\""); at != std::string_view::npos;
+       at = json.find("\"event_type\"", at + 1)) {
+    ++n;
+  }
+  return std::max<uint64_t>(n, 1);
+}
+
+}  // namespace
+
+uint64_t DeviceTraceParser::ToMonotonic(uint64_t realtime_ns) const {
+  // In unsigned arithmetic, clamped: a document may carry any 64-bit value.
+  if (realtime_offset_ns_ >= 0) {
+    const uint64_t offset = static_cast<uint64_t>(realtime_offset_ns_);
+    return realtime_ns > offset ? realtime_ns - offset : 0;
+  }
+  const uint64_t add = static_cast<uint64_t>(-(realtime_offset_ns_ + 1)) + 1;
+  return realtime_ns > UINT64_MAX - add ? UINT64_MAX : realtime_ns + add;
+}
+
+bool DeviceTraceParser::Plausible(uint64_t start_ns, uint64_t end_ns, DeviceTraceOutput* out) {
+  // What the daemon refuses a whole batch for (a span over a week, or one that ends past the
+  // clock's end) is a malformed event here, counted and left out.
+  if (end_ns - start_ns <= kMaxSpanNs && start_ns <= UINT64_MAX - (end_ns - start_ns)) {
+    return true;
+  }
+  ++out->malformed;
+  ++malformed_total_;
+  return false;
+}
+
+bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
+                              DeviceTraceOutput* out, std::string* error) {
+  pending_.clear();
+  pending_names_.clear();
+  decoded_names_.clear();
+  SysTraceReadStats stats;
+  const bool ok = ReadSysTrace(
+      json,
+      [this, json](const SysTraceEvent& e) {
+        pending_.push_back(e);
+        if (!e.model_name.empty()) {
+          // A name read from the text stays valid during Parse; one decoded from escapes is
+          // the reader's, copied.
+          std::string_view name = e.model_name;
+          if (name.data() < json.data() || name.data() >= json.data() + json.size()) {
+            name = decoded_names_.emplace_back(name);
+          }
+          pending_names_.emplace_back(pending_.size() - 1, name);
+        }
+        pending_.back().model_name = {};
+      },
+      &stats, error);
+  if (!ok) {
+    const uint64_t lost = std::max<uint64_t>(CountEventsIn(json), stats.events);
+    out->malformed += lost;
+    malformed_total_ += lost;
+    return false;
+  }
+  stats_.events += stats.events;
+  stats_.unknown_types += stats.unknown_types;
+  stats_.unknown_members += stats.unknown_members;
+  out->skipped += stats.unknown_types;
+  if (generation != generation_) {
+    generation_ = generation;
+    next_local_id_.clear();
+    open_execs_.clear();
+    threads_.clear();
+  }
+  if (!fixed_offset_) {
+    // Two readings around one: the smaller gap bounds the error of the pair.
+    const int64_t a = ReadClock(CLOCK_MONOTONIC);
+    const int64_t real = ReadClock(CLOCK_REALTIME);
+    const int64_t b = ReadClock(CLOCK_MONOTONIC);
+    realtime_offset_ns_ = real - (a + (b - a) / 2);
+  }
+  for (const auto& [index, name] : pending_names_) {
+    if (!pending_[index].has_model_id) continue;
+    ModelName& known = model_names_[pending_[index].model_id];
+    if (known.name != name) known = {std::string(name), 0};
+  }
+  for (const SysTraceEvent& e : pending_) Apply(e, out);
+  return true;
+}
+
+bool DeviceTraceParser::UsesType(const char* name) {
+  for (SysTraceType type :
+       {SysTraceType::kNrtLoad, SysTraceType::kDeviceExec, SysTraceType::kTensorRead,
+        SysTraceType::kTensorWrite, SysTraceType::kDmemBufCopyin, SysTraceType::kDmemBufCopyout,
+        SysTraceType::kTimestampSync}) {
+    if (strcmp(name, SysTraceTypeName(type)) == 0) return true;
+  }
+  // Not these: nrt_execute (the shim records the call itself), model_switch, and what this
+  // parser does not know (Apply draws none of them).
+  return false;
+}
+
+uint32_t DeviceTraceParser::NameIid(const char* name) {
+  for (const auto& [known, iid] : name_iids_) {
+    if (known == name) return iid;
+  }
+  const uint32_t iid = strings_->Intern(name);
+  name_iids_.emplace_back(name, iid);
+  return iid;
+}
+
+void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
+  // Each core numbers its events one after another; what is missing between two was lost.
+  // The first of a capture sets where the count starts (whether the runtime numbers from 1 at
+  // each start is not publicly known: assuming it could report losses that never happened).
+  auto core = next_local_id_.find(e.nc_idx);
+  if (core == next_local_id_.end()) core = next_local_id_.emplace(e.nc_idx, e.nc_local_id).first;
+  uint64_t& expected = core->second;
+  if (e.nc_local_id > expected) {
+    out->overwritten += e.nc_local_id - expected;
+    overwritten_total_ += e.nc_local_id - expected;
+  }
+  if (e.nc_local_id >= expected) expected = e.nc_local_id + 1;
+
+  if (e.type != SysTraceType::kUnknown && e.nc_idx >= kMaxNeuronCores) {
+    // The wire allows cores 0 to 4095: an event of another is malformed here, not a batch the
+    // daemon would refuse whole.
+    ++out->malformed;
+    ++malformed_total_;
+    return;
+  }
+  const bool start = e.phase == SysTracePhase::kStart;
+  const bool stop = e.phase == SysTracePhase::kStop;
+  switch (e.type) {
+    case SysTraceType::kDeviceExec: {
+      std::deque<OpenExec>& open = open_execs_[e.nc_idx];
+      if (start) {
+        open.push_back({e.timestamp_ns, e.id, e.thread_id, e.exec_id, e.model_id});
+        return;
+      }
+      if (!stop || open.empty()) return;  // a stop whose start was lost
+      const OpenExec x = open.front();
+      open.pop_front();
+      const uint64_t end = std::max(e.timestamp_ns, x.device_ns);
+      if (!Plausible(x.device_ns, end, out)) return;
+      nrtprof::Event& event = out->events.emplace_back();
+      event.set_kind(nrtprof::EVENT_DEVICE_EXEC);
+      event.set_start_ns(x.device_ns);
+      event.set_duration_ns(end - x.device_ns);
+      event.set_tid(static_cast<uint32_t>(x.thread_id));
+      event.set_name_iid(NameIid("nc_exec_running"));
+      event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
+      event.set_device_id(x.id);
+      event.set_exec_id(x.exec_id);
+      if (auto name = model_names_.find(x.model_id); name != model_names_.end()) {
+        if (name->second.iid == 0) name->second.iid = strings_->Intern(name->second.name);
+        event.set_model_name_iid(name->second.iid);
+      }
+      return;
+    }
+    case SysTraceType::kTimestampSync: {
+      if (!e.has_nc_timestamp_ns || !e.has_cpu_timestamp_ns) return;
+      nrtprof::DeviceClockSync& sync = out->clock_syncs.emplace_back();
+      sync.set_nc_idx(static_cast<int32_t>(e.nc_idx));
+      sync.set_device_ns(e.nc_timestamp_ns);
+      sync.set_host_monotonic_ns(ToMonotonic(e.cpu_timestamp_ns));
+      return;
+    }
+    case SysTraceType::kNrtLoad: {
+      ThreadSpans& thread = threads_[e.thread_id];
+      if (start) ++thread.loads;
+      if (stop && thread.loads > 0) --thread.loads;
+      return;
+    }
+    case SysTraceType::kTensorRead:
+    case SysTraceType::kTensorWrite: {
+      ThreadSpans& thread = threads_[e.thread_id];
+      if (start) {
+        thread.spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx,
+                                e.type == SysTraceType::kTensorWrite ? "dma_h2d" : "dma_d2h"});
+      } else if (stop) {
+        CloseSpan(e, &thread, out);
+      }
+      return;
+    }
+    case SysTraceType::kDmemBufCopyin:
+    case SysTraceType::kDmemBufCopyout: {
+      ThreadSpans& thread = threads_[e.thread_id];
+      if (start) {
+        OpenCopy(e, &thread);
+      } else if (stop) {
+        CloseSpan(e, &thread, out);
+      }
+      return;
+    }
+    case SysTraceType::kNrtExecute:
+    case SysTraceType::kModelSwitch:
+    case SysTraceType::kUnknown:
+      return;
+  }
+}
+
+void DeviceTraceParser::OpenCopy(const SysTraceEvent& e, ThreadSpans* thread) {
+  const bool in = e.type == SysTraceType::kDmemBufCopyin;
+  const char* name = in ? "dma_h2d" : "dma_d2h";
+  for (const OpenSpan& s : thread->spans) {
+    if (s.type == SysTraceType::kTensorRead || s.type == SysTraceType::kTensorWrite) {
+      name = nullptr;  // the tensor call's own transfer, already on the DMA lane
+    }
+  }
+  if (name != nullptr && in && thread->loads > 0) name = "dma_model_load";
+  thread->spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx, name});
+}
+
+void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
+                                  DeviceTraceOutput* out) {
+  auto& spans = thread->spans;
+  auto it = std::find_if(spans.rbegin(), spans.rend(),
+                         [&](const OpenSpan& s) { return s.type == e.type; });
+  if (it == spans.rend()) return;  // a stop whose start was lost
+  const OpenSpan span = *it;
+  spans.erase(std::next(it).base());
+  if (span.name == nullptr) return;
+  const uint64_t begin = ToMonotonic(span.start_ns);
+  const uint64_t end = std::max(begin, ToMonotonic(e.timestamp_ns));
+  if (!Plausible(begin, end, out)) return;
+  nrtprof::Event& event = out->events.emplace_back();
+  event.set_kind(nrtprof::EVENT_DEVICE_DMA);
+  event.set_host_clock(true);
+  event.set_start_ns(begin);
+  event.set_duration_ns(end - begin);
+  event.set_tid(static_cast<uint32_t>(e.thread_id));
+  event.set_name_iid(NameIid(span.name));
+  event.set_nc_idx(static_cast<int32_t>(span.nc_idx));
+  event.set_device_id(span.id);
+  event.set_bytes(span.size);
+}
+
+}  // namespace nrtprof::shim

@@ -1,0 +1,141 @@
+// Turns the runtime's system-trace documents (nrt_sys_trace_fetch_events, in the real
+// runtime's shape: shim/backend/sys_trace_reader.h) into hardware-lane events:
+//
+//   device_exec start + stop (per NeuronCore, in order)  -> EVENT_DEVICE_EXEC "nc_exec_running"
+//                                                           (device clock, the calling thread)
+//   tensor_write / tensor_read start + stop (per thread)  -> EVENT_DEVICE_DMA "dma_h2d"/"dma_d2h"
+//   dmem_buf_copyin / copyout outside those spans:
+//     inside an nrt_load span of its thread              -> EVENT_DEVICE_DMA "dma_model_load"
+//     else                                                -> EVENT_DEVICE_DMA "dma_h2d"/"dma_d2h"
+//   timestamp_sync                                        -> DeviceClockSync
+//
+// Host-stamped events (tensor and memory copies: CLOCK_REALTIME) are moved to CLOCK_MONOTONIC
+// here and flagged host_clock; device-stamped ones keep the device clock for the daemon to map
+// through the sync points. A copy inside a tensor call is that call's own transfer and is not
+// counted twice. Other event types (nrt_load and nrt_execute themselves — the shim records
+// the calls —, model switches, and types it does not know) are skipped; unknown types and
+// members are counted. A span's two halves may arrive in different documents: open spans are
+// kept until the capture changes. Gaps in a core's nc_local_id (after the first this capture
+// shows of the core) are events the runtime's ring overwrote.
+//
+// A document that is not a system trace in the real shape is refused whole: nothing of it is
+// kept, and its events are counted as malformed (a drop reason the daemon shows).
+//
+// Not thread-safe: the flusher thread owns it, with the StringTable (which must outlive it).
+#ifndef NRTPROF_SHIM_BACKEND_DEVICE_TRACE_H_
+#define NRTPROF_SHIM_BACKEND_DEVICE_TRACE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "shim/backend/proto_lite/nrtprof.pb.h"
+#include "shim/backend/string_table.h"
+#include "shim/backend/sys_trace_reader.h"
+
+namespace nrtprof::shim {
+
+struct DeviceTraceOutput {
+  std::vector<nrtprof::Event> events;
+  std::vector<nrtprof::DeviceClockSync> clock_syncs;
+  uint64_t overwritten = 0;  // newly overwritten events in this document
+  uint64_t skipped = 0;      // events of a type (or phase) this shim does not know
+  uint64_t malformed = 0;    // events of refused documents, and spans no clock could give
+
+  // Empty again, its vectors' room kept for the next document.
+  void Clear() {
+    events.clear();
+    clock_syncs.clear();
+    overwritten = skipped = malformed = 0;
+  }
+};
+
+class DeviceTraceParser {
+ public:
+  explicit DeviceTraceParser(StringTable* strings) : strings_(strings) {}
+  DeviceTraceParser(const DeviceTraceParser&) = delete;
+  DeviceTraceParser& operator=(const DeviceTraceParser&) = delete;
+
+  // Parses one document fetched from capture `generation` (a capture's counters and open spans
+  // start afresh; generations only grow). Appends to *out. False, with a one-line *error, if
+  // the document is not a system trace in the real shape; nothing but out->malformed changes
+  // then.
+  bool Parse(uint64_t generation, std::string_view json, DeviceTraceOutput* out,
+             std::string* error);
+
+  // Whether Parse makes anything of the runtime's events of this type (its name in the
+  // document). The profiler's own capture asks the runtime for these types only: every other
+  // one would cost the program's calls their recording and the flusher its parsing, for
+  // nothing drawn.
+  static bool UsesType(const char* name);
+
+  uint64_t overwritten_total() const { return overwritten_total_; }
+  uint64_t malformed_total() const { return malformed_total_; }
+  uint64_t unknown_types_total() const { return stats_.unknown_types; }
+  uint64_t unknown_members_total() const { return stats_.unknown_members; }
+
+  // Tests: CLOCK_REALTIME - CLOCK_MONOTONIC, instead of reading the clocks at each document.
+  void set_realtime_offset_for_testing(int64_t ns) {
+    fixed_offset_ = true;
+    realtime_offset_ns_ = ns;
+  }
+
+ private:
+  struct OpenExec {
+    uint64_t device_ns, id, thread_id, exec_id, model_id;
+  };
+  struct OpenSpan {
+    SysTraceType type;
+    uint64_t start_ns, id, size;
+    uint32_t nc_idx;
+    const char* name;  // the DMA event it becomes; null: folded into the enclosing call
+  };
+  struct ThreadSpans {
+    std::vector<OpenSpan> spans;
+    int loads = 0;  // open nrt_load spans
+  };
+
+  void Apply(const SysTraceEvent& e, DeviceTraceOutput* out);
+  void OpenCopy(const SysTraceEvent& e, ThreadSpans* thread);
+  void CloseSpan(const SysTraceEvent& e, ThreadSpans* thread, DeviceTraceOutput* out);
+  uint64_t ToMonotonic(uint64_t realtime_ns) const;
+  // The interned id of a fixed event name, interned once.
+  uint32_t NameIid(const char* name);
+  bool Plausible(uint64_t start_ns, uint64_t end_ns, DeviceTraceOutput* out);
+
+  static constexpr uint64_t kMaxSpanNs = 7ull * 24 * 3600 * 1000000000;  // the daemon's bounds
+  static constexpr uint32_t kMaxNeuronCores = 4096;
+
+  StringTable* const strings_;
+  uint64_t generation_ = 0;
+  bool fixed_offset_ = false;
+  int64_t realtime_offset_ns_ = 0;
+  SysTraceReadStats stats_;
+  uint64_t overwritten_total_ = 0;
+  uint64_t malformed_total_ = 0;
+  // Per capture.
+  std::map<uint32_t, uint64_t> next_local_id_;  // per core
+  std::map<uint32_t, std::deque<OpenExec>> open_execs_;
+  std::map<uint64_t, ThreadSpans> threads_;
+  // model_id -> name, when the runtime gives one, and its id once an execution used it (ids
+  // for the life of the process: interned at first use, as each event's names are).
+  struct ModelName {
+    std::string name;
+    uint32_t iid = 0;
+  };
+  std::map<uint64_t, ModelName> model_names_;
+  // The interned ids of the fixed event names (dma_h2d, ...), by the literal's address.
+  std::vector<std::pair<const char*, uint32_t>> name_iids_;
+  // One document's events, read whole before any is applied (flat records, reused).
+  std::vector<SysTraceEvent> pending_;
+  std::vector<std::pair<size_t, std::string_view>> pending_names_;  // into the text, or:
+  std::deque<std::string> decoded_names_;  // names the reader decoded from escapes
+};
+
+}  // namespace nrtprof::shim
+
+#endif  // NRTPROF_SHIM_BACKEND_DEVICE_TRACE_H_
