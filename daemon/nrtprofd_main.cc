@@ -407,20 +407,157 @@ int Fail(const std::string& message, int code) {
   return code;
 }
 
-}  // namespace
-
-int NrtprofdMain(int argc, char** argv) {
-  // Before any thread exists, so every thread inherits the mask and the signals wait for
-  // sigwait below. A shim that goes away mid-write must not kill the daemon.
+// Blocks SIGINT and SIGTERM (main awaits them with sigwait) and ignores SIGPIPE and SIGXFSZ.
+// Before any thread exists, so every thread inherits the mask. A shim that goes away mid-write
+// must not kill the daemon; a file size limit reached while writing a trace is a failed write
+// (EFBIG), reported like a full disk, not the daemon's death.
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  // A file size limit reached while writing a trace is a failed write (EFBIG), reported like a
-  // full disk, not the daemon's death.
   signal(SIGXFSZ, SIG_IGN);
+  return stop_signals;
+}
+
+// --listen and its TLS flags, checked. --tls_cert and --tls_key serve --metrics_listen too:
+// with it alone they are checked there.
+absl::StatusOr<TcpListenerFlags> TcpFlags() {
+  TcpListenerFlags tcp_flags;
+  tcp_flags.listen = absl::GetFlag(FLAGS_listen);
+  tcp_flags.cert_file = Absolute(absl::GetFlag(FLAGS_tls_cert));
+  tcp_flags.key_file = Absolute(absl::GetFlag(FLAGS_tls_key));
+  tcp_flags.token_file = Absolute(absl::GetFlag(FLAGS_token_file));
+  tcp_flags.client_ca_file = Absolute(absl::GetFlag(FLAGS_tls_client_ca));
+  if (tcp_flags.listen.empty() && !absl::GetFlag(FLAGS_metrics_listen).empty() &&
+      tcp_flags.token_file.empty() && tcp_flags.client_ca_file.empty()) {
+    if (tcp_flags.cert_file.empty() != tcp_flags.key_file.empty()) {
+      return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+    }
+  } else if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
+    return s;
+  }
+  return tcp_flags;
+}
+
+// The spool folder (--spool_dir, else beside the socket), made with the mode `reach` gives it.
+absl::StatusOr<std::string> PrepareSpoolFolder(const std::string& socket_path,
+                                               const Access& reach) {
+  std::string spool_dir = absl::GetFlag(FLAGS_spool_dir);
+  const bool default_spool = spool_dir.empty();
+  spool_dir = default_spool ? Parent(socket_path) + "/spool" : Absolute(spool_dir);
+  struct stat spool_st;
+  if (mkdir(spool_dir.c_str(), 0700) == 0) {
+    if (absl::Status s = Restrict(spool_dir, reach.spool_mode(), reach); !s.ok()) return s;
+  } else if (errno != EEXIST) {
+    return absl::InternalError(
+        absl::StrCat("cannot create the spool folder ", spool_dir, ": ", strerror(errno)));
+  } else if (default_spool && lstat(spool_dir.c_str(), &spool_st) == 0 &&
+             S_ISDIR(spool_st.st_mode) && spool_st.st_uid == getuid() &&
+             (spool_st.st_mode & 07777) != reach.spool_mode()) {
+    // An older daemon's 0770: the shims would refuse to spool there.
+    if (absl::Status s = Restrict(spool_dir, reach.spool_mode(), reach); !s.ok()) return s;
+  }
+  return spool_dir;
+}
+
+// As the daemon's user: the socket's folder, the socket claimed (no live daemon on it), the
+// captures' root and the spool folder. Returns the spool folder.
+absl::StatusOr<std::string> PrepareFolders(const std::string& socket_path,
+                                           const std::string& output_root, const Access& reach) {
+  if (absl::Status s =
+          PrepareSocketFolder(socket_path, absl::GetFlag(FLAGS_socket).empty(), reach);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ClaimSocket(socket_path); !s.ok()) return s;
+  if (absl::Status s = PrepareOutputRoot(output_root); !s.ok()) return s;
+  return PrepareSpoolFolder(socket_path, reach);
+}
+
+// The collector core's settings from the flags; captures are also handed to `fleet`, if any.
+CollectorOptions CollectorOptionsFromFlags(const std::string& socket_path,
+                                           const std::string& output_root,
+                                           const std::string& spool_dir, FleetExporter* fleet) {
+  CollectorOptions options;
+  options.address = "unix:" + socket_path;
+  options.output_root = output_root;
+  options.spool_dir = spool_dir;
+  options.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
+  options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
+  options.past_part_events = absl::GetFlag(FLAGS_capture_part_events);
+  options.daemon_version = kVersion;
+  options.flight_recorder = absl::GetFlag(FLAGS_flight_recorder_seconds) != 0;
+  options.flight_recorder_limits.max_age_ns =
+      uint64_t{absl::GetFlag(FLAGS_flight_recorder_seconds)} * 1'000'000'000;
+  options.flight_recorder_limits.max_bytes = absl::GetFlag(FLAGS_flight_recorder_bytes);
+  if (fleet != nullptr) {
+    options.capture_written = [fleet](const Trace& trace, const Summary& summary,
+                                      const nrtprof::CaptureFiles& files) {
+      fleet->CaptureWritten(trace, summary, files);
+    };
+    options.add_status = [fleet](nrtprof::StatusReply* reply) {
+      fleet->FillStatus(reply->mutable_fleet_export());
+    };
+  }
+  options.sink_for_files = ProductionSink;
+  return options;
+}
+
+// The gRPC server of both services; the daemon's own acceptor hands it its connections.
+std::unique_ptr<grpc::Server> BuildServer(CollectorService* collector, ControlService* control) {
+  grpc::ServerBuilder builder;
+  builder.RegisterCallbackGenericService(collector);
+  builder.RegisterService(control);
+  builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
+  // A peer that stops answering (a stalled or half-open connection, garbage on the socket) is
+  // closed instead of holding its stream and its half-received message forever. A live shim
+  // answers pings from gRPC's own threads, however idle the program.
+  const int client_timeout_ms = static_cast<int>(absl::GetFlag(FLAGS_client_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, client_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, client_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  return builder.BuildAndStart();
+}
+
+// "ready" on --ready_fd (with the TCP address, if any), then where the daemon listens, on
+// stderr: the first thing its log should say.
+void AnnounceReady(const TcpListener* tcp, const CollectorOptions& options,
+                   const std::optional<RunAs>& run_as) {
+  if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
+    const std::string ready =
+        tcp != nullptr ? absl::StrCat("ready ", tcp->address(), "\n") : std::string("ready\n");
+    if (write(fd, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) {
+      fprintf(stderr, "nrtprofd: cannot write to --ready_fd %d: %s\n", fd, strerror(errno));
+    }
+    close(fd);
+  }
+  const char* as_user = run_as ? ", as user " : "";
+  const char* user = run_as ? run_as->name.c_str() : "";
+  if (tcp != nullptr) {
+    // Always, not only on a terminal: where a remote daemon listens, and how it lets callers
+    // in, belongs in its log.
+    fprintf(stderr, "nrtprofd %s: listening on %s (%s) and %s%s%s\n", kVersion,
+            tcp->address().c_str(), tcp->security().c_str(), options.address.c_str(), as_user,
+            user);
+  } else if (!absl::GetFlag(FLAGS_quiet)) {
+    fprintf(stderr, "nrtprofd %s: listening on %s%s%s; captures go to %s; flight recorder %s\n",
+            kVersion, options.address.c_str(), as_user, user, options.output_root.c_str(),
+            options.flight_recorder
+                ? absl::StrCat("the last ", absl::GetFlag(FLAGS_flight_recorder_seconds), " s")
+                      .c_str()
+                : "off");
+  }
+}
+
+}  // namespace
+
+int NrtprofdMain(int argc, char** argv) {
+  sigset_t stop_signals = BlockStopSignals();
 
   std::string error;
   switch (ParseFlags(argc, argv, &error)) {
@@ -436,22 +573,9 @@ int NrtprofdMain(int argc, char** argv) {
   // Before any thread is made, so that all of the daemon's inherit it: a program's thread that
   // wakes on a CPU where the daemon runs takes it at once (common/background_slice.h).
   UseBackgroundSlice();
-  TcpListenerFlags tcp_flags;
-  tcp_flags.listen = absl::GetFlag(FLAGS_listen);
-  tcp_flags.cert_file = Absolute(absl::GetFlag(FLAGS_tls_cert));
-  tcp_flags.key_file = Absolute(absl::GetFlag(FLAGS_tls_key));
-  tcp_flags.token_file = Absolute(absl::GetFlag(FLAGS_token_file));
-  tcp_flags.client_ca_file = Absolute(absl::GetFlag(FLAGS_tls_client_ca));
-  // --tls_cert and --tls_key serve --metrics_listen too: with it alone they are checked there.
-  if (TcpListenerFlags only_tcp = tcp_flags;
-      only_tcp.listen.empty() && !absl::GetFlag(FLAGS_metrics_listen).empty() &&
-      only_tcp.token_file.empty() && only_tcp.client_ca_file.empty()) {
-    if (only_tcp.cert_file.empty() != only_tcp.key_file.empty()) {
-      return Fail("--tls_cert and --tls_key go together", 2);
-    }
-  } else if (absl::Status s = CheckTcpListenerFlags(tcp_flags); !s.ok()) {
-    return Fail(std::string(s.message()), 2);
-  }
+  absl::StatusOr<TcpListenerFlags> checked_tcp_flags = TcpFlags();
+  if (!checked_tcp_flags.ok()) return Fail(std::string(checked_tcp_flags.status().message()), 2);
+  const TcpListenerFlags tcp_flags = *std::move(checked_tcp_flags);
   std::optional<RunAs> run_as;
   if (!ResolveUser(absl::GetFlag(FLAGS_user), !tcp_flags.listen.empty(), &run_as, &error)) {
     return Fail(error, 2);
@@ -487,59 +611,11 @@ int NrtprofdMain(int argc, char** argv) {
     }
   }
 
-  if (absl::Status s =
-          PrepareSocketFolder(socket_path, absl::GetFlag(FLAGS_socket).empty(), reach);
-      !s.ok()) {
-    return Fail(std::string(s.message()), 1);
-  }
-  if (absl::Status s = ClaimSocket(socket_path); !s.ok()) return Fail(std::string(s.message()), 1);
-  if (absl::Status s = PrepareOutputRoot(output_root); !s.ok()) {
-    return Fail(std::string(s.message()), 1);
-  }
+  absl::StatusOr<std::string> spool_dir = PrepareFolders(socket_path, output_root, reach);
+  if (!spool_dir.ok()) return Fail(std::string(spool_dir.status().message()), 1);
 
-  std::string spool_dir = absl::GetFlag(FLAGS_spool_dir);
-  const bool default_spool = spool_dir.empty();
-  spool_dir = default_spool ? Parent(socket_path) + "/spool" : Absolute(spool_dir);
-  struct stat spool_st;
-  if (mkdir(spool_dir.c_str(), 0700) == 0) {
-    if (absl::Status s = Restrict(spool_dir, reach.spool_mode(), reach); !s.ok()) {
-      return Fail(std::string(s.message()), 1);
-    }
-  } else if (errno != EEXIST) {
-    return Fail(absl::StrCat("cannot create the spool folder ", spool_dir, ": ", strerror(errno)),
-                1);
-  } else if (default_spool && lstat(spool_dir.c_str(), &spool_st) == 0 &&
-             S_ISDIR(spool_st.st_mode) && spool_st.st_uid == getuid() &&
-             (spool_st.st_mode & 07777) != reach.spool_mode()) {
-    // An older daemon's 0770: the shims would refuse to spool there.
-    if (absl::Status s = Restrict(spool_dir, reach.spool_mode(), reach); !s.ok()) {
-      return Fail(std::string(s.message()), 1);
-    }
-  }
-
-  CollectorOptions options;
-  options.address = "unix:" + socket_path;
-  options.output_root = output_root;
-  options.spool_dir = spool_dir;
-  options.log = [](const std::string& line) { fprintf(stderr, "nrtprofd: %s\n", line.c_str()); };
-  options.limits.max_events_per_process = absl::GetFlag(FLAGS_max_events_per_process);
-  options.past_part_events = absl::GetFlag(FLAGS_capture_part_events);
-  options.daemon_version = kVersion;
-  options.flight_recorder = absl::GetFlag(FLAGS_flight_recorder_seconds) != 0;
-  options.flight_recorder_limits.max_age_ns =
-      uint64_t{absl::GetFlag(FLAGS_flight_recorder_seconds)} * 1'000'000'000;
-  options.flight_recorder_limits.max_bytes = absl::GetFlag(FLAGS_flight_recorder_bytes);
-  if (fleet != nullptr) {
-    FleetExporter* exporter = fleet.get();
-    options.capture_written = [exporter](const Trace& trace, const Summary& summary,
-                                         const nrtprof::CaptureFiles& files) {
-      exporter->CaptureWritten(trace, summary, files);
-    };
-    options.add_status = [exporter](nrtprof::StatusReply* reply) {
-      exporter->FillStatus(reply->mutable_fleet_export());
-    };
-  }
-  options.sink_for_files = ProductionSink;
+  CollectorOptions options =
+      CollectorOptionsFromFlags(socket_path, output_root, *spool_dir, fleet.get());
   std::unique_ptr<TraceSink> sink = ProductionSink(~0u);
   CollectorCore core(options, sink.get(), SystemClock());
   // The counters folded from the flight recorder, for /metrics and the fleet store alike.
@@ -559,20 +635,7 @@ int NrtprofdMain(int argc, char** argv) {
     unlink(socket_path.c_str());
     return Fail(std::string(s.message()), 1);
   }
-  grpc::ServerBuilder builder;
-  builder.RegisterCallbackGenericService(&collector);
-  builder.RegisterService(&control);
-  builder.SetMaxReceiveMessageSize(kMaxShimMessageBytes);
-  // A peer that stops answering (a stalled or half-open connection, garbage on the socket) is
-  // closed instead of holding its stream and its half-received message forever. A live shim
-  // answers pings from gRPC's own threads, however idle the program.
-  const int client_timeout_ms = static_cast<int>(absl::GetFlag(FLAGS_client_timeout_ms));
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, client_timeout_ms);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, client_timeout_ms);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_timeout_ms);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = BuildServer(&collector, &control);
   if (server == nullptr) {
     unlink(socket_path.c_str());
     return Fail(absl::StrCat("cannot serve on ", socket_path), 1);
@@ -601,30 +664,7 @@ int NrtprofdMain(int argc, char** argv) {
             absl::GetFlag(FLAGS_clickhouse_database).c_str());
   }
 
-  if (const int fd = absl::GetFlag(FLAGS_ready_fd); fd >= 0) {
-    const std::string ready =
-        tcp != nullptr ? absl::StrCat("ready ", tcp->address(), "\n") : std::string("ready\n");
-    if (write(fd, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) {
-      fprintf(stderr, "nrtprofd: cannot write to --ready_fd %d: %s\n", fd, strerror(errno));
-    }
-    close(fd);
-  }
-  if (tcp != nullptr) {
-    // Always, not only on a terminal: where a remote daemon listens, and how it lets callers
-    // in, belongs in its log.
-    fprintf(stderr, "nrtprofd %s: listening on %s (%s) and %s%s%s\n", kVersion,
-            tcp->address().c_str(), tcp->security().c_str(), options.address.c_str(),
-            run_as ? ", as user " : "", run_as ? run_as->name.c_str() : "");
-  } else if (!absl::GetFlag(FLAGS_quiet)) {
-    // Always: where a daemon listens is the first thing its log should say.
-    fprintf(stderr, "nrtprofd %s: listening on %s%s%s; captures go to %s; flight recorder %s\n",
-            kVersion, options.address.c_str(), run_as ? ", as user " : "",
-            run_as ? run_as->name.c_str() : "", output_root.c_str(),
-            options.flight_recorder
-                ? absl::StrCat("the last ", absl::GetFlag(FLAGS_flight_recorder_seconds), " s")
-                      .c_str()
-                : "off");
-  }
+  AnnounceReady(tcp.get(), options, run_as);
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) != 0) {
