@@ -30,6 +30,12 @@ typedef enum {
   NRT_COLL_PENDING = 1100,
 } NRT_STATUS;
 
+/* The status's name as a static string ("NRT_INVALID" for NRT_INVALID), as the real runtime
+ * returns it; "UNKNOWN" for a value that is no status. Never NULL; the caller does not free it.
+ * The real runtime's codes this header does not list (11, 15, 101, 1006, 1200-1206) are named
+ * too. */
+const char *nrt_get_status_as_str(NRT_STATUS status);
+
 #ifdef __cplusplus
 }
 #endif
