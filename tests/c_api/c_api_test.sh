@@ -36,6 +36,13 @@ if ! cc -std=c99 -Wall -Werror -I"${RUNFILES}/sim/include" \
   fail "guide_example.c does not compile as C99 against the public headers"
 fi
 
+# The profiling header and nrt_get_status_as_str compile as C99 with the public signatures.
+if ! cc -std=c99 -Wall -Werror -fsyntax-only -I"${RUNFILES}/sim/include" \
+    "${RUNFILES}/tests/c_api/profile_header_check.c" 2>"${WORK}/cc_profile.err"; then
+  show "cc stderr" "${WORK}/cc_profile.err"
+  fail "profile_header_check.c does not compile as C99 against the public headers"
+fi
+
 # --- (b) Compile the model text. --------------------------------------------------------------
 readonly MODEL="${WORK}/add_model.neff"
 if ! "${RUNFILES}/sim/nrt_model_compile" "${RUNFILES}/tests/c_api/add_model.txt" "${MODEL}" \
