@@ -220,28 +220,178 @@ int Runnable(const std::string& command, std::string* why) {
   return best;
 }
 
+// What the capture asks of its processes, from the flags (or their NRTPROF_* variables).
+struct RunSettings {
+  int stacks = -1;  // --stacks; -1: not given
+  uint32_t stack_depth = 0;
+  std::string mode;
+  std::vector<CaptureFileKind> kinds;
+};
+
+absl::StatusOr<RunSettings> RunSettingsFromFlags() {
+  RunSettings settings;
+  settings.stacks = absl::GetFlag(FLAGS_stacks);
+  if (settings.stacks < -1 || settings.stacks > 64) {
+    return absl::InvalidArgumentError("--stacks must be from 0 to 64");
+  }
+  // The flag, else a valid NRTPROF_STACKS, else none.
+  settings.stack_depth = settings.stacks >= 0 ? static_cast<uint32_t>(settings.stacks) : 0;
+  if (const char* env = getenv("NRTPROF_STACKS"); settings.stacks < 0 && env != nullptr) {
+    if (uint32_t depth = 0; absl::SimpleAtoi(env, &depth) && depth <= 64) {
+      settings.stack_depth = depth;
+    }
+  }
+  settings.mode = absl::GetFlag(FLAGS_mode);
+  if (settings.mode.empty()) {
+    const char* env = getenv("NRTPROF_MODE");
+    settings.mode = env != nullptr && env[0] != '\0' ? env : "best_effort";
+  }
+  if (settings.mode != "best_effort" && settings.mode != "lossless") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode '", settings.mode, "' is not best_effort or lossless"));
+  }
+  absl::StatusOr<std::vector<CaptureFileKind>> kinds = FileKindsFromFlag();
+  if (!kinds.ok()) return kinds.status();
+  settings.kinds = *std::move(kinds);
+  return settings;
+}
+
+// Which processes the profiler reached: each appends a line "PID EXE" to a file of this
+// command's own (the shim's MarkLoaded).
+class ReachedProcesses {
+ public:
+  ReachedProcesses() {
+    if (mkdtemp(dir_) == nullptr) return;
+    path_ = std::string(dir_) + "/reached";
+    const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      close(fd);
+    } else {
+      path_.clear();
+    }
+  }
+  ReachedProcesses(const ReachedProcesses&) = delete;
+  ReachedProcesses& operator=(const ReachedProcesses&) = delete;
+  ~ReachedProcesses() { Collect(); }
+
+  // The file the shims append to; empty if it could not be made.
+  const std::string& path() const { return path_; }
+
+  // Reads the lines and removes the file and its folder. Once.
+  const std::vector<std::string>& Collect() {
+    if (collected_) return lines_;
+    collected_ = true;
+    if (!path_.empty()) {
+      for (absl::string_view line :
+           absl::StrSplit(ReadSmallFile(path_), '\n', absl::SkipEmpty())) {
+        lines_.emplace_back(line);
+      }
+      unlink(path_.c_str());
+    }
+    rmdir(dir_);
+    return lines_;
+  }
+
+ private:
+  char dir_[32] = "/tmp/nrtprof-mark-XXXXXX";
+  std::string path_;
+  std::vector<std::string> lines_;
+  bool collected_ = false;
+};
+
+// Starts the capture the program runs under, into `out` (if given: checked free first).
+absl::StatusOr<StartCaptureReply> StartRunCapture(DaemonConnection& connection,
+                                                  const std::string& out,
+                                                  const RunSettings& settings) {
+  if (!out.empty()) {
+    if (absl::Status s = CheckCaptureFolderFree(out); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("cannot start a capture: ", s.message()));
+    }
+  }
+  StartCaptureRequest start;
+  start.set_output_dir(out);
+  start.set_stack_depth(settings.stack_depth);
+  for (CaptureFileKind kind : settings.kinds) start.add_files(kind);
+  StartCaptureReply capture;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const absl::Status s = FromGrpc(connection.stub()->StartCapture(&context, start, &capture),
+                                  connection.address());
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot start a capture: ", s.message()));
+  }
+  return capture;
+}
+
+// Stops the capture and has it written; a standing daemon that restarted meanwhile (it
+// carries the capture on, from its manifest) is waited for, up to 30 s.
+absl::Status StopRunCapture(DaemonConnection& connection, const std::string& capture_id,
+                            CaptureFiles* files) {
+  StopCaptureRequest stop;
+  stop.set_capture_id(capture_id);
+  stop.set_wait_ms(10000);
+  absl::Status s;
+  Progress progress("writing the capture");
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    s = FromGrpc(connection.stub()->StopCapture(&context, stop, files), connection.address());
+  }
+  if (s.code() == absl::StatusCode::kUnavailable && !connection.private_daemon()) {
+    progress.Done();  // the line below must not land on the progress line
+    fprintf(stderr, "nrtprof run: the daemon at %s is away; waiting up to 30 s for it\n",
+            connection.address().c_str());
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    s = FromGrpc(connection.stub()->StopCapture(&context, stop, files), connection.address());
+  }
+  return s;
+}
+
+// Why a capture came out empty, where it can be known: the program never called libnrt, the
+// shim never reached it, or its processes connected and recorded nothing.
+void SayWhyEmpty(const char* command, const std::string& mark,
+                 const std::vector<std::string>& reached, const CaptureFiles& files) {
+  if (files.processes() == 0) {
+    if (mark.empty()) {
+      fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
+              command);
+    } else if (reached.empty()) {
+      fprintf(stderr,
+              "nrtprof: the profiler never reached '%s': its shim was not loaded (a statically "
+              "linked or setuid program ignores LD_PRELOAD, and so does one started with its "
+              "environment cleared); nothing recorded\n",
+              command);
+    } else {
+      std::vector<std::string> who;
+      for (const std::string& r : reached) {
+        const size_t space = r.find(' ');
+        const std::string exe = space == std::string::npos ? "" : r.substr(space + 1);
+        who.push_back(absl::StrCat(exe.substr(exe.rfind('/') + 1), " (pid ", r.substr(0, space),
+                                   ")"));
+      }
+      fprintf(stderr,
+              "nrtprof: no process of '%s' called libnrt: the capture is empty (the profiler "
+              "reached %s, and none called libnrt; a program they started without LD_PRELOAD, "
+              "as env -i does, is not reached)\n",
+              command, absl::StrJoin(who, ", ").c_str());
+    }
+  } else if (files.events() == 0) {
+    // Rare (its processes connected, and recorded nothing), but the exit code says it.
+    fprintf(stderr, "nrtprof: the capture is empty: %u process%s of '%s' connected, and none "
+            "recorded a libnrt call\n",
+            files.processes(), files.processes() == 1 ? "" : "es", command);
+  }
+}
+
 }  // namespace
 
 int RunCommand(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return Fail(absl::StrCat("no command to run; usage: ", kRunUsage), 2);
-  const int stacks = absl::GetFlag(FLAGS_stacks);  // -1: not given
-  if (stacks < -1 || stacks > 64) return Fail("--stacks must be from 0 to 64", 2);
-  // What the capture asks of its processes: the flag, else a valid NRTPROF_STACKS, else none.
-  uint32_t stack_depth = stacks >= 0 ? static_cast<uint32_t>(stacks) : 0;
-  if (const char* env = getenv("NRTPROF_STACKS"); stacks < 0 && env != nullptr) {
-    if (uint32_t depth = 0; absl::SimpleAtoi(env, &depth) && depth <= 64) stack_depth = depth;
-  }
-  std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode.empty()) {
-    const char* env = getenv("NRTPROF_MODE");
-    mode = env != nullptr && env[0] != '\0' ? env : "best_effort";
-  }
-  if (mode != "best_effort" && mode != "lossless") {
-    return Fail(absl::StrCat("--mode '", mode, "' is not best_effort or lossless"), 2);
-  }
-  const absl::StatusOr<std::vector<CaptureFileKind>> kinds = FileKindsFromFlag();
-  if (!kinds.ok()) return Fail(std::string(kinds.status().message()), 2);
+  const absl::StatusOr<RunSettings> settings = RunSettingsFromFlags();
+  if (!settings.ok()) return Fail(std::string(settings.status().message()), 2);
   std::vector<char*> command(args.begin() + 1, args.end());
   command.push_back(nullptr);
   std::string why;
@@ -260,23 +410,9 @@ int RunCommand(int argc, char** argv) {
   DaemonConnection& connection = **daemon;
 
   const std::string out = Absolute(absl::GetFlag(FLAGS_out));
-  if (!out.empty()) {
-    if (absl::Status s = CheckCaptureFolderFree(out); !s.ok()) {
-      return Fail(absl::StrCat("cannot start a capture: ", s.message()));
-    }
-  }
-  StartCaptureRequest start;
-  start.set_output_dir(out);
-  start.set_stack_depth(stack_depth);
-  for (CaptureFileKind kind : *kinds) start.add_files(kind);
-  StartCaptureReply capture;
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    const absl::Status s = FromGrpc(
-        connection.stub()->StartCapture(&context, start, &capture), connection.address());
-    if (!s.ok()) return Fail(absl::StrCat("cannot start a capture: ", s.message()));
-  }
+  absl::StatusOr<StartCaptureReply> started = StartRunCapture(connection, out, *settings);
+  if (!started.ok()) return Fail(std::string(started.status().message()));
+  const StartCaptureReply& capture = *started;
   // A shared service of another user writes the capture into a folder of its own; this
   // command fetches it and writes it here, as the user who ran it.
   if (!Quiet()) {
@@ -287,88 +423,18 @@ int RunCommand(int argc, char** argv) {
                                         : "");
   }
 
-  // Which processes the profiler reached: each appends a line to this file (the shim's
-  // MarkLoaded), in a folder of this command's own.
-  char mark_dir[] = "/tmp/nrtprof-mark-XXXXXX";
-  std::string mark;
-  if (mkdtemp(mark_dir) != nullptr) {
-    mark = std::string(mark_dir) + "/reached";
-    const int fd = open(mark.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      close(fd);
-    } else {
-      mark.clear();
-    }
-  }
-  const int code =
-      RunChild(command, *shim, connection.address(), tls, capture, stacks, mode, mark);
-  std::vector<std::string> reached;
-  if (!mark.empty()) {
-    for (absl::string_view line : absl::StrSplit(ReadSmallFile(mark), '\n', absl::SkipEmpty())) {
-      reached.emplace_back(line);
-    }
-    unlink(mark.c_str());
-  }
-  rmdir(mark_dir);
+  ReachedProcesses reached;
+  const int code = RunChild(command, *shim, connection.address(), tls, capture, settings->stacks,
+                            settings->mode, reached.path());
+  reached.Collect();
 
-  StopCaptureRequest stop;
-  stop.set_capture_id(capture.capture_id());
-  stop.set_wait_ms(10000);
   CaptureFiles files;
-  absl::Status s;
-  Progress progress("writing the capture");
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    s = FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
-  }
-  if (s.code() == absl::StatusCode::kUnavailable && !connection.private_daemon()) {
-    // A standing daemon that restarted carries the capture on (its manifest); wait for it.
-    progress.Done();  // the line below must not land on the progress line
-    fprintf(stderr, "nrtprof run: the daemon at %s is away; waiting up to 30 s for it\n",
-            connection.address().c_str());
-    grpc::ClientContext context;
-    context.set_wait_for_ready(true);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    s = FromGrpc(connection.stub()->StopCapture(&context, stop, &files), connection.address());
-  }
-  progress.Done();
-  if (!s.ok()) {
+  if (absl::Status s = StopRunCapture(connection, capture.capture_id(), &files); !s.ok()) {
     fprintf(stderr, "nrtprof run: the capture was not written: %s\n",
             std::string(s.message()).c_str());
     return code;
   }
-  if (files.processes() == 0) {
-    // Why, where it can be known.
-    if (mark.empty()) {
-      fprintf(stderr, "nrtprof: no process of '%s' called libnrt: the capture is empty\n",
-              command[0]);
-    } else if (reached.empty()) {
-      fprintf(stderr,
-              "nrtprof: the profiler never reached '%s': its shim was not loaded (a statically "
-              "linked or setuid program ignores LD_PRELOAD, and so does one started with its "
-              "environment cleared); nothing recorded\n",
-              command[0]);
-    } else {
-      std::vector<std::string> who;
-      for (const std::string& r : reached) {
-        const size_t space = r.find(' ');
-        const std::string exe = space == std::string::npos ? "" : r.substr(space + 1);
-        who.push_back(absl::StrCat(exe.substr(exe.rfind('/') + 1), " (pid ", r.substr(0, space),
-                                   ")"));
-      }
-      fprintf(stderr,
-              "nrtprof: no process of '%s' called libnrt: the capture is empty (the profiler "
-              "reached %s, and none called libnrt; a program they started without LD_PRELOAD, "
-              "as env -i does, is not reached)\n",
-              command[0], absl::StrJoin(who, ", ").c_str());
-    }
-  } else if (files.events() == 0) {
-    // Rare (its processes connected, and recorded nothing), but the exit code below says it.
-    fprintf(stderr, "nrtprof: the capture is empty: %u process%s of '%s' connected, and none "
-            "recorded a libnrt call\n",
-            files.processes(), files.processes() == 1 ? "" : "es", command[0]);
-  }
+  SayWhyEmpty(command[0], reached.path(), reached.Collect(), files);
   const bool empty = files.events() == 0;
   ReportCapture(connection, capture, out, std::move(files), "nrtprof run");
   // CMD's own code first: its failure matters more than the profile's. A CMD that did well but
