@@ -9,6 +9,10 @@
 //   wire_number      its number: fixed forever, as a proto field number is (a static_assert
 //                    where the proto is compiled ties the two: shim/event_builder.cc)
 //
+// The explicit async API (nrt/nrt_async.h, nrta_*) is recorded like the rest, except the two
+// completion queries, which programs poll: only a poll that saw something new is recorded
+// (shim/preload/interpose.cc), the others are counted on the next recorded one.
+//
 // Recorded functions are runtime-lane events; arbitrated ones are only shared between the
 // program and the profiler (the system trace, device profiles) and never recorded. A new
 // function goes at the end of its list, with the next unused wire number.
@@ -36,7 +40,19 @@
   X(kNrtAllocateTensorSet, nrt_allocate_tensor_set, API_NRT_ALLOCATE_TENSOR_SET, 18)       \
   X(kNrtDestroyTensorSet, nrt_destroy_tensor_set, API_NRT_DESTROY_TENSOR_SET, 19)          \
   X(kNrtAddTensorToTensorSet, nrt_add_tensor_to_tensor_set, API_NRT_ADD_TENSOR_TO_TENSOR_SET, 20) \
-  X(kNrtLoadCollectives, nrt_load_collectives, API_NRT_LOAD_COLLECTIVES, 27)
+  X(kNrtLoadCollectives, nrt_load_collectives, API_NRT_LOAD_COLLECTIVES, 27)                \
+  X(kNrtaTensorWrite, nrta_tensor_write, API_NRTA_TENSOR_WRITE, 28)                         \
+  X(kNrtaTensorRead, nrta_tensor_read, API_NRTA_TENSOR_READ, 29)                            \
+  X(kNrtaTensorCopy, nrta_tensor_copy, API_NRTA_TENSOR_COPY, 30)                            \
+  X(kNrtaExecuteSchedule, nrta_execute_schedule, API_NRTA_EXECUTE_SCHEDULE, 31)             \
+  X(kNrtaCcPrepare, nrta_cc_prepare, API_NRTA_CC_PREPARE, 32)                               \
+  X(kNrtaCcSchedule, nrta_cc_schedule, API_NRTA_CC_SCHEDULE, 33)                            \
+  X(kNrtaIsCompleted, nrta_is_completed, API_NRTA_IS_COMPLETED, 34)                         \
+  X(kNrtaGetSequence, nrta_get_sequence, API_NRTA_GET_SEQUENCE, 35)                         \
+  X(kNrtaEventRegisterSeqIdCompletion, nrta_event_register_seq_id_completion,               \
+    API_NRTA_EVENT_REGISTER_SEQ_ID_COMPLETION, 36)                                          \
+  X(kNrtaEventRegisterXuCompletion, nrta_event_register_xu_completion,                      \
+    API_NRTA_EVENT_REGISTER_XU_COMPLETION, 37)
 
 #define NRTPROF_ARBITRATED_API_FUNCTIONS(X)                                   \
   X(kNrtSysTraceStart, nrt_sys_trace_start, API_NRT_SYS_TRACE_START, 21)      \

@@ -53,6 +53,8 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   r.duration_ns = e.duration_ns();
   r.correlation_id = e.correlation_id();
   r.bytes = e.bytes();
+  r.nrta_seq = e.nrta_seq();
+  if (e.polls() != 0) r.repeat = SaturatedPolls(e.polls());
   switch (e.kind()) {
     case nrtprof::EVENT_API_CALL:
       r.call = {e.model_handle(), e.tensor_handle(), e.tensor_handle2()};
@@ -75,7 +77,7 @@ bool SameRecord(const IngestedEvent& a, const IngestedEvent& b) {
          a.tensor_name_iid == b.tensor_name_iid && a.repeat == b.repeat && a.status == b.status &&
          a.nc_idx == b.nc_idx && a.placement == b.placement && a.host_clock == b.host_clock &&
          a.start_ns == b.start_ns && a.duration_ns == b.duration_ns &&
-         a.correlation_id == b.correlation_id && a.bytes == b.bytes &&
+         a.correlation_id == b.correlation_id && a.bytes == b.bytes && a.nrta_seq == b.nrta_seq &&
          std::memcmp(&a.call, &b.call, sizeof(a.call)) == 0;
 }
 

@@ -24,11 +24,11 @@ bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
   WireReader in(begin, end);
   *r = IngestedEvent();
   r->nc_idx = 0;  // the message's default, not the record's
-  uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0;
+  uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0, polls = 0;
   while (!in.done()) {
     uint32_t field = 0, type = 0;
     if (!in.Tag(&field, &type)) return false;
-    if (type != kVarint || field > 24) {
+    if (type != kVarint || field > 26) {
       if (!in.Skip(type)) return false;
       continue;
     }
@@ -62,9 +62,14 @@ bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
       case 22: r->tensor_name_iid = u32; break;
       case 23: r->host_clock = v != 0; break;
       case 24: r->function = static_cast<nrtprof::ApiFunction>(i32); break;
+      case 25: r->nrta_seq = v; break;
+      case 26: polls = v; break;
       default: break;  // field numbers of no Event field: unknown, dropped
     }
   }
+  // Protobuf keeps the last of a field given twice; repeat then polls, or polls then repeat,
+  // leave the record as ToRecord would: polls, when not 0, win.
+  if (polls != 0) r->repeat = SaturatedPolls(polls);
   switch (r->kind) {
     case nrtprof::EVENT_API_CALL:
       r->call = {model, tensor, tensor2};

@@ -21,7 +21,7 @@ std::string Fields(const IngestedEvent& e) {
       " engine=", e.engine_iid, " tensor_name=", e.tensor_name_iid, " repeat=", e.repeat,
       " status=", e.status, " nc=", e.nc_idx, " placement=", e.placement,
       " host_clock=", e.host_clock, " start=", e.start_ns, " duration=", e.duration_ns,
-      " correlation=", e.correlation_id, " bytes=", e.bytes);
+      " correlation=", e.correlation_id, " bytes=", e.bytes, " nrta_seq=", e.nrta_seq);
   // The union's bytes, whichever member the kind says (both start as zeros).
   uint64_t ids[3];
   static_assert(sizeof(ids) == sizeof(e.call) && sizeof(ids) == sizeof(e.device));

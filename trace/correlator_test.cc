@@ -195,6 +195,72 @@ TEST(CorrelatorTest, ExecutionsMatchTheirCallsInOrderPerThread) {
   EXPECT_EQ(t.end_ns, 1100 * kUs);
 }
 
+// The explicit async API: many requests in flight, run by the runtime's threads (the device
+// events' thread is not the scheduling one), and a schedule call that returns at once, long
+// before its execution starts. Each execution and transfer goes to the schedule call with its
+// nrta_seq_t — here the pairs by thread, count or time would all be wrong — and work whose
+// schedule was before the window stays uncorrelated.
+TEST(CorrelatorTest, AsyncWorkFindsItsScheduleCallByItsSequenceNumber) {
+  ProcessBuilder b;
+  constexpr uint64_t kCompute = uint64_t{1} << 48, kTensorOp = uint64_t{2} << 48;
+  // Thread 1 schedules three executions; thread 2 two transfers and one execution.
+  auto schedule = [&](uint32_t tid, const char* name, uint64_t start, uint64_t seq) {
+    IngestedEvent& e = b.Call(tid, name, start, 2 * kUs);
+    e.nrta_seq = seq;
+    e.repeat = std::string(name) == "nrta_execute_schedule" ? 1 : 0;
+  };
+  schedule(1, "nrta_execute_schedule", 0, kCompute | 1);
+  schedule(2, "nrta_tensor_write", 1 * kUs, kTensorOp | 1);
+  schedule(1, "nrta_execute_schedule", 3 * kUs, kCompute | 2);
+  schedule(2, "nrta_execute_schedule", 4 * kUs, kCompute | 3);
+  schedule(2, "nrta_tensor_read", 5 * kUs, kTensorOp | 2);
+  schedule(1, "nrta_execute_schedule", 6 * kUs, kCompute | 4);
+  // The device runs them later, one after another per queue, on a thread of the runtime's.
+  auto exec = [&](uint64_t start, uint64_t id, uint64_t seq) {
+    b.Exec(99, start, 400 * kUs, id).nrta_seq = seq;
+  };
+  exec(400 * kUs, 1, kCompute | 0);  // scheduled before the window: no call here
+  exec(800 * kUs, 2, kCompute | 1);
+  exec(1200 * kUs, 3, kCompute | 2);
+  exec(1600 * kUs, 4, kCompute | 3);
+  exec(2000 * kUs, 5, kCompute | 4);
+  b.Dma(98, "dma_h2d", 10 * kUs, 160 * kUs, 6).nrta_seq = kTensorOp | 1;
+  b.Dma(98, "dma_d2h", 2400 * kUs, 160 * kUs, 7).nrta_seq = kTensorOp | 2;
+  const Trace t = Correlate("c1", {b.Build()}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  std::map<uint64_t, const ApiCall*> call_by_seq;
+  for (const ApiCall& c : p.calls) call_by_seq[c.nrta_seq] = &c;
+  int matched = 0;
+  for (const DeviceEvent& d : p.device) {
+    ASSERT_NE(d.nrta_seq, 0u);
+    if (d.nrta_seq == (kCompute | 0)) {
+      EXPECT_EQ(d.correlation_id, 0u) << "its schedule call is not in the capture";
+      continue;
+    }
+    ASSERT_TRUE(call_by_seq.count(d.nrta_seq)) << d.nrta_seq;
+    EXPECT_EQ(d.correlation_id, call_by_seq[d.nrta_seq]->correlation_id) << d.name;
+    ++matched;
+  }
+  EXPECT_EQ(matched, 6);
+  EXPECT_EQ(p.device_uncorrelated, 1u);
+  // The execution's model and core come to the call as for nrt_execute.
+  EXPECT_EQ(CallNamed(p, "nrta_execute_schedule", 0).nc_idx, 0);
+}
+
+// A completion poll is recorded once it sees its request done, with the polls before it.
+TEST(CorrelatorTest, ARecordedPollKeepsHowManyPollsItStandsFor) {
+  ProcessBuilder b;
+  IngestedEvent& poll = b.Call(1, "nrta_is_completed", 50 * kUs, 0);
+  poll.nrta_seq = (uint64_t{1} << 48) | 7;
+  poll.function = nrtprof::API_NRTA_IS_COMPLETED;
+  poll.repeat = 12345;  // as ingest keeps Event.polls
+  const Trace t = Correlate("c1", {b.Build()}, 0);
+  const ApiCall& c = CallNamed(OnlyProcess(t), "nrta_is_completed");
+  EXPECT_EQ(c.polls, 12345u);
+  EXPECT_EQ(c.repeat, 0u);
+  EXPECT_EQ(c.nrta_seq, (uint64_t{1} << 48) | 7);
+}
+
 // Work sent before its execution (batches carry device events in the order the runtime's
 // trace returns them) still lands inside it, and the work of an execution that was lost stays
 // uncorrelated; a consumed capture gives the same Trace as a borrowed one.

@@ -31,7 +31,7 @@ struct IngestedEvent {
   uint32_t model_name_iid = 0;
   uint32_t engine_iid = 0;
   uint32_t tensor_name_iid = 0;
-  uint32_t repeat = 0;
+  uint32_t repeat = 0;  // executions; nrta_is_completed/_get_sequence: Event.polls (saturated)
   int32_t status = 0;
   int32_t nc_idx = -1;
   int32_t placement = 0;
@@ -41,6 +41,7 @@ struct IngestedEvent {
   uint64_t duration_ns = 0;
   uint64_t correlation_id = 0;
   uint64_t bytes = 0;
+  uint64_t nrta_seq = 0;  // async requests' calls and device events: the request's nrta_seq_t
   // An API call's handles and a device event's ids never come together: they share their 24
   // bytes (a capture holds millions of these records). Read those the kind says. (Trivial
   // members, so that the union is: both start as zeros.)
@@ -59,7 +60,7 @@ struct IngestedEvent {
     DeviceIds device;    // EVENT_DEVICE_EXEC, _OP and _DMA
   };
 };
-static_assert(sizeof(IngestedEvent) == 112, "a capture holds millions: mind what a field costs");
+static_assert(sizeof(IngestedEvent) == 120, "a capture holds millions: mind what a field costs");
 
 // A capture's events: millions of records, so in huge pages (huge_page_allocator.h).
 using IngestedEvents = CaptureVector<IngestedEvent>;
@@ -120,6 +121,11 @@ struct ProcessCapture {
   // (EventBatch.device_events_wait_for_program): its device events come only as it fetches.
   bool device_events_wait_for_program = false;
 };
+
+// Event.polls as IngestedEvent::repeat keeps it.
+inline uint32_t SaturatedPolls(uint64_t polls) {
+  return polls > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(polls);
+}
 
 // Field by field: fn(a.x, b.x).
 DropCounts CombineDropCounts(const DropCounts& a, const DropCounts& b,

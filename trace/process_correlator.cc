@@ -387,9 +387,14 @@ class ProcessCorrelator {
       c.bytes = e->bytes;
       c.nc_idx = e->nc_idx;
       c.repeat = e->repeat;
+      c.nrta_seq = e->nrta_seq;
       if (e->model_name_iid != 0) c.model_name = str_(e->model_name_iid);
       const nrtprof::ApiFunction f = CallFunction(e->function, c.name);
       c.function = f;
+      if (IsCompletionPoll(f)) {
+        c.polls = e->repeat;  // IngestedEvent keeps Event.polls there
+        c.repeat = 0;
+      }
       if (e->call.model != 0 && !IsModelLoad(f)) {
         int32_t nc = -1;
         handles_.Model(e->call.model, e->start_ns, str_, &c.model_name, &nc);
@@ -447,6 +452,7 @@ class ProcessCorrelator {
       d.bytes = e->bytes;
       d.tensor_name = str_(e->tensor_name_iid);
       d.submitting_tid = e->tid;
+      d.nrta_seq = e->nrta_seq;
       if (e->device.id != 0) trace_id.emplace_back(e->device.id, d.id);
       wire_parent.push_back(e->device.parent);
     }
@@ -612,7 +618,33 @@ class ProcessCorrelator {
     return std::find(x.names.begin(), x.names.end(), name) != x.names.end();
   }
 
+  // An async request's work carries its nrta_seq_t, and so does the call that scheduled it:
+  // the pair is certain, whatever thread, order or time says (many requests are in flight at
+  // once, and the runtime's threads run them). Work whose schedule call is not in the capture
+  // stays uncorrelated. Marks the events it matched.
+  void MatchBySequence(std::vector<bool>* matched) {
+    std::unordered_map<uint64_t, size_t> scheduled;  // nrta_seq -> call index
+    for (size_t i = 0; i < out_.calls.size(); ++i) {
+      const ApiCall& c = out_.calls[i];
+      if (c.nrta_seq != 0 && c.status == kStatusSuccess && IsAsyncSchedule(c.function)) {
+        scheduled.emplace(c.nrta_seq, i);
+      }
+    }
+    for (size_t i = 0; i < out_.device.size(); ++i) {
+      DeviceEvent& d = out_.device[i];
+      if (d.nrta_seq == 0 || d.parent != 0) continue;
+      (*matched)[i] = true;  // never paired by thread and time, found or not
+      auto call = scheduled.find(d.nrta_seq);
+      if (call == scheduled.end()) continue;
+      Expectation x;
+      x.call = call->second;
+      Assign(x, i);
+    }
+  }
+
   void MatchDevice() {
+    std::vector<bool> by_sequence(out_.device.size(), false);
+    MatchBySequence(&by_sequence);
     // Per submitting thread: the expectations of its calls and its top-level device events.
     std::unordered_map<uint32_t, std::vector<Expectation>> expectations;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
@@ -624,7 +656,7 @@ class ProcessCorrelator {
     for (size_t i : orphan_or_child_) is_child[i] = true;
     for (size_t i = 0; i < out_.device.size(); ++i) {
       const DeviceEvent& d = out_.device[i];
-      if (is_child[i]) continue;
+      if (is_child[i] || by_sequence[i]) continue;
       const uint32_t channel = d.kind == DeviceEventKind::kExecution ? kExec
                                : d.kind == DeviceEventKind::kDma     ? DmaChannel(d.name)
                                                                      : kNone;

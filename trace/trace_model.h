@@ -44,6 +44,11 @@ struct ApiCall {
   Name tensor_name;             // tensor calls, when known
   int32_t nc_idx = -1;
   uint32_t repeat = 0;          // executions
+  // nrta_* calls: the request's nrta_seq_t (scheduled, polled or registered), else 0.
+  uint64_t nrta_seq = 0;
+  // nrta_is_completed / nrta_get_sequence: this thread's polls before this one that were not
+  // recorded (they saw nothing new); the call itself is the poll that did.
+  uint64_t polls = 0;
   uint64_t range = 0;           // innermost enclosing RangeEvent id on the same thread, or 0
   std::vector<std::string> stack;  // call site, innermost first (NRTPROF_STACKS), symbolized
 };
@@ -66,8 +71,11 @@ struct DeviceEvent {
   uint64_t bytes = 0;           // DMA
   Name tensor_name;             // DMA
   uint32_t submitting_tid = 0;
+  // Work of an async request: its nrta_seq_t (the high 16 bits name the execution unit's
+  // queue), by which it is matched to its schedule call; 0 for synchronous work.
+  uint64_t nrta_seq = 0;
 };
-static_assert(sizeof(DeviceEvent) <= 104, "a capture holds millions: mind what a field costs");
+static_assert(sizeof(DeviceEvent) <= 112, "a capture holds millions: mind what a field costs");
 
 struct LoadedModelFile {
   std::string name;             // the model's name if known

@@ -148,7 +148,8 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
     case SysTraceType::kDeviceExec: {
       std::deque<OpenExec>& open = open_execs_[e.nc_idx];
       if (start) {
-        open.push_back({e.timestamp_ns, e.id, e.thread_id, e.exec_id, e.model_id});
+        open.push_back({e.timestamp_ns, e.id, e.thread_id, e.exec_id, e.model_id,
+                        e.has_nrta_seq_id ? e.nrta_seq_id : 0});
         return;
       }
       if (!stop || open.empty()) return;  // a stop whose start was lost
@@ -165,6 +166,7 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
       event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
       event.set_device_id(x.id);
       event.set_exec_id(x.exec_id);
+      event.set_nrta_seq(x.nrta_seq);
       if (auto name = model_names_.find(x.model_id); name != model_names_.end()) {
         if (name->second.iid == 0) name->second.iid = strings_->Intern(name->second.name);
         event.set_model_name_iid(name->second.iid);
@@ -190,7 +192,8 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
       ThreadSpans& thread = threads_[e.thread_id];
       if (start) {
         thread.spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx,
-                                e.type == SysTraceType::kTensorWrite ? "dma_h2d" : "dma_d2h"});
+                                e.type == SysTraceType::kTensorWrite ? "dma_h2d" : "dma_d2h",
+                                e.has_nrta_seq_id ? e.nrta_seq_id : 0});
       } else if (stop) {
         CloseSpan(e, &thread, out);
       }
@@ -222,14 +225,19 @@ void DeviceTraceParser::OpenCopy(const SysTraceEvent& e, ThreadSpans* thread) {
     }
   }
   if (name != nullptr && in && thread->loads > 0) name = "dma_model_load";
-  thread->spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx, name});
+  thread->spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx, name,
+                           e.has_nrta_seq_id ? e.nrta_seq_id : 0});
 }
 
 void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
                                   DeviceTraceOutput* out) {
   auto& spans = thread->spans;
-  auto it = std::find_if(spans.rbegin(), spans.rend(),
-                         [&](const OpenSpan& s) { return s.type == e.type; });
+  // An async request's transfers may overlap on one thread (two queues): its stop closes the
+  // span of its own request. Otherwise the innermost open span of the type.
+  const uint64_t seq = e.has_nrta_seq_id ? e.nrta_seq_id : 0;
+  auto it = std::find_if(spans.rbegin(), spans.rend(), [&](const OpenSpan& s) {
+    return s.type == e.type && (seq == 0 || s.nrta_seq == seq);
+  });
   if (it == spans.rend()) return;  // a stop whose start was lost
   const OpenSpan span = *it;
   spans.erase(std::next(it).base());
@@ -247,6 +255,7 @@ void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
   event.set_nc_idx(static_cast<int32_t>(span.nc_idx));
   event.set_device_id(span.id);
   event.set_bytes(span.size);
+  event.set_nrta_seq(span.nrta_seq);
 }
 
 }  // namespace nrtprof::shim

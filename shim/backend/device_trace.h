@@ -87,12 +87,14 @@ class DeviceTraceParser {
  private:
   struct OpenExec {
     uint64_t device_ns, id, thread_id, exec_id, model_id;
+    uint64_t nrta_seq;  // the async request it ran, or 0
   };
   struct OpenSpan {
     SysTraceType type;
     uint64_t start_ns, id, size;
     uint32_t nc_idx;
     const char* name;  // the DMA event it becomes; null: folded into the enclosing call
+    uint64_t nrta_seq;  // the async request it moved, or 0: its stop is found by this number
   };
   struct ThreadSpans {
     std::vector<OpenSpan> spans;

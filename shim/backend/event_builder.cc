@@ -68,6 +68,30 @@ void EventBuilder::BuildApiCall(const Record& record, nrtprof::Event* event) {
       tensor = record.handle;
       event->set_tensor_handle2(record.aux);
       break;
+    case kNrtaExecuteSchedule:
+      event->set_model_handle(record.handle);
+      event->set_repeat(1);
+      event->set_nrta_seq(record.aux);
+      break;
+    case kNrtaTensorWrite:
+    case kNrtaTensorRead:
+    case kNrtaTensorCopy:
+      tensor = record.handle;
+      event->set_nrta_seq(record.aux);
+      break;
+    case kNrtaCcSchedule:
+    case kNrtaEventRegisterSeqIdCompletion:
+      event->set_nrta_seq(record.aux);
+      break;
+    case kNrtaIsCompleted:
+    case kNrtaGetSequence:
+      event->set_nrta_seq(record.aux);
+      event->set_polls(record.bytes);
+      event->set_bytes(0);
+      break;
+    case kNrtaCcPrepare:
+    case kNrtaEventRegisterXuCompletion:
+      break;
     default:
       tensor = record.handle;
       break;

@@ -24,6 +24,7 @@ std::atomic<void*> g_nrt_handle{nullptr};
 NRTPROF_TLS ThreadState* t_state = nullptr;
 NRTPROF_TLS HotThreadState t_hot;
 NRTPROF_TLS int t_in_call = 0;
+NRTPROF_TLS PollState t_polls;
 
 namespace {
 

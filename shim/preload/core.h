@@ -58,6 +58,15 @@ extern NRTPROF_TLS HotThreadState t_hot NRTPROF_HIDDEN;
 // its own exported functions) pass straight through.
 extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;
 
+// The async API's completion queries, which programs poll millions of times a second: only a
+// poll that saw something new is recorded, and it carries how many of this thread's polls
+// came since the last recorded one (interpose.cc).
+struct PollState {
+  uint64_t unrecorded = 0;     // polls since the last recorded one
+  uint64_t last_sequence = 0;  // what the last recorded nrta_get_sequence returned
+};
+extern NRTPROF_TLS PollState t_polls NRTPROF_HIDDEN;
+
 // t_state of a thread whose exit destructor ran: record nothing more.
 inline ThreadState* const kDeadThread = reinterpret_cast<ThreadState*>(1);
 // t_state of a thread that found no memory for a ring: its records are counted as no_memory.

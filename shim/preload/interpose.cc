@@ -18,6 +18,7 @@
 #include <atomic>
 
 #include "nrt/nrt.h"
+#include "nrt/nrt_async.h"
 #include "nrt/nrt_profile.h"
 #include "nrt/nrt_sys_trace.h"
 #include "shim/preload/core.h"
@@ -184,6 +185,183 @@ NRTPROF_EXPORT NRT_STATUS nrt_execute_repeat(nrt_model_t* model,
   if (Record* r = call.End()) {
     r->handle = Handle(model);
     r->aux = repeat_count > 0 ? static_cast<uint64_t>(repeat_count) : 0;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// ---- Explicit async execution (nrt/nrt_async.h) ----
+//
+// A schedule call returns at once with its request's sequence number, which the runtime's
+// device events carry too (nrta_seq_id): the daemon pairs each device execution and transfer
+// with its schedule call by that number. The number goes in `aux`.
+
+namespace {
+
+inline uint64_t SeqOrZero(NRT_STATUS status, const nrta_seq_t* seq) {
+  return status == NRT_SUCCESS && seq != nullptr ? *seq : 0;
+}
+
+}  // namespace
+
+NRTPROF_EXPORT NRT_STATUS nrta_execute_schedule(nrt_model_t* model, const nrt_tensor_set_t* input,
+                                                nrt_tensor_set_t* output, int queue,
+                                                NRT_STATUS* ret, nrta_seq_t* req_sequence) {
+  auto real = NRTPROF_REAL(ns::kNrtaExecuteSchedule, nrta_execute_schedule);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaExecuteSchedule);
+  const NRT_STATUS status = real(model, input, output, queue, ret, req_sequence);
+  if (Record* r = call.End()) {
+    r->handle = Handle(model);
+    r->aux = SeqOrZero(status, req_sequence);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_tensor_write(nrt_tensor_t* tensor, const void* buf,
+                                            uint64_t offset, uint64_t size, int queue,
+                                            NRT_STATUS* ret, nrta_seq_t* req_sequence) {
+  auto real = NRTPROF_REAL(ns::kNrtaTensorWrite, nrta_tensor_write);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaTensorWrite);
+  const NRT_STATUS status = real(tensor, buf, offset, size, queue, ret, req_sequence);
+  if (Record* r = call.End()) {
+    r->handle = Handle(tensor);
+    r->bytes = size;
+    r->aux = SeqOrZero(status, req_sequence);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_tensor_read(void* buf, nrt_tensor_t* tensor, uint64_t offset,
+                                           uint64_t size, int queue, NRT_STATUS* ret,
+                                           nrta_seq_t* req_sequence) {
+  auto real = NRTPROF_REAL(ns::kNrtaTensorRead, nrta_tensor_read);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaTensorRead);
+  const NRT_STATUS status = real(buf, tensor, offset, size, queue, ret, req_sequence);
+  if (Record* r = call.End()) {
+    r->handle = Handle(tensor);
+    r->bytes = size;
+    r->aux = SeqOrZero(status, req_sequence);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_tensor_copy(nrt_tensor_t* src, uint64_t src_offset,
+                                           nrt_tensor_t* dst, uint64_t dst_offset, uint64_t size,
+                                           int queue, NRT_STATUS* ret,
+                                           nrta_seq_t* req_sequence) {
+  auto real = NRTPROF_REAL(ns::kNrtaTensorCopy, nrta_tensor_copy);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaTensorCopy);
+  const NRT_STATUS status =
+      real(src, src_offset, dst, dst_offset, size, queue, ret, req_sequence);
+  if (Record* r = call.End()) {
+    r->handle = Handle(src);
+    r->bytes = size;
+    r->aux = SeqOrZero(status, req_sequence);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_cc_prepare(nrt_cc_comm_t* comm, nrt_tensor_list_t* input,
+                                          nrt_tensor_list_t* output, nrt_dtype_t dtype,
+                                          nrt_op_type_t op, nrt_cc_op_type_t cc_op,
+                                          nrt_cc_context_t** cc_ctx) {
+  auto real = NRTPROF_REAL(ns::kNrtaCcPrepare, nrta_cc_prepare);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaCcPrepare);
+  const NRT_STATUS status = real(comm, input, output, dtype, op, cc_op, cc_ctx);
+  if (call.End() != nullptr) call.Commit(Status(status));
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_cc_schedule(nrt_cc_context_t** cc_ctx, int queue, NRT_STATUS* ret,
+                                           nrta_seq_t* req_sequence) {
+  auto real = NRTPROF_REAL(ns::kNrtaCcSchedule, nrta_cc_schedule);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaCcSchedule);
+  const NRT_STATUS status = real(cc_ctx, queue, ret, req_sequence);
+  if (Record* r = call.End()) {
+    r->aux = SeqOrZero(status, req_sequence);
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// Polled: the real answer first, and a record only for a poll that saw its request complete
+// (or failed) — an instant, carrying the polls of this thread since the last recorded one. A
+// poll that saw nothing new costs one thread-local increment.
+NRTPROF_EXPORT NRT_STATUS nrta_is_completed(nrta_seq_t seq, bool* is_completed) {
+  auto real = NRTPROF_REAL(ns::kNrtaIsCompleted, nrta_is_completed);
+  if (real == nullptr) return NRT_FAILURE;
+  const NRT_STATUS status = real(seq, is_completed);
+  if (status == NRT_SUCCESS && (is_completed == nullptr || !*is_completed)) {
+    ++sc::t_polls.unrecorded;
+    return status;
+  }
+  ApiCall call(ns::kNrtaIsCompleted);
+  if (Record* r = call.End()) {
+    r->start_ticks = r->end_ticks;
+    r->aux = seq;
+    r->bytes = sc::t_polls.unrecorded;
+    sc::t_polls.unrecorded = 0;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+// Polled the same way: recorded when the sequence it returns has moved since this thread's
+// last recorded answer (or on failure).
+NRTPROF_EXPORT NRT_STATUS nrta_get_sequence(uint32_t lnc, nrta_xu_t xu, int queue,
+                                            nrta_seq_t* seq) {
+  auto real = NRTPROF_REAL(ns::kNrtaGetSequence, nrta_get_sequence);
+  if (real == nullptr) return NRT_FAILURE;
+  const NRT_STATUS status = real(lnc, xu, queue, seq);
+  if (status == NRT_SUCCESS && (seq == nullptr || *seq == sc::t_polls.last_sequence)) {
+    ++sc::t_polls.unrecorded;
+    return status;
+  }
+  ApiCall call(ns::kNrtaGetSequence);
+  if (Record* r = call.End()) {
+    r->start_ticks = r->end_ticks;
+    r->nc_idx = static_cast<int32_t>(lnc);
+    r->aux = status == NRT_SUCCESS ? *seq : 0;
+    r->bytes = sc::t_polls.unrecorded;
+    sc::t_polls.unrecorded = 0;
+    if (status == NRT_SUCCESS) sc::t_polls.last_sequence = *seq;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_event_register_seq_id_completion(nrta_seq_t seq, int efd) {
+  auto real =
+      NRTPROF_REAL(ns::kNrtaEventRegisterSeqIdCompletion, nrta_event_register_seq_id_completion);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaEventRegisterSeqIdCompletion);
+  const NRT_STATUS status = real(seq, efd);
+  if (Record* r = call.End()) {
+    r->aux = seq;
+    call.Commit(Status(status));
+  }
+  return status;
+}
+
+NRTPROF_EXPORT NRT_STATUS nrta_event_register_xu_completion(uint32_t lnc, nrta_xu_t xu, int queue,
+                                                            int efd) {
+  auto real =
+      NRTPROF_REAL(ns::kNrtaEventRegisterXuCompletion, nrta_event_register_xu_completion);
+  if (real == nullptr) return NRT_FAILURE;
+  ApiCall call(ns::kNrtaEventRegisterXuCompletion);
+  const NRT_STATUS status = real(lnc, xu, queue, efd);
+  if (Record* r = call.End()) {
+    r->nc_idx = static_cast<int32_t>(lnc);
     call.Commit(Status(status));
   }
   return status;

@@ -51,8 +51,9 @@ inline uint32_t ApiFunctionWireNumber(unsigned f) {
 
 // The ApiFunction named `name`, or -1. Allocation-free: the dlsym hook calls it.
 inline int ApiFunctionFromName(const char* name) {
-  if (name == nullptr || name[0] != 'n' || name[1] != 'r' || name[2] != 't' || name[3] != '_') {
-    return -1;
+  if (name == nullptr || name[0] != 'n' || name[1] != 'r' || name[2] != 't' ||
+      (name[3] != '_' && (name[3] != 'a' || name[4] != '_'))) {
+    return -1;  // neither nrt_ nor nrta_
   }
   for (unsigned f = 0; f < kNumApiFunctions; ++f) {
     if (strcmp(name, ApiFunctionName(f)) == 0) return static_cast<int>(f);
@@ -107,7 +108,9 @@ struct alignas(8) Record {
   // slice; a copy: the source).
   uint64_t handle;
   // nrt_execute(_repeat): the repeat count; nrt_tensor_allocate: the placement; a slice: its
-  // source tensor; a copy: the destination.
+  // source tensor; a copy: the destination. nrta_* calls: the request's nrta_seq_t (then
+  // nrta_tensor_copy's destination is not kept: the device event matched by that number tells
+  // what ran); nrta_is_completed and nrta_get_sequence keep the polls before them in `bytes`.
   uint64_t aux;
 
   // Return addresses, innermost first, in the slots after the record.
