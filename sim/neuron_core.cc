@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace nrtsim {
@@ -37,31 +38,83 @@ uint64_t DeviceClock::Now() const {
 NeuronCore::NeuronCore(uint32_t index, const DeviceClock* clock, double time_scale)
     : index_(index), clock_(clock), time_scale_(time_scale) {}
 
-uint64_t NeuronCore::Run(uint64_t duration_ns,
+uint64_t NeuronCore::TakeTicket(int lane) {
+  std::lock_guard<std::mutex> lock(lanes_[lane].mu);
+  return lanes_[lane].next_ticket++;
+}
+
+uint64_t NeuronCore::Run(int lane, uint64_t duration_ns,
                          const std::function<void(uint64_t device_start_ns)>& work) {
-  uint64_t start = 0;
   uint64_t ticket = 0;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    ticket = next_ticket_++;
-    turn_.wait(lock, [this, ticket] { return now_serving_ == ticket; });
-    start = std::max(clock_->Now(), busy_until_ns_);
-    busy_until_ns_ = start + duration_ns;
+    std::unique_lock<std::mutex> lock(sync_mu_);
+    ticket = sync_next_ticket_++;
+    sync_turn_.wait(lock, [this, ticket] { return sync_now_serving_ == ticket; });
   }
-  // The host waits the modelled time times the scale from when this job got the core. (Not
+  // The previous synchronous job has completed: this one starts after it on the device, on
+  // whichever lane it ran, and after whatever else completed on the core meanwhile.
+  const uint64_t start =
+      RunOnLane(lane, TakeTicket(lane), done_until(), duration_ns, /*may_hurry=*/false, work);
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    ++sync_now_serving_;
+  }
+  sync_turn_.notify_all();
+  return start;
+}
+
+uint64_t NeuronCore::RunTicket(int lane, uint64_t ticket, uint64_t not_before_ns,
+                               uint64_t duration_ns,
+                               const std::function<void(uint64_t device_start_ns)>& work) {
+  return RunOnLane(lane, ticket, not_before_ns, duration_ns, /*may_hurry=*/true, work);
+}
+
+void NeuronCore::Hurry() {
+  {
+    std::lock_guard<std::mutex> lock(hurry_mu_);
+    hurry_ = true;
+  }
+  hurry_cv_.notify_all();
+}
+
+uint64_t NeuronCore::RunOnLane(int lane_index, uint64_t ticket, uint64_t not_before_ns,
+                               uint64_t duration_ns, bool may_hurry,
+                               const std::function<void(uint64_t)>& work) {
+  Lane& lane = lanes_[lane_index];
+  uint64_t start = 0;
+  {
+    std::unique_lock<std::mutex> lock(lane.mu);
+    lane.turn.wait(lock, [&lane, ticket] { return lane.now_serving == ticket; });
+    start = std::max({clock_->Now(), lane.busy_until_ns, not_before_ns});
+    lane.busy_until_ns = start + duration_ns;
+  }
+  // The host waits the modelled time times the scale from when this job got the lane. (Not
   // from its device start: at a scale below 1 the device clock runs ahead of the host's, and
   // waiting for it would undo the scaling.)
   const uint64_t acquired = MonotonicNs();
   work(start);
   if (time_scale_ > 0) {
     const double wait = static_cast<double>(duration_ns) * time_scale_;
-    SleepUntilMonotonic(acquired + static_cast<uint64_t>(std::llround(wait)));
+    const uint64_t deadline = acquired + static_cast<uint64_t>(std::llround(wait));
+    if (!may_hurry) {
+      SleepUntilMonotonic(deadline);
+    } else {
+      // std::chrono::steady_clock is CLOCK_MONOTONIC.
+      const auto until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline));
+      std::unique_lock<std::mutex> lock(hurry_mu_);
+      hurry_cv_.wait_until(lock, until, [this] { return hurry_; });
+    }
+  }
+  const uint64_t end = start + duration_ns;
+  uint64_t done = done_until_.load(std::memory_order_relaxed);
+  while (done < end &&
+         !done_until_.compare_exchange_weak(done, end, std::memory_order_acq_rel)) {
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++now_serving_;
+    std::lock_guard<std::mutex> lock(lane.mu);
+    ++lane.now_serving;
   }
-  turn_.notify_all();
+  lane.turn.notify_all();
   return start;
 }
 

@@ -2,11 +2,8 @@
 // argument plumbing onto nrtsim::Runtime. Nothing here throws across the C ABI.
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <set>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 #include "nrt/nrt_profile.h"
@@ -26,16 +23,8 @@ struct nrt_sys_trace_fetch_options {
 
 namespace {
 
-// What the simulator does not model says so once per function, then fails cleanly.
-NRT_STATUS Unsupported(const char* fn) {
-  static std::mutex mu;
-  static std::set<std::string>* reported = new std::set<std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  if (reported->insert(fn).second) {
-    nrtsim::ReportError(absl::StrCat(fn, " is not supported by the simulated runtime"));
-  }
-  return NRT_FAILURE;
-}
+// What the simulator does not model says so once per function, then fails cleanly (runtime.h).
+using nrtsim::Unsupported;
 
 char* DupString(const char* s) {
   const size_t n = strlen(s) + 1;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "kernels.h"
@@ -29,6 +30,16 @@ void ReportError(const std::string& line) {
   // One write, so lines from concurrent threads do not interleave.
   ssize_t ignored = write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;
+}
+
+NRT_STATUS Unsupported(const char* fn) {
+  static std::mutex mu;
+  static std::set<std::string>* reported = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (reported->insert(fn).second) {
+    ReportError(absl::StrCat(fn, " is not supported by the simulated runtime"));
+  }
+  return NRT_FAILURE;
 }
 
 namespace internal {
@@ -97,6 +108,8 @@ NRT_STATUS Runtime::Init(nrt_framework_type_t framework) {
   }
   absl::StatusOr<DeviceConfig> config = DeviceConfig::FromEnvironment();
   if (!config.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_init: ", config.status().message()));
+  absl::StatusOr<uint32_t> depth = AsyncQueueDepthFromEnvironment();
+  if (!depth.ok()) return Fail(NRT_INVALID, absl::StrCat("nrt_init: ", depth.status().message()));
   std::unique_lock<std::shared_mutex> life(life_mu_);
   if (state_ == State::kInitialized) {
     return Fail(NRT_FAILURE, "nrt_init: the runtime is already initialized");
@@ -114,6 +127,7 @@ NRT_STATUS Runtime::Init(nrt_framework_type_t framework) {
     device_bytes_used_.assign(config_.num_cores, 0);
     models_per_core_.assign(config_.num_cores, 0);
   }
+  async_.Start(config_.num_cores, *depth);
   state_ = State::kInitialized;
   return NRT_SUCCESS;
 }
@@ -129,6 +143,11 @@ void Runtime::FreeAllLocked() {
 void Runtime::Close() {
   std::unique_lock<std::shared_mutex> life(life_mu_);
   if (state_ != State::kInitialized) return;
+  // Asynchronous requests still queued complete now, in order, without the host waiting out
+  // their device time; their workers end. No call is in flight (life_mu_ is held), and the
+  // workers take no lock of the runtime's, so this cannot wait on anything but them.
+  for (const auto& core : cores_) core->Hurry();
+  async_.Stop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     FreeAllLocked();
@@ -206,8 +225,8 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
   TransferTrace load_copy;
   load_copy.tensor_call = false;
   load_copy.tensor_id = loaded->id;
-  const uint64_t copy_end =
-      DeviceTransfer(loaded->vnc, HostDmaNs(size, config_), size, load_copy, [] {});
+  const uint64_t copy_end = DeviceTransfer(loaded->vnc, SyncSlot(kTransferLane),
+                                           HostDmaNs(size, config_), size, load_copy, [] {});
   if (tracing) {
     RecordCall(TraceEventType::kNrtLoad, TracePhase::kStop, loaded->vnc, loaded.get(),
                std::max(trace_->HostNow(), trace_->HostTimeOfDevice(copy_end)), tid);
@@ -361,13 +380,13 @@ NRT_STATUS Runtime::TensorInfo(nrt_model_t* model, nrt_tensor_info_array_t** inf
   return NRT_SUCCESS;
 }
 
-NRT_STATUS Runtime::BindTensors(const nrt_model& model, const void* set, bool inputs,
-                                std::vector<Region>* regions) {
+NRT_STATUS Runtime::BindTensors(const char* fn, const nrt_model& model, const void* set,
+                                bool inputs, std::vector<Region>* regions) {
   const char* what = inputs ? "input" : "output";
   std::lock_guard<std::mutex> lock(mu_);
   auto set_it = sets_.find(set);
   if (set_it == sets_.end()) {
-    return Fail(NRT_INVALID_HANDLE, absl::StrCat("nrt_execute: the ", what,
+    return Fail(NRT_INVALID_HANDLE, absl::StrCat(fn, ": the ", what,
                                                  " set is not an allocated tensor set"));
   }
   const std::vector<uint32_t> indices =
@@ -376,22 +395,22 @@ NRT_STATUS Runtime::BindTensors(const nrt_model& model, const void* set, bool in
     const TensorDef& def = model.model.tensors[index];
     auto named = set_it->second->tensors.find(def.name);
     if (named == set_it->second->tensors.end()) {
-      return Fail(NRT_INVALID, absl::StrCat("nrt_execute: model ", model.model.name, " needs ",
+      return Fail(NRT_INVALID, absl::StrCat(fn, ": model ", model.model.name, " needs ",
                                             what, " '", def.name, "', absent from the set"));
     }
     auto tensor_it = tensors_.find(named->second);
     if (tensor_it == tensors_.end() || tensor_it->second->storage == nullptr) {
-      return Fail(NRT_INVALID_HANDLE, absl::StrCat("nrt_execute: ", what, " '", def.name,
+      return Fail(NRT_INVALID_HANDLE, absl::StrCat(fn, ": ", what, " '", def.name,
                                                    "' is freed or has no storage"));
     }
     const nrt_tensor& t = *tensor_it->second;
     if (t.on_device() && t.vnc() != static_cast<int>(model.vnc)) {
-      return Fail(NRT_INVALID, absl::StrCat("nrt_execute: ", what, " '", def.name,
+      return Fail(NRT_INVALID, absl::StrCat(fn, ": ", what, " '", def.name,
                                             "' is on NeuronCore ", t.vnc(), ", model ",
                                             model.model.name, " on NeuronCore ", model.vnc));
     }
     if (t.size != def.SizeBytes()) {
-      return Fail(NRT_INVALID, absl::StrCat("nrt_execute: ", what, " '", def.name, "' has ",
+      return Fail(NRT_INVALID, absl::StrCat(fn, ": ", what, " '", def.name, "' has ",
                                             t.size, " bytes, model ", model.model.name,
                                             " expects ", def.SizeBytes()));
     }
@@ -416,13 +435,13 @@ void Runtime::RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc,
 }
 
 void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
-                              uint64_t exec_id, int64_t tid) {
+                              uint64_t exec_id, const Slot& slot) {
   if (last_model_[model.vnc].exchange(model.id) != model.id) {
     TraceEvent e;
     e.type = TraceEventType::kModelSwitch;
     e.phase = TracePhase::kInstant;
     e.nc_idx = model.vnc;
-    e.thread_id = tid;
+    e.thread_id = slot.tid;
     e.device_core_idx = model.vnc;
     e.model_id = model.id;
     e.model_name = model.trace_name;
@@ -435,7 +454,9 @@ void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost,
   e.type = TraceEventType::kDeviceExec;
   e.phase = TracePhase::kStart;
   e.nc_idx = model.vnc;
-  e.thread_id = tid;
+  e.thread_id = slot.tid;
+  e.has_nrta_seq_id = slot.async;
+  e.nrta_seq_id = slot.seq;
   e.device_core_idx = model.vnc;
   e.exec_id = exec_id;
   e.model_id = model.id;
@@ -448,25 +469,39 @@ void Runtime::RecordExecution(const nrt_model& model, const ExecutionCost& cost,
   trace_->Record(std::move(e));
 }
 
+Runtime::Slot Runtime::SyncSlot(int lane) {
+  Slot slot;
+  slot.lane = lane;
+  slot.tid = ThreadId();
+  return slot;
+}
+
+uint64_t Runtime::OnCore(uint32_t vnc, const Slot& slot, uint64_t duration_ns,
+                         const std::function<void(uint64_t device_start_ns)>& work) {
+  NeuronCore& core = *cores_[vnc];
+  return slot.async ? core.RunTicket(slot.lane, slot.ticket, slot.not_before, duration_ns, work)
+                    : core.Run(slot.lane, duration_ns, work);
+}
+
 NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
                             const std::vector<Region>& inputs,
-                            const std::vector<Region>& outputs, uint64_t* device_end) {
-  // Inputs are copied first, so an output bound to the same memory as an input (in-place
-  // use) reads the values the execution started with.
-  std::vector<std::vector<uint8_t>> in_copies(inputs.size());
-  std::vector<const void*> in_ptrs;
-  std::vector<void*> out_ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in_copies[i].assign(inputs[i].data(), inputs[i].data() + inputs[i].size);
-    in_ptrs.push_back(in_copies[i].data());
-  }
-  for (const Region& r : outputs) out_ptrs.push_back(r.data());
+                            const std::vector<Region>& outputs, const Slot& slot,
+                            uint64_t* device_end) {
   const uint64_t exec_id = next_exec_id_.fetch_add(1);
-  const int64_t tid = ThreadId();
   absl::Status status;
-  const uint64_t start = cores_[model->vnc]->Run(cost.total_ns, [&](uint64_t start) {
+  const uint64_t start = OnCore(model->vnc, slot, cost.total_ns, [&](uint64_t start) {
+    // The inputs are read when the execution starts, and copied first, so an output bound to
+    // the same memory as an input (in-place use) reads the values the execution started with.
+    std::vector<std::vector<uint8_t>> in_copies(inputs.size());
+    std::vector<const void*> in_ptrs;
+    std::vector<void*> out_ptrs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in_copies[i].assign(inputs[i].data(), inputs[i].data() + inputs[i].size);
+      in_ptrs.push_back(in_copies[i].data());
+    }
+    for (const Region& r : outputs) out_ptrs.push_back(r.data());
     status = RunModel(model->model, in_ptrs, out_ptrs);
-    if (trace_->Recording()) RecordExecution(*model, cost, start, exec_id, tid);
+    if (trace_->Recording()) RecordExecution(*model, cost, start, exec_id, slot);
   });
   if (device_end != nullptr) *device_end = start + cost.total_ns;
   if (profiling_.load(std::memory_order_relaxed) != 0) {
@@ -475,7 +510,9 @@ NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const Execu
     if (it != profiles_.end()) it->second.executions.push_back({exec_id, start, cost});
   }
   if (!status.ok()) {
-    return Fail(NRT_EXEC_COMPLETED_WITH_ERR, absl::StrCat("nrt_execute: ", status.message()));
+    return Fail(NRT_EXEC_COMPLETED_WITH_ERR,
+                absl::StrCat(slot.async ? "nrta_execute_schedule: " : "nrt_execute: ",
+                             status.message()));
   }
   return NRT_SUCCESS;
 }
@@ -496,10 +533,11 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* out
     m = it->second;
   }
   std::vector<Region> inputs, outputs;
-  if (NRT_STATUS s = BindTensors(*m, input_set, true, &inputs); s != NRT_SUCCESS) return s;
-  if (NRT_STATUS s = BindTensors(*m, output_set, false, &outputs); s != NRT_SUCCESS) return s;
+  if (NRT_STATUS s = BindTensors("nrt_execute", *m, input_set, true, &inputs); s != NRT_SUCCESS) return s;
+  if (NRT_STATUS s = BindTensors("nrt_execute", *m, output_set, false, &outputs); s != NRT_SUCCESS) return s;
   const ExecutionCost cost = CostOfExecution(m->model, config_);
-  const int64_t tid = ThreadId();
+  const Slot slot = SyncSlot(kComputeLane);
+  const int64_t tid = slot.tid;
   const bool tracing = trace_->Recording();
   if (tracing) {
     RecordCall(TraceEventType::kNrtExecute, TracePhase::kStart, m->vnc, m.get(),
@@ -508,7 +546,7 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* out
   uint64_t device_end = 0;
   NRT_STATUS status = NRT_SUCCESS;
   for (int i = 0; i < repeat && status == NRT_SUCCESS; ++i) {
-    status = RunOnce(m, cost, inputs, outputs, &device_end);
+    status = RunOnce(m, cost, inputs, outputs, slot, &device_end);
   }
   if (tracing) {
     RecordCall(TraceEventType::kNrtExecute, TracePhase::kStop, m->vnc, nullptr,

@@ -4,6 +4,8 @@
 // Thread-safety: every public method may be called from any thread. `life_mu_` is held shared
 // for the length of each API call and exclusively by Init/Close, so nrt_close() waits for calls
 // in flight; `mu_` guards the registries for short sections only, never across device work.
+// Asynchronous requests (nrt/nrt_async.h) run on their queues' worker threads, which hold no
+// lock of the runtime's: Close() completes and joins them before it frees anything.
 #ifndef NRTPROF_SIM_RUNTIME_H_
 #define NRTPROF_SIM_RUNTIME_H_
 
@@ -17,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include <mutex>
 #include <shared_mutex>
+#include "async_queues.h"
 #include "cost_model.h"
 #include "device_config.h"
 #include "neuron_core.h"
@@ -67,6 +70,28 @@ class Runtime {
   NRT_STATUS ProfileStart(nrt_model_t* model, const char* filename);
   NRT_STATUS ProfileStop(const char* filename);
 
+  // The explicit asynchronous API (nrt/nrt_async.h), runtime_async.cc.
+  NRT_STATUS ScheduleExecute(nrt_model_t* model, const void* inputs, void* outputs, int queue,
+                             NRT_STATUS* ret, uint64_t* seq);
+  NRT_STATUS ScheduleWrite(nrt_tensor_t* tensor, const void* buf, uint64_t offset,
+                           uint64_t size, int queue, NRT_STATUS* ret, uint64_t* seq);
+  NRT_STATUS ScheduleRead(void* buf, nrt_tensor_t* tensor, uint64_t offset, uint64_t size,
+                          int queue, NRT_STATUS* ret, uint64_t* seq);
+  NRT_STATUS ScheduleCopy(nrt_tensor_t* src, uint64_t src_offset, nrt_tensor_t* dst,
+                          uint64_t dst_offset, uint64_t size, int queue, NRT_STATUS* ret,
+                          uint64_t* seq);
+  // Lock-free (nrta_is_completed, nrta_get_sequence are polled).
+  NRT_STATUS IsCompleted(uint64_t seq, bool* completed) const {
+    return async_.IsCompleted(seq, completed);
+  }
+  NRT_STATUS LastCompleted(uint32_t lnc, int xu, int queue, uint64_t* seq) const {
+    return async_.LastCompleted(lnc, xu, queue, seq);
+  }
+  NRT_STATUS NotifySeq(uint64_t seq, int efd) { return async_.NotifySeq(seq, efd); }
+  NRT_STATUS NotifyXu(uint32_t lnc, int xu, int queue, int efd) {
+    return async_.NotifyXu(lnc, xu, queue, efd);
+  }
+
   NRT_STATUS TraceStart(const TraceCaptureConfig& config);
   NRT_STATUS TraceStop();
   NRT_STATUS TraceFetch(const TraceFetchOptions& options, std::string* json);
@@ -87,7 +112,7 @@ class Runtime {
   NRT_STATUS Ready() const ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   NRT_STATUS ResolveTensor(const nrt_tensor_t* tensor, size_t offset, size_t size,
                            const char* fn, Region* region) ABSL_LOCKS_EXCLUDED(mu_);
-  NRT_STATUS BindTensors(const nrt_model& model, const void* set, bool inputs,
+  NRT_STATUS BindTensors(const char* fn, const nrt_model& model, const void* set, bool inputs,
                          std::vector<Region>* regions) ABSL_LOCKS_EXCLUDED(mu_);
   NRT_STATUS ChargeDeviceMemory(int vnc, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How a host-initiated transfer shows in the system trace: the device-memory copy
@@ -108,19 +133,41 @@ class Runtime {
     t.offset = r.offset;
     return t;
   }
-  // Times a host-initiated transfer on `vnc`'s queue, runs `move` in its slot and records it.
+  // Where a job runs: a synchronous call's turn on its lane (the caller's thread), or an
+  // asynchronous request's ticket (its queue's worker thread, which holds no lock: Close()
+  // joins the workers before it changes what they use).
+  struct Slot {
+    int lane = kComputeLane;
+    bool async = false;
+    uint64_t ticket = 0;      // async: the lane's ticket, taken when scheduled
+    uint64_t not_before = 0;  // async: the core's done_until() when scheduled
+    uint64_t seq = 0;         // async: the request's nrta_seq_id, written on its events
+    int64_t tid = 0;          // the calling (for a request, the scheduling) thread
+  };
+  // A synchronous call's slot on `lane`, for the calling thread.
+  static Slot SyncSlot(int lane);
+  // Runs `work` for `duration_ns` on core `vnc` where `slot` says; returns the device start.
+  uint64_t OnCore(uint32_t vnc, const Slot& slot, uint64_t duration_ns,
+                  const std::function<void(uint64_t device_start_ns)>& work);
+  // Times a host-initiated transfer on `vnc`, runs `move` in its slot and records it.
   // Returns the transfer's end on the device clock.
-  uint64_t DeviceTransfer(int vnc, uint64_t duration_ns, uint64_t bytes,
-                          const TransferTrace& trace, const std::function<void()>& move)
-      ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
-  // *device_end: the execution's end on the device clock.
+  uint64_t DeviceTransfer(int vnc, const Slot& slot, uint64_t duration_ns, uint64_t bytes,
+                          const TransferTrace& trace, const std::function<void()>& move);
+  // *device_end: the execution's end on the device clock. The inputs are read when the
+  // execution starts on its core.
   NRT_STATUS RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
                      const std::vector<Region>& inputs, const std::vector<Region>& outputs,
-                     uint64_t* device_end)
-      ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+                     const Slot& slot, uint64_t* device_end);
   // Records device_exec start/stop (and a model_switch when the core ran another model last).
   void RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
-                       uint64_t exec_id, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
+                       uint64_t exec_id, const Slot& slot);
+  // Schedules an asynchronous tensor request on tensor-op queue `queue` of core `vnc`: `move`
+  // in a slot of `duration_ns`, recorded as `trace` says (null: not recorded, as a copy within
+  // device memory). runtime_async.cc.
+  NRT_STATUS ScheduleTransfer(const char* fn, int vnc, int queue, uint64_t duration_ns,
+                              uint64_t bytes, const TransferTrace* trace,
+                              std::function<void()> move, NRT_STATUS* ret, uint64_t* seq)
+      ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   // A host span of an API call (nrt_load, nrt_execute) on `vnc`'s ring.
   // `model`: the call's model, or null (its id and name are written where the phase has them).
   void RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc, const nrt_model* model,
@@ -164,10 +211,18 @@ class Runtime {
 
   std::atomic<uint64_t> next_model_id_{1};
   std::atomic<uint64_t> next_exec_id_{1};
+
+  // The asynchronous API's queues: opened by Init, completed and closed by Close; their
+  // completion state is read without any lock.
+  AsyncQueues async_;
 };
 
 // One line on stderr, prefixed "nrt: ", for errors a caller should see.
 void ReportError(const std::string& line);
+
+// What the simulator does not model says so once per function (one line on stderr), then
+// fails cleanly: returns NRT_FAILURE.
+NRT_STATUS Unsupported(const char* fn);
 
 }  // namespace nrtsim
 

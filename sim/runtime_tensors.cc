@@ -15,7 +15,6 @@ namespace nrtsim {
 
 using internal::Fail;
 using internal::RangeOk;
-using internal::ThreadId;
 
 // ---------------------------------------------------------------------------------------------
 // Tensors
@@ -170,11 +169,10 @@ NRT_STATUS Runtime::ResolveTensor(const nrt_tensor_t* tensor, size_t offset, siz
   return NRT_SUCCESS;
 }
 
-uint64_t Runtime::DeviceTransfer(int vnc, uint64_t duration_ns, uint64_t bytes,
-                                 const TransferTrace& trace,
+uint64_t Runtime::DeviceTransfer(int vnc, const Slot& slot, uint64_t duration_ns,
+                                 uint64_t bytes, const TransferTrace& trace,
                                  const std::function<void()>& move) {
-  const int64_t tid = ThreadId();
-  const uint64_t start = cores_[vnc]->Run(duration_ns, [&](uint64_t start) {
+  const uint64_t start = OnCore(vnc, slot, duration_ns, [&](uint64_t start) {
     move();
     if (!trace_->Recording()) return;
     // The call's span and the copy inside it both cover the transfer: in the simulator the
@@ -184,7 +182,9 @@ uint64_t Runtime::DeviceTransfer(int vnc, uint64_t duration_ns, uint64_t bytes,
     TraceEvent call;
     call.type = trace.to_device ? TraceEventType::kTensorWrite : TraceEventType::kTensorRead;
     call.nc_idx = static_cast<uint32_t>(vnc);
-    call.thread_id = tid;
+    call.thread_id = slot.tid;
+    call.has_nrta_seq_id = slot.async;
+    call.nrta_seq_id = slot.seq;
     call.tensor_id = trace.tensor_id;
     call.size = bytes;
     TraceEvent copy = call;
@@ -216,7 +216,8 @@ NRT_STATUS Runtime::ReadTensor(const nrt_tensor_t* tensor, void* buf, size_t off
   if (r.vnc() < 0 || size == 0) {
     move();
   } else {
-    DeviceTransfer(r.vnc(), HostDmaNs(size, config_), size, ReadTrace(r), move);
+    DeviceTransfer(r.vnc(), SyncSlot(kTransferLane), HostDmaNs(size, config_), size,
+                   ReadTrace(r), move);
   }
   return NRT_SUCCESS;
 }
@@ -235,7 +236,8 @@ NRT_STATUS Runtime::WriteTensor(nrt_tensor_t* tensor, const void* buf, size_t of
   if (r.vnc() < 0 || size == 0) {
     move();
   } else {
-    DeviceTransfer(r.vnc(), HostDmaNs(size, config_), size, WriteTrace(r), move);
+    DeviceTransfer(r.vnc(), SyncSlot(kTransferLane), HostDmaNs(size, config_), size,
+                   WriteTrace(r), move);
   }
   return NRT_SUCCESS;
 }
@@ -264,10 +266,10 @@ NRT_STATUS Runtime::CopyTensor(const nrt_tensor_t* src, size_t src_offset, nrt_t
   } else if (from.vnc() >= 0 && to.vnc() >= 0) {
     // A copy within device memory is no system-trace event in the real runtime: timed, not
     // recorded.
-    cores_[to.vnc()]->Run(DeviceCopyNs(size, config_), [&](uint64_t) { move(); });
+    cores_[to.vnc()]->Run(kTransferLane, DeviceCopyNs(size, config_), [&](uint64_t) { move(); });
   } else {
     const int vnc = std::max(from.vnc(), to.vnc());
-    DeviceTransfer(vnc, HostDmaNs(size, config_), size,
+    DeviceTransfer(vnc, SyncSlot(kTransferLane), HostDmaNs(size, config_), size,
                    to.vnc() >= 0 ? WriteTrace(to) : ReadTrace(from), move);
   }
   return NRT_SUCCESS;
@@ -287,7 +289,7 @@ NRT_STATUS Runtime::MemsetTensor(nrt_tensor_t* tensor, uint64_t offset, int valu
     move();
   } else {
     // No system-trace event type stands for a memset: timed, not recorded.
-    cores_[r.vnc()]->Run(HostDmaNs(size, config_), [&](uint64_t) { move(); });
+    cores_[r.vnc()]->Run(kTransferLane, HostDmaNs(size, config_), [&](uint64_t) { move(); });
   }
   return NRT_SUCCESS;
 }

@@ -15,7 +15,8 @@ namespace {
 // The real runtime's snake_case names for these types (public notes on its JSON serializer).
 constexpr const char* kTypeNames[kNumTraceEventTypes] = {
     "nrt_load",        "nrt_execute",      "device_exec",  "tensor_read",   "tensor_write",
-    "dmem_buf_copyin", "dmem_buf_copyout", "model_switch", "timestamp_sync"};
+    "dmem_buf_copyin", "dmem_buf_copyout", "model_switch", "timestamp_sync",
+    "nrta_execute_schedule"};
 constexpr const char* kPhaseNames[] = {"start", "stop", "instant"};
 
 // The document's tracking_id when the caller has none: a sequence with the core in bit 50 up.
@@ -86,6 +87,12 @@ void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
         AppendModelName(e, out);
       }
       break;
+    case TraceEventType::kNrtaExecuteSchedule:
+      if (instant) {
+        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        AppendModelName(e, out);
+      }
+      break;
     case TraceEventType::kTimestampSync:
       if (instant) {
         absl::StrAppend(out, "\"exec_id\":", e.exec_id,
@@ -106,10 +113,10 @@ void AppendEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out) 
                   ",\"worker_gid\":", worker_gid, ",\"data\":");
   bool device_ts = false;
   AppendData(e, out, &device_ts);
-  absl::StrAppend(out, ",\"timestamp_ns\":", device_ts ? e.nc_timestamp_ns : e.host_timestamp_ns,
-                  "}");
-  // nrta_seq_id is written only by events of asynchronous executions, which the simulator
-  // does not model.
+  absl::StrAppend(out, ",\"timestamp_ns\":", device_ts ? e.nc_timestamp_ns : e.host_timestamp_ns);
+  // The real runtime's eleventh key, only on events of asynchronous requests.
+  if (e.has_nrta_seq_id) absl::StrAppend(out, ",\"nrta_seq_id\":", e.nrta_seq_id);
+  out->push_back('}');
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 // Who uses it: the runtime records the spans of its API calls (nrt_load, nrt_execute), each
 // execution on a NeuronCore (device_exec start/stop, device clock), host-initiated transfers
 // (tensor_read/tensor_write with the device-memory copy inside, dmem_buf_copyin/copyout),
-// model switches on a core, and clock sync points (timestamp_sync). What happens inside an
+// model switches on a core, clock sync points (timestamp_sync), and each schedule of an
+// asynchronous execution (nrta_execute_schedule). Events of asynchronous requests carry the
+// request's nrta_seq_id. What happens inside an
 // execution (engine ops, I/O DMA) is not here: like the real runtime, it goes to the device
 // profile, not the system trace. Anyone may fetch.
 //
@@ -44,8 +46,9 @@ enum class TraceEventType : uint8_t {
   kDmemBufCopyout = 6,  // "dmem_buf_copyout": device -> host memory copy
   kModelSwitch = 7,     // "model_switch": a core starts running another model than before
   kTimestampSync = 8,   // "timestamp_sync": one instant on the device's and the host's clocks
+  kNrtaExecuteSchedule = 9,  // "nrta_execute_schedule": an asynchronous execution scheduled
 };
-inline constexpr int kNumTraceEventTypes = 9;
+inline constexpr int kNumTraceEventTypes = 10;
 const char* TraceEventTypeName(TraceEventType type);
 bool TraceEventTypeFromName(const std::string& name, TraceEventType* type);
 
@@ -77,6 +80,10 @@ struct TraceEvent {
   uint64_t mem_handle = 0;
   uint64_t offset = 0;
   bool is_neuron_core_work = true;
+  // An asynchronous request's sequence id (nrt/nrt_async.h), written after timestamp_ns as the
+  // event's nrta_seq_id when has_nrta_seq_id.
+  bool has_nrta_seq_id = false;
+  uint64_t nrta_seq_id = 0;
 };
 
 // Who a capture is for. Each reader has a capture of its own (ring buffers, filters, the
@@ -92,7 +99,7 @@ struct TraceCaptureConfig {
   uint64_t max_events_per_nc = 1 << 15;
   uint64_t enabled_cores = ~0ull;  // bit i: NeuronCore i
   bool enabled_types[kNumTraceEventTypes] = {true, true, true, true, true,
-                                             true, true, true, true};
+                                             true, true, true, true, true};
   TraceReader reader = TraceReader::kApi;
 };
 
