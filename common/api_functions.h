@@ -1,5 +1,5 @@
 // The libnrt functions nrtprof interposes, in one list: the shim's enum, names and wrapper
-// table (shim/record.h, shim/interpose.cc) and the daemon's view of a call
+// table (shim/preload/record.h, shim/preload/interpose.cc) and the daemon's view of a call
 // (nrtprof.ApiFunction on the wire, daemon/ingest.cc) are all made from it.
 //
 // X(ENUMERATOR, function, WIRE_ENUMERATOR, wire_number):
@@ -7,7 +7,7 @@
 //   function         the exported C name
 //   WIRE_ENUMERATOR  the nrtprof.ApiFunction value the shim sends with the call's event
 //   wire_number      its number: fixed forever, as a proto field number is (a static_assert
-//                    where the proto is compiled ties the two: shim/event_builder.cc)
+//                    where the proto is compiled ties the two: shim/backend/event_builder.cc)
 //
 // The explicit async API (nrt/nrt_async.h, nrta_*) is recorded like the rest, except the two
 // completion queries, which programs poll: only a poll that saw something new is recorded

@@ -1,7 +1,7 @@
 // The rings file: the memory a profiled process records into, shared with the daemon on its
 // machine so that a process that dies abruptly (SIGKILL, _exit, a crash) can still be
 // accounted for. One anonymous memory file (memfd "nrtprof-rings") per process: a header page,
-// then one slot per recording thread holding that thread's ring (shim/event_ring.h). The shim
+// then one slot per recording thread holding that thread's ring (shim/preload/event_ring.h). The shim
 // names the file's descriptor in its Hello; a daemon on the same machine opens it through
 // /proc/PID/fd and, when the process ends without its final batch, reads how many records
 // the process had made, so that those it never sent are counted (process_died) instead of
@@ -24,7 +24,7 @@ inline constexpr char kRingsFileMagic[8] = {'N', 'R', 'T', 'P', 'R', 'O', 'F', '
 inline constexpr uint32_t kRingsFileVersion = 1;
 inline constexpr uint32_t kRingsFileHeaderBytes = 4096;
 
-// Record kinds as the counters index them (shim/record.h's RecordKind): 1 a libnrt call
+// Record kinds as the counters index them (shim/preload/record.h's RecordKind): 1 a libnrt call
 // (runtime lane), 2 an annotation range (framework lane); 0 unused.
 inline constexpr int kRingsKindCall = 1;
 inline constexpr int kRingsKindRange = 2;
@@ -46,7 +46,7 @@ struct RingsFileHeader {
   std::atomic<uint64_t> lost[kRingsKinds];
 };
 
-// A ring's counters, at this offset from the ring's start (shim/event_ring.h checks it).
+// A ring's counters, at this offset from the ring's start (shim/preload/event_ring.h checks it).
 inline constexpr size_t kRingCountersOffset = 64;
 struct RingCounters {
   uint64_t head;                   // slots ever written

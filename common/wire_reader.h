@@ -1,6 +1,6 @@
 // Protobuf's wire format read by hand, with no message object made: the daemon's reader of a
 // batch's events (daemon/wire_events.h) and the shim's look at the events it encoded
-// (shim/batcher.cc). Header only; no allocation.
+// (shim/backend/batcher.cc). Header only; no allocation.
 //
 // A tag is read as protobuf reads it: at most five bytes, the bits past 32 dropped. Groups are
 // not skipped (Tag declines them; RawTag returns them for a caller that walks them itself).

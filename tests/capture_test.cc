@@ -85,7 +85,7 @@ TEST(CaptureTest, RecordsARunningProgramForTheWindow) {
 }
 
 // Without the flight recorder nothing records until a capture asks: the program runs no system
-// trace for the profiler meanwhile (shim/sys_trace_arbiter.h), and a window on a program that
+// trace for the profiler meanwhile (shim/backend/sys_trace_arbiter.h), and a window on a program that
 // was running before it still has the device lane, from the window's first calls.
 TEST(CaptureTest, WithoutTheRecorderTheWindowStillHasTheDeviceLane) {
   Daemon daemon("capture-attach");

@@ -143,7 +143,7 @@ void Consume(ProcessCapture* done) {
 }
 
 // A program that runs the runtime's system trace itself hands its device events to the shim
-// only as it fetches them (shim/sys_trace_arbiter.h): executions of such a window without
+// only as it fetches them (shim/backend/sys_trace_arbiter.h): executions of such a window without
 // device events say why, as what the shim could not record does.
 void NoteDeviceEventsWithTheProgram(const std::vector<const ProcessCapture*>& streams,
                                     ProcessTrace* trace) {

@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     nrt_sys_trace_config_t* config = nullptr;
     Check(nrt_sys_trace_config_allocate(&config), "nrt_sys_trace_config_allocate");
     nrt_sys_trace_config_set_defaults(config);
-    // The capacity nrtprof asks for (shim/flusher.h: a quarter of the runtime's default).
+    // The capacity nrtprof asks for (shim/backend/flusher.h: a quarter of the runtime's default).
     nrt_sys_trace_config_set_max_events_per_nc(config, 8192);
     if (types != nullptr) {
       const char** all = nullptr;

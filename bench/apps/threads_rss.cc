@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     nrt_sys_trace_config_t* config = nullptr;
     if (nrt_sys_trace_config_allocate(&config) != NRT_SUCCESS) return 1;
     nrt_sys_trace_config_set_defaults(config);
-    // The capacity nrtprof asks for (shim/flusher.h: a quarter of the runtime's default).
+    // The capacity nrtprof asks for (shim/backend/flusher.h: a quarter of the runtime's default).
     nrt_sys_trace_config_set_max_events_per_nc(config, 8192);
     if (nrt_sys_trace_start(config) != NRT_SUCCESS) return 1;
     nrt_sys_trace_config_free(config);

@@ -2,7 +2,7 @@
 handle, as an interpreter importing extension modules does, and prints the time it took.
 
 What it measures under the shim: the scan of newly loaded objects that every dlsym() through a
-library handle triggers (shim/loaded_objects.cc). Run by run_open_libraries.sh.
+library handle triggers (shim/preload/loaded_objects.cc). Run by run_open_libraries.sh.
 
 Usage: open_libraries.py N
 """

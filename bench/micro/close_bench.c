@@ -1,4 +1,4 @@
-/* What close() costs a program under the shim (shim/fd_guard.h): ns per close(-1) (the system
+/* What close() costs a program under the shim (shim/preload/fd_guard.h): ns per close(-1) (the system
  * call alone) and per close of a dup of stdin, before libnrt is used (the shim's close is a jump
  * to libc's) and after nrt_init (the backend started: close checks the shim's descriptors).
  * Run it plain and with LD_PRELOAD=libnrtprof_shim.so and compare; it asserts nothing.

@@ -1,5 +1,5 @@
 // libFuzzer target: the shim's reader of the runtime's device profile
-// (shim/device_profile_reader.h). Any bytes must be refused with a one-line reason, or read
+// (shim/backend/device_profile_reader.h). Any bytes must be refused with a one-line reason, or read
 // into ops and transfers that make sense: a name, an engine for an op, a tensor for a
 // transfer, a core the wire can carry. A crash, a sanitizer report, or an output breaking
 // those rules is a finding.

@@ -1,5 +1,5 @@
 // libFuzzer target: the shim's reader of the runtime's system-trace documents
-// (shim/device_trace.h over shim/sys_trace_reader.h). Any bytes must be refused whole with a
+// (shim/backend/device_trace.h over shim/backend/sys_trace_reader.h). Any bytes must be refused whole with a
 // one-line reason and counted, or read into hardware-lane events that make sense: known kinds
 // and names, executions on the device clock, transfers on the host's. The input is read three
 // times, as consecutive fetches of one capture and then of the next (open spans carried over).
