@@ -167,25 +167,34 @@ void AsyncQueues::Work(Queue* q) {
       request = std::move(q->pending.front());
       q->pending.pop_front();
     }
-    const NRT_STATUS status = request.job();
-    // Atomic, so a program may look at *ret while polling without a data race.
-    if (request.ret != nullptr) __atomic_store_n(request.ret, status, __ATOMIC_RELAXED);
+    bool finished = false;
+    request.job([q, &request, &finished](NRT_STATUS status) {
+      if (finished) return;
+      finished = true;
+      Finish(q, request, status);
+    });
+    if (!finished) Finish(q, request, NRT_FAILURE);  // a job that forgot: never left pending
     request.job = nullptr;  // what the job holds (tensors' memory, the model) goes now
-    int fds[2];
-    int n = 0;
-    {
-      // Under the lock, so that a registration sees either the completion or its own entry.
-      std::lock_guard<std::mutex> lock(q->mu);
-      q->completed.store(request.number, std::memory_order_release);
-      auto it = q->seq_efds.find(request.number);
-      if (it != q->seq_efds.end()) {
-        fds[n++] = it->second;
-        q->seq_efds.erase(it);
-      }
-      if (q->xu_efd >= 0) fds[n++] = q->xu_efd;
-    }
-    for (int i = 0; i < n; ++i) Signal(fds[i]);
   }
+}
+
+void AsyncQueues::Finish(Queue* q, const Request& request, NRT_STATUS status) {
+  // Atomic, so a program may look at *ret while polling without a data race.
+  if (request.ret != nullptr) __atomic_store_n(request.ret, status, __ATOMIC_RELAXED);
+  int fds[2];
+  int n = 0;
+  {
+    // Under the lock, so that a registration sees either the completion or its own entry.
+    std::lock_guard<std::mutex> lock(q->mu);
+    q->completed.store(request.number, std::memory_order_release);
+    auto it = q->seq_efds.find(request.number);
+    if (it != q->seq_efds.end()) {
+      fds[n++] = it->second;
+      q->seq_efds.erase(it);
+    }
+    if (q->xu_efd >= 0) fds[n++] = q->xu_efd;
+  }
+  for (int i = 0; i < n; ++i) Signal(fds[i]);
 }
 
 NRT_STATUS AsyncQueues::IsCompleted(uint64_t seq, bool* completed) const {

@@ -48,8 +48,11 @@ inline uint16_t XuIdOf(uint32_t lnc, Xu xu, int queue) {
 
 class AsyncQueues {
  public:
-  // A request's work, run by the queue's worker; returns the status its `ret` receives.
-  using Job = std::function<NRT_STATUS()>;
+  // Completes a request: its `ret` receives the status, pollers and eventfds see it done.
+  using Complete = std::function<void(NRT_STATUS)>;
+  // A request's work, run by the queue's worker. It calls `complete` once, at the moment the
+  // request completes (before what follows it on the device may start).
+  using Job = std::function<void(const Complete& complete)>;
 
   AsyncQueues();
   AsyncQueues(const AsyncQueues&) = delete;
@@ -106,6 +109,7 @@ class AsyncQueues {
   // ever handed out; quiet (callers say what failed).
   Queue* FindIssued(uint64_t seq, uint64_t* number) const;
   static void Work(Queue* q);
+  static void Finish(Queue* q, const Request& request, NRT_STATUS status);
 
   std::unique_ptr<Queue[]> queues_;  // kMaxCores * kNumLanes, index lnc * kNumLanes + lane
   std::atomic<int> state_{kUninitialized};

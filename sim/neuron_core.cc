@@ -53,8 +53,8 @@ uint64_t NeuronCore::Run(int lane, uint64_t duration_ns,
   }
   // The previous synchronous job has completed: this one starts after it on the device, on
   // whichever lane it ran, and after whatever else completed on the core meanwhile.
-  const uint64_t start =
-      RunOnLane(lane, TakeTicket(lane), done_until(), duration_ns, /*may_hurry=*/false, work);
+  const uint64_t start = RunOnLane(lane, TakeTicket(lane), done_until(), duration_ns,
+                                   /*is_async=*/false, work, nullptr);
   {
     std::lock_guard<std::mutex> lock(sync_mu_);
     ++sync_now_serving_;
@@ -63,10 +63,11 @@ uint64_t NeuronCore::Run(int lane, uint64_t duration_ns,
   return start;
 }
 
-uint64_t NeuronCore::RunTicket(int lane, uint64_t ticket, uint64_t not_before_ns,
+uint64_t NeuronCore::RunTicket(int lane, uint64_t ticket, uint64_t earliest_ns,
                                uint64_t duration_ns,
-                               const std::function<void(uint64_t device_start_ns)>& work) {
-  return RunOnLane(lane, ticket, not_before_ns, duration_ns, /*may_hurry=*/true, work);
+                               const std::function<void(uint64_t device_start_ns)>& work,
+                               const std::function<void()>& done) {
+  return RunOnLane(lane, ticket, earliest_ns, duration_ns, /*is_async=*/true, work, &done);
 }
 
 void NeuronCore::Hurry() {
@@ -77,26 +78,35 @@ void NeuronCore::Hurry() {
   hurry_cv_.notify_all();
 }
 
-uint64_t NeuronCore::RunOnLane(int lane_index, uint64_t ticket, uint64_t not_before_ns,
-                               uint64_t duration_ns, bool may_hurry,
-                               const std::function<void(uint64_t)>& work) {
+uint64_t NeuronCore::RunOnLane(int lane_index, uint64_t ticket, uint64_t earliest_ns,
+                               uint64_t duration_ns, bool is_async,
+                               const std::function<void(uint64_t)>& work,
+                               const std::function<void()>* done) {
   Lane& lane = lanes_[lane_index];
   uint64_t start = 0;
+  uint64_t now = 0;
   {
     std::unique_lock<std::mutex> lock(lane.mu);
     lane.turn.wait(lock, [&lane, ticket] { return lane.now_serving == ticket; });
-    start = std::max({clock_->Now(), lane.busy_until_ns, not_before_ns});
+    now = clock_->Now();
+    // A synchronous job reaches the device now; a request reached it when it was scheduled
+    // (`earliest_ns` says when), however late its worker thread gets here.
+    start = std::max({is_async ? earliest_ns : std::max(earliest_ns, now), lane.busy_until_ns});
     lane.busy_until_ns = start + duration_ns;
   }
-  // The host waits the modelled time times the scale from when this job got the lane. (Not
-  // from its device start: at a scale below 1 the device clock runs ahead of the host's, and
-  // waiting for it would undo the scaling.)
   const uint64_t acquired = MonotonicNs();
+  const uint64_t end = start + duration_ns;
   work(start);
-  if (time_scale_ > 0) {
-    const double wait = static_cast<double>(duration_ns) * time_scale_;
+  // The host waits the modelled time times the scale, less however late this thread got to a
+  // job that had started already (a request whose worker came late: at scale 1 it completes
+  // when the device clock reaches its end). Measured from when this thread got the lane, not
+  // converted from device timestamps: at a scale below 1 the device clock runs ahead of the
+  // host's, and waiting for it would undo the scaling.
+  const double late = now > start ? static_cast<double>(now - start) : 0.0;
+  const double wait = static_cast<double>(duration_ns) * time_scale_ - late;
+  if (time_scale_ > 0 && wait > 0) {
     const uint64_t deadline = acquired + static_cast<uint64_t>(std::llround(wait));
-    if (!may_hurry) {
+    if (!is_async) {
       SleepUntilMonotonic(deadline);
     } else {
       // std::chrono::steady_clock is CLOCK_MONOTONIC.
@@ -105,11 +115,12 @@ uint64_t NeuronCore::RunOnLane(int lane_index, uint64_t ticket, uint64_t not_bef
       hurry_cv_.wait_until(lock, until, [this] { return hurry_; });
     }
   }
-  const uint64_t end = start + duration_ns;
-  uint64_t done = done_until_.load(std::memory_order_relaxed);
-  while (done < end &&
-         !done_until_.compare_exchange_weak(done, end, std::memory_order_acq_rel)) {
+  uint64_t last = done_until_.load(std::memory_order_relaxed);
+  while (last < end &&
+         !done_until_.compare_exchange_weak(last, end, std::memory_order_acq_rel)) {
   }
+  // Completed before the lane moves on: whoever runs next on it sees this job done.
+  if (done != nullptr) (*done)();
   {
     std::lock_guard<std::mutex> lock(lane.mu);
     ++lane.now_serving;

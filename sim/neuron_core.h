@@ -3,10 +3,10 @@
 // A core has one timeline per execution-unit queue (its lanes, as nrt/nrt_async.h numbers the
 // queues: tensor op 0 and 1, compute, collectives 0 to 2). Jobs on one lane run one at a time
 // in the order they took their tickets; different lanes, and different cores, run side by side.
-// A job is timed on the device clock: it starts when its lane is free, never before "now" and
-// never before a given point (what had completed on the core when it was submitted), and the
-// thread running it then waits on the host for the modelled duration times the time scale
-// before handing the lane to the next ticket.
+// A job is timed on the device clock: it starts when its lane is free, never before it was
+// submitted (a synchronous call: now) and never before what had completed on the core when it
+// was submitted; the thread running it then waits on the host for the modelled time (what is
+// left of it) times the time scale before handing the lane to the next ticket.
 //
 // Synchronous calls (Run) also keep one order among themselves per core, as the runtime's
 // synchronous API has always had: one synchronous job at a time per core, in submission order,
@@ -70,11 +70,14 @@ class NeuronCore {
 
   // An asynchronous request's place on `lane`, taken when it is scheduled.
   uint64_t TakeTicket(int lane);
-  // Runs `ticket`'s job when its turn on `lane` comes, starting no earlier than
-  // `not_before_ns` (device clock), then waits out the modelled time unless Hurry() was called.
+  // Runs `ticket`'s job when its turn on `lane` comes: on the device it starts at
+  // `earliest_ns` (when it was scheduled, or later) or when the lane is free, whichever is
+  // later, however late this thread gets there; the host then waits out what remains of it
+  // (unless Hurry() was called), and `done` runs before the lane goes to the next ticket.
   // Returns the device start time.
-  uint64_t RunTicket(int lane, uint64_t ticket, uint64_t not_before_ns, uint64_t duration_ns,
-                     const std::function<void(uint64_t device_start_ns)>& work);
+  uint64_t RunTicket(int lane, uint64_t ticket, uint64_t earliest_ns, uint64_t duration_ns,
+                     const std::function<void(uint64_t device_start_ns)>& work,
+                     const std::function<void()>& done);
 
   // The device end of the latest job to complete on this core, any lane (0: none yet).
   uint64_t done_until() const { return done_until_.load(std::memory_order_acquire); }
@@ -92,8 +95,11 @@ class NeuronCore {
     uint64_t busy_until_ns ABSL_GUARDED_BY(mu) = 0;  // device clock
   };
 
-  uint64_t RunOnLane(int lane, uint64_t ticket, uint64_t not_before_ns, uint64_t duration_ns,
-                     bool may_hurry, const std::function<void(uint64_t)>& work);
+  // `earliest_ns`: for a synchronous job, a start no earlier than this or now; for a request,
+  // its start unless the lane is busy then.
+  uint64_t RunOnLane(int lane, uint64_t ticket, uint64_t earliest_ns, uint64_t duration_ns,
+                     bool is_async, const std::function<void(uint64_t)>& work,
+                     const std::function<void()>* done);
 
   const uint32_t index_;
   const DeviceClock* const clock_;

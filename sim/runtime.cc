@@ -477,10 +477,25 @@ Runtime::Slot Runtime::SyncSlot(int lane) {
 }
 
 uint64_t Runtime::OnCore(uint32_t vnc, const Slot& slot, uint64_t duration_ns,
-                         const std::function<void(uint64_t device_start_ns)>& work) {
+                         const std::function<void(uint64_t device_start_ns)>& work,
+                         const std::function<void()>& done) {
   NeuronCore& core = *cores_[vnc];
-  return slot.async ? core.RunTicket(slot.lane, slot.ticket, slot.not_before, duration_ns, work)
-                    : core.Run(slot.lane, duration_ns, work);
+  if (slot.async) return core.RunTicket(slot.lane, slot.ticket, slot.earliest, duration_ns, work, done);
+  const uint64_t start = core.Run(slot.lane, duration_ns, work);
+  done();
+  return start;
+}
+
+Runtime::Slot Runtime::RequestSlot(NeuronCore* core, int lane, uint64_t seq, int64_t tid) {
+  Slot slot;
+  slot.lane = lane;
+  slot.async = true;
+  slot.seq = seq;
+  slot.tid = tid;
+  slot.ticket = core->TakeTicket(lane);
+  // On the device from now, but after whatever the program may have seen complete.
+  slot.earliest = std::max(clock_.Now(), core->done_until());
+  return slot;
 }
 
 NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
@@ -489,7 +504,26 @@ NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const Execu
                             uint64_t* device_end) {
   const uint64_t exec_id = next_exec_id_.fetch_add(1);
   absl::Status status;
+  NRT_STATUS result = NRT_SUCCESS;
+  uint64_t device_start = 0;
+  // When the execution is over, before anything after it on its lane starts: its profile
+  // entry and error line, then (a request) its completion, so that a program that sees it
+  // complete finds everything about it in place.
+  auto done = [&] {
+    if (profiling_.load(std::memory_order_relaxed) != 0) {
+      std::lock_guard<std::mutex> lock(profile_mu_);
+      auto it = profiles_.find(model->id);
+      if (it != profiles_.end()) it->second.executions.push_back({exec_id, device_start, cost});
+    }
+    if (!status.ok()) {
+      result = Fail(NRT_EXEC_COMPLETED_WITH_ERR,
+                    absl::StrCat(slot.async ? "nrta_execute_schedule: " : "nrt_execute: ",
+                                 status.message()));
+    }
+    if (slot.complete != nullptr) (*slot.complete)(result);
+  };
   const uint64_t start = OnCore(model->vnc, slot, cost.total_ns, [&](uint64_t start) {
+    device_start = start;
     // The inputs are read when the execution starts, and copied first, so an output bound to
     // the same memory as an input (in-place use) reads the values the execution started with.
     std::vector<std::vector<uint8_t>> in_copies(inputs.size());
@@ -502,19 +536,9 @@ NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const Execu
     for (const Region& r : outputs) out_ptrs.push_back(r.data());
     status = RunModel(model->model, in_ptrs, out_ptrs);
     if (trace_->Recording()) RecordExecution(*model, cost, start, exec_id, slot);
-  });
+  }, done);
   if (device_end != nullptr) *device_end = start + cost.total_ns;
-  if (profiling_.load(std::memory_order_relaxed) != 0) {
-    std::lock_guard<std::mutex> lock(profile_mu_);
-    auto it = profiles_.find(model->id);
-    if (it != profiles_.end()) it->second.executions.push_back({exec_id, start, cost});
-  }
-  if (!status.ok()) {
-    return Fail(NRT_EXEC_COMPLETED_WITH_ERR,
-                absl::StrCat(slot.async ? "nrta_execute_schedule: " : "nrt_execute: ",
-                             status.message()));
-  }
-  return NRT_SUCCESS;
+  return result;
 }
 
 NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* output_set,

@@ -139,22 +139,29 @@ class Runtime {
   struct Slot {
     int lane = kComputeLane;
     bool async = false;
-    uint64_t ticket = 0;      // async: the lane's ticket, taken when scheduled
-    uint64_t not_before = 0;  // async: the core's done_until() when scheduled
-    uint64_t seq = 0;         // async: the request's nrta_seq_id, written on its events
-    int64_t tid = 0;          // the calling (for a request, the scheduling) thread
+    uint64_t ticket = 0;    // async: the lane's ticket, taken when scheduled
+    uint64_t earliest = 0;  // async: when scheduled, or the core's done_until() if later
+    uint64_t seq = 0;       // async: the request's nrta_seq_id, written on its events
+    int64_t tid = 0;        // the calling (for a request, the scheduling) thread
+    // async: completes the request, called before the lane moves on (AsyncQueues::Job).
+    const AsyncQueues::Complete* complete = nullptr;
   };
   // A synchronous call's slot on `lane`, for the calling thread.
   static Slot SyncSlot(int lane);
-  // Runs `work` for `duration_ns` on core `vnc` where `slot` says; returns the device start.
+  // Runs `work` for `duration_ns` on core `vnc` where `slot` says, then `done` (for a request,
+  // before its lane moves on); returns the device start.
   uint64_t OnCore(uint32_t vnc, const Slot& slot, uint64_t duration_ns,
-                  const std::function<void(uint64_t device_start_ns)>& work);
-  // Times a host-initiated transfer on `vnc`, runs `move` in its slot and records it.
-  // Returns the transfer's end on the device clock.
+                  const std::function<void(uint64_t device_start_ns)>& work,
+                  const std::function<void()>& done);
+  // The slot of a request scheduled now on `lane` of `core`: its ticket and earliest start.
+  // Called under the request's queue lock, so tickets follow sequence ids.
+  Slot RequestSlot(NeuronCore* core, int lane, uint64_t seq, int64_t tid);
+  // Times a host-initiated transfer on `vnc`, runs `move` in its slot and records it (a
+  // request completes with NRT_SUCCESS). Returns the transfer's end on the device clock.
   uint64_t DeviceTransfer(int vnc, const Slot& slot, uint64_t duration_ns, uint64_t bytes,
                           const TransferTrace& trace, const std::function<void()>& move);
   // *device_end: the execution's end on the device clock. The inputs are read when the
-  // execution starts on its core.
+  // execution starts on its core. A request completes with the returned status.
   NRT_STATUS RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
                      const std::vector<Region>& inputs, const std::vector<Region>& outputs,
                      const Slot& slot, uint64_t* device_end);

@@ -38,16 +38,10 @@ NRT_STATUS Runtime::ScheduleExecute(nrt_model_t* model, const void* input_set, v
   }
   const ExecutionCost cost = CostOfExecution(m->model, config_);
   NeuronCore* core = cores_[m->vnc].get();
-  Slot slot;
-  slot.lane = kComputeLane;
-  slot.async = true;
-  slot.tid = ThreadId();
+  const int64_t tid = ThreadId();
   return async_.Schedule(
       kFn, m->vnc, Xu::kCompute, queue, ret,
       [&](uint64_t id) -> AsyncQueues::Job {
-        slot.seq = id;
-        slot.ticket = core->TakeTicket(slot.lane);
-        slot.not_before = core->done_until();
         // The schedule itself, on the host's clock: a reader sees when the request was made
         // beside when it ran (device_exec, same nrta_seq_id). Recorded before the worker can
         // record the execution.
@@ -56,7 +50,7 @@ NRT_STATUS Runtime::ScheduleExecute(nrt_model_t* model, const void* input_set, v
           e.type = TraceEventType::kNrtaExecuteSchedule;
           e.phase = TracePhase::kInstant;
           e.nc_idx = m->vnc;
-          e.thread_id = slot.tid;
+          e.thread_id = tid;
           e.model_id = m->id;
           e.model_name = m->trace_name;
           e.has_nrta_seq_id = true;
@@ -64,8 +58,11 @@ NRT_STATUS Runtime::ScheduleExecute(nrt_model_t* model, const void* input_set, v
           e.host_timestamp_ns = trace_->HostNow();
           trace_->Record(std::move(e));
         }
-        return [this, m, cost, inputs, outputs, slot] {
-          return RunOnce(m, cost, inputs, outputs, slot, nullptr);
+        const Slot slot = RequestSlot(core, kComputeLane, id, tid);
+        return [this, m, cost, inputs, outputs, slot](const AsyncQueues::Complete& complete) {
+          Slot s = slot;
+          s.complete = &complete;
+          RunOnce(m, cost, inputs, outputs, s, nullptr);
         };
       },
       seq);
@@ -78,23 +75,21 @@ NRT_STATUS Runtime::ScheduleTransfer(const char* fn, int vnc, int queue, uint64_
   NeuronCore* core = cores_[vnc].get();
   const bool traced = trace != nullptr;
   const TransferTrace how = traced ? *trace : TransferTrace{};
-  Slot slot;
-  slot.async = true;
-  slot.tid = ThreadId();
+  const int64_t tid = ThreadId();
   return async_.Schedule(
       fn, static_cast<uint32_t>(vnc), Xu::kTensorOp, queue, ret,
       [&](uint64_t id) -> AsyncQueues::Job {
-        slot.lane = LaneOf(Xu::kTensorOp, queue);
-        slot.seq = id;
-        slot.ticket = core->TakeTicket(slot.lane);
-        slot.not_before = core->done_until();
-        return [this, vnc, slot, duration_ns, bytes, how, traced, move = std::move(move)] {
+        const Slot slot = RequestSlot(core, LaneOf(Xu::kTensorOp, queue), id, tid);
+        return [this, vnc, slot, duration_ns, bytes, how, traced,
+                move = std::move(move)](const AsyncQueues::Complete& complete) {
+          Slot s = slot;
+          s.complete = &complete;
           if (traced) {
-            DeviceTransfer(vnc, slot, duration_ns, bytes, how, move);
+            DeviceTransfer(vnc, s, duration_ns, bytes, how, move);
           } else {
-            OnCore(static_cast<uint32_t>(vnc), slot, duration_ns, [&](uint64_t) { move(); });
+            OnCore(static_cast<uint32_t>(vnc), s, duration_ns, [&](uint64_t) { move(); },
+                   [&] { complete(NRT_SUCCESS); });
           }
-          return NRT_SUCCESS;
         };
       },
       seq);

@@ -172,6 +172,9 @@ NRT_STATUS Runtime::ResolveTensor(const nrt_tensor_t* tensor, size_t offset, siz
 uint64_t Runtime::DeviceTransfer(int vnc, const Slot& slot, uint64_t duration_ns,
                                  uint64_t bytes, const TransferTrace& trace,
                                  const std::function<void()>& move) {
+  auto done = [&] {
+    if (slot.complete != nullptr) (*slot.complete)(NRT_SUCCESS);
+  };
   const uint64_t start = OnCore(vnc, slot, duration_ns, [&](uint64_t start) {
     move();
     if (!trace_->Recording()) return;
@@ -199,7 +202,7 @@ uint64_t Runtime::DeviceTransfer(int vnc, const Slot& slot, uint64_t duration_ns
       trace_->Record(copy);
       if (phase == TracePhase::kStop && trace.tensor_call) trace_->Record(call);
     }
-  });
+  }, done);
   return start + duration_ns;
 }
 
