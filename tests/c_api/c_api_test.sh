@@ -5,7 +5,10 @@
 #   (b) nrt_model_compile turns add_model.txt into a model file;
 #   (c) the program loads it, executes it and prints exactly the expected outputs;
 #   (d) on corrupt model files it fails cleanly: non-zero exit (not a signal) and a one-line
-#       "nrt: nrt_load: model file: ..." reason on stderr.
+#       "nrt: nrt_load: model file: ..." reason on stderr;
+#   (e) async_docs_example.c, the explicit asynchronous API (nrt/nrt_async.h) as its public
+#       documentation shows it, builds the same way and prints exactly the expected outputs,
+#       with the device's time passing (and a queue of depth 1) and without.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
@@ -95,6 +98,46 @@ for bad in truncated flipped empty; do
   if [[ -s "${WORK}/${bad}.out" ]]; then
     show "stdout" "${WORK}/${bad}.out"
     fail "guide_example printed results for a ${bad} model file"
+  fi
+done
+
+# --- (e) The asynchronous API: six executions, up to four in flight. ---------------------------
+if ! cc -std=c99 -Wall -Werror -I"${RUNFILES}/sim/include" \
+    "${RUNFILES}/tests/c_api/async_docs_example.c" -o "${WORK}/async_docs_example" \
+    -L"${WORK}/lib" -lnrt -Wl,-rpath,"${WORK}/lib" 2>"${WORK}/async_cc.err"; then
+  show "cc stderr" "${WORK}/async_cc.err"
+  fail "async_docs_example.c does not compile as C99 against the public headers"
+fi
+# Execution k: in0[i] = k + i, in1[i] = 2 (k + i) + 1, out = (in0 + in1) * 0.5.
+cat >"${WORK}/async_expected.out" <<'EOF'
+execution 0: 0.5 2 3.5 5
+execution 1: 2 3.5 5 6.5
+execution 5: signalled through an eventfd
+execution 2: 3.5 5 6.5 8
+execution 3: 5 6.5 8 9.5
+execution 4: 6.5 8 9.5 11
+execution 5: 8 9.5 11 12.5
+all 6 executions completed
+EOF
+# Time scale 10, depth 1: an execution (3.7 ms) outlasts the next one's two input writes
+# (3.1 ms), so its schedule usually meets NRT_QUEUE_FULL and waits for room.
+for setting in "0 64" "10 1"; do
+  read -r scale depth <<<"${setting}"
+  NRT_SIM_TIME_SCALE="${scale}" NRT_SIM_ASYNC_QUEUE_DEPTH="${depth}" \
+    "${WORK}/async_docs_example" "${MODEL}" 6 >"${WORK}/async.out" 2>"${WORK}/async.err"
+  rc=$?
+  if [[ ${rc} -ne 0 ]]; then
+    show "stderr" "${WORK}/async.err"
+    fail "async_docs_example exited with ${rc} (time scale ${scale}, queue depth ${depth})"
+  fi
+  if ! cmp -s "${WORK}/async_expected.out" "${WORK}/async.out"; then
+    show "expected" "${WORK}/async_expected.out"
+    show "got" "${WORK}/async.out"
+    fail "async_docs_example printed the wrong outputs (time scale ${scale}, depth ${depth})"
+  fi
+  if [[ -s "${WORK}/async.err" ]]; then
+    show "stderr" "${WORK}/async.err"
+    fail "async_docs_example wrote to stderr (time scale ${scale}, queue depth ${depth})"
   fi
 done
 
