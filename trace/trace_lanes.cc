@@ -4,15 +4,24 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trace/api_function.h"
 #include "trace/id_index.h"
 
 namespace nrtprof::daemon {
 namespace {
+
+// nrta_seq_t: the XU queue's id in the high 16 bits, the request's number in the low 48.
+constexpr int kNrtaQueueShift = 48;
+constexpr uint64_t kNrtaSeqMask = (uint64_t{1} << kNrtaQueueShift) - 1;
 
 // Declared parent chains longer than this are treated as broken (a cycle in bad input).
 constexpr int kMaxDeclaredDepth = 1024;
@@ -55,6 +64,14 @@ void CallArgs(const ApiCall& c, std::vector<SliceArg>* args, std::string* text) 
   if (!c.tensor_name.empty()) args->push_back(StringArg("tensor", c.tensor_name));
   if (c.nc_idx >= 0) args->push_back(IntArg("nc", c.nc_idx));
   if (c.repeat != 0) args->push_back(UintArg("repeat", c.repeat));
+  // The async API: the request the call scheduled, polled or registered, whole and split as
+  // the runtime packs it (the XU queue's id above, the request's number in the queue below).
+  if (c.nrta_seq != 0) {
+    args->push_back(UintArg("nrta_seq", c.nrta_seq));
+    args->push_back(UintArg("queue", c.nrta_seq >> kNrtaQueueShift));
+    args->push_back(UintArg("seq", c.nrta_seq & kNrtaSeqMask));
+  }
+  if (IsCompletionPoll(c.function)) args->push_back(UintArg("polls", c.polls));
   // Innermost frame first, as a call site reads: "f <- caller <- caller's caller".
   if (!c.stack.empty()) {
     *text = absl::StrJoin(c.stack, " <- ");
@@ -65,8 +82,10 @@ void CallArgs(const ApiCall& c, std::vector<SliceArg>* args, std::string* text) 
 // Work inside an execution (parent != 0) shares the execution's model, correlation id and
 // submitting thread: those are on the execution's slice only. An engine op is drawn inside its
 // execution, so its exec_id is left out too; a DMA sits on another track and keeps its exec_id
-// to say which execution it served.
-void DeviceArgs(const DeviceEvent& e, std::vector<SliceArg>* args) {
+// to say which execution it served. An async request's work says its nrta_seq and, when its
+// schedule call `scheduled_by` is known, its queue wait: from the call's return to the start
+// on the device (0 if the clocks put the start first).
+void DeviceArgs(const DeviceEvent& e, const ApiCall* scheduled_by, std::vector<SliceArg>* args) {
   const bool child = e.parent != 0;
   const bool dma = e.kind == DeviceEventKind::kDma;
   if (!child && !e.model_name.empty()) args->push_back(StringArg("model", e.model_name));
@@ -79,6 +98,13 @@ void DeviceArgs(const DeviceEvent& e, std::vector<SliceArg>* args) {
   }
   if (!child && e.submitting_tid != 0) {
     args->push_back(UintArg("submitting_tid", e.submitting_tid));
+  }
+  if (!child && e.nrta_seq != 0) {
+    args->push_back(UintArg("nrta_seq", e.nrta_seq));
+    if (scheduled_by != nullptr) {
+      const uint64_t returned = EndOf(scheduled_by->start_ns, scheduled_by->duration_ns);
+      args->push_back(UintArg("queue_wait_ns", e.start_ns > returned ? e.start_ns - returned : 0));
+    }
   }
 }
 
@@ -190,6 +216,71 @@ void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slic
   }
 }
 
+// Each device event's queue lane, for async work: an index into `keys`, or -1 (synchronous
+// work, on its core's executions or DMA lane). An execution or transfer of a request is on its
+// queue's lane (nrta_seq >> 48) of its core: compute for executions, tensor-op for transfers;
+// the ops inside an async execution go with it.
+struct QueueLaneKey {
+  int32_t nc_idx;
+  uint32_t xu;
+  LaneKind kind;
+  bool operator<(const QueueLaneKey& o) const {
+    return std::tie(nc_idx, xu, kind) < std::tie(o.nc_idx, o.xu, o.kind);
+  }
+};
+
+std::vector<int32_t> QueueLanesOf(const ProcessTrace& p, std::map<QueueLaneKey, size_t>* keys) {
+  std::vector<int32_t> lane_of;
+  if (std::none_of(p.device.begin(), p.device.end(),
+                   [](const DeviceEvent& e) { return e.nrta_seq != 0; })) {
+    return lane_of;
+  }
+  absl::flat_hash_map<uint64_t, uint64_t> async_execution;  // an execution's id -> its nrta_seq
+  for (const DeviceEvent& e : p.device) {
+    if (e.kind == DeviceEventKind::kExecution && e.nrta_seq != 0) async_execution[e.id] = e.nrta_seq;
+  }
+  lane_of.assign(p.device.size(), -1);
+  std::vector<QueueLaneKey> found(p.device.size());
+  for (size_t i = 0; i < p.device.size(); ++i) {
+    const DeviceEvent& e = p.device[i];
+    uint64_t seq = e.nrta_seq;
+    if (seq == 0 && e.kind == DeviceEventKind::kEngineOp && e.parent != 0) {
+      auto it = async_execution.find(e.parent);
+      if (it != async_execution.end()) seq = it->second;
+    }
+    if (seq == 0) continue;
+    const QueueLaneKey key{e.nc_idx, static_cast<uint32_t>(seq >> kNrtaQueueShift),
+                           e.kind == DeviceEventKind::kDma ? LaneKind::kTensorOpQueue
+                                                           : LaneKind::kComputeQueue};
+    lane_of[i] = static_cast<int32_t>(keys->try_emplace(key, keys->size()).first->second);
+  }
+  return lane_of;
+}
+
+// The requests in flight on each queue (AsyncRequests): +1 when a schedule call returns, -1
+// when its request retires; the points where the count changes, by (core, XU id).
+std::map<std::pair<int32_t, uint32_t>, std::vector<CounterPoint>> InFlightPoints(
+    const ProcessTrace& p) {
+  std::map<std::pair<int32_t, uint32_t>, std::vector<std::pair<uint64_t, int>>> steps;
+  for (const AsyncRequest& r : AsyncRequests(p)) {
+    auto& queue = steps[{r.nc_idx, r.xu}];
+    queue.emplace_back(r.scheduled_ns, +1);
+    queue.emplace_back(r.retired_ns, -1);
+  }
+  std::map<std::pair<int32_t, uint32_t>, std::vector<CounterPoint>> out;
+  for (auto& [queue, list] : steps) {
+    std::sort(list.begin(), list.end());
+    std::vector<CounterPoint>& points = out[queue];
+    int64_t value = 0;
+    for (size_t i = 0; i < list.size();) {
+      const uint64_t ts = list[i].first;
+      for (; i < list.size() && list[i].first == ts; ++i) value += list[i].second;
+      if (points.empty() ? value != 0 : points.back().value != value) points.push_back({ts, value});
+    }
+  }
+  return out;
+}
+
 ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   ProcessLanes out;
   out.process = &p;
@@ -198,21 +289,33 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
   CaptureVector<LaneSlice*> call_slice(p.calls.size(), nullptr);
   CaptureVector<LaneSlice*> device_slice(p.device.size(), nullptr);
 
+  std::map<QueueLaneKey, size_t> queue_keys;
+  const std::vector<int32_t> queue_lane_of = QueueLanesOf(p, &queue_keys);
+  auto in_flight = InFlightPoints(p);
+
   // The lanes, each reserved from a first count (moving millions of slices while a vector
   // grows was a good part of the time): threads by tid, cores by nc_idx.
   std::map<uint32_t, std::pair<size_t, size_t>> per_thread;  // framework, runtime
   std::map<int32_t, std::pair<size_t, size_t>> per_core;     // executions, DMA
+  std::vector<size_t> per_queue(queue_keys.size(), 0);
   for (const RangeEvent& r : p.ranges) ++per_thread[r.tid].first;
   for (const ApiCall& c : p.calls) ++per_thread[c.tid].second;
-  for (const DeviceEvent& e : p.device) {
+  for (size_t i = 0; i < p.device.size(); ++i) {
+    const DeviceEvent& e = p.device[i];
     auto& n = per_core[e.nc_idx];
-    ++(e.kind == DeviceEventKind::kDma ? n.second : n.first);
+    if (!queue_lane_of.empty() && queue_lane_of[i] >= 0) {
+      ++per_queue[static_cast<size_t>(queue_lane_of[i])];
+    } else {
+      ++(e.kind == DeviceEventKind::kDma ? n.second : n.first);
+    }
   }
+  for (const auto& [queue, points] : in_flight) per_core[queue.first];  // a counter's core
   out.threads.resize(per_thread.size());
   out.cores.resize(per_core.size());
-  std::vector<LaneFill> fills(2 * (per_thread.size() + per_core.size()));
+  std::vector<LaneFill> fills(2 * (per_thread.size() + per_core.size()) + queue_keys.size());
   std::map<uint32_t, LaneFill*> thread_fills;  // the thread's framework lane; runtime is next
   std::map<int32_t, LaneFill*> core_fills;     // the core's executions lane; DMA is next
+  std::vector<LaneFill*> queue_fills(queue_keys.size(), nullptr);
   size_t f = 0, t = 0, c = 0;
   // A thread's or a core's two lanes, next to each other in `fills`.
   auto two_lanes = [&](Lane* first, LaneKind first_kind, Lane* second, LaneKind second_kind,
@@ -234,11 +337,28 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
     thread_fills[tid] = two_lanes(&lanes.framework, LaneKind::kFramework, &lanes.runtime,
                                   LaneKind::kRuntime, n);
   }
+  auto next_queue = queue_keys.begin();
   for (const auto& [nc, n] : per_core) {
     CoreLanes& lanes = out.cores[c++];
     lanes.nc_idx = nc;
     core_fills[nc] = two_lanes(&lanes.executions, LaneKind::kExecutions, &lanes.dma,
                                LaneKind::kDma, n);
+    // Its queues' lanes (the keys are in core order), sized before any is filled.
+    auto end = next_queue;
+    while (end != queue_keys.end() && end->first.nc_idx == nc) ++end;
+    lanes.queues.resize(static_cast<size_t>(std::distance(next_queue, end)));
+    for (size_t q = 0; next_queue != end; ++next_queue, ++q) {
+      Lane& lane = lanes.queues[q];
+      lane.kind = next_queue->first.kind;
+      lane.xu = next_queue->first.xu;
+      fills[f].lane = &lane;
+      fills[f].Reserve(per_queue[next_queue->second]);
+      queue_fills[next_queue->second] = &fills[f++];
+    }
+    for (auto it = in_flight.lower_bound({nc, 0}); it != in_flight.end() && it->first.first == nc;
+         ++it) {
+      lanes.in_flight.push_back({it->first.second, std::move(it->second)});
+    }
   }
   // The lane of the last event looked up, for runs of events of one thread or core.
   auto lane_of = [](auto* fills_by_key, auto key, auto* last_key, LaneFill** last) {
@@ -264,20 +384,33 @@ ProcessLanes BuildProcessLanes(const ProcessTrace& p, uint64_t* next_flow_id) {
         {call.start_ns, EndOf(call.start_ns, call.duration_ns), 0, 0}, call.name, &call, nullptr,
         &call_slice[i]);
   }
+  std::unique_ptr<IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>>> calls;
+  if (!queue_keys.empty()) calls = std::make_unique<decltype(calls)::element_type>(p.calls);
   int32_t last_nc = 0;
   LaneFill* last_core = nullptr;
   for (size_t i = 0; i < p.device.size(); ++i) {
     const DeviceEvent& e = p.device[i];
     const bool is_dma = e.kind == DeviceEventKind::kDma;
+    const NestInterval interval{e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id,
+                                is_dma ? 0 : e.parent};
+    if (!queue_lane_of.empty() && queue_lane_of[i] >= 0) {
+      // An async request's work, with the call that scheduled it (for its queue wait).
+      const ApiCall* call = e.nrta_seq != 0 && e.parent == 0 && e.correlation_id != 0
+                                ? calls->Find(e.correlation_id)
+                                : nullptr;
+      queue_fills[static_cast<size_t>(queue_lane_of[i])]->Add(interval, e.name, call, &e,
+                                                              &device_slice[i]);
+      continue;
+    }
     // Ops name their execution as parent; DMA sits on its own lane, where its parent is absent.
     lane_of(&core_fills, e.nc_idx, &last_nc, &last_core)[is_dma ? 1 : 0].Add(
-        {e.start_ns, EndOf(e.start_ns, e.duration_ns), e.id, is_dma ? 0 : e.parent}, e.name,
-        nullptr, &e, &device_slice[i]);
+        interval, e.name, nullptr, &e, &device_slice[i]);
   }
   for (LaneFill& fill : fills) {
     fill.Nest();
     NoteStart(*fill.lane, &out);
   }
+  // (A counter's points are at or after its calls' ends: they never start the timeline.)
   AddFlows(p, range_slice, call_slice, device_slice, next_flow_id);
   return out;
 }
@@ -294,8 +427,92 @@ const char* LaneKindName(LaneKind kind) {
       return "executions";
     case LaneKind::kDma:
       return "DMA";
+    case LaneKind::kComputeQueue:
+      return "compute queue";
+    case LaneKind::kTensorOpQueue:
+      return "tensor-op queue";
   }
   return "?";
+}
+
+std::string LaneName(const Lane& lane) {
+  if (lane.kind != LaneKind::kComputeQueue && lane.kind != LaneKind::kTensorOpQueue) {
+    return LaneKindName(lane.kind);
+  }
+  return absl::StrCat(LaneKindName(lane.kind), " (XU ", lane.xu, ")");
+}
+
+std::string QueueCounterName(const QueueCounter& counter) {
+  return absl::StrCat("requests in flight (XU ", counter.xu, ")");
+}
+
+std::vector<AsyncRequest> AsyncRequests(const ProcessTrace& p) {
+  std::vector<AsyncRequest> out;
+  if (std::none_of(p.calls.begin(), p.calls.end(),
+                   [](const ApiCall& c) { return c.nrta_seq != 0; })) {
+    return out;
+  }
+  const IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>> calls(p.calls);
+  absl::flat_hash_set<const ApiCall*> with_work;
+  std::map<uint32_t, std::set<int32_t>> cores_of_xu;
+  uint64_t last_ns = 0;  // the end of the process's last event
+  for (const RangeEvent& r : p.ranges) last_ns = std::max(last_ns, EndOf(r.start_ns, r.duration_ns));
+  for (const ApiCall& c : p.calls) last_ns = std::max(last_ns, EndOf(c.start_ns, c.duration_ns));
+  for (const DeviceEvent& d : p.device) {
+    last_ns = std::max(last_ns, EndOf(d.start_ns, d.duration_ns));
+    if (d.nrta_seq == 0 || d.parent != 0) continue;
+    if (d.kind != DeviceEventKind::kExecution && d.kind != DeviceEventKind::kDma) continue;
+    cores_of_xu[static_cast<uint32_t>(d.nrta_seq >> kNrtaQueueShift)].insert(d.nc_idx);
+    const ApiCall* call = d.correlation_id != 0 ? calls.Find(d.correlation_id) : nullptr;
+    if (call == nullptr || !with_work.insert(call).second) continue;  // one request, one work
+    AsyncRequest& r = out.emplace_back();
+    r.nc_idx = d.nc_idx;
+    r.xu = static_cast<uint32_t>(d.nrta_seq >> kNrtaQueueShift);
+    r.seq = d.nrta_seq & kNrtaSeqMask;
+    r.scheduled_ns = EndOf(call->start_ns, call->duration_ns);
+    r.retired_ns = std::max(r.scheduled_ns, EndOf(d.start_ns, d.duration_ns));
+    r.call = call;
+    r.device = &d;
+  }
+  for (const ApiCall& c : p.calls) {
+    if (c.nrta_seq == 0 || c.status != 0 || !IsAsyncSchedule(c.function) ||
+        with_work.count(&c) != 0) {
+      continue;
+    }
+    const uint32_t xu = static_cast<uint32_t>(c.nrta_seq >> kNrtaQueueShift);
+    int32_t nc = c.nc_idx;
+    if (nc < 0) {
+      auto cores = cores_of_xu.find(xu);
+      if (cores == cores_of_xu.end() || cores->second.size() != 1) continue;  // no queue known
+      nc = *cores->second.begin();
+    }
+    AsyncRequest& r = out.emplace_back();
+    r.nc_idx = nc;
+    r.xu = xu;
+    r.seq = c.nrta_seq & kNrtaSeqMask;
+    r.scheduled_ns = EndOf(c.start_ns, c.duration_ns);
+    r.call = &c;
+  }
+  std::sort(out.begin(), out.end(), [](const AsyncRequest& a, const AsyncRequest& b) {
+    return std::tie(a.nc_idx, a.xu, a.seq, a.scheduled_ns) <
+           std::tie(b.nc_idx, b.xu, b.seq, b.scheduled_ns);
+  });
+  // Work not in the capture: retired when the next later request of its queue starts on the
+  // device (the queue runs them in order), else at the process's last event.
+  const uint64_t kNone = std::numeric_limits<uint64_t>::max();
+  uint64_t next_start = kNone;
+  for (size_t i = out.size(); i-- > 0;) {
+    AsyncRequest& r = out[i];
+    if (i + 1 < out.size() && (out[i + 1].nc_idx != r.nc_idx || out[i + 1].xu != r.xu)) {
+      next_start = kNone;
+    }
+    if (r.device != nullptr) {
+      next_start = r.device->start_ns;
+    } else {
+      r.retired_ns = std::max(r.scheduled_ns, next_start != kNone ? next_start : last_ns);
+    }
+  }
+  return out;
 }
 
 std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
@@ -514,8 +731,11 @@ std::unique_ptr<TraceStream> LaneStreams(std::vector<std::unique_ptr<LaneStream>
 
 void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text) {
   args->clear();
-  if (slice.call != nullptr) CallArgs(*slice.call, args, text);
-  if (slice.device != nullptr) DeviceArgs(*slice.device, args);
+  if (slice.device != nullptr) {
+    DeviceArgs(*slice.device, slice.call, args);
+  } else if (slice.call != nullptr) {
+    CallArgs(*slice.call, args, text);
+  }
 }
 
 std::vector<DropCounterField> DropCounterFields(DropCounts* d) {

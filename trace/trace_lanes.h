@@ -1,7 +1,8 @@
 // The timeline of a capture as the trace writers draw it: per process, each host thread's
-// framework and runtime lanes and each NeuronCore's executions and DMA lanes, holding slices
-// that nest properly, plus the flow arrows that follow each correlation id from framework to
-// runtime to hardware. The Perfetto and Chrome JSON writers both render this one layout, so
+// framework and runtime lanes and each NeuronCore's executions and DMA lanes (and, for the
+// async API's work, a lane per execution unit's queue with its requests-in-flight counter),
+// holding slices that nest properly, plus the flow arrows that follow each correlation id from
+// framework to runtime to hardware. The Perfetto and Chrome JSON writers both render this one layout, so
 // the two files always show the same slices, clamping and flows.
 //
 // BuildLanes() is a pure function of the Trace; the result points into the Trace (names,
@@ -24,9 +25,10 @@
 
 namespace nrtprof::daemon {
 
-enum class LaneKind { kFramework, kRuntime, kExecutions, kDma };
+enum class LaneKind { kFramework, kRuntime, kExecutions, kDma, kComputeQueue, kTensorOpQueue };
 
-// "framework", "runtime", "executions", "DMA": the lane's track name.
+// "framework", "runtime", "executions", "DMA", "compute queue", "tensor-op queue": the lane's
+// track name (a queue's with its XU id: LaneName).
 const char* LaneKindName(LaneKind kind);
 
 // One argument of a slice (a debug annotation in Perfetto, an "args" entry in JSON). A string
@@ -45,7 +47,8 @@ struct LaneSlice {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;  // >= start_ns
   // What the slice draws, for its arguments (SliceArgs): a runtime call, a device event, or
-  // neither (a framework range, which has none).
+  // neither (a framework range, which has none). A device event of an async request also
+  // points at the call that scheduled it, when known (its queue wait is an argument).
   const ApiCall* call = nullptr;
   const DeviceEvent* device = nullptr;
   // Flow arrows: ids that start or pass through this slice, and ids that end at it. A flow id
@@ -56,14 +59,16 @@ struct LaneSlice {
 };
 
 // The arguments of a slice, replacing *args: for a runtime call its status, correlation id,
-// bytes, model, tensor, NeuronCore, repeat and call stack; for device work what it shares not
-// with its execution (see trace_lanes.cc). Computed when a writer needs them, so that the lanes
+// bytes, model, tensor, NeuronCore, repeat, call stack, and for the async API its request
+// (nrta_seq, queue, seq) or unrecorded polls; for device work what it shares not with its
+// execution (see trace_lanes.cc), and for an async request's work its nrta_seq and queue wait. Computed when a writer needs them, so that the lanes
 // hold no copy. String values view the Trace, or *text (the joined call stack), which the
 // caller keeps until it is done with *args.
 void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text);
 
 struct Lane {
   LaneKind kind = LaneKind::kRuntime;
+  uint32_t xu = 0;  // a queue's lane (kComputeQueue, kTensorOpQueue): its XU id, nrta_seq >> 48
   // In begin order: start times never decrease, and a slice that begins inside another (see
   // NestIntervals) ends inside it too, so the slices form a proper tree.
   CaptureVector<LaneSlice> slices;
@@ -76,10 +81,33 @@ struct ThreadLanes {
   Lane runtime;                       // ApiCalls
 };
 
+// The track name of a lane: LaneKindName, and a queue's XU id, "compute queue (XU 1)".
+std::string LaneName(const Lane& lane);
+
+// A counter's value from `ts` on.
+struct CounterPoint {
+  uint64_t ts = 0;
+  int64_t value = 0;
+};
+
+// The async requests in flight on one execution unit's queue of a NeuronCore (InFlightPoints).
+struct QueueCounter {
+  uint32_t xu = 0;
+  std::vector<CounterPoint> points;  // in time order, one per time the value changes
+};
+
+// "requests in flight (XU 1)": the counter's track name.
+std::string QueueCounterName(const QueueCounter& counter);
+
 struct CoreLanes {
   int32_t nc_idx = 0;
   Lane executions;  // nc_exec_running with its engine ops nested inside
   Lane dma;         // DMA transfers
+  // Async work (DeviceEvent::nrta_seq != 0), a lane per execution unit's queue: executions
+  // and their ops on a compute queue's lane, transfers on a tensor-op queue's; by (XU id,
+  // kind). Synchronous work stays on `executions` and `dma`.
+  std::vector<Lane> queues;
+  std::vector<QueueCounter> in_flight;  // by XU id: each queue's requests in flight
 };
 
 struct ProcessLanes {
@@ -97,6 +125,30 @@ struct TraceLanes {
   // Flow ids run from BuildLanes' first_flow_id (1 for a whole Trace) to `flows`.
   uint64_t flows = 0;
 };
+
+// An async request of a process (a call that scheduled it, or its work on the device, or both)
+// and its time in its execution unit's queue: in flight from the end of its schedule call to
+// the end of its work (`retired_ns`). See AsyncRequests for the requests whose work or call is
+// not in the capture.
+struct AsyncRequest {
+  int32_t nc_idx = 0;
+  uint32_t xu = 0;          // nrta_seq >> 48
+  uint64_t seq = 0;         // nrta_seq's low 48 bits: its order in the queue
+  uint64_t scheduled_ns = 0;  // the schedule call's end
+  uint64_t retired_ns = 0;    // >= scheduled_ns
+  const ApiCall* call = nullptr;
+  const DeviceEvent* device = nullptr;  // null: its work is not in the capture
+};
+
+// The requests of the process that have a schedule call, by (NeuronCore, XU id, seq). Work
+// without its schedule call in the capture (scheduled before it, or the call lost) is left
+// out: its start in the queue is unknown, and its end alone would take a count below zero. A
+// schedule call whose work is not in the capture (the device had not run it when the capture
+// stopped, or its events were lost) would be in flight forever: the queue runs its requests in
+// order, so it is retired when the next later request of its queue in the capture starts, else
+// at the end of the process's last event; it needs the call's NeuronCore (ApiCall::nc_idx), or
+// the one NeuronCore whose work has that XU id, and is left out without either.
+std::vector<AsyncRequest> AsyncRequests(const ProcessTrace& process);
 
 // Flow ids start at `first_flow_id`: a capture written a process at a time (TraceStream)
 // numbers the flows of each process after those of the processes before.

@@ -1,11 +1,14 @@
 #include "trace/trace_lanes.h"
 
+#include <algorithm>
 #include <map>
 #include <random>
+#include <tuple>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "trace/writer_test_util.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -335,6 +338,124 @@ TEST(BuildLanesTest, WorkInsideAnExecutionLeavesTheSharedArgumentsToIt) {
   EXPECT_EQ(ArgsOf(core.dma.slices[0]),
             (std::map<std::string, std::string>{
                 {"exec_id", "9"}, {"bytes", "4096"}, {"tensor", "input"}}));
+}
+
+// The async API's work: on a lane per execution unit's queue of its core, named for what ran
+// there; synchronous work where it always was.
+TEST(BuildLanesTest, AsyncWorkIsOnItsQueuesLanes) {
+  const Trace t = AsyncTrace();
+  const TraceLanes lanes = BuildLanes(t);
+  ASSERT_EQ(lanes.processes[0].cores.size(), 1u);
+  const CoreLanes& core = lanes.processes[0].cores[0];
+  ASSERT_EQ(core.queues.size(), 2u);
+  const Lane& compute = core.queues[0];
+  const Lane& tensor_ops = core.queues[1];
+  EXPECT_EQ(LaneName(compute), "compute queue (XU 1)");
+  EXPECT_EQ(LaneName(tensor_ops), "tensor-op queue (XU 2)");
+  std::vector<std::string> names;
+  for (const LaneSlice& s : compute.slices) names.push_back(std::string(s.name.view()));
+  EXPECT_EQ(names, (std::vector<std::string>{"nc_exec_running", "matmul", "nc_exec_running",
+                                             "nc_exec_running"}));
+  ASSERT_EQ(tensor_ops.slices.size(), 1u);
+  EXPECT_EQ(tensor_ops.slices[0].name.view(), "dma_h2d");
+  // The synchronous execution stays on the core's executions lane.
+  ASSERT_EQ(core.executions.slices.size(), 1u);
+  EXPECT_EQ(core.executions.slices[0].start_ns, 2720'000u);
+  EXPECT_TRUE(core.dma.slices.empty());
+}
+
+TEST(BuildLanesTest, AsyncFlowsRunFromTheOpThroughTheScheduleCallToItsWork) {
+  const Trace t = AsyncTrace();
+  const TraceLanes lanes = BuildLanes(t);
+  const ProcessLanes& p = lanes.processes[0];
+  const LaneSlice& range = p.threads[0].framework.slices[0];
+  const auto& calls = p.threads[0].runtime.slices;
+  const auto& compute = p.cores[0].queues[0].slices;
+  ASSERT_EQ(calls[1].name.view(), "nrta_execute_schedule");
+  ASSERT_EQ(calls[1].flow_ids.size(), 1u);
+  // forward -> the first schedule call -> its execution, on the compute queue's lane.
+  const uint64_t flow = calls[1].flow_ids[0];
+  EXPECT_NE(std::find(range.flow_ids.begin(), range.flow_ids.end(), flow), range.flow_ids.end());
+  EXPECT_EQ(compute[0].terminating_flow_ids, (absl::InlinedVector<uint64_t, 1>{flow}));
+  // ... and the transfer's, to the tensor-op queue's lane.
+  ASSERT_EQ(calls[0].flow_ids.size(), 1u);
+  EXPECT_EQ(p.cores[0].queues[1].slices[0].terminating_flow_ids, calls[0].flow_ids);
+}
+
+// Requests in flight per queue: +1 as each schedule call returns, -1 as its work ends; the
+// schedule whose work is not in the capture is retired at the capture's end.
+TEST(BuildLanesTest, InFlightCounterRisesToTheQueueDepthAndReturnsToZero) {
+  const Trace t = AsyncTrace();
+  const TraceLanes lanes = BuildLanes(t);
+  const CoreLanes& core = lanes.processes[0].cores[0];
+  ASSERT_EQ(core.in_flight.size(), 2u);
+  EXPECT_EQ(QueueCounterName(core.in_flight[0]), "requests in flight (XU 1)");
+  auto values = [](const QueueCounter& c) {
+    std::vector<std::pair<uint64_t, int64_t>> v;
+    for (const CounterPoint& p : c.points) v.emplace_back(p.ts / 1000, p.value);
+    return v;
+  };
+  EXPECT_EQ(values(core.in_flight[0]),
+            (std::vector<std::pair<uint64_t, int64_t>>{{1150, 1},
+                                                       {1250, 2},
+                                                       {1350, 3},
+                                                       {1500, 2},
+                                                       {1800, 1},
+                                                       {2100, 0},
+                                                       {2650, 1},
+                                                       {3000, 0}}));
+  EXPECT_EQ(values(core.in_flight[1]),
+            (std::vector<std::pair<uint64_t, int64_t>>{{1050, 1}, {1200, 0}}));
+}
+
+// A request ends no later than the next one of its queue starts: a schedule whose work is
+// missing retires there, not at the capture's end; work without its call is not counted.
+TEST(BuildLanesTest, RequestsWithoutTheirWorkOrCallNeverLeaveTheCounterOff) {
+  Trace t = AsyncTrace();
+  ProcessTrace& p = t.processes[0];
+  // #2's execution lost: #2 retires when #3's starts (1800). #1's call lost: not counted.
+  p.device.erase(std::remove_if(p.device.begin(), p.device.end(),
+                                [](const DeviceEvent& d) { return d.id == 63; }),
+                 p.device.end());
+  p.calls.erase(p.calls.begin() + 1);  // #1's schedule call, correlation id 21
+  p.device[1].correlation_id = 0;      // ... and so its execution, id 61, uncorrelated
+  ASSERT_EQ(p.device[1].id, 61u);
+  const std::vector<AsyncRequest> requests = AsyncRequests(p);
+  std::vector<std::tuple<uint64_t, uint64_t, uint64_t, bool>> got;  // seq, from, to, has work
+  for (const AsyncRequest& r : requests) {
+    if (r.xu == 1) got.emplace_back(r.seq, r.scheduled_ns / 1000, r.retired_ns / 1000, r.device);
+  }
+  EXPECT_EQ(got, (std::vector<std::tuple<uint64_t, uint64_t, uint64_t, bool>>{
+                     {2, 1250, 1800, false}, {3, 1350, 2100, true}, {4, 2650, 3000, false}}));
+  const TraceLanes lanes = BuildLanes(t);
+  const CoreLanes& core = lanes.processes[0].cores[0];
+  EXPECT_EQ(core.in_flight[0].points.back().value, 0);
+  for (const CounterPoint& point : core.in_flight[0].points) EXPECT_GE(point.value, 0);
+}
+
+TEST(BuildLanesTest, AsyncArgumentsSayTheRequestItsPollsAndItsQueueWait) {
+  const Trace t = AsyncTrace();
+  const TraceLanes lanes = BuildLanes(t);
+  const ProcessLanes& p = lanes.processes[0];
+  const auto& calls = p.threads[0].runtime.slices;
+  std::map<std::string, std::string> schedule = ArgsOf(calls[2]);
+  EXPECT_EQ(schedule["nrta_seq"], std::to_string(NrtaSeq(1, 2)));
+  EXPECT_EQ(schedule["queue"], "1");
+  EXPECT_EQ(schedule["seq"], "2");
+  EXPECT_EQ(schedule.count("polls"), 0u);
+  std::map<std::string, std::string> poll = ArgsOf(calls[4]);
+  EXPECT_EQ(poll["polls"], "7");
+  EXPECT_EQ(poll["seq"], "3");
+  // The second execution started 250 us after its schedule call returned.
+  std::map<std::string, std::string> exec = ArgsOf(p.cores[0].queues[0].slices[2]);
+  EXPECT_EQ(exec["nrta_seq"], std::to_string(NrtaSeq(1, 2)));
+  EXPECT_EQ(exec["queue_wait_ns"], "250000");
+  EXPECT_EQ(exec["correlation_id"], "22");
+  // Its engine op shares all that with it; a synchronous call has none of it.
+  EXPECT_EQ(ArgsOf(p.cores[0].queues[0].slices[1]),
+            (std::map<std::string, std::string>{{"engine", "tensor"}}));
+  EXPECT_EQ(ArgsOf(calls[6]).count("nrta_seq"), 0u);
+  EXPECT_EQ(ArgsOf(calls[6]).count("polls"), 0u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "proto/nrtprof.pb.h"
 #include "trace/trace_model.h"
 
 namespace nrtprof::daemon {
@@ -117,6 +118,81 @@ inline Trace SmallTrace() {
   t.processes.push_back(p);
   t.start_ns = 1000;
   t.end_ns = 2000;
+  return t;
+}
+
+// An nrta_seq_t: the XU queue's id in the high 16 bits, the request's number below.
+constexpr uint64_t NrtaSeq(uint64_t xu, uint64_t n) { return (xu << 48) | n; }
+
+// A capture of one process using the async API, in microseconds from 1000 us, on NeuronCore 0:
+//   - "forward" [1000, 3000) on thread 201, holding every call;
+//   - nrta_tensor_write (XU 2, #1) returns at 1050; its transfer runs [1100, 1200): wait 50;
+//   - three nrta_execute_schedule (XU 1, #1..#3) return at 1150, 1250, 1350; their executions
+//     run back to back [1200, 1500), [1500, 1800), [1800, 2100): waits 50, 250, 450; the
+//     first has an engine op inside, and found its queue empty, the other two did not;
+//   - nrta_is_completed of #3 at [2500, 2510) after 7 unrecorded polls;
+//   - nrta_execute_schedule #4 returns at 2650, its execution not in the capture;
+//   - a synchronous nrt_execute [2700, 2900) and its execution [2720, 2820).
+// Requests in flight on XU 1: 1, 2, 3 at 1150, 1250, 1350, then 2, 1, 0 at 1500, 1800, 2100,
+// then 1 from 2650 to the capture's end at 3000; on XU 2: 1 from 1050 to 1200. The core is
+// busy for 1100 us of the 2000 us window.
+inline Trace AsyncTrace() {
+  constexpr uint64_t kUs = 1000;
+  Trace t;
+  t.capture_id = "cap-async";
+  ProcessTrace p;
+  p.pid = 200;
+  p.executable = "/usr/bin/python3";
+  p.thread_names = {{201, "MainThread"}};
+  p.ranges.push_back({1, "forward", 201, 1000 * kUs, 2000 * kUs, 0, 0});
+  auto call = [&](uint64_t id, const char* name, nrtprof::ApiFunction f, uint64_t start,
+                  uint64_t seq) -> ApiCall& {
+    ApiCall& c = p.calls.emplace_back();
+    c.correlation_id = id;
+    c.name = Name::Lasting(name);
+    c.function = f;
+    c.tid = 201;
+    c.start_ns = start * kUs;
+    c.duration_ns = 50 * kUs;
+    c.nc_idx = 0;
+    c.nrta_seq = seq;
+    c.range = 1;
+    return c;
+  };
+  call(20, "nrta_tensor_write", nrtprof::API_NRTA_TENSOR_WRITE, 1000, NrtaSeq(2, 1)).bytes = 4096;
+  call(21, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 1100, NrtaSeq(1, 1));
+  call(22, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 1200, NrtaSeq(1, 2));
+  call(23, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 1300, NrtaSeq(1, 3));
+  ApiCall& poll = call(24, "nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 2500, NrtaSeq(1, 3));
+  poll.duration_ns = 10 * kUs;
+  poll.polls = 7;
+  call(25, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 2600, NrtaSeq(1, 4));
+  ApiCall& sync = call(26, "nrt_execute", nrtprof::API_NRT_EXECUTE, 2700, 0);
+  sync.duration_ns = 200 * kUs;
+
+  auto device = [&](uint64_t id, DeviceEventKind kind, const char* name, uint64_t start,
+                    uint64_t duration, uint64_t correlation_id, uint64_t seq) -> DeviceEvent& {
+    DeviceEvent& d = p.device.emplace_back();
+    d.id = id;
+    d.kind = kind;
+    d.name = Name::Lasting(name);
+    d.start_ns = start * kUs;
+    d.duration_ns = duration * kUs;
+    d.correlation_id = correlation_id;
+    d.nrta_seq = seq;
+    return d;
+  };
+  device(60, DeviceEventKind::kDma, "dma_h2d", 1100, 100, 20, NrtaSeq(2, 1)).bytes = 4096;
+  device(61, DeviceEventKind::kExecution, "nc_exec_running", 1200, 300, 21, NrtaSeq(1, 1));
+  DeviceEvent& op = device(62, DeviceEventKind::kEngineOp, "matmul", 1210, 100, 21, 0);
+  op.parent = 61;
+  op.engine = "tensor";
+  device(63, DeviceEventKind::kExecution, "nc_exec_running", 1500, 300, 22, NrtaSeq(1, 2));
+  device(64, DeviceEventKind::kExecution, "nc_exec_running", 1800, 300, 23, NrtaSeq(1, 3));
+  device(65, DeviceEventKind::kExecution, "nc_exec_running", 2720, 100, 26, 0);
+  t.processes.push_back(p);
+  t.start_ns = 1000 * kUs;
+  t.end_ns = 3000 * kUs;
   return t;
 }
 
