@@ -116,7 +116,8 @@ std::string Basename(const std::string& path) {
 }
 
 // Where timestamped entries of traceEvents come from, in the order the lanes were named: a
-// process's capture instant, or a lane's slices (each followed by its flow events). Each source
+// process's capture instant, a lane's slices (each followed by its flow events), or a
+// counter's values (a queue's requests in flight, "ph":"C"). Each source
 // is in time order; merging them with ties to the source named first gives the file's time
 // order, in which an enclosing slice comes before the slices and flow events that begin with
 // it, so each flow binds to the right slice.
@@ -124,12 +125,22 @@ struct Source {
   uint32_t pid = 0;
   uint32_t tid = 0;
   const Lane* lane = nullptr;             // a lane's slices ...
+  const QueueCounter* counter = nullptr;  // ... or a counter's values (named counter_name) ...
+  std::string counter_name;
   const ProcessTrace* process = nullptr;  // ... or a process's capture instant
   uint64_t instant_ns = 0;
   size_t next = 0;
 
-  bool done() const { return lane != nullptr ? next >= lane->slices.size() : next > 0; }
-  uint64_t ts() const { return lane != nullptr ? lane->slices[next].start_ns : instant_ns; }
+  bool done() const {
+    return lane != nullptr      ? next >= lane->slices.size()
+           : counter != nullptr ? next >= counter->points.size()
+                                : next > 0;
+  }
+  uint64_t ts() const {
+    return lane != nullptr      ? lane->slices[next].start_ns
+           : counter != nullptr ? counter->points[next].ts
+                                : instant_ns;
+  }
 };
 
 // Writes the file a process at a time, whether the capture's processes are given all at once
@@ -224,8 +235,12 @@ class JsonEncoder {
                     ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", tid, "}}");
   }
 
-  // A lane of the process: a host thread's (kind, tid) or a NeuronCore's (kind, nc_idx).
+  // A lane of the process: a host thread's (kind, tid) or a NeuronCore's (kind, nc_idx), or a
+  // queue's (kind, QueueKey).
   using LaneKey = std::pair<LaneKind, int64_t>;
+  static int64_t QueueKey(int32_t nc_idx, uint32_t xu) {
+    return int64_t{nc_idx} * (int64_t{1} << 32) + xu;
+  }
 
   // Makes the lane a source, on the synthetic tid its process gave it; the first time, gives
   // it the process's next one and names it.
@@ -261,6 +276,18 @@ class JsonEncoder {
               [&]() { return absl::StrCat("NeuronCore ", c.nc_idx); });
       AddLane(c.dma, pid, {LaneKind::kDma, c.nc_idx},
               [&]() { return absl::StrCat("NeuronCore ", c.nc_idx, " DMA"); });
+      for (const Lane& queue : c.queues) {
+        AddLane(queue, pid, {queue.kind, QueueKey(c.nc_idx, queue.xu)},
+                [&]() { return absl::StrCat("NeuronCore ", c.nc_idx, " ", LaneName(queue)); });
+      }
+      // A counter is the process's ("ph":"C" has no thread), named for its core and queue.
+      for (const QueueCounter& counter : c.in_flight) {
+        if (counter.points.empty()) continue;
+        Source& source = sources_.emplace_back();
+        source.pid = pid;
+        source.counter = &counter;
+        source.counter_name = absl::StrCat("NeuronCore ", c.nc_idx, " ", QueueCounterName(counter));
+      }
     }
   }
 
@@ -298,6 +325,18 @@ class JsonEncoder {
   // that lists it as terminating ("f", bound to that enclosing slice).
   void AppendEntries(const Trace& trace, const Source& source) {
     char buf[160];
+    if (source.counter != nullptr) {
+      // {"ph":"C","cat":"nrtprof","name":NAME,"pid":P,"tid":0,"ts":TS,"args":{"requests":N}}
+      Separator();
+      out_.append("{\"ph\":\"C\",\"cat\":\"nrtprof\",\"name\":");
+      AppendJsonString(source.counter_name, &out_);
+      char* p = PutWhere(source, source.counter->points[source.next].ts, buf);
+      p = PutLiteral(",\"args\":{\"requests\":", p);
+      p = PutJsonInt(source.counter->points[source.next].value, p);
+      p = PutLiteral("}}", p);
+      out_.append(buf, static_cast<size_t>(p - buf));
+      return;
+    }
     if (source.lane == nullptr) {
       Separator();
       char* p = PutLiteral("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"", buf);

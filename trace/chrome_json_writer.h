@@ -1,7 +1,8 @@
 // Writes a capture as `trace.json` in Chrome's Trace Event Format, for chrome://tracing,
 // Perfetto's legacy importer and the many tools that read it. It shows the same lanes, slices
 // and flow arrows as trace.pftrace (both draw trace_lanes.h), each lane as a thread of
-// its own with a synthetic tid; docs/trace_format.md ("trace.json") is the full mapping.
+// its own with a synthetic tid, and each async queue's requests in flight as counter events
+// ("ph":"C"); docs/trace_format.md ("trace.json") is the full mapping.
 //
 // Thread-safe: keeps no state between calls; Write() and WriteLanes() may run for several captures
 // at once.

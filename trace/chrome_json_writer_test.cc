@@ -166,6 +166,71 @@ TEST(ChromeJsonWriterTest, FlowsFollowEachCorrelation) {
               (chains[0] == write && chains[1] == execute));
 }
 
+// The async API's work: a lane per execution unit's queue, named for its core; each queue's
+// requests in flight as "ph":"C" counter events; flows from the op through the schedule call
+// to the work.
+TEST(ChromeJsonWriterTest, AsyncQueuesAreLanesWithCountersAndFlows) {
+  Written w = WriteJson(AsyncTrace(), "async");
+  std::vector<Struct> events = Events(w.root);
+  std::map<std::string, double> lanes = Lanes(events);
+  ASSERT_EQ(lanes.count("NeuronCore 0 compute queue (XU 1)"), 1u);
+  ASSERT_EQ(lanes.count("NeuronCore 0 tensor-op queue (XU 2)"), 1u);
+  ASSERT_EQ(lanes.count("NeuronCore 0"), 1u);  // the synchronous execution
+  const double compute = lanes["NeuronCore 0 compute queue (XU 1)"];
+  std::vector<double> starts;
+  double queue_wait = -1;
+  for (const Struct& e : events) {
+    if (Str(e, "ph") != "X" || Num(e, "tid") != compute) continue;
+    EXPECT_EQ(Str(e, "cat"), "compute queue");
+    if (Str(e, "name") != "nc_exec_running") continue;
+    starts.push_back(Num(e, "ts"));
+    if (Num(e, "ts") == 1500) queue_wait = Num(e.fields().at("args").struct_value(), "queue_wait_ns");
+  }
+  EXPECT_EQ(starts, (std::vector<double>{1200, 1500, 1800}));
+  EXPECT_EQ(queue_wait, 250000);
+
+  std::map<std::string, std::vector<std::pair<double, double>>> counters;
+  for (const Struct& e : events) {
+    if (Str(e, "ph") != "C") continue;
+    counters[Str(e, "name")].push_back(
+        {Num(e, "ts"), Num(e.fields().at("args").struct_value(), "requests")});
+  }
+  EXPECT_EQ(counters["NeuronCore 0 requests in flight (XU 1)"],
+            (std::vector<std::pair<double, double>>{{1150, 1},
+                                                    {1250, 2},
+                                                    {1350, 3},
+                                                    {1500, 2},
+                                                    {1800, 1},
+                                                    {2100, 0},
+                                                    {2650, 1},
+                                                    {3000, 0}}));
+  EXPECT_EQ(counters["NeuronCore 0 requests in flight (XU 2)"],
+            (std::vector<std::pair<double, double>>{{1050, 1}, {1200, 0}}));
+
+  // Every flow of a schedule call: forward -> the call -> its work on a queue's lane.
+  std::map<double, std::vector<std::pair<std::string, double>>> flows;
+  for (const Struct& e : events) {
+    const std::string ph = Str(e, "ph");
+    if (ph == "s" || ph == "t" || ph == "f") flows[Num(e, "id")].push_back({ph, Num(e, "tid")});
+  }
+  const double framework = lanes["201 MainThread framework"];
+  const double runtime = lanes["201 MainThread runtime"];
+  size_t to_compute = 0, to_tensor_ops = 0;
+  for (const auto& [id, chain] : flows) {
+    const bool compute_work = chain.back().second == compute;
+    const bool transfer = chain.back().second == lanes["NeuronCore 0 tensor-op queue (XU 2)"];
+    if (!compute_work && !transfer) continue;  // the synchronous execution's, the last schedule's
+    ASSERT_EQ(chain.size(), 3u) << id;
+    EXPECT_EQ(chain[0], (std::pair<std::string, double>{"s", framework}));
+    EXPECT_EQ(chain[1], (std::pair<std::string, double>{"t", runtime}));
+    EXPECT_EQ(chain[2].first, "f");
+    to_compute += compute_work;
+    to_tensor_ops += transfer;
+  }
+  EXPECT_EQ(to_compute, 3u);
+  EXPECT_EQ(to_tensor_ops, 1u);
+}
+
 TEST(ChromeJsonWriterTest, CaptureIdAndDropsAreInOtherDataAndOnTheProcess) {
   Written w = WriteJson(SmallTrace(), "other");
   const auto& other = w.root.fields().at("otherData").struct_value().fields();

@@ -9,7 +9,9 @@
 #define NRTPROF_TRACE_PERFETTO_TRACE_READER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +24,9 @@ struct ReadTrace {
   // Per packet: its time in MONOTONIC nanoseconds, or 0 for a packet without a timestamp.
   std::vector<uint64_t> times;
   size_t bundles = 0;  // compressed_packets bundles expanded
+  // The values of each counter track (TYPE_COUNTER events), by the track's uuid: (time as in
+  // `times`, value), in the file's order.
+  std::map<uint64_t, std::vector<std::pair<uint64_t, int64_t>>> counters;
 };
 
 // An error when the bytes, or a bundle's inflated bytes, are not a Trace, or a timestamp is on

@@ -55,6 +55,7 @@ constexpr uint32_t kDebugAnnotations = 4;
 constexpr uint32_t kType = 9;
 constexpr uint32_t kNameIid = 10;
 constexpr uint32_t kTrackUuid = 11;
+constexpr uint32_t kCounterValue = 30;
 constexpr uint32_t kFlowIds = 47;
 constexpr uint32_t kTerminatingFlowIds = 48;
 }  // namespace track_event
@@ -96,6 +97,7 @@ static_assert(Same(track_event::kDebugAnnotations, pb::TrackEvent::kDebugAnnotat
 static_assert(Same(track_event::kType, pb::TrackEvent::kTypeFieldNumber));
 static_assert(Same(track_event::kNameIid, pb::TrackEvent::kNameIidFieldNumber));
 static_assert(Same(track_event::kTrackUuid, pb::TrackEvent::kTrackUuidFieldNumber));
+static_assert(Same(track_event::kCounterValue, pb::TrackEvent::kCounterValueFieldNumber));
 static_assert(Same(track_event::kFlowIds, pb::TrackEvent::kFlowIdsFieldNumber));
 static_assert(Same(track_event::kTerminatingFlowIds,
                    pb::TrackEvent::kTerminatingFlowIdsFieldNumber));
@@ -293,6 +295,12 @@ struct LaneTrack {
   const Lane* lane = nullptr;
 };
 
+// A counter's track (a queue's requests in flight), in the order the tracks were written.
+struct CounterTrack {
+  uint64_t uuid = 0;
+  const QueueCounter* counter = nullptr;
+};
+
 // A process's "nrtprof capture" instant.
 struct CaptureInstant {
   uint64_t uuid = 0;  // the process's track
@@ -323,6 +331,7 @@ class TraceEncoder {
     // The names' text must stay: the iid tables view it.
     if (name_tables_.empty() || name_tables_.back() != p.names) name_tables_.push_back(p.names);
     lane_tracks_.clear();
+    counter_tracks_.clear();
     if (p.continues) {
       // Its counts join the first part's, for the process's instant (written at Finish).
       if (!headers_.empty()) AddToCaptureHeader(p, &headers_.back());
@@ -342,7 +351,18 @@ class TraceEncoder {
         s = WriteEdge(track.uuid, *track.lane, edges.edge());
       }
     }
+    // Each counter on a sequence of its own too, its values in time order.
+    for (const CounterTrack& track : counter_tracks_) {
+      const std::vector<CounterPoint>& points = track.counter->points;
+      if (s.ok()) {
+        s = BeginSequence(next_lane_sequence_++, points.front().ts, /*realtime_offset_ns=*/0);
+      }
+      for (size_t i = 0; s.ok() && i < points.size(); ++i) {
+        s = WriteCounterValue(track.uuid, points[i]);
+      }
+    }
     lane_tracks_.clear();
+    counter_tracks_.clear();
     return s;
   }
 
@@ -429,19 +449,27 @@ class TraceEncoder {
     return WriteMessage(&packet);
   }
 
-  void KeepTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name) {
+  void KeepTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name,
+                 bool counter = false) {
     TracePacket packet;
     TrackDescriptor* track = packet.mutable_track_descriptor();
     track->set_uuid(uuid);
     if (parent_uuid != 0) track->set_parent_uuid(parent_uuid);
     track->set_name(name);
+    if (counter) track->mutable_counter();
     KeepTrack(&packet);
   }
 
   // A host thread's track (by tid) or a NeuronCore's (by nc_idx), of the process given last.
   using ParentKey = std::pair<bool, int64_t>;  // (a core, its id)
-  // A lane of the process given last: a thread's (kind, tid) or a core's (kind, nc_idx).
+  // A lane of the process given last: a thread's (kind, tid) or a core's (kind, nc_idx), a
+  // queue's (kind, QueueKey), or a counter's (kInFlightKind, QueueKey).
   using LaneKey = std::pair<LaneKind, int64_t>;
+  static int64_t QueueKey(int32_t nc_idx, uint32_t xu) {
+    return int64_t{nc_idx} * (int64_t{1} << 32) + xu;
+  }
+  // Counters are no lane: a kind of their own in the keys, beyond LaneKind's.
+  static constexpr LaneKind kInFlightKind = static_cast<LaneKind>(-1);
 
   // A child track of `parent_uuid` holding `lane`'s slices; skipped when the lane is empty. A
   // lane that a part of its process before had a track for goes on on that track.
@@ -450,9 +478,21 @@ class TraceEncoder {
     auto [it, added] = lane_uuids_.try_emplace(key, next_uuid_);
     if (added) {
       ++next_uuid_;
-      KeepTrack(it->second, parent_uuid, LaneKindName(lane.kind));
+      KeepTrack(it->second, parent_uuid, LaneName(lane));
     }
     lane_tracks_.push_back({it->second, &lane});
+  }
+
+  // A counter track of `parent_uuid` (its core) for `counter`; skipped when it has no value.
+  void KeepCounter(const QueueCounter& counter, int32_t nc_idx, uint64_t parent_uuid) {
+    if (counter.points.empty()) return;
+    auto [it, added] =
+        lane_uuids_.try_emplace({kInFlightKind, QueueKey(nc_idx, counter.xu)}, next_uuid_);
+    if (added) {
+      ++next_uuid_;
+      KeepTrack(it->second, parent_uuid, QueueCounterName(counter), /*counter=*/true);
+    }
+    counter_tracks_.push_back({it->second, &counter});
   }
 
   // The track of a thread, written the first time the process has it.
@@ -493,6 +533,10 @@ class TraceEncoder {
       const uint64_t core_uuid = CoreTrack(c);
       KeepLane(c.executions, {LaneKind::kExecutions, c.nc_idx}, core_uuid);
       KeepLane(c.dma, {LaneKind::kDma, c.nc_idx}, core_uuid);
+      for (const Lane& queue : c.queues) {
+        KeepLane(queue, {queue.kind, QueueKey(c.nc_idx, queue.xu)}, core_uuid);
+      }
+      for (const QueueCounter& counter : c.in_flight) KeepCounter(counter, c.nc_idx, core_uuid);
     }
   }
 
@@ -637,6 +681,16 @@ class TraceEncoder {
     return WriteEventPacket(e.ts);
   }
 
+  // One track_event packet: a counter's value from `point.ts` on.
+  absl::Status WriteCounterValue(uint64_t track_uuid, const CounterPoint& point) {
+    event_.clear();
+    interned_.clear();
+    AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_COUNTER, &event_);
+    AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
+    AppendVarintField(track_event::kCounterValue, static_cast<uint64_t>(point.value), &event_);
+    return WriteEventPacket(point.ts);
+  }
+
   // A process's "nrtprof capture" instant, on the file's first sequence.
   absl::Status WriteInstant(const Trace& trace, const CaptureInstant& instant) {
     event_.clear();
@@ -683,6 +737,7 @@ class TraceEncoder {
   std::deque<ProcessTrace> headers_;  // CaptureHeader of each process, for its instant
   std::vector<std::shared_ptr<NameTable>> name_tables_;
   std::vector<LaneTrack> lane_tracks_;
+  std::vector<CounterTrack> counter_tracks_;
   std::vector<CaptureInstant> instants_;
   // The tracks of the process given last, for its later parts: its own, its threads' and
   // cores', its lanes'.

@@ -1,6 +1,8 @@
 // Writes a capture as `trace.pftrace`, a Perfetto trace that opens in the Perfetto UI with the
 // Neuron profiler's three lanes: per process, each host thread with its "framework" and
-// "runtime" tracks, and each NeuronCore with its "executions" and "DMA" tracks, flow arrows
+// "runtime" tracks, and each NeuronCore with its "executions" and "DMA" tracks (and for the
+// async API's work a track per execution unit's queue, "compute queue (XU 1)", with a counter
+// track of its requests in flight, "requests in flight (XU 1)"), flow arrows
 // from each framework range through the runtime call to the device work it caused, and an
 // "nrtprof capture" instant on the process track that carries the capture id and the
 // process's drop counters. docs/trace_format.md ("trace.pftrace") is the full layout and the

@@ -42,6 +42,8 @@ struct ReadBack {
   std::map<uint64_t, perfetto::protos::TrackDescriptor> tracks;
   std::map<uint64_t, std::vector<Slice>> slices;  // by track uuid, in begin order
   std::vector<std::pair<uint64_t, Slice>> instants;
+  // Counter tracks' values, as the reader gives them: by track uuid, (time, value).
+  std::map<uint64_t, std::vector<std::pair<uint64_t, int64_t>>> counters;
 };
 
 std::string ArgText(const perfetto::protos::DebugAnnotation& a) {
@@ -75,6 +77,7 @@ ReadBack Read(const std::string& bytes) {
   if (!read.ok()) return r;
   r.trace = std::move(read->trace);
   r.bundles = read->bundles;
+  r.counters = read->counters;
   const std::vector<uint64_t>& times = read->times;  // MONOTONIC ns, through the clocks
   // Interned names as Perfetto keeps them: per sequence, from the packet that clears the
   // sequence's state. The writer also gives one text the same iid in every sequence.
@@ -122,7 +125,7 @@ ReadBack Read(const std::string& bytes) {
     EXPECT_GE(ts, last_ts[track]) << "events out of order on track " << track;
     last_ts[track] = ts;
     Slice s;
-    if (e.type() != TrackEvent::TYPE_SLICE_END) {
+    if (e.type() != TrackEvent::TYPE_SLICE_END && e.type() != TrackEvent::TYPE_COUNTER) {
       EXPECT_TRUE(e.has_name_iid());
       EXPECT_TRUE(names.count(e.name_iid())) << "name used before it was interned";
       s.name = names[e.name_iid()];
@@ -151,6 +154,9 @@ ReadBack Read(const std::string& bytes) {
       }
       case TrackEvent::TYPE_INSTANT:
         r.instants.push_back({track, s});
+        break;
+      case TrackEvent::TYPE_COUNTER:
+        EXPECT_TRUE(r.tracks[track].has_counter()) << "a value on track " << track;
         break;
       default:
         ADD_FAILURE() << "unexpected event type " << e.type();
@@ -313,6 +319,73 @@ TEST(PerfettoWriterTest, FlowsRunFromFrameworkThroughRuntimeToHardware) {
   EXPECT_NE(write->flows[0], flow);
   EXPECT_EQ(h2d->terminating_flows, write->flows);
   EXPECT_EQ(by_name["load_batch"]->flows, write->flows);
+}
+
+// The async API's work: under its NeuronCore, a track per execution unit's queue with its
+// slices and arguments, a counter of each queue's requests in flight, and the flows from the
+// framework op through the schedule call to the work.
+TEST(PerfettoWriterTest, AsyncQueuesHaveTracksCountersAndFlows) {
+  ReadBack r = WriteAndRead(AsyncTrace(), "async");
+  uint64_t process = 0;
+  for (const auto& [uuid, t] : r.tracks) {
+    if (t.has_process()) process = uuid;
+  }
+  const uint64_t core = ChildNamed(r, process, "NeuronCore 0");
+  std::set<std::string> core_tracks;
+  for (uint64_t c : ChildrenOf(r, core)) core_tracks.insert(r.tracks[c].name());
+  EXPECT_EQ(core_tracks, (std::set<std::string>{"executions", "compute queue (XU 1)",
+                                                "tensor-op queue (XU 2)",
+                                                "requests in flight (XU 1)",
+                                                "requests in flight (XU 2)"}));
+  const uint64_t compute = ChildNamed(r, core, "compute queue (XU 1)");
+  const uint64_t tensor_ops = ChildNamed(r, core, "tensor-op queue (XU 2)");
+  ASSERT_EQ(r.slices[compute].size(), 4u);
+  const Slice& second = r.slices[compute][2];
+  EXPECT_EQ(second.start, 1500'000u);
+  EXPECT_EQ(second.args.at("queue_wait_ns"), "250000");
+  EXPECT_EQ(second.args.at("nrta_seq"), std::to_string(NrtaSeq(1, 2)));
+  EXPECT_EQ(r.slices[compute][1].name, "matmul");
+  EXPECT_EQ(r.slices[compute][1].depth, 1u);
+  ASSERT_EQ(r.slices[tensor_ops].size(), 1u);
+  EXPECT_EQ(r.slices[tensor_ops][0].args.at("queue_wait_ns"), "50000");
+
+  // The counters, read back by the repo's reader: up to the queue's depth, back to 0.
+  const uint64_t xu1 = ChildNamed(r, core, "requests in flight (XU 1)");
+  EXPECT_TRUE(r.tracks[xu1].has_counter());
+  std::vector<std::pair<uint64_t, int64_t>> values;
+  for (auto [ts, v] : r.counters[xu1]) values.emplace_back(ts / 1000, v);
+  EXPECT_EQ(values, (std::vector<std::pair<uint64_t, int64_t>>{{1150, 1},
+                                                               {1250, 2},
+                                                               {1350, 3},
+                                                               {1500, 2},
+                                                               {1800, 1},
+                                                               {2100, 0},
+                                                               {2650, 1},
+                                                               {3000, 0}}));
+  const uint64_t xu2 = ChildNamed(r, core, "requests in flight (XU 2)");
+  EXPECT_EQ(r.counters[xu2],
+            (std::vector<std::pair<uint64_t, int64_t>>{{1050'000, 1}, {1200'000, 0}}));
+
+  // forward -> the schedule call -> its execution on the compute queue's track.
+  std::map<uint64_t, const Slice*> schedule_by_id;
+  const Slice* forward = nullptr;
+  for (const auto& [track, list] : r.slices) {
+    for (const Slice& sl : list) {
+      if (sl.name == "forward") forward = &sl;
+      if (sl.name == "nrta_execute_schedule") {
+        schedule_by_id[std::stoull(sl.args.at("correlation_id"))] = &sl;
+      }
+    }
+  }
+  ASSERT_TRUE(forward != nullptr);
+  ASSERT_EQ(schedule_by_id.size(), 4u);
+  const Slice* schedule = schedule_by_id[22];
+  EXPECT_EQ(schedule->args.at("queue"), "1");
+  EXPECT_EQ(schedule->args.at("seq"), "2");
+  ASSERT_EQ(schedule->flows.size(), 1u);
+  EXPECT_NE(std::find(forward->flows.begin(), forward->flows.end(), schedule->flows[0]),
+            forward->flows.end());
+  EXPECT_EQ(second.terminating_flows, schedule->flows);
 }
 
 TEST(PerfettoWriterTest, CaptureIdAndDropCountersAreOnTheProcessTrack) {
