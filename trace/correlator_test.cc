@@ -247,6 +247,24 @@ TEST(CorrelatorTest, AsyncWorkFindsItsScheduleCallByItsSequenceNumber) {
   EXPECT_EQ(CallNamed(p, "nrta_execute_schedule", 0).nc_idx, 0);
 }
 
+// The queues count from 1 again after nrt_close and nrt_init: a number seen twice in one
+// process goes to the latest of its calls that began before the work.
+TEST(CorrelatorTest, ASequenceNumberUsedAgainAfterARestartFindsItsOwnRound) {
+  ProcessBuilder b;
+  const uint64_t seq = (uint64_t{1} << 48) | 1;
+  for (uint64_t round_start : {uint64_t{0}, 10 * kMs}) {
+    IngestedEvent& call = b.Call(1, "nrta_execute_schedule", round_start, 2 * kUs);
+    call.nrta_seq = seq;
+    b.Exec(99, round_start + 100 * kUs, 300 * kUs, round_start + 1).nrta_seq = seq;
+  }
+  const Trace t = Correlate("c1", {b.Build()}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  const std::vector<const DeviceEvent*> execs = Device(p, "nc_exec_running");
+  ASSERT_EQ(execs.size(), 2u);
+  EXPECT_EQ(execs[0]->correlation_id, CallNamed(p, "nrta_execute_schedule", 0).correlation_id);
+  EXPECT_EQ(execs[1]->correlation_id, CallNamed(p, "nrta_execute_schedule", 1).correlation_id);
+}
+
 // A completion poll is recorded once it sees its request done, with the polls before it.
 TEST(CorrelatorTest, ARecordedPollKeepsHowManyPollsItStandsFor) {
   ProcessBuilder b;

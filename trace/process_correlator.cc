@@ -622,22 +622,32 @@ class ProcessCorrelator {
   // the pair is certain, whatever thread, order or time says (many requests are in flight at
   // once, and the runtime's threads run them). Work whose schedule call is not in the capture
   // stays uncorrelated. Marks the events it matched.
+  //
+  // A number is unique only while the runtime is up: the queues count from 1 again after
+  // nrt_close and nrt_init. Of the calls with the event's number, the event takes the latest
+  // that began before it (within the clocks' error).
   void MatchBySequence(std::vector<bool>* matched) {
-    std::unordered_map<uint64_t, size_t> scheduled;  // nrta_seq -> call index
+    // nrta_seq -> the calls that scheduled it, in start order (calls are sorted by start).
+    std::unordered_map<uint64_t, absl::InlinedVector<size_t, 1>> scheduled;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
       const ApiCall& c = out_.calls[i];
       if (c.nrta_seq != 0 && c.status == kStatusSuccess && IsAsyncSchedule(c.function)) {
-        scheduled.emplace(c.nrta_seq, i);
+        scheduled[c.nrta_seq].push_back(i);
       }
     }
     for (size_t i = 0; i < out_.device.size(); ++i) {
       DeviceEvent& d = out_.device[i];
       if (d.nrta_seq == 0 || d.parent != 0) continue;
       (*matched)[i] = true;  // never paired by thread and time, found or not
-      auto call = scheduled.find(d.nrta_seq);
-      if (call == scheduled.end()) continue;
+      auto calls = scheduled.find(d.nrta_seq);
+      if (calls == scheduled.end()) continue;
+      const auto& in_order = calls->second;
+      auto after = std::find_if(in_order.begin(), in_order.end(), [&](size_t c) {
+        return out_.calls[c].start_ns > d.start_ns + kCauseSlackNs;
+      });
+      if (after == in_order.begin()) continue;  // every such call came after it
       Expectation x;
-      x.call = call->second;
+      x.call = *(after - 1);
       Assign(x, i);
     }
   }

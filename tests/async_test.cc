@@ -1,0 +1,167 @@
+// The explicit async API (nrt/nrt_async.h) under `nrtprof run` with a real daemon (issue 38):
+// tests/programs/async_client.c, written from the public documentation only, runs bare and
+// profiled in each of its shapes — one thread polling, two threads scheduling, NRT_QUEUE_FULL
+// met and retried, completion through an eventfd, and a fork between rounds. Each profiled run
+// prints what the bare one printed, and in its trace every device execution is linked to its
+// own nrta_execute_schedule call, one to one, by the request's sequence number.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/testing/processes.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::CallsByName;
+using testing::Daemon;
+using testing::ReadFile;
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+using testing::TempDir;
+
+const std::map<std::string, std::string> kPlainEnv = {
+    {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+
+std::string Model() {
+  static const std::string path = [] {
+    const std::string dir = TempDir("model");
+    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
+    FILE* f = fopen(txt.c_str(), "w");
+    fputs("model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\n"
+          "out = add(a, b)\n",
+          f);
+    fclose(f);
+    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return neff;
+  }();
+  return path;
+}
+
+std::vector<std::string> Client(const std::string& mode, int n, int depth) {
+  return {Runfile("tests/async_client"), Model(), mode, std::to_string(n),
+          std::to_string(depth)};
+}
+
+struct Links {
+  size_t executions = 0;          // nc_exec_running slices
+  size_t schedules = 0;           // nrta_execute_schedule slices
+  size_t linked = 0;              // executions whose correlation id is a schedule's
+  size_t distinct = 0;            // distinct schedule ids among them
+  std::set<std::string> tracks;   // the executions' lanes ("cat")
+};
+
+// Every execution's correlation id, against the nrta_execute_schedule calls', in trace.json.
+Links LinksIn(const std::string& capture) {
+  Links links;
+  google::protobuf::Value doc;
+  const std::string json = ReadFile(capture + "/trace.json");
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &doc).ok()) << capture;
+  const google::protobuf::Value& events = doc.struct_value().fields().at("traceEvents");
+  std::set<double> schedule_ids;
+  std::vector<double> execution_ids;
+  for (const google::protobuf::Value& e : events.list_value().values()) {
+    const auto& f = e.struct_value().fields();
+    if (!f.count("name") || !f.count("args") || f.at("ph").string_value() != "X") continue;
+    const std::string& name = f.at("name").string_value();
+    const auto& args = f.at("args").struct_value().fields();
+    const double id = args.count("correlation_id") ? args.at("correlation_id").number_value() : 0;
+    if (name == "nrta_execute_schedule") {
+      ++links.schedules;
+      schedule_ids.insert(id);
+    } else if (name == "nc_exec_running") {
+      ++links.executions;
+      execution_ids.push_back(id);
+      links.tracks.insert(f.count("cat") ? f.at("cat").string_value() : "");
+    }
+  }
+  std::set<double> used;
+  for (double id : execution_ids) {
+    if (id != 0 && schedule_ids.count(id)) {
+      ++links.linked;
+      used.insert(id);
+    }
+  }
+  links.distinct = used.size();
+  return links;
+}
+
+struct Case {
+  std::string mode;
+  int executions, depth;
+  size_t schedules;  // the profiled process's (the forked child's are not recorded)
+  std::map<std::string, std::string> env;
+};
+
+void RunCase(const Case& c) {
+  std::map<std::string, std::string> env = kPlainEnv;
+  for (const auto& [k, v] : c.env) env[k] = v;
+  const Result plain = RunProcess(Client(c.mode, c.executions, c.depth), env);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  Daemon daemon("async-" + c.mode);
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("async-" + c.mode) + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--out", out, "--"};
+  for (const std::string& a : Client(c.mode, c.executions, c.depth)) argv.push_back(a);
+  const Result r = RunProcess(argv, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out) << "the program behaves as without the profiler";
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_EQ(calls.count("nrta_execute_schedule") ? calls.at("nrta_execute_schedule") : 0,
+            static_cast<int64_t>(c.schedules))
+      << r.err;
+  const Links links = LinksIn(out);
+  EXPECT_EQ(links.schedules, c.schedules);
+  EXPECT_EQ(links.executions, c.schedules);
+  EXPECT_EQ(links.linked, links.executions) << "an execution not linked to a schedule call";
+  EXPECT_EQ(links.distinct, links.executions) << "two executions linked to one schedule call";
+  EXPECT_EQ(links.tracks.size(), 1u);
+}
+
+TEST(AsyncTest, OneThreadPolling) { RunCase({"poll", 40, 8, 40, {}}); }
+
+TEST(AsyncTest, TwoThreadsSchedulingOnOneModel) { RunCase({"threads", 30, 6, 60, {}}); }
+
+// A queue of two, with the device's time passing (scale 20: each execution takes ~7 ms), so
+// that the third schedule meets NRT_QUEUE_FULL; a refused schedule is recorded too, with no
+// sequence number, and links to nothing.
+TEST(AsyncTest, QueueFullMetAndRetried) {
+  Case c{"full", 12, 4, 0, {{"NRT_SIM_ASYNC_QUEUE_DEPTH", "2"}, {"NRT_SIM_TIME_SCALE", "20"}}};
+  std::map<std::string, std::string> env = kPlainEnv;
+  for (const auto& [k, v] : c.env) env[k] = v;
+  const Result plain = RunProcess(Client(c.mode, c.executions, c.depth), env);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_TRUE(absl::StrContains(plain.out, "queue full met: yes")) << plain.out;
+  Daemon daemon("async-full");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("async-full") + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--out", out, "--"};
+  for (const std::string& a : Client(c.mode, c.executions, c.depth)) argv.push_back(a);
+  const Result r = RunProcess(argv, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "queue full met: yes")) << r.out;
+  const Links links = LinksIn(out);
+  EXPECT_EQ(links.executions, 12u);
+  EXPECT_GT(links.schedules, 12u) << "the refused schedules are recorded too";
+  EXPECT_EQ(links.linked, 12u);
+  EXPECT_EQ(links.distinct, 12u);
+}
+
+TEST(AsyncTest, CompletionThroughAnEventfd) { RunCase({"eventfd", 20, 4, 20, {}}); }
+
+// The child of a process the profiler started runs unprofiled (as documented for fork); the
+// parent's rounds before and after it are whole.
+TEST(AsyncTest, AForkBetweenRounds) { RunCase({"fork", 10, 4, 20, {}}); }
+
+}  // namespace
+}  // namespace nrtprof

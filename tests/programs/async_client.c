@@ -1,0 +1,281 @@
+/* A program of the explicit async API's shapes, written from the public documentation of
+ * nrt/nrt_async.h only (schedule calls that return at once with a sequence number; NRT_STATUS
+ * *ret written at completion; NRT_QUEUE_FULL when a queue has no room; nrta_is_completed,
+ * nrta_get_sequence and eventfd completion): run bare and under `nrtprof run` by
+ * tests/async_test.cc, which compares the two.
+ *
+ *   async_client MODEL_FILE MODE EXECUTIONS DEPTH
+ *
+ * The model adds two fp32[4] inputs. Execution k writes a[i] = k + i and b[i] = 2i with
+ * nrta_tensor_write, waits for both writes (a transfer is not ordered against the compute
+ * queue), schedules the execution with up to DEPTH in flight, and reads each output back with
+ * nrta_tensor_read once its execution completed. Modes:
+ *   poll     one thread, completions polled with nrta_is_completed
+ *   threads  two threads, each with its own tensors, scheduling on the same model
+ *   full     one thread that schedules until NRT_QUEUE_FULL, then waits with nrta_get_sequence
+ *            for a completion and retries (run it with a small NRT_SIM_ASYNC_QUEUE_DEPTH)
+ *   eventfd  one thread, each execution waited for through an eventfd and poll()
+ *   fork     a round, then a child process that runs a round of its own (its own nrt_init),
+ *            then another round in the parent
+ * Prints each round's checksum of the outputs; exits non-zero on any wrong output or error. */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nrt/nrt.h"
+#include "nrt/nrt_async.h"
+
+#define MAX_DEPTH 64
+#define WIDTH 4
+
+static const char *g_model_file;
+static int g_executions, g_depth;
+static const char *g_mode;
+
+struct slot {
+  nrt_tensor_t *a, *b, *out;
+  nrt_tensor_set_t *inputs, *outputs;
+  nrta_seq_t seq;
+  NRT_STATUS ret;
+  int execution; /* -1: free */
+};
+
+static int fail(const char *what, NRT_STATUS s) {
+  fprintf(stderr, "async_client: %s failed: %d\n", what, (int)s);
+  return 1;
+}
+
+static void wait_for(nrta_seq_t seq) {
+  bool done = false;
+  while (nrta_is_completed(seq, &done) == NRT_SUCCESS && !done) {
+  }
+}
+
+/* Waits for `seq` through an eventfd the runtime signals at its completion. */
+static int wait_with_eventfd(nrta_seq_t seq) {
+  int efd = eventfd(0, EFD_CLOEXEC);
+  if (efd < 0) return 1;
+  NRT_STATUS s = nrta_event_register_seq_id_completion(seq, efd);
+  if (s != NRT_SUCCESS) {
+    close(efd);
+    return fail("nrta_event_register_seq_id_completion", s);
+  }
+  struct pollfd p = {efd, POLLIN, 0};
+  int n = poll(&p, 1, 10000);
+  uint64_t count = 0;
+  if (n == 1 && read(efd, &count, sizeof(count)) != sizeof(count)) n = 0;
+  nrta_event_register_seq_id_completion(seq, -1);
+  close(efd);
+  if (n != 1) {
+    fprintf(stderr, "async_client: no completion through the eventfd\n");
+    return 1;
+  }
+  return 0;
+}
+
+static int make_slot(nrt_model_t *model, struct slot *s) {
+  (void)model;
+  size_t bytes = WIDTH * sizeof(float);
+  if (nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, "a", &s->a) != NRT_SUCCESS ||
+      nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, "b", &s->b) != NRT_SUCCESS ||
+      nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes, "out", &s->out) != NRT_SUCCESS ||
+      nrt_allocate_tensor_set(&s->inputs) != NRT_SUCCESS ||
+      nrt_allocate_tensor_set(&s->outputs) != NRT_SUCCESS ||
+      nrt_add_tensor_to_tensor_set(s->inputs, "a", s->a) != NRT_SUCCESS ||
+      nrt_add_tensor_to_tensor_set(s->inputs, "b", s->b) != NRT_SUCCESS ||
+      nrt_add_tensor_to_tensor_set(s->outputs, "out", s->out) != NRT_SUCCESS) {
+    return fail("allocating tensors", NRT_FAILURE);
+  }
+  s->execution = -1;
+  return 0;
+}
+
+static void free_slot(struct slot *s) {
+  nrt_destroy_tensor_set(&s->inputs);
+  nrt_destroy_tensor_set(&s->outputs);
+  nrt_tensor_free(&s->a);
+  nrt_tensor_free(&s->b);
+  nrt_tensor_free(&s->out);
+}
+
+/* Reads the output of the slot's completed execution and adds it to *sum; checks it. */
+static int harvest(struct slot *s, double *sum) {
+  if (s->ret != NRT_SUCCESS) return fail("the execution", s->ret);
+  float out[WIDTH];
+  NRT_STATUS ret = NRT_FAILURE;
+  nrta_seq_t seq;
+  NRT_STATUS st = nrta_tensor_read(out, s->out, 0, sizeof(out), 0, &ret, &seq);
+  if (st != NRT_SUCCESS) return fail("nrta_tensor_read", st);
+  wait_for(seq);
+  if (ret != NRT_SUCCESS) return fail("the read", ret);
+  for (int i = 0; i < WIDTH; ++i) {
+    float want = (float)(s->execution + 3 * i);
+    if (out[i] != want) {
+      fprintf(stderr, "async_client: execution %d: out[%d] = %g, not %g\n", s->execution, i,
+              out[i], want);
+      return 1;
+    }
+    *sum += out[i];
+  }
+  s->execution = -1;
+  return 0;
+}
+
+/* Writes execution k's inputs into the slot and waits for both writes. */
+static int write_inputs(struct slot *s, int k) {
+  float a[WIDTH], b[WIDTH];
+  for (int i = 0; i < WIDTH; ++i) {
+    a[i] = (float)(k + i);
+    b[i] = (float)(2 * i);
+  }
+  NRT_STATUS ra = NRT_FAILURE, rb = NRT_FAILURE;
+  nrta_seq_t sa, sb;
+  NRT_STATUS st = nrta_tensor_write(s->a, a, 0, sizeof(a), 0, &ra, &sa);
+  if (st != NRT_SUCCESS) return fail("nrta_tensor_write", st);
+  st = nrta_tensor_write(s->b, b, 0, sizeof(b), 1, &rb, &sb);
+  if (st != NRT_SUCCESS) return fail("nrta_tensor_write", st);
+  wait_for(sa);
+  wait_for(sb);
+  if (ra != NRT_SUCCESS || rb != NRT_SUCCESS) return fail("a write", ra != NRT_SUCCESS ? ra : rb);
+  return 0;
+}
+
+/* Schedules the slot's execution; on NRT_QUEUE_FULL (mode full) waits for the compute queue to
+ * complete one more request and retries. Counts the full queues met in *full. */
+static int schedule(nrt_model_t *model, struct slot *s, int *full) {
+  for (;;) {
+    NRT_STATUS st = nrta_execute_schedule(model, s->inputs, s->outputs, 0, &s->ret, &s->seq);
+    if (st == NRT_SUCCESS) return 0;
+    if (st != NRT_QUEUE_FULL) return fail("nrta_execute_schedule", st);
+    ++*full;
+    nrta_seq_t before = 0, now = 0;
+    nrta_get_sequence(0, NRTA_XU_COMPUTE, 0, &before);
+    do {
+      nrta_get_sequence(0, NRTA_XU_COMPUTE, 0, &now);
+    } while (now == before);
+  }
+}
+
+/* N executions with up to `depth` in flight; the outputs' sum in *sum. */
+static int run_executions(nrt_model_t *model, int n, int depth, int use_eventfd, double *sum,
+                          int *full) {
+  struct slot slots[MAX_DEPTH];
+  int rc = 0;
+  for (int i = 0; i < depth && rc == 0; ++i) rc = make_slot(model, &slots[i]);
+  if (rc != 0) return rc;
+  int oldest = 0;  /* the slot of the oldest execution in flight */
+  for (int k = 0; k < n && rc == 0; ++k) {
+    struct slot *s = &slots[k % depth];
+    if (s->execution >= 0) {
+      /* The slot's execution is the oldest in flight: wait for it, then read its output. */
+      if (use_eventfd) {
+        rc = wait_with_eventfd(s->seq);
+      } else {
+        wait_for(s->seq);
+      }
+      if (rc == 0) rc = harvest(s, sum);
+      oldest = (k + 1) % depth;
+    }
+    if (rc == 0) rc = write_inputs(s, k);
+    if (rc == 0 && strcmp(g_mode, "full") == 0) {
+      s->execution = k;
+      rc = schedule(model, s, full);
+    } else if (rc == 0) {
+      NRT_STATUS st =
+          nrta_execute_schedule(model, s->inputs, s->outputs, 0, &s->ret, &s->seq);
+      if (st != NRT_SUCCESS) rc = fail("nrta_execute_schedule", st);
+      s->execution = k;
+    }
+  }
+  for (int i = 0; i < depth && rc == 0; ++i) {
+    struct slot *s = &slots[(oldest + i) % depth];
+    if (s->execution < 0) continue;
+    if (use_eventfd) {
+      rc = wait_with_eventfd(s->seq);
+    } else {
+      wait_for(s->seq);
+    }
+    if (rc == 0) rc = harvest(s, sum);
+  }
+  for (int i = 0; i < depth; ++i) free_slot(&slots[i]);
+  return rc;
+}
+
+static nrt_model_t *g_model;
+
+struct thread_result {
+  double sum;
+  int rc, full;
+};
+
+static void *thread_main(void *arg) {
+  struct thread_result *r = arg;
+  r->rc = run_executions(g_model, g_executions, g_depth, 0, &r->sum, &r->full);
+  return NULL;
+}
+
+/* nrt_init, load, the executions of the mode, unload, nrt_close; prints the checksum. */
+static int one_round(const char *who) {
+  FILE *f = fopen(g_model_file, "rb");
+  if (f == NULL) return fail("opening the model file", NRT_FAILURE);
+  static char bytes[1 << 20];
+  size_t size = fread(bytes, 1, sizeof(bytes), f);
+  fclose(f);
+  NRT_STATUS st = nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "");
+  if (st != NRT_SUCCESS) return fail("nrt_init", st);
+  st = nrt_load(bytes, size, 0, 1, &g_model);
+  if (st != NRT_SUCCESS) return fail("nrt_load", st);
+  int rc = 0, full = 0;
+  double sum = 0;
+  if (strcmp(g_mode, "threads") == 0) {
+    pthread_t threads[2];
+    struct thread_result results[2];
+    memset(results, 0, sizeof(results));
+    for (int t = 0; t < 2; ++t) pthread_create(&threads[t], NULL, thread_main, &results[t]);
+    for (int t = 0; t < 2; ++t) {
+      pthread_join(threads[t], NULL);
+      rc |= results[t].rc;
+      sum += results[t].sum;
+    }
+  } else {
+    rc = run_executions(g_model, g_executions, g_depth, strcmp(g_mode, "eventfd") == 0, &sum,
+                        &full);
+  }
+  nrt_unload(g_model);
+  nrt_close();
+  if (rc != 0) return rc;
+  printf("%s: checksum %.1f\n", who, sum);
+  if (strcmp(g_mode, "full") == 0) printf("%s: queue full met: %s\n", who, full > 0 ? "yes" : "no");
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5 || (g_executions = atoi(argv[3])) < 1 || (g_depth = atoi(argv[4])) < 1 ||
+      g_depth > MAX_DEPTH) {
+    fprintf(stderr, "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork N DEPTH\n");
+    return 2;
+  }
+  g_model_file = argv[1];
+  g_mode = argv[2];
+  if (strcmp(g_mode, "fork") != 0) return one_round("main");
+  g_mode = "poll";
+  if (one_round("parent, before the fork") != 0) return 1;
+  pid_t child = fork();
+  if (child < 0) return fail("fork", NRT_FAILURE);
+  if (child == 0) _exit(one_round("child"));
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "async_client: the child failed\n");
+    return 1;
+  }
+  return one_round("parent, after the fork");
+}
