@@ -163,5 +163,26 @@ TEST(AsyncTest, CompletionThroughAnEventfd) { RunCase({"eventfd", 20, 4, 20, {}}
 // parent's rounds before and after it are whole.
 TEST(AsyncTest, AForkBetweenRounds) { RunCase({"fork", 10, 4, 20, {}}); }
 
+// The program runs the runtime's own profiling session (nrt_inspect_*) while nrtprof profiles
+// it: both want the system trace. Each gets every execution — the session's file holds all of
+// them, and nrtprof's capture links all of them — and the program prints what it printed bare.
+TEST(AsyncTest, TheRuntimesOwnInspectSessionBesideNrtprof) {
+  const std::string inspect_dir = TempDir("async-inspect-out");
+  RunCase({"inspect", 16, 4, 16,
+           {{"NEURON_RT_INSPECT_ENABLE", "1"},
+            {"NEURON_RT_INSPECT_OUTPUT_DIR", inspect_dir},
+            {"NEURON_RT_INSPECT_DEVICE_PROFILE", "0"}}});
+  // Two runs wrote there: the bare one and the profiled one, each a file of its own process.
+  const Result files = RunProcess({"/bin/sh", "-c", "cat " + inspect_dir + "/*/*.json"});
+  ASSERT_EQ(files.exit_code, 0) << files.err;
+  size_t starts = 0;
+  for (size_t at = files.out.find("\"event_type\":\"device_exec\",\"phase\":\"start\"");
+       at != std::string::npos;
+       at = files.out.find("\"event_type\":\"device_exec\",\"phase\":\"start\"", at + 1)) {
+    ++starts;
+  }
+  EXPECT_EQ(starts, 32u) << "16 executions in each run's session file";
+}
+
 }  // namespace
 }  // namespace nrtprof

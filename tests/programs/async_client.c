@@ -17,6 +17,8 @@
  *   eventfd  one thread, each execution waited for through an eventfd and poll()
  *   fork     a round, then a child process that runs a round of its own (its own nrt_init),
  *            then another round in the parent
+ *   inspect  as poll, inside the runtime's own profiling session (nrt_inspect_begin/_stop,
+ *            set up by the NEURON_RT_INSPECT_* variables), as a program may run beside nrtprof
  * Prints each round's checksum of the outputs; exits non-zero on any wrong output or error. */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -31,6 +33,7 @@
 
 #include "nrt/nrt.h"
 #include "nrt/nrt_async.h"
+#include "nrt/nrt_profile.h"
 
 #define MAX_DEPTH 64
 #define WIDTH 4
@@ -234,6 +237,8 @@ static int one_round(const char *who) {
   if (st != NRT_SUCCESS) return fail("nrt_load", st);
   int rc = 0, full = 0;
   double sum = 0;
+  const int inspect = strcmp(g_mode, "inspect") == 0;
+  if (inspect && (st = nrt_inspect_begin()) != NRT_SUCCESS) return fail("nrt_inspect_begin", st);
   if (strcmp(g_mode, "threads") == 0) {
     pthread_t threads[2];
     struct thread_result results[2];
@@ -248,6 +253,7 @@ static int one_round(const char *who) {
     rc = run_executions(g_model, g_executions, g_depth, strcmp(g_mode, "eventfd") == 0, &sum,
                         &full);
   }
+  if (inspect && (st = nrt_inspect_stop()) != NRT_SUCCESS) rc = fail("nrt_inspect_stop", st);
   nrt_unload(g_model);
   nrt_close();
   if (rc != 0) return rc;
@@ -260,7 +266,7 @@ static int one_round(const char *who) {
 int main(int argc, char **argv) {
   if (argc != 5 || (g_executions = atoi(argv[3])) < 1 || (g_depth = atoi(argv[4])) < 1 ||
       g_depth > MAX_DEPTH) {
-    fprintf(stderr, "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork N DEPTH\n");
+    fprintf(stderr, "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork|inspect N DEPTH\n");
     return 2;
   }
   g_model_file = argv[1];
