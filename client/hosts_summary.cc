@@ -27,7 +27,14 @@ daemon::Summary MergeSummaries(const std::string& capture_id,
       sum.self_device_ns += r.self_device_ns;
       sum.device_total_ns += r.device_total_ns;
       sum.calls += r.calls;
+      sum.queue_wait_ns += r.queue_wait_ns;
+      sum.queue_waits += r.queue_waits;
     }
+    // The async API's counts add up; the NeuronCores' busy times do not (each host's core 0 is
+    // a core of its own): each host's summary below says its cores' idle share.
+    all.async_device_events += s.async_device_events;
+    all.async_executions += s.async_executions;
+    all.async_executions_queue_empty += s.async_executions_queue_empty;
     all.self_cpu_total_ns += s.self_cpu_total_ns;
     all.self_device_total_ns += s.self_device_total_ns;
     all.uncorrelated_device_events += s.uncorrelated_device_events;

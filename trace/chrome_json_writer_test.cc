@@ -184,7 +184,9 @@ TEST(ChromeJsonWriterTest, AsyncQueuesAreLanesWithCountersAndFlows) {
     EXPECT_EQ(Str(e, "cat"), "compute queue");
     if (Str(e, "name") != "nc_exec_running") continue;
     starts.push_back(Num(e, "ts"));
-    if (Num(e, "ts") == 1500) queue_wait = Num(e.fields().at("args").struct_value(), "queue_wait_ns");
+    if (Num(e, "ts") == 1500) {
+      queue_wait = Num(e.fields().at("args").struct_value(), "queue_wait_ns");
+    }
   }
   EXPECT_EQ(starts, (std::vector<double>{1200, 1500, 1800}));
   EXPECT_EQ(queue_wait, 250000);

@@ -119,7 +119,8 @@ absl::StatusOr<ReadTrace> ReadPerfettoTrace(const std::string& bytes) {
       }
       out.times.push_back(static_cast<uint64_t>(static_cast<int64_t>(p.timestamp()) + it->second));
     }
-    if (p.has_track_event() && p.track_event().type() == perfetto::protos::TrackEvent::TYPE_COUNTER) {
+    if (p.has_track_event() &&
+        p.track_event().type() == perfetto::protos::TrackEvent::TYPE_COUNTER) {
       out.counters[p.track_event().track_uuid()].emplace_back(out.times.back(),
                                                              p.track_event().counter_value());
     }

@@ -17,6 +17,7 @@
 #include "common/json_text.h"
 #include "trace/atomic_file.h"
 #include "trace/id_index.h"
+#include "trace/trace_lanes.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/summary_file.pb.h"
 
@@ -34,6 +35,46 @@ bool CountsAsDeviceTime(const DeviceEvent& d) {
   // in the capture.
   return d.parent == 0 && (d.kind == DeviceEventKind::kExecution ||
                            (d.kind == DeviceEventKind::kDma && d.exec_id == 0));
+}
+
+// The async API's executions of the process scheduled onto an empty queue: no earlier request
+// of the queue (AsyncRequests: in flight from its schedule call's return until its work ends)
+// still in flight when the execution's schedule call returned.
+void CountAsyncExecutions(const ProcessTrace& p, Summary* summary) {
+  const std::vector<AsyncRequest> requests = AsyncRequests(p);  // by (core, queue, seq)
+  uint64_t busy_until = 0;  // the latest retirement of the queue's requests so far
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const AsyncRequest& r = requests[i];
+    if (i == 0 || r.nc_idx != requests[i - 1].nc_idx || r.xu != requests[i - 1].xu) busy_until = 0;
+    if (r.device != nullptr && r.device->kind == DeviceEventKind::kExecution) {
+      ++summary->async_executions;
+      if (busy_until <= r.scheduled_ns) ++summary->async_executions_queue_empty;
+    }
+    busy_until = std::max(busy_until, r.retired_ns);
+  }
+}
+
+// Adds each NeuronCore's busy time in the process to summary->device_busy_ns: the union of its
+// top-level device work (executions and transfers; what runs inside them is in their time).
+void AddDeviceBusy(const ProcessTrace& p, Summary* summary) {
+  std::vector<std::tuple<int32_t, uint64_t, uint64_t>> work;  // core, start, end
+  work.reserve(p.device.size());
+  for (const DeviceEvent& d : p.device) {
+    if (d.parent == 0) work.emplace_back(d.nc_idx, d.start_ns, d.start_ns + d.duration_ns);
+  }
+  if (!std::is_sorted(work.begin(), work.end())) std::sort(work.begin(), work.end());
+  for (size_t i = 0; i < work.size();) {
+    auto [nc, start, end] = work[i];
+    uint64_t busy = 0;
+    for (; i < work.size() && std::get<0>(work[i]) == nc; ++i) {
+      if (std::get<1>(work[i]) > end) {  // a gap: the run so far is done
+        busy += end - start;
+        start = std::get<1>(work[i]);
+      }
+      end = std::max(end, std::get<2>(work[i]));
+    }
+    summary->device_busy_ns[nc] += busy + (end - start);
+  }
 }
 
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
@@ -86,8 +127,16 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     out.cpu_total_ns += c.duration_ns;
   }
 
+  // An async request's wait in its queue, charged to the row its device time is.
+  auto queue_wait = [](const DeviceEvent& d, const ApiCall& call, SummaryRow* row) {
+    if (d.nrta_seq == 0) return;
+    const uint64_t returned = call.start_ns + call.duration_ns;
+    row->queue_wait_ns += d.start_ns > returned ? d.start_ns - returned : 0;
+    ++row->queue_waits;
+  };
   for (const DeviceEvent& d : p.device) {
     if (!CountsAsDeviceTime(d)) continue;
+    if (d.nrta_seq != 0) ++summary->async_device_events;
     const ApiCall* call = d.correlation_id != 0 ? calls.Find(d.correlation_id) : nullptr;
     if (call == nullptr) {
       ++summary->uncorrelated_device_events;
@@ -100,11 +149,13 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
       SummaryRow& out = row(call->name);
       out.self_device_ns += d.duration_ns;
       out.device_total_ns += d.duration_ns;
+      queue_wait(d, *call, &out);
       if (charged_to) charged_to(d, out.name);
       continue;
     }
     SummaryRow& self = row(range->name);
     self.self_device_ns += d.duration_ns;
+    queue_wait(d, *call, &self);
     if (charged_to) charged_to(d, self.name);
     // Once per row, however many ranges of a name (or steps) enclose it.
     absl::InlinedVector<const SummaryRow*, 8> charged;
@@ -116,6 +167,8 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
       }
     }
   }
+  CountAsyncExecutions(p, summary);
+  AddDeviceBusy(p, summary);
   summary->drops += p.drops;
   if (p.cut_off) ++summary->cut_off_processes;
   for (const std::string& notice : p.notices) {
@@ -255,6 +308,32 @@ std::string Header(const Summary& s) {
   return out;
 }
 
+// The queue wait column's cell: the row's average, or "-" without async work.
+std::string QueueWaitCell(const SummaryRow& r) {
+  return r.queue_waits == 0 ? "-" : FormatDuration(Average(r.queue_wait_ns, r.queue_waits));
+}
+
+// Under the table, for a capture with async work: how much of the window each NeuronCore was
+// idle, and how often an execution found its queue empty (the device waiting for the host).
+//   NEURON idle of the 2.000ms window: NeuronCore 0 45.00% (1 - busy/window; overlaps once)
+//   Async executions scheduled onto an empty queue: 1 of 3 (the device waited for the host)
+std::string AsyncLines(const Summary& s) {
+  std::string out;
+  if (!s.device_busy_ns.empty()) {
+    std::vector<std::string> cores;
+    for (const auto& [nc, busy] : s.device_busy_ns) {
+      const uint64_t idle = s.window_ns - std::min(busy, s.window_ns);
+      cores.push_back(absl::StrCat("NeuronCore ", nc, " ", Percent(idle, s.window_ns)));
+    }
+    absl::StrAppend(&out, "NEURON idle of the ", FormatDuration(s.window_ns), " window: ",
+                    absl::StrJoin(cores, ", "), " (1 - busy/window; overlapping work once)\n");
+  }
+  absl::StrAppend(&out, "Async executions scheduled onto an empty queue: ",
+                  s.async_executions_queue_empty, " of ", s.async_executions,
+                  " (no earlier request of the queue in flight: the device waited for the host)\n");
+  return out;
+}
+
 std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   // PyTorch's layout: right-aligned columns two spaces apart, dashed rules, the name column as
   // wide as the longest name plus 4, at most 55 (longer names end in "...").
@@ -264,9 +343,12 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
     name_width = std::max(name_width, TableName(r.name, kMaxNameWidth).size());
   }
   name_width = std::min(name_width + 4, kMaxNameWidth);
-  const std::vector<std::string> headers = {
+  std::vector<std::string> headers = {
       "Name",          "Self CPU",     "CPU total",       "Self NEURON",
       "Self NEURON %", "NEURON total", "NEURON time avg", "# of Calls"};
+  // With async work, its queue wait before the count (the last column, as in the CSV).
+  const bool async = s.async_device_events != 0;
+  if (async) headers.insert(headers.end() - 1, "Queue wait avg");
   std::vector<size_t> widths = {name_width};
   for (size_t i = 1; i < headers.size(); ++i)
     widths.push_back(std::max<size_t>(12, headers[i].size()));
@@ -287,6 +369,7 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   for (const SummaryRow& r : rows) {
     std::vector<std::string> cells = SummaryCells(s, r);
     cells[0] = TableName(r.name, name_width);
+    if (async) cells.insert(cells.end() - 1, QueueWaitCell(r));
     out += line(cells);
   }
   out += rule;
@@ -296,6 +379,7 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
     absl::StrAppend(&out, "Uncorrelated NEURON time: ", FormatDuration(s.uncorrelated_device_ns),
                     " in ", s.uncorrelated_device_events, " device events (in no row)\n");
   }
+  if (async) out += AsyncLines(s);
   absl::StrAppend(&out, "Events dropped: ", s.drops.total(), DropsDetail(s.drops), "\n");
   if (s.drops.total() != 0) {
     // Host and device events are lost for the same reasons: the lanes say which were lost,
@@ -314,13 +398,21 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   return out;
 }
 
-std::string FormatCsv(const std::vector<SummaryRow>& rows) {
-  std::string out =
-      "name,self_cpu_ns,cpu_total_ns,self_device_ns,device_total_ns,device_avg_ns,calls\n";
+// With async work, queue_wait_avg_ns before calls (empty for a row without async work); a
+// capture without keeps the 7 columns it always had.
+std::string FormatCsv(const Summary& s, const std::vector<SummaryRow>& rows) {
+  const bool async = s.async_device_events != 0;
+  std::string out = absl::StrCat("name,self_cpu_ns,cpu_total_ns,self_device_ns,device_total_ns,",
+                                 "device_avg_ns,", async ? "queue_wait_avg_ns," : "", "calls\n");
   for (const SummaryRow& r : rows) {
+    std::string wait;
+    if (async) {
+      if (r.queue_waits != 0) wait = absl::StrCat(Average(r.queue_wait_ns, r.queue_waits));
+      wait += ",";
+    }
     absl::StrAppend(&out, CsvField(r.name), ",", r.self_cpu_ns, ",", r.cpu_total_ns, ",",
                     r.self_device_ns, ",", r.device_total_ns, ",",
-                    Average(r.device_total_ns, r.calls), ",", r.calls, "\n");
+                    Average(r.device_total_ns, r.calls), ",", wait, r.calls, "\n");
   }
   return out;
 }
@@ -351,6 +443,8 @@ summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<Summ
     out->set_self_device_ns(r.self_device_ns);
     out->set_device_total_ns(r.device_total_ns);
     out->set_calls(r.calls);
+    out->set_queue_wait_ns(r.queue_wait_ns);
+    out->set_queue_waits(r.queue_waits);
   }
   f.set_self_cpu_total_ns(s.self_cpu_total_ns);
   f.set_self_device_total_ns(s.self_device_total_ns);
@@ -375,6 +469,14 @@ summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<Summ
   lane->set_runtime(d.by_lane.runtime);
   lane->set_hardware(d.by_lane.hardware);
   for (const std::string& n : s.notices) f.add_notices(n);
+  f.set_async_device_events(s.async_device_events);
+  f.set_async_executions(s.async_executions);
+  f.set_async_executions_queue_empty(s.async_executions_queue_empty);
+  for (const auto& [nc, busy] : s.device_busy_ns) {
+    summary_json::CoreBusy* core = f.add_device_busy();
+    core->set_nc(static_cast<uint32_t>(nc));
+    core->set_busy_ns(busy);
+  }
   return f;
 }
 
@@ -462,6 +564,8 @@ absl::Status ReadRow(const summary_json::Row& r, SummaryRow* row) {
     }
     *field = value;
   }
+  row->queue_wait_ns = r.queue_wait_ns();
+  row->queue_waits = r.queue_waits();
   return absl::OkStatus();
 }
 
@@ -667,7 +771,7 @@ std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFo
     case SummaryFormat::kText:
       return FormatText(summary, rows);
     case SummaryFormat::kCsv:
-      return FormatCsv(rows);
+      return FormatCsv(summary, rows);
     case SummaryFormat::kJson:
       return FormatJson(summary, rows);
   }
@@ -698,6 +802,12 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   s.cut_off_processes = file.cut_off_processes();
   ReadDrops(file, &s.drops);
   s.notices.assign(file.notices().begin(), file.notices().end());
+  s.async_device_events = file.async_device_events();
+  s.async_executions = file.async_executions();
+  s.async_executions_queue_empty = file.async_executions_queue_empty();
+  for (const summary_json::CoreBusy& core : file.device_busy()) {
+    s.device_busy_ns[static_cast<int32_t>(core.nc())] += core.busy_ns();
+  }
   return s;
 }
 

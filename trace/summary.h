@@ -12,6 +12,8 @@
 //                    event once per row, even when nested ranges share a name)
 //   NEURON time avg  NEURON total / # of Calls
 //   # of Calls       ranges (or runtime calls) of that name
+//   Queue wait avg   (captures with async work only) the average time the row's async device
+//                    work waited in its queue: from its schedule call's return to its start
 //
 // and the totals, the uncorrelated device time and the events dropped. Written by SummarySink
 // as summary.txt, summary.csv and summary.json; `nrtprof summary DIR` reads summary.json back
@@ -43,6 +45,10 @@ struct SummaryRow {
   uint64_t self_device_ns = 0;
   uint64_t device_total_ns = 0;
   uint64_t calls = 0;
+  // The async API's executions and transfers charged to the row (as Self NEURON): their waits
+  // from the schedule call's return to the start on the device, summed, and how many.
+  uint64_t queue_wait_ns = 0;
+  uint64_t queue_waits = 0;
 };
 
 // One process of the capture, for the table's header.
@@ -74,6 +80,17 @@ struct Summary {
   uint64_t cut_off_processes = 0;
   // What the shims could not do, "pid PID (EXECUTABLE): NOTICE" (ProcessTrace::notices).
   std::vector<std::string> notices;
+  // The async API (nrta_*): its device work (executions and host-initiated transfers); its
+  // executions whose schedule call is in the capture, and of those the ones whose queue was
+  // empty when the call returned (no earlier request of the queue in flight: the device was
+  // waiting for the host). The lines under the table about them are printed only when
+  // async_device_events != 0.
+  uint64_t async_device_events = 0;
+  uint64_t async_executions = 0;
+  uint64_t async_executions_queue_empty = 0;
+  // Per NeuronCore (nc_idx), the time it had work (top-level executions and transfers, work
+  // that overlaps counted once), summed over the processes.
+  std::map<int32_t, uint64_t> device_busy_ns;
 };
 
 enum class SummarySortKey { kSelfDevice, kDeviceTotal, kSelfCpu, kCpuTotal, kCalls, kName };

@@ -9,12 +9,14 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/summary_file.pb.h"
+#include "trace/writer_test_util.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -294,7 +296,7 @@ TEST(SummaryTest, SummaryJsonIsItsProtoDefinition) {
       };
   check(summary_json::SummaryFile::descriptor());
   // 64-bit counts are plain numbers, as the published file has them.
-  EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"calls\": ", s.rows[0].calls, "}"))) << json;
+  EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"calls\": ", s.rows[0].calls, ", "))) << json;
   EXPECT_FALSE(absl::StrContains(json, "\"calls\": \"")) << json;
 }
 
@@ -591,6 +593,83 @@ TEST(SummaryTest, SinkReportsAnUnwritableFolder) {
   const absl::Status s = sink.Write(trace, ComputeSummary(trace), "/nonexistent/folder", &files);
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(files.empty());
+}
+
+// The async API (writer_test_util.h's AsyncTrace, in us): each request's device time goes to
+// the op that scheduled it, through its schedule call; the op's queue wait is the average of
+// its transfer's 50, and its executions' 50, 250 and 450; the core worked 1100 of the 2000 us
+// window; one of the three executions found its queue empty.
+TEST(SummaryTest, AsyncWorkIsChargedToItsOpWithItsQueueWait) {
+  const Summary s = ComputeSummary(AsyncTrace());
+  std::map<std::string, SummaryRow> rows = ByName(s);
+  ASSERT_EQ(rows.size(), 1u);
+  const SummaryRow& forward = rows["forward"];
+  EXPECT_EQ(forward.self_device_ns, 1100 * kUs);  // 100 + 3 x 300 async, 100 synchronous
+  EXPECT_EQ(forward.queue_waits, 4u);
+  EXPECT_EQ(forward.queue_wait_ns, 800 * kUs);
+  EXPECT_EQ(s.async_device_events, 4u);
+  EXPECT_EQ(s.async_executions, 3u);
+  EXPECT_EQ(s.async_executions_queue_empty, 1u);
+  EXPECT_EQ(s.device_busy_ns, (std::map<int32_t, uint64_t>{{0, 1100 * kUs}}));
+  EXPECT_EQ(s.window_ns, 2000 * kUs);
+
+  const std::vector<std::string> lines = TableLines(FormatSummary(s));
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_TRUE(absl::EndsWith(lines[1], "  NEURON time avg  Queue wait avg    # of Calls"))
+      << lines[1];
+  EXPECT_TRUE(absl::EndsWith(lines[3], "          1.100ms       200.000us             1"))
+      << lines[3];
+  std::vector<std::string> closing(lines.begin() + 5, lines.end());
+  EXPECT_EQ(closing, (std::vector<std::string>{
+                         "Self CPU time total: 2.000ms",
+                         "Self NEURON time total: 1.100ms",
+                         "NEURON idle of the 2.000ms window: NeuronCore 0 45.00% (1 - "
+                         "busy/window; overlapping work once)",
+                         "Async executions scheduled onto an empty queue: 1 of 3 (no earlier "
+                         "request of the queue in flight: the device waited for the host)",
+                         "Events dropped: 0"}));
+
+  // CSV: the average in ns before calls; JSON: the sum and count, read back to the same table.
+  const std::vector<std::string> csv =
+      Lines(FormatSummary(s, SummarySortKey::kName, SummaryFormat::kCsv));
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_EQ(csv[0],
+            "name,self_cpu_ns,cpu_total_ns,self_device_ns,device_total_ns,device_avg_ns,"
+            "queue_wait_avg_ns,calls");
+  EXPECT_EQ(csv[1], "forward,2000000,2000000,1100000,1100000,1100000,200000,1");
+  absl::StatusOr<Summary> back =
+      ParseSummaryJson(FormatSummary(s, SummarySortKey::kSelfDevice, SummaryFormat::kJson));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(FormatSummary(*back), FormatSummary(s));
+}
+
+// A row without async work shows "-" (blank in the CSV) beside one with it.
+TEST(SummaryTest, RowsWithoutAsyncWorkHaveNoQueueWait) {
+  Trace t = AsyncTrace();
+  t.processes[0].ranges.push_back({2, "idle_op", 201, 2950 * kUs, 10 * kUs, 0, 0});
+  const Summary s = ComputeSummary(t);
+  const std::string text = FormatSummary(s, SummarySortKey::kName);
+  bool found = false;
+  for (const std::string& line : Lines(text)) {
+    if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "idle_op")) continue;
+    found = true;
+    EXPECT_TRUE(absl::EndsWith(line, "  0.000us               -             1")) << line;
+  }
+  EXPECT_TRUE(found) << text;
+  EXPECT_TRUE(absl::StrContains(FormatSummary(s, SummarySortKey::kName, SummaryFormat::kCsv),
+                                "\nidle_op,10000,10000,0,0,0,,1\n"));
+}
+
+// A capture without async work: no queue wait column, no lines about it, the CSV's 7 columns.
+TEST(SummaryTest, SyncCapturesSayNothingOfQueues) {
+  const Summary s = ComputeSummary(AnnotatedTrace());
+  EXPECT_EQ(s.async_device_events, 0u);
+  const std::string text = FormatSummary(s);
+  EXPECT_FALSE(absl::StrContains(text, "Queue wait")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "idle")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "Async")) << text;
+  EXPECT_FALSE(absl::StrContains(FormatSummary(s, SummarySortKey::kName, SummaryFormat::kCsv),
+                                 "queue_wait"));
 }
 
 }  // namespace

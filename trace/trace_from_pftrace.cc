@@ -179,8 +179,16 @@ class Rebuilder {
                : d.name() == LaneKindName(LaneKind::kRuntime) ? TrackKind::kRuntime
                                                               : TrackKind::kOther;
     } else if (up == TrackKind::kCore) {
+      // An async queue's lane ("compute queue (XU 1)") holds executions or transfers as the
+      // core's own lanes do; a counter ("requests in flight (XU 1)") is not a lane.
+      auto is_queue = [&d](LaneKind kind) {
+        return absl::StartsWith(d.name(), absl::StrCat(LaneKindName(kind), " (XU "));
+      };
       t.kind = d.name() == LaneKindName(LaneKind::kExecutions) ? TrackKind::kExecutions
                : d.name() == LaneKindName(LaneKind::kDma)      ? TrackKind::kDma
+               : d.has_counter()                               ? TrackKind::kOther
+               : is_queue(LaneKind::kComputeQueue)             ? TrackKind::kExecutions
+               : is_queue(LaneKind::kTensorOpQueue)            ? TrackKind::kDma
                                                                : TrackKind::kOther;
     }
     tracks_[uuid] = std::move(t);
@@ -288,6 +296,8 @@ class Rebuilder {
         c.tensor_name = p.names->Intern(args->Str("tensor"));
         c.nc_idx = static_cast<int32_t>(args->Int("nc", -1));
         c.repeat = static_cast<uint32_t>(args->Uint("repeat"));
+        c.nrta_seq = args->Uint("nrta_seq");
+        c.polls = args->Uint("polls");
         if (args->Has("stack")) c.stack = absl::StrSplit(args->Str("stack"), " <- ");
         t.open.push_back(p.calls.size() - 1);
         break;
@@ -306,6 +316,7 @@ class Rebuilder {
         d.model_name = p.names->Intern(args->Str("model"));
         d.correlation_id = args->Uint("correlation_id");
         d.submitting_tid = static_cast<uint32_t>(args->Uint("submitting_tid"));
+        d.nrta_seq = args->Uint("nrta_seq");
         if (t.kind == TrackKind::kDma) {
           d.kind = DeviceEventKind::kDma;
         } else if (t.open.empty()) {

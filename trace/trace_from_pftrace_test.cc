@@ -38,6 +38,23 @@ TEST(TraceFromPerfettoTest, TheRecomputedSummaryIsTheCapturesOwn) {
             FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
 }
 
+// The async API's queues' tracks are read as the core's executions and transfers, with their
+// requests: the recomputed summary has the same queue waits, idle share and empty queues.
+TEST(TraceFromPerfettoTest, AsyncWorkComesBackFromItsQueuesTracks) {
+  const Trace trace = AsyncTrace();
+  const Trace back = RoundTrip(trace, "async_round_trip");
+  ASSERT_EQ(back.processes.size(), 1u);
+  size_t async_work = 0;
+  for (const DeviceEvent& d : back.processes[0].device) async_work += d.nrta_seq != 0;
+  EXPECT_EQ(async_work, 4u);
+  EXPECT_EQ(back.processes[0].device.size(), trace.processes[0].device.size());
+  const Summary again = ComputeSummary(back);
+  EXPECT_EQ(again.async_executions_queue_empty, 1u);
+  EXPECT_EQ(FormatSummary(again), FormatSummary(ComputeSummary(trace)));
+  EXPECT_EQ(FormatSummary(again, SummarySortKey::kName, SummaryFormat::kJson),
+            FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
+}
+
 TEST(TraceFromPerfettoTest, ProcessesThreadsAndLanesComeBack) {
   const Trace back = RoundTrip(SmallTrace(), "lanes_round_trip");
   EXPECT_EQ(back.capture_id, "cap-42");

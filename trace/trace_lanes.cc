@@ -237,7 +237,9 @@ std::vector<int32_t> QueueLanesOf(const ProcessTrace& p, std::map<QueueLaneKey, 
   }
   absl::flat_hash_map<uint64_t, uint64_t> async_execution;  // an execution's id -> its nrta_seq
   for (const DeviceEvent& e : p.device) {
-    if (e.kind == DeviceEventKind::kExecution && e.nrta_seq != 0) async_execution[e.id] = e.nrta_seq;
+    if (e.kind == DeviceEventKind::kExecution && e.nrta_seq != 0) {
+      async_execution[e.id] = e.nrta_seq;
+    }
   }
   lane_of.assign(p.device.size(), -1);
   std::vector<QueueLaneKey> found(p.device.size());
@@ -456,7 +458,9 @@ std::vector<AsyncRequest> AsyncRequests(const ProcessTrace& p) {
   absl::flat_hash_set<const ApiCall*> with_work;
   std::map<uint32_t, std::set<int32_t>> cores_of_xu;
   uint64_t last_ns = 0;  // the end of the process's last event
-  for (const RangeEvent& r : p.ranges) last_ns = std::max(last_ns, EndOf(r.start_ns, r.duration_ns));
+  for (const RangeEvent& r : p.ranges) {
+    last_ns = std::max(last_ns, EndOf(r.start_ns, r.duration_ns));
+  }
   for (const ApiCall& c : p.calls) last_ns = std::max(last_ns, EndOf(c.start_ns, c.duration_ns));
   for (const DeviceEvent& d : p.device) {
     last_ns = std::max(last_ns, EndOf(d.start_ns, d.duration_ns));

@@ -2,8 +2,8 @@
 // framework and runtime lanes and each NeuronCore's executions and DMA lanes (and, for the
 // async API's work, a lane per execution unit's queue with its requests-in-flight counter),
 // holding slices that nest properly, plus the flow arrows that follow each correlation id from
-// framework to runtime to hardware. The Perfetto and Chrome JSON writers both render this one layout, so
-// the two files always show the same slices, clamping and flows.
+// framework to runtime to hardware. The Perfetto and Chrome JSON writers both render this one
+// layout, so the two files always show the same slices, clamping and flows.
 //
 // BuildLanes() is a pure function of the Trace; the result points into the Trace (names,
 // ProcessTrace), which must outlive it. Not shared between threads while being built.
@@ -61,9 +61,9 @@ struct LaneSlice {
 // The arguments of a slice, replacing *args: for a runtime call its status, correlation id,
 // bytes, model, tensor, NeuronCore, repeat, call stack, and for the async API its request
 // (nrta_seq, queue, seq) or unrecorded polls; for device work what it shares not with its
-// execution (see trace_lanes.cc), and for an async request's work its nrta_seq and queue wait. Computed when a writer needs them, so that the lanes
-// hold no copy. String values view the Trace, or *text (the joined call stack), which the
-// caller keeps until it is done with *args.
+// execution (see trace_lanes.cc), and for an async request's work its nrta_seq and queue wait.
+// Computed when a writer needs them, so that the lanes hold no copy. String values view the
+// Trace, or *text (the joined call stack), which the caller keeps until it is done with *args.
 void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string* text);
 
 struct Lane {

@@ -163,7 +163,8 @@ inline Trace AsyncTrace() {
   call(21, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 1100, NrtaSeq(1, 1));
   call(22, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 1200, NrtaSeq(1, 2));
   call(23, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 1300, NrtaSeq(1, 3));
-  ApiCall& poll = call(24, "nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 2500, NrtaSeq(1, 3));
+  ApiCall& poll =
+      call(24, "nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 2500, NrtaSeq(1, 3));
   poll.duration_ns = 10 * kUs;
   poll.polls = 7;
   call(25, "nrta_execute_schedule", nrtprof::API_NRTA_EXECUTE_SCHEDULE, 2600, NrtaSeq(1, 4));
