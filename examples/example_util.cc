@@ -1,12 +1,16 @@
 #include "example_util.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
+#include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -128,8 +132,9 @@ std::string Text(const google::protobuf::Struct& event, const char* key) {
 // The document is the runtime's system trace: {"events":[...],"data_version":2}. An execution is
 // a device_exec start and stop on its NeuronCore (executions on one core run one at a time, so
 // stops pair with starts in order); a host-initiated transfer is a tensor_read or tensor_write
-// span of the calling thread. nc_local_id numbers each core's events one after another, so a
-// gap in it is events the ring buffer lost.
+// span of the calling thread (of the scheduling thread and its request, for an asynchronous one).
+// nc_local_id numbers each core's events one after another, so a gap in it is events the ring
+// buffer lost.
 absl::Status SystemTraceSum::Add(absl::string_view json) {
   google::protobuf::Struct doc;
   const auto parsed = google::protobuf::util::JsonStringToMessage(
@@ -166,7 +171,10 @@ absl::Status SystemTraceSum::Add(absl::string_view json) {
         exec_starts_[core].pop_front();
       }
     } else if (type == "tensor_read" || type == "tensor_write") {
-      const auto key = std::make_pair(Number(event, "thread_id"), type);
+      // An asynchronous transfer's events carry its request's id: requests of two queues may
+      // overlap.
+      const auto key =
+          std::make_tuple(Number(event, "thread_id"), type, Number(event, "nrta_seq_id"));
       if (phase == "start") {
         call_starts_[key] = ns;
       } else if (phase == "stop" && call_starts_.count(key) != 0) {
@@ -204,6 +212,176 @@ DeviceTime DeviceTimer::Stop(std::vector<DeviceTime>* per_core) {
   Check(nrt_sys_trace_stop(), "nrt_sys_trace_stop");
   if (per_core != nullptr) *per_core = sum_.per_core();
   return sum_.total();
+}
+
+bool ParseAsyncDepth(absl::string_view text, int* depth) {
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 0 || value > kMaxAsyncDepth) return false;
+  *depth = value;
+  return true;
+}
+
+namespace {
+
+// Between two polls of a request's completion: long enough to leave the two cores to the
+// runtime's workers, short beside an execution (hundreds of microseconds).
+void Pause() { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
+
+// Polls until request `seq` has completed; NRT_SUCCESS, or nrta_is_completed's error.
+NRT_STATUS PollUntilCompleted(nrta_seq_t seq) {
+  for (;;) {
+    bool done = false;
+    const NRT_STATUS status = nrta_is_completed(seq, &done);
+    if (status != NRT_SUCCESS || done) return status;
+    Pause();
+  }
+}
+
+}  // namespace
+
+AsyncRuntime::AsyncRuntime(int core, int depth) : core_(core), depth_(depth < 1 ? 1 : depth) {}
+
+AsyncRuntime::~AsyncRuntime() { WaitAll(); }
+
+void AsyncRuntime::ReapLocked() {
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    bool done = false;
+    // seq 0: a request another thread is still scheduling.
+    if (it->seq == 0 || nrta_is_completed(it->seq, &done) != NRT_SUCCESS || !done) {
+      ++it;
+      continue;
+    }
+    if (it->ret != NRT_SUCCESS && failed_ == NRT_SUCCESS) {
+      failed_ = it->ret;
+      failed_what_ = it->what;
+    }
+    it = in_flight_.erase(it);
+  }
+}
+
+template <typename F>
+NRT_STATUS AsyncRuntime::Schedule(nrta_xu_t xu, const std::string& what,
+                                  std::vector<uint8_t> bytes, nrta_seq_t* seq, F schedule) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {  // room: fewer than depth_ requests in flight
+    ReapLocked();
+    if (in_flight_.size() < static_cast<size_t>(depth_)) break;
+    const nrta_seq_t oldest = in_flight_.front().seq;
+    lock.unlock();
+    if (oldest != 0) {
+      PollUntilCompleted(oldest);
+    } else {
+      Pause();
+    }
+    lock.lock();
+  }
+  in_flight_.emplace_back();
+  const auto request = std::prev(in_flight_.end());
+  request->what = what;
+  request->bytes = std::move(bytes);
+  for (;;) {
+    nrta_seq_t scheduled = 0;
+    const NRT_STATUS status = schedule(request->bytes.empty() ? nullptr : request->bytes.data(),
+                                       &request->ret, &scheduled);
+    if (status == NRT_SUCCESS) {
+      request->seq = scheduled;
+      *seq = scheduled;
+      return NRT_SUCCESS;
+    }
+    if (status != NRT_QUEUE_FULL) {
+      in_flight_.erase(request);
+      return status;
+    }
+    // The runtime's queue is full, so it holds a request that has not completed: wait until
+    // the queue's last completed id moves on.
+    nrta_seq_t before = 0, now = 0;
+    if (const NRT_STATUS s = nrta_get_sequence(core_, xu, 0, &before); s != NRT_SUCCESS) {
+      in_flight_.erase(request);
+      return s;
+    }
+    lock.unlock();
+    do {
+      Pause();
+    } while (nrta_get_sequence(core_, xu, 0, &now) == NRT_SUCCESS && now == before);
+    lock.lock();
+  }
+}
+
+NRT_STATUS AsyncRuntime::Execute(nrt_model_t* model, const nrt_tensor_set_t* input,
+                                 nrt_tensor_set_t* output, const std::string& what,
+                                 nrta_seq_t* seq) {
+  return Schedule(NRTA_XU_COMPUTE, what, {}, seq,
+                  [&](const uint8_t*, NRT_STATUS* ret, nrta_seq_t* s) {
+                    return nrta_execute_schedule(model, input, output, 0, ret, s);
+                  });
+}
+
+NRT_STATUS AsyncRuntime::Write(nrt_tensor_t* tensor, const void* buf, size_t size,
+                               const std::string& what, nrta_seq_t* seq) {
+  return Schedule(NRTA_XU_TENSOR_OP, what, {}, seq,
+                  [&](const uint8_t*, NRT_STATUS* ret, nrta_seq_t* s) {
+                    return nrta_tensor_write(tensor, buf, 0, size, 0, ret, s);
+                  });
+}
+
+NRT_STATUS AsyncRuntime::Write(nrt_tensor_t* tensor, std::vector<uint8_t> bytes,
+                               const std::string& what, nrta_seq_t* seq) {
+  const size_t size = bytes.size();
+  return Schedule(NRTA_XU_TENSOR_OP, what, std::move(bytes), seq,
+                  [&](const uint8_t* owned, NRT_STATUS* ret, nrta_seq_t* s) {
+                    return nrta_tensor_write(tensor, owned, 0, size, 0, ret, s);
+                  });
+}
+
+NRT_STATUS AsyncRuntime::Read(void* buf, nrt_tensor_t* tensor, size_t size,
+                              const std::string& what, nrta_seq_t* seq) {
+  return Schedule(NRTA_XU_TENSOR_OP, what, {}, seq,
+                  [&](const uint8_t*, NRT_STATUS* ret, nrta_seq_t* s) {
+                    return nrta_tensor_read(buf, tensor, 0, size, 0, ret, s);
+                  });
+}
+
+NRT_STATUS AsyncRuntime::Wait(nrta_seq_t seq) {
+  if (seq != 0) {
+    if (const NRT_STATUS s = PollUntilCompleted(seq); s != NRT_SUCCESS) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_ == NRT_SUCCESS) {
+        failed_ = s;
+        failed_what_ = "nrta_is_completed";
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ReapLocked();
+  return failed_;
+}
+
+NRT_STATUS AsyncRuntime::WaitAll() {
+  for (;;) {
+    nrta_seq_t newest = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ReapLocked();
+      if (in_flight_.empty()) return failed_;
+      newest = in_flight_.back().seq;
+    }
+    // Both queues' requests: wait for the newest, then go round for what is left.
+    if (newest == 0) {
+      Pause();
+    } else if (const NRT_STATUS s = PollUntilCompleted(newest); s != NRT_SUCCESS) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_ == NRT_SUCCESS) {
+        failed_ = s;
+        failed_what_ = "nrta_is_completed";
+      }
+      return failed_;
+    }
+  }
+}
+
+std::string AsyncRuntime::failed_what() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_what_;
 }
 
 }  // namespace examples

@@ -1,6 +1,7 @@
 // Shared plumbing of the example programs: fail-fast status checks, compiling a model from its
-// text description (what neuronx-cc would do for a real program), bf16 host conversions and
-// measuring device time through the runtime's public system-trace API.
+// text description (what neuronx-cc would do for a real program), bf16 host conversions,
+// measuring device time through the runtime's public system-trace API, and driving the explicit
+// asynchronous API (nrt/nrt_async.h) with a bounded number of requests in flight.
 //
 // Not thread-safe unless stated; the examples call these from main() or per thread on
 // objects each thread owns.
@@ -9,13 +10,17 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nrt/nrt.h"
+#include "nrt/nrt_async.h"
 
 namespace examples {
 
@@ -71,7 +76,8 @@ class SystemTraceSum {
   DeviceTime total_;
   std::vector<DeviceTime> per_core_;
   std::map<size_t, std::deque<double>> exec_starts_;               // per core
-  std::map<std::pair<double, std::string>, double> call_starts_;  // per thread and type
+  // per thread, type and nrta_seq_id (0 for a synchronous call)
+  std::map<std::tuple<double, std::string, double>, double> call_starts_;
   std::map<size_t, uint64_t> next_local_id_;                       // per core
 };
 
@@ -101,6 +107,75 @@ class DeviceTimer {
  private:
   bool stopped_ = false;
   SystemTraceSum sum_;
+};
+
+// Parses an --async flag's value: a whole number from 0 (synchronous) to kMaxAsyncDepth.
+constexpr int kMaxAsyncDepth = 4096;
+bool ParseAsyncDepth(absl::string_view text, int* depth);
+
+// The explicit asynchronous API driven the way PyTorch-native Neuron drives it: executions
+// scheduled on the compute execution unit's queue, transfers on the tensor-op execution unit's
+// queue 0, each call returning at once, at most `depth` requests in flight (scheduled and not
+// yet seen complete) across both. NRT_QUEUE_FULL (the runtime's queue has less room than
+// `depth`) is met by waiting until that queue completes one more request (nrta_get_sequence),
+// then scheduling again. Waits poll nrta_is_completed.
+//
+// Ordering is the caller's: requests of one queue run in order (so executions on one core see
+// each other's outputs), but the two queues are not ordered against each other, so an
+// execution that reads a tensor must be scheduled only after the write of it has completed
+// (Wait), a read of an execution's output only after the execution has completed, and a write
+// must not land in a tensor a queued execution still reads.
+//
+// A request's status (`ret`) is checked when it is seen complete; the first failure is kept
+// and returned by Wait/WaitAll from then on. Thread-safe: the waits poll without the lock.
+class AsyncRuntime {
+ public:
+  AsyncRuntime(int core, int depth);
+  ~AsyncRuntime();  // waits for what is in flight (its buffers are ours)
+  AsyncRuntime(const AsyncRuntime&) = delete;
+  AsyncRuntime& operator=(const AsyncRuntime&) = delete;
+
+  // Each schedules one request once there is room and returns the schedule call's status (an
+  // error is the caller's to report, naming `what`); `*seq` names the request.
+  NRT_STATUS Execute(nrt_model_t* model, const nrt_tensor_set_t* input, nrt_tensor_set_t* output,
+                     const std::string& what, nrta_seq_t* seq);
+  // `buf` must stay as it is until the request completes.
+  NRT_STATUS Write(nrt_tensor_t* tensor, const void* buf, size_t size, const std::string& what,
+                   nrta_seq_t* seq);
+  // The same with a buffer the request owns until it completes.
+  NRT_STATUS Write(nrt_tensor_t* tensor, std::vector<uint8_t> bytes, const std::string& what,
+                   nrta_seq_t* seq);
+  // `buf` is filled when the request completes (Wait for it).
+  NRT_STATUS Read(void* buf, nrt_tensor_t* tensor, size_t size, const std::string& what,
+                  nrta_seq_t* seq);
+
+  // Waits until request `seq` (0: none) has completed. NRT_SUCCESS, or the status of the first
+  // request seen failing (failed_what() names it).
+  NRT_STATUS Wait(nrta_seq_t seq);
+  // Waits until every request scheduled so far has completed; as Wait.
+  NRT_STATUS WaitAll();
+  std::string failed_what() const;
+  int depth() const { return depth_; }
+
+ private:
+  struct Request {
+    nrta_seq_t seq = 0;
+    NRT_STATUS ret = NRT_FAILURE;  // written by the runtime when the request completes
+    std::string what;
+    std::vector<uint8_t> bytes;  // an owned write's buffer
+  };
+  // Schedules with `schedule(ret, seq)` once there is room, retrying after NRT_QUEUE_FULL.
+  template <typename F>
+  NRT_STATUS Schedule(nrta_xu_t xu, const std::string& what, std::vector<uint8_t> bytes,
+                      nrta_seq_t* seq, F schedule);
+  // Drops the requests that have completed, keeping the first failure. Under mu_.
+  void ReapLocked();
+
+  const int core_, depth_;
+  mutable std::mutex mu_;
+  std::list<Request> in_flight_;  // in schedule order; a list: `ret` must not move
+  NRT_STATUS failed_ = NRT_SUCCESS;
+  std::string failed_what_;
 };
 
 }  // namespace examples

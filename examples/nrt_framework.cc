@@ -5,7 +5,7 @@
 // and the shape a profiler has to see through.
 //
 // The Python API is a tiny eager framework (examples/rmsnorm_py.py uses it):
-//   init(core=0), close(), visible_cores()
+//   init(core=0, async_depth=0), close(), visible_cores(), synchronize()
 //   empty(shape, dtype="bf16"), tensor(values, shape, dtype="bf16") -> Tensor on the device
 //   Tensor.shape, Tensor.dtype, Tensor.write(values), Tensor.read() -> flat list of floats
 //   mul(a, b), mean(a) (last axis, kept), add(a, b or a Python number), rsqrt(a): each op is
@@ -18,15 +18,25 @@
 // Runtime failures raise nrt_framework.Error ("nrt_execute (aten::mul) failed with status 1");
 // bad arguments raise TypeError or ValueError.
 //
+// With init(async_depth=N > 0) the module drives the runtime as PyTorch-native Neuron does,
+// through the explicit asynchronous API (nrt/nrt_async.h, examples::AsyncRuntime): an op
+// schedules its execution (nrta_execute_schedule) and returns at once, a Tensor's write is an
+// nrta_tensor_write, up to N requests in flight. Ordering is kept per device tensor: an
+// execution is scheduled only once the writes of its tensors have completed (the tensor-op
+// queue is not ordered against the compute queue), a write waits for the executions that use
+// its tensor (so the caching allocator may hand out a tensor a queued op still reads), and
+// Tensor.read() waits for the execution that made the tensor, then reads it back with
+// nrta_tensor_read. A failed request raises at the next op, read or synchronize().
+//
 // Like PyTorch's caching allocator, a tensor's device memory goes back to a free list when the
 // Tensor dies and serves the next tensor of the same size, so a steady eager loop allocates
 // nothing and reuses its compiled models and tensor sets: per iteration the runtime sees only
 // the executions and copies the program asks for, as in rmsnorm.cc's naive variant.
 //
 // Thread-safety: every entry point runs under the GIL, which guards the module's state; the GIL
-// is let go only around nrt_execute, nrt_tensor_read and nrt_tensor_write (as frameworks do,
-// so other Python threads run while the device works). close() must not race another thread's
-// op, as with any framework's shutdown.
+// is let go only around nrt_execute, nrt_tensor_read and nrt_tensor_write, and around the
+// asynchronous calls and waits (as frameworks do, so other Python threads run while the device
+// works). close() must not race another thread's op, as with any framework's shutdown.
 //
 // Built against the stable ABI (Py_LIMITED_API), hence one file, nrt_framework.abi3.so, for
 // every Python 3 from 3.7 on.
@@ -36,8 +46,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -68,6 +80,12 @@ struct TensorObject {
 
 using SetKey = std::tuple<nrt_model_t*, nrt_tensor_t*, nrt_tensor_t*, nrt_tensor_t*>;
 
+// A device tensor's last asynchronous requests (0: none).
+struct TensorUse {
+  nrta_seq_t execution = 0;  // the last execution scheduled that reads or writes it
+  nrta_seq_t write = 0;      // the last write to it from the host
+};
+
 // Everything the module owns on the runtime's side, between init() and close().
 struct Runtime {
   bool initialized = false;
@@ -77,6 +95,8 @@ struct Runtime {
   std::map<SetKey, std::pair<nrt_tensor_set_t*, nrt_tensor_set_t*>> sets;
   std::set<nrt_tensor_t*> allocated;                  // every device tensor, live or free
   std::multimap<size_t, nrt_tensor_t*> free_tensors;  // the caching allocator, by bytes
+  std::unique_ptr<examples::AsyncRuntime> async;      // null: synchronous calls
+  std::map<nrt_tensor_t*, TensorUse> uses;            // asynchronous only
   bool timer_running = false;
   std::unique_ptr<examples::SystemTraceSum> timer_sum;  // what the timer's fetches added up
 };
@@ -110,6 +130,33 @@ class GilReleased {
  private:
   PyThreadState* state_;
 };
+
+// Waits (the GIL let go) until these requests have completed; false with nrt_framework.Error
+// set when one of them, or any request seen completing before, failed.
+bool AsyncWait(std::initializer_list<nrta_seq_t> seqs) {
+  examples::AsyncRuntime* async = State().async.get();
+  NRT_STATUS status = NRT_SUCCESS;
+  {
+    GilReleased released;
+    for (nrta_seq_t seq : seqs) {
+      if (status == NRT_SUCCESS) status = async->Wait(seq);
+    }
+  }
+  return !Failed(status, async->failed_what());
+}
+
+// Waits (the GIL let go) until every request scheduled has completed; false with
+// nrt_framework.Error set when one failed. True at once when the runtime is synchronous.
+bool AsyncWaitAll() {
+  examples::AsyncRuntime* async = State().async.get();
+  if (async == nullptr) return true;
+  NRT_STATUS status;
+  {
+    GilReleased released;
+    status = async->WaitAll();
+  }
+  return !Failed(status, async->failed_what());
+}
 
 bool RequireInit() {
   if (State().initialized) return true;
@@ -249,7 +296,26 @@ bool WriteValues(TensorObject* t, PyObject* values, const char* range) {
                  DimsText(t).c_str());
     return false;
   }
-  const std::vector<uint8_t> bytes = examples::Encode(floats, t->dtype);
+  std::vector<uint8_t> bytes = examples::Encode(floats, t->dtype);
+  Runtime& rt = State();
+  if (rt.async != nullptr) {
+    // Not into a tensor a queued execution still uses; the request keeps the bytes.
+    TensorUse& use = rt.uses[tensor];
+    if (range != nullptr) nrtprof_push(range);
+    bool ok = AsyncWait({use.execution});
+    nrta_seq_t seq = 0;
+    if (ok) {
+      NRT_STATUS status;
+      {
+        GilReleased released;
+        status = rt.async->Write(tensor, std::move(bytes), "the write of a tensor", &seq);
+      }
+      ok = !Failed(status, "nrta_tensor_write");
+    }
+    if (range != nullptr) nrtprof_pop();
+    if (ok) use.write = seq;
+    return ok;
+  }
   if (range != nullptr) nrtprof_push(range);
   NRT_STATUS status;
   {
@@ -270,7 +336,19 @@ PyObject* TensorRead(PyObject* self, PyObject*) {
   nrt_tensor_t* tensor = Live(t);
   if (tensor == nullptr) return nullptr;
   std::vector<uint8_t> bytes(t->bytes);
-  {
+  Runtime& rt = State();
+  if (rt.async != nullptr) {
+    // After the execution that made it (another queue's), then back through the tensor-op queue.
+    nrtprof::ScopedRange range("aten::copy_");
+    if (!AsyncWait({rt.uses[tensor].execution})) return nullptr;
+    nrta_seq_t seq = 0;
+    NRT_STATUS status;
+    {
+      GilReleased released;
+      status = rt.async->Read(bytes.data(), tensor, bytes.size(), "the read of a tensor", &seq);
+    }
+    if (Failed(status, "nrta_tensor_read") || !AsyncWait({seq})) return nullptr;
+  } else {
     nrtprof::ScopedRange range("aten::copy_");
     NRT_STATUS status;
     {
@@ -409,6 +487,32 @@ PyObject* Dispatch(const char* op, const char* aten_name,
   if (!OpSets(model, tensors, out->tensor, &sets)) {
     Py_DECREF(out);
     return nullptr;
+  }
+  Runtime& rt = State();
+  if (rt.async != nullptr) {
+    // Its tensors' writes from the host complete first: the compute queue is not ordered
+    // against the tensor-op queue. Executions on the one compute queue are ordered already.
+    const nrta_seq_t a = rt.uses[tensors[0]].write;
+    const nrta_seq_t b = tensors.size() > 1 ? rt.uses[tensors[1]].write : 0;
+    const nrta_seq_t o = rt.uses[out->tensor].write;
+    nrta_seq_t seq = 0;
+    bool ok = AsyncWait({a, b, o});
+    if (ok) {
+      NRT_STATUS status;
+      {
+        GilReleased released;
+        status = rt.async->Execute(model, sets.first, sets.second,
+                                   absl::StrCat("the execution of ", aten_name), &seq);
+      }
+      ok = !Failed(status, absl::StrCat("nrta_execute_schedule (", aten_name, ")"));
+    }
+    if (!ok) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    for (nrt_tensor_t* t : tensors) rt.uses[t].execution = seq;
+    rt.uses[out->tensor].execution = seq;
+    return reinterpret_cast<PyObject*>(out);
   }
   NRT_STATUS status;
   {
@@ -551,9 +655,15 @@ PyObject* VisibleCores(PyObject*, PyObject*) {
 }
 
 PyObject* Init(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"core", nullptr};
-  int core = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i", const_cast<char**>(keywords), &core)) {
+  static const char* keywords[] = {"core", "async_depth", nullptr};
+  int core = 0, async_depth = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ii", const_cast<char**>(keywords), &core,
+                                   &async_depth)) {
+    return nullptr;
+  }
+  if (async_depth < 0 || async_depth > examples::kMaxAsyncDepth) {
+    PyErr_Format(PyExc_ValueError, "async_depth must be 0 (synchronous) to %d, not %d",
+                 examples::kMaxAsyncDepth, async_depth);
     return nullptr;
   }
   Runtime& rt = State();
@@ -571,12 +681,24 @@ PyObject* Init(PyObject*, PyObject* args, PyObject* kwargs) {
   if (Failed(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "", ""), "nrt_init")) return nullptr;
   rt.initialized = true;
   rt.core = core;
+  if (async_depth > 0) rt.async = std::make_unique<examples::AsyncRuntime>(core, async_depth);
+  Py_RETURN_NONE;
+}
+
+PyObject* Synchronize(PyObject*, PyObject*) {
+  if (!RequireInit() || !AsyncWaitAll()) return nullptr;
   Py_RETURN_NONE;
 }
 
 PyObject* Close(PyObject*, PyObject*) {
   Runtime& rt = State();
   if (!rt.initialized) Py_RETURN_NONE;
+  // What is in flight completes first (its buffers are the module's); a failure is past caring.
+  if (rt.async != nullptr) {
+    GilReleased released;
+    rt.async->WaitAll();
+  }
+  rt.async.reset();
   if (rt.timer_running) nrt_sys_trace_stop();
   for (auto& [key, sets] : rt.sets) {
     nrt_destroy_tensor_set(&sets.first);
@@ -611,6 +733,8 @@ PyObject* RangePop(PyObject*, PyObject*) {
 PyObject* StartDeviceTimer(PyObject*, PyObject* args) {
   unsigned long long events_per_core;
   if (!PyArg_ParseTuple(args, "K", &events_per_core) || !RequireInit()) return nullptr;
+  // Requests in flight would count as the timer's: they complete first.
+  if (!AsyncWaitAll()) return nullptr;
   Runtime& rt = State();
   if (rt.timer_running) {
     PyErr_SetString(g_error, "the device timer is already running");
@@ -663,8 +787,10 @@ PyObject* StopDeviceTimer(PyObject*, PyObject*) {
     PyErr_SetString(g_error, "the device timer is not running");
     return nullptr;
   }
+  // What was scheduled while the timer ran is the timer's: it completes first.
+  const bool waited = AsyncWaitAll();
   rt.timer_running = false;
-  const bool fetched = FetchIntoTimer(rt);
+  const bool fetched = waited && FetchIntoTimer(rt);
   const NRT_STATUS stopped = nrt_sys_trace_stop();
   if (!fetched) return nullptr;
   if (Failed(stopped, "nrt_sys_trace_stop")) return nullptr;
@@ -709,7 +835,11 @@ PyType_Spec g_tensor_spec = {"nrt_framework.Tensor", sizeof(TensorObject), 0, Py
 
 PyMethodDef g_methods[] = {
     {"init", AsMethod(Init), METH_VARARGS | METH_KEYWORDS,
-     "init(core=0): starts the runtime; tensors and ops go to NeuronCore `core`."},
+     "init(core=0, async_depth=0): starts the runtime; tensors and ops go to NeuronCore `core`,"
+     " through the asynchronous API with up to `async_depth` requests in flight when not 0."},
+    {"synchronize", Synchronize, METH_NOARGS,
+     "synchronize(): waits until every op and copy scheduled has completed (at once when"
+     " synchronous)."},
     {"close", Close, METH_NOARGS, "close(): frees everything and closes the runtime."},
     {"visible_cores", VisibleCores, METH_NOARGS, "visible_cores() -> NeuronCores visible."},
     {"empty", AsMethod(Empty), METH_VARARGS | METH_KEYWORDS,
@@ -728,13 +858,15 @@ PyMethodDef g_methods[] = {
      "range_push(name): opens an annotation range on this thread."},
     {"range_pop", RangePop, METH_NOARGS, "range_pop(): closes the innermost range."},
     {"start_device_timer", StartDeviceTimer, METH_VARARGS,
-     "start_device_timer(events_per_core): starts the runtime's system trace."},
+     "start_device_timer(events_per_core): starts the runtime's system trace (after what is in"
+     " flight has completed)."},
     {"poll_device_timer", PollDeviceTimer, METH_NOARGS,
      "poll_device_timer(): fetches what the runtime recorded so far into the timer's sums (call "
      "it now and then: the ring then stays small)."},
     {"stop_device_timer", StopDeviceTimer, METH_NOARGS,
-     "stop_device_timer() -> dict of device time since the start: execution_ns, executions,"
-     " transfer_ns, transfers, overwritten (events the trace lost)."},
+     "stop_device_timer() -> dict of device time since the start (once what is in flight has"
+     " completed): execution_ns, executions, transfer_ns, transfers, overwritten (events the"
+     " trace lost)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -7,18 +7,26 @@ examples/rmsnorm.cc's naive variant through the module's eager ops: six ops per 
 a model of its own, with epsilon, a Python float, copied host-to-device inside aten::add. Each
 iteration is an "rmsnorm" range, as torch.profiler.record_function would mark it.
 
-Prints what `rmsnorm --variant naive` prints: the output checked against a float64 reference
-and the device time per iteration from the runtime's system trace. Exit status 0 when the
-output matches, 1 when it does not or the runtime fails (one line on stderr), 2 for a bad flag.
+With --async DEPTH the module schedules each op on the runtime's asynchronous API instead
+(nrt/nrt_async.h: nrta_execute_schedule, nrta_tensor_write/read, up to DEPTH requests in
+flight), as PyTorch-native Neuron does: the same ops, the same results, the host no longer
+waiting on each one. nf.synchronize() waits for what is in flight, as torch's does.
+
+Prints what `rmsnorm --variant naive` prints: the output checked against a float64 reference,
+the device time per iteration from the runtime's system trace and the wall time per iteration.
+Exit status 0 when the output matches, 1 when it does not or the runtime fails (one line on
+stderr), 2 for a bad flag.
 """
 import argparse
 import contextlib
 import math
 import random
 import sys
+import time
 
 PROG = "rmsnorm_py"
 EPSILON = 1e-6
+MAX_ASYNC_DEPTH = 4096  # examples::kMaxAsyncDepth
 
 try:
     import nrt_framework as nf
@@ -61,7 +69,7 @@ def reference(x, w, rows, cols):
 
 def run(args):
     rows, cols, dtype = args.rows, args.cols, args.dtype
-    nf.init(core=args.core)
+    nf.init(core=args.core, async_depth=args.async_depth)
     rng = random.Random(42)
     x_values = nf.round_to_dtype([rng.uniform(-2.0, 2.0) for _ in range(rows * cols)], dtype)
     w_values = nf.round_to_dtype([rng.uniform(0.5, 1.5) for _ in range(cols)], dtype)
@@ -69,16 +77,23 @@ def run(args):
     weight = nf.tensor(w_values, (cols,), dtype)
 
     rms_norm(x, weight, EPSILON)  # warm-up: compiles and loads each op's model, not measured
+    nf.synchronize()
     # A small ring, fetched as it goes: memory stays the same whatever --iters.
     nf.start_device_timer(16384)
+    start = time.perf_counter()
     for i in range(args.iters):
         nf.step()  # one training step each, as prof.step() in PyTorch
         with record_function("rmsnorm"):
             y = rms_norm(x, weight, EPSILON)
         if (i + 1) % 8 == 0:
             nf.poll_device_timer()
-    time = nf.stop_device_timer()
+    nf.synchronize()  # wall time runs to the last iteration's completion
+    wall_ms = (time.perf_counter() - start) * 1e3
+    device = nf.stop_device_timer()
     y_values = y.read()
+    if args.dump_output:
+        with open(args.dump_output, "w") as f:
+            f.write("".join(f"{v!r}\n" for v in y_values))
 
     ref = reference(x_values, w_values, rows, cols)
     # bf16 keeps 8 significant bits and each of the six ops rounds once.
@@ -86,15 +101,18 @@ def run(args):
     errors = [abs(got - want) for got, want in zip(y_values, ref)]
     bad = sum(1 for err, want in zip(errors, ref) if not err <= atol + rtol * abs(want))
     iters = args.iters
+    mode = (f", asynchronous: up to {args.async_depth} requests in flight"
+            if args.async_depth else "")
     print(f"rmsnorm naive, from Python: {rows}x{cols} {dtype}, {iters} iterations on NeuronCore "
-          f"{args.core} (6 executions and 1 host-to-device copy per iteration)")
+          f"{args.core} (6 executions and 1 host-to-device copy per iteration){mode}")
     print(f"  output vs float64 reference: max |error| {max(errors):.3g}, {bad} of {len(y_values)}"
           f" elements out of tolerance -> {'OK' if bad == 0 else 'WRONG'}")
-    print(f"  device time per iteration: {(time['execution_ns'] + time['transfer_ns']) / 1e6 / iters:.3f}"
-          f" ms (executions {time['execution_ns'] / 1e6 / iters:.3f} ms in {time['executions']},"
-          f" transfers {time['transfer_ns'] / 1e6 / iters:.3f} ms in {time['transfers']})")
-    if time["overwritten"]:
-        print(f"  warning: the system trace lost {time['overwritten']} events;"
+    print(f"  device time per iteration: {(device['execution_ns'] + device['transfer_ns']) / 1e6 / iters:.3f}"
+          f" ms (executions {device['execution_ns'] / 1e6 / iters:.3f} ms in {device['executions']},"
+          f" transfers {device['transfer_ns'] / 1e6 / iters:.3f} ms in {device['transfers']})")
+    print(f"  wall time per iteration: {wall_ms / iters:.3f} ms")
+    if device["overwritten"]:
+        print(f"  warning: the system trace lost {device['overwritten']} events;"
               " device time is understated")
     nf.close()
     return 0 if bad == 0 else 1
@@ -108,10 +126,20 @@ def main():
     parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--iters", type=int, default=10, help="timed iterations")
     parser.add_argument("--core", type=int, default=0, help="NeuronCore to run on")
+    parser.add_argument("--async", dest="async_depth", metavar="DEPTH", default="0",
+                        help="requests in flight through the runtime's asynchronous API; 0:"
+                        " synchronous calls")
+    parser.add_argument("--dump_output", metavar="FILE", default="",
+                        help="also writes the output's values to FILE (to compare two runs)")
     args = parser.parse_args()
     if not (1 <= args.rows <= 65536 and 1 <= args.cols <= 65536 and 1 <= args.iters <= 1000000
             and args.core >= 0):
         parser.error("--rows and --cols must be 1..65536, --iters 1..1000000, --core >= 0")
+    depth = args.async_depth
+    if not (depth.isascii() and depth.isdigit() and int(depth) <= MAX_ASYNC_DEPTH):
+        parser.error(f"--async must be a whole number from 0 (synchronous) to {MAX_ASYNC_DEPTH},"
+                     f" not '{depth}'")
+    args.async_depth = int(depth)
     try:
         visible = nf.visible_cores()
         if args.core >= visible:
