@@ -6,16 +6,17 @@
 # iteration (and the warm-up's), aten::add carrying the epsilon copy, the "rmsnorm" range with
 # 2.355 ms of device time per iteration, nothing dropped.
 #
-# Tagged manual until the shim finds a libnrt loaded in a local scope (the RTLD_NEXT lookup it
-# uses now cannot see it: every libnrt call of the program fails). Run it with
-#   bazel test //tests:examples_py_profiled_test
+# Then the same through the runtime's asynchronous API (`--async 4`: executions scheduled with
+# nrta_execute_schedule, the epsilon copies with nrta_tensor_write, the output read back with
+# nrta_tensor_read), from Python and from C++ (`rmsnorm --variant naive --async 4`): the same
+# table, every execution and copy correlated with the op that scheduled it (no uncorrelated
+# device time), and from Python each op charged the same device time as in the synchronous run.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
 readonly NRTPROF="${RUNFILES}/client/nrtprof"
 readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/examples_py_profiled.XXXXXX")"
 readonly ITERS=10
-readonly PROGRAM=("${RUNFILES}/examples/rmsnorm_py" --iters "${ITERS}")
 # The simulated device answers at once; no daemon or preload from the machine interferes.
 export NRT_SIM_TIME_SCALE=0 NRTPROF_ADDR= LD_PRELOAD=
 
@@ -25,35 +26,37 @@ fail() {
   failures=$((failures + 1))
 }
 
-"${NRTPROF}" run --out "${WORK}/capture" -- "${PROGRAM[@]}" >"${WORK}/out" 2>"${WORK}/err"
-rc=$?
-show_run() {
-  echo "--- nrtprof run -- rmsnorm_py --iters ${ITERS}: exit ${rc}, stdout:" >&2
-  cat "${WORK}/out" >&2
-  echo "--- stderr:" >&2
-  cat "${WORK}/err" >&2
-}
+# Runs `nrtprof run --out WORK/NAME -- PROGRAM...` and checks the program's output, the printed
+# table and summary.json; prints the run on a failure.
+check_profiled() {
+  local name="$1"
+  shift
+  local out="${WORK}/${name}.out" err="${WORK}/${name}.err" failures_before=${failures}
+  "${NRTPROF}" run --out "${WORK}/${name}" -- "$@" >"${out}" 2>"${err}"
+  local rc=$?
 
-# --- the program's own output, as without the profiler ----------------------------------------
-if [[ ${rc} -ne 0 ]] || ! grep -q ' 0 of 2048 elements out of tolerance -> OK$' "${WORK}/out" ||
-    ! grep -q "in $((6 * ITERS)), transfers .* in ${ITERS})$" "${WORK}/out"; then
-  fail "want exit 0, '-> OK' and $((6 * ITERS)) executions and ${ITERS} transfers in the program's output"
-fi
+  # --- the program's own output, as without the profiler --------------------------------------
+  if [[ ${rc} -ne 0 ]] || ! grep -q ' 0 of 2048 elements out of tolerance -> OK$' "${out}" ||
+      ! grep -q "in $((6 * ITERS)), transfers .* in ${ITERS})$" "${out}"; then
+    fail "${name}: want exit 0, '-> OK' and $((6 * ITERS)) executions and ${ITERS} transfers in the program's output"
+  fi
 
-# --- the printed table ---------------------------------------------------------------------------
-first_row="$(awk '/Self CPU/ && /# of Calls/ { getline; getline; print $1; exit }' "${WORK}/err")"
-if [[ "${first_row}" != "aten::mul" ]]; then
-  fail "want aten::mul as the table's first row, got '${first_row}'"
-fi
-for row in aten::add aten::mean aten::rsqrt rmsnorm; do
-  grep -qE "^ *${row} " "${WORK}/err" || fail "want a row for ${row} in the table"
-done
-grep -q 'Events dropped: 0' "${WORK}/err" || fail "want 'Events dropped: 0' under the table"
+  # --- the printed table -------------------------------------------------------------------------
+  local first_row
+  first_row="$(awk '/Self CPU/ && /# of Calls/ { getline; getline; print $1; exit }' "${err}")"
+  if [[ "${first_row}" != "aten::mul" ]]; then
+    fail "${name}: want aten::mul as the table's first row, got '${first_row}'"
+  fi
+  for row in aten::add aten::mean aten::rsqrt rmsnorm; do
+    grep -qE "^ *${row} " "${err}" || fail "${name}: want a row for ${row} in the table"
+  done
+  grep -q 'Events dropped: 0' "${err}" || fail "${name}: want 'Events dropped: 0' under the table"
 
-# --- summary.json: calls and device time per op -----------------------------------------------
-if ! python3 - "${WORK}/capture/summary.json" "${ITERS}" >"${WORK}/summary_check" 2>&1 <<'PY'
+  # --- summary.json: calls and device time per op ---------------------------------------------
+  if ! python3 - "${WORK}/${name}/summary.json" "${ITERS}" >"${WORK}/summary_check" 2>&1 <<'PY'
 import json, sys
-rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+summary = json.load(open(sys.argv[1]))
+rows = {r["name"]: r for r in summary["rows"]}
 iters = int(sys.argv[2])
 bad = []
 def want(ok, what):
@@ -74,15 +77,44 @@ want(rows["rmsnorm"]["self_device_ns"] == 0, "rmsnorm: all its device time under
 per_call = lambda op: rows[op]["self_device_ns"] / (iters + 1)
 want(per_call("aten::add") > per_call("aten::rsqrt") + 100000,
      "aten::add: the epsilon's host-to-device copy on top of its execution")
+want(summary["uncorrelated_device_ns"] == 0 and summary["uncorrelated_device_events"] == 0,
+     f"no uncorrelated device time, got {summary['uncorrelated_device_ns']} ns in"
+     f" {summary['uncorrelated_device_events']} events")
+if bad:
+    sys.exit("; ".join(bad))
+PY
+  then
+    fail "${name}: summary.json: $(cat "${WORK}/summary_check")"
+  fi
+
+  if [[ ${failures} -ne ${failures_before} ]]; then
+    echo "--- nrtprof run -- $*: exit ${rc}, stdout:" >&2
+    cat "${out}" >&2
+    echo "--- stderr:" >&2
+    cat "${err}" >&2
+  fi
+}
+
+check_profiled python "${RUNFILES}/examples/rmsnorm_py" --iters "${ITERS}"
+check_profiled python_async "${RUNFILES}/examples/rmsnorm_py" --iters "${ITERS}" --async 4
+check_profiled cpp_async "${RUNFILES}/examples/rmsnorm" --variant naive --iters "${ITERS}" --async 4
+
+# --- asynchronous from Python: each op charged what the synchronous run charged it -------------
+if ! python3 - "${WORK}/python/summary.json" "${WORK}/python_async/summary.json" \
+    >"${WORK}/same_check" 2>&1 <<'PY'
+import json, sys
+sync, async_ = ({r["name"]: r for r in json.load(open(p))["rows"]} for p in sys.argv[1:3])
+bad = [f"{op}: {async_.get(op, {}).get('self_device_ns')} ns, synchronous {sync[op]['self_device_ns']} ns"
+       for op in ("aten::mul", "aten::add", "aten::mean", "aten::rsqrt", "aten::copy_")
+       if op not in async_ or async_[op]["self_device_ns"] != sync[op]["self_device_ns"]]
 if bad:
     sys.exit("; ".join(bad))
 PY
 then
-  fail "summary.json: $(cat "${WORK}/summary_check")"
+  fail "rmsnorm_py --async 4 under nrtprof: the ops' device time differs from the synchronous run's: $(cat "${WORK}/same_check")"
 fi
 
 if [[ ${failures} -ne 0 ]]; then
-  show_run
   echo "${failures} check(s) failed" >&2
   exit 1
 fi

@@ -9,8 +9,15 @@
 #     reports the naive variant's 6 executions, 1 transfer and 2.355 ms per iteration;
 #   - rmsnorm and rmsnorm_py run in constant memory whatever --iters (they fetch the system
 #     trace as they go);
-#   - a bad flag exits 2 with one line on stderr; a runtime that fails or a module that is not
-#     there exits 1 with one line from the program.
+#   - --async DEPTH (the runtime's asynchronous API, up to DEPTH requests in flight): rmsnorm in
+#     each variant and dtype, and rmsnorm_py, write the very bytes (values) the synchronous run
+#     writes and print its device time line as it is (at scale 0 the cost model's figures
+#     exactly), also when the runtime's queues refuse with NRT_QUEUE_FULL
+#     (NRT_SIM_ASYNC_QUEUE_DEPTH=1); the synchronous header line is unchanged, the asynchronous
+#     one says the depth, both print their wall time per iteration; and with the device's time
+#     passing (scale 1) naive --async 16 takes less wall time per iteration than synchronous;
+#   - a bad flag exits 2 with one line on stderr (--async -1 and --async x included); a runtime
+#     that fails or a module that is not there exits 1 with one line from the program.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
@@ -83,6 +90,86 @@ for variant in naive fused compiled; do
   done
 done
 
+# --- --async: the same results and device time through the asynchronous API ------------------
+# The printed "device time per iteration" line.
+device_line() { grep 'device time per iteration:' "${WORK}/out"; }
+# Whether the last run() printed a wall time per iteration.
+has_wall_time() { grep -qE '^  wall time per iteration: [0-9]+\.[0-9]{3} ms$' "${WORK}/out"; }
+
+# Runs PROGRAM ARGS... synchronously, then with each `--async DEPTH [VAR=VALUE]` of ${depths[@]}
+# (a depth, optionally with an environment setting for the runtime), and checks each
+# asynchronous run against the synchronous one: exit 0, the same output file, the same device
+# time line, the depth in the first line, a wall time.
+check_async_matches_sync() {
+  local name="$1"
+  shift
+  run "$@" --dump_output "${WORK}/sync.out"
+  if [[ ${rc} -ne 0 ]] || ! has_wall_time; then
+    show_run "${name}" "$*"
+    fail "${name} $*: want exit 0 and a wall time per iteration"
+    return
+  fi
+  local sync_first sync_device
+  sync_first="$(head -n 1 "${WORK}/out")"
+  sync_device="$(device_line)"
+  local depth setting
+  for depth_setting in "${depths[@]}"; do
+    read -r depth setting <<<"${depth_setting}"
+    run env ${setting} "$@" --async "${depth}" --dump_output "${WORK}/async.out"
+    local what="${name} $* --async ${depth}${setting:+ (${setting})}"
+    if [[ ${rc} -ne 0 ]] || ! grep -q -- '-> OK$' "${WORK}/out" || ! has_wall_time; then
+      show_run "${what}"
+      fail "${what}: want exit 0, '-> OK' and a wall time per iteration"
+    elif ! cmp -s "${WORK}/sync.out" "${WORK}/async.out"; then
+      fail "${what}: the output differs from the synchronous run's"
+    elif [[ "$(device_line)" != "${sync_device}" ]]; then
+      show_run "${what}"
+      fail "${what}: device time line '$(device_line)', want the synchronous '${sync_device}'"
+    elif [[ "$(head -n 1 "${WORK}/out")" != "${sync_first}, asynchronous: up to ${depth} requests in flight" ]]; then
+      show_run "${what}"
+      fail "${what}: first line '$(head -n 1 "${WORK}/out")', want the synchronous one and ', asynchronous: up to ${depth} requests in flight'"
+    fi
+  done
+}
+
+depths=("4")
+for variant in fused compiled; do
+  for dtype in bf16 fp32; do
+    check_async_matches_sync rmsnorm "${RMSNORM}" --variant "${variant}" --dtype "${dtype}" --iters 10
+  done
+done
+depths=("1" "4" "8 NRT_SIM_ASYNC_QUEUE_DEPTH=1")
+check_async_matches_sync rmsnorm "${RMSNORM}" --variant naive --dtype bf16 --iters 10
+check_async_matches_sync rmsnorm "${RMSNORM}" --variant naive --dtype fp32 --iters 3
+want_first='rmsnorm naive: 4x512 bf16, 10 iterations on NeuronCore 0 (6 executions and 1 host-to-device copy per iteration)'
+run "${RMSNORM}" --variant naive --iters 10
+if [[ "$(head -n 1 "${WORK}/out")" != "${want_first}" ]] ||
+    [[ "$(device_line)" != '  device time per iteration: 2.355 ms (executions 2.201 ms in 60, transfers 0.154 ms in 10)' ]]; then
+  show_run rmsnorm --variant naive --iters 10
+  fail "rmsnorm --variant naive --iters 10: want the first and device time lines as before --async"
+fi
+depths=("4" "8 NRT_SIM_ASYNC_QUEUE_DEPTH=1")
+check_async_matches_sync rmsnorm_py "${RMSNORM_PY}" --iters 10
+
+# With the device's time passing, the asynchronous naive variant keeps the compute queue fed
+# (the epsilon copies run beside the executions, the host no longer waits on each call): less
+# wall time per iteration than the synchronous calls, which wait out every 2.355 ms. Three
+# tries, for a busy machine.
+wall_ms() { awk '/wall time per iteration:/ { print $5; exit }' "${WORK}/out"; }
+faster=0
+for try in 1 2 3; do
+  NRT_SIM_TIME_SCALE=1 run "${RMSNORM}" --variant naive --iters 40
+  sync_wall="$(wall_ms)"
+  NRT_SIM_TIME_SCALE=1 run "${RMSNORM}" --variant naive --iters 40 --async 16
+  async_wall="$(wall_ms)"
+  if awk -v s="${sync_wall}" -v a="${async_wall}" 'BEGIN { exit !(s != "" && a != "" && a < s) }'; then
+    faster=1
+    break
+  fi
+done
+[[ ${faster} -eq 1 ]] ||
+  fail "rmsnorm naive at NRT_SIM_TIME_SCALE=1: --async 16 took ${async_wall} ms per iteration, synchronous ${sync_wall} ms: want less"
+
 # --- mlp: many threads on several NeuronCores -------------------------------------------------
 run "${MLP}" --threads 8 --cores 2 --iters 20
 if [[ ${rc} -ne 0 ]] ||
@@ -142,6 +229,13 @@ check_flag_error() {
   fi
 }
 check_flag_error "${RMSNORM}" --variant bogus
+for program in "${RMSNORM}" "${RMSNORM_PY}"; do
+  for depth in -1 x; do
+    check_flag_error "${program}" --async "${depth}"
+    grep -q -- "--async must be a whole number from 0 (synchronous) to 4096, not '${depth}'" \
+        "${WORK}/err" || fail "$(basename "${program}") --async ${depth}: want the line to say what --async takes"
+  done
+done
 check_flag_error "${MLP}" --cores 0
 check_flag_error "${MLP}" --cores 3  # the simulated runtime shows 2 NeuronCores by default
 check_flag_error "${MLP}" --threads 0
