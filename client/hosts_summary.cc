@@ -35,6 +35,8 @@ daemon::Summary MergeSummaries(const std::string& capture_id,
     all.async_device_events += s.async_device_events;
     all.async_executions += s.async_executions;
     all.async_executions_queue_empty += s.async_executions_queue_empty;
+    all.completion_polls += s.completion_polls;
+    all.completion_polls_recorded += s.completion_polls_recorded;
     all.self_cpu_total_ns += s.self_cpu_total_ns;
     all.self_device_total_ns += s.self_device_total_ns;
     all.uncorrelated_device_events += s.uncorrelated_device_events;

@@ -129,6 +129,43 @@ void RunCase(const Case& c) {
 
 TEST(AsyncTest, OneThreadPolling) { RunCase({"poll", 40, 8, 40, {}}); }
 
+// A polling loop does not flood the trace: of its nrta_is_completed calls only the poll that
+// saw its request done is recorded — one per wait: two input writes, the execution and the
+// output read of each of the 40 — and the table's calls count every poll the program made.
+TEST(AsyncTest, PollsAreCountedNotRecordedOneByOne) {
+  Daemon daemon("async-polls");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("async-polls") + "/capture";
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--out", out, "--"};
+  // The device's time passes (scale 1), so that most polls find the request still running.
+  for (const std::string& a : Client("poll", 40, 8)) argv.push_back(a);
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["NRT_SIM_TIME_SCALE"] = "1";
+  const Result r = RunProcess(argv, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  google::protobuf::Value doc;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(out + "/trace.json"), &doc).ok());
+  size_t recorded = 0;
+  double unrecorded = 0;
+  for (const google::protobuf::Value& e :
+       doc.struct_value().fields().at("traceEvents").list_value().values()) {
+    const auto& f = e.struct_value().fields();
+    if (!f.count("name") || f.at("name").string_value() != "nrta_is_completed") continue;
+    ++recorded;
+    unrecorded += f.at("args").struct_value().fields().at("polls").number_value();
+  }
+  EXPECT_EQ(recorded, 160u);
+  EXPECT_GT(unrecorded, 160) << "the polls that saw nothing new";
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_EQ(calls.at("nrta_is_completed"), static_cast<int64_t>(recorded + unrecorded));
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"),
+                                "Completion polls: " + std::to_string(calls.at("nrta_is_completed")) +
+                                    ", of which 160 recorded"))
+      << ReadFile(out + "/summary.txt");
+}
+
 TEST(AsyncTest, TwoThreadsSchedulingOnOneModel) { RunCase({"threads", 30, 6, 60, {}}); }
 
 // A queue of two, with the device's time passing (scale 20: each execution takes ~7 ms), so

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/json_text.h"
+#include "trace/api_function.h"
 #include "trace/atomic_file.h"
 #include "trace/id_index.h"
 #include "trace/trace_lanes.h"
@@ -120,9 +121,13 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
   }
 
   for (const ApiCall& c : p.calls) {
+    if (IsCompletionPoll(c.function)) {
+      ++summary->completion_polls_recorded;
+      summary->completion_polls += 1 + c.polls;
+    }
     if (c.range != 0 && ranges.Find(c.range) != nullptr) continue;
     SummaryRow& out = row(c.name);
-    ++out.calls;
+    out.calls += 1 + c.polls;  // a recorded poll stands for the polls before it too
     out.self_cpu_ns += c.duration_ns;
     out.cpu_total_ns += c.duration_ns;
   }
@@ -331,6 +336,12 @@ std::string AsyncLines(const Summary& s) {
   absl::StrAppend(&out, "Async executions scheduled onto an empty queue: ",
                   s.async_executions_queue_empty, " of ", s.async_executions,
                   " (no earlier request of the queue in flight: the device waited for the host)\n");
+  if (s.completion_polls != 0) {
+    absl::StrAppend(&out, "Completion polls: ", s.completion_polls, ", of which ",
+                    s.completion_polls_recorded,
+                    " recorded (those that saw their request done; the rest are counted in their "
+                    "rows' calls, not timed)\n");
+  }
   return out;
 }
 
@@ -472,6 +483,8 @@ summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<Summ
   f.set_async_device_events(s.async_device_events);
   f.set_async_executions(s.async_executions);
   f.set_async_executions_queue_empty(s.async_executions_queue_empty);
+  f.set_completion_polls(s.completion_polls);
+  f.set_completion_polls_recorded(s.completion_polls_recorded);
   for (const auto& [nc, busy] : s.device_busy_ns) {
     summary_json::CoreBusy* core = f.add_device_busy();
     core->set_nc(static_cast<uint32_t>(nc));
@@ -805,6 +818,8 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   s.async_device_events = file.async_device_events();
   s.async_executions = file.async_executions();
   s.async_executions_queue_empty = file.async_executions_queue_empty();
+  s.completion_polls = file.completion_polls();
+  s.completion_polls_recorded = file.completion_polls_recorded();
   for (const summary_json::CoreBusy& core : file.device_busy()) {
     s.device_busy_ns[static_cast<int32_t>(core.nc())] += core.busy_ns();
   }

@@ -91,6 +91,12 @@ struct Summary {
   // Per NeuronCore (nc_idx), the time it had work (top-level executions and transfers, work
   // that overlaps counted once), summed over the processes.
   std::map<int32_t, uint64_t> device_busy_ns;
+  // The async API's completion polls (nrta_is_completed, nrta_get_sequence): how many the
+  // program made, and how many of them the shim recorded (the polls that saw something new;
+  // the rest are counted on the next recorded one, ApiCall::polls, and not timed). A call row
+  // of theirs counts them all.
+  uint64_t completion_polls = 0;
+  uint64_t completion_polls_recorded = 0;
 };
 
 enum class SummarySortKey { kSelfDevice, kDeviceTotal, kSelfCpu, kCpuTotal, kCalls, kName };

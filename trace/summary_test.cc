@@ -612,6 +612,8 @@ TEST(SummaryTest, AsyncWorkIsChargedToItsOpWithItsQueueWait) {
   EXPECT_EQ(s.async_executions_queue_empty, 1u);
   EXPECT_EQ(s.device_busy_ns, (std::map<int32_t, uint64_t>{{0, 1100 * kUs}}));
   EXPECT_EQ(s.window_ns, 2000 * kUs);
+  EXPECT_EQ(s.completion_polls, 8u);  // the recorded poll and the 7 before it
+  EXPECT_EQ(s.completion_polls_recorded, 1u);
 
   const std::vector<std::string> lines = TableLines(FormatSummary(s));
   ASSERT_GE(lines.size(), 4u);
@@ -627,6 +629,8 @@ TEST(SummaryTest, AsyncWorkIsChargedToItsOpWithItsQueueWait) {
                          "busy/window; overlapping work once)",
                          "Async executions scheduled onto an empty queue: 1 of 3 (no earlier "
                          "request of the queue in flight: the device waited for the host)",
+                         "Completion polls: 8, of which 1 recorded (those that saw their request "
+                         "done; the rest are counted in their rows' calls, not timed)",
                          "Events dropped: 0"}));
 
   // CSV: the average in ns before calls; JSON: the sum and count, read back to the same table.
@@ -658,6 +662,24 @@ TEST(SummaryTest, RowsWithoutAsyncWorkHaveNoQueueWait) {
   EXPECT_TRUE(found) << text;
   EXPECT_TRUE(absl::StrContains(FormatSummary(s, SummarySortKey::kName, SummaryFormat::kCsv),
                                 "\nidle_op,10000,10000,0,0,0,,1\n"));
+}
+
+// A poll outside any op is a row of its own, and its calls are every poll the program made:
+// the recorded one and the unrecorded ones it stands for.
+TEST(SummaryTest, APollRowCountsThePollsItStandsFor) {
+  Trace t = AsyncTrace();
+  ApiCall& poll = t.processes[0].calls.emplace_back();
+  poll.correlation_id = 999;
+  poll.name = "nrta_is_completed";
+  poll.function = nrtprof::API_NRTA_IS_COMPLETED;
+  poll.tid = 7;
+  poll.start_ns = 1990 * kUs;
+  poll.polls = 41;
+  const Summary s = ComputeSummary(t);
+  std::map<std::string, SummaryRow> rows = ByName(s);
+  EXPECT_EQ(rows["nrta_is_completed"].calls, 42u);
+  EXPECT_EQ(s.completion_polls, 50u);
+  EXPECT_EQ(s.completion_polls_recorded, 2u);
 }
 
 // A capture without async work: no queue wait column, no lines about it, the CSV's 7 columns.
