@@ -99,4 +99,32 @@ uint64_t DeviceCopyNs(size_t bytes, const DeviceConfig& config) {
             static_cast<double>(bytes) / config.hbm_bytes_per_ns);
 }
 
+uint64_t CollectiveNs(uint32_t cc_op, uint64_t in_bytes, uint64_t out_bytes, uint32_t elem_bytes,
+                      uint32_t n, bool cross_host, const DeviceConfig& config) {
+  double ns = config.cc_setup_us * 1000.0;
+  if (n <= 1) return static_cast<uint64_t>(ns);
+  const double share = static_cast<double>(n - 1) / n;
+  double sent = 0, steps = 0, reduced = 0;
+  switch (cc_op) {
+    case 0:  // all-gather: each rank forwards n-1 of the n pieces of the output
+      sent = share * static_cast<double>(out_bytes);
+      steps = n - 1;
+      break;
+    case 2:  // reduce-scatter: n-1 steps of reduce-and-forward over the input
+      sent = share * static_cast<double>(in_bytes);
+      steps = n - 1;
+      reduced = sent / elem_bytes;
+      break;
+    default:  // all-reduce: a reduce-scatter, then an all-gather
+      sent = 2 * share * static_cast<double>(in_bytes);
+      steps = 2.0 * (n - 1);
+      reduced = share * static_cast<double>(in_bytes) / elem_bytes;
+      break;
+  }
+  const double rate = cross_host ? config.efa_bytes_per_ns : config.neuronlink_bytes_per_ns;
+  const double step_us = cross_host ? config.efa_step_us : config.neuronlink_step_us;
+  ns += steps * step_us * 1000.0 + sent / rate + reduced / config.vector_elems_per_ns;
+  return static_cast<uint64_t>(ns + 0.5);
+}
+
 }  // namespace nrtsim

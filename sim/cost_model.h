@@ -49,6 +49,13 @@ uint64_t HostDmaNs(size_t bytes, const DeviceConfig& config);
 // Device-to-device copy on one core (nrt_tensor_copy between device tensors).
 uint64_t DeviceCopyNs(size_t bytes, const DeviceConfig& config);
 
+// A collective on `n` ranks (ring algorithm), nrt_cc_op_type_t `cc_op` (0 all-gather,
+// 1 all-reduce, 2 reduce-scatter) on a rank's `in_bytes` / `out_bytes` of `elem_bytes`-byte
+// elements: set-up, each ring step's latency, the bytes each rank sends over the link's rate
+// (NeuronLink within a host, EFA when the group spans hosts), and the reduction's adds.
+uint64_t CollectiveNs(uint32_t cc_op, uint64_t in_bytes, uint64_t out_bytes, uint32_t elem_bytes,
+                      uint32_t n, bool cross_host, const DeviceConfig& config);
+
 }  // namespace nrtsim
 
 #endif  // NRTPROF_SIM_COST_MODEL_H_

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -16,7 +17,12 @@ namespace nrtsim {
 
 struct DeviceConfig {
   // --- Topology and pacing (from the environment, see FromEnvironment) ---
-  uint32_t num_cores = 2;    // NRT_SIM_NUM_CORES
+  // The process's NeuronCores: NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES out of the
+  // machine's NRT_SIM_NUM_CORES. Core i of the process (its logical index, what the API's
+  // `vnc` names) is the machine's core visible_cores[i].
+  uint32_t num_cores = 2;      // visible_cores.size()
+  uint32_t machine_cores = 2;  // NRT_SIM_NUM_CORES
+  std::vector<uint32_t> visible_cores = {0, 1};
   double time_scale = 1.0;   // NRT_SIM_TIME_SCALE: host wait = modelled time x this
   uint64_t hbm_bytes_per_core = 16ull << 30;
 
@@ -49,8 +55,19 @@ struct DeviceConfig {
   double pcie_bytes_per_ns = 25.0;        // ~25 GB/s
   double device_copy_setup_us = 4.0;      // device-to-device on one core
 
-  // Reads NRT_SIM_NUM_CORES (1..64) and NRT_SIM_TIME_SCALE (a number >= 0, at most 1000) over
-  // the defaults. A malformed value is an InvalidArgument naming the variable.
+  // --- Collectives (nrta_cc_*), ring algorithm; see sim/README.md, "Collectives" ---
+  // Within a host: NeuronLink-v3, 1.28 TB/s per Trainium2 device shared by its 8 cores.
+  double neuronlink_bytes_per_ns = 160.0;
+  double neuronlink_step_us = 2.0;        // per ring step within a host (assumed)
+  // Across hosts: EFA, 50 Gbps per rank, ~15 us for a minimal message between servers.
+  double efa_bytes_per_ns = 6.25;
+  double efa_step_us = 15.0;
+  double cc_setup_us = 10.0;              // per collective: the CC cores' program (assumed)
+
+  // Reads NRT_SIM_NUM_CORES (1..128), NEURON_RT_VISIBLE_CORES ("0-3", "5", "4,6"),
+  // NEURON_RT_NUM_CORES (the first n visible) and NRT_SIM_TIME_SCALE (a number >= 0, at most
+  // 1000) over the defaults. A process drives at most 64 cores. A malformed value is an
+  // InvalidArgument naming the variable.
   static absl::StatusOr<DeviceConfig> FromEnvironment();
 };
 

@@ -109,12 +109,48 @@ uint64_t NeuronCore::RunOnLane(int lane_index, uint64_t ticket, uint64_t earlies
     if (!is_async) {
       SleepUntilMonotonic(deadline);
     } else {
-      // std::chrono::steady_clock is CLOCK_MONOTONIC.
-      const auto until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline));
-      std::unique_lock<std::mutex> lock(hurry_mu_);
-      hurry_cv_.wait_until(lock, until, [this] { return hurry_; });
+      HostWait(deadline);
     }
   }
+  Finish(lane, end, done);
+  return start;
+}
+
+void NeuronCore::HostWait(uint64_t deadline) {
+  // std::chrono::steady_clock is CLOCK_MONOTONIC.
+  const auto until = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline));
+  std::unique_lock<std::mutex> lock(hurry_mu_);
+  hurry_cv_.wait_until(lock, until, [this] { return hurry_; });
+}
+
+uint64_t NeuronCore::RunTicketOpen(
+    int lane_index, uint64_t ticket, uint64_t earliest_ns,
+    const std::function<uint64_t(uint64_t ready_ns, uint64_t* end_ns)>& work,
+    const std::function<void()>& done) {
+  Lane& lane = lanes_[lane_index];
+  uint64_t ready = 0;
+  {
+    std::unique_lock<std::mutex> lock(lane.mu);
+    lane.turn.wait(lock, [&lane, ticket] { return lane.now_serving == ticket; });
+    ready = std::max(earliest_ns, lane.busy_until_ns);
+  }
+  uint64_t end = ready;
+  const uint64_t wait_ns = work(ready, &end);
+  end = std::max(end, ready);
+  {
+    // Nobody else runs on the lane before this ticket is finished: its end is set now.
+    std::lock_guard<std::mutex> lock(lane.mu);
+    lane.busy_until_ns = end;
+  }
+  if (time_scale_ > 0 && wait_ns > 0) {
+    HostWait(MonotonicNs() +
+             static_cast<uint64_t>(std::llround(static_cast<double>(wait_ns) * time_scale_)));
+  }
+  Finish(lane, end, &done);
+  return ready;
+}
+
+void NeuronCore::Finish(Lane& lane, uint64_t end, const std::function<void()>* done) {
   uint64_t last = done_until_.load(std::memory_order_relaxed);
   while (last < end &&
          !done_until_.compare_exchange_weak(last, end, std::memory_order_acq_rel)) {
@@ -126,7 +162,6 @@ uint64_t NeuronCore::RunOnLane(int lane_index, uint64_t ticket, uint64_t earlies
     ++lane.now_serving;
   }
   lane.turn.notify_all();
-  return start;
 }
 
 }  // namespace nrtsim

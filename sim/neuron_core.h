@@ -79,6 +79,16 @@ class NeuronCore {
                      const std::function<void(uint64_t device_start_ns)>& work,
                      const std::function<void()>& done);
 
+  // A request whose length is known only once it has run (a collective, which waits for its
+  // group): on `lane` it is ready at `earliest_ns` or when the lane is free, whichever is
+  // later; `work(ready_ns, &end_ns)` runs then, sets the request's device end (at least
+  // ready_ns) and returns how long (device ns) the host should wait after it, times the scale,
+  // unless Hurry() was called. `done` runs before the lane goes to the next ticket. Returns
+  // the ready time.
+  uint64_t RunTicketOpen(int lane, uint64_t ticket, uint64_t earliest_ns,
+                         const std::function<uint64_t(uint64_t ready_ns, uint64_t* end_ns)>& work,
+                         const std::function<void()>& done);
+
   // The device end of the latest job to complete on this core, any lane (0: none yet).
   uint64_t done_until() const { return done_until_.load(std::memory_order_acquire); }
 
@@ -100,6 +110,9 @@ class NeuronCore {
   uint64_t RunOnLane(int lane, uint64_t ticket, uint64_t earliest_ns, uint64_t duration_ns,
                      bool is_async, const std::function<void(uint64_t)>& work,
                      const std::function<void()>* done);
+  // The host's wait for an asynchronous job, cut short by Hurry().
+  void HostWait(uint64_t deadline_monotonic_ns);
+  void Finish(Lane& lane, uint64_t end, const std::function<void()>* done);
 
   const uint32_t index_;
   const DeviceClock* const clock_;

@@ -84,8 +84,12 @@ NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc, int32_t,
 NRT_STATUS nrt_load_collectives(const void* neff_bytes, size_t size, int32_t vnc, int32_t,
                                 uint32_t ctx_device_id, uint32_t ctx_device_count,
                                 nrt_model_t** model) {
-  if (ctx_device_count != 1 || ctx_device_id != 0) {
-    return Unsupported("nrt_load_collectives beyond a group of one device");
+  // The model format has no collective op: a rank's model loads as nrt_load loads it, and its
+  // collectives go through nrta_cc_* (sim/README.md, "Collectives").
+  if (ctx_device_count == 0 || ctx_device_id >= ctx_device_count) {
+    nrtsim::ReportError("nrt_load_collectives: ctx_device_id " + std::to_string(ctx_device_id) +
+                        " is not below ctx_device_count " + std::to_string(ctx_device_count));
+    return NRT_INVALID;
   }
   return Runtime::Get().Load(neff_bytes, size, vnc, model);
 }
@@ -104,8 +108,8 @@ NRT_STATUS nrt_get_model_vnc_count(const nrt_model_t* model, uint32_t* vnc_count
   return nrt_get_model_nc_count(model, vnc_count);
 }
 
-NRT_STATUS nrt_get_total_nc_count(uint32_t* n) { return Runtime::Get().CoreCount(n); }
-NRT_STATUS nrt_get_total_vnc_count(uint32_t* n) { return Runtime::Get().CoreCount(n); }
+NRT_STATUS nrt_get_total_nc_count(uint32_t* n) { return Runtime::Get().CoreCount(n, true); }
+NRT_STATUS nrt_get_total_vnc_count(uint32_t* n) { return Runtime::Get().CoreCount(n, true); }
 NRT_STATUS nrt_get_visible_nc_count(uint32_t* n) { return Runtime::Get().CoreCount(n); }
 NRT_STATUS nrt_get_visible_vnc_count(uint32_t* n) { return Runtime::Get().CoreCount(n); }
 
@@ -253,8 +257,8 @@ NRT_STATUS nrt_get_attached_efa_bdf(const void*, char*, size_t*) {
   return Unsupported("nrt_get_attached_efa_bdf");
 }
 
-NRT_STATUS nrt_cc_global_comm_init(uint32_t, uint32_t, uint32_t) {
-  return Unsupported("nrt_cc_global_comm_init");
+NRT_STATUS nrt_cc_global_comm_init(uint32_t vnc, uint32_t g_device_id, uint32_t g_device_count) {
+  return Runtime::Get().CommInit(vnc, g_device_id, g_device_count);
 }
 
 // --- nrt_experimental.h ---

@@ -1,5 +1,6 @@
 // The explicit asynchronous API (nrt/nrt_async.h): argument plumbing onto nrtsim::Runtime.
-// Collectives are not modelled: nrta_cc_* fail as the synchronous collectives do.
+// Collectives: nrta_cc_prepare / nrta_cc_schedule on the communicator of
+// nrt_cc_global_comm_init (runtime_cc.cc).
 #include "nrt/nrt_async.h"
 
 #include "runtime.h"
@@ -32,13 +33,15 @@ NRT_STATUS nrta_execute_schedule(nrt_model_t* model, const nrt_tensor_set_t* inp
   return Runtime::Get().ScheduleExecute(model, input, output, queue, ret, req_sequence);
 }
 
-NRT_STATUS nrta_cc_prepare(nrt_cc_comm_t*, nrt_tensor_list_t*, nrt_tensor_list_t*, nrt_dtype_t,
-                           nrt_op_type_t, nrt_cc_op_type_t, nrt_cc_context_t**) {
-  return nrtsim::Unsupported("nrta_cc_prepare");
+NRT_STATUS nrta_cc_prepare(nrt_cc_comm_t* comm, nrt_tensor_list_t* input,
+                           nrt_tensor_list_t* output, nrt_dtype_t dtype, nrt_op_type_t op,
+                           nrt_cc_op_type_t cc_op, nrt_cc_context_t** cc_ctx) {
+  return Runtime::Get().CcPrepare(comm, input, output, dtype, op, cc_op, cc_ctx);
 }
 
-NRT_STATUS nrta_cc_schedule(nrt_cc_context_t**, int, NRT_STATUS*, nrta_seq_t*) {
-  return nrtsim::Unsupported("nrta_cc_schedule");
+NRT_STATUS nrta_cc_schedule(nrt_cc_context_t** cc_ctx, int queue, NRT_STATUS* ret,
+                            nrta_seq_t* req_sequence) {
+  return Runtime::Get().CcSchedule(cc_ctx, queue, ret, req_sequence);
 }
 
 NRT_STATUS nrta_is_completed(nrta_seq_t seq, bool* is_completed) {

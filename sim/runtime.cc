@@ -120,6 +120,10 @@ NRT_STATUS Runtime::Init(nrt_framework_type_t framework) {
     cores_.push_back(std::make_unique<NeuronCore>(i, &clock_, config_.time_scale));
   }
   trace_ = std::make_unique<SysTrace>(config_.num_cores, clock_.offset_ns());
+  // A core's global id is its number on the machine (NEURON_RT_VISIBLE_CORES).
+  for (uint32_t i = 0; i < config_.num_cores; ++i) {
+    trace_->SetWorkerGid(i, config_.visible_cores[i]);
+  }
   last_model_.reset(new std::atomic<uint64_t>[config_.num_cores]);
   for (uint32_t i = 0; i < config_.num_cores; ++i) last_model_[i].store(0);
   {
@@ -146,12 +150,22 @@ void Runtime::Close() {
   // Asynchronous requests still queued complete now, in order, without the host waiting out
   // their device time; their workers end. No call is in flight (life_mu_ is held), and the
   // workers take no lock of the runtime's, so this cannot wait on anything but them.
+  // A collective waiting for its group fails at once (the other ranks see this one leave).
+  std::shared_ptr<CcComm> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm = comm_;
+  }
+  if (comm != nullptr) comm->Abort();
   for (const auto& core : cores_) core->Hurry();
   async_.Stop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     FreeAllLocked();
+    comm_.reset();
+    cc_contexts_.clear();
   }
+  comm.reset();
   {
     std::lock_guard<std::mutex> lock(profile_mu_);
     profiles_.clear();  // profiles not stopped are not written
@@ -162,18 +176,18 @@ void Runtime::Close() {
   state_ = State::kClosed;
 }
 
-NRT_STATUS Runtime::CoreCount(uint32_t* count) {
+NRT_STATUS Runtime::CoreCount(uint32_t* count, bool total) {
   if (count == nullptr) return Fail(NRT_INVALID, "core count: null output pointer");
   {
     std::shared_lock<std::shared_mutex> life(life_mu_);
     if (state_ == State::kInitialized) {
-      *count = config_.num_cores;
+      *count = total ? config_.machine_cores : config_.num_cores;
       return NRT_SUCCESS;
     }
   }
   absl::StatusOr<DeviceConfig> config = DeviceConfig::FromEnvironment();
   if (!config.ok()) return Fail(NRT_INVALID, std::string(config.status().message()));
-  *count = config->num_cores;
+  *count = total ? config->machine_cores : config->num_cores;
   return NRT_SUCCESS;
 }
 

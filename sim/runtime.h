@@ -20,6 +20,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include "async_queues.h"
+#include "cc_comm.h"
 #include "cost_model.h"
 #include "device_config.h"
 #include "neuron_core.h"
@@ -36,7 +37,8 @@ class Runtime {
 
   NRT_STATUS Init(nrt_framework_type_t framework);
   void Close();
-  NRT_STATUS CoreCount(uint32_t* count);
+  // The process's visible cores, or (`total`) the machine's.
+  NRT_STATUS CoreCount(uint32_t* count, bool total = false);
 
   NRT_STATUS Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model);
   NRT_STATUS Unload(nrt_model_t* model);
@@ -91,6 +93,13 @@ class Runtime {
   NRT_STATUS NotifyXu(uint32_t lnc, int xu, int queue, int efd) {
     return async_.NotifyXu(lnc, xu, queue, efd);
   }
+
+  // Collectives (nrt_cc_global_comm_init, nrta_cc_prepare, nrta_cc_schedule), runtime_cc.cc.
+  NRT_STATUS CommInit(uint32_t vnc, uint32_t g_device_id, uint32_t g_device_count);
+  NRT_STATUS CcPrepare(nrt_cc_comm_t* comm, nrt_tensor_list_t* input, nrt_tensor_list_t* output,
+                       nrt_dtype_t dtype, nrt_op_type_t op, nrt_cc_op_type_t cc_op,
+                       nrt_cc_context_t** ctx);
+  NRT_STATUS CcSchedule(nrt_cc_context_t** ctx, int queue, NRT_STATUS* ret, uint64_t* seq);
 
   NRT_STATUS TraceStart(const TraceCaptureConfig& config);
   NRT_STATUS TraceStop();
@@ -180,6 +189,12 @@ class Runtime {
   void RecordCall(TraceEventType type, TracePhase phase, uint32_t vnc, const nrt_model* model,
                   uint64_t host_ns, int64_t tid) ABSL_SHARED_LOCKS_REQUIRED(life_mu_);
   void FreeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a scheduled collective on its lane (the queue's worker): the group's barrier, the
+  // transfers, their trace events; completes the request.
+  void RunCollective(const std::shared_ptr<nrt_cc_context>& ctx,
+                     const std::shared_ptr<CcComm>& comm, int queue, const Slot& slot);
+  void RecordCc(TraceEventType type, const nrt_cc_context& ctx, const CcComm& comm,
+                uint64_t op_id, const Slot& slot, uint64_t start, uint64_t end, uint64_t bytes);
 
   // Standard mutexes rather than absl::Mutex: Debian's abseil is not built with ThreadSanitizer,
   // which then cannot see its locking, and the runtime's tests run under --config=tsan.
@@ -199,6 +214,16 @@ class Runtime {
   std::unordered_map<const void*, std::unique_ptr<TensorSet>> sets_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> device_bytes_used_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> models_per_core_ ABSL_GUARDED_BY(mu_);
+  // The global communicator (nrt_cc_global_comm_init), its core, and the collectives prepared
+  // and not yet scheduled.
+  std::shared_ptr<CcComm> comm_ ABSL_GUARDED_BY(mu_);
+  uint32_t comm_vnc_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unordered_map<const nrt_cc_context*, std::shared_ptr<nrt_cc_context>> cc_contexts_
+      ABSL_GUARDED_BY(mu_);
+  // CLOCK_REALTIME - CLOCK_MONOTONIC when the communicator formed: ranks compare device times
+  // as wall-clock times.
+  std::atomic<int64_t> cc_realtime_offset_ns_{0};
+  std::atomic<uint64_t> cc_op_ids_[kCcChannels] = {};
 
   // Device profiles in progress, by model id: the file named at the start and each execution
   // of the model since, with its costs (ops and I/O DMA inside it, device clock).

@@ -9,6 +9,9 @@
 #include <memory>
 #include <string>
 
+#include <vector>
+
+#include "cc_comm.h"
 #include "model.h"
 #include "nrt/nrt.h"
 
@@ -47,6 +50,21 @@ struct nrt_model {
   size_t file_size = 0;
   nrtsim::Model model;
   const std::string* trace_name = nullptr;  // model.name, as the system trace keeps it
+};
+
+// A collective prepared by nrta_cc_prepare, consumed by nrta_cc_schedule: the operation and,
+// per pair of input and output tensors, their memory (kept alive until the request is done).
+struct nrt_cc_context {
+  struct Buffer {
+    std::shared_ptr<nrtsim::Storage> storage;
+    size_t offset = 0;
+    size_t size = 0;
+    uint8_t* data() const { return storage->data + offset; }
+  };
+  uint32_t vnc = 0;
+  nrtsim::CcOp op;  // in_bytes and out_bytes: of each pair
+  std::vector<Buffer> inputs;
+  std::vector<Buffer> outputs;
 };
 
 #endif  // NRTPROF_SIM_RUNTIME_OBJECTS_H_

@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kTypeNames[kNumTraceEventTypes] = {
     "nrt_load",        "nrt_execute",      "device_exec",  "tensor_read",   "tensor_write",
     "dmem_buf_copyin", "dmem_buf_copyout", "model_switch", "timestamp_sync",
-    "nrta_execute_schedule"};
+    "nrta_execute_schedule", "cc_exec_barrier", "cc_running"};
 constexpr const char* kPhaseNames[] = {"start", "stop", "instant"};
 
 // The document's tracking_id when the caller has none: a sequence with the core in bit 50 up.
@@ -93,6 +93,21 @@ void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
         AppendModelName(e, out);
       }
       break;
+    case TraceEventType::kCcExecBarrier:
+    case TraceEventType::kCcRunning:
+      if (start) {
+        absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns, ",\"op_id\":", e.op_id,
+                        ",\"rank\":", e.rank, ",\"rank_n\":", e.rank_n);
+        if (e.type == TraceEventType::kCcRunning) {
+          absl::StrAppend(out, ",\"cc_op\":\"", e.cc_op, "\",\"op\":\"", e.cc_reduce,
+                          "\",\"dtype\":\"", e.cc_dtype, "\",\"size\":", e.size,
+                          ",\"algo\":\"ring\"");
+        }
+      } else if (stop) {
+        absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns);
+      }
+      *device_ts = true;
+      break;
     case TraceEventType::kTimestampSync:
       if (instant) {
         absl::StrAppend(out, "\"exec_id\":", e.exec_id,
@@ -149,7 +164,10 @@ void AppendJsonString(const std::string& s, std::string* out) {
 }
 
 SysTrace::SysTrace(uint32_t num_cores, int64_t device_clock_offset_ns)
-    : num_cores_(num_cores), device_clock_offset_ns_(device_clock_offset_ns) {
+    : num_cores_(num_cores),
+      device_clock_offset_ns_(device_clock_offset_ns),
+      worker_gids_(new std::atomic<int64_t>[num_cores]) {
+  for (uint32_t i = 0; i < num_cores; ++i) worker_gids_[i].store(i);
   for (Capture& c : captures_) {
     for (uint32_t i = 0; i < num_cores; ++i) c.rings.push_back(std::make_unique<Ring>());
   }
@@ -279,6 +297,10 @@ void SysTrace::RecordSyncPoints(Capture& c) {
   }
 }
 
+void SysTrace::SetWorkerGid(uint32_t nc, int64_t gid) {
+  if (nc < num_cores_) worker_gids_[nc].store(gid, std::memory_order_relaxed);
+}
+
 uint64_t SysTrace::overwritten(uint32_t nc, TraceReader reader) {
   if (nc >= num_cores_) return 0;
   Ring& ring = *captures_[static_cast<int>(reader)].rings[nc];
@@ -324,8 +346,9 @@ void SysTrace::AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::str
       ring.size -= n;
     }
   }
-  // One worker per NeuronCore in the simulator: its global id is the core's index.
-  const int64_t worker_gid = nc < num_cores_ ? static_cast<int64_t>(nc) : -1;
+  // One worker per NeuronCore in the simulator: its global id (SetWorkerGid).
+  const int64_t worker_gid =
+      nc < num_cores_ ? worker_gids_[nc].load(std::memory_order_relaxed) : -1;
   // An event takes 250-330 bytes: room made once, not by doubling as the document grows.
   json->reserve(json->size() + n * 320);
   for (size_t i = 0; i < n; ++i) {

@@ -47,8 +47,10 @@ enum class TraceEventType : uint8_t {
   kModelSwitch = 7,     // "model_switch": a core starts running another model than before
   kTimestampSync = 8,   // "timestamp_sync": one instant on the device's and the host's clocks
   kNrtaExecuteSchedule = 9,  // "nrta_execute_schedule": an asynchronous execution scheduled
+  kCcExecBarrier = 10,  // "cc_exec_barrier": a collective waiting for its group (device clock)
+  kCcRunning = 11,      // "cc_running": a collective's transfers and reduction (device clock)
 };
-inline constexpr int kNumTraceEventTypes = 10;
+inline constexpr int kNumTraceEventTypes = 12;
 const char* TraceEventTypeName(TraceEventType type);
 bool TraceEventTypeFromName(const std::string& name, TraceEventType* type);
 
@@ -80,6 +82,14 @@ struct TraceEvent {
   uint64_t mem_handle = 0;
   uint64_t offset = 0;
   bool is_neuron_core_work = true;
+  // Collectives (cc_exec_barrier, cc_running): static names, the rank in its group, the
+  // collective's number on its communicator; `size` is its bytes.
+  const char* cc_op = nullptr;
+  const char* cc_reduce = nullptr;
+  const char* cc_dtype = nullptr;
+  uint32_t rank = 0;
+  uint32_t rank_n = 0;
+  uint64_t op_id = 0;
   // An asynchronous request's sequence id (nrt/nrt_async.h), written after timestamp_ns as the
   // event's nrta_seq_id when has_nrta_seq_id.
   bool has_nrta_seq_id = false;
@@ -98,8 +108,8 @@ inline constexpr int kNumTraceReaders = 2;
 struct TraceCaptureConfig {
   uint64_t max_events_per_nc = 1 << 15;
   uint64_t enabled_cores = ~0ull;  // bit i: NeuronCore i
-  bool enabled_types[kNumTraceEventTypes] = {true, true, true, true, true,
-                                             true, true, true, true, true};
+  bool enabled_types[kNumTraceEventTypes] = {true, true, true, true, true, true,
+                                             true, true, true, true, true, true};
   TraceReader reader = TraceReader::kApi;
 };
 
@@ -151,6 +161,10 @@ class SysTrace {
   // started.
   absl::Status Fetch(const TraceFetchOptions& options, std::string* json);
 
+  // The worker_gid written on core `nc`'s events: the core's global id (the machine's core
+  // number, or the rank's global device id once a communicator names it). Default: `nc`.
+  void SetWorkerGid(uint32_t nc, int64_t gid);
+
   // Events overwritten on `nc` since the capture started (the document does not say).
   uint64_t overwritten(uint32_t nc, TraceReader reader = TraceReader::kApi);
 
@@ -188,6 +202,7 @@ class SysTrace {
 
   const uint32_t num_cores_;
   const int64_t device_clock_offset_ns_;
+  std::unique_ptr<std::atomic<int64_t>[]> worker_gids_;  // by core
   Capture captures_[kNumTraceReaders];  // by TraceReader
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> next_tracking_{1};

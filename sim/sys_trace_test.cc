@@ -76,7 +76,8 @@ TEST_F(SysTraceTest, EventTypesAreListedAndFilterable) {
   EXPECT_EQ(names, (std::set<std::string>{"nrt_load", "nrt_execute", "device_exec", "tensor_read",
                                           "tensor_write", "dmem_buf_copyin", "dmem_buf_copyout",
                                           "model_switch", "timestamp_sync",
-                                          "nrta_execute_schedule"}));
+                                          "nrta_execute_schedule", "cc_exec_barrier",
+                                          "cc_running"}));
   nrt_sys_trace_config_t* config = nullptr;
   ASSERT_EQ(nrt_sys_trace_config_allocate(&config), NRT_SUCCESS);
   EXPECT_EQ(nrt_sys_trace_config_set_capture_enabled_for_event_type(config, "bogus", false),
@@ -85,7 +86,7 @@ TEST_F(SysTraceTest, EventTypesAreListedAndFilterable) {
             NRT_SUCCESS);
   ASSERT_EQ(nrt_sys_trace_config_get_enabled_event_types(config, &types, &count), NRT_SUCCESS);
   names = std::set<std::string>(types, types + count);
-  EXPECT_EQ(count, 9u);
+  EXPECT_EQ(count, 11u);
   EXPECT_EQ(names.count("tensor_write"), 0u);
   nrt_sys_trace_free_event_types(types, count);
   nrt_sys_trace_config_free(config);
