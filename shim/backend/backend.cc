@@ -36,6 +36,7 @@
 #include "shim/preload/address_space.h"
 #include "shim/preload/core_state.h"
 #include "shim/backend/flusher.h"
+#include "shim/backend/torch_loader.h"
 
 namespace nrtprof::shim {
 namespace {
@@ -369,6 +370,8 @@ const BackendApi* Start(CoreState* core) {
   if (!flusher->Start()) return nullptr;  // its channel is leaked, idle
   g_flusher = flusher;
   if (core->config.device_profile) core->device_profile.store(1, std::memory_order_relaxed);
+  // A PyTorch program's ops from its first libnrt call on (the flusher's ticks look again).
+  PollTorchLane(core);
   return &kBackendApi;
 }
 

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "shim/backend/process_info.h"
 #include "shim/backend/symbolizer.h"
+#include "shim/backend/torch_loader.h"
 #include "shim/backend/utf8.h"
 
 namespace nrtprof::shim {
@@ -408,6 +409,8 @@ void Flusher::Tick(uint64_t flush) {
   DrainRings(now);
   KeepASpareRing();
   TakeModels();
+  // PyTorch's lane: loaded once libtorch is in the process, on only while recording.
+  PollTorchLane(core_);
   // Everything recorded before the daemon asked is drained now.
   if (flush != 0) {
     batcher_.SealAll();
