@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -20,9 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include "bf16.h"
+#include "cc_comm.h"
 #include "cost_model.h"
 #include "device_config.h"
 #include "gtest/gtest.h"
+#include "runtime.h"
 
 namespace nrtsim {
 namespace {
@@ -396,6 +400,96 @@ TEST(CcTest, SixtyFourRanksOnOneHost) {
   job.timeout_s = 120;
   job.env["NRT_SIM_NUM_CORES"] = "128";
   ExpectAllRight(RunJob(job), 1);
+}
+
+
+// bf16 reductions accumulate in float32 in rank order and round once: 1 + 3 x 2^-9 is 1 in
+// bf16 when each partial sum is rounded, 1.0078125 when only the total is.
+TEST(CcComputeTest, Bf16AccumulatesInFloat32AndRoundsOnce) {
+  CcOp op;
+  op.cc_op = 1;
+  op.reduce = 0;
+  op.dtype = 0x6;
+  op.in_bytes = op.out_bytes = 2;
+  const float values[4] = {1.0f, 0.001953125f, 0.001953125f, 0.001953125f};
+  std::vector<uint16_t> in(4);
+  std::vector<const uint8_t*> ptrs;
+  for (int r = 0; r < 4; ++r) {
+    in[r] = FloatToBf16(values[r]);
+    ptrs.push_back(reinterpret_cast<const uint8_t*>(&in[r]));
+  }
+  uint16_t out = 0;
+  CcCompute(op, 4, ptrs, 0, 2, 0, reinterpret_cast<uint8_t*>(&out));
+  EXPECT_EQ(Bf16ToFloat(out), 1.0078125f);
+  // Reduce-scatter: rank 1 of 2 gets the reduction of the second half.
+  op.cc_op = 2;
+  op.reduce = 2;  // max
+  op.dtype = 0xA;
+  op.in_bytes = 16;
+  op.out_bytes = 8;
+  const float a[4] = {1, 2, 3, 4}, b[4] = {4, 3, 2, 5};
+  float got[2] = {0, 0};
+  CcCompute(op, 2, {reinterpret_cast<const uint8_t*>(a), reinterpret_cast<const uint8_t*>(b)},
+            0, 16, 1, reinterpret_cast<uint8_t*>(got));
+  EXPECT_EQ(got[0], 3.0f);
+  EXPECT_EQ(got[1], 5.0f);
+}
+
+// A group of one, in this process: the arguments nrta_cc_prepare and nrta_cc_schedule check.
+TEST(CcApiTest, PrepareAndScheduleCheckTheirArguments) {
+  ASSERT_EQ(setenv("NRT_SIM_TIME_SCALE", "0", 1), 0);
+  Runtime& rt = Runtime::Get();
+  ASSERT_EQ(rt.Init(NRT_FRAMEWORK_TYPE_NO_FW), NRT_SUCCESS);
+  nrt_tensor_t *in = nullptr, *out = nullptr, *big = nullptr;
+  ASSERT_EQ(rt.AllocateTensor(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "in", &in), NRT_SUCCESS);
+  ASSERT_EQ(rt.AllocateTensor(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16, "out", &out), NRT_SUCCESS);
+  ASSERT_EQ(rt.AllocateTensor(NRT_TENSOR_PLACEMENT_DEVICE, 0, 32, "big", &big), NRT_SUCCESS);
+  nrt_tensor_list_t ins{&in, 1}, outs{&out, 1}, bigs{&big, 1};
+  nrt_cc_comm_t comm{};
+  comm.rank_n = 1;
+  nrt_cc_context_t* ctx = nullptr;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(rt.CcPrepare(&comm, &ins, &outs, NRT_DTYPE_FLOAT32, NRT_OP_ADD, NRT_CC_ALLREDUCE,
+                         &ctx),
+            NRT_INVALID);  // no communicator yet
+  EXPECT_EQ(rt.CommInit(0, 1, 1), NRT_INVALID);
+  ASSERT_EQ(rt.CommInit(0, 0, 1), NRT_SUCCESS);
+  EXPECT_EQ(rt.CommInit(0, 0, 1), NRT_FAILURE);  // one per process
+  EXPECT_EQ(rt.CcPrepare(&comm, &ins, &outs, NRT_DTYPE_INT32, NRT_OP_ADD, NRT_CC_ALLREDUCE, &ctx),
+            NRT_INVALID);
+  EXPECT_EQ(rt.CcPrepare(&comm, &ins, &outs, NRT_DTYPE_FLOAT32, NRT_OP_FMA, NRT_CC_ALLREDUCE,
+                         &ctx),
+            NRT_INVALID);
+  EXPECT_EQ(rt.CcPrepare(&comm, &ins, &bigs, NRT_DTYPE_FLOAT32, NRT_OP_ADD, NRT_CC_ALLREDUCE,
+                         &ctx),
+            NRT_INVALID);  // output size
+  uint32_t other_group[1] = {3};
+  comm.replica_group = other_group;
+  EXPECT_EQ(rt.CcPrepare(&comm, &ins, &outs, NRT_DTYPE_FLOAT32, NRT_OP_ADD, NRT_CC_ALLREDUCE,
+                         &ctx),
+            NRT_FAILURE);
+  comm.replica_group = nullptr;
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 7) << err;
+  const float values[4] = {1, -2, 3.5f, 4};
+  ASSERT_EQ(rt.WriteTensor(in, values, 0, 16), NRT_SUCCESS);
+  ASSERT_EQ(rt.CcPrepare(&comm, &ins, &outs, NRT_DTYPE_FLOAT32, NRT_OP_ADD, NRT_CC_ALLREDUCE,
+                         &ctx),
+            NRT_SUCCESS);
+  nrt_cc_context_t* kept = ctx;
+  NRT_STATUS ret = NRT_FAILURE;
+  uint64_t seq = 0;
+  ASSERT_EQ(rt.CcSchedule(&ctx, 2, &ret, &seq), NRT_SUCCESS);
+  EXPECT_EQ(ctx, nullptr);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(rt.CcSchedule(&kept, 0, &ret, &seq), NRT_INVALID_HANDLE);  // scheduled once
+  ::testing::internal::GetCapturedStderr();
+  for (bool done = false; !done;) ASSERT_EQ(rt.IsCompleted(seq, &done), NRT_SUCCESS);
+  EXPECT_EQ(__atomic_load_n(&ret, __ATOMIC_RELAXED), NRT_SUCCESS);
+  float got[4] = {0, 0, 0, 0};
+  ASSERT_EQ(rt.ReadTensor(out, got, 0, 16), NRT_SUCCESS);
+  EXPECT_EQ(memcmp(got, values, 16), 0);
+  rt.Close();
 }
 
 }  // namespace
