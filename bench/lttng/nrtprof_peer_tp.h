@@ -25,15 +25,21 @@
 #define NRTPROF_PEER_NRT_TENSOR_WRITE 0
 #define NRTPROF_PEER_NRT_TENSOR_READ 1
 #define NRTPROF_PEER_NRT_EXECUTE 2
+#define NRTPROF_PEER_NRTA_EXECUTE_SCHEDULE 3
+#define NRTPROF_PEER_NRTA_IS_COMPLETED 4
 
 LTTNG_UST_TRACEPOINT_ENUM(
     nrtprof_peer, api_function,
     LTTNG_UST_TP_ENUM_VALUES(
         lttng_ust_field_enum_value("nrt_tensor_write", NRTPROF_PEER_NRT_TENSOR_WRITE)
         lttng_ust_field_enum_value("nrt_tensor_read", NRTPROF_PEER_NRT_TENSOR_READ)
-        lttng_ust_field_enum_value("nrt_execute", NRTPROF_PEER_NRT_EXECUTE)))
+        lttng_ust_field_enum_value("nrt_execute", NRTPROF_PEER_NRT_EXECUTE)
+        lttng_ust_field_enum_value("nrta_execute_schedule", NRTPROF_PEER_NRTA_EXECUTE_SCHEDULE)
+        lttng_ust_field_enum_value("nrta_is_completed", NRTPROF_PEER_NRTA_IS_COMPLETED)))
 
-/* One event per call, at its return: what nrtprof's EVENT_API_CALL carries but the start time. */
+/* One event per call, at its return: what nrtprof's EVENT_API_CALL carries but the start time.
+ * The async calls put their request's sequence id in `bytes` (nrtprof: the record's aux);
+ * nrta_is_completed its answer (0 or 1) in `handle`. */
 LTTNG_UST_TRACEPOINT_EVENT(
     nrtprof_peer, api_call,
     LTTNG_UST_TP_ARGS(uint8_t, function, int32_t, status, uint64_t, bytes, uint64_t, handle),

@@ -12,12 +12,62 @@ asserts nothing about time.
 
 import argparse
 import os
+import re
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from micro_report import (LABELS, print_comparison, load_json, lttng_events, nrtprof_events, quantile,  # noqa: E402
                           settings, traced_calls)
+
+CALLS = {
+    "tensor_write": "nrt_tensor_write, 4 B, HOST tensor",
+    "execute_schedule": "nrta_execute_schedule of a tiny model",
+    "is_completed": "nrta_is_completed of a request in flight (no poll sees it complete)",
+}
+
+
+def async_calls(run_dir):
+    """The async calls burst_bench made ("burst_bench: async calls: ..."), or None."""
+    try:
+        with open(os.path.join(run_dir, "stderr"), errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"burst_bench: async calls: nrta_execute_schedule=(\d+) nrta_is_completed=(\d+) "
+                  r"nrta_is_completed_saw_completion=(\d+)", text)
+    if not m:
+        return None
+    return {"schedule": int(m.group(1)), "polls": int(m.group(2)), "polls_done": int(m.group(3))}
+
+
+def async_events(config, run_dir, calls, base):
+    """Adds the async calls to `base` (expected, recorded, lost, detail, bytes): nrtprof records
+    each schedule and the polls that saw their request complete; the LTTng peer every call."""
+    if base is None or calls is None:
+        return base
+    expected, recorded, lost, detail, trace_bytes = base
+    if config.startswith("nrtprof"):
+        summary = load_json(os.path.join(run_dir, "capture", "summary.json")) or {}
+        rows = {r["name"]: r["calls"] for r in summary.get("rows", [])}
+        expected += calls["schedule"] + calls["polls_done"]
+        recorded += rows.get("nrta_execute_schedule", 0) + rows.get("nrta_is_completed", 0)
+    else:
+        counts = {}
+        try:
+            with open(os.path.join(run_dir, "lttng_counts.txt")) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[1].isdigit():
+                        counts[parts[0]] = int(parts[1])
+        except OSError:
+            return None
+        per = 2 if config == "lttng_entry_exit" else 1
+        expected += per * (calls["schedule"] + calls["polls"])
+        for kind in ("api_call",) + (("api_entry",) if per == 2 else ()):
+            recorded += (counts.get(f"events.{kind}.nrta_execute_schedule", 0) +
+                         counts.get(f"events.{kind}.nrta_is_completed", 0))
+    return expected, recorded, lost, detail, trace_bytes
 
 PATTERNS = [
     ("continuous", "continuous (no pause)"),
@@ -41,6 +91,7 @@ def main():
     meta = None
     failed_runs = []
     unverified = []
+    invalid = []
     for rnd in range(1, args.rounds + 1):
         for config in configs:
             run_dir = os.path.join(args.dir, f"round{rnd}", config)
@@ -59,6 +110,13 @@ def main():
                 e = lttng_events(run_dir, calls, config == "lttng_entry_exit")
             else:
                 e = None
+            if e is not None:
+                e = async_events(config, run_dir, async_calls(run_dir), e)
+            ctx = doc.get("context", {})
+            if ctx.get("schedule_failures") or ctx.get("polls_saw_completed"):
+                invalid.append(f"round {rnd} {config}: {ctx.get('schedule_failures', 0)} schedule "
+                               f"calls failed, {ctx.get('polls_saw_completed', 0)} timed polls saw "
+                               f"their request complete (hold {ctx.get('hold_ms_min', '?')} ms)")
             if e is None and config != "plain":
                 unverified.append(f"round {rnd} {config}")
             if e is not None:
@@ -79,11 +137,15 @@ def main():
                              evict=evict)
               for p, text in PATTERNS}
     print()
-    print(f"Per-call cost in the bursty pattern (ns/call of nrt_tensor_write, 4 B, HOST tensor): "
+    call = meta.get("call", "tensor_write")
+    print(f"Per-call cost in the bursty pattern (ns/call of {CALLS.get(call, call)}): "
           f"bursts of {meta.get('calls_per_burst', '?')} calls; {args.rounds} processes x "
           f"{meta.get('rounds', '?')} bursts of each kind (a new thread every "
           f"{meta.get('new_thread_every', '?')} rounds); median and p25-p75 over the bursts")
-    print(f"cpu: {meta.get('cpu', '?')}")
+    print(f"cpu: {meta.get('cpu', '?')}; a second thread alive: "
+          f"{'yes' if meta.get('live_thread') else 'no (one started and joined)'}")
+    if invalid:
+        print("NOT THE PATTERN ASKED FOR: " + "; ".join(invalid))
     for line in settings(args.dir, configs, args.rounds):
         print(line)
     header = (f"{'pattern':<28} {'configuration':<22} {'ns/call':>8} {'p25-p75':>13} "
@@ -139,6 +201,42 @@ def main():
         print_comparison(medians, [(pattern, labels[pattern]) for pattern, _ in PATTERNS], peers,
                          "plain", 28)
         print("ratio = LTTng's added ns / nrtprof's (wall time); above 1, nrtprof is cheaper.")
+
+    paired = [p for p, _ in PATTERNS if any((c, p + "_direct") in wall for c in configs)]
+    if paired:
+        print()
+        if meta.get("paired") == 2:
+            print("Interleaved in each burst (burst_bench --paired=2): what the wrapper adds, ns/call "
+                  "= the median over bursts of (time of a call through the linked symbol - time of a "
+                  "call to libnrt's own function; each the burst's 10-90th percentile mean), calls "
+                  "alternating, each timed alone with the TSC (its own ~20 ns included in both); "
+                  "plain's column is the harness's noise")
+        else:
+            print("Paired in each process (burst_bench --paired): what the wrapper adds, ns/call = "
+                  "the median over rounds of (burst through the linked symbol - burst through "
+                  "libnrt's own function), same pause, same process; plain's column is the "
+                  "harness's noise")
+        header = f"{'pattern':<28}" + "".join(f" {LABELS.get(c, c):>22}" for c in configs)
+        print(header)
+        print("-" * len(header))
+        for pattern in paired:
+            line = f"{labels[pattern]:<28}"
+            for config in configs:
+                a = wall.get((config, pattern), [])
+                b = wall.get((config, pattern + "_direct"), [])
+                n = min(len(a), len(b))
+                if n == 0:
+                    line += f" {'-':>22}"
+                    continue
+                diffs = [x - y for x, y in zip(a[:n], b[:n])]
+                spread = f"({quantile(diffs, 0.25):+.1f}..{quantile(diffs, 0.75):+.1f})"
+                line += f" {statistics.median(diffs):>+8.1f} {spread:>13}"
+            print(line)
+        print("In brackets: p25..p75 of the per-round (per-burst) differences.")
+        print("Medians of the direct calls themselves, ns/call: " + "; ".join(
+            f"{labels[p]}: " + ", ".join(
+                f"{LABELS.get(c, c)} {statistics.median(wall[(c, p + '_direct')]):.1f}"
+                for c in configs if (c, p + "_direct") in wall) for p in paired))
 
     if failed_runs:
         print()

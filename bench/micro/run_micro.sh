@@ -20,7 +20,8 @@
 #
 #   bench/micro/run_micro.sh [--pattern repetitions|bursty] [--rounds N] [--repetitions N]
 #                            [--calls N] [--settle_ms MS] [--configs LIST|all] [--no-build]
-#                            [--out DIR]
+#                            [--out DIR] [--call tensor_write|execute_schedule|is_completed]
+#                            [--live_thread] [--time_scale S] [--paired | --interleaved]
 #
 # --pattern repetitions (the default): Google Benchmark's repetitions of --calls calls, each
 # followed by a --settle_ms pause, and the clock reads for reference.
@@ -30,6 +31,19 @@
 # after another), and a new thread's first --calls calls; --repetitions bursts of each.
 # --evict_mib N (bursty only): the benchmark writes N MiB at the end of each long pause, as a
 # program's other work would, so that the burst after it finds the caches cold.
+# --call (bursty only; issue 38): what a burst calls (burst_bench --call). tensor_write (the
+# default); execute_schedule: nrta_execute_schedule of a tiny model, NRT_SIM_TIME_SCALE=0 (or
+# --time_scale) and NRT_SIM_ASYNC_QUEUE_DEPTH=4096, --calls default 1000; is_completed:
+# nrta_is_completed polls of a request held in flight, NRT_SIM_TIME_SCALE=1000 (one execution of
+# the tiny model, ~370 us of device time, then lasts ~0.37 s, through a round's pauses), --calls
+# default 10000.
+# --live_thread (bursty only): every process keeps a second thread alive, blocked, as a
+# framework process does (burst_bench --live_thread=1).
+# --paired (bursty only): each round twice, calling the tracer's wrappers and libnrt's own
+# functions (burst_bench --paired=1); the report adds what the wrapper adds, paired in-process.
+# --interleaved (bursty only): the same pairing call by call within each burst, each call timed
+# alone (burst_bench --paired=2): for nrta_execute_schedule, whose own cost varies by hundreds
+# of ns from burst to burst.
 # --drop_ring_mappings (bursty only): the benchmark drops its mappings of the shim's rings
 # file at the start of each long pause, as a host reclaiming a sleeping guest's mappings would.
 #
@@ -46,9 +60,13 @@ cd "$ROOT" || exit 2
 pattern=repetitions
 evict_mib=0
 drop_ring_mappings=0
+call=tensor_write
+live_thread=0
+paired=0
+time_scale=""
 rounds=3
 repetitions=""
-calls=10000
+calls=""
 settle_ms=150
 configs=""
 build=1
@@ -64,6 +82,11 @@ while [ $# -gt 0 ]; do
     --pattern) pattern="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --evict_mib) evict_mib="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --drop_ring_mappings) drop_ring_mappings=1; shift ;;
+    --call) call="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    --live_thread) live_thread=1; shift ;;
+    --paired) paired=1; shift ;;
+    --interleaved) paired=2; shift ;;
+    --time_scale) time_scale="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --rounds) rounds="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --repetitions) repetitions="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --calls) calls="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
@@ -80,6 +103,18 @@ case "$pattern" in
   bursty) [ -z "$repetitions" ] && repetitions=10 ;;
   *) echo "run_micro.sh: unknown pattern '$pattern'" >&2; exit 2 ;;
 esac
+case "$call" in
+  tensor_write) [ -z "$calls" ] && calls=10000; scale_default=0 ;;
+  execute_schedule) [ -z "$calls" ] && calls=1000; scale_default=0 ;;
+  is_completed) [ -z "$calls" ] && calls=10000; scale_default=1000 ;;
+  *) echo "run_micro.sh: unknown call '$call'" >&2; exit 2 ;;
+esac
+[ -z "$time_scale" ] && time_scale="$scale_default"
+if [ "$pattern" != bursty ] &&
+  { [ "$call" != tensor_write ] || [ "$live_thread" = 1 ] || [ "$paired" != 0 ]; }; then
+  echo "run_micro.sh: --call, --live_thread and --paired are for --pattern bursty" >&2
+  exit 2
+fi
 for n in "$rounds" "$repetitions" "$calls"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "run_micro.sh: '$n' is not a positive number" >&2; exit 2; }
 done
@@ -187,10 +222,16 @@ if [ "$needs_nrtprof" = 1 ]; then
   fi
 fi
 
-export NRT_SIM_TIME_SCALE=0
+export NRT_SIM_TIME_SCALE="$time_scale"
+what="HOST tensor of 64 bytes"
+if [ "$call" != tensor_write ]; then
+  export NRT_SIM_ASYNC_QUEUE_DEPTH="${NRT_SIM_ASYNC_QUEUE_DEPTH:-4096}"
+  what="call $call of a tiny model (16-float add), NRT_SIM_ASYNC_QUEUE_DEPTH=$NRT_SIM_ASYNC_QUEUE_DEPTH"
+fi
+[ "$live_thread" = 1 ] && what="$what; a second thread alive in every process"
 {
   echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-32768 (default)} 64-byte slots per thread, flusher every" \
-    "25 ms, private nrtprofd; NRT_SIM_TIME_SCALE=0; HOST tensor of 64 bytes"
+    "25 ms, private nrtprofd; NRT_SIM_TIME_SCALE=$NRT_SIM_TIME_SCALE; $what"
   echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource \
     2>/dev/null || echo '?'); TSC flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|tsc_reliable' \
     /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -204,7 +245,8 @@ if [ "$pattern" = bursty ]; then
   # A new thread every other round: repetitions/2 new-thread samples per process.
   bench_args=(--calls="$calls" --long_pause_ms="$settle_ms" --short_pause_ms=20
     --rounds="$repetitions" --new_thread_every=2 --evict_mib="$evict_mib"
-    --drop_ring_mappings="$drop_ring_mappings")
+    --drop_ring_mappings="$drop_ring_mappings" --call="$call" --live_thread="$live_thread"
+    --paired="$paired")
   traced_only=()
 else
   bench_args=(--calls="$calls" --settle_ms="$settle_ms" --benchmark_repetitions="$repetitions"
