@@ -35,7 +35,23 @@
 // EXEC_RATE_CALLS_FILE=PATH writes each call's time (ns), one per line in call order, for a
 // look at when the slow calls come (in clusters, or one every flusher tick). The second line
 // counts the thread's moves between CPUs ("migrations", from /proc/thread-self/sched).
-//   usage: exec_rate SECONDS [--sys_trace [--sys_trace_types A,B,...]] [--paced RATE | --gap US]
+//
+// With --async RATE (issue 38) the program uses the explicit async API instead (nrt/nrt_async.h):
+// RATE times a second (paced by clock_nanosleep to absolute deadlines) it schedules one
+// execution with nrta_execute_schedule and polls the one before it with nrta_is_completed (at
+// NRT_SIM_TIME_SCALE <= 0.2 it has completed: the poll that sees it is the one nrtprof
+// records). Run at NRT_SIM_TIME_SCALE=0.1: each execution of the tiny model (~370 us of device
+// time) then holds its queue ~37 us of the host's, and the queue keeps up with 10,000 a second.
+//
+// At the end it prints every thread of the process with its own CPU time (on-CPU ns from
+// /proc/self/task/TID/schedstat) from EXEC_RATE_CPU_FROM seconds into the run (default 1: the
+// shim's rings and the runtime's trace buffers filled once) to the end, and in percent of one
+// core: "thread NAME TID CPU_MS PERCENT", then the sum over the threads that are not the
+// program's nor the runtime's ("nrtprof_threads_cpu_percent": the shim's threads, named
+// nrtprof-*, and gRPC's, which the shim starts; without the shim, 0).
+//   usage: exec_rate SECONDS [--sys_trace [--sys_trace_types A,B,...]]
+//                    [--paced RATE | --gap US | --async RATE]
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -50,7 +66,10 @@
 #include <thread>
 #include <vector>
 
+#include <map>
+
 #include "nrt/nrt.h"
+#include "nrt/nrt_async.h"
 #include "nrt/nrt_sys_trace.h"
 #include "sim/model_format.h"
 #include "sim/model_text.h"
@@ -86,6 +105,43 @@ long long RunQueueWaitNs() {
   return ok ? static_cast<long long>(waiting) : -1;
 }
 
+// Every thread of this process: tid -> (name, on-CPU ns so far).
+std::map<int, std::pair<std::string, uint64_t>> ThreadsCpu() {
+  std::map<int, std::pair<std::string, uint64_t>> threads;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return threads;
+  while (dirent* e = readdir(dir)) {
+    const int tid = atoi(e->d_name);
+    if (tid <= 0) continue;
+    char path[96], name[64] = "?";
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    if (FILE* f = fopen(path, "r")) {
+      if (fgets(name, sizeof name, f) != nullptr) name[strcspn(name, "\n")] = '\0';
+      fclose(f);
+    }
+    unsigned long long ns = 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    if (FILE* f = fopen(path, "r")) {
+      if (fscanf(f, "%llu", &ns) != 1) ns = 0;
+      fclose(f);
+    }
+    threads[tid] = {name, ns};
+  }
+  closedir(dir);
+  return threads;
+}
+
+// Threads the shim brings: its own (nrtprof-*) and gRPC's, which name themselves or bear their
+// maker's name (nrtprof-start).
+bool ProfilerThread(const std::string& name) {
+  static const char* const kPrefixes[] = {"nrtprof", "grpc", "default-execut", "resolver-exec",
+                                          "timer_manager", "global-executo", "event_engine", "nexting_thread"};
+  for (const char* p : kPrefixes) {
+    if (name.compare(0, strlen(p), p) == 0) return true;
+  }
+  return false;
+}
+
 double Now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -103,7 +159,7 @@ void Check(NRT_STATUS s, const char* what) {
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? atof(argv[1]) : 5.0;
-  bool sys_trace = false, paced = false, bad = !(seconds > 0);
+  bool sys_trace = false, paced = false, async = false, bad = !(seconds > 0);
   double rate = 0;    // --paced
   double gap_us = 0;  // --gap
   const char* types = nullptr;  // --sys_trace_types: null, every type
@@ -116,6 +172,10 @@ int main(int argc, char** argv) {
       rate = atof(argv[++i]);
       paced = true;
       bad = !(rate > 0);
+    } else if (strcmp(argv[i], "--async") == 0 && i + 1 < argc && rate == 0 && gap_us == 0) {
+      rate = atof(argv[++i]);
+      async = true;
+      bad = !(rate > 0);
     } else if (strcmp(argv[i], "--gap") == 0 && i + 1 < argc && rate == 0 && gap_us == 0) {
       gap_us = atof(argv[++i]);
       bad = !(gap_us > 0);
@@ -127,7 +187,7 @@ int main(int argc, char** argv) {
   if (bad) {
     fprintf(stderr,
             "usage: exec_rate SECONDS [--sys_trace [--sys_trace_types A,B,...]]"
-            " [--paced RATE | --gap US]\n");
+            " [--paced RATE | --gap US | --async RATE]\n");
     return 2;
   }
   if (const char* slack = getenv("EXEC_RATE_TIMER_SLACK_NS"); slack != nullptr) {
@@ -204,6 +264,92 @@ int main(int argc, char** argv) {
     });
   }
   Check(nrt_execute(m, in, outs), "warm-up nrt_execute");
+  // Every thread's CPU time from EXEC_RATE_CPU_FROM seconds into the run (Snap) to its end.
+  const char* cpu_from_env = getenv("EXEC_RATE_CPU_FROM");
+  const double cpu_from = cpu_from_env != nullptr ? atof(cpu_from_env) : 1.0;
+  std::map<int, std::pair<std::string, uint64_t>> cpu_at_from;
+  double from_time = 0;
+  bool have_from = false;
+  auto report_threads = [&](double end_time) {
+    if (!have_from) return;
+    const auto cpu_at_end = ThreadsCpu();
+    const double window_ns = (end_time - from_time) * 1e9;
+    double profiler_ns = 0;
+    for (const auto& [tid, thread] : cpu_at_end) {
+      const auto was = cpu_at_from.find(tid);
+      const uint64_t before = was != cpu_at_from.end() ? was->second.second : 0;
+      const double ns = static_cast<double>(thread.second - before);
+      printf("thread %s %d %.2f %.3f%%\n", thread.first.c_str(), tid, ns / 1e6,
+             100.0 * ns / window_ns);
+      if (ProfilerThread(thread.first)) profiler_ns += ns;
+    }
+    printf("threads_cpu_window_s %.3f nrtprof_threads_cpu_ms %.2f nrtprof_threads_cpu_percent %.3f\n",
+           window_ns / 1e9, profiler_ns / 1e6, 100.0 * profiler_ns / window_ns);
+  };
+  if (async) {
+    const double start = Now();
+    constexpr NRT_STATUS kNotYet = static_cast<NRT_STATUS>(0x7fff);
+    std::vector<NRT_STATUS> rets(64, kNotYet);  // ring of the requests' `ret`s
+    nrta_seq_t previous = 0, seq = 0;
+    uint64_t scheduled = 0, polls = 0, polls_completed = 0, queue_full = 0, late = 0;
+    const long period_ns = static_cast<long>(1e9 / rate);
+    timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (double now = Now(); now - start < seconds; now = Now()) {
+      if (!have_from && now - start >= cpu_from) {
+        cpu_at_from = ThreadsCpu();
+        from_time = Now();
+        have_from = true;
+      }
+      next.tv_nsec += period_ns;
+      if (next.tv_nsec >= 1000000000) {
+        next.tv_nsec -= 1000000000;
+        ++next.tv_sec;
+      }
+      timespec mono;
+      clock_gettime(CLOCK_MONOTONIC, &mono);
+      if (mono.tv_sec > next.tv_sec + 1) {
+        next = mono;  // far behind (the machine paused the program): no burst to catch up
+        ++late;
+      }
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+      if (previous != 0) {
+        bool done = false;
+        Check(nrta_is_completed(previous, &done), "nrta_is_completed");
+        ++polls;
+        polls_completed += done;
+      }
+      NRT_STATUS* ret = &rets[scheduled % rets.size()];
+      *ret = kNotYet;
+      const NRT_STATUS status = nrta_execute_schedule(m, in, outs, 0, ret, &seq);
+      if (status == NRT_QUEUE_FULL) {
+        ++queue_full;
+        continue;
+      }
+      Check(status, "nrta_execute_schedule");
+      ++scheduled;
+      previous = seq;
+    }
+    const double end = Now();
+    report_threads(end);
+    // The last request completes before the runtime closes.
+    for (bool done = false; previous != 0 && !done;) {
+      Check(nrta_is_completed(previous, &done), "nrta_is_completed");
+      if (!done) usleep(100);
+    }
+    printf("async scheduled %llu seconds %.3f rate %.1f polls %llu polls_completed %llu "
+           "queue_full %llu far_behind %llu\n",
+           static_cast<unsigned long long>(scheduled), end - start, scheduled / (end - start),
+           static_cast<unsigned long long>(polls), static_cast<unsigned long long>(polls_completed),
+           static_cast<unsigned long long>(queue_full), static_cast<unsigned long long>(late));
+    if (sys_trace) {
+      done.store(true);
+      fetcher.join();
+      nrt_sys_trace_stop();
+    }
+    nrt_close();
+    return 0;
+  }
   const double start = Now();
   timespec cpu0;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
@@ -228,6 +374,12 @@ int main(int argc, char** argv) {
   if (gap_us > 0) late_ns.reserve(call_ns.capacity());
   const timespec gap = {0, static_cast<long>(gap_us * 1000)};
   for (double before = Now(); before - start < seconds;) {
+    if (!have_from && before - start >= cpu_from) {
+      cpu_at_from = ThreadsCpu();
+      from_time = Now();
+      have_from = true;
+      before = from_time;
+    }
     rusage in_call0;
     if (gap_us > 0) {
       const double asleep = Now();
@@ -264,6 +416,7 @@ int main(int argc, char** argv) {
   const long migrations1 = Migrations();
   const long long waited1 = RunQueueWaitNs();
   const double elapsed = Now() - start;
+  report_threads(start + elapsed);
   timespec cpu;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
   const double cpu_s = static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9 - start_cpu;
