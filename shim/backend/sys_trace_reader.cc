@@ -119,9 +119,16 @@ class TemplateCursor {
         !Unsigned(&e->tracking_id) || !Literal(",\"thread_id\":") ||
         !Unsigned(&e->thread_id) || !Literal(",\"worker_gid\":") || !Signed(&e->worker_gid) ||
         !Literal(",\"data\":{") || !Data(e) || !Literal(",\"timestamp_ns\":") ||
-        !Unsigned(&e->timestamp_ns) || !Literal("}")) {
+        !Unsigned(&e->timestamp_ns)) {
       return false;
     }
+    // The eleventh member, on the events of asynchronous requests only (issue 38: without it
+    // here every such event was read twice, by this path and then the general one).
+    if (Literal(",\"nrta_seq_id\":")) {
+      e->has_nrta_seq_id = true;
+      if (!Unsigned(&e->nrta_seq_id)) return false;
+    }
+    if (!Literal("}")) return false;
     e->nc_idx = static_cast<uint32_t>(nc_idx);
     return true;
   }
