@@ -30,21 +30,7 @@ using testing::TempDir;
 const std::map<std::string, std::string> kPlainEnv = {
     {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
 
-std::string Model() {
-  static const std::string path = [] {
-    const std::string dir = TempDir("model");
-    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
-    FILE* f = fopen(txt.c_str(), "w");
-    fputs("model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\n"
-          "out = add(a, b)\n",
-          f);
-    fclose(f);
-    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return neff;
-  }();
-  return path;
-}
+std::string Model() { return testing::AddModel(); }
 
 std::vector<std::string> Client(const std::string& mode, int n, int depth) {
   return {Runfile("tests/async_client"), Model(), mode, std::to_string(n),
@@ -168,11 +154,11 @@ TEST(AsyncTest, PollsAreCountedNotRecordedOneByOne) {
 
 TEST(AsyncTest, TwoThreadsSchedulingOnOneModel) { RunCase({"threads", 30, 6, 60, {}}); }
 
-// A queue of two, with the device's time passing (scale 20: each execution takes ~7 ms), so
-// that the third schedule meets NRT_QUEUE_FULL; a refused schedule is recorded too, with no
-// sequence number, and links to nothing.
+// A queue of two, and twelve executions scheduled back to back with the device's time passing
+// (scale 20: each takes ~7 ms), so that the third schedule meets NRT_QUEUE_FULL; a refused
+// schedule is recorded too, with no sequence number, and links to nothing.
 TEST(AsyncTest, QueueFullMetAndRetried) {
-  Case c{"full", 12, 4, 0, {{"NRT_SIM_ASYNC_QUEUE_DEPTH", "2"}, {"NRT_SIM_TIME_SCALE", "20"}}};
+  Case c{"full", 12, 12, 0, {{"NRT_SIM_ASYNC_QUEUE_DEPTH", "2"}, {"NRT_SIM_TIME_SCALE", "20"}}};
   std::map<std::string, std::string> env = kPlainEnv;
   for (const auto& [k, v] : c.env) env[k] = v;
   const Result plain = RunProcess(Client(c.mode, c.executions, c.depth), env);

@@ -46,22 +46,7 @@ using testing::Daemon;
 const std::map<std::string, std::string> kPlainEnv = {
     {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
 
-const char kAddModel[] =
-    "model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\nout = add(a, b)\n";
-
-std::string Model() {
-  static const std::string path = [] {
-    const std::string dir = TempDir("model");
-    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
-    FILE* f = fopen(txt.c_str(), "w");
-    fputs(kAddModel, f);
-    fclose(f);
-    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return neff;
-  }();
-  return path;
-}
+std::string Model() { return testing::AddModel(); }
 
 std::vector<std::string> Client(const std::string& mode, int n = -1) {
   std::vector<std::string> argv = {Runfile("tests/fault_client"), Runfile("sim/libnrt.so.1"),

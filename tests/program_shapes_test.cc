@@ -37,21 +37,7 @@ using testing::TempDir;
 const std::map<std::string, std::string> kPlainEnv = {
     {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
 
-std::string Model() {
-  static const std::string path = [] {
-    const std::string dir = TempDir("model");
-    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
-    FILE* f = fopen(txt.c_str(), "w");
-    fputs("model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\n"
-          "out = add(a, b)\n",
-          f);
-    fclose(f);
-    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return neff;
-  }();
-  return path;
-}
+std::string Model() { return testing::AddModel(); }
 
 std::vector<std::string> Program(const std::string& mode, int n) {
   return {Runfile("tests/program_shapes"), Model(), mode, std::to_string(n)};

@@ -12,8 +12,10 @@
  * nrta_tensor_read once its execution completed. Modes:
  *   poll     one thread, completions polled with nrta_is_completed
  *   threads  two threads, each with its own tensors, scheduling on the same model
- *   full     one thread that schedules until NRT_QUEUE_FULL, then waits with nrta_get_sequence
- *            for a completion and retries (run it with a small NRT_SIM_ASYNC_QUEUE_DEPTH)
+ *   full     one thread: every execution's inputs written first (DEPTH slots, DEPTH >= N),
+ *            then the N executions scheduled back to back, each NRT_QUEUE_FULL met by waiting
+ *            with nrta_get_sequence for a completion and retrying (run it with a queue
+ *            shallower than N, NRT_SIM_ASYNC_QUEUE_DEPTH, and the device's time passing)
  *   eventfd  one thread, each execution waited for through an eventfd and poll()
  *   fork     a round, then a child process that runs a round of its own (its own nrt_init),
  *            then another round in the parent
@@ -166,6 +168,25 @@ static int schedule(nrt_model_t *model, struct slot *s, int *full) {
   }
 }
 
+/* Mode full: all inputs first, then every schedule back to back, so that a queue shallower than
+ * N is met full whatever the machine's speed. */
+static int run_back_to_back(nrt_model_t *model, int n, double *sum, int *full) {
+  struct slot slots[MAX_DEPTH];
+  int rc = 0, made = 0;
+  for (; made < n && rc == 0; ++made) rc = make_slot(model, &slots[made]);
+  for (int k = 0; k < n && rc == 0; ++k) rc = write_inputs(&slots[k], k);
+  for (int k = 0; k < n && rc == 0; ++k) {
+    slots[k].execution = k;
+    rc = schedule(model, &slots[k], full);
+  }
+  for (int k = 0; k < n && rc == 0; ++k) {
+    wait_for(slots[k].seq);
+    rc = harvest(&slots[k], sum);
+  }
+  for (int i = 0; i < made; ++i) free_slot(&slots[i]);
+  return rc;
+}
+
 /* N executions with up to `depth` in flight; the outputs' sum in *sum. */
 static int run_executions(nrt_model_t *model, int n, int depth, int use_eventfd, double *sum,
                           int *full) {
@@ -187,10 +208,7 @@ static int run_executions(nrt_model_t *model, int n, int depth, int use_eventfd,
       oldest = (k + 1) % depth;
     }
     if (rc == 0) rc = write_inputs(s, k);
-    if (rc == 0 && strcmp(g_mode, "full") == 0) {
-      s->execution = k;
-      rc = schedule(model, s, full);
-    } else if (rc == 0) {
+    if (rc == 0) {
       NRT_STATUS st =
           nrta_execute_schedule(model, s->inputs, s->outputs, 0, &s->ret, &s->seq);
       if (st != NRT_SUCCESS) rc = fail("nrta_execute_schedule", st);
@@ -249,6 +267,8 @@ static int one_round(const char *who) {
       rc |= results[t].rc;
       sum += results[t].sum;
     }
+  } else if (strcmp(g_mode, "full") == 0) {
+    rc = g_executions <= g_depth ? run_back_to_back(g_model, g_executions, &sum, &full) : 2;
   } else {
     rc = run_executions(g_model, g_executions, g_depth, strcmp(g_mode, "eventfd") == 0, &sum,
                         &full);

@@ -1,5 +1,6 @@
 #include "tests/testing/subprocess.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,6 +46,22 @@ std::string TempDir(const std::string& name) {
   const std::string dir = ScratchRoot() + "/" + name + "." + std::to_string(counter++);
   mkdir(dir.c_str(), 0755);
   return dir;
+}
+
+std::string AddModel() {
+  static const std::string path = [] {
+    const std::string dir = TempDir("model");
+    const std::string txt = dir + "/add.txt", neff = dir + "/add.neff";
+    FILE* f = fopen(txt.c_str(), "w");
+    fputs("model add4\ninput a fp32 [4]\ninput b fp32 [4]\noutput out fp32 [4]\n"
+          "out = add(a, b)\n",
+          f);
+    fclose(f);
+    const Result r = RunProcess({Runfile("sim/nrt_model_compile"), txt, neff});
+    if (r.exit_code != 0) fprintf(stderr, "nrt_model_compile failed: %s\n", r.err.c_str());
+    return neff;
+  }();
+  return path;
 }
 
 Result RunProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {

@@ -42,6 +42,10 @@ std::string TempDir(const std::string& name);
 
 bool Exists(const std::string& path);
 
+// The simulator's model "add4" (out = a + b, each fp32[4]) as a model file, compiled once per
+// test process by sim/nrt_model_compile, which the test must have among its data; its path.
+std::string AddModel();
+
 }  // namespace nrtprof::testing
 
 #endif  // NRTPROF_TESTS_TESTING_SUBPROCESS_H_
