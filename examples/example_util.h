@@ -75,10 +75,10 @@ class SystemTraceSum {
  private:
   DeviceTime total_;
   std::vector<DeviceTime> per_core_;
-  std::map<size_t, std::deque<double>> exec_starts_;               // per core
+  std::map<size_t, std::deque<double>> exec_starts_;  // per core
   // per thread, type and nrta_seq_id (0 for a synchronous call)
   std::map<std::tuple<double, std::string, double>, double> call_starts_;
-  std::map<size_t, uint64_t> next_local_id_;                       // per core
+  std::map<size_t, uint64_t> next_local_id_;  // per core
 };
 
 // One document, summed; with `per_core`, also per NeuronCore (indexed by core).
