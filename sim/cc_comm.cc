@@ -1,3 +1,9 @@
+// A rank's communicator: joining the group through NEURON_RT_ROOT_COMM_ID (the root's listener,
+// the handshake and its checks), and running one collective over either transport — one
+// shared-memory segment for ranks of one host, TCP through the root otherwise — with the
+// reductions. One file of about 850 lines on purpose: the two transports share the group's
+// wire format, its checks of everything a peer sends, and how a broken peer breaks the
+// communicator; split, each half would need the other's internals.
 #include "cc_comm.h"
 
 #include <arpa/inet.h>
