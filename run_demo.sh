@@ -37,7 +37,7 @@ profile_rmsnorm() {
   rm -f "$log"
 }
 for variant in naive fused compiled; do
-  profile_rmsnorm "$variant" "rmsnorm-$variant" --variant "$variant" --iters "$iters"
+  profile_rmsnorm "$variant" "rmsnorm-$variant" --variant "$variant" --iters "$iters" --wall_time
 done
 # The naive variant through the asynchronous API (nrt/nrt_async.h): each op's execution
 # scheduled on the compute queue and each epsilon copy on the tensor-op queue, up to 4 requests

@@ -13,9 +13,10 @@
 #     each variant and dtype, and rmsnorm_py, write the very bytes (values) the synchronous run
 #     writes and print its device time line as it is (at scale 0 the cost model's figures
 #     exactly), also when the runtime's queues refuse with NRT_QUEUE_FULL
-#     (NRT_SIM_ASYNC_QUEUE_DEPTH=1); the synchronous header line is unchanged, the asynchronous
-#     one says the depth, both print their wall time per iteration; and with the device's time
-#     passing (scale 1) naive --async 16 takes less wall time per iteration than synchronous;
+#     (NRT_SIM_ASYNC_QUEUE_DEPTH=1); the synchronous output is unchanged (no wall time unless
+#     --wall_time: two runs print the same), the asynchronous header line says the depth, both
+#     print their wall time per iteration with --wall_time; and with the device's time passing
+#     (scale 1) naive --async 16 takes less wall time per iteration than synchronous;
 #   - a bad flag exits 2 with one line on stderr (--async -1 and --async x included); a runtime
 #     that fails or a module that is not there exits 1 with one line from the program.
 set -u
@@ -103,7 +104,7 @@ has_wall_time() { grep -qE '^  wall time per iteration: [0-9]+\.[0-9]{3} ms$' "$
 check_async_matches_sync() {
   local name="$1"
   shift
-  run "$@" --dump_output "${WORK}/sync.out"
+  run "$@" --wall_time --dump_output "${WORK}/sync.out"
   if [[ ${rc} -ne 0 ]] || ! has_wall_time; then
     show_run "${name}" "$*"
     fail "${name} $*: want exit 0 and a wall time per iteration"
@@ -142,12 +143,19 @@ depths=("1" "4" "8 NRT_SIM_ASYNC_QUEUE_DEPTH=1")
 check_async_matches_sync rmsnorm "${RMSNORM}" --variant naive --dtype bf16 --iters 10
 check_async_matches_sync rmsnorm "${RMSNORM}" --variant naive --dtype fp32 --iters 3
 want_first='rmsnorm naive: 4x512 bf16, 10 iterations on NeuronCore 0 (6 executions and 1 host-to-device copy per iteration)'
-run "${RMSNORM}" --variant naive --iters 10
-if [[ "$(head -n 1 "${WORK}/out")" != "${want_first}" ]] ||
-    [[ "$(device_line)" != '  device time per iteration: 2.355 ms (executions 2.201 ms in 60, transfers 0.154 ms in 10)' ]]; then
-  show_run rmsnorm --variant naive --iters 10
-  fail "rmsnorm --variant naive --iters 10: want the first and device time lines as before --async"
-fi
+for async in "" "--async 0"; do
+  run "${RMSNORM}" --variant naive --iters 10 ${async}
+  cp "${WORK}/out" "${WORK}/first_run"
+  if [[ "$(head -n 1 "${WORK}/out")" != "${want_first}" ]] ||
+      [[ "$(device_line)" != '  device time per iteration: 2.355 ms (executions 2.201 ms in 60, transfers 0.154 ms in 10)' ]] ||
+      [[ "$(wc -l <"${WORK}/out")" -ne 3 ]]; then
+    show_run rmsnorm --variant naive --iters 10 ${async}
+    fail "rmsnorm --variant naive --iters 10 ${async}: want the three lines of before --async"
+  fi
+  run "${RMSNORM}" --variant naive --iters 10 ${async}
+  cmp -s "${WORK}/out" "${WORK}/first_run" ||
+    fail "rmsnorm --variant naive --iters 10 ${async}: two runs print different output"
+done
 depths=("4" "8 NRT_SIM_ASYNC_QUEUE_DEPTH=1")
 check_async_matches_sync rmsnorm_py "${RMSNORM_PY}" --iters 10
 
@@ -158,7 +166,7 @@ check_async_matches_sync rmsnorm_py "${RMSNORM_PY}" --iters 10
 wall_ms() { awk '/wall time per iteration:/ { print $5; exit }' "${WORK}/out"; }
 faster=0
 for try in 1 2 3; do
-  NRT_SIM_TIME_SCALE=1 run "${RMSNORM}" --variant naive --iters 40
+  NRT_SIM_TIME_SCALE=1 run "${RMSNORM}" --variant naive --iters 40 --wall_time
   sync_wall="$(wall_ms)"
   NRT_SIM_TIME_SCALE=1 run "${RMSNORM}" --variant naive --iters 40 --async 16
   async_wall="$(wall_ms)"
