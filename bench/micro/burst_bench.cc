@@ -62,7 +62,9 @@
 #include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -175,6 +177,8 @@ int64_t g_polls_saw_completed_in_bursts = 0;  // timed polls that did: the patte
 struct Sample {
   double wall_ns_per_call;
   double cpu_ns_per_call;
+  long minor_faults = 0;  // the thread's, during the burst
+  int cpu = -1;           // where the burst started
 };
 std::map<std::string, std::vector<Sample>> g_samples;
 
@@ -331,8 +335,22 @@ void InterleavedCalls(long n) {
   }
 }
 
-// One burst of --calls calls on the calling thread; its cost per call.
+Sample TimedBurst();
+
+// One burst of --calls calls on the calling thread; its cost per call, the thread's minor page
+// faults during it and the CPU it started on (read outside the timed window).
 Sample Burst() {
+  rusage before, after;
+  getrusage(RUSAGE_THREAD, &before);
+  const int cpu = sched_getcpu();
+  Sample sample = TimedBurst();
+  getrusage(RUSAGE_THREAD, &after);
+  sample.minor_faults = after.ru_minflt - before.ru_minflt;
+  sample.cpu = cpu;
+  return sample;
+}
+
+Sample TimedBurst() {
   const long n = g_settings.calls;
   if (g_settings.paired == 2) {
     const uint64_t cpu0 = ClockNs(CLOCK_THREAD_CPUTIME_ID);
@@ -517,6 +535,12 @@ void PrintSamples(const char* name, const std::vector<Sample>& samples, bool las
   for (size_t i = 0; i < samples.size(); ++i) {
     printf("%s%.2f", i == 0 ? "" : ", ", samples[i].cpu_ns_per_call);
   }
+  printf("], \"minor_faults\": [");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    printf("%s%ld", i == 0 ? "" : ", ", samples[i].minor_faults);
+  }
+  printf("], \"cpu\": [");
+  for (size_t i = 0; i < samples.size(); ++i) printf("%s%d", i == 0 ? "" : ", ", samples[i].cpu);
   printf("]}%s\n", last ? "" : ",");
 }
 

@@ -43,14 +43,17 @@ def async_calls(run_dir):
 
 def async_events(config, run_dir, calls, base):
     """Adds the async calls to `base` (expected, recorded, lost, detail, bytes): nrtprof records
-    each schedule and the polls that saw their request complete; the LTTng peer every call."""
+    each schedule, and each poll that saw its request complete with the count of the thread's
+    polls since its last recorded one, which summary.json's row adds up: every poll is
+    expected there (a thread's polls after its last recorded one are not). The LTTng peer
+    records every call."""
     if base is None or calls is None:
         return base
     expected, recorded, lost, detail, trace_bytes = base
     if config.startswith("nrtprof"):
         summary = load_json(os.path.join(run_dir, "capture", "summary.json")) or {}
         rows = {r["name"]: r["calls"] for r in summary.get("rows", [])}
-        expected += calls["schedule"] + calls["polls_done"]
+        expected += calls["schedule"] + calls["polls"]
         recorded += rows.get("nrta_execute_schedule", 0) + rows.get("nrta_is_completed", 0)
     else:
         counts = {}

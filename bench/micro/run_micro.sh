@@ -52,7 +52,10 @@
 # 150 ms settle: about 15 s per configuration. Raw results (Google Benchmark JSON,
 # summary.json, LTTng counts) stay in --out (default: a new /tmp/nrtprof-micro.XXXXXX); the
 # traces themselves are deleted once counted (NRTPROF_BENCH_KEEP_TRACES=1 keeps them).
-# NRTPROF_RING_EVENTS, if set, reaches the shim. Prints figures; asserts nothing about time.
+# NRTPROF_RING_EVENTS, if set, reaches the shim. NRTPROF_BENCH_CPU=N runs each benchmark process
+# (all its threads: the shim's and LTTng-UST's in it too, not the daemons) on CPU N only
+# (taskset): on the project's 2-vCPU VM the wrapper's cost differs from one vCPU to the other
+# (BENCHMARKS.md, issue 38). Prints figures; asserts nothing about time.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT" || exit 2
@@ -231,7 +234,7 @@ fi
 [ "$live_thread" = 1 ] && what="$what; a second thread alive in every process"
 {
   echo "nrtprof: ring ${NRTPROF_RING_EVENTS:-32768 (default)} 64-byte slots per thread, flusher every" \
-    "25 ms, private nrtprofd; NRT_SIM_TIME_SCALE=$NRT_SIM_TIME_SCALE; $what"
+    "25 ms, private nrtprofd; NRT_SIM_TIME_SCALE=$NRT_SIM_TIME_SCALE; $what${NRTPROF_BENCH_CPU:+; benchmark processes on CPU $NRTPROF_BENCH_CPU only}"
   echo "clock source: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource \
     2>/dev/null || echo '?'); TSC flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|tsc_reliable' \
     /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -254,15 +257,19 @@ else
   traced_only=(--benchmark_filter='^(nrt_|range_)')
 fi
 
+pin=()
+[ -n "${NRTPROF_BENCH_CPU:-}" ] && pin=(taskset -c "$NRTPROF_BENCH_CPU")
+BENCH_CMD=(${pin[@]+"${pin[@]}"} "$BENCH")
+
 run_one() {
   local config="$1" dir="$2"
   mkdir -p "$dir"
   case "$config" in
     plain)
-      "$BENCH" "${bench_args[@]}" >"$dir/bench.json" 2>"$dir/stderr"
+      "${BENCH_CMD[@]}" "${bench_args[@]}" >"$dir/bench.json" 2>"$dir/stderr"
       ;;
     plain_threaded)
-      "$BENCH" "${bench_args[@]}" --start_thread=1 >"$dir/bench.json" 2>"$dir/stderr"
+      "${BENCH_CMD[@]}" "${bench_args[@]}" --start_thread=1 >"$dir/bench.json" 2>"$dir/stderr"
       ;;
     nrtprof | nrtprof_stacks16 | nrtprof_alt)
       local stacks=0 shim="$BIN/shim/libnrtprof_shim.so"
@@ -270,7 +277,7 @@ run_one() {
       [ "$config" = nrtprof_alt ] && shim="$NRTPROF_BENCH_ALT_SHIM_DIR/libnrtprof_shim.so"
       NRTPROF_ADDR="unix:$socket" NRTPROF_SHIM="$shim" \
         "$BIN/client/nrtprof" run --out "$dir/capture" \
-        --stacks "$stacks" -- "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"} \
+        --stacks "$stacks" -- "${BENCH_CMD[@]}" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"} \
         >"$dir/bench.json" 2>"$dir/stderr"
       local code=$?
       stat -c %s "$dir/capture/trace.pftrace" >"$dir/trace_bytes" 2>/dev/null
@@ -282,7 +289,7 @@ run_one() {
       local flag=()
       [ "$config" = lttng_entry_exit ] && flag=(--entry-exit)
       "$ROOT/bench/lttng/run_lttng.sh" --record "$dir" "${flag[@]}" -- \
-        "$BENCH" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"}
+        "${BENCH_CMD[@]}" "${bench_args[@]}" ${traced_only[@]+"${traced_only[@]}"}
       local code=$?
       mv "$dir/stdout" "$dir/bench.json" 2>/dev/null
       return "$code"
