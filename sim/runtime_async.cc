@@ -44,8 +44,9 @@ NRT_STATUS Runtime::ScheduleExecute(nrt_model_t* model, const void* input_set, v
       [&](uint64_t id) -> AsyncQueues::Job {
         // The schedule itself, on the host's clock: a reader sees when the request was made
         // beside when it ran (device_exec, same nrta_seq_id). Recorded before the worker can
-        // record the execution.
-        if (trace_->Recording()) {
+        // record the execution. Built only when a capture asks for the type (a profiler that
+        // does not would pay for it on every schedule).
+        if (trace_->Wants(static_cast<uint32_t>(m->vnc), TraceEventType::kNrtaExecuteSchedule)) {
           TraceEvent e;
           e.type = TraceEventType::kNrtaExecuteSchedule;
           e.phase = TracePhase::kInstant;
