@@ -1,5 +1,6 @@
 #include "example_util.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -289,23 +290,28 @@ NRT_STATUS AsyncRuntime::Schedule(nrta_xu_t xu, const std::string& what,
     if (status == NRT_SUCCESS) {
       request->seq = scheduled;
       *seq = scheduled;
+      last_submitted_[xu] = std::max(last_submitted_[xu], scheduled);
       return NRT_SUCCESS;
     }
     if (status != NRT_QUEUE_FULL) {
       in_flight_.erase(request);
       return status;
     }
-    // The runtime's queue is full, so it holds a request that has not completed: wait until
-    // the queue's last completed id moves on.
+    // The runtime's queue was full: wait until its last completed id moves on, or has reached
+    // the last request we gave it (what was full may have completed since the refusal: waiting
+    // for more would wait forever).
     nrta_seq_t before = 0, now = 0;
     if (const NRT_STATUS s = nrta_get_sequence(core_, xu, 0, &before); s != NRT_SUCCESS) {
       in_flight_.erase(request);
       return s;
     }
+    const nrta_seq_t last = last_submitted_[xu];
     lock.unlock();
-    do {
+    now = before;
+    while (now == before && now < last) {
       Pause();
-    } while (nrta_get_sequence(core_, xu, 0, &now) == NRT_SUCCESS && now == before);
+      if (nrta_get_sequence(core_, xu, 0, &now) != NRT_SUCCESS) break;
+    }
     lock.lock();
   }
 }

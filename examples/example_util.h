@@ -180,6 +180,7 @@ class AsyncRuntime {
   std::list<Request> in_flight_;  // in schedule order; a list: `ret` must not move
   NRT_STATUS failed_ = NRT_SUCCESS;
   std::string failed_what_;
+  std::map<nrta_xu_t, nrta_seq_t> last_submitted_;  // per execution unit (queue 0 of each)
 };
 
 }  // namespace examples
