@@ -258,6 +258,13 @@ class Rebuilder {
         duration = &p.device[index].duration_ns;
       }
       *duration = ts >= *start ? ts - *start : 0;
+      if (t.kind != TrackKind::kFramework && t.kind != TrackKind::kRuntime) {
+        // A device slice cut to nest in its lane says the work's own duration.
+        if (auto own = cut_durations_.find(index); own != cut_durations_.end()) {
+          *duration = own->second;
+          cut_durations_.erase(own);
+        }
+      }
       Extend(ts);
       return absl::OkStatus();
     }
@@ -317,6 +324,11 @@ class Rebuilder {
         d.correlation_id = args->Uint("correlation_id");
         d.submitting_tid = static_cast<uint32_t>(args->Uint("submitting_tid"));
         d.nrta_seq = args->Uint("nrta_seq");
+        if (args->Has("duration_ns")) {
+          cut_durations_[p.device.size() - 1] = args->Uint("duration_ns");
+          const uint64_t moved = args->Uint("start_moved_ns");
+          d.start_ns = moved <= ts ? ts - moved : 0;
+        }
         if (t.kind == TrackKind::kDma) {
           d.kind = DeviceEventKind::kDma;
         } else if (t.open.empty()) {
@@ -411,6 +423,9 @@ class Rebuilder {
   std::unordered_map<uint64_t, std::string> names_;
   std::unordered_map<uint64_t, std::string> arg_names_;
   uint64_t next_id_ = 0;
+  // Device slices cut to nest in their lane: their index in ProcessTrace::device -> the work's
+  // own duration (the slice's duration_ns argument), until the slice ends.
+  std::unordered_map<size_t, uint64_t> cut_durations_;
 };
 
 }  // namespace

@@ -38,6 +38,31 @@ TEST(TraceFromPerfettoTest, TheRecomputedSummaryIsTheCapturesOwn) {
             FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
 }
 
+// Two executions of one core that overlap by a few ns (device clocks mapped through two sync
+// points): the later one's slice starts where the first ends, and keeps its own duration in an
+// argument, so the recomputed table charges what the capture's did (seen: 367.534 us against
+// 367.535 us on aten::mul, from a demo that fetched every iteration).
+TEST(TraceFromPerfettoTest, AnExecutionCutToNestKeepsItsOwnDuration) {
+  Trace trace = SmallTrace();
+  ProcessTrace& p = trace.processes[0];
+  const DeviceEvent* first = nullptr;
+  for (const DeviceEvent& d : p.device) {
+    if (d.kind == DeviceEventKind::kExecution && d.parent == 0) {
+      first = &d;
+      break;
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  DeviceEvent next = *first;
+  next.id = 9999;
+  next.start_ns = first->start_ns + first->duration_ns - 5;  // overlaps the first by 5 ns
+  next.duration_ns = 367531;
+  p.device.push_back(next);
+  const Trace back = RoundTrip(trace, "cut_round_trip");
+  EXPECT_EQ(FormatSummary(ComputeSummary(back), SummarySortKey::kName, SummaryFormat::kJson),
+            FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
+}
+
 // The async API's queues' tracks are read as the core's executions and transfers, with their
 // requests: the recomputed summary has the same queue waits, idle share and empty queues.
 TEST(TraceFromPerfettoTest, AsyncWorkComesBackFromItsQueuesTracks) {

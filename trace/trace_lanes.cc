@@ -662,6 +662,16 @@ void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string*
   args->clear();
   if (slice.device != nullptr) {
     DeviceArgs(*slice.device, slice.call, args);
+    // A slice cut to nest in its lane (device clocks mapped through two sync points a few ns
+    // apart can make neighbours overlap) keeps the work's own duration, so that a summary
+    // rebuilt from the trace charges what the capture's own did.
+    // (and how far its start was moved, if it was).
+    if (slice.end_ns - slice.start_ns != slice.device->duration_ns) {
+      args->push_back(UintArg("duration_ns", slice.device->duration_ns));
+      if (slice.start_ns > slice.device->start_ns) {
+        args->push_back(UintArg("start_moved_ns", slice.start_ns - slice.device->start_ns));
+      }
+    }
   } else if (slice.call != nullptr) {
     CallArgs(*slice.call, args, text);
   }
