@@ -2,7 +2,9 @@
 // (torch-neuronx's C extension, a JAX plugin). Python imports it with its default RTLD_LOCAL
 // dlopen, and the module reaches libnrt.so.1 as its own DT_NEEDED dependency, so libnrt lives
 // in that local scope, never in the program's global one: the way real users load the runtime,
-// and the shape a profiler has to see through.
+// and the shape a profiler has to see through. One file of about 900 lines on purpose: an example
+// read whole, whose Python binding, eager ops and async bookkeeping all work on the one Tensor
+// object; split, each part would need the others' internals.
 //
 // The Python API is a tiny eager framework (examples/rmsnorm_py.py uses it):
 //   init(core=0, async_depth=0), close(), visible_cores(), synchronize()
