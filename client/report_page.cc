@@ -274,15 +274,20 @@ std::string SummaryJson(const daemon::Summary& summary) {
                                                 : a.name < b.name;
   });
   std::vector<std::string> out;
+  const bool async = summary.async_device_events != 0;
   for (const daemon::SummaryRow& r : rows) {
     const double percent = summary.self_device_total_ns == 0
                                ? 0
                                : 100.0 * r.self_device_ns / summary.self_device_total_ns;
+    // With async work, the queue wait before the calls, as in the text table's cells.
+    const std::string queue_wait =
+        async ? absl::StrCat(r.queue_waits == 0 ? 0 : r.queue_wait_ns / r.queue_waits, ",") : "";
     out.push_back(absl::StrCat("{\"cells\":", JsonStrings(daemon::SummaryCells(summary, r)),
                                ",\"values\":[", JsonString(r.name), ",", r.self_cpu_ns, ",",
                                r.cpu_total_ns, ",", r.self_device_ns, ",",
                                absl::StrFormat("%.6f", percent), ",", r.device_total_ns, ",",
-                               r.calls == 0 ? 0 : r.device_total_ns / r.calls, ",", r.calls, "]}"));
+                               r.calls == 0 ? 0 : r.device_total_ns / r.calls, ",", queue_wait,
+                               r.calls, "]}"));
   }
   // The lines under the text table (totals, drops, cut-off processes, notices), as
   // `nrtprof summary` prints them.
@@ -294,6 +299,7 @@ std::string SummaryJson(const daemon::Summary& summary) {
   }
   return absl::StrCat("{\"rows\":[", absl::StrJoin(out, ","),
                       "],\"closing\":", JsonStrings(closing),
+                      ",\"async\":", async ? "true" : "false",
                       ",\"cut_off_processes\":", summary.cut_off_processes,
                       ",\"drops_total\":", summary.drops.total(), "}");
 }

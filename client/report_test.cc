@@ -110,6 +110,23 @@ TEST(ReportPageTest, SaysWhatItDrawsAndHowBusyEachCoreWas) {
   EXPECT_TRUE(absl::StrContains(page, "default-src 'none'"));
 }
 
+// A capture with async work: the page's table has the text table's Queue wait avg column (a
+// cell and a value before the count) and says so; one without keeps its eight cells.
+TEST(ReportPageTest, TheTableOfACaptureWithAsyncWorkHasItsQueueWait) {
+  const daemon::Trace async = daemon::AsyncTrace();
+  const std::string with = ReportPageData(WrittenAndRead(async), daemon::ComputeSummary(async),
+                                          ReportOptions());
+  EXPECT_TRUE(absl::StrContains(with, "\"async\":true")) << with;
+  // forward: 1.100ms of device time, a queue wait of 200 us on average, one call.
+  EXPECT_TRUE(absl::StrContains(with, "\"1.100ms\",\"200.000us\",\"1\"]")) << with;
+  EXPECT_TRUE(absl::StrContains(with, ",1100000,200000,1]}")) << with;
+  const daemon::Trace sync = daemon::SmallTrace();
+  const std::string without = ReportPageData(WrittenAndRead(sync), daemon::ComputeSummary(sync),
+                                             ReportOptions());
+  EXPECT_TRUE(absl::StrContains(without, "\"async\":false")) << without;
+  EXPECT_FALSE(absl::StrContains(without, "Queue wait")) << without;
+}
+
 // A trace of one process with three steps on its thread. Step 1 (ProfilerStep#1, 200 ns) makes
 // two runtime calls whose executions (80 ns) run during step 2, which makes one of 60 ns; step 0
 // makes one of 30 ns.

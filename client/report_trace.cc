@@ -98,6 +98,9 @@ class Builder {
       return;
     }
     if (!t.has_name() || t.name().rfind("NeuronCore ", 0) == 0) return;  // a core: its lanes follow
+    // A counter (an async queue's requests in flight) is no lane of slices: the page has no
+    // counters yet, and its values are not slice begins.
+    if (t.has_counter()) return;
     // A lane: framework or runtime under a thread, executions or DMA under a NeuronCore.
     auto parent = tracks_.find(t.parent_uuid());
     if (parent == tracks_.end()) return;

@@ -379,7 +379,6 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   for (const SummaryRow& r : rows) {
     std::vector<std::string> cells = SummaryCells(s, r);
     cells[0] = TableName(r.name, name_width);
-    if (async) cells.insert(cells.end() - 1, QueueWaitCell(r));
     out += line(cells);
   }
   out += rule;
@@ -538,14 +537,16 @@ Summary ComputeProcessSummary(const ProcessTrace& process, const DeviceTimeCharg
 }
 
 std::vector<std::string> SummaryCells(const Summary& s, const SummaryRow& r) {
-  return {r.name,
-          FormatDuration(r.self_cpu_ns),
-          FormatDuration(r.cpu_total_ns),
-          FormatDuration(r.self_device_ns),
-          Percent(r.self_device_ns, s.self_device_total_ns),
-          FormatDuration(r.device_total_ns),
-          FormatDuration(Average(r.device_total_ns, r.calls)),
-          absl::StrCat(r.calls)};
+  std::vector<std::string> cells = {r.name,
+                                    FormatDuration(r.self_cpu_ns),
+                                    FormatDuration(r.cpu_total_ns),
+                                    FormatDuration(r.self_device_ns),
+                                    Percent(r.self_device_ns, s.self_device_total_ns),
+                                    FormatDuration(r.device_total_ns),
+                                    FormatDuration(Average(r.device_total_ns, r.calls))};
+  if (s.async_device_events != 0) cells.push_back(QueueWaitCell(r));
+  cells.push_back(absl::StrCat(r.calls));
+  return cells;
 }
 
 std::string FormatSummary(const Summary& summary, SummarySortKey sort, SummaryFormat format,

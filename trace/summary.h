@@ -143,7 +143,8 @@ std::string FormatSummary(const Summary& summary, SummarySortKey sort = SummaryS
                           SummaryFormat format = SummaryFormat::kText, int limit = 0);
 
 // One row's cells as the text table shows them: the name (whole), Self CPU, CPU total, Self
-// NEURON, Self NEURON %, NEURON total, NEURON time avg, # of Calls (nrtprof report shows them
+// NEURON, Self NEURON %, NEURON total, NEURON time avg, with async work in the capture
+// (summary.async_device_events != 0) Queue wait avg, and # of Calls (nrtprof report shows them
 // the same way).
 std::vector<std::string> SummaryCells(const Summary& summary, const SummaryRow& row);
 

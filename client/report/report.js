@@ -110,6 +110,8 @@
     app.append(el('h2', {}, ['Operators (key_averages)']));
     const heads = ['Name', 'Self CPU', 'CPU total', 'Self NEURON', 'Self NEURON %', 'NEURON total',
       'NEURON time avg', '# of Calls'];
+    // A capture with async work: each op's queue wait, before the count (as in summary.txt).
+    if (data.summary.async) heads.splice(heads.length - 1, 0, 'Queue wait avg');
     const t = el('table', { id: 'ops' });
     const headRow = el('tr');
     const body = el('tbody');
