@@ -37,6 +37,16 @@ std::vector<std::string> Client(const std::string& mode, int n, int depth) {
           std::to_string(depth)};
 }
 
+// `command` under `nrtprof run` against `daemon`, its capture written to `out`.
+Result ProfiledRun(const Daemon& daemon, const std::string& out,
+                   const std::vector<std::string>& command,
+                   const std::map<std::string, std::string>& env) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
+                                   "--out", out, "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return RunProcess(argv, env);
+}
+
 struct Links {
   size_t executions = 0;          // nc_exec_running slices
   size_t schedules = 0;           // nrta_execute_schedule slices
@@ -95,10 +105,7 @@ void RunCase(const Case& c) {
   Daemon daemon("async-" + c.mode);
   ASSERT_TRUE(daemon.Start());
   const std::string out = TempDir("async-" + c.mode) + "/capture";
-  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
-                                   "--out", out, "--"};
-  for (const std::string& a : Client(c.mode, c.executions, c.depth)) argv.push_back(a);
-  const Result r = RunProcess(argv, env);
+  const Result r = ProfiledRun(daemon, out, Client(c.mode, c.executions, c.depth), env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, plain.out) << "the program behaves as without the profiler";
   const std::map<std::string, int64_t> calls = CallsByName(out);
@@ -122,13 +129,10 @@ TEST(AsyncTest, PollsAreCountedNotRecordedOneByOne) {
   Daemon daemon("async-polls");
   ASSERT_TRUE(daemon.Start());
   const std::string out = TempDir("async-polls") + "/capture";
-  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
-                                   "--out", out, "--"};
   // The device's time passes (scale 1), so that most polls find the request still running.
-  for (const std::string& a : Client("poll", 40, 8)) argv.push_back(a);
   std::map<std::string, std::string> env = kPlainEnv;
   env["NRT_SIM_TIME_SCALE"] = "1";
-  const Result r = RunProcess(argv, env);
+  const Result r = ProfiledRun(daemon, out, Client("poll", 40, 8), env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   google::protobuf::Value doc;
   ASSERT_TRUE(
@@ -167,10 +171,7 @@ TEST(AsyncTest, QueueFullMetAndRetried) {
   Daemon daemon("async-full");
   ASSERT_TRUE(daemon.Start());
   const std::string out = TempDir("async-full") + "/capture";
-  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--addr", daemon.addr(),
-                                   "--out", out, "--"};
-  for (const std::string& a : Client(c.mode, c.executions, c.depth)) argv.push_back(a);
-  const Result r = RunProcess(argv, env);
+  const Result r = ProfiledRun(daemon, out, Client(c.mode, c.executions, c.depth), env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "queue full met: yes")) << r.out;
   const Links links = LinksIn(out);
