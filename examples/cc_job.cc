@@ -1,0 +1,298 @@
+// cc_job: a data-parallel training job as N rank processes on one host, each on its own
+// NeuronCore, that all-reduce their gradients once a step — the shape `nrtprof collectives`
+// answers "which rank is slow, and why" for (issue 40).
+//
+//   cc_job --ranks N --steps S [--slow-rank R --slow-ms MS [--slow-cause host|device]]
+//          [--kill-rank R --kill-step K] [--elems E]
+//
+// Run so, it is the launcher, in the spirit of torchrun: it picks a free local port for rank 0's
+// listener and starts N copies of itself, each with NEURON_RT_ROOT_COMM_ID=127.0.0.1:PORT,
+// NEURON_RT_VISIBLE_CORES=<its rank> (one core each), WORLD_SIZE and RANK in its environment and
+// `--rank R` on its command line (as torch.distributed.launch passes --local_rank), then waits
+// for them all and exits 0 only if every rank did.
+//
+// Each rank: nrt_init, nrt_cc_global_comm_init, then per step (nrtprof_step() at the top):
+//   forward_backward  one device execution (a small model, compiled from text)
+//   grad_to_device    its gradient, rank- and step-dependent values, written to the device
+//   [the slow rank]   host: "data_loader_stall", MS on the host; device: "extra_forward", device
+//                     executions of another model for MS
+//   all_reduce        nrta_cc_prepare + nrta_cc_schedule (AllReduce ADD, fp32, collectives
+//                     queue 0), polled with nrta_is_completed until done
+//   check             the result read back must be the sum of every rank's gradient, exactly
+// A rank whose all-reduce fails or gives a wrong sum prints one line and exits 1. With
+// --kill-rank R --kill-step K, rank R kills itself (SIGKILL) just before its all-reduce of step
+// K: the others' all-reduce fails (after NRT_SIM_CC_TIMEOUT_MS at most) and the job exits 1.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "examples/example_util.h"
+#include "nrt/nrt.h"
+#include "nrt/nrt_async.h"
+#include "nrtprof/annotate.h"
+
+namespace {
+
+struct Options {
+  int ranks = 0;
+  int steps = 0;
+  int rank = -1;  // set: this process is a rank; unset: the launcher
+  int slow_rank = -1;
+  int slow_ms = 0;
+  std::string slow_cause = "host";
+  int kill_rank = -1;
+  int kill_step = -1;
+  int elems = 1024;
+};
+
+void Usage(const char* why) {
+  fprintf(stderr,
+          "cc_job: %s\nusage: cc_job --ranks N --steps S [--slow-rank R --slow-ms MS "
+          "[--slow-cause host|device]] [--kill-rank R --kill-step K] [--elems E]\n",
+          why);
+  exit(2);
+}
+
+bool ParseInt(const std::string& text, int* out) {
+  char* end = nullptr;
+  const long v = strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 0 || v > 1000000) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  const std::map<std::string, int*> ints = {
+      {"--ranks", &o.ranks},         {"--steps", &o.steps},         {"--rank", &o.rank},
+      {"--slow-rank", &o.slow_rank}, {"--slow-ms", &o.slow_ms},     {"--kill-rank", &o.kill_rank},
+      {"--kill-step", &o.kill_step}, {"--elems", &o.elems}};
+  for (int i = 1; i < argc; ++i) {
+    std::string name = argv[i], value;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      Usage(("missing value for " + name).c_str());
+    }
+    if (name == "--slow-cause") {
+      if (value != "host" && value != "device") Usage("--slow-cause is host or device");
+      o.slow_cause = value;
+    } else if (auto it = ints.find(name); it != ints.end()) {
+      if (!ParseInt(value, it->second)) Usage(("bad value for " + name + ": " + value).c_str());
+    } else {
+      Usage(("unknown flag " + name).c_str());
+    }
+  }
+  if (o.ranks < 1 || o.ranks > 128) Usage("--ranks must be 1 to 128");
+  if (o.steps < 1) Usage("--steps must be at least 1");
+  if (o.slow_rank >= o.ranks) Usage("--slow-rank must be below --ranks");
+  if (o.kill_rank >= o.ranks) Usage("--kill-rank must be below --ranks");
+  if (o.elems < 1) Usage("--elems must be at least 1");
+  return o;
+}
+
+// A local TCP port nobody listens on now (rank 0 listens on it next).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    perror("cc_job: finding a free port");
+    exit(1);
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int Launch(const Options& o, int argc, char** argv) {
+  const std::string root = "127.0.0.1:" + std::to_string(FreePort());
+  // Enough simulated cores for one each, unless the machine says otherwise.
+  if (getenv("NRT_SIM_NUM_CORES") == nullptr) {
+    setenv("NRT_SIM_NUM_CORES", std::to_string(std::max(o.ranks, 2)).c_str(), 1);
+  }
+  printf("cc_job: %d ranks, %d steps, root %s\n", o.ranks, o.steps, root.c_str());
+  fflush(stdout);
+  std::map<pid_t, int> rank_of;
+  for (int r = 0; r < o.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      perror("cc_job: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      setenv("NEURON_RT_ROOT_COMM_ID", root.c_str(), 1);
+      setenv("NEURON_RT_VISIBLE_CORES", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      std::vector<std::string> args = {argv[0], "--rank", std::to_string(r)};
+      for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+      std::vector<char*> cargs;
+      for (std::string& a : args) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      execv("/proc/self/exe", cargs.data());
+      perror("cc_job: exec");
+      _exit(127);
+    }
+    rank_of[pid] = r;
+  }
+  int failed = 0;
+  for (int left = o.ranks; left > 0; --left) {
+    int status = 0;
+    const pid_t pid = wait(&status);
+    if (pid < 0) break;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    ++failed;
+    if (WIFSIGNALED(status)) {
+      fprintf(stderr, "cc_job: rank %d (pid %d) killed by signal %d\n", rank_of[pid], pid,
+              WTERMSIG(status));
+    } else {
+      fprintf(stderr, "cc_job: rank %d (pid %d) exited with %d\n", rank_of[pid], pid,
+              WEXITSTATUS(status));
+    }
+  }
+  if (failed > 0) {
+    fprintf(stderr, "cc_job: %d of %d ranks failed\n", failed, o.ranks);
+    return 1;
+  }
+  printf("cc_job: every rank's all-reduce sums were right in all %d steps\n", o.steps);
+  return 0;
+}
+
+// Rank r's gradient in step s: small integers, so that every sum is exact in float32.
+float Gradient(int r, int s, int i) { return static_cast<float>((r + 1) * (i % 7 + 1) + s); }
+
+nrt_tensor_set_t* Set(const char* name, nrt_tensor_t* tensor) {
+  nrt_tensor_set_t* set = nullptr;
+  examples::Check(nrt_allocate_tensor_set(&set), "nrt_allocate_tensor_set");
+  examples::Check(nrt_add_tensor_to_tensor_set(set, name, tensor), "nrt_add_tensor_to_tensor_set");
+  return set;
+}
+
+int RunRank(const Options& o) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  const int r = o.rank, n = o.ranks;
+  examples::Check(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), "nrt_init");
+  examples::Check(nrt_cc_global_comm_init(0, r, n), "nrt_cc_global_comm_init");
+
+  // The step's compute: a model standing for the forward and backward passes, and the slow
+  // rank's extra one.
+  const std::string shape = "[64,128]";
+  nrt_model_t* forward_backward = examples::LoadModelText(
+      examples::EagerOpModelText("forward_backward", "mul", "fp32", {shape, shape}, shape), 0);
+  nrt_model_t* extra = examples::LoadModelText(
+      examples::EagerOpModelText("extra_forward", "add", "fp32", {shape, shape}, shape), 0);
+  const size_t act_bytes = 64 * 128 * 4;
+  nrt_tensor_t* act = examples::DeviceTensor(0, act_bytes, "activations");
+  nrt_tensor_t* act_out = examples::DeviceTensor(0, act_bytes, "activations.out");
+  examples::Check(nrt_tensor_memset(act, 0, 0, act_bytes), "nrt_tensor_memset");
+  nrt_tensor_set_t* in = nullptr;
+  examples::Check(nrt_allocate_tensor_set(&in), "nrt_allocate_tensor_set");
+  examples::Check(nrt_add_tensor_to_tensor_set(in, "a", act), "nrt_add_tensor_to_tensor_set");
+  examples::Check(nrt_add_tensor_to_tensor_set(in, "b", act), "nrt_add_tensor_to_tensor_set");
+  nrt_tensor_set_t* out = Set("out", act_out);
+
+  const size_t grad_bytes = static_cast<size_t>(o.elems) * 4;
+  nrt_tensor_t* grad = examples::DeviceTensor(0, grad_bytes, "grad");
+  nrt_tensor_t* reduced = examples::DeviceTensor(0, grad_bytes, "grad.reduced");
+  uint32_t group_ranks[128];
+  for (int i = 0; i < n; ++i) group_ranks[i] = static_cast<uint32_t>(i);
+  nrt_cc_comm_t comm{};
+  comm.replica_group = group_ranks;
+  comm.rank = static_cast<uint32_t>(r);
+  comm.rank_n = static_cast<uint32_t>(n);
+  comm.ctx_device_id = static_cast<uint32_t>(r);
+  comm.ctx_device_count = static_cast<uint32_t>(n);
+  comm.vnc = 0;
+
+  std::vector<float> values(o.elems), result(o.elems);
+  for (int step = 0; step < o.steps; ++step) {
+    nrtprof_step();
+    {
+      nrtprof::ScopedRange range("forward_backward");
+      examples::Check(nrt_execute(forward_backward, in, out), "nrt_execute (forward_backward)");
+    }
+    {
+      nrtprof::ScopedRange range("grad_to_device");
+      for (int i = 0; i < o.elems; ++i) values[i] = Gradient(r, step, i);
+      examples::Check(nrt_tensor_write(grad, values.data(), 0, grad_bytes), "nrt_tensor_write");
+    }
+    if (r == o.slow_rank && o.slow_ms > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.slow_ms);
+      if (o.slow_cause == "host") {
+        nrtprof::ScopedRange range("data_loader_stall");
+        std::this_thread::sleep_until(until);
+      } else {
+        nrtprof::ScopedRange range("extra_forward");
+        do {
+          examples::Check(nrt_execute(extra, in, out), "nrt_execute (extra_forward)");
+        } while (std::chrono::steady_clock::now() < until);
+      }
+    }
+    if (r == o.kill_rank && step == o.kill_step) {
+      printf("rank %d: killing itself before the all-reduce of step %d\n", r, step);
+      raise(SIGKILL);
+    }
+    NRT_STATUS ret = NRT_SUCCESS;
+    {
+      nrtprof::ScopedRange range("all_reduce");
+      nrt_tensor_list_t input{&grad, 1}, output{&reduced, 1};
+      nrt_cc_context_t* ctx = nullptr;
+      examples::Check(nrta_cc_prepare(&comm, &input, &output, NRT_DTYPE_FLOAT32, NRT_OP_ADD,
+                                      NRT_CC_ALLREDUCE, &ctx),
+                      "nrta_cc_prepare");
+      nrta_seq_t seq = 0;
+      examples::Check(nrta_cc_schedule(&ctx, 0, &ret, &seq), "nrta_cc_schedule");
+      for (bool done = false; !done;) {
+        examples::Check(nrta_is_completed(seq, &done), "nrta_is_completed");
+        if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    if (ret != NRT_SUCCESS) {
+      fprintf(stderr, "cc_job: rank %d: the all-reduce of step %d failed: %s\n", r, step,
+              nrt_get_status_as_str(ret));
+      nrt_close();
+      return 1;
+    }
+    examples::Check(nrt_tensor_read(reduced, result.data(), 0, grad_bytes), "nrt_tensor_read");
+    for (int i = 0; i < o.elems; ++i) {
+      float want = 0;
+      for (int k = 0; k < n; ++k) want += Gradient(k, step, i);
+      if (result[i] != want) {
+        fprintf(stderr, "cc_job: rank %d: step %d: element %d is %g, the ranks' sum is %g\n", r,
+                step, i, result[i], want);
+        nrt_close();
+        return 1;
+      }
+    }
+  }
+  nrt_destroy_tensor_set(&in);
+  nrt_destroy_tensor_set(&out);
+  nrt_close();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = Parse(argc, argv);
+  if (o.rank < 0) return Launch(o, argc, argv);
+  return RunRank(o);
+}
