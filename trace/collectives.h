@@ -1,0 +1,105 @@
+// Collectives across the ranks of a capture (issue 40): each collective instance matched across
+// the processes (ranks) that took part, when each rank arrived, which arrived last and what it
+// cost the others, and what the late rank was doing while the others waited for it. What
+// `nrtprof collectives CAPTURE_DIR` prints (client/command_collectives.cc).
+//
+// From the Trace alone (the correlator's, or one rebuilt from trace.pftrace):
+//  - A rank is a process of the capture that scheduled collectives (`nrta_cc_schedule`). Its
+//    rank number is read from its command line (`--rank N`, `--rank=N`, `--local_rank N`,
+//    `--local-rank=N`, as launchers pass it); when some process's command line does not say,
+//    the ranks are numbered by host and pid instead, and `ranks_from_command_line` is false.
+//  - Matching: the simulator (sim/README.md, "Collectives") has one communicator per process,
+//    the whole group, and the k-th collective each rank schedules on a collectives queue is
+//    one collective of the group. A rank's requests are numbered per process, per queue, from 1
+//    at nrt_init (the low 48 bits of nrta_seq; the high 16 name the queue), in the order it
+//    scheduled them — so the k-th collective of every rank on queue q carries the same (q, k),
+//    and instances are matched by that pair, which holds in a capture that starts mid-job too.
+//    Sub-groups are not told apart (no call records a replica group).
+//  - Arrival: the rank's cc_exec_barrier start when the capture has the collective's device
+//    events (a DeviceEvent named "cc_exec_barrier" of its schedule call), else the start of its
+//    nrta_cc_schedule call. The collective could start at the last arrival. It ended at its
+//    cc_running end when known, else when the first rank saw it complete (the recorded
+//    nrta_is_completed poll of its request: later than the end by at most the poll interval).
+//  - Wait a late rank cost: the sum, over the other ranks, of the last arrival minus theirs.
+//  - Cause: what covered the late rank's time between the second-to-last arrival and its own
+//    (the others all waiting): its device executions ("device: <model>"), transfers
+//    ("transfer: <name>"), else the innermost framework range of the scheduling thread that does
+//    not enclose the collective itself ("host: <range>"), else a runtime call ("host: <call>"),
+//    else "host: (outside any range)".
+//
+// A pure function of the Trace: thread-safe.
+#ifndef NRTPROF_TRACE_COLLECTIVES_H_
+#define NRTPROF_TRACE_COLLECTIVES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trace/trace_model.h"
+
+namespace nrtprof::daemon {
+
+// One process taking part in the collectives.
+struct CollectiveMember {
+  int rank = 0;
+  std::string host;
+  uint32_t pid = 0;
+  size_t process = 0;    // index in Trace::processes (the first part, for a process in parts)
+  bool cut_off = false;  // the process ended without its final batch (killed, crashed)
+};
+
+// What covered part of a late rank's time: "host: data_loader_stall", "device: extra_forward".
+struct LateCause {
+  std::string what;
+  uint64_t ns = 0;
+};
+
+struct CollectiveArrival {
+  size_t member = 0;        // index in CollectivesAnalysis::members
+  uint64_t arrival_ns = 0;
+  uint64_t completed_ns = 0;  // when this rank saw it complete (its cc_running end), 0 unknown
+  uint64_t correlation_id = 0;  // its nrta_cc_schedule call
+};
+
+struct CollectiveInstance {
+  uint32_t queue = 0;   // nrta_seq >> 48: the collectives queue (XU id)
+  uint64_t number = 0;  // its number on that queue, from 1
+  int64_t step = -1;    // the ProfilerStep#N its last rank scheduled it in, -1 outside steps
+  std::vector<CollectiveArrival> arrivals;  // by arrival time
+  std::vector<size_t> missing;              // members that never scheduled it
+  uint64_t first_arrival_ns = 0;
+  uint64_t start_ns = 0;    // the last arrival: when the collective could start
+  uint64_t end_ns = 0;      // 0: unknown (no rank's completion in the capture)
+  size_t last = 0;          // member that arrived last
+  uint64_t wait_cost_ns = 0;  // what the last rank's lateness cost the others, summed
+  std::vector<LateCause> late_causes;  // the last rank's gap, longest first
+  uint64_t skew_ns() const { return start_ns - first_arrival_ns; }
+};
+
+struct Straggler {
+  size_t member = 0;
+  uint64_t times_last = 0;
+  uint64_t wait_cost_ns = 0;
+  std::vector<LateCause> causes;  // over the instances it was last in, longest first
+};
+
+struct CollectivesAnalysis {
+  std::vector<CollectiveMember> members;      // by rank
+  bool ranks_from_command_line = true;
+  std::vector<CollectiveInstance> instances;  // by start (last arrival)
+  std::vector<Straggler> stragglers;          // every member; most often last first
+  // What the capture cannot say: ranks that vanished (cut off, missing from instances).
+  std::vector<std::string> notes;
+};
+
+// NOT_FOUND "the capture has no collectives (no nrta_cc_schedule call)" when no process
+// scheduled one.
+absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace);
+
+// The rank a command line gives (`--rank N`, ...), or -1.
+int RankFromCommandLine(const std::vector<std::string>& argv);
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_TRACE_COLLECTIVES_H_
