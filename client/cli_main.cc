@@ -92,6 +92,17 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
        "  nrtprof report slow-step -o /tmp/slow-step.html\n"},
+      {"collectives", CollectivesCommand, "collectives CAPTURE_DIR",
+       "a distributed job's collectives: per collective the arrival skew and the last rank, "
+       "which rank is slow and what it was doing",
+       {},
+       "Each collective is matched across the ranks (the processes that scheduled it) by its\n"
+       "queue and number; a rank's number is read from its command line (--rank N,\n"
+       "--local_rank N), else ranks are numbered by host and pid. Exits 1 for a capture without\n"
+       "collectives.\n\n"
+       "examples:\n"
+       "  nrtprof run --out job -- ./cc_job --ranks 4 --steps 5 --slow-rank 2 --slow-ms 20\n"
+       "  nrtprof collectives job\n"},
       {"top", TopCommand,
        "top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]",
        "a live view of the host: processes, models and ops by device time, as top(1) shows",
@@ -269,7 +280,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, status, top, fleet; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, collectives, status, top, fleet; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

@@ -18,6 +18,7 @@ int ReportCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
 int TopCommand(int argc, char** argv);
 int FleetCommand(int argc, char** argv);
+int CollectivesCommand(int argc, char** argv);
 
 // The standing daemon that --addr (and the TLS flags), $NRTPROF_ADDR or the per-user socket
 // name, connected; or null after one line on stderr ("nrtprof COMMAND: ...", with how to
