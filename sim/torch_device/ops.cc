@@ -627,7 +627,7 @@ at::Tensor MseLoss(const at::Tensor& self, const at::Tensor& target, int64_t red
     if (reduction == 2) m.Op("mul_scalar(" + x + ", " + Number(double(count)) + ")", "out");
   }
   m.Run("aten::mse_loss");
-  return reduction == 0 ? out : out.view({});
+  return reduction == 0 ? out : out.view(std::vector<int64_t>{});  // not view({}): that is view(dtype)
 }
 
 // d/dself: grad * 2 * (self - target), divided by the count for the mean.
@@ -647,6 +647,13 @@ at::Tensor MseLossBackward(const at::Tensor& grad, const at::Tensor& self,
   m.Op("mul_scalar(" + dg + ", " + Number(scale) + ")", "out");
   m.Run("aten::mse_loss_backward");
   return out;
+}
+
+// tensor.item(): the one element, read back.
+c10::Scalar LocalScalarDense(const at::Tensor& self) {
+  CheckOnDevice(self, "aten::_local_scalar_dense");
+  const at::Tensor host = ToHost(self).to(at::kFloat);
+  return c10::Scalar(static_cast<double>(*host.data_ptr<float>()));
 }
 
 // ---- the fused custom op -----------------------------------------------------------------
@@ -717,6 +724,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", CopyFrom);
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("fill_.Scalar", Fill);
+  m.impl("_local_scalar_dense", LocalScalarDense);
   m.impl("zero_", Zero);
   m.impl("mul.Tensor", Mul);
   m.impl("div.Tensor", Div);
