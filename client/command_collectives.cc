@@ -117,7 +117,7 @@ int CollectivesCommand(int argc, char** argv) {
     if (!c.missing.empty()) {
       last = "";
       for (size_t m : c.missing) absl::StrAppend(&last, last.empty() ? "" : ",", Rank(*a, m));
-      last += " never";
+      last += " missing";
     }
     printf("%6s  %-18s  %7s  %12s  %9s  %12s  %12s  %s\n",
            c.step < 0 ? "-" : absl::StrCat(c.step).c_str(),
@@ -125,7 +125,7 @@ int CollectivesCommand(int argc, char** argv) {
            absl::StrCat(c.arrivals.size(), "/", ranks).c_str(), Ms(c.skew_ns()).c_str(),
            last.c_str(), Ms(c.start_ns - origin).c_str(),
            c.end_ns == 0 ? "-" : Ms(c.end_ns - origin).c_str(),
-           c.missing.empty() ? Causes(c.late_causes, 2).c_str() : "(did not arrive)");
+           c.missing.empty() ? Causes(c.late_causes, 2).c_str() : "(a rank not in the capture)");
   }
 
   size_t complete = 0;

@@ -283,6 +283,7 @@ int RunRank(const Options& o) {
       }
     }
   }
+  nrtprof_step();  // the last step ends (its range "ProfilerStep#N" is drawn)
   nrt_destroy_tensor_set(&in);
   nrt_destroy_tensor_set(&out);
   nrt_close();

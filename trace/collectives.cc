@@ -43,7 +43,8 @@ struct RawMember {
   std::string host;
   uint32_t pid = 0;
   std::vector<size_t> parts;
-  bool cut_off = false;
+  std::string executable;
+  bool cut_off = false;  // or died: events counted lost from its rings file
   int rank = -1;
   std::map<InstanceKey, Request> requests;
 };
@@ -92,8 +93,7 @@ std::vector<LateCause> CausesIn(const Trace& trace, const RawMember& m, uint32_t
             absl::StrCat("device: ", d.model_name.empty() ? d.name.str() : d.model_name.str()));
       } else if (d.kind == DeviceEventKind::kDma) {
         add(d.start_ns, d.duration_ns, 1,
-            absl::StrCat("transfer: ", d.name.str(),
-                         d.tensor_name.empty() ? "" : absl::StrCat(" ", d.tensor_name.str())));
+            absl::StrCat("transfer: ", d.tensor_name.empty() ? d.name.str() : d.tensor_name.str()));
       }
     }
     for (const RangeEvent& r : p.ranges) {
@@ -104,7 +104,20 @@ std::vector<LateCause> CausesIn(const Trace& trace, const RawMember& m, uint32_t
     }
     for (const ApiCall& c : p.calls) {
       if (c.tid != tid) continue;
-      add(c.start_ns, c.duration_ns, 200, absl::StrCat("host: ", c.name.str()));
+      // A call that runs a model or moves a tensor is the host waiting on that work (launch
+      // included); any other runtime call is host time of its own.
+      const absl::string_view name = c.name;
+      if (!c.model_name.empty() && absl::StrContains(name, "execute")) {
+        add(c.start_ns, c.duration_ns, 2, absl::StrCat("device: ", c.model_name.str()));
+      } else if (absl::StartsWith(name, "nrt_tensor_read") ||
+                 absl::StartsWith(name, "nrt_tensor_write") ||
+                 absl::StartsWith(name, "nrt_tensor_copy") ||
+                 absl::StartsWith(name, "nrta_tensor_")) {
+        add(c.start_ns, c.duration_ns, 3,
+            absl::StrCat("transfer: ", c.tensor_name.empty() ? c.name.str() : c.tensor_name.str()));
+      } else {
+        add(c.start_ns, c.duration_ns, 200, absl::StrCat("host: ", c.name.str()));
+      }
     }
   }
   std::vector<uint64_t> points = {begin, end};
@@ -179,10 +192,12 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
       raw.back().host = p.host;
       raw.back().pid = p.pid;
       raw.back().rank = RankFromCommandLine(p.command_line);
+      raw.back().executable =
+          !p.executable.empty() || p.command_line.empty() ? p.executable : p.command_line[0];
     }
     RawMember& m = raw[it->second];
     m.parts.push_back(i);
-    m.cut_off = m.cut_off || p.cut_off;
+    m.cut_off = m.cut_off || p.cut_off || p.drops.process_died > 0;
     std::map<uint64_t, uint64_t> barrier_start, running_end;  // by nrta_seq
     for (const DeviceEvent& d : p.device) {
       if (d.nrta_seq == 0) continue;
@@ -213,12 +228,22 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
       }
     }
   }
-  raw.erase(std::remove_if(raw.begin(), raw.end(),
-                           [](const RawMember& m) { return m.requests.empty(); }),
-            raw.end());
-  if (raw.empty()) {
+  // Processes without collectives are not ranks, except a copy of a rank's program that died
+  // (or says its rank) before any of its collectives reached the capture: a rank that vanished.
+  std::set<std::string> rank_programs;
+  for (const RawMember& m : raw) {
+    if (!m.requests.empty()) rank_programs.insert(m.executable);
+  }
+  if (rank_programs.empty()) {
     return absl::NotFoundError("the capture has no collectives (no nrta_cc_schedule call)");
   }
+  raw.erase(std::remove_if(raw.begin(), raw.end(),
+                           [&](const RawMember& m) {
+                             return m.requests.empty() &&
+                                    !(rank_programs.count(m.executable) > 0 &&
+                                      (m.cut_off || m.rank >= 0));
+                           }),
+            raw.end());
 
   CollectivesAnalysis out;
   // Ranks from the command lines when every process gives a distinct one; else by host and pid.
@@ -306,10 +331,11 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
     std::string list = which.front();
     if (which.size() > 1) absl::StrAppend(&list, " and ", which.size() - 1, " more");
     out.notes.push_back(absl::StrCat(
-        "rank ", m.rank, " (", m.host, " pid ", m.pid, ") never scheduled collective ", list,
-        " that the other ranks did",
+        "rank ", m.rank, " (", m.host, " pid ", m.pid, ") is missing from collective ", list,
+        " that the other ranks scheduled",
         m.cut_off ? ": its process ended without its final batch (killed or crashed)"
                   : " (it stopped, or the capture missed its calls)"));
+
   }
   return out;
 }

@@ -4,7 +4,9 @@
 // `nrtprof collectives CAPTURE_DIR` prints (client/command_collectives.cc).
 //
 // From the Trace alone (the correlator's, or one rebuilt from trace.pftrace):
-//  - A rank is a process of the capture that scheduled collectives (`nrta_cc_schedule`). Its
+//  - A rank is a process of the capture that scheduled collectives (`nrta_cc_schedule`), or a
+//    copy of such a process's program that ended without its final batch (or whose command
+//    line says its rank) and has none in the capture: a rank that vanished. Its
 //    rank number is read from its command line (`--rank N`, `--rank=N`, `--local_rank N`,
 //    `--local-rank=N`, as launchers pass it); when some process's command line does not say,
 //    the ranks are numbered by host and pid instead, and `ranks_from_command_line` is false.
@@ -22,10 +24,12 @@
 //    nrta_is_completed poll of its request: later than the end by at most the poll interval).
 //  - Wait a late rank cost: the sum, over the other ranks, of the last arrival minus theirs.
 //  - Cause: what covered the late rank's time between the second-to-last arrival and its own
-//    (the others all waiting): its device executions ("device: <model>"), transfers
-//    ("transfer: <name>"), else the innermost framework range of the scheduling thread that does
-//    not enclose the collective itself ("host: <range>"), else a runtime call ("host: <call>"),
-//    else "host: (outside any range)".
+//    (the others all waiting), per instant the first of: its device executions, or a call of
+//    the scheduling thread that ran a model (nrt_execute: the host waiting on it, launch
+//    included) — "device: <model>"; its transfers, or a tensor read/write/copy call —
+//    "transfer: <tensor>"; the innermost framework range of the thread that does not enclose
+//    the collective itself — "host: <range>"; another runtime call — "host: <call>"; else
+//    "host: (outside any range)".
 //
 // A pure function of the Trace: thread-safe.
 #ifndef NRTPROF_TRACE_COLLECTIVES_H_

@@ -17,6 +17,7 @@ uint64_t Seq(uint64_t number) { return (kQueue << 48) | number; }
 ProcessTrace Rank(uint32_t pid, std::vector<std::string> command_line) {
   ProcessTrace p;
   p.pid = pid;
+  p.executable = "/bin/job";
   p.host = "hostA";
   p.command_line = std::move(command_line);
   return p;
@@ -84,6 +85,7 @@ Trace TwoSteps() {
     if (r == 2) {
       AddRange(&p, "extra_forward", s1 + 12 * kMs, 33 * kMs);
       AddCall(&p, "nrt_execute", s1 + 12 * kMs, 33 * kMs);
+      p.calls.back().model_name = Name::Lasting("extra_model");
       DeviceEvent d;
       d.id = next_id++;
       d.kind = DeviceEventKind::kExecution;
@@ -128,12 +130,12 @@ TEST(CollectivesTest, MatchesEachCollectiveAcrossRanksAndNamesTheLastOne) {
   EXPECT_EQ(second.end_ns, 246 * kMs);  // the first rank to see it complete
   ASSERT_FALSE(second.late_causes.empty());
   EXPECT_EQ(second.late_causes[0].what, "device: extra_model");
-  // The window is from the second-to-last arrival (+11 ms) to its own (+45 ms): 34 ms, 31 of
-  // them on the device, the rest in the range around it and before it.
+  // The window is from the second-to-last arrival (+11 ms) to its own (+45 ms): 34 ms, 33 of
+  // them in the execution's call (31 on the device), 1 in the step before it.
   uint64_t total = 0;
   for (const LateCause& c : second.late_causes) total += c.ns;
   EXPECT_EQ(total, 34 * kMs);
-  EXPECT_EQ(second.late_causes[0].ns, 31 * kMs);
+  EXPECT_EQ(second.late_causes[0].ns, 33 * kMs);
 }
 
 TEST(CollectivesTest, StragglerTableCountsTimesLastAndTheWaitCost) {
@@ -178,10 +180,30 @@ TEST(CollectivesTest, ARankThatVanishedIsNamed) {
   ASSERT_EQ(a->instances.size(), 2u);
   EXPECT_EQ(a->instances[1].missing, std::vector<size_t>{1});
   ASSERT_EQ(a->notes.size(), 1u);
-  EXPECT_NE(a->notes[0].find("rank 1 (hostA pid 299) never scheduled collective #2 on queue 32"),
+  EXPECT_NE(a->notes[0].find("rank 1 (hostA pid 299) is missing from collective #2 on queue 32"),
             std::string::npos)
       << a->notes[0];
   EXPECT_NE(a->notes[0].find("killed or crashed"), std::string::npos) << a->notes[0];
+}
+
+TEST(CollectivesTest, ARankWhoseEventsAllDiedWithItIsStillARank) {
+  Trace t = TwoSteps();
+  t.processes[1].calls.clear();
+  t.processes[1].ranges.clear();
+  t.processes[1].drops.process_died = 12;
+  ProcessTrace other = Rank(5, {"python3", "monitor.py"});
+  other.executable = "/usr/bin/python3";
+  t.processes.push_back(other);  // not a rank: another program, no collectives
+  absl::StatusOr<CollectivesAnalysis> a = AnalyzeCollectives(t);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->members.size(), 3u);
+  EXPECT_EQ(a->instances[0].missing, std::vector<size_t>{1});
+  EXPECT_EQ(a->instances[1].missing, std::vector<size_t>{1});
+  ASSERT_EQ(a->notes.size(), 1u);
+  EXPECT_NE(a->notes[0].find("rank 1 (hostA pid 299) is missing from collective #1 on queue 32 "
+                             "and 1 more"),
+            std::string::npos)
+      << a->notes[0];
 }
 
 TEST(CollectivesTest, WithoutRanksOnTheCommandLineRanksAreNumberedByHostAndPid) {
