@@ -10,8 +10,9 @@ dtype's tolerance and that the loss falls, prints both, and exits 1 otherwise.
   /usr/bin/python3 examples/mlp_train_torch.py [--steps 20] [--batch 16] [--hidden 32]
       [--dtype fp32|bf16] [--lr 0.05]
 
-nrtsim_torch.abi3.so must be importable: on PYTHONPATH, or found in bazel-bin/sim/torch_device
-of the checkout this file is in. Debian's PyTorch imports only in Debian's /usr/bin/python3.
+nrtsim_torch.abi3.so must be importable: on PYTHONPATH, or where a default `bazel build` of
+this checkout puts it (bazel-out/k8-fastbuild/bin/sim/torch_device). Debian's PyTorch imports
+only in Debian's /usr/bin/python3.
 """
 import argparse
 import os
@@ -20,7 +21,8 @@ import sys
 
 def import_backend():
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.append(os.path.join(here, "..", "bazel-bin", "sim", "torch_device"))
+    # A default build's output (bazel-bin may point at another configuration's).
+    sys.path.append(os.path.join(here, "..", "bazel-out", "k8-fastbuild", "bin", "sim", "torch_device"))
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -69,9 +71,10 @@ def main():
     xd, yd = x.to(nrtsim.device), y.to(nrtsim.device)
     cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=args.lr)
     dev_opt = torch.optim.SGD(dev_model.parameters(), lr=args.lr)
-    loss_fn = nn.MSELoss()
+    # CPU PyTorch 1.13 has no bfloat16 mse_loss kernel: its bf16 reference spells the loss out.
+    cpu_loss_fn = nn.MSELoss() if dtype == torch.float32 else lambda p, t: ((p - t) ** 2).mean()
 
-    def step(model, opt, inputs, targets):
+    def step(model, opt, inputs, targets, loss_fn=nn.MSELoss()):
         opt.zero_grad()
         loss = loss_fn(model(inputs), targets)
         loss.backward()
@@ -80,7 +83,7 @@ def main():
 
     cpu_losses, dev_losses = [], []
     for _ in range(args.steps):
-        cpu_losses.append(step(cpu_model, cpu_opt, x, y).item())
+        cpu_losses.append(step(cpu_model, cpu_opt, x, y, cpu_loss_fn).item())
 
     # torch.profiler's own step loop, CPU activities only (the device's work is nrtprof's).
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=args.steps)

@@ -12,8 +12,9 @@ and checks the result against the same computation by CPU PyTorch. Exits 1 when 
   /usr/bin/python3 examples/rmsnorm_torch.py [--variant eager|fused] [--iterations N]
       [--rows 4] [--cols 512] [--dtype bf16|fp32]
 
-nrtsim_torch.abi3.so must be importable: on PYTHONPATH, or found in bazel-bin/sim/torch_device
-of the checkout this file is in. Debian's PyTorch imports only in Debian's /usr/bin/python3.
+nrtsim_torch.abi3.so must be importable: on PYTHONPATH, or where a default `bazel build` of
+this checkout puts it (bazel-out/k8-fastbuild/bin/sim/torch_device). Debian's PyTorch imports
+only in Debian's /usr/bin/python3.
 """
 import argparse
 import os
@@ -24,7 +25,8 @@ EPS = 1e-6
 
 def import_backend():
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.append(os.path.join(here, "..", "bazel-bin", "sim", "torch_device"))
+    # A default build's output (bazel-bin may point at another configuration's).
+    sys.path.append(os.path.join(here, "..", "bazel-out", "k8-fastbuild", "bin", "sim", "torch_device"))
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -88,9 +90,10 @@ def main():
     ok = torch.allclose(got.float(), ref.float(), rtol=rtol, atol=atol)
     worst = (got.float() - ref.float()).abs().max().item()
     n = args.iterations
+    per_execs, per_copies = t["executions"] // n, t["transfers"] // n
     print(f"rmsnorm_torch {args.variant}: {args.rows}x{args.cols} {args.dtype}, {n} iterations on "
-          f"the simulated Neuron device ({t['executions'] // n} executions and "
-          f"{t['transfers'] // n} host-to-device copies per iteration)")
+          f"the simulated Neuron device ({per_execs} execution{'s' * (per_execs != 1)} and "
+          f"{per_copies} host-to-device cop{'y' if per_copies == 1 else 'ies'} per iteration)")
     print(f"  output vs CPU PyTorch: max |error| {worst:.3g} -> {'OK' if ok else 'WRONG'}")
     print(f"  device time per iteration: {(t['execution_ns'] + t['transfer_ns']) / 1e6 / n:.3f} ms "
           f"(executions {t['execution_ns'] / 1e6 / n:.3f} ms in {t['executions']}, "
