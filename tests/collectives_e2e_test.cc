@@ -1,0 +1,165 @@
+// Issue 40 end to end: examples/cc_job (4 rank processes all-reducing their gradients each
+// step) under `nrtprof run` with a daemon of the test's own, then `nrtprof collectives` on the
+// capture, asserting what a user reads: the slow rank named, last in every step, with its cause
+// (host or device); no rank last in every step when none is slow; a rank killed mid-job makes
+// the others fail and the job exit non-zero, and the capture still says which rank is missing;
+// one error line for a folder that is no capture, or a capture without collectives.
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/testing/processes.h"
+#include "tests/testing/subprocess.h"
+
+namespace nrtprof {
+namespace {
+
+using testing::Daemon;
+using testing::Result;
+using testing::RunProcess;
+using testing::Runfile;
+using testing::TempDir;
+
+std::map<std::string, std::string> JobEnv(const std::string& timeout_ms = "") {
+  std::map<std::string, std::string> env = {
+      {"NRT_SIM_TIME_SCALE", "0"}, {"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
+  if (!timeout_ms.empty()) env["NRT_SIM_CC_TIMEOUT_MS"] = timeout_ms;
+  return env;
+}
+
+// cc_job with `job_flags` under `nrtprof run` against `daemon`, its capture in `out`.
+Result ProfiledJob(const Daemon& daemon, const std::string& out,
+                   const std::vector<std::string>& job_flags,
+                   const std::map<std::string, std::string>& env = JobEnv()) {
+  std::vector<std::string> argv = {Runfile("client/nrtprof"), "run", "--quiet", "--addr",
+                                   daemon.addr(), "--out", out, "--",
+                                   Runfile("examples/cc_job")};
+  argv.insert(argv.end(), job_flags.begin(), job_flags.end());
+  return RunProcess(argv, env);
+}
+
+Result Collectives(const std::string& capture) {
+  return RunProcess({Runfile("client/nrtprof"), "collectives", capture}, JobEnv());
+}
+
+// The per-collective table's rows: each row's last-rank column, in order.
+std::vector<std::string> LastRanks(const std::string& out) {
+  std::vector<std::string> last;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    // "  step  #k on queue q  arrived/ranks  skew  last ..."
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() >= 8 && absl::StartsWith(words[1], "#") && words[2] == "on" &&
+        words[3] == "queue") {
+      last.push_back(words[7]);
+    }
+  }
+  return last;
+}
+
+std::string LineStarting(const std::string& out, const std::string& prefix) {
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, prefix)) return std::string(line);
+  }
+  return "";
+}
+
+class CollectivesE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.Start()); }
+  Daemon daemon_{"collectives"};
+};
+
+TEST_F(CollectivesE2eTest, TheSlowRankIsNamedLastInEveryStepWithItsHostCause) {
+  const std::string out = TempDir("slow-host") + "/capture";
+  const Result job = ProfiledJob(
+      daemon_, out, {"--ranks", "4", "--steps", "5", "--slow-rank", "2", "--slow-ms", "20"});
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  EXPECT_TRUE(absl::StrContains(job.out, "every rank's all-reduce sums were right")) << job.out;
+
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(absl::StartsWith(c.out, "4 ranks on ")) << c.out;
+  EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(5, "2")) << c.out;
+  const std::string slowest = LineStarting(c.out, "Slowest rank: ");
+  EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 2 (")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "last in 5 of 5 collectives")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
+}
+
+TEST_F(CollectivesE2eTest, ADeviceCauseIsNamedAsTheDevicesWork) {
+  const std::string out = TempDir("slow-device") + "/capture";
+  const Result job =
+      ProfiledJob(daemon_, out,
+                  {"--ranks", "4", "--steps", "5", "--slow-rank", "1", "--slow-ms", "20",
+                   "--slow-cause", "device"});
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(5, "1")) << c.out;
+  const std::string slowest = LineStarting(c.out, "Slowest rank: ");
+  EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 1 (")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: device: extra_forward")) << c.out;
+}
+
+TEST_F(CollectivesE2eTest, WithoutASlowRankNoRankIsLastInEveryStep) {
+  const std::string out = TempDir("no-slow") + "/capture";
+  const Result job = ProfiledJob(daemon_, out, {"--ranks", "4", "--steps", "10"});
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::vector<std::string> last = LastRanks(c.out);
+  ASSERT_EQ(last.size(), 10u) << c.out;
+  std::map<std::string, int> times;
+  for (const std::string& r : last) ++times[r];
+  for (const auto& [rank, n] : times) EXPECT_LT(n, 10) << "rank " << rank << "\n" << c.out;
+  EXPECT_FALSE(absl::StrContains(c.out, "last in 10 of 10")) << c.out;
+}
+
+TEST_F(CollectivesE2eTest, ARankKilledMidJobFailsTheOthersAndTheCaptureSaysWhichVanished) {
+  const std::string out = TempDir("killed") + "/capture";
+  const Result job = ProfiledJob(
+      daemon_, out, {"--ranks", "3", "--steps", "3", "--kill-rank", "1", "--kill-step", "1"},
+      JobEnv("1500"));
+  EXPECT_NE(job.exit_code, 0) << job.out << job.err;
+  EXPECT_TRUE(absl::StrContains(job.err, "cc_job: rank 1 (pid")) << job.err;
+  EXPECT_TRUE(absl::StrContains(job.err, "killed by signal 9")) << job.err;
+  EXPECT_TRUE(absl::StrContains(job.err, "cc_job: rank 0: the all-reduce of step 1 failed"))
+      << job.err;
+  EXPECT_TRUE(absl::StrContains(job.err, "cc_job: rank 2: the all-reduce of step 1 failed"))
+      << job.err;
+
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(absl::StartsWith(c.out, "3 ranks on ")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "note: rank 1 (")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "killed or crashed")) << c.out;
+  const std::vector<std::string> last = LastRanks(c.out);
+  ASSERT_FALSE(last.empty()) << c.out;
+  EXPECT_EQ(last.back(), "1") << "the step it never reached names it\n" << c.out;
+}
+
+TEST_F(CollectivesE2eTest, BadInputGetsOneErrorLine) {
+  const Result none = Collectives(TempDir("empty") + "/no-such-capture");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
+  EXPECT_TRUE(absl::StrContains(none.err, "no such file or folder")) << none.err;
+
+  const std::string out = TempDir("no-collectives") + "/capture";
+  const Result plain = RunProcess(
+      {Runfile("client/nrtprof"), "run", "--quiet", "--addr", daemon_.addr(), "--out", out,
+       "--", Runfile("examples/rmsnorm"), "--iters", "1"},
+      JobEnv());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const Result c = Collectives(out);
+  EXPECT_EQ(c.exit_code, 1);
+  EXPECT_EQ(c.out, "");
+  EXPECT_EQ(c.err, "nrtprof collectives: " + out +
+                       ": the capture has no collectives (no nrta_cc_schedule call)\n");
+}
+
+}  // namespace
+}  // namespace nrtprof
