@@ -685,16 +685,17 @@ at::Tensor RmsNormCpu(const at::Tensor& x, const at::Tensor& weight, double eps)
 
 // Above autograd: the fused op has no backward, so it refuses inputs that need one rather than
 // return a result autograd would silently treat as a constant.
-at::Tensor RmsNormAutograd(const at::Tensor& x, const at::Tensor& weight, double eps) {
+at::Tensor RmsNormAutograd(c10::DispatchKeySet keys, const at::Tensor& x,
+                           const at::Tensor& weight, double eps) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       !at::GradMode::is_enabled() || !(x.requires_grad() || weight.requires_grad()),
       "nrtsim_torch: nrtsim::rms_norm has no backward; call it under torch.no_grad() or on "
       "tensors that do not require grad");
-  at::AutoDispatchBelowADInplaceOrView below;
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("nrtsim::rms_norm", "")
                              .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
-  return op.call(x, weight, eps);
+  // Redispatched below autograd: one RecordFunction (one range in a profile) per call.
+  return op.redispatch(keys & c10::after_autograd_keyset, x, weight, eps);
 }
 
 // ---- everything else ---------------------------------------------------------------------
