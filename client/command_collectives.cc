@@ -131,15 +131,15 @@ int CollectivesCommand(int argc, char** argv) {
   size_t complete = 0;
   for (const daemon::CollectiveInstance& c : a->instances) complete += c.missing.empty() ? 1 : 0;
   printf("\nStragglers (last to arrive, of %zu collectives every rank reached; wait cost: the "
-         "other ranks' time waiting for it):\n",
+         "other ranks' time waiting for it; waited: its own time waiting for the others):\n",
          complete);
-  printf("%6s  %-16s  %8s  %10s  %12s  %s\n", "rank", "host", "pid", "times last", "wait cost",
-         "before it arrived");
+  printf("%6s  %-16s  %8s  %10s  %12s  %12s  %s\n", "rank", "host", "pid", "times last",
+         "wait cost", "waited", "before it arrived");
   for (const daemon::Straggler& s : a->stragglers) {
     const daemon::CollectiveMember& m = a->members[s.member];
-    printf("%6d  %-16s  %8u  %10llu  %12s  %s\n", m.rank, m.host.c_str(), m.pid,
+    printf("%6d  %-16s  %8u  %10llu  %12s  %12s  %s\n", m.rank, m.host.c_str(), m.pid,
            static_cast<unsigned long long>(s.times_last), Ms(s.wait_cost_ns).c_str(),
-           Causes(s.causes, 3).c_str());
+           Ms(s.waited_ns).c_str(), Causes(s.causes, 3).c_str());
   }
   if (!a->stragglers.empty() && a->stragglers.front().times_last > 0) {
     const daemon::Straggler& s = a->stragglers.front();

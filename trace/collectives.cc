@@ -309,6 +309,9 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
       const uint64_t since = inst.arrivals[inst.arrivals.size() - 2].arrival_ns;
       inst.late_causes = CausesIn(trace, raw[last.member], last_request.tid, since,
                                   last.arrival_ns, last.arrival_ns);
+      for (const CollectiveArrival& a : inst.arrivals) {
+        out.stragglers[a.member].waited_ns += inst.start_ns - a.arrival_ns;
+      }
       Straggler& s = out.stragglers[last.member];
       ++s.times_last;
       s.wait_cost_ns += inst.wait_cost_ns;

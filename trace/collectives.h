@@ -85,6 +85,10 @@ struct Straggler {
   size_t member = 0;
   uint64_t times_last = 0;
   uint64_t wait_cost_ns = 0;
+  // This rank's own collective wait: from its arrival to the collective's start (the last
+  // arrival), summed over the collectives every rank reached — time in a collective that is
+  // not the collective's work.
+  uint64_t waited_ns = 0;
   std::vector<LateCause> causes;  // over the instances it was last in, longest first
 };
 

@@ -150,6 +150,10 @@ TEST(CollectivesTest, StragglerTableCountsTimesLastAndTheWaitCost) {
   EXPECT_EQ(a->members[a->stragglers[1].member].rank, 1);
   EXPECT_EQ(a->stragglers[1].causes[0].what, "host: data_loader_stall");
   EXPECT_EQ(a->stragglers[2].times_last, 0u);
+  // Rank 0 waited in both: 20 ms for rank 1, then 35 ms for rank 2.
+  EXPECT_EQ(a->members[a->stragglers[2].member].rank, 0);
+  EXPECT_EQ(a->stragglers[2].waited_ns, 55 * kMs);
+  EXPECT_EQ(a->stragglers[0].waited_ns, 18 * kMs);  // rank 2 waited for rank 1 only
   EXPECT_TRUE(a->notes.empty());
 }
 
