@@ -92,10 +92,10 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
        "  nrtprof report slow-step -o /tmp/slow-step.html\n"},
-      {"collectives", CollectivesCommand, "collectives CAPTURE_DIR",
+      {"collectives", CollectivesCommand, "collectives CAPTURE_DIR [--limit N]",
        "a distributed job's collectives: per collective the arrival skew and the last rank, "
        "which rank is slow and what it was doing",
-       {},
+       {"limit"},
        "Each collective is matched across the ranks (the processes that scheduled it) by its\n"
        "queue and number; a rank's number is read from its command line (--rank N,\n"
        "--local_rank N), else ranks are numbered by host and pid. Exits 1 for a capture without\n"

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,8 @@
 #include "trace/collectives.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/trace_from_pftrace.h"
+
+ABSL_DECLARE_FLAG(int, limit);  // command_summary.cc
 
 namespace nrtprof::cli {
 namespace {
@@ -89,7 +93,9 @@ std::string Causes(const std::vector<daemon::LateCause>& causes, size_t limit) {
 
 int CollectivesCommand(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail("usage: nrtprof collectives CAPTURE_DIR", 2);
+  if (args.size() != 2) return Fail("usage: nrtprof collectives CAPTURE_DIR [--limit N]", 2);
+  const int limit = absl::GetFlag(FLAGS_limit);
+  if (limit < 0) return Fail("--limit must not be negative", 2);
   absl::StatusOr<daemon::Trace> trace = LoadTrace(args[1]);
   if (!trace.ok()) return Fail(std::string(trace.status().message()));
   absl::StatusOr<daemon::CollectivesAnalysis> a = daemon::AnalyzeCollectives(*trace);
@@ -111,7 +117,12 @@ int CollectivesCommand(int argc, char** argv) {
                                     : "numbered by host and pid (no command line said its rank)");
   printf("%6s  %-18s  %7s  %12s  %9s  %12s  %12s  %s\n", "step", "collective", "ranks", "skew",
          "last rank", "could start", "ended", "the last rank before it arrived");
+  size_t shown = 0;
   for (const daemon::CollectiveInstance& c : a->instances) {
+    if (limit > 0 && shown++ == static_cast<size_t>(limit)) {
+      printf("%6s  ... %zu more\n", "", a->instances.size() - limit);
+      break;
+    }
     const size_t ranks = c.arrivals.size() + c.missing.size();
     std::string last = Rank(*a, c.last);
     if (!c.missing.empty()) {
