@@ -67,7 +67,7 @@ struct StreamInterning {
 class Batcher {
  public:
   struct Options {
-    size_t batch_events = 1024;
+    size_t batch_events = 4096;
     uint64_t batch_age_ns = 100'000'000;
     size_t recorder_batch_events = 8192;
     uint64_t recorder_batch_age_ns = 500'000'000;  // NRTPROF_RECORDER_BATCH_MS

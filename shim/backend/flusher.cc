@@ -450,7 +450,7 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
       lost.hardware = in_document > added ? in_document - added : 0;
       CountNoMemory(lost);
     }
-    doc.json = std::string();  // its memory back at once
+    arbiter_.Recycle(std::move(doc.json));  // the next fetch's copy goes there
   }
   // The room of a burst's documents is not kept (an Event object is 160 bytes).
   if (device_out_.events.capacity() > kKeptParsedEvents) device_out_ = DeviceTraceOutput();

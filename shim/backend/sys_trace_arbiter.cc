@@ -57,11 +57,24 @@ bool SysTraceArbiter::FetchAllLocked(std::string* copy) {
   if (fns.fetch_events(&buffer, &size, nullptr) != NRT_SUCCESS || buffer == nullptr) {
     return false;
   }
-  std::string doc(buffer, strnlen(buffer, size));
+  std::string doc = std::move(spare_);
+  spare_ = std::string();
+  try {
+    doc.assign(buffer, strnlen(buffer, size));
+  } catch (...) {
+    if (fns.buffer_free != nullptr) fns.buffer_free(buffer);
+    throw;
+  }
   if (fns.buffer_free != nullptr) fns.buffer_free(buffer);
   if (copy != nullptr) *copy = doc;
   sink_(generation_, std::move(doc));
   return true;
+}
+
+void SysTraceArbiter::Recycle(std::string document) {
+  if (document.capacity() > kMaxSpareBytes) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (document.capacity() > spare_.capacity()) spare_ = std::move(document);
 }
 
 bool SysTraceArbiter::SuspendOwnLocked() {

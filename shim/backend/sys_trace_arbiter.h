@@ -98,6 +98,12 @@ class SysTraceArbiter {
                       const nrt_sys_trace_fetch_options_t* options);
   // True if `buffer` came from the stash (and is now freed); false: the runtime's.
   bool AppBufferFree(char* buffer);
+  // A document the sink is done with: its memory is kept for the next fetch's copy (one, up to
+  // kMaxSpareBytes), so that a steady stream of documents does not allocate a fresh buffer of
+  // a few hundred KiB each time (glibc then grows and trims the thread's heap: mprotect and
+  // page faults on every fetch).
+  void Recycle(std::string document);
+  static constexpr size_t kMaxSpareBytes = 8u << 20;
 
   // Around fork(): no runtime call of the arbiter's is in progress while the process forks.
   void LockForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
@@ -128,6 +134,7 @@ class SysTraceArbiter {
   bool runtime_up_ ABSL_GUARDED_BY(mu_) = false;
   bool wanted_ ABSL_GUARDED_BY(mu_) = true;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  std::string spare_ ABSL_GUARDED_BY(mu_);  // Recycle()'s
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool has_stash_ ABSL_GUARDED_BY(mu_) = false;
   std::string stash_ ABSL_GUARDED_BY(mu_);
