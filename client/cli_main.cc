@@ -101,8 +101,8 @@ const std::vector<Command>& Commands() {
        "--local_rank N), else ranks are numbered by host and pid. Exits 1 for a capture without\n"
        "collectives.\n\n"
        "examples:\n"
-       "  nrtprof run --out job -- ./cc_job --ranks 4 --steps 5 --slow-rank 2 --slow-ms 20\n"
-       "  nrtprof collectives job\n"},
+       "  nrtprof collectives job       (after: nrtprof run --out job -- ./launcher ...)\n"
+       "  nrtprof collectives nrtprof-captures/20261203-101500 --limit 20\n"},
       {"top", TopCommand,
        "top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]",
        "a live view of the host: processes, models and ops by device time, as top(1) shows",

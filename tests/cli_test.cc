@@ -33,7 +33,7 @@ size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n')
 
 TEST(CliTest, EachCommandHasItsOwnHelp) {
   for (const char* command :
-       {"run", "capture", "summary", "diff", "report", "status", "top", "fleet"}) {
+       {"run", "capture", "summary", "diff", "report", "collectives", "status", "top", "fleet"}) {
     const Result r = Nrtprof({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
     EXPECT_TRUE(absl::StartsWith(r.out, std::string("usage: nrtprof ") + command)) << r.out;
@@ -93,6 +93,9 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
            {{"frobnicate"}, "nrtprof: unknown command 'frobnicate'"},
            {{"report"}, "nrtprof report: usage: nrtprof report CAPTURE_DIR [-o report.html]"},
            {{"report", "x", "--sort", "name"}, "nrtprof report: unknown flag --sort"},
+           {{"collectives"}, "nrtprof collectives: usage: nrtprof collectives CAPTURE_DIR"},
+           {{"collectives", "x", "--limit", "-1"},
+            "nrtprof collectives: --limit must not be negative\n"},
            {{"report", "x", "--max_slices", "0"}, "nrtprof report: --max_slices must be at least 1"},
            {{"top", "--interval", "soon"}, "nrtprof top: bad value 'soon' for --interval"},
            {{"top", "extra"}, "nrtprof top: unexpected argument 'extra'"},
