@@ -1,0 +1,348 @@
+// StackProfile: a capture's device and host time by stack, written as a pprof Profile or as
+// folded stacks (pprof_export.h says what each stack and value is).
+#include "trace/pprof_export.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "trace/id_index.h"
+#include "trace/summary.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+constexpr char kStepRangePrefix[] = "ProfilerStep#";  // as the summary's rows (summary.cc)
+constexpr char kStepFrame[] = "ProfilerStep*";
+constexpr char kNoCall[] = "(no runtime call)";
+constexpr char kUnnamedModel[] = "(unnamed model)";
+
+// Label keys and the profile's fixed strings, interned first (ids 1...).
+constexpr const char* kFixedStrings[] = {"host",        "pid",         "tid",        "thread",
+                                         "neuron_core", "device_time", "host_time",  "executions",
+                                         "nanoseconds", "count",       "nrtprof"};
+enum FixedString : uint32_t {
+  kHostKey = 1,
+  kPidKey,
+  kTidKey,
+  kThreadKey,
+  kCoreKey,
+  kDeviceTime,
+  kHostTime,
+  kExecutionsType,
+  kNanoseconds,
+  kCount,
+  kNrtprof,
+};
+
+// `duration` split among `ops` in proportion to theirs, the shares adding up to it exactly
+// (the largest remainders get the nanoseconds left over); the ops' durations as they are when
+// they fit in it. Returns what no op covers.
+uint64_t SplitAmongOps(uint64_t duration, const std::vector<const DeviceEvent*>& ops,
+                       std::vector<uint64_t>* shares) {
+  shares->clear();
+  unsigned __int128 sum = 0;
+  for (const DeviceEvent* op : ops) sum += op->duration_ns;
+  if (sum <= duration) {
+    for (const DeviceEvent* op : ops) shares->push_back(op->duration_ns);
+    return duration - static_cast<uint64_t>(sum);
+  }
+  std::vector<std::pair<uint64_t, size_t>> remainders;  // (remainder, op)
+  uint64_t given = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const unsigned __int128 scaled = static_cast<unsigned __int128>(duration) * ops[i]->duration_ns;
+    shares->push_back(static_cast<uint64_t>(scaled / sum));
+    remainders.emplace_back(static_cast<uint64_t>(scaled % sum), i);
+    given += shares->back();
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; given < duration; ++i, ++given) ++(*shares)[remainders[i].second];
+  return 0;
+}
+
+// A frame's name on one folded-stack line: ';' separates frames, a line break ends the line.
+std::string FoldedFrame(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (c == ';' || c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t StackProfile::KeyHash::operator()(uint32_t i) const {
+  const Sample& s = (*samples)[i];
+  return (*this)(SampleKey{&s.stack, s.host, s.thread, s.pid, s.tid, s.nc_idx});
+}
+
+size_t StackProfile::KeyHash::operator()(const SampleKey& k) const {
+  return absl::HashOf(*k.stack, k.host, k.thread, k.pid, k.tid, k.nc_idx);
+}
+
+bool StackProfile::KeyEq::operator()(uint32_t a, uint32_t b) const { return a == b; }
+
+bool StackProfile::KeyEq::operator()(const SampleKey& k, uint32_t i) const {
+  const Sample& s = (*samples)[i];
+  return k.host == s.host && k.thread == s.thread && k.pid == s.pid && k.tid == s.tid &&
+         k.nc_idx == s.nc_idx && *k.stack == s.stack;
+}
+
+StackProfile::StackProfile()
+    : sample_index_(0, KeyHash{&samples_}, KeyEq{&samples_}) {
+  strings_.emplace_back();
+  string_ids_.emplace("", 0);
+  for (const char* s : kFixedStrings) Intern(s);
+}
+
+uint32_t StackProfile::Intern(std::string_view text) {
+  auto [it, added] = string_ids_.try_emplace(absl::string_view(text.data(), text.size()),
+                                             static_cast<uint32_t>(strings_.size()));
+  if (added) strings_.emplace_back(text);
+  return it->second;
+}
+
+void StackProfile::AddValues(const SampleKey& key, int64_t device_ns, int64_t host_ns,
+                             int64_t executions) {
+  auto it = sample_index_.find(key);
+  uint32_t i;
+  if (it != sample_index_.end()) {
+    i = *it;
+  } else {
+    i = static_cast<uint32_t>(samples_.size());
+    Sample s;
+    s.stack = *key.stack;
+    s.host = key.host;
+    s.thread = key.thread;
+    s.pid = key.pid;
+    s.tid = key.tid;
+    s.nc_idx = key.nc_idx;
+    samples_.push_back(std::move(s));
+    sample_index_.insert(i);
+  }
+  Sample& s = samples_[i];
+  s.values[kDeviceNs] += device_ns;
+  s.values[kHostNs] += host_ns;
+  s.values[kExecutions] += executions;
+  totals_[kDeviceNs] += device_ns;
+  totals_[kHostNs] += host_ns;
+  totals_[kExecutions] += executions;
+}
+
+void StackProfile::Add(const Trace& trace, const std::string& host) {
+  if (trace.end_ns != 0) {
+    first_ns_ = std::min(first_ns_, trace.start_ns);
+    last_ns_ = std::max(last_ns_, trace.end_ns);
+  }
+  if (realtime_offset_ns_ == 0) realtime_offset_ns_ = trace.realtime_offset_ns;
+  for (const ProcessTrace& p : trace.processes) AddProcess(p, host);
+}
+
+void StackProfile::AddProcess(const ProcessTrace& p, const std::string& given_host) {
+  const IdIndex<RangeEvent, &RangeEvent::id, CaptureVector<RangeEvent>> ranges(p.ranges);
+  const IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>> calls(p.calls);
+  const uint32_t host = Intern(p.host.empty() ? given_host : p.host);
+
+  // A Name's string id, found by the Name's id after its first time.
+  absl::flat_hash_map<const void*, uint32_t> name_ids;
+  auto name_id = [&](const Name& name) {
+    auto [it, added] = name_ids.try_emplace(name.id(), 0);
+    if (added) it->second = Intern(name.view());
+    return it->second;
+  };
+  // A range's frame: its name, and every step as the summary's one row of steps.
+  absl::flat_hash_map<const void*, uint32_t> range_ids;
+  auto range_frame = [&](const Name& name) {
+    auto [it, added] = range_ids.try_emplace(name.id(), 0);
+    if (added) {
+      it->second = Intern(absl::StartsWith(name.str(), kStepRangePrefix) ? kStepFrame
+                                                                         : name.view());
+    }
+    return it->second;
+  };
+  absl::flat_hash_map<uint32_t, uint32_t> thread_ids;  // tid -> its name's string id
+  auto thread = [&](uint32_t tid) -> uint32_t {
+    auto [it, added] = thread_ids.try_emplace(tid, 0);
+    if (added) {
+      auto name = p.thread_names.find(tid);
+      if (name != p.thread_names.end()) it->second = Intern(name->second);
+    }
+    return it->second;
+  };
+
+  // A call's frames, leaf first: the call, its ranges innermost first, its host stack.
+  auto append_call = [&](const ApiCall& c, std::vector<uint32_t>* stack) {
+    stack->push_back(name_id(c.name));
+    for (const RangeEvent* r = ranges.Find(c.range); r != nullptr; r = ranges.Find(r->parent_range)) {
+      stack->push_back(range_frame(r->name));
+    }
+    for (const std::string& frame : c.stack) stack->push_back(Intern(frame));
+  };
+
+  // Runtime calls: their host time, on the stack ending at the call.
+  std::vector<uint32_t> stack;
+  for (const ApiCall& c : p.calls) {
+    stack.clear();
+    append_call(c, &stack);
+    AddValues({&stack, host, thread(c.tid), p.pid, c.tid, c.nc_idx}, 0,
+              static_cast<int64_t>(c.duration_ns), 0);
+  }
+
+  // The device time the summary charges, event by event, as the summary finds it.
+  std::vector<const DeviceEvent*> charged;
+  ComputeProcessSummary(p, [&](const DeviceEvent& d, const std::string&) { charged.push_back(&d); });
+
+  // The engine ops of each execution (the device profile's), when there are any.
+  absl::flat_hash_map<uint64_t, std::vector<const DeviceEvent*>> ops_of;
+  for (const DeviceEvent& d : p.device) {
+    if (d.kind == DeviceEventKind::kEngineOp && d.parent != 0) ops_of[d.parent].push_back(&d);
+  }
+  absl::flat_hash_map<std::pair<const void*, const void*>, uint32_t> op_ids;
+  auto op_frame = [&](const DeviceEvent& op) {
+    auto [it, added] = op_ids.try_emplace(std::make_pair(op.name.id(), op.engine.id()), 0);
+    if (added) {
+      it->second = Intern(op.engine.empty() ? op.name.str()
+                                            : absl::StrCat(op.name.str(), " [",
+                                                           op.engine.str(), "]"));
+    }
+    return it->second;
+  };
+
+  std::vector<uint32_t> suffix;  // model (or transfer) and what called it
+  std::vector<uint64_t> shares;
+  for (const DeviceEvent* d : charged) {
+    const ApiCall* call = d->correlation_id != 0 ? calls.Find(d->correlation_id) : nullptr;
+    const bool execution = d->kind == DeviceEventKind::kExecution;
+    suffix.clear();
+    suffix.push_back(!execution              ? name_id(d->name)
+                     : d->model_name.empty() ? Intern(kUnnamedModel)
+                                             : name_id(d->model_name));
+    if (call != nullptr) {
+      append_call(*call, &suffix);
+    } else {
+      suffix.push_back(Intern(kNoCall));
+    }
+    const uint32_t tid = call != nullptr ? call->tid : d->submitting_tid;
+    const SampleKey key{&suffix, host, thread(tid), p.pid, tid, d->nc_idx};
+    uint64_t uncovered = d->duration_ns;
+    if (auto ops = execution ? ops_of.find(d->id) : ops_of.end(); ops != ops_of.end()) {
+      uncovered = SplitAmongOps(d->duration_ns, ops->second, &shares);
+      for (size_t i = 0; i < ops->second.size(); ++i) {
+        stack.clear();
+        stack.push_back(op_frame(*ops->second[i]));
+        stack.insert(stack.end(), suffix.begin(), suffix.end());
+        AddValues({&stack, host, key.thread, p.pid, tid, d->nc_idx},
+                  static_cast<int64_t>(shares[i]), 0, 0);
+      }
+    }
+    AddValues(key, static_cast<int64_t>(uncovered), 0, execution ? 1 : 0);
+  }
+}
+
+}  // namespace nrtprof::daemon
+
+namespace nrtprof::daemon {
+
+perftools::profiles::Profile StackProfile::ToPprof() const {
+  perftools::profiles::Profile out;
+  for (const std::string& s : strings_) out.add_string_table(s);
+  for (auto [type, unit] : {std::pair{kDeviceTime, kNanoseconds}, std::pair{kHostTime, kNanoseconds},
+                            std::pair{kExecutionsType, kCount}}) {
+    perftools::profiles::ValueType* t = out.add_sample_type();
+    t->set_type(type);
+    t->set_unit(unit);
+  }
+  out.set_default_sample_type(kDeviceTime);
+  out.mutable_period_type()->set_type(kDeviceTime);
+  out.mutable_period_type()->set_unit(kNanoseconds);
+  out.set_period(1);  // every nanosecond measured, none sampled
+  if (first_ns_ <= last_ns_) {
+    out.set_time_nanos(static_cast<int64_t>(first_ns_) + realtime_offset_ns_);
+    out.set_duration_nanos(static_cast<int64_t>(last_ns_ - first_ns_));
+  }
+  // One mapping for every frame: its functions are named already, nothing to symbolize.
+  perftools::profiles::Mapping* mapping = out.add_mapping();
+  mapping->set_id(1);
+  mapping->set_filename(kNrtprof);
+  mapping->set_has_functions(true);
+
+  // A function and a location per frame, numbered as first used.
+  std::vector<uint64_t> location_of(strings_.size(), 0);
+  auto location = [&](uint32_t frame) {
+    uint64_t& id = location_of[frame];
+    if (id == 0) {
+      id = static_cast<uint64_t>(out.function_size()) + 1;
+      perftools::profiles::Function* f = out.add_function();
+      f->set_id(id);
+      f->set_name(frame);
+      f->set_system_name(frame);
+      perftools::profiles::Location* l = out.add_location();
+      l->set_id(id);
+      l->set_mapping_id(1);
+      l->add_line()->set_function_id(id);
+    }
+    return id;
+  };
+  out.mutable_sample()->Reserve(static_cast<int>(samples_.size()));
+  for (const Sample& s : samples_) {
+    perftools::profiles::Sample* o = out.add_sample();
+    for (uint32_t frame : s.stack) o->add_location_id(location(frame));
+    for (int64_t v : s.values) o->add_value(v);
+    auto label = [o](uint32_t key) {
+      perftools::profiles::Label* l = o->add_label();
+      l->set_key(key);
+      return l;
+    };
+    if (s.host != 0) label(kHostKey)->set_str(s.host);
+    label(kPidKey)->set_num(s.pid);
+    label(kTidKey)->set_num(s.tid);
+    if (s.thread != 0) label(kThreadKey)->set_str(s.thread);
+    if (s.nc_idx >= 0) label(kCoreKey)->set_num(s.nc_idx);
+  }
+  return out;
+}
+
+std::string StackProfile::ToCollapsed() const {
+  absl::flat_hash_map<std::vector<uint32_t>, int64_t> by_stack;
+  for (const Sample& s : samples_) {
+    if (s.values[kDeviceNs] != 0) by_stack[s.stack] += s.values[kDeviceNs];
+  }
+  std::vector<std::string> lines;
+  lines.reserve(by_stack.size());
+  for (const auto& [stack, ns] : by_stack) {
+    std::string line;
+    for (auto frame = stack.rbegin(); frame != stack.rend(); ++frame) {
+      if (!line.empty()) line += ';';
+      line += FoldedFrame(strings_[*frame]);
+    }
+    absl::StrAppend(&line, " ", ns, "\n");
+    lines.push_back(std::move(line));
+  }
+  std::sort(lines.begin(), lines.end());
+  return absl::StrJoin(lines, "");
+}
+
+std::string Gzip(const std::string& bytes) {
+  z_stream z{};
+  // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return "";
+  }
+  std::string out(deflateBound(&z, bytes.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int done = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return done == Z_STREAM_END ? out : "";
+}
+
+}  // namespace nrtprof::daemon
