@@ -43,6 +43,10 @@ absl::StatusOr<daemon::Trace> LoadTrace(const std::string& given) {
   }
   const std::string path = S_ISDIR(st.st_mode) ? given + "/trace.pftrace" : given;
   std::ifstream file(path, std::ios::binary);
+  if (!file && S_ISDIR(st.st_mode) && stat((given + "/summary.json").c_str(), &st) == 0) {
+    return absl::NotFoundError(absl::StrCat(
+        given, " has no trace.pftrace, which this needs (capture with --files pftrace,...)"));
+  }
   if (!file) {
     return absl::NotFoundError(
         absl::StrCat(given, " is not an nrtprof capture (no readable ", path, ")"));
