@@ -37,6 +37,9 @@ struct Command {
   // What its --help says after the flags: notes and examples.
   const char* notes;
   bool takes_program = false;  // run: everything from the first argument on is CMD
+  // Its flags' lines in --help, when a flag it shares with another command means something
+  // else to it (export's --format and -o); else they are generated.
+  const char* flag_lines = nullptr;
 };
 
 const std::vector<Command>& Commands() {
@@ -92,6 +95,23 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
        "  nrtprof report slow-step -o /tmp/slow-step.html\n"},
+      {"export", ExportCommand, "export CAPTURE_DIR [--format pprof|collapsed] [-o FILE]",
+       "a capture's device and host time by stack, for pprof, Pyroscope, Parca or a flame graph",
+       {"format", "o"},
+       "Each stack, leaf first: engine op (--device-profile), model, runtime call, the framework\n"
+       "ranges innermost first, the host call stack (--stacks N). pprof's sample types are\n"
+       "device_time and host_time (ns) and executions; a range's cumulative device time is its\n"
+       "row's NEURON total in the summary, to the nanosecond. Labels: host, pid, tid, thread,\n"
+       "neuron_core. Folded stacks are root first, one line per stack, device ns as the value.\n\n"
+       "examples:\n"
+       "  nrtprof export nrtprof-captures/rmsnorm-naive -o naive.pb.gz\n"
+       "  go tool pprof -sample_index=device_time -top -cum naive.pb.gz\n"
+       "  go tool pprof -top -diff_base compiled.pb.gz naive.pb.gz\n"
+       "  nrtprof export slow-step --format collapsed -o - | flamegraph.pl > slow-step.svg\n",
+       false,
+       "  --format pprof|collapsed  a pprof Profile, or folded stacks (default: pprof)\n"
+       "  -o FILE                   the file to write, gzipped if it ends in .gz; - for stdout\n"
+       "                            (default: CAPTURE_DIR/profile.pb.gz, or profile.folded)\n"},
       {"collectives", CollectivesCommand, "collectives CAPTURE_DIR [--limit N]",
        "a distributed job's collectives: per collective the arrival skew and the last rank, "
        "which rank is slow and what it was doing",
@@ -139,7 +159,7 @@ void PrintCommandHelp(const Command& c) {
   std::vector<const absl::CommandLineFlag*> flags;
   for (const char* name : c.flags) flags.push_back(absl::FindCommandLineFlag(name));
   printf("usage: nrtprof %s\n%s\n\nflags:\n%s\n%s", c.usage, c.what,
-         FlagHelpLines(flags).c_str(), c.notes);
+         c.flag_lines != nullptr ? c.flag_lines : FlagHelpLines(flags).c_str(), c.notes);
 }
 
 void PrintUsage(FILE* out) {
@@ -280,7 +300,7 @@ int CliMain(int argc, char** argv) {
     }
   }
   fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, collectives, status, top, fleet; see nrtprof "
+          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, export, collectives, status, top, fleet; see nrtprof "
           "help)\n",
           name.c_str());
   return 2;

@@ -15,6 +15,7 @@ int CaptureCommand(int argc, char** argv);
 int SummaryCommand(int argc, char** argv);
 int DiffCommand(int argc, char** argv);
 int ReportCommand(int argc, char** argv);
+int ExportCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
 int TopCommand(int argc, char** argv);
 int FleetCommand(int argc, char** argv);
