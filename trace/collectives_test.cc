@@ -220,6 +220,40 @@ TEST(CollectivesTest, WithoutRanksOnTheCommandLineRanksAreNumberedByHostAndPid) 
   EXPECT_EQ(a->members[2].pid, 300u);
 }
 
+TEST(CollectivesTest, TheCollectivesDeviceEventsGiveArrivalAndEndWhenThereAreAny) {
+  // Each rank's cc_exec_barrier starts 1 ms after its schedule call, rank 1's 5 ms after; the
+  // collective runs 2 ms from the group's start.
+  Trace t = TwoSteps();
+  for (int r = 0; r < 3; ++r) {
+    ProcessTrace& p = t.processes[r];
+    for (const ApiCall& c : std::vector<ApiCall>(p.calls.begin(), p.calls.end())) {
+      if (c.name != "nrta_cc_schedule" || c.nrta_seq != Seq(1)) continue;
+      const uint64_t ready = c.start_ns + (r == 1 ? 5 : 1) * kMs;
+      const uint64_t group = 130 * kMs + 5 * kMs;
+      DeviceEvent barrier;
+      barrier.id = next_id++;
+      barrier.name = "cc_exec_barrier";
+      barrier.nrta_seq = c.nrta_seq;
+      barrier.start_ns = ready;
+      barrier.duration_ns = group - ready;
+      DeviceEvent running = barrier;
+      running.id = next_id++;
+      running.name = "cc_running";
+      running.start_ns = group;
+      running.duration_ns = 2 * kMs;
+      p.device.push_back(barrier);
+      p.device.push_back(running);
+    }
+  }
+  absl::StatusOr<CollectivesAnalysis> a = AnalyzeCollectives(t);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const CollectiveInstance& first = a->instances[0];
+  EXPECT_EQ(a->members[first.last].rank, 1);
+  EXPECT_EQ(first.first_arrival_ns, 111 * kMs);
+  EXPECT_EQ(first.start_ns, 135 * kMs);
+  EXPECT_EQ(first.end_ns, 137 * kMs);
+}
+
 TEST(CollectivesTest, RankFromCommandLineReadsTheLaunchersFlags) {
   EXPECT_EQ(RankFromCommandLine({"train", "--rank", "3"}), 3);
   EXPECT_EQ(RankFromCommandLine({"train", "--local_rank=5"}), 5);
