@@ -2,20 +2,41 @@
 // cache, executions and transfers (device.h).
 #include "sim/torch_device/device.h"
 
+#include <time.h>
+
+#include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "examples/example_util.h"
+#include "nrt/nrt_async.h"
 #include "nrt/nrt_sys_trace.h"
 
 namespace nrtsim_torch {
 namespace {
 
+// An asynchronous execution in flight: what it needs kept until it completes.
+struct Pending {
+  nrta_seq_t seq = 0;
+  nrt_tensor_set_t* sets[2] = {nullptr, nullptr};
+  std::vector<nrt_tensor_t*> slices;
+  std::unique_ptr<NRT_STATUS> ret;  // written by the runtime at completion
+  std::string what;
+};
+
 struct State {
   std::mutex mu;
+  int async_depth = 0;  // 0: synchronous calls
+  // The executions in flight, in schedule order (the compute queue runs them in that order),
+  // and the first failure seen at completion, raised at the next wait. Guarded by exec_mu.
+  std::mutex exec_mu;
+  std::deque<Pending> pending;
+  std::string failure;
   bool open = false;
   bool closed = false;  // once closed, stays closed: tensors freed late are let go
   std::map<size_t, std::vector<nrt_tensor_t*>> free_lists;
@@ -48,6 +69,64 @@ nrt_tensor_t* Bindable(const Region& r, std::vector<nrt_tensor_t*>* owned) {
   return slice;
 }
 
+void FreePending(Pending* p) {
+  for (nrt_tensor_set_t*& set : p->sets) {
+    if (set != nullptr) nrt_destroy_tensor_set(&set);
+  }
+  for (nrt_tensor_t*& t : p->slices) nrt_tensor_free(&t);
+}
+
+// With exec_mu held: retires the oldest execution in flight once it has completed (waiting for
+// it when `wait`); false when it has not and `wait` is false.
+bool RetireOldest(State& s, bool wait) {
+  Pending& p = s.pending.front();
+  for (;;) {
+    bool done = false;
+    Check(nrta_is_completed(p.seq, &done), "nrta_is_completed");
+    if (done) break;
+    if (!wait) return false;
+    const struct timespec pause = {0, 20000};  // 20 us: an execution takes hundreds
+    nanosleep(&pause, nullptr);
+  }
+  if (*p.ret != NRT_SUCCESS && s.failure.empty()) {
+    s.failure = absl::StrCat("nrtsim_torch: nrta_execute_schedule (", p.what,
+                             ") completed with status ", static_cast<int>(*p.ret), " (",
+                             nrt_get_status_as_str(*p.ret), ")");
+  }
+  FreePending(&p);
+  s.pending.pop_front();
+  return true;
+}
+
+// With exec_mu held: raises the failure an execution completed with, once.
+void RaiseFailure(State& s) {
+  if (s.failure.empty()) return;
+  const std::string failure = std::move(s.failure);
+  s.failure.clear();
+  throw DeviceError(failure);
+}
+
+// Waits until every execution in flight has completed: before a transfer or a synchronous
+// copy (the runtime does not order those against the asynchronous compute queue).
+void Drain() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.exec_mu);
+  while (!s.pending.empty()) RetireOldest(s, true);
+  RaiseFailure(s);
+}
+
+int AsyncDepthFromEnvironment() {
+  const char* text = getenv("NRTSIM_TORCH_ASYNC_DEPTH");
+  int depth = 0;
+  if (text == nullptr || *text == '\0') return 0;
+  if (!absl::SimpleAtoi(text, &depth) || depth < 0 || depth > examples::kMaxAsyncDepth) {
+    throw DeviceError(absl::StrCat("nrtsim_torch: NRTSIM_TORCH_ASYNC_DEPTH must be a whole "
+                                   "number from 0 (synchronous) to ", examples::kMaxAsyncDepth,
+                                   ", not '", text, "'"));
+  }
+  return depth;
+}
+
 }  // namespace
 
 void EnsureOpen() {
@@ -55,9 +134,17 @@ void EnsureOpen() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.open) return;
   if (s.closed) throw DeviceError("nrtsim_torch: the device was closed (nrtsim_torch.close())");
+  s.async_depth = AsyncDepthFromEnvironment();
   Check(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "", ""), "nrt_init");
   s.open = true;
 }
+
+int AsyncDepth() {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().async_depth;
+}
+
+void Synchronize() { Drain(); }
 
 bool IsOpen() {
   State& s = S();
@@ -67,6 +154,17 @@ bool IsOpen() {
 
 void Close() {
   State& s = S();
+  {
+    // What is in flight completes first: its tensor sets must outlive it.
+    std::lock_guard<std::mutex> lock(s.exec_mu);
+    try {
+      while (!s.pending.empty()) RetireOldest(s, true);
+    } catch (const DeviceError&) {
+      for (Pending& p : s.pending) FreePending(&p);
+      s.pending.clear();
+    }
+    s.failure.clear();
+  }
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.open) return;
   if (s.timer != nullptr) {
@@ -110,6 +208,7 @@ void Release(nrt_tensor_t* tensor, size_t bytes) {
 
 void Write(const Region& dst, const void* src) {
   if (dst.bytes == 0) return;
+  Drain();
   Check(nrt_tensor_write(dst.tensor, src, dst.offset, dst.bytes), "nrt_tensor_write");
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().stats.writes;
@@ -117,6 +216,7 @@ void Write(const Region& dst, const void* src) {
 
 void Read(const Region& src, void* dst) {
   if (src.bytes == 0) return;
+  Drain();
   Check(nrt_tensor_read(src.tensor, dst, src.offset, src.bytes), "nrt_tensor_read");
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().stats.reads;
@@ -125,6 +225,7 @@ void Read(const Region& src, void* dst) {
 void CopyOnDevice(const Region& src, const Region& dst) {
   if (src.bytes != dst.bytes) throw DeviceError("nrtsim_torch: device copy of unequal sizes");
   if (src.bytes == 0) return;
+  Drain();
   Check(nrt_tensor_copy(src.tensor, src.offset, dst.tensor, dst.offset, src.bytes),
         "nrt_tensor_copy");
 }
@@ -156,29 +257,48 @@ nrt_model_t* Model(const std::string& text) {
 
 void Execute(nrt_model_t* model, const std::vector<Binding>& inputs,
              const std::vector<Binding>& outputs, const std::string& what) {
-  std::vector<nrt_tensor_t*> owned;
-  nrt_tensor_set_t* sets[2] = {nullptr, nullptr};
-  auto cleanup = [&] {
-    for (nrt_tensor_set_t*& set : sets) {
-      if (set != nullptr) nrt_destroy_tensor_set(&set);
-    }
-    for (nrt_tensor_t*& t : owned) nrt_tensor_free(&t);
-  };
+  Pending p;
+  p.what = what;
   try {
     const std::vector<Binding>* lists[2] = {&inputs, &outputs};
     for (int k = 0; k < 2; ++k) {
-      Check(nrt_allocate_tensor_set(&sets[k]), "nrt_allocate_tensor_set");
+      Check(nrt_allocate_tensor_set(&p.sets[k]), "nrt_allocate_tensor_set");
       for (const Binding& b : *lists[k]) {
-        Check(nrt_add_tensor_to_tensor_set(sets[k], b.first.c_str(), Bindable(b.second, &owned)),
+        Check(nrt_add_tensor_to_tensor_set(p.sets[k], b.first.c_str(),
+                                           Bindable(b.second, &p.slices)),
               "nrt_add_tensor_to_tensor_set");
       }
     }
-    Check(nrt_execute(model, sets[0], sets[1]), absl::StrCat("nrt_execute (", what, ")"));
+    const int depth = AsyncDepth();
+    if (depth == 0) {
+      Check(nrt_execute(model, p.sets[0], p.sets[1]), absl::StrCat("nrt_execute (", what, ")"));
+      FreePending(&p);
+    } else {
+      // Scheduled on the compute queue, which runs executions in order: each sees the outputs
+      // of those before it. At most `depth` in flight; the oldest retired as they complete.
+      State& s = S();
+      std::lock_guard<std::mutex> lock(s.exec_mu);
+      while (!s.pending.empty() && RetireOldest(s, false)) {
+      }
+      RaiseFailure(s);
+      p.ret = std::make_unique<NRT_STATUS>(NRT_SUCCESS);
+      for (;;) {
+        while (static_cast<int>(s.pending.size()) >= depth) RetireOldest(s, true);
+        const NRT_STATUS scheduled =
+            nrta_execute_schedule(model, p.sets[0], p.sets[1], 0, p.ret.get(), &p.seq);
+        if (scheduled == NRT_QUEUE_FULL && !s.pending.empty()) {
+          RetireOldest(s, true);  // the runtime's queue is shallower than `depth`
+          continue;
+        }
+        Check(scheduled, absl::StrCat("nrta_execute_schedule (", what, ")"));
+        break;
+      }
+      s.pending.push_back(std::move(p));
+    }
   } catch (...) {
-    cleanup();
+    FreePending(&p);
     throw;
   }
-  cleanup();
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().stats.executions;
 }
@@ -228,6 +348,7 @@ void PollDeviceTimer() {
 }
 
 DeviceTime StopDeviceTimer() {
+  Drain();  // the executions in flight are part of what was timed
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.timer == nullptr) throw DeviceError("nrtsim_torch: the device timer is not running");

@@ -4,7 +4,8 @@
 // Knows nothing of PyTorch; ops.cc builds the aten kernels on it. Every call into libnrt goes
 // through the dynamic linker (libnrt.so.1 is a DT_NEEDED of the module), so a profiler that
 // interposes libnrt sees them. Errors are thrown as DeviceError with one line naming the call.
-// Thread-safe: the caches are guarded by one mutex; the runtime's calls run outside it.
+// Thread-safe: the caches are guarded by one mutex, the executions in flight by another; the
+// runtime's synchronous calls run outside both.
 #ifndef NRTPROF_SIM_TORCH_DEVICE_DEVICE_H_
 #define NRTPROF_SIM_TORCH_DEVICE_DEVICE_H_
 
@@ -28,9 +29,15 @@ class DeviceError : public std::runtime_error {
 constexpr int kCore = 0;
 
 // Opens the runtime (nrt_init) on first use. Close() frees everything; later frees are no-ops.
+// NRTSIM_TORCH_ASYNC_DEPTH (read then; default 0) > 0 makes executions asynchronous: each
+// scheduled on the compute queue (nrta_execute_schedule), at most that many in flight, the
+// host waiting for them only before a transfer or a device copy (which the runtime does not
+// order against the queue) and in Synchronize(). A failed execution raises at that wait.
 void EnsureOpen();
 void Close();
 bool IsOpen();
+int AsyncDepth();
+void Synchronize();
 
 // Device memory of exactly `bytes` (> 0), from the free list of that size when it has one.
 nrt_tensor_t* Allocate(size_t bytes);

@@ -6,9 +6,12 @@
 //   nrtsim_torch.device                   'privateuseone:0'
 //   start_device_timer(), poll_device_timer(), stop_device_timer() -> dict: device time from
 //     the runtime's system trace (execution_ns, executions, transfer_ns, transfers, overwritten)
-//   stats() -> dict: models compiled, executions, transfers, allocations, cached bytes
+//   stats() -> dict: async depth, models compiled, executions, transfers, allocations, cached
+//     bytes
+//   synchronize(): waits for the executions in flight (NRTSIM_TORCH_ASYNC_DEPTH > 0, device.h)
 //   close(): nrt_close (also at interpreter exit); the device is unusable after it
-// Runtime failures raise RuntimeError with the runtime call and its status. Built on the stable
+// Runtime failures raise RuntimeError with the runtime call and its status (an asynchronous
+// execution's at the next transfer or synchronize()). Built on the stable
 // ABI (Py_LIMITED_API): the torch calls are all C++, through libtorch.
 #define PY_SSIZE_T_CLEAN
 #define Py_LIMITED_API 0x03070000
@@ -77,12 +80,22 @@ PyObject* StopDeviceTimer(PyObject*, PyObject*) {
 
 PyObject* Stats(PyObject*, PyObject*) {
   const nrtsim_torch::Stats s = nrtsim_torch::GetStats();
-  return Dict({{"models", s.models},
+  return Dict({{"async_depth", static_cast<unsigned long long>(nrtsim_torch::AsyncDepth())},
+               {"models", s.models},
                {"executions", s.executions},
                {"writes", s.writes},
                {"reads", s.reads},
                {"allocations", s.allocations},
                {"cached_bytes", s.cached_bytes}});
+}
+
+PyObject* Synchronize(PyObject*, PyObject*) {
+  try {
+    nrtsim_torch::Synchronize();
+  } catch (const DeviceError& e) {
+    return Raise(e);
+  }
+  Py_RETURN_NONE;
 }
 
 PyObject* Close(PyObject*, PyObject*) {
@@ -99,6 +112,8 @@ PyMethodDef kMethods[] = {
      "Stops the device timer; returns a dict of execution_ns, executions, transfer_ns, "
      "transfers, overwritten."},
     {"stats", Stats, METH_NOARGS, "The backend's counters, as a dict."},
+    {"synchronize", Synchronize, METH_NOARGS,
+     "Waits for the executions in flight (asynchronous mode); raises if one failed."},
     {"close", Close, METH_NOARGS, "Closes the runtime (nrt_close); the device is unusable after."},
     {nullptr, nullptr, 0, nullptr},
 };

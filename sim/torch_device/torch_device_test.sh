@@ -7,6 +7,8 @@
 #     5%, what the seed's own program (examples/rmsnorm, naive and fused) measures in the same
 #     way, and the public reference it is calibrated on (sim/README.md, "Calibration").
 #  3. examples/mlp_train_torch.py, float32 and bfloat16: the loss falls and matches CPU PyTorch.
+# 1, 2 and 3 also with asynchronous executions (NRTSIM_TORCH_ASYNC_DEPTH=4): the same results
+# and the same device time.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
@@ -29,8 +31,11 @@ if ! "${PY}" -c 'import torch' 2>/dev/null; then
 fi
 
 # --- 1 ---------------------------------------------------------------------------------------
-"${PY}" "${RUNFILES}/sim/torch_device/ops_test.py" -v >"${WORK}/ops.out" 2>&1 ||
-  { fail "ops_test.py"; show "${WORK}/ops.out"; }
+for depth in 0 4; do
+  NRTSIM_TORCH_ASYNC_DEPTH="${depth}" "${PY}" "${RUNFILES}/sim/torch_device/ops_test.py" -v \
+    >"${WORK}/ops_${depth}.out" 2>&1 ||
+    { fail "ops_test.py with NRTSIM_TORCH_ASYNC_DEPTH=${depth}"; show "${WORK}/ops_${depth}.out"; }
+done
 
 # --- 2 ---------------------------------------------------------------------------------------
 device_ms() { sed -n 's/^  device time per iteration: \([0-9.]*\) ms.*/\1/p' "$1"; }
@@ -52,9 +57,20 @@ for pair in eager:naive fused:fused; do
   echo "rmsnorm ${variant}: ${ours} ms per iteration through torch, ${seed} ms the seed's program, ${reference} ms the reference"
 done
 
+# Asynchronous executions: the same device time, the same result.
+NRTSIM_TORCH_ASYNC_DEPTH=4 "${PY}" "${RUNFILES}/examples/rmsnorm_torch.py" --variant eager \
+  --iterations 10 >"${WORK}/eager_async.out" 2>&1 || { fail "rmsnorm_torch.py asynchronous"; show "${WORK}/eager_async.out"; }
+grep -q 'output vs CPU PyTorch: .* -> OK$' "${WORK}/eager_async.out" || fail "rmsnorm_torch asynchronous: output"
+grep -q 'wall time per iteration: .* (asynchronous, up to 4 executions in flight)$' "${WORK}/eager_async.out" ||
+  { fail "rmsnorm_torch asynchronous: not asynchronous"; show "${WORK}/eager_async.out"; }
+[[ "$(device_ms "${WORK}/eager_async.out")" == "$(device_ms "${WORK}/eager.out")" ]] ||
+  fail "rmsnorm eager: $(device_ms "${WORK}/eager_async.out") ms asynchronously, $(device_ms "${WORK}/eager.out") ms synchronously"
+
 # --- 3 ---------------------------------------------------------------------------------------
 for dtype in fp32 bf16; do
-  "${PY}" "${RUNFILES}/examples/mlp_train_torch.py" --steps 15 --dtype "${dtype}" \
+  depth=0
+  [[ "${dtype}" == bf16 ]] && depth=4  # one of them asynchronously
+  NRTSIM_TORCH_ASYNC_DEPTH="${depth}" "${PY}" "${RUNFILES}/examples/mlp_train_torch.py" --steps 15 --dtype "${dtype}" \
     >"${WORK}/mlp_${dtype}.out" 2>&1 || { fail "mlp_train_torch.py --dtype ${dtype}"; show "${WORK}/mlp_${dtype}.out"; }
   grep -q '^  loss: .* -> falls$' "${WORK}/mlp_${dtype}.out" || fail "mlp ${dtype}: the loss does not fall"
   grep -q '^  losses and weights vs CPU PyTorch: OK$' "${WORK}/mlp_${dtype}.out" || fail "mlp ${dtype}: differs from CPU"
