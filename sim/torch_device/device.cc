@@ -25,6 +25,7 @@ struct Pending {
   nrta_seq_t seq = 0;
   nrt_tensor_set_t* sets[2] = {nullptr, nullptr};
   std::vector<nrt_tensor_t*> slices;
+  std::vector<nrt_tensor_t*> tensors;  // the device tensors it reads or writes
   std::unique_ptr<NRT_STATUS> ret;  // written by the runtime at completion
   std::string what;
 };
@@ -106,12 +107,29 @@ void RaiseFailure(State& s) {
   throw DeviceError(failure);
 }
 
-// Waits until every execution in flight has completed: before a transfer or a synchronous
-// copy (the runtime does not order those against the asynchronous compute queue).
+// Waits until every execution in flight has completed.
 void Drain() {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.exec_mu);
   while (!s.pending.empty()) RetireOldest(s, true);
+  RaiseFailure(s);
+}
+
+// Waits until the executions in flight that read or write `a` or `b` have completed (and those
+// before them: the queue completes in order): before a transfer or a synchronous copy of them,
+// which the runtime does not order against the asynchronous compute queue. A transfer to a
+// tensor no queued execution uses (a fresh one, as eager PyTorch's scalar operands) goes ahead
+// beside them.
+void WaitFor(const nrt_tensor_t* a, const nrt_tensor_t* b = nullptr) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.exec_mu);
+  size_t last = 0;  // how many of the oldest executions to wait for
+  for (size_t i = 0; i < s.pending.size(); ++i) {
+    for (const nrt_tensor_t* t : s.pending[i].tensors) {
+      if (t == a || (b != nullptr && t == b)) last = i + 1;
+    }
+  }
+  for (size_t i = 0; i < last; ++i) RetireOldest(s, true);
   RaiseFailure(s);
 }
 
@@ -208,7 +226,7 @@ void Release(nrt_tensor_t* tensor, size_t bytes) {
 
 void Write(const Region& dst, const void* src) {
   if (dst.bytes == 0) return;
-  Drain();
+  WaitFor(dst.tensor);
   Check(nrt_tensor_write(dst.tensor, src, dst.offset, dst.bytes), "nrt_tensor_write");
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().stats.writes;
@@ -216,7 +234,7 @@ void Write(const Region& dst, const void* src) {
 
 void Read(const Region& src, void* dst) {
   if (src.bytes == 0) return;
-  Drain();
+  WaitFor(src.tensor);
   Check(nrt_tensor_read(src.tensor, dst, src.offset, src.bytes), "nrt_tensor_read");
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().stats.reads;
@@ -225,7 +243,7 @@ void Read(const Region& src, void* dst) {
 void CopyOnDevice(const Region& src, const Region& dst) {
   if (src.bytes != dst.bytes) throw DeviceError("nrtsim_torch: device copy of unequal sizes");
   if (src.bytes == 0) return;
-  Drain();
+  WaitFor(src.tensor, dst.tensor);
   Check(nrt_tensor_copy(src.tensor, src.offset, dst.tensor, dst.offset, src.bytes),
         "nrt_tensor_copy");
 }
@@ -267,6 +285,7 @@ void Execute(nrt_model_t* model, const std::vector<Binding>& inputs,
         Check(nrt_add_tensor_to_tensor_set(p.sets[k], b.first.c_str(),
                                            Bindable(b.second, &p.slices)),
               "nrt_add_tensor_to_tensor_set");
+        p.tensors.push_back(b.second.tensor);
       }
     }
     const int depth = AsyncDepth();

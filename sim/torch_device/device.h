@@ -31,8 +31,9 @@ constexpr int kCore = 0;
 // Opens the runtime (nrt_init) on first use. Close() frees everything; later frees are no-ops.
 // NRTSIM_TORCH_ASYNC_DEPTH (read then; default 0) > 0 makes executions asynchronous: each
 // scheduled on the compute queue (nrta_execute_schedule), at most that many in flight, the
-// host waiting for them only before a transfer or a device copy (which the runtime does not
-// order against the queue) and in Synchronize(). A failed execution raises at that wait.
+// host waiting for them only before a transfer or a device copy of a tensor one of them uses
+// (the runtime does not order those against the queue) and in Synchronize(). A failed
+// execution raises at the next wait.
 void EnsureOpen();
 void Close();
 bool IsOpen();
