@@ -33,6 +33,8 @@ def import_backend():
     except ImportError as e:
         sys.exit(f"mlp_train_torch: cannot import nrtsim_torch ({e}); "
                  "bazel build //sim/torch_device:nrtsim_torch.abi3.so, or put its folder on PYTHONPATH")
+    except RuntimeError as e:  # the runtime would not open: one line, the module's
+        sys.exit(f"mlp_train_torch: {e}")
     return nrtsim_torch
 
 

@@ -41,6 +41,8 @@ def import_backend():
     except ImportError as e:
         sys.exit(f"rmsnorm_torch: cannot import nrtsim_torch ({e}); "
                  "bazel build //sim/torch_device:nrtsim_torch.abi3.so, or put its folder on PYTHONPATH")
+    except RuntimeError as e:  # the runtime would not open: one line, the module's
+        sys.exit(f"rmsnorm_torch: {e}")
     return nrtsim_torch
 
 

@@ -8,7 +8,7 @@
 #     way, and the public reference it is calibrated on (sim/README.md, "Calibration").
 #  3. examples/mlp_train_torch.py, float32 and bfloat16: the loss falls and matches CPU PyTorch.
 # 1, 2 and 3 also with asynchronous executions (NRTSIM_TORCH_ASYNC_DEPTH=4): the same results
-# and the same device time.
+# and the same device time. A malformed NRTSIM_TORCH_ASYNC_DEPTH: one line, exit 1.
 set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
@@ -76,6 +76,14 @@ for dtype in fp32 bf16; do
   grep -q '^  losses and weights vs CPU PyTorch: OK$' "${WORK}/mlp_${dtype}.out" || fail "mlp ${dtype}: differs from CPU"
   grep '^  loss:' "${WORK}/mlp_${dtype}.out"
 done
+
+# --- bad input: one line ---------------------------------------------------------------------
+NRTSIM_TORCH_ASYNC_DEPTH=deep "${PY}" "${RUNFILES}/examples/rmsnorm_torch.py" >"${WORK}/bad.out" 2>"${WORK}/bad.err"
+status=$?
+if [[ ${status} -ne 1 || "$(wc -l <"${WORK}/bad.err")" -ne 1 ]] ||
+   ! grep -q "NRTSIM_TORCH_ASYNC_DEPTH must be a whole number .* not 'deep'" "${WORK}/bad.err"; then
+  fail "a bad NRTSIM_TORCH_ASYNC_DEPTH: want exit 1 and one line, got ${status}"; show "${WORK}/bad.err"
+fi
 
 if [[ ${failures} -ne 0 ]]; then
   echo "${failures} check(s) failed; files in ${WORK}" >&2
