@@ -26,7 +26,7 @@ struct Pending {
   nrt_tensor_set_t* sets[2] = {nullptr, nullptr};
   std::vector<nrt_tensor_t*> slices;
   std::vector<nrt_tensor_t*> tensors;  // the device tensors it reads or writes
-  std::unique_ptr<NRT_STATUS> ret;  // written by the runtime at completion
+  std::unique_ptr<NRT_STATUS> ret;     // written by the runtime at completion
   std::string what;
 };
 
@@ -54,8 +54,8 @@ State& S() {
 void Check(NRT_STATUS status, const std::string& what) {
   if (status != NRT_SUCCESS) {
     throw DeviceError(absl::StrCat("nrtsim_torch: ", what, " failed with status ",
-                                   static_cast<int>(status), " (",
-                                   nrt_get_status_as_str(status), ")"));
+                                   static_cast<int>(status), " (", nrt_get_status_as_str(status),
+                                   ")"));
   }
 }
 
@@ -90,9 +90,9 @@ bool RetireOldest(State& s, bool wait) {
     nanosleep(&pause, nullptr);
   }
   if (*p.ret != NRT_SUCCESS && s.failure.empty()) {
-    s.failure = absl::StrCat("nrtsim_torch: nrta_execute_schedule (", p.what,
-                             ") completed with status ", static_cast<int>(*p.ret), " (",
-                             nrt_get_status_as_str(*p.ret), ")");
+    s.failure =
+        absl::StrCat("nrtsim_torch: nrta_execute_schedule (", p.what, ") completed with status ",
+                     static_cast<int>(*p.ret), " (", nrt_get_status_as_str(*p.ret), ")");
   }
   FreePending(&p);
   s.pending.pop_front();
@@ -138,9 +138,10 @@ int AsyncDepthFromEnvironment() {
   int depth = 0;
   if (text == nullptr || *text == '\0') return 0;
   if (!absl::SimpleAtoi(text, &depth) || depth < 0 || depth > examples::kMaxAsyncDepth) {
-    throw DeviceError(absl::StrCat("nrtsim_torch: NRTSIM_TORCH_ASYNC_DEPTH must be a whole "
-                                   "number from 0 (synchronous) to ", examples::kMaxAsyncDepth,
-                                   ", not '", text, "'"));
+    throw DeviceError(
+        absl::StrCat("nrtsim_torch: NRTSIM_TORCH_ASYNC_DEPTH must be a whole "
+                     "number from 0 (synchronous) to ",
+                     examples::kMaxAsyncDepth, ", not '", text, "'"));
   }
   return depth;
 }
@@ -282,9 +283,9 @@ void Execute(nrt_model_t* model, const std::vector<Binding>& inputs,
     for (int k = 0; k < 2; ++k) {
       Check(nrt_allocate_tensor_set(&p.sets[k]), "nrt_allocate_tensor_set");
       for (const Binding& b : *lists[k]) {
-        Check(nrt_add_tensor_to_tensor_set(p.sets[k], b.first.c_str(),
-                                           Bindable(b.second, &p.slices)),
-              "nrt_add_tensor_to_tensor_set");
+        Check(
+            nrt_add_tensor_to_tensor_set(p.sets[k], b.first.c_str(), Bindable(b.second, &p.slices)),
+            "nrt_add_tensor_to_tensor_set");
         p.tensors.push_back(b.second.tensor);
       }
     }

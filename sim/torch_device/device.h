@@ -53,8 +53,8 @@ struct Region {
   size_t tensor_bytes = 0;  // the whole device tensor's size
 };
 
-void Write(const Region& dst, const void* src);        // nrt_tensor_write
-void Read(const Region& src, void* dst);               // nrt_tensor_read
+void Write(const Region& dst, const void* src);           // nrt_tensor_write
+void Read(const Region& src, void* dst);                  // nrt_tensor_read
 void CopyOnDevice(const Region& src, const Region& dst);  // nrt_tensor_copy, same size
 
 // The model compiled from `text` (docs/model_format.md), loaded on kCore once and cached.
@@ -67,12 +67,12 @@ void Execute(nrt_model_t* model, const std::vector<Binding>& inputs,
 
 // What the backend has done so far (for tests and the examples' output).
 struct Stats {
-  uint64_t models = 0;          // compiled and loaded
+  uint64_t models = 0;  // compiled and loaded
   uint64_t executions = 0;
-  uint64_t writes = 0;          // host-to-device transfers
-  uint64_t reads = 0;           // device-to-host transfers
-  uint64_t allocations = 0;     // nrt_tensor_allocate calls (the rest came from the cache)
-  uint64_t cached_bytes = 0;    // device memory on the free lists
+  uint64_t writes = 0;        // host-to-device transfers
+  uint64_t reads = 0;         // device-to-host transfers
+  uint64_t allocations = 0;   // nrt_tensor_allocate calls (the rest came from the cache)
+  uint64_t cached_bytes = 0;  // device memory on the free lists
 };
 Stats GetStats();
 

@@ -119,9 +119,15 @@ PyMethodDef kMethods[] = {
 };
 
 PyModuleDef kModule = {
-    PyModuleDef_HEAD_INIT, "nrtsim_torch",
-    "PyTorch's 'privateuseone' device on nrtprof's simulated Neuron runtime (libnrt.so.1).", -1,
-    kMethods, nullptr, nullptr, nullptr, nullptr,
+    PyModuleDef_HEAD_INIT,
+    "nrtsim_torch",
+    "PyTorch's 'privateuseone' device on nrtprof's simulated Neuron runtime (libnrt.so.1).",
+    -1,
+    kMethods,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

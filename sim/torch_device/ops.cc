@@ -46,8 +46,10 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Device exchangeDevice(c10::Device) const override { return {kDevice, 0}; }
   c10::Device getDevice() const override { return {kDevice, 0}; }
   void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.index() <= 0, "nrtsim_torch: the simulated Neuron device has one device, 0; "
-                "there is no ", d);
+    TORCH_CHECK(d.index() <= 0,
+                "nrtsim_torch: the simulated Neuron device has one device, 0; "
+                "there is no ",
+                d);
   }
   void uncheckedSetDevice(c10::Device) const noexcept override {}
   c10::Stream getStream(c10::Device d) const noexcept override {
@@ -89,7 +91,8 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 void CheckDtype(c10::ScalarType t, const char* what) {
   TORCH_CHECK_NOT_IMPLEMENTED(t == at::kFloat || t == at::kBFloat16, "nrtsim_torch: ", what,
-                              ": dtype ", t, " is not supported on the simulated Neuron device "
+                              ": dtype ", t,
+                              " is not supported on the simulated Neuron device "
                               "(float32 and bfloat16 only)");
 }
 
@@ -118,8 +121,8 @@ Region StorageRegion(const at::Tensor& t) {
 }
 
 at::Tensor Empty(at::IntArrayRef sizes, c10::ScalarType dtype) {
-  return at::detail::empty_generic(sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   dtype, c10::nullopt);
+  return at::detail::empty_generic(
+      sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype, c10::nullopt);
 }
 
 // A device tensor's values on the host, contiguous, same dtype. A strided view is read whole
@@ -176,9 +179,7 @@ class ModelBuilder {
   explicit ModelBuilder(std::string name) : name_(std::move(name)) {}
 
   // Declares a model input for a device tensor (contiguous) and binds it; returns its name.
-  std::string Input(const at::Tensor& t) {
-    return InputShaped(t, t.sizes());
-  }
+  std::string Input(const at::Tensor& t) { return InputShaped(t, t.sizes()); }
   // The same, declared with `sizes` (same elements, e.g. broadcast dims as 1).
   std::string InputShaped(const at::Tensor& t, at::IntArrayRef sizes) {
     const std::string name(1, static_cast<char>('a' + inputs_.size()));
@@ -187,8 +188,8 @@ class ModelBuilder {
     return name;
   }
   void Output(const at::Tensor& t) {
-    decls_ += std::string("output out ") + DtypeName(t.scalar_type()) + " " + Dims(t.sizes()) +
-              "\n";
+    decls_ +=
+        std::string("output out ") + DtypeName(t.scalar_type()) + " " + Dims(t.sizes()) + "\n";
     outputs_.push_back({"out", RegionOf(t)});
   }
   // `target = expr`; returns target. The caller names the last one "out".
@@ -231,8 +232,10 @@ Operand DeviceOperand(const at::Tensor& t) {
 }
 
 void CheckOnDevice(const at::Tensor& t, const char* op) {
-  TORCH_CHECK(OnDevice(t), "nrtsim_torch: ", op, ": expected a tensor on the simulated Neuron "
-              "device (privateuseone), got one on ", t.device());
+  TORCH_CHECK(OnDevice(t), "nrtsim_torch: ", op,
+              ": expected a tensor on the simulated Neuron "
+              "device (privateuseone), got one on ",
+              t.device());
   CheckDtype(t.scalar_type(), op);
 }
 
@@ -248,8 +251,8 @@ at::Tensor ScalarToDevice(const at::Tensor& cpu) {
 bool IsCpuScalar(const at::Tensor& t) { return !OnDevice(t) && t.dim() == 0; }
 
 // a OP b (mul, add, sub, div), broadcasting; b scaled by alpha first when alpha != 1.
-at::Tensor Binary(const char* aten, const char* op, const at::Tensor& a_in,
-                  const at::Tensor& b_in, const c10::Scalar& alpha = 1) {
+at::Tensor Binary(const char* aten, const char* op, const at::Tensor& a_in, const at::Tensor& b_in,
+                  const c10::Scalar& alpha = 1) {
   const c10::ScalarType dtype = at::result_type(a_in, b_in);
   CheckDtype(dtype, aten);
   at::Tensor a = a_in, b = b_in;
@@ -264,7 +267,8 @@ at::Tensor Binary(const char* aten, const char* op, const at::Tensor& a_in,
   const std::string na = m.InputShaped(oa.tensor, oa.sizes);
   std::string nb = m.InputShaped(ob.tensor, ob.sizes);
   m.Output(out);
-  if (alpha.toDouble() != 1.0) nb = m.Op("mul_scalar(" + nb + ", " + Number(alpha.toDouble()) + ")");
+  if (alpha.toDouble() != 1.0)
+    nb = m.Op("mul_scalar(" + nb + ", " + Number(alpha.toDouble()) + ")");
   m.Op(std::string(op) + "(" + na + ", " + nb + ")", "out");
   m.Run(aten);
   return out;
@@ -303,9 +307,8 @@ at::Tensor EmptyMemoryFormat(at::IntArrayRef size, c10::optional<at::ScalarType>
                              c10::optional<at::MemoryFormat> memory_format) {
   const c10::ScalarType t = dtype.value_or(at::get_default_dtype_as_scalartype());
   CheckDtype(t, "aten::empty.memory_format");
-  return at::detail::empty_generic(size, &g_allocator,
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t,
-                                   memory_format);
+  return at::detail::empty_generic(
+      size, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t, memory_format);
 }
 
 at::Tensor EmptyStrided(at::IntArrayRef size, at::IntArrayRef stride,
@@ -323,7 +326,8 @@ const at::Tensor& Resize(const at::Tensor& self, at::IntArrayRef size,
   for (int64_t d : size) numel *= d;
   const size_t need = (static_cast<size_t>(numel) + self.storage_offset()) * self.element_size();
   if (need > self.storage().nbytes()) {
-    TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0, "nrtsim_torch: aten::resize_ that grows a "
+    TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0,
+                                "nrtsim_torch: aten::resize_ that grows a "
                                 "tensor with elements is not implemented");
     at::Tensor fresh = Empty(size, self.scalar_type());
     self.unsafeGetTensorImpl()->set_storage_keep_dtype(fresh.storage());
@@ -388,8 +392,12 @@ at::Tensor& Zero(at::Tensor& self) { return Fill(self, 0); }
 
 // ---- the ops -----------------------------------------------------------------------------
 
-at::Tensor Mul(const at::Tensor& a, const at::Tensor& b) { return Binary("aten::mul", "mul", a, b); }
-at::Tensor Div(const at::Tensor& a, const at::Tensor& b) { return Binary("aten::div", "div", a, b); }
+at::Tensor Mul(const at::Tensor& a, const at::Tensor& b) {
+  return Binary("aten::mul", "mul", a, b);
+}
+at::Tensor Div(const at::Tensor& a, const at::Tensor& b) {
+  return Binary("aten::div", "div", a, b);
+}
 at::Tensor Add(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha) {
   return Binary("aten::add", "add", a, b, alpha);
 }
@@ -400,7 +408,8 @@ at::Tensor MulScalar(const at::Tensor& a, const c10::Scalar& s) {
   return Affine("aten::mul", a, s.toDouble(), 0.0);
 }
 at::Tensor DivScalar(const at::Tensor& a, const c10::Scalar& s) {
-  TORCH_CHECK_NOT_IMPLEMENTED(s.toDouble() != 0.0, "nrtsim_torch: aten::div.Scalar by zero "
+  TORCH_CHECK_NOT_IMPLEMENTED(s.toDouble() != 0.0,
+                              "nrtsim_torch: aten::div.Scalar by zero "
                               "is not implemented");
   return Affine("aten::div", a, 1.0 / s.toDouble(), 0.0);
 }
@@ -410,8 +419,12 @@ at::Tensor AddScalar(const at::Tensor& a, const c10::Scalar& s, const c10::Scala
 at::Tensor SubScalar(const at::Tensor& a, const c10::Scalar& s, const c10::Scalar& alpha) {
   return Affine("aten::sub", a, 1.0, -s.toDouble() * alpha.toDouble());
 }
-at::Tensor& MulInPlace(at::Tensor& self, const at::Tensor& b) { return InPlace(self, Mul(self, b)); }
-at::Tensor& DivInPlace(at::Tensor& self, const at::Tensor& b) { return InPlace(self, Div(self, b)); }
+at::Tensor& MulInPlace(at::Tensor& self, const at::Tensor& b) {
+  return InPlace(self, Mul(self, b));
+}
+at::Tensor& DivInPlace(at::Tensor& self, const at::Tensor& b) {
+  return InPlace(self, Div(self, b));
+}
 at::Tensor& AddInPlace(at::Tensor& self, const at::Tensor& b, const c10::Scalar& alpha) {
   return InPlace(self, Add(self, b, alpha));
 }
@@ -450,14 +463,19 @@ at::Tensor Unary(const char* aten, const char* model_name, const at::Tensor& a,
   return out;
 }
 
-at::Tensor Rsqrt(const at::Tensor& a) { return Unary("aten::rsqrt", "aten_rsqrt", a, {"rsqrt($)"}); }
+at::Tensor Rsqrt(const at::Tensor& a) {
+  return Unary("aten::rsqrt", "aten_rsqrt", a, {"rsqrt($)"});
+}
 
 // x ** n for whole n from 1 to 8 (n = 2 is mul(x, x), as the seed's eager RMSNorm runs it).
 at::Tensor Pow(const at::Tensor& a, const c10::Scalar& exponent) {
   CheckOnDevice(a, "aten::pow");
   const double e = exponent.toDouble();
-  TORCH_CHECK_NOT_IMPLEMENTED(e == std::floor(e) && e >= 1 && e <= 8, "nrtsim_torch: "
-                              "aten::pow.Tensor_Scalar with exponent ", e, " is not implemented "
+  TORCH_CHECK_NOT_IMPLEMENTED(e == std::floor(e) && e >= 1 && e <= 8,
+                              "nrtsim_torch: "
+                              "aten::pow.Tensor_Scalar with exponent ",
+                              e,
+                              " is not implemented "
                               "on the simulated Neuron device (whole exponents 1 to 8 only)");
   at::Tensor out = Empty(a.sizes(), a.scalar_type());
   if (out.numel() == 0) return out;
@@ -506,7 +524,8 @@ at::Tensor Reduce(const char* aten, bool sum, const at::Tensor& a, at::OptionalI
   for (int64_t d = 0; d < a.dim(); ++d) {
     if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) dropped.push_back(kept[d]);
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(a.numel() > 0, "nrtsim_torch: ", aten, " of an empty tensor is "
+  TORCH_CHECK_NOT_IMPLEMENTED(a.numel() > 0, "nrtsim_torch: ", aten,
+                              " of an empty tensor is "
                               "not implemented");
   at::Tensor out = Empty(kept, t);
   if (a.dim() == 0 || reduced.empty()) {  // nothing to reduce: a copy
@@ -544,11 +563,14 @@ at::Tensor MatmulOp(const char* aten, const at::Tensor* bias, const at::Tensor& 
   CheckOnDevice(b, aten);
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "nrtsim_torch: ", aten,
               ": shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied");
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "nrtsim_torch: ", aten, ": expected both "
-              "matrices of one dtype, got ", a.scalar_type(), " and ", b.scalar_type());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "nrtsim_torch: ", aten,
+              ": expected both "
+              "matrices of one dtype, got ",
+              a.scalar_type(), " and ", b.scalar_type());
   at::Tensor out = Empty({a.size(0), b.size(1)}, a.scalar_type());
   if (out.numel() == 0) return out;
-  TORCH_CHECK_NOT_IMPLEMENTED(a.size(1) > 0, "nrtsim_torch: ", aten, " with an inner "
+  TORCH_CHECK_NOT_IMPLEMENTED(a.size(1) > 0, "nrtsim_torch: ", aten,
+                              " with an inner "
                               "dimension of 0 is not implemented");
   ModelBuilder m(bias != nullptr ? "aten_addmm" : "aten_mm");
   const bool use_bias = bias != nullptr && beta != 0.0;
@@ -611,7 +633,8 @@ at::Tensor MseLoss(const at::Tensor& self, const at::Tensor& target, int64_t red
   at::Tensor out = Empty(reduction == 0 ? at::IntArrayRef(shape) : at::IntArrayRef(kept), dtype);
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
-  TORCH_CHECK_NOT_IMPLEMENTED(count > 0, "nrtsim_torch: aten::mse_loss of empty tensors is not "
+  TORCH_CHECK_NOT_IMPLEMENTED(count > 0,
+                              "nrtsim_torch: aten::mse_loss of empty tensors is not "
                               "implemented");
   ModelBuilder m("aten_mse_loss");
   const Operand oa = DeviceOperand(self), ob = DeviceOperand(target);
@@ -627,12 +650,13 @@ at::Tensor MseLoss(const at::Tensor& self, const at::Tensor& target, int64_t red
     if (reduction == 2) m.Op("mul_scalar(" + x + ", " + Number(double(count)) + ")", "out");
   }
   m.Run("aten::mse_loss");
-  return reduction == 0 ? out : out.view(std::vector<int64_t>{});  // not view({}): that is view(dtype)
+  return reduction == 0 ? out
+                        : out.view(std::vector<int64_t>{});  // not view({}): that is view(dtype)
 }
 
 // d/dself: grad * 2 * (self - target), divided by the count for the mean.
-at::Tensor MseLossBackward(const at::Tensor& grad, const at::Tensor& self,
-                           const at::Tensor& target, int64_t reduction) {
+at::Tensor MseLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                           int64_t reduction) {
   for (const at::Tensor* t : {&grad, &self, &target}) CheckOnDevice(*t, "aten::mse_loss_backward");
   at::Tensor out = Empty(self.sizes(), self.scalar_type());
   if (out.numel() == 0) return out;
@@ -665,7 +689,8 @@ at::Tensor RmsNormDevice(const at::Tensor& x, const at::Tensor& weight, double e
   CheckOnDevice(weight, "nrtsim::rms_norm");
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1),
               "nrtsim_torch: nrtsim::rms_norm: the weight must be 1-D of the input's last "
-              "dimension, got ", weight.sizes(), " for an input of ", x.sizes());
+              "dimension, got ",
+              weight.sizes(), " for an input of ", x.sizes());
   at::Tensor out = Empty(x.sizes(), x.scalar_type());
   if (out.numel() == 0) return out;
   ModelBuilder m("aten_rms_norm");
@@ -685,8 +710,8 @@ at::Tensor RmsNormCpu(const at::Tensor& x, const at::Tensor& weight, double eps)
 
 // Above autograd: the fused op has no backward, so it refuses inputs that need one rather than
 // return a result autograd would silently treat as a constant.
-at::Tensor RmsNormAutograd(c10::DispatchKeySet keys, const at::Tensor& x,
-                           const at::Tensor& weight, double eps) {
+at::Tensor RmsNormAutograd(c10::DispatchKeySet keys, const at::Tensor& x, const at::Tensor& weight,
+                           double eps) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       !at::GradMode::is_enabled() || !(x.requires_grad() || weight.requires_grad()),
       "nrtsim_torch: nrtsim::rms_norm has no backward; call it under torch.no_grad() or on "
@@ -757,9 +782,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss_backward", MseLossBackward);
 }
 
-TORCH_LIBRARY(nrtsim, m) {
-  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
-}
+TORCH_LIBRARY(nrtsim, m) { m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(nrtsim, PrivateUse1, m) { m.impl("rms_norm", nrtsim_torch::RmsNormDevice); }
 TORCH_LIBRARY_IMPL(nrtsim, CPU, m) { m.impl("rms_norm", nrtsim_torch::RmsNormCpu); }
