@@ -177,6 +177,20 @@ class MatmulTest(DeviceTestCase):
         torch.testing.assert_close(d.t().contiguous().cpu(), a.t().contiguous())
 
 
+    def test_ops_on_views(self):
+        x = rand(3, 4)
+        xd = x.to(DEV)
+        x[0].add_(1)
+        xd[0].add_(1)  # a contiguous view at an offset, written in place
+        x[:, 1].mul_(2)
+        xd[:, 1].mul_(2)  # a strided view, written in place
+        torch.testing.assert_close(xd.cpu(), x)
+        torch.testing.assert_close((xd[1] * xd[2]).cpu(), x[1] * x[2])
+        torch.testing.assert_close((xd.t() + 1).cpu(), x.t() + 1)
+        w = rand(4, seed=3)
+        torch.testing.assert_close((w.to(DEV).expand(3, 4) * xd).cpu(), w.expand(3, 4) * x)
+
+
 class LossAndAutogradTest(DeviceTestCase):
     def test_mse_loss_reductions(self):
         for dtype in DTYPES:
