@@ -28,6 +28,7 @@ PACKAGES=(
   chromium fonts-dejavu-core  # report_browser_test opens `nrtprof report`'s page headless
   tmux                     # top_test runs `nrtprof top` in a terminal and reads its screen
   libfaketime              # capture_hosts_test runs a daemon whose clocks are 250 ms ahead
+  golang-go                # Go 1.19's `go tool pprof` reads nrtprof export's profiles in pprof_export_test
   python3-torch libtorch-dev  # PyTorch 1.13: the shim's PyTorch lane (shim/torch/) builds against it; torch_lane_test runs it
 )
 

@@ -66,9 +66,33 @@ uint64_t SplitAmongOps(uint64_t duration, const std::vector<const DeviceEvent*>&
   return 0;
 }
 
-// A frame's name on one folded-stack line: ';' separates frames, a line break ends the line.
+// A host frame as the shim's symbolizer names it, "function (module+0xoffset)", split; false
+// for any other frame (a range, a call, a model, an op), which is its name alone.
+bool SplitHostFrame(const std::string& frame, std::string_view* function, std::string_view* module,
+                    uint64_t* offset) {
+  if (frame.empty() || frame.back() != ')') return false;
+  const size_t open = frame.rfind(" (");
+  const size_t plus = frame.rfind("+0x");
+  if (open == std::string::npos || plus == std::string::npos || plus < open) return false;
+  uint64_t value = 0;
+  for (size_t i = plus + 3; i + 1 < frame.size(); ++i) {
+    const char c = frame[i];
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return false;
+    value = value * 16 + static_cast<uint64_t>(digit);
+  }
+  *function = std::string_view(frame).substr(0, open);
+  *module = std::string_view(frame).substr(open + 2, plus - open - 2);
+  *offset = value;
+  return true;
+}
+
+// A frame's name on one folded-stack line: a host frame's function (the call sites in one
+// function are one frame, as in pprof); ';' separates frames, a line break ends the line.
 std::string FoldedFrame(const std::string& name) {
-  std::string out = name;
+  std::string_view function, module;
+  uint64_t offset;
+  std::string out = SplitHostFrame(name, &function, &module, &offset) ? std::string(function) : name;
   for (char& c : out) {
     if (c == ';' || c == '\n' || c == '\r') c = ' ';
   }
@@ -272,21 +296,42 @@ perftools::profiles::Profile StackProfile::ToPprof() const {
   mapping->set_filename(kNrtprof);
   mapping->set_has_functions(true);
 
-  // A function and a location per frame, numbered as first used.
+  // A location per frame, numbered as first used; a function per name (a host frame's
+  // function and module: the call sites in one function are one function with several
+  // locations, at their offsets).
+  absl::flat_hash_map<std::string, int64_t> extra_strings;  // beyond strings_
+  auto string_id = [&](std::string_view text) -> int64_t {
+    auto known = string_ids_.find(absl::string_view(text.data(), text.size()));
+    if (known != string_ids_.end()) return known->second;
+    auto [it, added] = extra_strings.try_emplace(std::string(text), out.string_table_size());
+    if (added) out.add_string_table(std::string(text));
+    return it->second;
+  };
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, uint64_t> function_of;  // (name, file)
   std::vector<uint64_t> location_of(strings_.size(), 0);
   auto location = [&](uint32_t frame) {
     uint64_t& id = location_of[frame];
-    if (id == 0) {
-      id = static_cast<uint64_t>(out.function_size()) + 1;
+    if (id != 0) return id;
+    std::string_view function_name = strings_[frame], module;
+    uint64_t offset = 0;
+    SplitHostFrame(strings_[frame], &function_name, &module, &offset);
+    const int64_t name = string_id(function_name);
+    const int64_t file = module.empty() ? 0 : string_id(module);
+    uint64_t& function = function_of[{name, file}];
+    if (function == 0) {
+      function = static_cast<uint64_t>(out.function_size()) + 1;
       perftools::profiles::Function* f = out.add_function();
-      f->set_id(id);
-      f->set_name(frame);
-      f->set_system_name(frame);
-      perftools::profiles::Location* l = out.add_location();
-      l->set_id(id);
-      l->set_mapping_id(1);
-      l->add_line()->set_function_id(id);
+      f->set_id(function);
+      f->set_name(name);
+      f->set_system_name(name);
+      f->set_filename(file);
     }
+    id = static_cast<uint64_t>(out.location_size()) + 1;
+    perftools::profiles::Location* l = out.add_location();
+    l->set_id(id);
+    l->set_mapping_id(1);
+    l->set_address(offset);
+    l->add_line()->set_function_id(function);
     return id;
   };
   out.mutable_sample()->Reserve(static_cast<int>(samples_.size()));
@@ -303,7 +348,8 @@ perftools::profiles::Profile StackProfile::ToPprof() const {
     label(kPidKey)->set_num(s.pid);
     label(kTidKey)->set_num(s.tid);
     if (s.thread != 0) label(kThreadKey)->set_str(s.thread);
-    if (s.nc_idx >= 0) label(kCoreKey)->set_num(s.nc_idx);
+    // A string: pprof readers drop a number label of 0 that has no unit (NeuronCore 0).
+    if (s.nc_idx >= 0) label(kCoreKey)->set_str(string_id(absl::StrCat(s.nc_idx)));
   }
   return out;
 }

@@ -18,7 +18,8 @@
 //                               engines ran at once); what no op covers stays on the model.
 //   host_time (nanoseconds)     each runtime call's duration, on the stack ending at the call
 //   executions (count)          one per execution, on its model's frame
-// and the labels host, pid, tid, thread (its name, when known) and neuron_core. Device work no
+// and the labels host, pid, tid (numbers), thread (its name, when known) and neuron_core (its
+// index as text: pprof readers drop a number label of 0). Device work no
 // runtime call could be matched to is under "(no runtime call)".
 //
 // Pure functions; thread-compatible.

@@ -40,7 +40,7 @@ ApiCall Call(uint64_t id, const char* name, uint64_t start, uint64_t duration, u
   c.duration_ns = duration;
   c.range = range;
   c.nc_idx = 0;
-  c.stack = {"run_op", "main"};
+  c.stack = {"run_op (train+0x10)", "main (train+0x20)"};  // as the shim's symbolizer names them
   return c;
 }
 
@@ -88,6 +88,7 @@ Trace TwoSteps() {
                     Call(13, "nrt_tensor_write", 3'100, 200, 5),
                     Call(14, "nrt_execute", 3'400, 300, 5),
                     Call(15, "nrt_execute", 11'100, 700, 7)}) {
+    if (c.correlation_id == 15) c.stack[0] = "run_op (train+0x18)";  // another call site
     if (c.name == "nrt_execute") c.model_name = Name::Lasting(c.correlation_id == 14 ? "add_model" : "mul_model");
     p.calls.push_back(c);
   }
@@ -247,6 +248,25 @@ TEST(PprofExportTest, StacksRunLeafFirstFromEngineOpToHostFrames) {
                    "main"},
                   StackProfile::kDeviceNs),
             77);
+}
+
+TEST(PprofExportTest, HostFramesAreFunctionsOfTheirModuleWithACallSiteEach) {
+  StackProfile profile;
+  profile.Add(TwoSteps());
+  const perftools::profiles::Profile p = profile.ToPprof();
+  std::vector<uint64_t> run_op;  // its functions' ids
+  for (const auto& f : p.function()) {
+    if (p.string_table(f.name()) == "run_op") {
+      run_op.push_back(f.id());
+      EXPECT_EQ(p.string_table(f.filename()), "train");
+    }
+  }
+  ASSERT_EQ(run_op.size(), 1u);
+  std::set<uint64_t> addresses;
+  for (const auto& l : p.location()) {
+    if (l.line(0).function_id() == run_op[0]) addresses.insert(l.address());
+  }
+  EXPECT_EQ(addresses, (std::set<uint64_t>{0x10, 0x18}));
 }
 
 TEST(PprofExportTest, OpsThatRanAtOnceShareTheirExecutionToTheNanosecond) {
