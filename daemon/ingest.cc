@@ -48,6 +48,10 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
   r.status = e.status();
   r.nc_idx = e.nc_idx();
   r.placement = e.placement();
+  // A collective's device events: the rank's core where an API call's placement is.
+  if (e.kind() == nrtprof::EVENT_DEVICE_EXEC && e.worker_gid() != 0) {
+    r.worker_gid = e.worker_gid();
+  }
   r.host_clock = e.host_clock();
   r.start_ns = e.start_ns();
   r.duration_ns = e.duration_ns();

@@ -25,10 +25,11 @@ bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
   *r = IngestedEvent();
   r->nc_idx = 0;  // the message's default, not the record's
   uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0, polls = 0;
+  int32_t worker_gid = 0;
   while (!in.done()) {
     uint32_t field = 0, type = 0;
     if (!in.Tag(&field, &type)) return false;
-    if (type != kVarint || field > 26) {
+    if (type != kVarint || field > 27) {
       if (!in.Skip(type)) return false;
       continue;
     }
@@ -64,12 +65,15 @@ bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
       case 24: r->function = static_cast<nrtprof::ApiFunction>(i32); break;
       case 25: r->nrta_seq = v; break;
       case 26: polls = v; break;
+      case 27: worker_gid = i32; break;
       default: break;  // field numbers of no Event field: unknown, dropped
     }
   }
   // Protobuf keeps the last of a field given twice; repeat then polls, or polls then repeat,
   // leave the record as ToRecord would: polls, when not 0, win.
   if (polls != 0) r->repeat = SaturatedPolls(polls);
+  // As ToRecord: a collective's worker_gid where an API call's placement is.
+  if (r->kind == nrtprof::EVENT_DEVICE_EXEC && worker_gid != 0) r->worker_gid = worker_gid;
   switch (r->kind) {
     case nrtprof::EVENT_API_CALL:
       r->call = {model, tensor, tensor2};

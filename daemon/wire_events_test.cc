@@ -140,6 +140,7 @@ nrtprof::ShimMessage RealBatch() {
   exec->set_exec_id(8);
   exec->set_model_name_iid(1);
   exec->set_host_clock(true);
+  exec->set_worker_gid(-5);  // a collective's (the wire does not tell them apart): ten bytes
 
   nrtprof::Event* op = b->add_events();
   op->set_kind(nrtprof::EVENT_DEVICE_OP);
@@ -204,6 +205,7 @@ TEST(WireEventsTest, ARealBatchReadsAsProtobufParsesIt) {
   EXPECT_EQ(events[1].nc_idx, -1);
   EXPECT_EQ(events[2].device.id, 77u);
   EXPECT_TRUE(events[2].host_clock);
+  EXPECT_EQ(events[2].worker_gid, -5);
   EXPECT_EQ(events[3].device.parent, 77u);
   EXPECT_EQ(events[3].nc_idx, 0);  // absent from the wire: the message's default
   EXPECT_EQ(events[5].kind, nrtprof::EVENT_KIND_UNSPECIFIED);

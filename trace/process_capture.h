@@ -34,7 +34,12 @@ struct IngestedEvent {
   uint32_t repeat = 0;  // executions; nrta_is_completed/_get_sequence: Event.polls (saturated)
   int32_t status = 0;
   int32_t nc_idx = -1;
-  int32_t placement = 0;
+  // nrt_tensor_allocate's placement; a collective's device events (named "cc_exec_barrier",
+  // "cc_running"): the rank's worker_gid. Never both.
+  union {
+    int32_t placement = 0;
+    int32_t worker_gid;
+  };
   // Device events stamped on the host (start_ns already CLOCK_MONOTONIC, not device clock).
   bool host_clock = false;
   uint64_t start_ns = 0;

@@ -52,6 +52,7 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
   pending_.clear();
   pending_names_.clear();
   decoded_names_.clear();
+  pending_cc_ops_.clear();
   SysTraceReadStats stats;
   const bool ok = ReadSysTrace(
       json,
@@ -67,6 +68,16 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
           pending_names_.emplace_back(pending_.size() - 1, name);
         }
         pending_.back().model_name = {};
+        if (!e.cc_op.empty()) {
+          // A handful of names (the collective kinds), kept for the process's life. Interned
+          // when the event is applied: a refused document interns nothing.
+          auto op = cc_op_iids_.find(e.cc_op);
+          if (op == cc_op_iids_.end() && cc_op_iids_.size() < kMaxCcOps) {
+            op = cc_op_iids_.emplace(std::string(e.cc_op), 0).first;
+          }
+          if (op != cc_op_iids_.end()) pending_cc_ops_.emplace_back(pending_.size() - 1, &*op);
+        }
+        pending_.back().cc_op = {};
       },
       &stats, error);
   if (!ok) {
@@ -83,6 +94,7 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
     generation_ = generation;
     next_local_id_.clear();
     open_execs_.clear();
+    open_collectives_.clear();
     threads_.clear();
   }
   if (!fixed_offset_) {
@@ -97,7 +109,16 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
     ModelName& known = model_names_[pending_[index].model_id];
     if (known.name != name) known = {std::string(name), 0};
   }
-  for (const SysTraceEvent& e : pending_) Apply(e, out);
+  auto cc_op = pending_cc_ops_.begin();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    uint32_t cc_op_iid = 0;
+    if (cc_op != pending_cc_ops_.end() && cc_op->first == i) {
+      if (cc_op->second->second == 0) cc_op->second->second = strings_->Intern(cc_op->second->first);
+      cc_op_iid = cc_op->second->second;
+      ++cc_op;
+    }
+    Apply(pending_[i], cc_op_iid, out);
+  }
   return true;
 }
 
@@ -105,7 +126,7 @@ bool DeviceTraceParser::UsesType(const char* name) {
   for (SysTraceType type :
        {SysTraceType::kNrtLoad, SysTraceType::kDeviceExec, SysTraceType::kTensorRead,
         SysTraceType::kTensorWrite, SysTraceType::kDmemBufCopyin, SysTraceType::kDmemBufCopyout,
-        SysTraceType::kTimestampSync}) {
+        SysTraceType::kTimestampSync, SysTraceType::kCcExecBarrier, SysTraceType::kCcRunning}) {
     if (strcmp(name, SysTraceTypeName(type)) == 0) return true;
   }
   // Not these: nrt_execute (the shim records the call itself), model_switch, and what this
@@ -122,7 +143,8 @@ uint32_t DeviceTraceParser::NameIid(const char* name) {
   return iid;
 }
 
-void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
+void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
+                              DeviceTraceOutput* out) {
   // Each core numbers its events one after another; what is missing between two was lost.
   // The first of a capture sets where the count starts (whether the runtime numbers from 1 at
   // each start is not publicly known: assuming it could report losses that never happened).
@@ -209,11 +231,52 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, DeviceTraceOutput* out) {
       }
       return;
     }
+    case SysTraceType::kCcExecBarrier:
+    case SysTraceType::kCcRunning:
+      Collective(e, cc_op_iid, out);
+      return;
     case SysTraceType::kNrtExecute:
     case SysTraceType::kModelSwitch:
     case SysTraceType::kUnknown:
       return;
   }
+}
+
+void DeviceTraceParser::Collective(const SysTraceEvent& e, uint32_t cc_op_iid,
+                                   DeviceTraceOutput* out) {
+  // Device-stamped: timestamp_ns is the device's clock, as device_exec's. A core's collectives
+  // on different queues may be open at once: a stop closes the open span of its type with its
+  // request's number (the oldest of its type when the runtime gives none).
+  std::vector<OpenCollective>& open = open_collectives_[e.nc_idx];
+  const uint64_t seq = e.has_nrta_seq_id ? e.nrta_seq_id : 0;
+  if (e.phase == SysTracePhase::kStart) {
+    open.push_back({e.type, e.timestamp_ns, e.id, e.thread_id, seq, e.has_size ? e.size : 0,
+                    e.worker_gid, cc_op_iid});
+    return;
+  }
+  if (e.phase != SysTracePhase::kStop) return;
+  auto it = std::find_if(open.begin(), open.end(), [&](const OpenCollective& c) {
+    return c.type == e.type && (seq == 0 || c.nrta_seq == seq);
+  });
+  if (it == open.end()) return;  // a stop whose start was lost
+  const OpenCollective c = *it;
+  open.erase(it);
+  const uint64_t end = std::max(e.timestamp_ns, c.device_ns);
+  if (!Plausible(c.device_ns, end, out)) return;
+  nrtprof::Event& event = out->events.emplace_back();
+  event.set_kind(nrtprof::EVENT_DEVICE_EXEC);
+  event.set_start_ns(c.device_ns);
+  event.set_duration_ns(end - c.device_ns);
+  event.set_tid(static_cast<uint32_t>(c.thread_id));
+  event.set_name_iid(NameIid(SysTraceTypeName(c.type)));
+  event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
+  event.set_device_id(c.id);
+  event.set_nrta_seq(c.nrta_seq);
+  event.set_bytes(c.size);
+  event.set_worker_gid(static_cast<int32_t>(
+      std::clamp<int64_t>(c.worker_gid, INT32_MIN, INT32_MAX)));
+  const uint32_t op = cc_op_iid != 0 ? cc_op_iid : c.cc_op_iid;
+  if (op != 0) event.set_model_name_iid(op);
 }
 
 void DeviceTraceParser::OpenCopy(const SysTraceEvent& e, ThreadSpans* thread) {

@@ -7,6 +7,11 @@
 //   dmem_buf_copyin / copyout outside those spans:
 //     inside an nrt_load span of its thread              -> EVENT_DEVICE_DMA "dma_model_load"
 //     else                                                -> EVENT_DEVICE_DMA "dma_h2d"/"dma_d2h"
+//   cc_exec_barrier / cc_running start + stop (per core,  -> EVENT_DEVICE_EXEC "cc_exec_barrier" /
+//     by nrta_seq_id)                                        "cc_running" (device clock): the
+//                                                           collective's nrta_seq, the rank's
+//                                                           worker_gid, its cc_op as the model
+//                                                           name, its size as bytes
 //   timestamp_sync                                        -> DeviceClockSync
 //
 // Host-stamped events (tensor and memory copies: CLOCK_REALTIME) are moved to CLOCK_MONOTONIC
@@ -96,13 +101,21 @@ class DeviceTraceParser {
     const char* name;  // the DMA event it becomes; null: folded into the enclosing call
     uint64_t nrta_seq;  // the async request it moved, or 0: its stop is found by this number
   };
+  // A collective's barrier or running span, open on its core (several may be: one per queue).
+  struct OpenCollective {
+    SysTraceType type;
+    uint64_t device_ns, id, thread_id, nrta_seq, size;
+    int64_t worker_gid;
+    uint32_t cc_op_iid;  // 0: the runtime did not say
+  };
   struct ThreadSpans {
     std::vector<OpenSpan> spans;
     int loads = 0;  // open nrt_load spans
   };
 
-  void Apply(const SysTraceEvent& e, DeviceTraceOutput* out);
+  void Apply(const SysTraceEvent& e, uint32_t cc_op_iid, DeviceTraceOutput* out);
   void OpenCopy(const SysTraceEvent& e, ThreadSpans* thread);
+  void Collective(const SysTraceEvent& e, uint32_t cc_op_iid, DeviceTraceOutput* out);
   void CloseSpan(const SysTraceEvent& e, ThreadSpans* thread, DeviceTraceOutput* out);
   uint64_t ToMonotonic(uint64_t realtime_ns) const;
   // The interned id of a fixed event name, interned once.
@@ -111,6 +124,7 @@ class DeviceTraceParser {
 
   static constexpr uint64_t kMaxSpanNs = 7ull * 24 * 3600 * 1000000000;  // the daemon's bounds
   static constexpr uint32_t kMaxNeuronCores = 4096;
+  static constexpr size_t kMaxCcOps = 64;  // distinct cc_op names kept; others are left out
 
   StringTable* const strings_;
   uint64_t generation_ = 0;
@@ -122,6 +136,7 @@ class DeviceTraceParser {
   // Per capture.
   std::map<uint32_t, uint64_t> next_local_id_;  // per core
   std::map<uint32_t, std::deque<OpenExec>> open_execs_;
+  std::map<uint32_t, std::vector<OpenCollective>> open_collectives_;  // per core
   std::map<uint64_t, ThreadSpans> threads_;
   // model_id -> name, when the runtime gives one, and its id once an execution used it (ids
   // for the life of the process: interned at first use, as each event's names are).
@@ -136,6 +151,11 @@ class DeviceTraceParser {
   std::vector<SysTraceEvent> pending_;
   std::vector<std::pair<size_t, std::string_view>> pending_names_;  // into the text, or:
   std::deque<std::string> decoded_names_;  // names the reader decoded from escapes
+  // The collectives' op names (cc_op: "all_reduce", ...) by text, interned at first use; and
+  // the one of each pending event that has one, by its index in pending_.
+  using CcOpIid = std::pair<const std::string, uint32_t>;  // iid 0: not interned yet
+  std::map<std::string, uint32_t, std::less<>> cc_op_iids_;
+  std::vector<std::pair<size_t, CcOpIid*>> pending_cc_ops_;
 };
 
 }  // namespace nrtprof::shim

@@ -269,6 +269,71 @@ TEST_F(DeviceTraceTest, TheTypesLeftOutOfTheCaptureDrawNothing) {
   EXPECT_TRUE(DeviceTraceParser::UsesType("tensor_write"));
 }
 
+// A collective's barrier (the rank waiting for the others) and running, as the simulator
+// writes them (sim/README.md, "Collectives"; the issue's public facts: the system trace's
+// cc_exec_barrier and cc_running carry the rank's worker_gid and the request's nrta_seq_id).
+// Two collectives on two queues of one core overlap: each stop closes its own request's span,
+// and a span's halves may come in two fetches.
+TEST_F(DeviceTraceTest, CollectivesBarrierAndRunningAreDeviceEventsOfTheirRequest) {
+  EXPECT_TRUE(DeviceTraceParser::UsesType("cc_exec_barrier"));
+  EXPECT_TRUE(DeviceTraceParser::UsesType("cc_running"));
+  const std::string a = R"(,"nrta_seq_id":9007199254740993)";  // queue 32, number 1
+  const std::string b = R"(,"nrta_seq_id":9288674231451649)";  // queue 33, number 1
+  const std::string head = R"({"nc_timestamp_ns":)";
+  const std::string rank = R"(,"op_id":1,"rank":3,"rank_n":4)";
+  ASSERT_TRUE(Parse(Doc({
+      Ev("timestamp_sync", "instant", 1, 3, 1, 7,
+         R"({"exec_id":0,"nc_timestamp_ns":1000,"cpu_timestamp_ns":)" +
+             std::to_string(Host(5000)) + "}",
+         1000),
+      Ev("cc_exec_barrier", "start", 2, 3, 2, 7, head + "2000" + rank + "}", 2000, a),
+      Ev("cc_exec_barrier", "start", 3, 3, 3, 8, head + "2500" + rank + "}", 2500, b),
+      Ev("cc_exec_barrier", "stop", 4, 3, 4, 8, head + "6000}", 6000, b),
+      Ev("cc_exec_barrier", "stop", 5, 3, 5, 7, head + "9000}", 9000, a),
+      Ev("cc_running", "start", 6, 3, 6, 7,
+         head + "9000" + rank +
+             R"(,"cc_op":"all_reduce","op":"add","dtype":"float32","size":4096,"algo":"ring"})",
+         9000, a),
+      Ev("cc_running", "stop", 7, 3, 7, 7, head + "9022}", 9022, a),
+      Ev("cc_running", "start", 8, 3, 8, 8,
+         head + "9100" + rank +
+             R"(,"cc_op":"all_gather","op":"add","dtype":"bfloat16","size":8192,"algo":"ring"})",
+         9100, b),
+  }))) << error_;
+  ASSERT_TRUE(Parse(Doc({Ev("cc_running", "stop", 9, 3, 9, 8, head + "9150}", 9150, b)})))
+      << error_;
+  EXPECT_EQ(out_.skipped, 0u);
+  EXPECT_EQ(out_.overwritten, 0u);
+  ASSERT_EQ(out_.events.size(), 4u);
+  struct Want {
+    std::string name;
+    uint64_t seq, start, duration, bytes;
+    std::string op;
+    uint32_t tid;
+  };
+  const std::vector<Want> want = {
+      {"cc_exec_barrier", 9288674231451649, 2500, 3500, 0, "", 8},
+      {"cc_exec_barrier", 9007199254740993, 2000, 7000, 0, "", 7},
+      {"cc_running", 9007199254740993, 9000, 22, 4096, "all_reduce", 7},
+      {"cc_running", 9288674231451649, 9100, 50, 8192, "all_gather", 8},
+  };
+  for (size_t i = 0; i < want.size(); ++i) {
+    const nrtprof::Event& e = out_.events[i];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(e.kind(), nrtprof::EVENT_DEVICE_EXEC);
+    EXPECT_EQ(Name(e), want[i].name);
+    EXPECT_EQ(e.nrta_seq(), want[i].seq);
+    EXPECT_FALSE(e.host_clock());  // the device's clock, mapped by the daemon
+    EXPECT_EQ(e.start_ns(), want[i].start);
+    EXPECT_EQ(e.duration_ns(), want[i].duration);
+    EXPECT_EQ(e.bytes(), want[i].bytes);
+    EXPECT_EQ(e.model_name_iid() == 0 ? "" : strings_.Get(e.model_name_iid()), want[i].op);
+    EXPECT_EQ(e.worker_gid(), 3);
+    EXPECT_EQ(e.nc_idx(), 3);
+    EXPECT_EQ(e.tid(), want[i].tid);
+  }
+}
+
 // [A] nc_local_id numbers a core's events one after another: a gap is events the ring
 // overwrote. Where a capture's numbering starts is not known, so its first event sets it.
 TEST_F(DeviceTraceTest, GapsInACoresLocalIdsAreOverwrittenEvents) {

@@ -17,7 +17,7 @@ enum class Member : uint8_t {
 enum class DataKey : uint8_t {
   kUnknown,
   kDeviceCoreIdx, kExecId, kNcTimestampNs, kModelId, kCpuTimestampNs, kTensorId, kSize,
-  kModelName,
+  kModelName, kCcOp,
   kKnownIgnored,  // known keys of the types read whose values the profiler does not use
 };
 
@@ -51,8 +51,14 @@ DataKey DataKeyOf(std::string_view key) {
   if (EqualsLiteral(key, "tensor_id")) return DataKey::kTensorId;
   if (EqualsLiteral(key, "size")) return DataKey::kSize;
   if (EqualsLiteral(key, "model_name")) return DataKey::kModelName;
+  if (EqualsLiteral(key, "cc_op")) return DataKey::kCcOp;
+  // The collectives' other members: the collective's number on its queue, the rank and the
+  // group's size (the event's worker_gid says the rank's core), the reduction, the type and
+  // the algorithm.
   if (EqualsLiteral(key, "mem_type") || EqualsLiteral(key, "mem_handle") || EqualsLiteral(key, "offset") ||
-      EqualsLiteral(key, "is_neuron_core_work")) {
+      EqualsLiteral(key, "is_neuron_core_work") || EqualsLiteral(key, "op_id") ||
+      EqualsLiteral(key, "rank") || EqualsLiteral(key, "rank_n") || EqualsLiteral(key, "op") ||
+      EqualsLiteral(key, "dtype") || EqualsLiteral(key, "algo")) {
     return DataKey::kKnownIgnored;
   }
   return DataKey::kUnknown;
@@ -70,8 +76,12 @@ SysTraceType TypeOf(std::string_view name) {
       if (EqualsLiteral(name, "tensor_write")) return SysTraceType::kTensorWrite;
       if (EqualsLiteral(name, "model_switch")) return SysTraceType::kModelSwitch;
       break;
+    case 10: if (EqualsLiteral(name, "cc_running")) return SysTraceType::kCcRunning; break;
     case 14: if (EqualsLiteral(name, "timestamp_sync")) return SysTraceType::kTimestampSync; break;
-    case 15: if (EqualsLiteral(name, "dmem_buf_copyin")) return SysTraceType::kDmemBufCopyin; break;
+    case 15:
+      if (EqualsLiteral(name, "dmem_buf_copyin")) return SysTraceType::kDmemBufCopyin;
+      if (EqualsLiteral(name, "cc_exec_barrier")) return SysTraceType::kCcExecBarrier;
+      break;
     case 16: if (EqualsLiteral(name, "dmem_buf_copyout")) return SysTraceType::kDmemBufCopyout; break;
   }
   return SysTraceType::kUnknown;
@@ -138,7 +148,7 @@ class TemplateCursor {
   bool Data(SysTraceEvent* e) {
     if (Literal("}")) return true;
     while (true) {
-      std::string_view key;
+      std::string_view key, ignored_text;
       uint64_t ignored = 0;
       if (!Literal("\"") || !PlainString(&key) || !Literal(":")) return false;
       bool ok = false;
@@ -155,8 +165,10 @@ class TemplateCursor {
         case DataKey::kTensorId: ok = Unsigned(&e->tensor_id); break;
         case DataKey::kSize: ok = e->has_size = Unsigned(&e->size); break;
         case DataKey::kModelName: ok = Literal("\"") && PlainString(&e->model_name); break;
+        case DataKey::kCcOp: ok = Literal("\"") && PlainString(&e->cc_op); break;
         case DataKey::kKnownIgnored:
-          ok = Literal("true") || Literal("false") || Unsigned(&ignored);
+          ok = Literal("true") || Literal("false") || Unsigned(&ignored) ||
+               (Literal("\"") && PlainString(&ignored_text));
           break;
         case DataKey::kUnknown: return false;  // counted by the general path
       }
@@ -375,6 +387,13 @@ class Reader : public JsonScanner {
             e->model_name = model_name_;
           }
           return true;
+        case DataKey::kCcOp:
+          if (Peek() != '"' || !String(&e->cc_op)) return Fail("data.cc_op is not a string");
+          if (InScratch(e->cc_op)) {
+            cc_op_.assign(e->cc_op);
+            e->cc_op = cc_op_;
+          }
+          return true;
         case DataKey::kKnownIgnored:
           return SkipValue(4);
         case DataKey::kUnknown:
@@ -387,7 +406,7 @@ class Reader : public JsonScanner {
 
   SysTraceReadStats* const stats_;
   const bool fast_path_;
-  std::string model_name_;
+  std::string model_name_, cc_op_;
   uint64_t pending_unknown_ = 0;
 };
 
@@ -428,6 +447,8 @@ const char* SysTraceTypeName(SysTraceType type) {
     case SysTraceType::kDmemBufCopyout: return "dmem_buf_copyout";
     case SysTraceType::kTimestampSync: return "timestamp_sync";
     case SysTraceType::kModelSwitch: return "model_switch";
+    case SysTraceType::kCcExecBarrier: return "cc_exec_barrier";
+    case SysTraceType::kCcRunning: return "cc_running";
     case SysTraceType::kUnknown: break;
   }
   return "unknown";

@@ -40,6 +40,8 @@ enum class SysTraceType : uint8_t {
   kDmemBufCopyout,  // "dmem_buf_copyout"
   kTimestampSync,   // "timestamp_sync"
   kModelSwitch,     // "model_switch" (known, not drawn)
+  kCcExecBarrier,   // "cc_exec_barrier": a collective waiting for the other ranks
+  kCcRunning,       // "cc_running": a collective's data movement and reduction
 };
 
 enum class SysTracePhase : uint8_t { kUnknown = 0, kStart, kStop, kInstant };
@@ -72,6 +74,7 @@ struct SysTraceEvent {
   uint64_t tensor_id = 0;
   uint64_t device_core_idx = 0;
   std::string_view model_name;  // a model_name data member, if the runtime sent one
+  std::string_view cc_op;       // collectives: the cc_op data member ("all_reduce"), if sent
 };
 
 struct SysTraceReadStats {

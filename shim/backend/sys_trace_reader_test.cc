@@ -26,7 +26,8 @@ std::string Describe(const SysTraceEvent& e) {
       " model=", e.has_model_id, "/", e.model_id, " nc_ts=", e.has_nc_timestamp_ns, "/",
       e.nc_timestamp_ns, " cpu_ts=", e.has_cpu_timestamp_ns, "/", e.cpu_timestamp_ns,
       " size=", e.has_size, "/", e.size, " tensor=", e.tensor_id, " core=", e.device_core_idx,
-      " name='", std::string(e.model_name), "'");
+      " name='", std::string(e.model_name), "'",
+      e.cc_op.empty() ? "" : absl::StrCat(" cc_op='", std::string(e.cc_op), "'"));
 }
 
 struct Reading {
@@ -213,6 +214,55 @@ TEST(SysTraceReaderTest, AsyncEventsWithTheirSequenceIdReadAlike) {
   }
   for (size_t at = 0; at < doc.size(); ++at) {
     for (char c : {'"', '\\', ' ', 'x', '0', '9', '-', '.', 'e', '}', ',', '\x01'}) {
+      if (doc[at] == c) continue;
+      std::string bad = doc;
+      bad[at] = c;
+      ASSERT_EQ(Fast(bad).Describe(), General(bad).Describe())
+          << "byte " << at << " ('" << doc[at] << "') made '" << c << "'";
+    }
+  }
+}
+
+// A collective's two spans on its rank's core, as the simulator writes them (sim/sys_trace.cc):
+// the barrier, then the running with the collective's op, reduction, type, size and algorithm
+// (strings among the data); worker_gid is the rank's global core.
+std::string CollectivesDocument() {
+  const auto seq = [](std::string event) {
+    event.insert(event.size() - 1, ",\"nrta_seq_id\":9007199254740993");
+    return event;
+  };
+  return Doc({
+      seq(Ev("cc_exec_barrier", "start", 1, "0",
+             "{\"nc_timestamp_ns\":1000,\"op_id\":1,\"rank\":2,\"rank_n\":4}", "1000", "2")),
+      seq(Ev("cc_exec_barrier", "stop", 2, "0", "{\"nc_timestamp_ns\":9000}", "9000", "2")),
+      seq(Ev("cc_running", "start", 3, "0",
+             "{\"nc_timestamp_ns\":9000,\"op_id\":1,\"rank\":2,\"rank_n\":4,"
+             "\"cc_op\":\"all_reduce\",\"op\":\"add\",\"dtype\":\"float32\",\"size\":4096,"
+             "\"algo\":\"ring\"}",
+             "9000", "2")),
+      seq(Ev("cc_running", "stop", 4, "0", "{\"nc_timestamp_ns\":9022}", "9022", "2")),
+  });
+}
+
+TEST(SysTraceReaderTest, CollectivesEventsReadWithTheirOpSizeAndRank) {
+  const std::string doc = CollectivesDocument();
+  const Reading fast = Fast(doc);
+  ASSERT_TRUE(fast.ok) << fast.error;
+  EXPECT_EQ(fast.Describe(), General(doc).Describe());
+  EXPECT_EQ(fast.stats.unknown_types, 0u);
+  EXPECT_EQ(fast.stats.unknown_members, 0u);
+  ASSERT_EQ(fast.events.size(), 4u);
+  EXPECT_EQ(fast.events[0].rfind("cc_exec_barrier phase=1 ", 0), 0u) << fast.events[0];
+  EXPECT_NE(fast.events[0].find(" worker=2 "), std::string::npos) << fast.events[0];
+  EXPECT_NE(fast.events[2].find(" seq=1/9007199254740993 "), std::string::npos);
+  EXPECT_NE(fast.events[2].find(" size=1/4096 "), std::string::npos) << fast.events[2];
+  EXPECT_NE(fast.events[2].find(" cc_op='all_reduce'"), std::string::npos) << fast.events[2];
+  for (size_t n = 0; n < doc.size(); ++n) {
+    const std::string_view prefix(doc.data(), n);
+    ASSERT_EQ(Fast(prefix).Describe(), General(prefix).Describe()) << "prefix of " << n;
+  }
+  for (size_t at = 0; at < doc.size(); ++at) {
+    for (char c : {'"', '\\', ' ', 'x', '0', '-', '}', ',', '\x01'}) {
       if (doc[at] == c) continue;
       std::string bad = doc;
       bad[at] = c;
