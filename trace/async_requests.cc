@@ -38,7 +38,11 @@ std::vector<AsyncRequest> AsyncRequests(const ProcessTrace& p) {
   for (const DeviceEvent& d : p.device) {
     last_ns = std::max(last_ns, EndOf(d.start_ns, d.duration_ns));
     if (d.nrta_seq == 0 || d.parent != 0) continue;
-    if (d.kind != DeviceEventKind::kExecution && d.kind != DeviceEventKind::kDma) continue;
+    // A collective's request retires when it has run (its barrier comes before).
+    if (d.kind != DeviceEventKind::kExecution && d.kind != DeviceEventKind::kDma &&
+        !(d.kind == DeviceEventKind::kCollective && d.name == kCcRunning)) {
+      continue;
+    }
     cores_of_xu[static_cast<uint32_t>(d.nrta_seq >> kNrtaQueueShift)].insert(d.nc_idx);
     const ApiCall* call = d.correlation_id != 0 ? calls.Find(d.correlation_id) : nullptr;
     if (call == nullptr || !with_work.insert(call).second) continue;  // one request, one work

@@ -247,6 +247,51 @@ TEST(CorrelatorTest, AsyncWorkFindsItsScheduleCallByItsSequenceNumber) {
   EXPECT_EQ(CallNamed(p, "nrta_execute_schedule", 0).nc_idx, 0);
 }
 
+// A collective's device events (the shim sends them as executions named as the runtime names
+// them) are the collective's, not executions: each goes to its nrta_cc_schedule call by its
+// sequence number, with the rank's worker_gid, and leaves the thread's nrt_execute its own.
+TEST(CorrelatorTest, ACollectivesBarrierAndRunningGoToItsScheduleCall) {
+  ProcessBuilder b;
+  constexpr uint64_t kCc = uint64_t{32} << 48;
+  b.Call(1, "nrt_execute", 0, 500 * kUs);
+  b.Exec(1, 100 * kUs, 300 * kUs, 1, "fwd");
+  IngestedEvent& schedule = b.Call(1, "nrta_cc_schedule", 600 * kUs, 5 * kUs);
+  schedule.nrta_seq = kCc | 1;
+  auto collective = [&](const char* name, uint64_t start, uint64_t dur, uint64_t id,
+                        const std::string& op) {
+    IngestedEvent& e = b.Exec(1, start, dur, id, op);
+    e.name_iid = b.Str(name);
+    e.nrta_seq = kCc | 1;
+    e.worker_gid = 6;
+    e.bytes = 4096;
+  };
+  collective("cc_exec_barrier", 606 * kUs, 20000 * kUs, 2, "");
+  collective("cc_running", 20606 * kUs, 22 * kUs, 3, "all_reduce");
+  const Trace t = Correlate("c1", {b.Build()}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  const ApiCall& cc = CallNamed(p, "nrta_cc_schedule", 0);
+  const ApiCall& exec = CallNamed(p, "nrt_execute", 0);
+  ASSERT_EQ(p.device.size(), 3u);
+  int collectives = 0;
+  for (const DeviceEvent& d : p.device) {
+    if (d.name == "nc_exec_running") {
+      EXPECT_EQ(d.kind, DeviceEventKind::kExecution);
+      EXPECT_EQ(d.correlation_id, exec.correlation_id);
+      EXPECT_EQ(d.worker_gid, -1);
+      continue;
+    }
+    ++collectives;
+    EXPECT_EQ(d.kind, DeviceEventKind::kCollective) << d.name;
+    EXPECT_EQ(d.correlation_id, cc.correlation_id) << d.name;
+    EXPECT_EQ(d.worker_gid, 6) << d.name;
+    EXPECT_EQ(d.bytes, 4096u) << d.name;
+    EXPECT_EQ(d.model_name, d.name == "cc_running" ? "all_reduce" : "") << d.name;
+  }
+  EXPECT_EQ(collectives, 2);
+  EXPECT_EQ(cc.nc_idx, 0);  // the core its collectives ran on
+  EXPECT_EQ(p.device_uncorrelated, 0u);
+}
+
 // The queues count from 1 again after nrt_close and nrt_init: a number seen twice in one
 // process goes to the latest of its calls that began before the work.
 TEST(CorrelatorTest, ASequenceNumberUsedAgainAfterARestartFindsItsOwnRound) {

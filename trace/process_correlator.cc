@@ -443,6 +443,13 @@ class ProcessCorrelator {
                : e->kind == nrtprof::EVENT_DEVICE_OP ? DeviceEventKind::kEngineOp
                                                      : DeviceEventKind::kDma;
       d.name = str_(e->name_iid);
+      // A collective's events come as executions named as the runtime names them (so that a
+      // daemon older than them draws them, and refuses no batch).
+      if (d.kind == DeviceEventKind::kExecution &&
+          (d.name == kCcExecBarrier || d.name == kCcRunning)) {
+        d.kind = DeviceEventKind::kCollective;
+        d.worker_gid = e->worker_gid;
+      }
       d.nc_idx = e->nc_idx < 0 ? 0 : e->nc_idx;
       d.start_ns = start;
       d.duration_ns = e->duration_ns;

@@ -30,11 +30,35 @@ constexpr char kStepRangePrefix[] = "ProfilerStep#";
 constexpr char kStepRow[] = "ProfilerStep*";
 
 bool CountsAsDeviceTime(const DeviceEvent& d) {
-  // Executions and host-initiated transfers; the ops and DMA inside an execution are already
-  // in its time, also the device profile's I/O DMA (named by exec_id) whose execution is not
-  // in the capture.
+  // Executions, host-initiated transfers and collectives running; the ops and DMA inside an
+  // execution are already in its time, also the device profile's I/O DMA (named by exec_id)
+  // whose execution is not in the capture. A collective's barrier is not: it is the rank
+  // waiting for the others (IsCollectiveWait).
   return d.parent == 0 && (d.kind == DeviceEventKind::kExecution ||
-                           (d.kind == DeviceEventKind::kDma && d.exec_id == 0));
+                           (d.kind == DeviceEventKind::kDma && d.exec_id == 0) ||
+                           (d.kind == DeviceEventKind::kCollective && d.name == kCcRunning));
+}
+
+bool IsCollectiveWait(const DeviceEvent& d) {
+  return d.parent == 0 && d.kind == DeviceEventKind::kCollective && d.name == kCcExecBarrier;
+}
+
+// "collective wait (AllReduce)" for the runtime's "all_reduce"; "collective wait" when the
+// capture does not say which collective.
+constexpr char kCollectiveWaitRow[] = "collective wait";
+std::string CollectiveWaitRow(absl::string_view cc_op) {
+  if (cc_op.empty()) return kCollectiveWaitRow;
+  std::string camel;
+  bool upper = true;
+  for (char c : cc_op) {
+    if (c == '_' || c == ' ' || c == '-') {
+      upper = true;
+      continue;
+    }
+    camel.push_back(upper && c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c);
+    upper = false;
+  }
+  return absl::StrCat(kCollectiveWaitRow, " (", camel, ")");
 }
 
 // The async API's executions of the process scheduled onto an empty queue: no earlier request
@@ -60,7 +84,10 @@ void AddDeviceBusy(const ProcessTrace& p, Summary* summary) {
   std::vector<std::tuple<int32_t, uint64_t, uint64_t>> work;  // core, start, end
   work.reserve(p.device.size());
   for (const DeviceEvent& d : p.device) {
-    if (d.parent == 0) work.emplace_back(d.nc_idx, d.start_ns, d.start_ns + d.duration_ns);
+    // A collective's barrier is the core's collectives engine waiting for the other ranks.
+    if (d.parent == 0 && !IsCollectiveWait(d)) {
+      work.emplace_back(d.nc_idx, d.start_ns, d.start_ns + d.duration_ns);
+    }
   }
   if (!std::is_sorted(work.begin(), work.end())) std::sort(work.begin(), work.end());
   for (size_t i = 0; i < work.size();) {
@@ -133,14 +160,40 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
 
   // An async request's wait in its queue, charged to the row its device time is.
   auto queue_wait = [](const DeviceEvent& d, const ApiCall& call, SummaryRow* row) {
-    if (d.nrta_seq == 0) return;
+    if (d.nrta_seq == 0 || d.kind == DeviceEventKind::kCollective) return;
     const uint64_t returned = call.start_ns + call.duration_ns;
     row->queue_wait_ns += d.start_ns > returned ? d.start_ns - returned : 0;
     ++row->queue_waits;
   };
+  // A collective's wait for the other ranks (its barrier) is a row of its own, by collective,
+  // never device time of the op that scheduled it nor of the ranges around it. The runtime
+  // names the collective on its running event; the barrier of the same request has it too.
+  absl::flat_hash_map<uint64_t, Name> cc_op_of_request;  // by nrta_seq
   for (const DeviceEvent& d : p.device) {
+    if (d.kind == DeviceEventKind::kCollective && d.nrta_seq != 0 && !d.model_name.empty()) {
+      cc_op_of_request.emplace(d.nrta_seq, d.model_name);
+    }
+  }
+  for (const DeviceEvent& d : p.device) {
+    if (IsCollectiveWait(d)) {
+      Name op = d.model_name;
+      if (auto it = cc_op_of_request.find(d.nrta_seq); op.empty() && it != cc_op_of_request.end()) {
+        op = it->second;
+      }
+      const std::string key = CollectiveWaitRow(op.empty() ? "" : op.str());
+      SummaryRow& wait = (*rows)[key];
+      wait.name = key;
+      ++wait.calls;
+      wait.self_device_ns += d.duration_ns;
+      wait.device_total_ns += d.duration_ns;
+      if (charged_to) charged_to(d, wait.name);
+      continue;
+    }
     if (!CountsAsDeviceTime(d)) continue;
-    if (d.nrta_seq != 0) ++summary->async_device_events;
+    // A collective's running is device time of the op that scheduled it; its time before is
+    // the barrier's (no queue wait of its own), and it is not in the async executions' lines.
+    const bool collective = d.kind == DeviceEventKind::kCollective;
+    if (d.nrta_seq != 0 && !collective) ++summary->async_device_events;
     const ApiCall* call = d.correlation_id != 0 ? calls.Find(d.correlation_id) : nullptr;
     if (call == nullptr) {
       ++summary->uncorrelated_device_events;
@@ -384,6 +437,18 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
   out += rule;
   absl::StrAppend(&out, "Self CPU time total: ", FormatDuration(s.self_cpu_total_ns), "\n");
   absl::StrAppend(&out, "Self NEURON time total: ", FormatDuration(s.self_device_total_ns), "\n");
+  // Of which the ranks' waiting for each other (every row, whatever --limit shows).
+  uint64_t wait_ns = 0, waits = 0;
+  for (const SummaryRow& r : s.rows) {
+    if (!absl::StartsWith(r.name, kCollectiveWaitRow)) continue;
+    wait_ns += r.self_device_ns;
+    waits += r.calls;
+  }
+  if (waits != 0) {
+    absl::StrAppend(&out, "Collective wait: ", FormatDuration(wait_ns), " of it (",
+                    Percent(wait_ns, s.self_device_total_ns), ") in ", waits,
+                    " collectives, the ranks waiting for each other: not compute\n");
+  }
   if (s.uncorrelated_device_events != 0) {
     absl::StrAppend(&out, "Uncorrelated NEURON time: ", FormatDuration(s.uncorrelated_device_ns),
                     " in ", s.uncorrelated_device_events, " device events (in no row)\n");

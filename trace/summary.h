@@ -15,6 +15,11 @@
 //   Queue wait avg   (captures with async work only) the average time the row's async device
 //                    work waited in its queue: from its schedule call's return to its start
 //
+// A collective's running (cc_running) is device time of the row that scheduled it; its wait
+// for the other ranks (cc_exec_barrier) is a row of its own, "collective wait (AllReduce)" (by
+// collective; its Self NEURON and NEURON total the waiting, # of Calls the barriers), in no
+// other row's time, and a line under the table says how much of the total it is.
+//
 // and the totals, the uncorrelated device time and the events dropped. Written by SummarySink
 // as summary.txt, summary.csv and summary.json; `nrtprof summary DIR` reads summary.json back
 // (ParseSummaryJson) to sort and print it again.

@@ -647,6 +647,61 @@ TEST(SummaryTest, AsyncWorkIsChargedToItsOpWithItsQueueWait) {
   EXPECT_EQ(FormatSummary(*back), FormatSummary(s));
 }
 
+// A rank's step: forward (an execution), then all_reduce scheduling the collective, which
+// waits 30 ms for the other ranks (its barrier) and runs 20 us. The wait is its own row by
+// collective, in no op's or range's device time; the running is all_reduce's device time.
+TEST(SummaryTest, CollectiveWaitIsItsOwnRowNeverTheOpsDeviceTime) {
+  TraceBuilder b(10);
+  constexpr uint64_t kCc = uint64_t{32} << 48;
+  const uint64_t step = b.Range("ProfilerStep#0", 0, 40000 * kUs);
+  const uint64_t forward = b.Range("forward", 0, 500 * kUs, step);
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 400 * kUs,
+           b.Call("nrt_execute", 10 * kUs, 450 * kUs, forward));
+  const uint64_t all_reduce = b.Range("all_reduce", 500 * kUs, 39000 * kUs, step);
+  const uint64_t cc = b.Call("nrta_cc_schedule", 510 * kUs, 10 * kUs, all_reduce);
+  b.process().calls.back().nrta_seq = kCc | 1;
+  auto collective = [&](const char* name, uint64_t start, uint64_t dur, const char* op) {
+    b.Device(DeviceEventKind::kCollective, name, dur, cc);
+    DeviceEvent& d = b.process().device.back();
+    d.start_ns = start;
+    d.nrta_seq = kCc | 1;
+    d.model_name = Name::Lasting(op);
+  };
+  collective(kCcExecBarrier, 520 * kUs, 30000 * kUs, "");  // the barrier does not say
+  collective(kCcRunning, 30520 * kUs, 20 * kUs, "all_reduce");
+  Trace t;
+  t.processes.push_back(std::move(b.process()));
+  const Summary s = ComputeSummary(t);
+  std::map<std::string, SummaryRow> rows = ByName(s);
+  ASSERT_TRUE(rows.count("collective wait (AllReduce)")) << FormatSummary(s);
+  const SummaryRow& wait = rows["collective wait (AllReduce)"];
+  EXPECT_EQ(wait.self_device_ns, 30000 * kUs);
+  EXPECT_EQ(wait.device_total_ns, 30000 * kUs);
+  EXPECT_EQ(wait.calls, 1u);
+  EXPECT_EQ(wait.self_cpu_ns, 0u);
+  EXPECT_EQ(rows["all_reduce"].self_device_ns, 20 * kUs);
+  EXPECT_EQ(rows["all_reduce"].device_total_ns, 20 * kUs);
+  EXPECT_EQ(rows["ProfilerStep*"].device_total_ns, 420 * kUs);  // forward and the running
+  EXPECT_EQ(rows["forward"].self_device_ns, 400 * kUs);
+  // Not async work of the table's kind (no queue wait column), not busy time of the core.
+  EXPECT_EQ(s.async_device_events, 0u);
+  EXPECT_EQ(rows["all_reduce"].queue_waits, 0u);
+  EXPECT_EQ(s.device_busy_ns, (std::map<int32_t, uint64_t>{{0, 420 * kUs}}));
+
+  const std::string text = FormatSummary(s);
+  const std::vector<std::string> lines = TableLines(text);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_TRUE(absl::StrContains(lines[3], "collective wait (AllReduce)")) << text;  // the most
+  EXPECT_TRUE(absl::StrContains(
+      text, "Collective wait: 30.000ms of it (98.62%) in 1 collectives, the ranks waiting for "
+            "each other: not compute\n"))
+      << text;
+  absl::StatusOr<Summary> back =
+      ParseSummaryJson(FormatSummary(s, SummarySortKey::kSelfDevice, SummaryFormat::kJson));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(FormatSummary(*back), text);
+}
+
 // A row without async work shows "-" (blank in the CSV) beside one with it.
 TEST(SummaryTest, RowsWithoutAsyncWorkHaveNoQueueWait) {
   Trace t = AsyncTrace();

@@ -22,7 +22,9 @@ namespace {
 
 namespace pb = perfetto::protos;
 
-enum class TrackKind { kProcess, kThread, kFramework, kRuntime, kCore, kExecutions, kDma, kOther };
+enum class TrackKind {
+  kProcess, kThread, kFramework, kRuntime, kCore, kExecutions, kDma, kCollectives, kOther
+};
 
 struct Track {
   TrackKind kind = TrackKind::kOther;
@@ -180,7 +182,8 @@ class Rebuilder {
                                                               : TrackKind::kOther;
     } else if (up == TrackKind::kCore) {
       // An async queue's lane ("compute queue (XU 1)") holds executions or transfers as the
-      // core's own lanes do; a counter ("requests in flight (XU 1)") is not a lane.
+      // core's own lanes do, a collectives queue's a collective's barrier and running slices;
+      // a counter ("requests in flight (XU 1)") is not a lane.
       auto is_queue = [&d](LaneKind kind) {
         return absl::StartsWith(d.name(), absl::StrCat(LaneKindName(kind), " (XU "));
       };
@@ -189,6 +192,7 @@ class Rebuilder {
                : d.has_counter()                               ? TrackKind::kOther
                : is_queue(LaneKind::kComputeQueue)             ? TrackKind::kExecutions
                : is_queue(LaneKind::kTensorOpQueue)            ? TrackKind::kDma
+               : is_queue(LaneKind::kCollectivesQueue)         ? TrackKind::kCollectives
                                                                : TrackKind::kOther;
     }
     tracks_[uuid] = std::move(t);
@@ -310,7 +314,8 @@ class Rebuilder {
         break;
       }
       case TrackKind::kExecutions:
-      case TrackKind::kDma: {
+      case TrackKind::kDma:
+      case TrackKind::kCollectives: {
         DeviceEvent& d = p.device.emplace_back();
         d.id = ++next_id_;
         d.name = p.names->Intern(*name);
@@ -329,7 +334,11 @@ class Rebuilder {
           const uint64_t moved = args->Uint("start_moved_ns");
           d.start_ns = moved <= ts ? ts - moved : 0;
         }
-        if (t.kind == TrackKind::kDma) {
+        if (t.kind == TrackKind::kCollectives) {
+          d.kind = DeviceEventKind::kCollective;
+          d.model_name = p.names->Intern(args->Str("collective"));
+          d.worker_gid = static_cast<int32_t>(args->Int("worker_gid", -1));
+        } else if (t.kind == TrackKind::kDma) {
           d.kind = DeviceEventKind::kDma;
         } else if (t.open.empty()) {
           d.kind = DeviceEventKind::kExecution;

@@ -80,6 +80,32 @@ TEST(TraceFromPerfettoTest, AsyncWorkComesBackFromItsQueuesTracks) {
             FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
 }
 
+// A collectives queue's track holds a collective's barrier and running: read back as the
+// collective's events with its name, size and rank's core, and the same table.
+TEST(TraceFromPerfettoTest, CollectivesComeBackFromTheirQueuesTracks) {
+  const Trace trace = CollectivesTrace();
+  const Trace back = RoundTrip(trace, "collectives_round_trip");
+  ASSERT_EQ(back.processes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const ProcessTrace& p = back.processes[i];
+    ASSERT_EQ(p.device.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      const DeviceEvent& d = p.device[k];
+      const DeviceEvent& was = trace.processes[i].device[k];
+      EXPECT_EQ(d.kind, DeviceEventKind::kCollective);
+      EXPECT_EQ(d.name, was.name.str());
+      EXPECT_EQ(d.start_ns, was.start_ns);
+      EXPECT_EQ(d.duration_ns, was.duration_ns);
+      EXPECT_EQ(d.model_name, was.model_name.str());
+      EXPECT_EQ(d.worker_gid, was.worker_gid);
+      EXPECT_EQ(d.bytes, 4096u);
+      EXPECT_EQ(d.nrta_seq, was.nrta_seq);
+      EXPECT_EQ(d.correlation_id, p.calls[0].correlation_id);
+    }
+  }
+  EXPECT_EQ(FormatSummary(ComputeSummary(back)), FormatSummary(ComputeSummary(trace)));
+}
+
 TEST(TraceFromPerfettoTest, ProcessesThreadsAndLanesComeBack) {
   const Trace back = RoundTrip(SmallTrace(), "lanes_round_trip");
   EXPECT_EQ(back.capture_id, "cap-42");
@@ -134,6 +160,9 @@ TEST(TraceFromPerfettoTest, ProcessesThreadsAndLanesComeBack) {
         ++dma;
         EXPECT_EQ(d.parent, 0u);  // host-initiated: the tensor write's
         EXPECT_EQ(d.bytes, 4096u);
+        break;
+      case DeviceEventKind::kCollective:
+        ADD_FAILURE() << "no collective in this trace: " << d.name.str();
         break;
     }
   }

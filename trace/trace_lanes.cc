@@ -75,7 +75,8 @@ void CallArgs(const ApiCall& c, std::vector<SliceArg>* args, std::string* text) 
   }
 }
 
-// Work inside an execution (parent != 0) shares the execution's model, correlation id and
+// A collective's events (barrier, running) say the collective, its bytes and worker_gid instead
+// of a model and exec_id. Work inside an execution (parent != 0) shares the execution's model, correlation id and
 // submitting thread: those are on the execution's slice only. An engine op is drawn inside its
 // execution, so its exec_id is left out too; a DMA sits on another track and keeps its exec_id
 // to say which execution it served. An async request's work says its nrta_seq and, when its
@@ -84,8 +85,15 @@ void CallArgs(const ApiCall& c, std::vector<SliceArg>* args, std::string* text) 
 void DeviceArgs(const DeviceEvent& e, const ApiCall* scheduled_by, std::vector<SliceArg>* args) {
   const bool child = e.parent != 0;
   const bool dma = e.kind == DeviceEventKind::kDma;
-  if (!child && !e.model_name.empty()) args->push_back(StringArg("model", e.model_name));
-  if (dma ? e.exec_id != 0 : !child) args->push_back(UintArg("exec_id", e.exec_id));
+  if (e.kind == DeviceEventKind::kCollective) {
+    // A collective's barrier or running: which collective, its size, the rank's core.
+    if (!e.model_name.empty()) args->push_back(StringArg("collective", e.model_name));
+    args->push_back(UintArg("bytes", e.bytes));
+    args->push_back(IntArg("worker_gid", e.worker_gid));
+  } else {
+    if (!child && !e.model_name.empty()) args->push_back(StringArg("model", e.model_name));
+    if (dma ? e.exec_id != 0 : !child) args->push_back(UintArg("exec_id", e.exec_id));
+  }
   if (!e.engine.empty()) args->push_back(StringArg("engine", e.engine));
   if (dma) args->push_back(UintArg("bytes", e.bytes));
   if (!e.tensor_name.empty()) args->push_back(StringArg("tensor", e.tensor_name));
@@ -97,7 +105,9 @@ void DeviceArgs(const DeviceEvent& e, const ApiCall* scheduled_by, std::vector<S
   }
   if (!child && e.nrta_seq != 0) {
     args->push_back(UintArg("nrta_seq", e.nrta_seq));
-    if (scheduled_by != nullptr) {
+    // A collective's running waited in its barrier, the slice before it: no queue wait.
+    if (scheduled_by != nullptr &&
+        !(e.kind == DeviceEventKind::kCollective && e.name == kCcRunning)) {
       const uint64_t returned = EndOf(scheduled_by->start_ns, scheduled_by->duration_ns);
       args->push_back(UintArg("queue_wait_ns", e.start_ns > returned ? e.start_ns - returned : 0));
     }
@@ -159,11 +169,12 @@ void NoteStart(const Lane& lane, ProcessLanes* process) {
 // The hardware end of a correlation: its executions and the transfers it started. A DMA inside
 // an execution (moving the model's inputs and outputs) belongs to the execution, not the call.
 bool IsDeviceFlowStep(const DeviceEvent& e) {
-  return e.kind == DeviceEventKind::kExecution ||
+  return e.kind == DeviceEventKind::kExecution || e.kind == DeviceEventKind::kCollective ||
          (e.kind == DeviceEventKind::kDma && e.parent == 0);
 }
 
-// Flows: one per correlation id, range -> call -> executions/transfers, in time order.
+// Flows: one per correlation id, range -> call -> executions/transfers/a collective's barrier
+// and running, in time order.
 void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slice,
               const CaptureVector<LaneSlice*>& call_slice,
               const CaptureVector<LaneSlice*>& device_slice, uint64_t* next_flow_id) {
@@ -214,8 +225,9 @@ void AddFlows(const ProcessTrace& p, const CaptureVector<LaneSlice*>& range_slic
 
 // Each device event's queue lane, for async work: an index into `keys`, or -1 (synchronous
 // work, on its core's executions or DMA lane). An execution or transfer of a request is on its
-// queue's lane (nrta_seq >> 48) of its core: compute for executions, tensor-op for transfers;
-// the ops inside an async execution go with it.
+// queue's lane (nrta_seq >> 48) of its core: compute for executions, tensor-op for transfers,
+// collectives for a collective's barrier and running; the ops inside an async execution go
+// with it.
 struct QueueLaneKey {
   int32_t nc_idx;
   uint32_t xu;
@@ -248,8 +260,9 @@ std::vector<int32_t> QueueLanesOf(const ProcessTrace& p, std::map<QueueLaneKey, 
     }
     if (seq == 0) continue;
     const QueueLaneKey key{e.nc_idx, static_cast<uint32_t>(seq >> kNrtaQueueShift),
-                           e.kind == DeviceEventKind::kDma ? LaneKind::kTensorOpQueue
-                                                           : LaneKind::kComputeQueue};
+                           e.kind == DeviceEventKind::kDma          ? LaneKind::kTensorOpQueue
+                           : e.kind == DeviceEventKind::kCollective ? LaneKind::kCollectivesQueue
+                                                                    : LaneKind::kComputeQueue};
     lane_of[i] = static_cast<int32_t>(keys->try_emplace(key, keys->size()).first->second);
   }
   return lane_of;
@@ -429,12 +442,15 @@ const char* LaneKindName(LaneKind kind) {
       return "compute queue";
     case LaneKind::kTensorOpQueue:
       return "tensor-op queue";
+    case LaneKind::kCollectivesQueue:
+      return "collectives queue";
   }
   return "?";
 }
 
 std::string LaneName(const Lane& lane) {
-  if (lane.kind != LaneKind::kComputeQueue && lane.kind != LaneKind::kTensorOpQueue) {
+  if (lane.kind != LaneKind::kComputeQueue && lane.kind != LaneKind::kTensorOpQueue &&
+      lane.kind != LaneKind::kCollectivesQueue) {
     return LaneKindName(lane.kind);
   }
   return absl::StrCat(LaneKindName(lane.kind), " (XU ", lane.xu, ")");

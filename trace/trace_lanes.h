@@ -26,10 +26,12 @@
 
 namespace nrtprof::daemon {
 
-enum class LaneKind { kFramework, kRuntime, kExecutions, kDma, kComputeQueue, kTensorOpQueue };
+enum class LaneKind {
+  kFramework, kRuntime, kExecutions, kDma, kComputeQueue, kTensorOpQueue, kCollectivesQueue
+};
 
-// "framework", "runtime", "executions", "DMA", "compute queue", "tensor-op queue": the lane's
-// track name (a queue's with its XU id: LaneName).
+// "framework", "runtime", "executions", "DMA", "compute queue", "tensor-op queue",
+// "collectives queue": the lane's track name (a queue's with its XU id: LaneName).
 const char* LaneKindName(LaneKind kind);
 
 // One argument of a slice (a debug annotation in Perfetto, an "args" entry in JSON). A string
@@ -69,7 +71,7 @@ void SliceArgs(const LaneSlice& slice, std::vector<SliceArg>* args, std::string*
 
 struct Lane {
   LaneKind kind = LaneKind::kRuntime;
-  uint32_t xu = 0;  // a queue's lane (kComputeQueue, kTensorOpQueue): its XU id, nrta_seq >> 48
+  uint32_t xu = 0;  // a queue's lane (k*Queue): its XU id, nrta_seq >> 48
   // In begin order: start times never decrease, and a slice that begins inside another (see
   // NestIntervals) ends inside it too, so the slices form a proper tree.
   CaptureVector<LaneSlice> slices;
@@ -105,8 +107,9 @@ struct CoreLanes {
   Lane executions;  // nc_exec_running with its engine ops nested inside
   Lane dma;         // DMA transfers
   // Async work (DeviceEvent::nrta_seq != 0), a lane per execution unit's queue: executions
-  // and their ops on a compute queue's lane, transfers on a tensor-op queue's; by (XU id,
-  // kind). Synchronous work stays on `executions` and `dma`.
+  // and their ops on a compute queue's lane, transfers on a tensor-op queue's, a collective's
+  // barrier and running (one after the other) on a collectives queue's; by (XU id, kind).
+  // Synchronous work stays on `executions` and `dma`.
   std::vector<Lane> queues;
   std::vector<QueueCounter> in_flight;  // by XU id: each queue's requests in flight
 };

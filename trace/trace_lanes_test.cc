@@ -382,6 +382,48 @@ TEST(BuildLanesTest, AsyncFlowsRunFromTheOpThroughTheScheduleCallToItsWork) {
   EXPECT_EQ(p.cores[0].queues[1].slices[0].terminating_flow_ids, calls[0].flow_ids);
 }
 
+// A collective's barrier and running are two slices, one after the other, on the collectives
+// queue's lane of the rank's core, reached from the op by one flow through the schedule call;
+// its request is in flight until the running ends.
+TEST(BuildLanesTest, ACollectivesBarrierAndRunningAreOnItsCollectivesQueue) {
+  const Trace t = CollectivesTrace();
+  const TraceLanes lanes = BuildLanes(t);
+  ASSERT_EQ(lanes.processes.size(), 2u);
+  for (const ProcessLanes& p : lanes.processes) {
+    SCOPED_TRACE(p.process->pid);
+    ASSERT_EQ(p.cores.size(), 1u);
+    const CoreLanes& core = p.cores[0];
+    EXPECT_TRUE(core.executions.slices.empty());
+    ASSERT_EQ(core.queues.size(), 1u);
+    const Lane& queue = core.queues[0];
+    EXPECT_EQ(LaneName(queue), "collectives queue (XU 32)");
+    ASSERT_EQ(queue.slices.size(), 2u);
+    EXPECT_EQ(queue.slices[0].name.view(), "cc_exec_barrier");
+    EXPECT_EQ(queue.slices[1].name.view(), "cc_running");
+    EXPECT_EQ(queue.slices[0].end_ns, queue.slices[1].start_ns);
+    const auto& call = p.threads[0].runtime.slices[0];
+    ASSERT_EQ(call.flow_ids.size(), 1u);
+    EXPECT_EQ(queue.slices[0].flow_ids, call.flow_ids);
+    EXPECT_EQ(queue.slices[1].terminating_flow_ids, call.flow_ids);
+    std::vector<SliceArg> args;
+    std::string text;
+    SliceArgs(queue.slices[1], &args, &text);
+    std::map<std::string, std::string> shown;
+    for (const SliceArg& a : args) {
+      shown[a.name] = a.type == SliceArg::Type::kString ? std::string(a.string_value)
+                      : a.type == SliceArg::Type::kUint ? std::to_string(a.uint_value)
+                                                        : std::to_string(a.int_value);
+    }
+    EXPECT_EQ(shown["collective"], "all_reduce");
+    EXPECT_EQ(shown["bytes"], "4096");
+    EXPECT_EQ(shown["worker_gid"], std::to_string(p.process->pid - 301));
+    EXPECT_EQ(shown.count("queue_wait_ns"), 0u);  // it waited in the barrier
+    ASSERT_EQ(core.in_flight.size(), 1u);
+    EXPECT_EQ(core.in_flight[0].points.back().ts, 21030'000u);
+    EXPECT_EQ(core.in_flight[0].points.back().value, 0);
+  }
+}
+
 // Requests in flight per queue: +1 as each schedule call returns, -1 as its work ends; the
 // schedule whose work is not in the capture is retired at the capture's end.
 TEST(BuildLanesTest, InFlightCounterRisesToTheQueueDepthAndReturnsToZero) {

@@ -53,7 +53,12 @@ struct ApiCall {
   std::vector<std::string> stack;  // call site, innermost first (NRTPROF_STACKS), symbolized
 };
 
-enum class DeviceEventKind { kExecution, kEngineOp, kDma };
+// kCollective: a collective's work on its NeuronCore's collectives XU, as the runtime's system
+// trace has it, two events per collective and rank: "cc_exec_barrier" (the rank waiting for the
+// others) and then "cc_running" (the data movement and reduction).
+enum class DeviceEventKind { kExecution, kEngineOp, kDma, kCollective };
+inline constexpr char kCcExecBarrier[] = "cc_exec_barrier";
+inline constexpr char kCcRunning[] = "cc_running";
 
 // Hardware lane: work on a NeuronCore.
 struct DeviceEvent {
@@ -65,12 +70,15 @@ struct DeviceEvent {
   uint64_t duration_ns = 0;
   uint64_t parent = 0;          // enclosing execution's DeviceEvent id, or 0
   uint64_t correlation_id = 0;  // the ApiCall that caused it, or 0 if uncorrelated
-  Name model_name;              // executions and ops
+  Name model_name;              // executions and ops; collectives: the collective, "all_reduce"
   Name engine;                  // ops: "tensor", "vector", "scalar", "gpsimd"
   uint64_t exec_id = 0;
-  uint64_t bytes = 0;           // DMA
+  uint64_t bytes = 0;           // DMA; collectives: the size
   Name tensor_name;             // DMA
   uint32_t submitting_tid = 0;
+  // Collectives: the rank's global NeuronCore id (the runtime's worker_gid); -1 for other work.
+  // (model_name holds the collective, "all_reduce", when the runtime says; bytes its size.)
+  int32_t worker_gid = -1;
   // Work of an async request: its nrta_seq_t (the high 16 bits name the execution unit's
   // queue), by which it is matched to its schedule call; 0 for synchronous work.
   uint64_t nrta_seq = 0;

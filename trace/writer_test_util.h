@@ -197,6 +197,56 @@ inline Trace AsyncTrace() {
   return t;
 }
 
+// Two ranks (pids 301, 302; worker_gid 0 and 1, each on its NeuronCore 0) of a job, one
+// all-reduce each, scheduled on the collectives XU 32 inside an "all_reduce" range: rank 0
+// schedules at 1000 us and waits in its barrier [1010, 21010) for rank 1, which schedules at
+// 21000 us (barrier [21005, 21010)); both run [21010, 21030). The running event names the
+// collective, the barrier does not (as the simulator's).
+inline Trace CollectivesTrace() {
+  constexpr uint64_t kUs = 1000;
+  Trace t;
+  t.capture_id = "cap-collectives";
+  for (int rank = 0; rank < 2; ++rank) {
+    ProcessTrace p;
+    p.pid = 301 + rank;
+    p.executable = "/usr/bin/cc_job";
+    const uint32_t tid = p.pid;
+    const uint64_t arrival = rank == 0 ? 1000 : 21000;
+    p.ranges.push_back({1, "all_reduce", tid, arrival * kUs, 21040 * kUs - arrival * kUs, 0, 0});
+    ApiCall& c = p.calls.emplace_back();
+    c.correlation_id = 10;
+    c.name = Name::Lasting("nrta_cc_schedule");
+    c.function = nrtprof::API_NRTA_CC_SCHEDULE;
+    c.tid = tid;
+    c.start_ns = arrival * kUs;
+    c.duration_ns = 5 * kUs;
+    c.nc_idx = 0;
+    c.nrta_seq = NrtaSeq(32, 1);
+    c.range = 1;
+    auto device = [&](uint64_t id, const char* name, uint64_t start, uint64_t end,
+                      const char* op) {
+      DeviceEvent& d = p.device.emplace_back();
+      d.id = id;
+      d.kind = DeviceEventKind::kCollective;
+      d.name = Name::Lasting(name);
+      d.start_ns = start * kUs;
+      d.duration_ns = (end - start) * kUs;
+      d.correlation_id = 10;
+      d.submitting_tid = tid;
+      d.nrta_seq = NrtaSeq(32, 1);
+      d.worker_gid = rank;
+      d.bytes = 4096;
+      d.model_name = Name::Lasting(op);
+    };
+    device(20, kCcExecBarrier, rank == 0 ? 1010 : 21005, 21010, "");
+    device(21, kCcRunning, 21010, 21030, "all_reduce");
+    t.processes.push_back(std::move(p));
+  }
+  t.start_ns = 1000 * kUs;
+  t.end_ns = 21040 * kUs;
+  return t;
+}
+
 }  // namespace nrtprof::daemon
 
 #endif  // NRTPROF_TRACE_WRITER_TEST_UTIL_H_
