@@ -1,9 +1,13 @@
 // Issue 40 end to end: examples/cc_job (4 rank processes all-reducing their gradients each
 // step) under `nrtprof run` with a daemon of the test's own, then `nrtprof collectives` on the
 // capture, asserting what a user reads: the slow rank named, last in every step, with its cause
-// (host or device); no rank last in every step when none is slow; a rank killed mid-job makes
-// the others fail and the job exit non-zero, and the capture still says which rank is missing;
-// one error line for a folder that is no capture, or a capture without collectives.
+// (host or device); the collectives' device events in the trace, each rank's barrier and
+// running on its core's collectives queue track, and the summary's collective wait row (the
+// slow rank waits little, the others about the stall); no rank last in every step when none is
+// slow; a rank killed mid-job makes the others fail and the job exit non-zero, and the capture
+// still says which rank is missing; one error line for a folder that is no capture, or a
+// capture without collectives.
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -14,6 +18,9 @@
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
+#include "trace/perfetto_trace_reader.h"
+#include "trace/summary.h"
+#include "trace/trace_from_pftrace.h"
 
 namespace nrtprof {
 namespace {
@@ -88,6 +95,60 @@ TEST_F(CollectivesE2eTest, TheSlowRankIsNamedLastInEveryStepWithItsHostCause) {
   EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 2 (")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "last in 5 of 5 collectives")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
+
+  // The trace: every rank's 5 barriers and 5 runnings, on its collectives queue's track (the
+  // reader makes collectives of that track's slices only), each from its nrta_cc_schedule.
+  absl::StatusOr<daemon::ReadTrace> read =
+      daemon::ReadPerfettoTrace(testing::ReadFile(out + "/trace.pftrace"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  absl::StatusOr<daemon::Trace> trace = daemon::TraceFromPerfetto(*read);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::map<std::string, uint64_t> wait_of_rank;  // "--rank N" -> its collective wait
+  for (const daemon::ProcessTrace& p : trace->processes) {
+    const auto flag = std::find(p.command_line.begin(), p.command_line.end(), "--rank");
+    if (flag == p.command_line.end() || flag + 1 == p.command_line.end()) continue;  // launcher
+    const std::string rank = *(flag + 1);
+    SCOPED_TRACE("rank " + rank);
+    std::map<uint64_t, const daemon::ApiCall*> schedule;
+    for (const daemon::ApiCall& call : p.calls) {
+      if (call.name == "nrta_cc_schedule") schedule[call.correlation_id] = &call;
+    }
+    int barriers = 0, runnings = 0;
+    for (const daemon::DeviceEvent& d : p.device) {
+      if (d.kind != daemon::DeviceEventKind::kCollective) continue;
+      barriers += d.name == "cc_exec_barrier";
+      runnings += d.name == "cc_running";
+      EXPECT_EQ(schedule.count(d.correlation_id), 1u) << d.name.str();
+      if (d.name == "cc_running") {
+        EXPECT_EQ(d.model_name, "all_reduce");
+      }
+    }
+    EXPECT_EQ(barriers, 5);
+    EXPECT_EQ(runnings, 5);
+    const daemon::Summary summary = daemon::ComputeProcessSummary(p);
+    for (const daemon::SummaryRow& row : summary.rows) {
+      if (row.name == "collective wait (AllReduce)") wait_of_rank[rank] = row.self_device_ns;
+    }
+  }
+  ASSERT_EQ(wait_of_rank.size(), 4u);
+  // The others wait out rank 2's stall each step (20 ms x 5 steps); rank 2 finds them there.
+  for (const auto& [rank, wait] : wait_of_rank) {
+    if (rank == "2") continue;
+    EXPECT_GT(wait, 4 * wait_of_rank["2"]) << "rank " << rank;
+    EXPECT_GT(wait, 5 * 20'000'000ull / 2) << "rank " << rank;
+  }
+  EXPECT_LT(wait_of_rank["2"], 20'000'000ull) << "less than one stall";
+
+  // The table: the wait is a row of its own, said under the table, not the all-reduce's time.
+  const Result summary = RunProcess({Runfile("client/nrtprof"), "summary", out}, JobEnv());
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  // Sorted by Self NEURON, the ranks' waiting comes above the all-reduce's own work.
+  const size_t wait_row = summary.out.find("collective wait (AllReduce)");
+  ASSERT_NE(wait_row, std::string::npos) << summary.out;
+  EXPECT_LT(wait_row, summary.out.find(" all_reduce ")) << summary.out;
+  EXPECT_TRUE(absl::StrContains(summary.out, "\nCollective wait: ")) << summary.out;
+  EXPECT_TRUE(absl::StrContains(summary.out, " in 20 collectives, the ranks waiting for each other"))
+      << summary.out;
 }
 
 TEST_F(CollectivesE2eTest, ADeviceCauseIsNamedAsTheDevicesWork) {
