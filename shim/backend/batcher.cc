@@ -164,7 +164,10 @@ void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
   if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
   AppendEncodedEvent(event, open_.mutable_events_encoded());
   open_lanes_.Add(event.kind());
-  if (open_lanes_.total() >= batch_events_) Seal();
+  if (open_lanes_.total() >= batch_events_ ||
+      open_.events_encoded().size() >= options_.batch_bytes) {
+    Seal();
+  }
 }
 
 void Batcher::AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns) {

@@ -2,7 +2,7 @@
 //
 // Collecting: events and clock syncs go into the open batch (each event encoded at once into
 // EventBatch.events_encoded: its bytes are all the batch keeps of it), which is sealed when it
-// holds `batch_events` events or is `batch_age_ns` old; while only a standing daemon's flight
+// holds `batch_events` events or `batch_bytes` bytes of them, or is `batch_age_ns` old; while only a standing daemon's flight
 // recorder records (SetRecorderOnly), `recorder_batch_events` or `recorder_batch_age_ns`
 // instead: fewer, larger batches, so the stream and the daemon wake less often. Each loaded
 // model gets a batch of its own (it may be large). Sealed batches wait, bounded: past
@@ -69,6 +69,9 @@ class Batcher {
   struct Options {
     size_t batch_events = 4096;
     uint64_t batch_age_ns = 100'000'000;
+    // Whatever the count, a batch is sealed once its encoded events take this many bytes (the
+    // flusher makes it a quarter of a lossless spool, so that a small spool still holds some).
+    size_t batch_bytes = 256u << 10;
     size_t recorder_batch_events = 8192;
     uint64_t recorder_batch_age_ns = 500'000'000;  // NRTPROF_RECORDER_BATCH_MS
     size_t max_pending_events = 1 << 18;

@@ -147,6 +147,27 @@ class BatcherTest : public BatchingTest {
   }
 };
 
+TEST_F(BatcherTest, ABatchIsSealedAtItsByteBoundWhateverItsCount) {
+  // A lossless spool of 64 KiB must still hold whole batches: their bytes are bounded too.
+  Batcher::Options o;
+  o.batch_events = 1'000'000;
+  o.batch_bytes = 200;
+  Batcher b(o, &strings_, &stacks_);
+  size_t added = 0;
+  while (b.ready_batches() == 0 && added < 1000) {
+    Add(&b, ApiRecord(kNrtExecute, added + 1));
+    ++added;
+  }
+  ASSERT_EQ(b.ready_batches(), 1u) << added << " events never filled 200 bytes";
+  EXPECT_GT(added, 1u);
+  StreamInterning stream;
+  LaneCounts n;
+  const nrtprof::EventBatch first = b.TakeNext(&stream, nrtprof::DropCounters(), false, &n);
+  EXPECT_GE(first.events_encoded().size(), 200u);
+  EXPECT_EQ(n.total(), added);
+  EXPECT_EQ(Decoded(first).events_size(), static_cast<int>(added));
+}
+
 TEST_F(BatcherTest, BatchesSealWhenFullOrOld) {
   Batcher b(SmallBatches(), &strings_, &stacks_);
   for (int i = 1; i <= 4; ++i) Add(&b, ApiRecord(kNrtExecute, i), /*now=*/0);

@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,6 +144,11 @@ uint64_t CountEvents(const std::string& json) {
 Batcher::Options BatcherOptions(const Config& config) {
   Batcher::Options options;
   options.recorder_batch_age_ns = uint64_t{config.recorder_batch_ms} * 1'000'000;
+  if (config.requested_mode == ShimMode::kLossless) {
+    // Every batch goes through the spool: a batch larger than the spool would be lost whole.
+    options.batch_bytes =
+        std::max<size_t>(4096, std::min<uint64_t>(options.batch_bytes, config.spool_max_bytes / 4));
+  }
   return options;
 }
 
@@ -289,7 +296,7 @@ void Flusher::FinalFlush(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(final_mu_);
   final_requested_ = true;
   final_deadline_ = deadline;
-  final_cv_.notify_all();
+  WakeSelf();
   // A little past the deadline: the flusher closes the stream within it.
   final_cv_.wait_until(lock, deadline + std::chrono::milliseconds(100),
                        [this] { return final_done_; });
@@ -349,12 +356,30 @@ void Flusher::Run() {
         wait_ns = 1'000'000;
       }
     }
-    std::unique_lock<std::mutex> lock(final_mu_);
-    final_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), [this] {
-      return final_requested_ || flush_wanted_ != flush_taken_ || record_wanted_;
-    });
+    // Until the next tick, unless woken first: by a request (WakeSelf, under final_mu_) or by a
+    // program thread whose ring is half full (the core's WakeFlusher). The word is read before
+    // the requests are looked at, so a wake between the two ends the wait at once.
+    const uint32_t seen = core_->flusher_wake.load(std::memory_order_acquire);
+    bool pending = false;
+    {
+      std::lock_guard<std::mutex> lock(final_mu_);
+      pending = final_requested_ || flush_wanted_ != flush_taken_ || record_wanted_;
+    }
+    if (!pending) {
+      timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000),
+                       static_cast<long>(wait_ns % 1'000'000'000)};
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&core_->flusher_wake), FUTEX_WAIT_PRIVATE,
+              seen, &timeout, nullptr, 0);
+    }
+    std::lock_guard<std::mutex> lock(final_mu_);
     record_wanted_ = false;
   }
+}
+
+void Flusher::WakeSelf() {
+  core_->flusher_wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&core_->flusher_wake), FUTEX_WAKE_PRIVATE, 1,
+          nullptr, nullptr, 0);
 }
 
 nrtprof::Hello Flusher::Hello() {
@@ -662,7 +687,7 @@ void Flusher::OnControl(const nrtprof::CaptureControl& control) {
   if (control.flush() != 0) {
     std::lock_guard<std::mutex> lock(final_mu_);
     flush_wanted_ = std::max(flush_wanted_, control.flush());
-    final_cv_.notify_all();
+    WakeSelf();
   }
   // With NRTPROF_CAPTURE the process records from its start, whatever the daemon says.
   if (core_->config.capture_id[0] != '\0') return;
@@ -676,7 +701,7 @@ void Flusher::OnControl(const nrtprof::CaptureControl& control) {
     // The thread starts the system trace, then the recording (Tick).
     std::lock_guard<std::mutex> lock(final_mu_);
     record_wanted_ = true;
-    final_cv_.notify_all();
+    WakeSelf();
   }
 }
 

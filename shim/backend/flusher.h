@@ -98,6 +98,8 @@ class Flusher final : private ShippingHost {
   // said once on stderr.
   void CountNoMemory(const LaneCounts& lost);
   void OnDocument(uint64_t generation, std::string json);
+  // Ends the flusher thread's wait between ticks (CoreState::flusher_wake).
+  void WakeSelf();
   void ParseDocuments(uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
   // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots), and

@@ -1,6 +1,8 @@
 #include "shim/preload/core.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <linux/futex.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim/preload/address_space.h"
@@ -461,6 +464,14 @@ void CaptureStack(Record* record, uint32_t depth) {
   uint32_t kept = 0;
   for (; i < n && kept < depth; ++i) record->frames()[kept++] = reinterpret_cast<uintptr_t>(frames[i]);
   record->stack_depth = static_cast<uint8_t>(kept);
+}
+
+void WakeFlusher() {
+  const int saved_errno = errno;
+  g_core.flusher_wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_core.flusher_wake), FUTEX_WAKE_PRIVATE, 1,
+          nullptr, nullptr, 0);
+  errno = saved_errno;
 }
 
 }  // namespace nrtprof::shim::core

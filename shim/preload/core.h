@@ -176,6 +176,10 @@ inline uint64_t Ticks() { return ReadTicks(g_core.tick_source); }
 // exit and hands the record for the call's fields, Commit() publishes it. The guard is held
 // for the object's life so that the runtime's own calls to exported functions nest.
 // `name_room`: bytes of a name the call will store (NameRoom of the name argument), 0 if none.
+// Half a thread's ring was written since the last wake: the flusher drains now rather than at
+// its next tick (CoreState::flusher_wake). Keeps errno.
+void WakeFlusher() NRTPROF_HIDDEN;
+
 class ApiCall {
  public:
   explicit ApiCall(ApiFunction f, uint32_t name_room = 0) {
@@ -219,7 +223,7 @@ class ApiCall {
     r->status = status;
     // The slots the record really used: its frames and its name.
     r->slots = static_cast<uint8_t>(RecordSlots(r->stack_depth, r->name_len));
-    producer_->Commit(r);
+    if (producer_->Commit(r)) WakeFlusher();
     record_ = nullptr;
   }
   // True if this call is the outermost interposed call on its thread.

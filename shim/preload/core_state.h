@@ -31,7 +31,7 @@ namespace nrtprof::shim {
 
 using ::nrtprof::RingsFileHeader;
 
-inline constexpr uint32_t kShimAbiVersion = 8;
+inline constexpr uint32_t kShimAbiVersion = 9;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -144,6 +144,11 @@ struct CoreState {
   pthread_mutex_t rings_mu = PTHREAD_MUTEX_INITIALIZER;  // handing out ring slots
   std::atomic<uint32_t> notices_reserved{0};
   std::atomic<uint32_t> notice_ready[kMaxNotices] = {};
+
+  // The flusher's wake-up word (a futex): bumped, and the flusher woken, by a thread whose ring
+  // is filling (WakeFlusher, core.h) and by the backend's own requests; the flusher sleeps on
+  // it between ticks.
+  std::atomic<uint32_t> flusher_wake{0};
 };
 
 // What the backend does for the core. Every function is safe to call from any application

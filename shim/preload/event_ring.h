@@ -145,7 +145,8 @@ class RingProducer {
       : ring_(ring),
         head_(ring->head_.load(std::memory_order_relaxed)),
         cached_tail_(ring->tail_.load(std::memory_order_acquire)),
-        mask_(ring->capacity_ - 1) {
+        mask_(ring->capacity_ - 1),
+        until_wake_(HalfRing()) {
     committed_[0] = ring->committed(RecordKind::kApiCall);
     committed_[1] = ring->committed(RecordKind::kRange);
   }
@@ -174,8 +175,10 @@ class RingProducer {
     return Slot(head_);
   }
   // Publishes the reserved record, which takes record->slots slots (no more than were
-  // reserved).
-  void Commit(const Record* record) {
+  // reserved). True once every half a ring's worth of records: the caller then wakes the
+  // consumer (core.h's WakeFlusher), so that a ring filled faster than the consumer's period
+  // is drained before it overflows. The count costs a decrement; the wake is the caller's.
+  bool Commit(const Record* record) {
     // Counted by kind in the ring, for a reader of its memory after the process died
     // (common/rings_file.h): what it had made, whether drained or not.
     const bool range = record->kind == RecordKind::kRange;  // else a call: pads are not committed
@@ -183,11 +186,15 @@ class RingProducer {
         ++committed_[range], std::memory_order_relaxed);
     head_ += record->slots;
     ring_->head_.store(head_, std::memory_order_release);
+    if (--until_wake_ != 0) return false;
+    until_wake_ = HalfRing();
+    return true;
   }
   // One record of `kind` (kApiCall or kRange) could not be stored.
   void CountDrop(RecordKind kind) { ring_->CountDrop(kind); }
 
  private:
+  uint32_t HalfRing() const { return (mask_ + 1) / 2 > 0 ? (mask_ + 1) / 2 : 1; }
   Record* Slot(uint64_t index) const {
     return reinterpret_cast<Record*>(ring_->slot_memory() + (index & mask_) * kRecordSlotBytes);
   }
@@ -198,6 +205,7 @@ class RingProducer {
   uint64_t cached_tail_ = 0;        // the ring's tail as last seen
   uint64_t committed_[2] = {0, 0};  // calls, ranges
   uint32_t mask_ = 0;               // capacity - 1
+  uint32_t until_wake_ = 0;         // records to commit before Commit() says to wake
 };
 
 // The producer's counters sit where a reader of the rings file expects them.

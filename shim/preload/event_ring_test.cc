@@ -59,6 +59,22 @@ TEST(EventRingTest, RecordsComeOutInOrderAcrossTheWrap) {
   EXPECT_EQ(ring->dropped(), 0u);
 }
 
+TEST(EventRingTest, CommitAsksForTheConsumerOnceEveryHalfRing) {
+  // A thread recording faster than the flusher's tick wakes it before its ring fills: every
+  // 32 records of a 64-slot ring, whatever the records' sizes, and never between.
+  RingPtr ring = MakeRing(64);
+  RingProducer producer(ring.get());
+  std::vector<int> wakes;
+  for (int i = 1; i <= 200; ++i) {
+    Record* r = producer.TryReserve(i % 3 == 0 ? 2 : 1);
+    ASSERT_NE(r, nullptr) << i;
+    r->Clear(RecordKind::kApiCall, i % 3 == 0 ? 2 : 1);
+    if (producer.Commit(r)) wakes.push_back(i);
+    if (i % 20 == 0) DrainIds(ring.get());
+  }
+  EXPECT_EQ(wakes, (std::vector<int>{32, 64, 96, 128, 160, 192}));
+}
+
 TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
   RingPtr ring = MakeRing(64);
   RingProducer producer(ring.get());

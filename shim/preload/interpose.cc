@@ -675,7 +675,7 @@ NRTPROF_EXPORT void nrtprof_range_pop(void) {
   r->flags = frame.flags;
   r->name_len = frame.name_len;
   memcpy(r->name(), frame.name, frame.name_len);
-  producer->Commit(r);
+  if (producer->Commit(r)) sc::WakeFlusher();
 }
 
 // Steps, as PyTorch's prof.step(): each call ends the calling thread's step range, when it is
