@@ -43,7 +43,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const nrtprof::Event& e : out.events) {
       const std::string& name = strings.Get(e.name_iid());
       if (e.kind() == nrtprof::EVENT_DEVICE_EXEC) {
-        Check(name == "nc_exec_running" && !e.host_clock(), "a bad execution");
+        // An execution, or a collective's barrier or running (sent as executions).
+        Check((name == "nc_exec_running" || name == "cc_exec_barrier" || name == "cc_running") &&
+                  !e.host_clock(),
+              "a bad execution");
+        Check(name != "nc_exec_running" || e.worker_gid() == 0, "an execution with a rank");
       } else if (e.kind() == nrtprof::EVENT_DEVICE_DMA) {
         Check((name == "dma_h2d" || name == "dma_d2h" || name == "dma_model_load") &&
                   e.host_clock(),
