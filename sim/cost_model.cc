@@ -27,13 +27,18 @@ double EngineNs(const Model& model, const OpDef& op, const DeviceConfig& config)
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kDiv:
+    case OpKind::kThresholdBackward:  // compare and select in one pass
       return out_elems / config.vector_elems_per_ns;
+    case OpKind::kTranspose:
+      return in_elems / config.vector_elems_per_ns;
     case OpKind::kMean:
       return in_elems / config.vector_elems_per_ns;
     case OpKind::kMulScalar:
     case OpKind::kAddScalar:
     case OpKind::kRsqrt:
     case OpKind::kGelu:
+    case OpKind::kRelu:
+    case OpKind::kAbs:
       return out_elems / config.scalar_elems_per_ns;
     case OpKind::kSoftmax:  // max, exp-and-sum, scale: three passes
       return 3.0 * in_elems / config.scalar_elems_per_ns;

@@ -2,6 +2,7 @@
 // grow with bytes and FLOPs the way the rates say.
 #include "cost_model.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -103,6 +104,37 @@ TEST(CostModel, LargeInputsGrowWithBandwidthAndFlops) {
   const double fp32_op = Us(CostOfExecution(fp32, config).ops[0].span.duration_ns);
   EXPECT_NEAR(bf16_op, config.op_issue_us + flops / config.tensor_bf16_flops_per_ns / 1000, 1.0);
   EXPECT_NEAR(fp32_op, config.op_issue_us + flops / config.tensor_fp32_flops_per_ns / 1000, 1.0);
+}
+
+// relu, abs and threshold_backward cost what the other elementwise ops cost: issue, then the
+// larger of the engine's pass over the elements and the SBUF traffic. transpose reads and
+// writes each element once, as copy, on the Vector engine.
+TEST(CostModel, ReluThresholdBackwardAbsAndTransposeAreElementwise) {
+  const DeviceConfig config;
+  const std::string x = "bf16 [1024,1024]";
+  const double gelu = ExecUs(Unary("gelu(a)", x, x));
+  EXPECT_EQ(ExecUs(Unary("relu(a)", x, x)), gelu);
+  EXPECT_EQ(ExecUs(Unary("abs(a)", x, x)), gelu);
+  EXPECT_EQ(ExecUs("model m\ninput a bf16 [1024,1024]\ninput b bf16 [1024,1024]\n"
+                   "output out bf16 [1024,1024]\nout = threshold_backward(a, b, 0)\n"),
+            ExecUs(Binary(x, x, x)));
+  // One op alone, large enough that its engine and SBUF terms show: issue + max(both).
+  auto op_us = [&](const std::string& op, const char* out_shape) {
+    const Model m = Parse(absl::StrFormat(
+        "model m\ninput a fp32 [4096,2048]\noutput out fp32 %s\nout = %s\n", out_shape, op));
+    return CostOfExecution(m, config).ops[0];
+  };
+  const double elems = 4096.0 * 2048.0, sbuf_ns = 2 * elems * 4 / config.sbuf_bytes_per_ns;
+  const OpCost relu = op_us("relu(a)", "[4096,2048]");
+  EXPECT_EQ(relu.engine, Engine::kScalar);
+  EXPECT_NEAR(Us(relu.span.duration_ns),
+              config.op_issue_us + std::max(elems / config.scalar_elems_per_ns, sbuf_ns) / 1000,
+              0.01);
+  const OpCost transpose = op_us("transpose(a)", "[2048,4096]");
+  EXPECT_EQ(transpose.engine, Engine::kVector);
+  EXPECT_NEAR(Us(transpose.span.duration_ns),
+              config.op_issue_us + std::max(elems / config.vector_elems_per_ns, sbuf_ns) / 1000,
+              0.01);
 }
 
 TEST(CostModel, HostTransfersPaySetupPlusPcie) {

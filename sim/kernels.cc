@@ -187,6 +187,16 @@ Values Matmul(const Values& a, const Shape& a_shape, const Values& b, const Shap
   return out;
 }
 
+// out[N,M] = a[M,N] transposed.
+Values Transpose(const Values& a, const Shape& shape) {
+  const size_t rows = shape[0], cols = shape[1];
+  Values out(a.size());
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) out[c * rows + r] = a[r * cols + c];
+  }
+  return out;
+}
+
 // Subtracting the row max keeps exp() from overflowing for large inputs.
 Values Softmax(const Values& a, const Shape& shape) {
   const size_t n = RowLength(shape);
@@ -245,6 +255,16 @@ absl::StatusOr<Values> RunOp(const Model& model, const OpDef& op,
       return Unary(operand(0), Gelu);
     case OpKind::kCopy:
       return operand(0);
+    case OpKind::kRelu:  // max(x, 0) as PyTorch's: NaN and -0 pass through
+      return Unary(operand(0), [](float x) { return x < 0.0f ? 0.0f : x; });
+    case OpKind::kThresholdBackward:  // the gradient where the input is above the threshold
+      // (a NaN input is not at or below it: its gradient passes, as PyTorch's)
+      return Binary(operand(0), shape(0), operand(1), shape(1), out_shape,
+                    [scalar](float g, float x) { return x <= scalar ? 0.0f : g; });
+    case OpKind::kAbs:
+      return Unary(operand(0), [](float x) { return std::fabs(x); });
+    case OpKind::kTranspose:
+      return Transpose(operand(0), shape(0));
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown op kind ", static_cast<int>(op.kind)));
 }

@@ -426,6 +426,83 @@ TEST(KernelsTest, CopyStoresInTheOutputDtype) {
   EXPECT_EQ(RunOneOp(OpKind::kCopy, {b16}, DType::kFloat32, {64}), b16.values);
 }
 
+// relu, threshold_backward and abs select or negate values: exact in either dtype, with
+// PyTorch's choices at the edges (relu and abs keep NaN, relu keeps -0; threshold_backward
+// zeroes the gradient where the input is at or below the threshold, and passes it for NaN).
+TEST(KernelsTest, ReluIsMaxWithZero) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Operand a = RandomOperand(dtype, {4, 512}, -10.0f, 10.0f, 21);
+    const std::vector<float> got = RunOneOp(OpKind::kRelu, {a}, dtype, {4, 512});
+    ASSERT_EQ(got.size(), a.values.size());
+    int zeros = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], a.values[i] > 0 ? a.values[i] : 0.0f) << "element " << i;
+      zeros += got[i] == 0.0f;
+    }
+    EXPECT_GT(zeros, 0);
+    EXPECT_LT(zeros, static_cast<int>(got.size()));
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Operand edges{DType::kFloat32, {4}, {nan, -0.0f, -std::numeric_limits<float>::infinity(),
+                                             std::numeric_limits<float>::infinity()}};
+  const std::vector<float> got = RunOneOp(OpKind::kRelu, {edges}, DType::kFloat32, {4});
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_TRUE(got[1] == 0.0f && std::signbit(got[1]));
+  EXPECT_EQ(got[2], 0.0f);
+  EXPECT_EQ(got[3], std::numeric_limits<float>::infinity());
+}
+
+TEST(KernelsTest, ThresholdBackwardPassesTheGradientAboveTheThreshold) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Operand grad = RandomOperand(dtype, {4, 512}, -1.0f, 1.0f, 22);
+    const Operand x = RandomOperand(dtype, {4, 512}, -3.0f, 3.0f, 23);
+    for (float threshold : {0.0f, 0.5f}) {
+      const std::vector<float> got =
+          RunOneOp(OpKind::kThresholdBackward, {grad, x}, dtype, {4, 512}, threshold);
+      ASSERT_EQ(got.size(), grad.values.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], x.values[i] > threshold ? grad.values[i] : 0.0f) << "element " << i;
+      }
+    }
+  }
+  // The input at the threshold gets none; NaN passes the gradient; the gradient broadcasts.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Operand grad{DType::kFloat32, {1}, {3.0f}};
+  const Operand x{DType::kBFloat16, {2, 2}, {0.0f, 1.0f, nan, -1.0f}};
+  EXPECT_EQ(RunOneOp(OpKind::kThresholdBackward, {grad, x}, DType::kFloat32, {2, 2}),
+            (std::vector<float>{0.0f, 3.0f, 3.0f, 0.0f}));
+}
+
+TEST(KernelsTest, AbsAndItsEdges) {
+  const Operand b16 = RandomOperand(DType::kBFloat16, {64}, -10.0f, 10.0f, 24);
+  const std::vector<float> got = RunOneOp(OpKind::kAbs, {b16}, DType::kBFloat16, {64});
+  ASSERT_EQ(got.size(), b16.values.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], std::fabs(b16.values[i]));
+  const float inf = std::numeric_limits<float>::infinity();
+  const Operand edges{DType::kFloat32, {3}, {-0.0f, -inf, std::numeric_limits<float>::quiet_NaN()}};
+  const std::vector<float> e = RunOneOp(OpKind::kAbs, {edges}, DType::kFloat32, {3});
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_TRUE(e[0] == 0.0f && !std::signbit(e[0]));
+  EXPECT_EQ(e[1], inf);
+  EXPECT_TRUE(std::isnan(e[2]));
+}
+
+TEST(KernelsTest, TransposeSwapsRowsAndColumns) {
+  const Operand a = RandomOperand(DType::kFloat32, {3, 5}, -10.0f, 10.0f, 25);
+  const std::vector<float> got = RunOneOp(OpKind::kTranspose, {a}, DType::kFloat32, {5, 3});
+  ASSERT_EQ(got.size(), 15u);
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t c = 0; c < 5; ++c) EXPECT_EQ(got[c * 3 + r], a.values[r * 5 + c]);
+  }
+  // Into a bf16 output it rounds as copy does.
+  const std::vector<float> b = RunOneOp(OpKind::kTranspose, {a}, DType::kBFloat16, {5, 3});
+  ASSERT_EQ(b.size(), 15u);
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t c = 0; c < 5; ++c) EXPECT_EQ(b[c * 3 + r], RoundToBf16(a.values[r * 5 + c]));
+  }
+}
+
 // A bf16 intermediate loses the low bits even when the model's input and output are fp32.
 TEST(KernelsTest, IntermediatesAreRoundedToTheirDtype) {
   ModelBuilder builder;

@@ -54,8 +54,10 @@ struct OpInfo {
 };
 
 // Matmul runs on the systolic array (Tensor engine); elementwise and reductions on the
-// Vector engine; transcendental activations on the Scalar (activation) engine; the generic
-// library kernels (rms_norm) and plain copies on the GpSimd engine.
+// Vector engine, with threshold_backward (a compare and a select) and transpose (the Vector
+// engine's 32x32 block transpose); activations — transcendental, and relu and abs, the
+// activation engine's piecewise-linear functions — on the Scalar engine; the generic library
+// kernels (rms_norm) and plain copies on the GpSimd engine.
 constexpr OpInfo kOps[] = {
     {OpKind::kMul, "mul", 2, Engine::kVector},
     {OpKind::kAdd, "add", 2, Engine::kVector},
@@ -70,6 +72,10 @@ constexpr OpInfo kOps[] = {
     {OpKind::kSoftmax, "softmax", 1, Engine::kScalar},
     {OpKind::kGelu, "gelu", 1, Engine::kScalar},
     {OpKind::kCopy, "copy", 1, Engine::kGpSimd},
+    {OpKind::kRelu, "relu", 1, Engine::kScalar},
+    {OpKind::kThresholdBackward, "threshold_backward", 2, Engine::kVector},
+    {OpKind::kAbs, "abs", 1, Engine::kScalar},
+    {OpKind::kTranspose, "transpose", 1, Engine::kVector},
 };
 
 const OpInfo* FindOp(OpKind kind) {

@@ -59,6 +59,10 @@ enum class OpKind : uint8_t {
   kSoftmax = 11,   // over the last axis
   kGelu = 12,      // exact (erf) GELU
   kCopy = 13,      // out = a
+  kRelu = 14,      // out = max(a, 0)
+  kThresholdBackward = 15,  // out = b > scalar ? a : 0 (a: the gradient, b: the input), broadcasting
+  kAbs = 16,       // out = |a|
+  kTranspose = 17,  // out[N,M] = a[M,N]ᵀ
 };
 
 // The NeuronCore engine an op runs on.
@@ -74,7 +78,7 @@ struct OpDef {
   OpKind kind = OpKind::kCopy;
   std::vector<uint32_t> inputs;  // tensor indices
   uint32_t output = 0;           // tensor index
-  float scalar = 0.0f;           // kMulScalar, kAddScalar, kRmsNorm (epsilon)
+  float scalar = 0.0f;           // kMulScalar, kAddScalar, kRmsNorm (epsilon), kThresholdBackward
   int32_t axis = -1;             // kMean; negative counts from the end
 };
 

@@ -55,6 +55,23 @@ f = mul_scalar(e, -3)
 out = mean(f, axis=1)
 )";
 
+// A layer's forward and backward as a framework lowers them: relu, its backward, abs, and the
+// transposed operand of a linear layer's backward.
+constexpr char kReluLayer[] = R"(model relu_layer
+input x bf16 [4,8]
+input w bf16 [6,8]
+input g fp32 [4,6]
+output h bf16 [4,6]
+output dx fp32 [4,8]
+output n bf16 [4,6]
+wt = transpose(w)
+z = matmul(x, wt)
+h = relu(z)
+gz = threshold_backward(g, h, 0)
+dx = matmul(gz, w)
+n = abs(z)
+)";
+
 constexpr char kSmallest[] = R"(model s
 input x fp32 []
 output y fp32 []
@@ -157,7 +174,7 @@ TEST(Crc32Test, IsTheIeeeCrc) {
 }
 
 TEST(ModelFormatTest, RoundTripsModels) {
-  for (const char* text : {kRmsNorm, kAttentionish, kLibrary, kSmallest}) {
+  for (const char* text : {kRmsNorm, kAttentionish, kLibrary, kReluLayer, kSmallest}) {
     const Model model = Parse(text);
     SCOPED_TRACE(model.name);
     const std::string file = EncodeModel(model);
@@ -323,9 +340,9 @@ TEST(ModelFormatTest, RejectsUnknownEnumValues) {
   p[p.size() - 18] = 0;
   EXPECT_EQ(Decode(FileWithPayload(p)),
             absl::InvalidArgumentError("model file: op 0: unknown op kind 0"));
-  p[p.size() - 18] = 14;
+  p[p.size() - 18] = 18;  // one past the last op of the library (transpose, 17)
   EXPECT_EQ(Decode(FileWithPayload(p)),
-            absl::InvalidArgumentError("model file: op 0: unknown op kind 14"));
+            absl::InvalidArgumentError("model file: op 0: unknown op kind 18"));
 }
 
 TEST(ModelFormatTest, RejectsModelsThatFailValidation) {

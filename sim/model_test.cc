@@ -90,6 +90,10 @@ TEST(ValidateModelTest, AcceptsEachOpWithItsShapeRule) {
   EXPECT_TRUE(ValidateModel(OneOp(OpKind::kSoftmax, {3, 5}, {}, {3, 5})).ok());
   EXPECT_TRUE(ValidateModel(OneOp(OpKind::kMatmul, {4, 8}, {8, 16}, {4, 16})).ok());
   EXPECT_TRUE(ValidateModel(OneOp(OpKind::kRmsNorm, {4, 8}, {8}, {4, 8})).ok());
+  EXPECT_TRUE(ValidateModel(OneOp(OpKind::kRelu, {2, 8}, {}, {2, 8})).ok());
+  EXPECT_TRUE(ValidateModel(OneOp(OpKind::kAbs, {}, {}, {})).ok());
+  EXPECT_TRUE(ValidateModel(OneOp(OpKind::kThresholdBackward, {1, 8}, {4, 8}, {4, 8})).ok());
+  EXPECT_TRUE(ValidateModel(OneOp(OpKind::kTranspose, {3, 5}, {}, {5, 3})).ok());
   Model mean = OneOp(OpKind::kMean, {2, 3, 4}, {}, {2, 1, 4});
   mean.ops[0].axis = 1;
   EXPECT_TRUE(ValidateModel(mean).ok());
@@ -263,11 +267,13 @@ TEST(ValidateModelTest, ChecksBroadcasting) {
   EXPECT_THAT(Error(OneOp(OpKind::kAdd, {4, 1}, {1, 5}, {4, 1})),
               HasSubstr("op 0 (add): output tensor 2 (out) has shape [4,1], expected [4,5]"));
   EXPECT_THAT(Error(OneOp(OpKind::kSub, {3}, {2, 3}, {3})), HasSubstr("expected [2,3]"));
+  EXPECT_EQ(Error(OneOp(OpKind::kThresholdBackward, {4, 8}, {3}, {4, 8})),
+            "op 0 (threshold_backward): shapes [4,8] and [3] do not broadcast");
 }
 
 TEST(ValidateModelTest, ChecksSameShapeOps) {
   for (OpKind kind : {OpKind::kMulScalar, OpKind::kAddScalar, OpKind::kRsqrt, OpKind::kGelu,
-                      OpKind::kCopy, OpKind::kSoftmax}) {
+                      OpKind::kCopy, OpKind::kSoftmax, OpKind::kRelu, OpKind::kAbs}) {
     EXPECT_THAT(Error(OneOp(kind, {4, 8}, {}, {8, 4})),
                 HasSubstr("has shape [8,4], expected [4,8]"))
         << OpKindName(kind);
@@ -306,6 +312,14 @@ TEST(ValidateModelTest, ChecksMatmulShapes) {
   EXPECT_THAT(Error(OneOp(OpKind::kMatmul, {8}, {8, 16}, {16})), HasSubstr("cannot multiply"));
   EXPECT_THAT(Error(OneOp(OpKind::kMatmul, {4, 8}, {8, 16}, {16, 4})),
               HasSubstr("expected [4,16]"));
+}
+
+TEST(ValidateModelTest, ChecksTransposeShapes) {
+  EXPECT_EQ(Error(OneOp(OpKind::kTranspose, {2, 3, 4}, {}, {4, 3, 2})),
+            "op 0 (transpose): transposes 2-D tensors, got [2,3,4]");
+  EXPECT_THAT(Error(OneOp(OpKind::kTranspose, {8}, {}, {8})), HasSubstr("got [8]"));
+  EXPECT_THAT(Error(OneOp(OpKind::kTranspose, {3, 5}, {}, {3, 5})),
+              HasSubstr("has shape [3,5], expected [5,3]"));
 }
 
 TEST(ValidateModelTest, RequiresFiniteScalars) {

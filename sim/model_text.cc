@@ -90,6 +90,12 @@ Shape InferShape(const OpDef& op, const Model& model) {
     case OpKind::kMatmul:
       if (a.size() == 2 && b->size() == 2) out = {a[0], (*b)[1]};
       break;
+    case OpKind::kThresholdBackward:
+      if (!BroadcastShapes(a, *b, &out)) out = a;
+      break;
+    case OpKind::kTranspose:
+      if (a.size() == 2) out = {a[1], a[0]};
+      break;
     default:
       break;
   }
@@ -97,7 +103,8 @@ Shape InferShape(const OpDef& op, const Model& model) {
 }
 
 bool TakesScalar(OpKind kind) {
-  return kind == OpKind::kMulScalar || kind == OpKind::kAddScalar || kind == OpKind::kRmsNorm;
+  return kind == OpKind::kMulScalar || kind == OpKind::kAddScalar || kind == OpKind::kRmsNorm ||
+         kind == OpKind::kThresholdBackward;
 }
 
 // What an op statement's argument list says, before its tensors are looked up.
@@ -338,7 +345,9 @@ absl::Status Parser::ParseArgs(OpKind kind, absl::string_view text, CallArgs* ar
   }
   if (TakesScalar(kind) && !args->has_scalar) {
     return Error(absl::StrCat(name, " needs a scalar, e.g. ", name,
-                              kind == OpKind::kRmsNorm ? "(x, weight, 1e-6)" : "(x, 2.0)"));
+                              kind == OpKind::kRmsNorm              ? "(x, weight, 1e-6)"
+                              : kind == OpKind::kThresholdBackward ? "(grad, x, 0)"
+                                                                   : "(x, 2.0)"));
   }
   return absl::OkStatus();
 }
@@ -370,7 +379,9 @@ absl::Status Parser::ParseKeyword(OpKind kind, absl::string_view key, absl::stri
     args->has_axis = true;
     return absl::OkStatus();
   }
-  if ((key == "scalar" || key == "eps") && TakesScalar(kind)) {
+  if ((key == "scalar" || key == "eps" ||
+       (key == "threshold" && kind == OpKind::kThresholdBackward)) &&
+      TakesScalar(kind)) {
     if (args->has_scalar) return Error(absl::StrCat(op, " takes one scalar"));
     if (!ParseFinite(value, &args->scalar)) {
       return Error(absl::StrCat("bad number '", value, "'"));

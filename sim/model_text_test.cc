@@ -99,8 +99,16 @@ mm = matmul(a, b)
 sm = softmax(bc)
 g = gelu(bc)
 n = rms_norm(a, w, 1e-5)
+r = relu(bc)
+tb = threshold_backward(w, bc, 0)   # [8] against [3,4,8] -> [3,4,8]
+ab = abs(mm)
+tr = transpose(mm)
 out = copy(mm)
 )");
+  EXPECT_THAT(Tensor(m, "r").shape, ElementsAre(3, 4, 8));
+  EXPECT_THAT(Tensor(m, "tb").shape, ElementsAre(3, 4, 8));
+  EXPECT_THAT(Tensor(m, "ab").shape, ElementsAre(4, 16));
+  EXPECT_THAT(Tensor(m, "tr").shape, ElementsAre(16, 4));
   EXPECT_THAT(Tensor(m, "bc").shape, ElementsAre(3, 4, 8));
   EXPECT_THAT(Tensor(m, "m0").shape, ElementsAre(1, 8));
   EXPECT_THAT(Tensor(m, "m1").shape, ElementsAre(3, 1, 8));
@@ -121,15 +129,17 @@ b = mul_scalar(a, scalar=3)
 c = add_scalar(b, eps=0.5)
 d = rms_norm(c, w, eps=1e-6)
 e = rms_norm(d, w, 1e-5)
-y = mean(e, axis=1)
+f = threshold_backward(e, x, threshold=0.25)
+y = mean(f, axis=1)
 )");
-  ASSERT_EQ(m.ops.size(), 6u);
+  ASSERT_EQ(m.ops.size(), 7u);
   EXPECT_FLOAT_EQ(m.ops[0].scalar, -2.5f);
   EXPECT_FLOAT_EQ(m.ops[1].scalar, 3.0f);
   EXPECT_FLOAT_EQ(m.ops[2].scalar, 0.5f);
   EXPECT_FLOAT_EQ(m.ops[3].scalar, 1e-6f);
   EXPECT_FLOAT_EQ(m.ops[4].scalar, 1e-5f);
-  EXPECT_EQ(m.ops[5].axis, 1);
+  EXPECT_FLOAT_EQ(m.ops[5].scalar, 0.25f);
+  EXPECT_EQ(m.ops[6].axis, 1);
 }
 
 TEST(ParseModelTextTest, MeanAxisDefaultsToTheLastAxis) {
@@ -253,6 +263,9 @@ TEST(ParseModelTextTest, RejectsBadOpStatements) {
   EXPECT_EQ(Error(WithHeader("y = gelu(x,)\n")), "line 4: empty argument");
   EXPECT_EQ(Error(WithHeader("y = add_scalar(x)\n")),
             "line 4: add_scalar needs a scalar, e.g. add_scalar(x, 2.0)");
+  EXPECT_EQ(Error(WithHeader("y = threshold_backward(x, x)\n")),
+            "line 4: threshold_backward needs a scalar, e.g. threshold_backward(grad, x, 0)");
+  EXPECT_EQ(Error(WithHeader("y = relu(x, 0)\n")), "line 4: relu takes no scalar, got '0'");
   EXPECT_EQ(Error(WithHeader("y = mul(x, 2)\n")), "line 4: mul takes no scalar, got '2'");
   EXPECT_EQ(Error(WithHeader("y = add_scalar(x, 1, 2)\n")), "line 4: add_scalar takes one scalar");
   EXPECT_EQ(Error(WithHeader("y = add_scalar(1, x)\n")), "line 4: tensor 'x' after the scalar");

@@ -216,6 +216,17 @@ absl::Status ExpectedShape(const Model& model, const OpDef& op, const std::strin
       }
       *expected = {a[0], (*b)[1]};
       return absl::OkStatus();
+    case OpKind::kThresholdBackward:
+      if (BroadcastShapes(a, *b, expected)) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(label, ": shapes ", ShapeString(a), " and ",
+                                                     ShapeString(*b), " do not broadcast"));
+    case OpKind::kTranspose:
+      if (a.size() != 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(label, ": transposes 2-D tensors, got ", ShapeString(a)));
+      }
+      *expected = {a[1], a[0]};
+      return absl::OkStatus();
     case OpKind::kSoftmax:
       if (rank == 0) {
         return absl::InvalidArgumentError(absl::StrCat(label, ": input is a scalar"));
@@ -226,6 +237,8 @@ absl::Status ExpectedShape(const Model& model, const OpDef& op, const std::strin
     case OpKind::kRsqrt:
     case OpKind::kGelu:
     case OpKind::kCopy:
+    case OpKind::kRelu:
+    case OpKind::kAbs:
       break;
   }
   *expected = a;
