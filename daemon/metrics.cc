@@ -4,8 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "trace/summary.h"
 #include "proto/nrtprof.pb.h"
+#include "trace/collectives.h"
+#include "trace/summary.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -94,7 +95,17 @@ void Metrics::Add(const Trace& trace) {
             std::max<uint32_t>(call.repeat, 1);
       }
     }
+    // A collective's wait for the other ranks: its barrier (as the summary's collective wait
+    // rows count it). Only counted here; the rank is read once per process below.
+    uint64_t collectives = 0, wait_ns = 0;
     for (const DeviceEvent& e : p.device) {
+      if (e.kind == DeviceEventKind::kCollective) {
+        if (e.parent == 0 && e.name == kCcExecBarrier) {
+          ++collectives;
+          wait_ns += e.duration_ns;
+        }
+        continue;
+      }
       if (e.name != "nc_exec_running") continue;
       Histogram& h =
           device_[KeyOf(p.pid, p.executable, e.model_name.empty() ? "unknown" : e.model_name)];
@@ -105,6 +116,7 @@ void Metrics::Add(const Trace& trace) {
       ++h.count;
       h.sum += e.duration_ns / 1e9;
     }
+    if (collectives != 0) AddCollectiveWait(p, collectives, wait_ns);
     // The key_averages rows of this process, and for the fleet store where each device
     // event's time went, by (op, model).
     std::map<std::pair<std::string, std::string>, FleetRow> by_op_model;
@@ -127,6 +139,26 @@ void Metrics::Add(const Trace& trace) {
     uncorrelated_device_ns_ += summary.uncorrelated_device_ns;
     if (keep_fleet_rows_) AddFleetRows(p, summary, by_op_model);
   }
+}
+
+void Metrics::AddCollectiveWait(const ProcessTrace& p, uint64_t collectives, uint64_t wait_ns) {
+  const ModelKey process = KeyOf(p.pid, p.executable, "");
+  const bool other = std::get<0>(process) == "other";
+  const int rank = other ? -1 : RankFromCommandLine(p.command_line);
+  CollectiveWait& w = collectives_[process];
+  if (w.rank.empty()) w.rank = other ? "other" : rank < 0 ? "unknown" : std::to_string(rank);
+  w.collectives += collectives;
+  w.wait_ns += wait_ns;
+  if (!keep_fleet_rows_) return;
+  FleetRankRow& r = fleet_ranks_[process];
+  if (r.pid.empty()) {
+    r.pid = std::get<0>(process);
+    r.executable = std::get<1>(process);
+    r.rank = rank;
+    r.job = other ? "other" : JobFromCommandLine(p.command_line);
+  }
+  r.collectives += collectives;
+  r.wait_ns += wait_ns;
 }
 
 void Metrics::AddFleetRows(
@@ -176,6 +208,18 @@ std::vector<Metrics::FleetRow> Metrics::TakeFleetRows() {
     taken.swap(fleet_);
   }
   std::vector<FleetRow> rows;
+  rows.reserve(taken.size());
+  for (auto& [key, row] : taken) rows.push_back(std::move(row));
+  return rows;
+}
+
+std::vector<Metrics::FleetRankRow> Metrics::TakeFleetRankRows() {
+  std::map<ModelKey, FleetRankRow> taken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    taken.swap(fleet_ranks_);
+  }
+  std::vector<FleetRankRow> rows;
   rows.reserve(taken.size());
   for (auto& [key, row] : taken) rows.push_back(std::move(row));
   return rows;
@@ -234,6 +278,21 @@ std::string Metrics::Render(const nrtprof::StatusReply& status) const {
            "device time no runtime call could be matched to");
     absl::StrAppend(&out, "nrtprof_uncorrelated_device_seconds_total ",
                     Seconds(uncorrelated_device_ns_), "\n");
+    Header(&out, "nrtprof_collective_wait_seconds_total", "counter",
+           "time each rank waited in its collectives for the other ranks (cc_exec_barrier), by "
+           "process and rank: the least in a job is its straggler's");
+    for (const auto& [key, w] : collectives_) {
+      absl::StrAppend(&out, "nrtprof_collective_wait_seconds_total{pid=\"", std::get<0>(key),
+                      "\",executable=\"", Label(std::get<1>(key)), "\",rank=\"", w.rank, "\"} ",
+                      Seconds(w.wait_ns), "\n");
+    }
+    Header(&out, "nrtprof_collectives_total", "counter",
+           "collectives each rank waited in (their barriers), by process and rank");
+    for (const auto& [key, w] : collectives_) {
+      absl::StrAppend(&out, "nrtprof_collectives_total{pid=\"", std::get<0>(key),
+                      "\",executable=\"", Label(std::get<1>(key)), "\",rank=\"", w.rank, "\"} ",
+                      w.collectives, "\n");
+    }
     Header(&out, "nrtprof_executions_held_by_program_total", "counter",
            "executions counted before their device events reached nrtprof: the program runs the "
            "runtime's system trace itself (nrt_sys_trace_start), and nrtprof receives them only "

@@ -13,6 +13,12 @@
 //                                                           executions folded before their device
 //                                                           events came: the program runs the
 //                                                           runtime's system trace itself
+//   nrtprof_collective_wait_seconds_total{pid,executable,rank}, nrtprof_collectives_total{...}
+//                                                           each rank's wait for the other ranks
+//                                                           (the collectives' cc_exec_barrier) and
+//                                                           its collectives (barriers); rank from
+//                                                           its command line (`--rank N`, ...;
+//                                                           RankFromCommandLine), else "unknown"
 //   nrtprof_events_received_total, nrtprof_events_dropped_total{reason},
 //   nrtprof_events_dropped_by_lane_total{lane}, nrtprof_connected_processes,
 //   nrtprof_flight_recorder_{bytes,batches,events,oldest_age_seconds,evicted_events_total}
@@ -24,7 +30,8 @@
 // per (process, executable, model, op) the calls, self CPU and self NEURON time and a histogram
 // of executions' device time since the last TakeFleetRows. An op's calls and host time go to
 // the row of the model it spent most device time in (within the process and fold); device time
-// no call was matched to is op "(uncorrelated)".
+// no call was matched to is op "(uncorrelated)". And per process that waited in collectives,
+// a rank row (fleet_ranks): its rank, its job (JobFromCommandLine), its collectives and wait.
 //
 // Thread-safe.
 #ifndef NRTPROF_DAEMON_METRICS_H_
@@ -63,12 +70,23 @@ class Metrics {
     std::vector<uint64_t> device_histogram;  // DeviceBuckets().size() + 1, not cumulative
   };
   static constexpr char kUncorrelatedOp[] = "(uncorrelated)";
+  // A process's collectives since the last TakeFleetRankRows, for fleet_ranks.
+  struct FleetRankRow {
+    std::string pid;  // "other" past kMaxProcessSeries
+    std::string executable;
+    int rank = -1;             // -1: its command line does not say
+    std::string job;           // its command line without the rank (JobFromCommandLine)
+    uint64_t collectives = 0;  // its collectives' barriers (cc_exec_barrier)
+    uint64_t wait_ns = 0;      // their time: waiting for the other ranks
+  };
 
   // Folds in the calls, executions and op times of one decoded window.
   void Add(const Trace& trace);
   void KeepFleetRows(bool keep);
   // The fleet rows folded since the last call (in key order), and forgets them.
   std::vector<FleetRow> TakeFleetRows();
+  // The rank rows folded since the last call (in process order), and forgets them.
+  std::vector<FleetRankRow> TakeFleetRankRows();
   // The exposition text: the counters so far, then the gauges of `status`.
   std::string Render(const nrtprof::StatusReply& status) const;
 
@@ -77,6 +95,11 @@ class Metrics {
     std::vector<uint64_t> buckets;  // per DeviceBuckets() bound, not cumulative
     uint64_t count = 0;
     double sum = 0;
+  };
+  struct CollectiveWait {
+    std::string rank;  // the label: a number, "unknown" or "other"
+    uint64_t collectives = 0;
+    uint64_t wait_ns = 0;
   };
   struct OpTimes {
     uint64_t calls = 0;
@@ -87,6 +110,9 @@ class Metrics {
   using ModelKey = std::tuple<std::string, std::string, std::string>;
 
   ModelKey KeyOf(uint32_t pid, const std::string& executable, const std::string& model)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A process's collectives and their wait, with its rank (read once per process and fold).
+  void AddCollectiveWait(const ProcessTrace& p, uint64_t collectives, uint64_t wait_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // (pid, executable, model, op)
   using FleetKey = std::tuple<std::string, std::string, std::string, std::string>;
@@ -101,10 +127,13 @@ class Metrics {
   // By (pid, executable, ""): ProcessTrace::executions_held_by_program, summed.
   std::map<ModelKey, uint64_t> held_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, OpTimes> ops_ ABSL_GUARDED_BY(mu_);
+  // By (pid, executable, ""): collective wait per process and rank.
+  std::map<ModelKey, CollectiveWait> collectives_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, std::string>, bool> processes_ ABSL_GUARDED_BY(mu_);
   uint64_t uncorrelated_device_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool keep_fleet_rows_ ABSL_GUARDED_BY(mu_) = false;
   std::map<FleetKey, FleetRow> fleet_ ABSL_GUARDED_BY(mu_);
+  std::map<ModelKey, FleetRankRow> fleet_ranks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace nrtprof::daemon

@@ -2,10 +2,10 @@
 // buckets are cumulative, label values escaped, and the status's gauges.
 #include "daemon/metrics.h"
 
-
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.pb.h"
 
@@ -206,6 +206,102 @@ TEST(MetricsTest, FleetRowsSplitAnOpByModelAndAreTakenOnce) {
   EXPECT_EQ(b.device_ns, 2'000'000u);
   EXPECT_EQ(b.executions, 1u);
   EXPECT_TRUE(m.TakeFleetRows().empty());
+}
+
+// A window of a data-parallel job: `ranks` processes (`cc_job --rank R --ranks N`), each with
+// `steps` collectives, a barrier then a running each; rank `slow` comes last, so it waits
+// `fast_wait_ns` and every other rank `slow_wait_ns` per collective.
+constexpr uint64_t kFastWaitNs = 40'000, kSlowWaitNs = 3'000'000, kRunningNs = 200'000;
+Trace JobWindow(int ranks, int steps, int slow) {
+  Trace t;
+  for (int r = 0; r < ranks; ++r) {
+    ProcessTrace p;
+    p.pid = 100 + r;
+    p.executable = "/opt/bin/cc_job";
+    p.command_line = {"/opt/bin/cc_job", "--rank", std::to_string(r), "--ranks",
+                      std::to_string(ranks)};
+    for (int s = 0; s < steps; ++s) {
+      DeviceEvent barrier;
+      barrier.id = 2 * s + 1;
+      barrier.kind = DeviceEventKind::kCollective;
+      barrier.name = kCcExecBarrier;
+      barrier.model_name = "all_reduce";
+      barrier.start_ns = 10'000'000ull * s;
+      barrier.duration_ns = r == slow ? kFastWaitNs : kSlowWaitNs;
+      barrier.nrta_seq = s + 1;
+      DeviceEvent running = barrier;
+      running.id = 2 * s + 2;
+      running.name = kCcRunning;
+      running.start_ns = barrier.start_ns + barrier.duration_ns;
+      running.duration_ns = kRunningNs;
+      p.device.push_back(barrier);
+      p.device.push_back(running);
+    }
+    t.processes.push_back(p);
+  }
+  return t;
+}
+
+// The value of the series that starts with `series` ("name{labels}"), or -1.
+double Value(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// Prometheus sees each rank's collective wait: the late rank's is the least, the others wait
+// for it; the runnings are not wait; folds add up.
+TEST(MetricsTest, CollectiveWaitPerRankNamesTheLateRankByTheLeastWait) {
+  constexpr int kRanks = 4, kSteps = 5, kSlow = 2;
+  Metrics m;
+  m.Add(JobWindow(kRanks, kSteps, kSlow));
+  m.Add(JobWindow(kRanks, kSteps, kSlow));
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE nrtprof_collective_wait_seconds_total counter\n"));
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string labels =
+        absl::StrCat("{pid=\"", 100 + r, "\",executable=\"cc_job\",rank=\"", r, "\"}");
+    EXPECT_EQ(Value(text, "nrtprof_collectives_total" + labels), 2 * kSteps) << text;
+    EXPECT_NEAR(Value(text, "nrtprof_collective_wait_seconds_total" + labels),
+                2 * kSteps * (r == kSlow ? kFastWaitNs : kSlowWaitNs) / 1e9, 1e-9)
+        << labels;
+  }
+}
+
+TEST(MetricsTest, CollectiveWaitOfAProcessThatDoesNotSayItsRank) {
+  Metrics m;
+  Trace t = JobWindow(1, 1, -1);
+  t.processes[0].command_line = {"train"};
+  m.Add(t);
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_collectives_total{pid=\"100\",executable=\"cc_job\",rank=\"unknown\"} 1\n"))
+      << text;
+  // A process without collectives has no series.
+  Metrics none;
+  none.Add(OneWindow("/opt/app/train"));
+  EXPECT_FALSE(
+      absl::StrContains(none.Render(nrtprof::StatusReply()), "nrtprof_collectives_total{"));
+}
+
+TEST(MetricsTest, FleetRankRowsCarryRankJobAndWaitAndAreTakenOnce) {
+  constexpr int kRanks = 3, kSteps = 4, kSlow = 1;
+  Metrics m;
+  m.Add(JobWindow(kRanks, kSteps, kSlow));  // before KeepFleetRows: no rows
+  EXPECT_TRUE(m.TakeFleetRankRows().empty());
+  m.KeepFleetRows(true);
+  m.Add(JobWindow(kRanks, kSteps, kSlow));
+  const std::vector<Metrics::FleetRankRow> rows = m.TakeFleetRankRows();
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(rows[r].pid, std::to_string(100 + r));
+    EXPECT_EQ(rows[r].executable, "cc_job");
+    EXPECT_EQ(rows[r].rank, r);
+    EXPECT_EQ(rows[r].job, absl::StrCat("cc_job --ranks ", kRanks));
+    EXPECT_EQ(rows[r].collectives, static_cast<uint64_t>(kSteps));
+    EXPECT_EQ(rows[r].wait_ns, kSteps * (r == kSlow ? kFastWaitNs : kSlowWaitNs));
+  }
+  EXPECT_TRUE(m.TakeFleetRankRows().empty());
 }
 
 }  // namespace

@@ -159,25 +159,54 @@ void MergeCauses(const std::vector<LateCause>& from, std::vector<LateCause>* int
   });
 }
 
-}  // namespace
+// Where a command line says its rank: the index of the flag and how many arguments it takes
+// (2 for `--rank N`, 1 for `--rank=N`), and the rank; {0, 0, -1} when it does not say.
+struct RankArgument {
+  size_t index = 0;
+  size_t count = 0;
+  int rank = -1;
+};
 
-int RankFromCommandLine(const std::vector<std::string>& argv) {
+RankArgument FindRankArgument(const std::vector<std::string>& argv) {
   static const char* const kFlags[] = {"--rank", "--local_rank", "--local-rank"};
   for (size_t i = 0; i < argv.size(); ++i) {
     for (const char* flag : kFlags) {
-      std::string value;
+      absl::string_view value;
+      size_t count = 0;
       if (argv[i] == flag && i + 1 < argv.size()) {
         value = argv[i + 1];
-      } else if (absl::StartsWith(argv[i], absl::StrCat(flag, "="))) {
-        value = argv[i].substr(strlen(flag) + 1);
+        count = 2;
+      } else if (absl::StartsWith(argv[i], flag) && argv[i].size() > strlen(flag) &&
+                 argv[i][strlen(flag)] == '=') {
+        value = absl::string_view(argv[i]).substr(strlen(flag) + 1);
+        count = 1;
       } else {
         continue;
       }
       int rank = -1;
-      if (absl::SimpleAtoi(value, &rank) && rank >= 0) return rank;
+      if (absl::SimpleAtoi(value, &rank) && rank >= 0) return {i, count, rank};
     }
   }
-  return -1;
+  return {};
+}
+
+}  // namespace
+
+int RankFromCommandLine(const std::vector<std::string>& argv) {
+  return FindRankArgument(argv).rank;
+}
+
+std::string JobFromCommandLine(const std::vector<std::string>& argv) {
+  const RankArgument r = FindRankArgument(argv);
+  std::string job;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (r.count != 0 && i >= r.index && i < r.index + r.count) continue;
+    absl::string_view arg = argv[i];
+    if (i == 0)
+      arg = arg.substr(arg.rfind('/') == absl::string_view::npos ? 0 : arg.rfind('/') + 1);
+    absl::StrAppend(&job, job.empty() ? "" : " ", arg);
+  }
+  return job;
 }
 
 absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {

@@ -263,6 +263,20 @@ TEST(CollectivesTest, RankFromCommandLineReadsTheLaunchersFlags) {
   EXPECT_EQ(RankFromCommandLine({"train", "--ranks", "4"}), -1);
 }
 
+// The ranks of one job launched with one command line have one job: their command line without
+// the rank, the program by its file name.
+TEST(CollectivesTest, JobFromCommandLineIsTheSameForEveryRankOfAJob) {
+  EXPECT_EQ(JobFromCommandLine({"/opt/bin/cc_job", "--rank", "3", "--ranks", "4"}),
+            "cc_job --ranks 4");
+  EXPECT_EQ(JobFromCommandLine({"bin/cc_job", "--rank", "0", "--ranks", "4"}),
+            JobFromCommandLine({"/opt/bin/cc_job", "--rank", "3", "--ranks", "4"}));
+  EXPECT_EQ(JobFromCommandLine({"python3", "train.py", "--local_rank=5"}), "python3 train.py");
+  EXPECT_NE(JobFromCommandLine({"python3", "train.py", "--local_rank=5", "--lr", "1"}),
+            JobFromCommandLine({"python3", "train.py", "--local_rank=5", "--lr", "2"}));
+  EXPECT_EQ(JobFromCommandLine({"train", "--rank", "x"}), "train --rank x");  // says no rank
+  EXPECT_EQ(JobFromCommandLine({}), "");
+}
+
 TEST(CollectivesTest, ACaptureWithoutCollectivesIsNotFound) {
   Trace t;
   t.processes.push_back(Rank(1, {"job"}));
