@@ -139,16 +139,21 @@ const std::vector<Command>& Commands() {
        "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n"},
       {"fleet", FleetCommand,
        "fleet top [--since 1h] [--by op|model|host|process] [--where KEY=VALUE]... [--limit N] "
-       "[--format text|csv|json] | fleet query \"SQL\"  [--clickhouse_url URL ...]",
+       "[--format text|csv|json] | fleet export [--since 1h] [--where KEY=VALUE]... "
+       "[--format pprof|collapsed] -o FILE | fleet query \"SQL\"  [--clickhouse_url URL ...]",
        "the fleet store (ClickHouse, filled by nrtprofd --clickhouse_url): what spent the most "
        "device time across hosts",
-       {"since", "by", "where", "limit", "format", "clickhouse_url", "clickhouse_database",
+       {"since", "by", "where", "limit", "format", "o", "clickhouse_url", "clickhouse_database",
         "clickhouse_user", "clickhouse_password_file"},
        "fleet query runs any SQL and prints ClickHouse's answer (TabSeparated unless it says "
-       "FORMAT).\n\n"
+       "FORMAT).\nfleet export writes fleet top's sums as a pprof profile (--format pprof, the "
+       "default) or folded\nstacks (--format collapsed) to -o FILE, gzipped if it ends in .gz: "
+       "each stack model > op, host and\npid as labels.\n\n"
        "examples:\n"
        "  nrtprof fleet top --clickhouse_url http://clickhouse:8123 --since 1h --limit 10\n"
        "  nrtprof fleet top --by model --where host=trn1-07 --format csv\n"
+       "  nrtprof fleet export --since 1h --format pprof -o fleet.pb.gz   # model > op stacks, "
+       "host and pid labels\n"
        "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n"},
   };
   return kCommands;

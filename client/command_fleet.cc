@@ -5,6 +5,9 @@
 //                     [--limit N] [--format text|csv|json]
 //       the device time, calls and host time of the fleet's ops (models, hosts, processes) in
 //       the last --since, most device time first;
+//   nrtprof fleet export [--since 1h] [--where KEY=VALUE]... [--format pprof|collapsed] [-o FILE]
+//       the same sums as a pprof profile (or folded stacks) of model > op stacks, with the host
+//       and pid as labels: trace/pprof_export.h, gzipped for FILE.gz (issue 42);
 //   nrtprof fleet query "SQL"
 //       any query, its answer as ClickHouse writes it (TabSeparated unless it says FORMAT).
 //
@@ -27,12 +30,16 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
+#include "client/flags.h"
 #include "common/clickhouse_http.h"
 #include "common/json_text.h"
+#include "trace/atomic_file.h"
+#include "trace/pprof_export.h"
 #include "trace/summary.h"
 
 ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
 ABSL_DECLARE_FLAG(int, limit);           // command_summary.cc
+ABSL_DECLARE_FLAG(std::string, o);       // command_report.cc
 
 ABSL_FLAG(std::string, clickhouse_url, "",
           "the fleet store's ClickHouse server, http://HOST:8123 (default "
@@ -322,19 +329,75 @@ int Top(ClickHouseClient* client, const std::vector<std::string>& wheres) {
   return 0;
 }
 
+// fleet export: the sums of the last --since per host, process, op and model as one profile,
+// each stack model > op (the op alone when it ran no model), host and pid its labels.
+int Export(ClickHouseClient* client, const std::vector<std::string>& wheres) {
+  // --format is shared with summary and fleet top, whose default ("text") is no export format.
+  const std::string format = FlagGiven("format") ? absl::GetFlag(FLAGS_format) : "pprof";
+  if (format != "pprof" && format != "collapsed") {
+    return Fail(absl::StrCat("fleet export: --format '", format, "' is not pprof or collapsed"), 2);
+  }
+  const std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) return Fail("fleet export: say where with -o FILE (FILE.pb.gz: gzipped)", 2);
+  const int64_t since_s = absl::ToInt64Seconds(absl::GetFlag(FLAGS_since));
+  if (since_s < 1) return Fail("--since must be at least 1s", 2);
+  std::vector<std::string> conds;
+  for (const std::string& w : wheres) {
+    absl::StatusOr<std::string> c = Condition(w);
+    if (!c.ok()) return Fail(std::string(c.status().message()), 2);
+    conds.push_back(*std::move(c));
+  }
+  const std::string sql = absl::StrCat(
+      "SELECT host, pid, op, model, sum(device_ns), sum(host_ns), sum(executions) "
+      "FROM fleet_ops_by_minute WHERE minute >= toStartOfMinute(now() - ", since_s, ")",
+      conds.empty() ? "" : " AND ", absl::StrJoin(conds, " AND "),
+      " GROUP BY host, pid, op, model ORDER BY host, pid, op, model FORMAT TabSeparated");
+  absl::StatusOr<std::string> answer = client->Run(sql);
+  if (!answer.ok()) return Fail(std::string(answer.status().message()));
+  daemon::StackProfile profile;
+  size_t rows = 0;
+  for (absl::string_view line : absl::StrSplit(*answer, '\n', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    uint32_t pid = 0;
+    int64_t device_ns = 0, host_ns = 0, executions = 0;
+    if (f.size() != 7 || !absl::SimpleAtoi(f[1], &pid) || !absl::SimpleAtoi(f[4], &device_ns) ||
+        !absl::SimpleAtoi(f[5], &host_ns) || !absl::SimpleAtoi(f[6], &executions)) {
+      return Fail(absl::StrCat("ClickHouse's answer is not fleet_ops' rows: '", line,
+                               "' (is the database the fleet store's?)"));
+    }
+    std::vector<std::string> stack;
+    if (!f[3].empty()) stack.push_back(Unescape(f[3]));
+    stack.push_back(Unescape(f[2]));
+    profile.AddStack(stack, Unescape(f[0]), pid, 0, "", -1, device_ns, host_ns, executions);
+    ++rows;
+  }
+  std::string bytes =
+      format == "pprof" ? profile.ToPprof().SerializeAsString() : profile.ToCollapsed();
+  if (absl::EndsWith(out, ".gz")) bytes = daemon::Gzip(bytes);
+  daemon::AtomicFile file;
+  absl::Status written = file.Open(out);
+  if (written.ok()) written = file.Append(bytes);
+  if (written.ok()) written = file.Commit();
+  if (!written.ok()) return Fail(absl::StrCat("cannot write ", out, ": ", written.message()));
+  fprintf(stderr, "nrtprof fleet export: %s (%s, %zu rows of the last %s: device time %s)\n",
+          out.c_str(), format.c_str(), rows, absl::FormatDuration(absl::Seconds(since_s)).c_str(),
+          daemon::FormatDuration(profile.Total(daemon::StackProfile::kDeviceNs)).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int FleetCommand(int argc, char** argv) {
   const std::vector<std::string> wheres = TakeWheres(&argc, argv);
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string what = args.size() > 1 ? args[1] : "";
-  if (what != "top" && what != "query") {
+  if (what != "top" && what != "query" && what != "export") {
     return Fail(what.empty() ? "say what: nrtprof fleet top [FLAGS] or nrtprof fleet query SQL"
                              : absl::StrCat("unknown '", what, "': it is fleet top or fleet query"),
                 2);
   }
-  if (what == "top" && args.size() > 2) {
-    return Fail(absl::StrCat("fleet top: unexpected argument '", args[2], "'"), 2);
+  if ((what == "top" || what == "export") && args.size() > 2) {
+    return Fail(absl::StrCat("fleet ", what, ": unexpected argument '", args[2], "'"), 2);
   }
   if (what == "query" && args.size() != 3) {
     return Fail("usage: nrtprof fleet query \"SQL\" (one argument: quote the query)", 2);
@@ -344,6 +407,7 @@ int FleetCommand(int argc, char** argv) {
   if (!server.ok()) return Fail(std::string(server.status().message()), 2);
   ClickHouseClient client(*std::move(server));
   if (what == "top") return Top(&client, wheres);
+  if (what == "export") return Export(&client, wheres);
   absl::StatusOr<std::string> answer = client.Run(args[2], "", 60'000);
   if (!answer.ok()) return Fail(std::string(answer.status().message()));
   fputs(answer->c_str(), stdout);

@@ -159,6 +159,16 @@ void StackProfile::AddValues(const SampleKey& key, int64_t device_ns, int64_t ho
   totals_[kExecutions] += executions;
 }
 
+void StackProfile::AddStack(const std::vector<std::string>& stack, const std::string& host,
+                            uint32_t pid, uint32_t tid, const std::string& thread, int32_t nc_idx,
+                            int64_t device_ns, int64_t host_ns, int64_t executions) {
+  std::vector<uint32_t> frames;
+  frames.reserve(stack.size());
+  for (const std::string& frame : stack) frames.push_back(Intern(frame));
+  AddValues({&frames, Intern(host), Intern(thread), pid, tid, nc_idx}, device_ns, host_ns,
+            executions);
+}
+
 void StackProfile::Add(const Trace& trace, const std::string& host) {
   if (trace.end_ns != 0) {
     first_ns_ = std::min(first_ns_, trace.start_ns);

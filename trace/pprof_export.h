@@ -52,6 +52,12 @@ class StackProfile {
   // (a merged capture's part); empty to leave it to them.
   void Add(const Trace& trace, const std::string& host = "");
 
+  // One stack's values from elsewhere than a Trace (the fleet store's sums): `stack` leaf
+  // first; host and thread empty, and nc_idx -1, for none.
+  void AddStack(const std::vector<std::string>& stack, const std::string& host, uint32_t pid,
+                uint32_t tid, const std::string& thread, int32_t nc_idx, int64_t device_ns,
+                int64_t host_ns, int64_t executions);
+
   // The profile: sample types device_time, host_time, executions; device_time the default.
   perftools::profiles::Profile ToPprof() const;
 
