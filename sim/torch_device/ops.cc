@@ -214,7 +214,8 @@ class ModelBuilder {
 
 // A contiguous device operand. A broadcast view (expand: stride 0 over some dims) of a
 // contiguous tensor is passed as that tensor, its broadcast dims declared 1, so the model
-// broadcasts it; any other strided view is made contiguous (through the host).
+// broadcasts it; any other strided view is made contiguous: a transposed matrix by a transpose
+// model on the device (CopyFrom), anything else through the host.
 struct Operand {
   at::Tensor tensor;
   std::vector<int64_t> sizes;
@@ -337,6 +338,12 @@ const at::Tensor& Resize(const at::Tensor& self, at::IntArrayRef size,
   return self;
 }
 
+// A 2-D view that is the transpose of a contiguous matrix (t.t() is contiguous) and is not
+// contiguous itself.
+bool IsTransposed(const at::Tensor& t) {
+  return t.dim() == 2 && !t.is_contiguous() && t.t().is_contiguous();
+}
+
 // dst <- src where one or both are on the device.
 at::Tensor CopyFrom(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
@@ -356,6 +363,19 @@ at::Tensor CopyFrom(const at::Tensor& src, const at::Tensor& dst, bool non_block
     return dst;
   }
   // device -> device
+  if (src.sizes() == dst.sizes() && IsTransposed(src) && dst.is_contiguous()) {
+    // A transposed matrix made contiguous (linear's w.t(), addmm's backward): one transpose
+    // model from the matrix it views, rounding to dst's dtype as copy does.
+    ModelBuilder m("aten_transpose");
+    const std::string a = m.Input(src.t());
+    m.Output(dst);
+    m.Op("transpose(" + a + ")", "out");
+    m.Run("aten::copy_");
+    return dst;
+  }
+  if (src.sizes() == dst.sizes() && IsTransposed(src) && IsTransposed(dst)) {
+    return CopyFrom(src.t(), dst.t(), non_blocking).t();  // .to(dtype) of a transpose keeps it
+  }
   if (src.sizes() == dst.sizes() && src.is_contiguous() && dst.is_contiguous()) {
     if (src.scalar_type() == dst.scalar_type()) {
       Guarded([&] { CopyOnDevice(RegionOf(src), RegionOf(dst)); });
@@ -600,24 +620,28 @@ at::Tensor Addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
   return MatmulOp("aten::addmm", &self, a, b, beta.toDouble(), alpha.toDouble());
 }
 
-// The simulator's op library has no max or comparison op, so relu and its backward run on the
-// host: the operand is read back, computed by CPU PyTorch, and written to the device (two
-// transfers, in the trace and the device time). README.md, "Ops".
-at::Tensor Relu(const at::Tensor& a) {
-  CheckOnDevice(a, "aten::relu");
-  at::Tensor out = Empty(a.sizes(), a.scalar_type());
-  FromHost(at::relu(ToHost(a)), out);
-  return out;
-}
+at::Tensor Relu(const at::Tensor& a) { return Unary("aten::relu", "aten_relu", a, {"relu($)"}); }
 at::Tensor& ReluInPlace(at::Tensor& self) { return InPlace(self, Relu(self)); }
 
+at::Tensor Abs(const at::Tensor& a) { return Unary("aten::abs", "aten_abs", a, {"abs($)"}); }
+at::Tensor& AbsInPlace(at::Tensor& self) { return InPlace(self, Abs(self)); }
+
+// grad where self > threshold, else 0 (ReLU's backward: self is the ReLU's output, threshold 0).
 at::Tensor ThresholdBackward(const at::Tensor& grad, const at::Tensor& self,
                              const c10::Scalar& threshold) {
-  CheckOnDevice(grad, "aten::threshold_backward");
-  CheckOnDevice(self, "aten::threshold_backward");
-  at::Tensor host = at::threshold_backward(ToHost(grad), ToHost(self), threshold);
-  at::Tensor out = Empty(host.sizes(), host.scalar_type());
-  FromHost(host, out);
+  const char* aten = "aten::threshold_backward";
+  CheckOnDevice(grad, aten);
+  CheckOnDevice(self, aten);
+  const c10::ScalarType dtype = at::result_type(grad, self);
+  CheckDtype(dtype, aten);
+  at::Tensor out = Empty(at::infer_size(grad.sizes(), self.sizes()), dtype);
+  if (out.numel() == 0) return out;
+  const Operand og = DeviceOperand(grad), os = DeviceOperand(self);
+  ModelBuilder m("aten_threshold_backward");
+  const std::string g = m.InputShaped(og.tensor, og.sizes), x = m.InputShaped(os.tensor, os.sizes);
+  m.Output(out);
+  m.Op("threshold_backward(" + g + ", " + x + ", " + Number(threshold.toDouble()) + ")", "out");
+  m.Run(aten);
   return out;
 }
 
@@ -778,6 +802,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("relu", Relu);
   m.impl("relu_", ReluInPlace);
   m.impl("threshold_backward", ThresholdBackward);
+  m.impl("abs", Abs);
+  m.impl("abs_", AbsInPlace);
   m.impl("mse_loss", MseLoss);
   m.impl("mse_loss_backward", MseLossBackward);
 }

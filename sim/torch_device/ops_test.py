@@ -42,6 +42,7 @@ class DeviceTestCase(unittest.TestCase):
         after = nrtsim_torch.stats()
         ran = after["executions"] - before["executions"]
         self.writes = after["writes"] - before["writes"]
+        self.reads = after["reads"] - before["reads"]
         self.assertEqual(got.device.type, "privateuseone")
         self.assertEqual(got.dtype, ref.dtype)
         self.assertEqual(got.shape, ref.shape)
@@ -116,9 +117,40 @@ class ElementwiseTest(DeviceTestCase):
                 self.check(lambda x: x ** 3, a, executions=1)
             with self.subTest(op="rsqrt", dtype=dtype):
                 self.check(torch.rsqrt, pos, executions=1)
-            with self.subTest(op="relu", dtype=dtype):
-                got = self.check(torch.relu, a)
-                self.assertTrue(bool((got.cpu() == 0).any()), "relu kept no zero")
+
+    def test_relu_abs_threshold_backward_on_the_device(self):
+        # One execution each, nothing read back or written: the device computes them. Exact in
+        # either dtype (they select or negate), NaN and -0 as CPU PyTorch has them.
+        edges = torch.tensor([float("nan"), -0.0, 0.0, -1.5, 2.5, float("-inf"), float("inf"), 1e-3])
+        for dtype in DTYPES:
+            a = rand(4, 16, dtype=dtype)
+            g = rand(4, 16, dtype=dtype, seed=5)
+            for name, fn, args in [("relu", torch.relu, (a,)), ("relu_", lambda x: x.relu_(), (a,)),
+                                   ("abs", torch.abs, (a,)), ("abs_", lambda x: x.abs_(), (a,)),
+                                   ("threshold_backward 0",
+                                    lambda g, x: torch.ops.aten.threshold_backward(g, x, 0), (g, a)),
+                                   ("threshold_backward 0.5",
+                                    lambda g, x: torch.ops.aten.threshold_backward(g, x, 0.5), (g, a)),
+                                   ("threshold_backward broadcast",
+                                    lambda g, x: torch.ops.aten.threshold_backward(g, x, 0),
+                                    (g[:1], a))]:
+                with self.subTest(op=name, dtype=dtype):
+                    got = self.check(fn, *[t.clone() for t in args], executions=1)
+                    self.assertEqual((self.reads, self.writes), (0, 0), "transfers")
+                    ref = cpu_reference(fn, *[t.clone() for t in args])
+                    self.assertTrue(torch.equal(got.cpu(), ref), f"{name} is not exact")
+            with self.subTest(op="relu, abs, threshold_backward at the edges", dtype=dtype):
+                e = edges.to(dtype)
+                ed = e.to(DEV)
+                for got, ref in [(torch.relu(ed), torch.relu(e.float()).to(dtype)),
+                                 (torch.abs(ed), torch.abs(e.float()).to(dtype)),
+                                 (torch.ops.aten.threshold_backward(ed, ed, 0),
+                                  torch.ops.aten.threshold_backward(e.float(), e.float(), 0).to(dtype))]:
+                    got = got.cpu()
+                    torch.testing.assert_close(got, ref, equal_nan=True, rtol=0, atol=0)
+                    signed = lambda t: [bool(v) for v, n in zip(torch.signbit(t), t.isnan()) if not n]
+                    self.assertEqual(signed(got), signed(ref))  # -0 kept or not, as CPU's
+                self.assertTrue(bool((torch.relu(ed).cpu() == 0).any()), "relu kept no zero")
 
     def test_dtype_conversion_on_device(self):
         a = rand(4, 8)
@@ -162,10 +194,40 @@ class MatmulTest(DeviceTestCase):
             with self.subTest(op="addmm beta alpha", dtype=dtype):
                 self.check(lambda s, x, y: torch.addmm(s, x, y, beta=0.5, alpha=2), bias, a, b,
                            executions=1)
+            # The transposed operand is a transpose model on the device: two executions,
+            # nothing read back or written.
             with self.subTest(op="x @ w.t()", dtype=dtype):
-                self.check(lambda x, w: x @ w.t(), a, wt)
+                self.check(lambda x, w: x @ w.t(), a, wt, executions=2)
+                self.assertEqual((self.reads, self.writes), (0, 0), "transfers")
             with self.subTest(op="linear", dtype=dtype):
-                self.check(torch.nn.functional.linear, a, wt, bias)
+                self.check(torch.nn.functional.linear, a, wt, bias, executions=2)
+                self.assertEqual((self.reads, self.writes), (0, 0), "transfers")
+            with self.subTest(op="a.t() @ b", dtype=dtype):
+                self.check(lambda x, y: x.t() @ y, a, rand(5, 3, dtype=dtype, seed=4), executions=2)
+
+    def test_transpose_made_contiguous_on_the_device(self):
+        for src, dst in [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                         (torch.float32, torch.bfloat16)]:
+            with self.subTest(src=src, dst=dst):
+                a = rand(5, 7, dtype=src)
+                d = a.to(DEV)
+                got = torch.empty(7, 5, dtype=dst, device=DEV)
+                before = nrtsim_torch.stats()
+                got.copy_(d.t())
+                after = nrtsim_torch.stats()
+                self.assertEqual(after["executions"] - before["executions"], 1)
+                self.assertEqual(after["reads"] - before["reads"], 0)
+                self.assertTrue(torch.equal(got.cpu(), a.t().to(dst)))
+                # .to(dtype) keeps the transposed layout: a copy of the matrix it views.
+                before = nrtsim_torch.stats()
+                kept = d.t().to(dst)
+                after = nrtsim_torch.stats()
+                self.assertEqual(after["reads"] - before["reads"], 0)
+                self.assertTrue(torch.equal(kept.cpu(), a.t().to(dst)))
+                # A view at an offset (a column block of a wider matrix's transpose).
+                wide = rand(6, 5, dtype=src, seed=7)
+                self.assertTrue(torch.equal(wide.to(DEV)[2:].t().contiguous().cpu(),
+                                            wide[2:].t().contiguous()))
 
     def test_views_read_back(self):
         a = rand(3, 4)

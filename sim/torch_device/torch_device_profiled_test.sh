@@ -82,7 +82,7 @@ step = mlp.get("ProfilerStep*")
 # prof.step() after the last step opens one more ProfilerStep#N, closed when the profiler
 # exits (torch.profiler records it too).
 want(step is not None and int(step["calls"]) in (steps, steps + 1), f"mlp: ProfilerStep* row {step}")
-for op in ("aten::addmm", "aten::mm", "aten::mse_loss"):
+for op in ("aten::addmm", "aten::mm", "aten::mse_loss", "aten::relu", "aten::threshold_backward"):
     want(op in mlp and int(mlp[op]["self_device_ns"]) > 0, f"mlp: no device time for {op}")
 if bad:
     sys.exit("\n".join(bad))
