@@ -44,6 +44,12 @@ constexpr absl::Duration kMaxStartLead = absl::Seconds(5);
 // A host's window that opened later than this after the instant named is said to have.
 constexpr uint64_t kLateStartNs = 1'000'000;
 
+// Processes in step (the ranks of a job) mark the same step within moments, but each daemon
+// names the next step after the latest that reached it, a flush (25 ms) apart: hosts whose next
+// steps are at most this far apart take the latest's, all the same numbers. Further apart, the
+// hosts' processes are not in step, and each host keeps its own.
+constexpr uint64_t kMaxStepSpread = 100;
+
 void Say(const std::string& line) { fprintf(stderr, "nrtprof capture: %s\n", line.c_str()); }
 
 // One host of the capture, from the connection to its fetched files.
@@ -154,6 +160,7 @@ void StopAndFetch(uint32_t wait_ms, Host* h) {
   StopCaptureRequest stop;
   stop.set_capture_id(h->started.capture_id());
   stop.set_wait_ms(wait_ms);
+  stop.set_first_step(h->started.first_step());  // AlignSteps' (the daemon's own, or later)
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -338,6 +345,24 @@ uint64_t StartAll(const CaptureWindow& window, const std::string& capture_id,
   return local_start;
 }
 
+// Whole steps: every host whose processes mark steps takes the same ones, the latest host's
+// next, when the hosts' next steps are at most kMaxStepSpread apart (StopCaptureRequest
+// .first_step tells each daemon at the stop; its flight recorder holds them).
+void AlignSteps(const CaptureWindow& window, std::vector<Host>* hosts) {
+  if (window.iterations == 0) return;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const Host& h : *hosts) {
+    // 0: none of its processes has marked a step yet; they start from the first they mark.
+    if (!h.in() || h.started.first_step() == 0) continue;
+    first = std::min<uint64_t>(first, h.started.first_step());
+    last = std::max<uint64_t>(last, h.started.first_step());
+  }
+  if (first == UINT64_MAX || first == last || last - first > kMaxStepSpread) return;
+  for (Host& h : *hosts) {
+    if (h.in() && h.started.first_step() != 0) h.started.set_first_step(last);
+  }
+}
+
 // What started where: a line per host with its clock (and steps, and a late start).
 void SayStarted(const std::vector<Host>& hosts, const CaptureWindow& window,
                 const std::string& capture_id, const std::string& out, uint64_t local_start) {
@@ -497,6 +522,7 @@ int CaptureOnHosts(const std::string& list, const CaptureWindow& window, const s
     Say("no host started the capture; nothing was captured");
     return 1;
   }
+  AlignSteps(window, &hosts);
   SayStarted(hosts, window, capture_id, out, local_start);
   AwaitWindow(&hosts, window, stop_signals);
   // As for one host: what the programs made by the window's end arrives within 100 ms.

@@ -70,7 +70,9 @@ absl::StatusOr<daemon::Trace> LoadTrace(const std::string& given) {
                                               trace.status().message(), ")"));
     }
     for (daemon::ProcessTrace& p : trace->processes) {
-      if (p.host.empty()) p.host = part.host;
+      // A merged capture's host is the one the user named (--hosts): the machines' own names
+      // may be alike (several daemons on one machine) or differ from it.
+      if (p.host.empty() || !part.host.empty()) p.host = part.host;
       all.processes.push_back(std::move(p));
     }
   }

@@ -558,6 +558,10 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
           absl::StrCat("capture '", id, "' is already being stopped"));
     }
     c->stopping = true;
+    // A later first step (capture --hosts: every host's the same): the recorder holds it.
+    if (c->iterations != 0 && request.first_step() > c->first_step) {
+      c->first_step = request.first_step();
+    }
     ++stops_in_flight_;
     // The shims send what they recorded up to the stop at once (CaptureControl.flush), a
     // process that exits its final batch; the stop waits for those, within wait_ms.

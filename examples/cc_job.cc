@@ -4,12 +4,23 @@
 //
 //   cc_job --ranks N --steps S [--slow-rank R --slow-ms MS [--slow-cause host|device]]
 //          [--kill-rank R --kill-step K] [--elems E]
+//          [--local-ranks LIST --root HOST:PORT] [--rank-program PROGRAM]
 //
 // Run so, it is the launcher, in the spirit of torchrun: it picks a free local port for rank 0's
 // listener and starts N copies of itself, each with NEURON_RT_ROOT_COMM_ID=127.0.0.1:PORT,
 // NEURON_RT_VISIBLE_CORES=<its rank> (one core each), WORLD_SIZE and RANK in its environment and
 // `--rank R` on its command line (as torch.distributed.launch passes --local_rank), then waits
 // for them all and exits 0 only if every rank did.
+//
+// A job across hosts runs one launcher per host, as torchrun's --nnodes/--node_rank: each with
+// `--local-ranks 0,1` (the ranks of the N it starts: a comma-separated list, or FIRST-LAST) and
+// the same `--root HOST:PORT` (rank 0's listener, on the host that starts rank 0). The rank
+// processes inherit the launcher's environment, so a host's NRTPROF_ADDR or NRT_SIM_HOST_ID is
+// set on its launcher.
+//
+// `--rank-program PROGRAM` starts PROGRAM (an executable, e.g. examples/cc_rank_py.py through the
+// framework module) as each rank instead of a copy of cc_job, with the same environment and
+// the rank's flags: `--rank R --ranks N --steps S [--slow-rank ...]`.
 //
 // Each rank: nrt_init, nrt_cc_global_comm_init, then per step (nrtprof_step() at the top):
 //   forward_backward  one device execution (a small model, compiled from text)
@@ -55,12 +66,16 @@ struct Options {
   int kill_rank = -1;
   int kill_step = -1;
   int elems = 1024;
+  std::vector<int> local_ranks;  // empty: all of them
+  std::string root;              // HOST:PORT of rank 0's listener; empty: the launcher picks one
+  std::string rank_program;      // empty: cc_job itself
 };
 
 void Usage(const char* why) {
   fprintf(stderr,
           "cc_job: %s\nusage: cc_job --ranks N --steps S [--slow-rank R --slow-ms MS "
-          "[--slow-cause host|device]] [--kill-rank R --kill-step K] [--elems E]\n",
+          "[--slow-cause host|device]] [--kill-rank R --kill-step K] [--elems E] "
+          "[--local-ranks LIST --root HOST:PORT] [--rank-program PROGRAM]\n",
           why);
   exit(2);
 }
@@ -71,6 +86,28 @@ bool ParseInt(const std::string& text, int* out) {
   if (text.empty() || *end != '\0' || v < 0 || v > 1000000) return false;
   *out = static_cast<int>(v);
   return true;
+}
+
+// "0,1", "2-3", "0,2-5": the ranks a launcher starts; false for anything else.
+bool ParseRankList(const std::string& text, std::vector<int>* out) {
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(at, comma - at);
+    const size_t dash = item.find('-');
+    int first = 0, last = 0;
+    if (dash == std::string::npos) {
+      if (!ParseInt(item, &first)) return false;
+      last = first;
+    } else if (!ParseInt(item.substr(0, dash), &first) || !ParseInt(item.substr(dash + 1), &last) ||
+               last < first) {
+      return false;
+    }
+    for (int r = first; r <= last; ++r) out->push_back(r);
+    at = comma + 1;
+  }
+  return !out->empty();
 }
 
 Options Parse(int argc, char** argv) {
@@ -92,6 +129,24 @@ Options Parse(int argc, char** argv) {
     if (name == "--slow-cause") {
       if (value != "host" && value != "device") Usage("--slow-cause is host or device");
       o.slow_cause = value;
+    } else if (name == "--local-ranks") {
+      o.local_ranks.clear();
+      if (!ParseRankList(value, &o.local_ranks)) {
+        Usage(("bad value for --local-ranks: " + value + " (a list such as 0,1 or 2-3)").c_str());
+      }
+    } else if (name == "--root") {
+      const size_t colon = value.rfind(':');
+      int port = 0;
+      if (colon == std::string::npos || colon == 0 || !ParseInt(value.substr(colon + 1), &port) ||
+          port < 1 || port > 65535) {
+        Usage(("bad value for --root: " + value + " (HOST:PORT)").c_str());
+      }
+      o.root = value;
+    } else if (name == "--rank-program") {
+      if (access(value.c_str(), X_OK) != 0) {
+        Usage(("--rank-program " + value + " is not an executable file").c_str());
+      }
+      o.rank_program = value;
     } else if (auto it = ints.find(name); it != ints.end()) {
       if (!ParseInt(value, it->second)) Usage(("bad value for " + name + ": " + value).c_str());
     } else {
@@ -103,6 +158,12 @@ Options Parse(int argc, char** argv) {
   if (o.slow_rank >= o.ranks) Usage("--slow-rank must be below --ranks");
   if (o.kill_rank >= o.ranks) Usage("--kill-rank must be below --ranks");
   if (o.elems < 1) Usage("--elems must be at least 1");
+  for (int r : o.local_ranks) {
+    if (r >= o.ranks) Usage("--local-ranks must be below --ranks");
+  }
+  if (!o.local_ranks.empty() && o.root.empty()) {
+    Usage("--local-ranks needs --root HOST:PORT, rank 0's listener, the same for every launcher");
+  }
   return o;
 }
 
@@ -123,15 +184,24 @@ int FreePort() {
 }
 
 int Launch(const Options& o, int argc, char** argv) {
-  const std::string root = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string root = o.root.empty() ? "127.0.0.1:" + std::to_string(FreePort()) : o.root;
+  std::vector<int> local = o.local_ranks;
+  if (local.empty()) {
+    for (int r = 0; r < o.ranks; ++r) local.push_back(r);
+  }
   // Enough simulated cores for one each, unless the machine says otherwise.
   if (getenv("NRT_SIM_NUM_CORES") == nullptr) {
     setenv("NRT_SIM_NUM_CORES", std::to_string(std::max(o.ranks, 2)).c_str(), 1);
   }
-  printf("cc_job: %d ranks, %d steps, root %s\n", o.ranks, o.steps, root.c_str());
+  if (o.local_ranks.empty()) {
+    printf("cc_job: %d ranks, %d steps, root %s\n", o.ranks, o.steps, root.c_str());
+  } else {
+    printf("cc_job: %zu of %d ranks here, %d steps, root %s\n", local.size(), o.ranks, o.steps,
+           root.c_str());
+  }
   fflush(stdout);
   std::map<pid_t, int> rank_of;
-  for (int r = 0; r < o.ranks; ++r) {
+  for (int r : local) {
     const pid_t pid = fork();
     if (pid < 0) {
       perror("cc_job: fork");
@@ -143,18 +213,37 @@ int Launch(const Options& o, int argc, char** argv) {
       setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
       setenv("RANK", std::to_string(r).c_str(), 1);
       std::vector<std::string> args = {argv[0], "--rank", std::to_string(r)};
-      for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+      if (o.rank_program.empty()) {
+        for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+      } else {
+        // The rank program gets the job's flags, not the launcher's own.
+        args[0] = o.rank_program;
+        for (const char* flag : {"--ranks", "--steps", "--slow-rank", "--slow-ms", "--slow-cause",
+                                 "--kill-rank", "--kill-step", "--elems"}) {
+          for (int i = 1; i + 1 < argc; ++i) {
+            if (strcmp(argv[i], flag) == 0) {
+              args.push_back(argv[i]);
+              args.push_back(argv[i + 1]);
+            }
+          }
+          for (int i = 1; i < argc; ++i) {
+            if (strncmp(argv[i], flag, strlen(flag)) == 0 && argv[i][strlen(flag)] == '=') {
+              args.push_back(argv[i]);
+            }
+          }
+        }
+      }
       std::vector<char*> cargs;
       for (std::string& a : args) cargs.push_back(a.data());
       cargs.push_back(nullptr);
-      execv("/proc/self/exe", cargs.data());
-      perror("cc_job: exec");
+      execv(o.rank_program.empty() ? "/proc/self/exe" : o.rank_program.c_str(), cargs.data());
+      perror(("cc_job: exec " + args[0]).c_str());
       _exit(127);
     }
     rank_of[pid] = r;
   }
   int failed = 0;
-  for (int left = o.ranks; left > 0; --left) {
+  for (size_t left = local.size(); left > 0; --left) {
     int status = 0;
     const pid_t pid = wait(&status);
     if (pid < 0) break;
@@ -169,10 +258,11 @@ int Launch(const Options& o, int argc, char** argv) {
     }
   }
   if (failed > 0) {
-    fprintf(stderr, "cc_job: %d of %d ranks failed\n", failed, o.ranks);
+    fprintf(stderr, "cc_job: %d of %zu ranks failed\n", failed, local.size());
     return 1;
   }
-  printf("cc_job: every rank's all-reduce sums were right in all %d steps\n", o.steps);
+  printf("cc_job: %s all-reduce sums were right in all %d steps\n",
+         o.local_ranks.empty() ? "every rank's" : "this launcher's ranks'", o.steps);
   return 0;
 }
 

@@ -4,9 +4,16 @@
 // from the CLI, whose files come home to one folder with a merged trace. A host that is down is
 // named in one line and the others are still written. A host whose clocks are a quarter of a
 // second ahead (Debian's libfaketime, preloaded into its daemon and its program) is measured
-// as such, and the same instant on both hosts lands at the same time in the merged trace.
+// as such, and the same instant on both hosts lands at the same time in the merged trace. A
+// data-parallel job (examples/cc_job) whose ranks are split across two hosts, one rank slow,
+// taken live by whole steps: `nrtprof collectives` on the merged capture names the slow rank, its
+// host and its cause, and each collective starts at the same time on both hosts within the
+// stated clock error (issue 40).
 // Real daemons, real programs, the real CLI; the merged trace is read back as Perfetto would.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,12 +33,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "trace/perfetto_trace_reader.h"
 #include "gtest/gtest.h"
 #include "proto/perfetto_trace.pb.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tls_certs.h"
+#include "trace/perfetto_trace_reader.h"
 
 namespace nrtprof {
 namespace {
@@ -543,6 +550,187 @@ TEST_F(CaptureHostsTest, WholeStepsAreTheSameStepsOnEveryHost) {
   MergedTrace merged = ReadMerged(out + "/trace.pftrace");
   EXPECT_EQ(merged.slice_times["clock_marks @ " + a]["nrt_tensor_write"].size(), 3u) << r.err;
   EXPECT_EQ(merged.slice_times["clock_marks @ " + b]["nrt_tensor_write"].size(), 3u) << r.err;
+}
+
+// A local TCP port nobody listens on now (the job's rank 0 listens on it next).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
+// The CLI's error bound of a host's clock, from its line "  HOST (NAME): clock +0.012ms ±
+// 0.030ms", in ns; -1 if absent.
+int64_t ClockErrorNs(const std::string& err, const std::string& host) {
+  for (const std::string& line : LinesWith(err, "  " + host + " (")) {
+    const size_t at = line.find(" \u00b1 ");
+    if (at == std::string::npos) continue;
+    std::string number = line.substr(at + 4);
+    number = number.substr(0, number.find("ms"));
+    double ms = 0;
+    if (absl::SimpleAtod(number, &ms)) return static_cast<int64_t>(ms * 1e6);
+  }
+  return -1;
+}
+
+// The start of every cc_running slice of a merged trace, by its nrta_seq (the collective's
+// queue and number, the same on every rank), with the process (its "NAME @ HOST") it is of.
+std::map<uint64_t, std::vector<std::pair<std::string, uint64_t>>> CollectiveStarts(
+    const std::string& path) {
+  std::map<uint64_t, std::vector<std::pair<std::string, uint64_t>>> starts;
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(ReadFile(path));
+  EXPECT_TRUE(read.ok()) << path << ": " << read.status();
+  if (!read.ok()) return starts;
+  std::map<uint64_t, uint64_t> parent;
+  std::map<uint64_t, std::string> process_of;
+  std::map<std::pair<uint32_t, uint64_t>, std::string> names, arg_names;  // (sequence, iid)
+  for (int i = 0; i < read->trace.packet_size(); ++i) {
+    const perfetto::protos::TracePacket& p = read->trace.packet(i);
+    const uint32_t seq = p.trusted_packet_sequence_id();
+    for (const auto& n : p.interned_data().event_names()) names[{seq, n.iid()}] = n.name();
+    for (const auto& n : p.interned_data().debug_annotation_names()) {
+      arg_names[{seq, n.iid()}] = n.name();
+    }
+    if (p.has_track_descriptor()) {
+      const auto& t = p.track_descriptor();
+      parent[t.uuid()] = t.parent_uuid();
+      if (t.has_process()) process_of[t.uuid()] = t.process().process_name();
+    }
+    const auto& e = p.track_event();
+    if (e.type() != perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN ||
+        (e.has_name_iid() ? names[{seq, e.name_iid()}] : e.name()) != "cc_running") {
+      continue;
+    }
+    uint64_t track = e.track_uuid();
+    while (process_of.count(track) == 0 && parent.count(track) != 0) track = parent[track];
+    for (const auto& a : e.debug_annotations()) {
+      if ((a.has_name_iid() ? arg_names[{seq, a.name_iid()}] : a.name()) == "nrta_seq") {
+        starts[a.uint_value()].emplace_back(process_of[track], read->times[i]);
+      }
+    }
+  }
+  return starts;
+}
+
+// Issue 40 across hosts, live: a data-parallel job of 4 ranks, 0-1 on one host and 2-3 on the
+// other (a launcher per host, as torchrun's --nnodes: the hosts' ranks stream to their own
+// daemon and exchange over TCP as ranks on different hosts do), rank 2 stalled on the host each
+// step. One `capture --hosts --iterations 3` of the running job; `nrtprof collectives` on the
+// merged capture names rank 2, its host and its cause; every collective's cc_running starts at
+// the same time on both hosts, within the two hosts' stated clock errors.
+TEST_F(CaptureHostsTest, ACollectiveJobAcrossTwoHostsNamesItsSlowRankAndLinesUp) {
+  const std::string a = StartHost("ranks-a");
+  const std::string b = StartHost("ranks-b");
+  ASSERT_FALSE(a.empty() || b.empty());
+  const int port = FreePort();
+  ASSERT_NE(port, 0);
+  auto launcher = [&](const std::string& host, const std::string& ranks) {
+    const std::string shim = Runfile("shim/libnrtprof_shim.so");
+    const std::map<std::string, std::string> env = {
+        {"LD_PRELOAD", shim},        {"NRTPROF_ADDR", host},
+        {"NRTPROF_TLS_CA", tls_.ca}, {"NRTPROF_TOKEN_FILE", tls_.token_file},
+        {"NRT_SIM_HOST_ID", host},   {"NRT_SIM_CC_TRANSPORT", "tcp"},
+        {"NRT_SIM_TIME_SCALE", "1"}, {"NRT_SIM_CC_TIMEOUT_MS", "30000"}};
+    // Its ranks are its process group: the test ends the job as a terminal's Ctrl-C would.
+    return std::make_unique<Background>(
+        std::vector<std::string>{Runfile("examples/cc_job"), "--ranks", "4", "--steps", "100000",
+                                 "--slow-rank", "2", "--slow-ms", "20", "--root",
+                                 absl::StrCat("127.0.0.1:", port), "--local-ranks", ranks},
+        env, TempDir("job-" + ranks), /*own_group=*/true);
+  };
+  std::unique_ptr<Background> job_a = launcher(a, "0,1");
+  std::unique_ptr<Background> job_b = launcher(b, "2-3");
+  auto end_job = [&] {
+    for (Background* job : {job_a.get(), job_b.get()}) {
+      job->SignalGroup(SIGKILL);
+      job->Wait();
+    }
+  };
+  ASSERT_TRUE(AwaitConnected(a)) << job_a->err();
+  ASSERT_TRUE(AwaitConnected(b)) << job_b->err();
+
+  const std::string out = TempDir("hosts-collectives") + "/cap";
+  const Result r =
+      CaptureHosts({a, b}, {"--iterations", "3", "--out", out}, {"/usr/bin/timeout", "120"});
+  EXPECT_TRUE(job_a->Running() && job_b->Running()) << "the job goes on, unaware\n"
+                                                    << job_a->err() << job_b->err();
+  end_job();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "from 4 processes on 2 of 2 hosts")) << r.err;
+  // The same steps on both hosts, though each daemon saw its ranks' steps a flush apart.
+  const std::vector<std::string> line_a = LinesWith(r.err, "  " + a + " (");
+  const std::vector<std::string> line_b = LinesWith(r.err, "  " + b + " (");
+  ASSERT_EQ(line_a.size(), 1u) << r.err;
+  ASSERT_EQ(line_b.size(), 1u) << r.err;
+  const auto steps_of = [](const std::string& line) {
+    const size_t at = line.find(", steps ");
+    return at == std::string::npos ? "" : line.substr(at, line.find(';', at) - at);
+  };
+  EXPECT_NE(steps_of(line_a[0]), "") << r.err;
+  EXPECT_EQ(steps_of(line_a[0]), steps_of(line_b[0])) << r.err;
+
+  // The answer: 4 ranks on the two hosts, rank 2 last in every collective every rank reached,
+  // on host b, stalled on the host.
+  const Result c = RunProcess({Runfile("client/nrtprof"), "collectives", out}, kCliEnv);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(absl::StartsWith(c.out, "4 ranks on " + a + "," + b + ", ")) << c.out;
+  const std::string slowest =
+      LinesWith(c.out, "Slowest rank: ").empty() ? "" : LinesWith(c.out, "Slowest rank: ").front();
+  EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 2 (" + b + " pid ")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
+  std::vector<std::string> rows;  // the per-collective rows: "  step  #k on queue q ..."
+  for (const std::string& line : LinesWith(c.out, " on queue ")) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() >= 8 && words[2] == "on") rows.push_back(line);
+  }
+  ASSERT_GE(rows.size(), 3u) << c.out;
+  size_t complete = 0;
+  for (const std::string& row : rows) {
+    std::vector<std::string> words = absl::StrSplit(row, ' ', absl::SkipEmpty());
+    if (words[5] != "4/4") continue;
+    ++complete;
+    EXPECT_EQ(words[7], "2") << row << "\n" << c.out;
+    EXPECT_TRUE(absl::StrContains(row, "host: data_loader_stall")) << row;
+  }
+  EXPECT_GE(complete, 3u) << c.out << r.err;
+  // The straggler table: each rank with its own host.
+  for (const auto& [rank, host] :
+       std::vector<std::pair<std::string, std::string>>{{"0", a}, {"1", a}, {"2", b}, {"3", b}}) {
+    bool found = false;
+    for (const std::string& line : LinesWith(c.out, " " + host + " ")) {
+      std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      found = found || (words.size() >= 2 && words[0] == rank && words[1] == host);
+    }
+    EXPECT_TRUE(found) << "rank " << rank << " on " << host << "\n" << c.out;
+  }
+
+  // The merged trace: each collective's running starts at one time on both hosts.
+  const int64_t error_a = ClockErrorNs(r.err, a), error_b = ClockErrorNs(r.err, b);
+  ASSERT_GE(error_a, 0) << r.err;
+  ASSERT_GE(error_b, 0) << r.err;
+  size_t across = 0;
+  for (const auto& [seq, starts] : CollectiveStarts(out + "/trace.pftrace")) {
+    std::set<std::string> hosts;
+    uint64_t first = UINT64_MAX, last = 0;
+    for (const auto& [process, t] : starts) {
+      hosts.insert(process.substr(process.find(" @ ") + 3));
+      first = std::min(first, t);
+      last = std::max(last, t);
+    }
+    if (hosts.size() < 2) continue;  // a step one host's window has and the other's not
+    ++across;
+    EXPECT_LE(static_cast<int64_t>(last - first), error_a + error_b)
+        << "collective " << (seq & 0xffffffffffff) << ": its running starts " << last - first
+        << " ns apart across the hosts, whose clocks are known to " << error_a << " and " << error_b
+        << " ns";
+  }
+  EXPECT_GE(across, 3u) << "collectives seen on both hosts";
 }
 
 // Flags that cannot make a capture across hosts: one line each, exit 2, nothing written.
