@@ -5,6 +5,10 @@
 //                     [--limit N] [--format text|csv|json]
 //       the device time, calls and host time of the fleet's ops (models, hosts, processes) in
 //       the last --since, most device time first;
+//   nrtprof fleet top --by rank [--since 1h] [--where KEY=VALUE]... [--limit N] [--format ...]
+//       the ranks of the fleet's distributed jobs (fleet_ranks): each one's collective wait, and
+//       what it made the others of its job wait (a rank that waited least of its job in a
+//       minute was that minute's late rank; docs/fleet.md), the slowest first;
 //   nrtprof fleet export [--since 1h] [--where KEY=VALUE]... [--format pprof|collapsed] [-o FILE]
 //       the same sums as a pprof profile (or folded stacks) of model > op stacks, with the host
 //       and pid as labels: trace/pprof_export.h, gzipped for FILE.gz (issue 42);
@@ -52,10 +56,11 @@ ABSL_FLAG(std::string, clickhouse_password_file, "",
           "file of one line: the ClickHouse user's password (mode 0600)");
 ABSL_FLAG(absl::Duration, since, absl::Hours(1), "how far back fleet top looks (1h, 30m, 2h30m)");
 ABSL_FLAG(std::string, by, "op",
-          "what fleet top ranks: op, model, host or process (a host's pid and executable)");
+          "what fleet top ranks: op, model, host, process (a host's pid and executable) or rank "
+          "(the ranks of distributed jobs by what they made the others wait)");
 ABSL_FLAG(std::string, where, "",
-          "fleet top only over rows with KEY=VALUE (host, pid, executable, model, op); repeat "
-          "for several");
+          "fleet top only over rows with KEY=VALUE (host, pid, executable, model, op; with --by "
+          "rank: host, pid, executable, rank, job); repeat for several");
 
 namespace nrtprof::cli {
 namespace {
@@ -101,16 +106,27 @@ std::vector<std::string> TakeWheres(int* argc, char** argv) {
   return wheres;
 }
 
-// --where KEY=VALUE as a condition.
-absl::StatusOr<std::string> Condition(const std::string& where) {
+// --where KEY=VALUE as a condition (--by rank: its own keys).
+absl::StatusOr<std::string> Condition(const std::string& where, bool by_rank = false) {
   const size_t eq = where.find('=');
   const std::string key = where.substr(0, eq);
   static const std::vector<std::string> kKeys = {"host", "pid", "executable", "model", "op"};
-  if (eq == std::string::npos || std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--where '", where, "' is not KEY=VALUE with KEY host, pid, executable, model or op"));
+  static const std::vector<std::string> kRankKeys = {"host", "pid", "executable", "rank", "job"};
+  const std::vector<std::string>& keys = by_rank ? kRankKeys : kKeys;
+  if (eq == std::string::npos || std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--where '", where, "' is not KEY=VALUE with KEY ",
+                     by_rank ? "host, pid, executable, rank or job (with --by rank)"
+                             : "host, pid, executable, model or op"));
   }
   const std::string value = where.substr(eq + 1);
+  if (key == "rank") {
+    int rank = -1;
+    if (!absl::SimpleAtoi(value, &rank) || rank < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--where rank='", value, "' is not a rank"));
+    }
+    return absl::StrCat("rank = ", rank);
+  }
   if (key == "pid") {
     uint32_t pid = 0;
     if (!absl::SimpleAtoi(value, &pid)) {
@@ -270,11 +286,153 @@ std::string FormatTop(const std::string& format, const std::vector<std::string>&
   return out;
 }
 
+// fleet top --by rank: a rank of a distributed job (fleet_ranks) over the last --since.
+struct RankRow {
+  std::string host, executable, job;
+  uint32_t pid = 0;
+  int64_t rank = -1;
+  uint64_t collectives = 0, wait_ns = 0;
+  uint64_t minutes = 0;       // minutes it waited in collectives
+  uint64_t late_minutes = 0;  // of them, those it waited least of its job: its late minutes
+  uint64_t made_wait_ns = 0;  // in those, what the job's other ranks waited beyond it
+};
+
+// Per minute and job, the ranks' waits (the minute's exports summed); a rank that waited the
+// least of its job's ranks (two or more) that minute was its late rank, and what the others
+// waited beyond it, sum(w) - ranks * min(w), is what its lateness cost them. In one pass of
+// arrays (ClickHouse 18.16 has no window functions): each minute's ranks gathered, the least
+// found, the ranks taken out again (ARRAY JOIN), and summed per rank. --where picks ranks after
+// that, so a rank is compared with its whole job, whatever is shown.
+std::string RankTopSql(const std::vector<std::string>& conds, int64_t since_s, int limit) {
+  return absl::StrCat(
+      "SELECT host, pid, executable, rank, job, sum(n) AS collectives, sum(w) AS wait_ns, "
+      "count() AS minutes, sum(late) AS late_minutes, sum(if(late, sw - k * mn, 0)) AS made "
+      "FROM (SELECT host, pid, executable, rank, job, n, w, sw, k, mn, k > 1 AND w = mn AS late "
+      "FROM (SELECT minute, job, groupArray(host) AS hs, groupArray(pid) AS ps, "
+      "groupArray(executable) AS es, groupArray(rank) AS rs, groupArray(n) AS ns, "
+      "groupArray(w) AS ws, min(w) AS mn, sum(w) AS sw, count() AS k "
+      "FROM (SELECT toStartOfMinute(time) AS minute, job, host, pid, executable, rank, "
+      "sum(collectives) AS n, sum(wait_ns) AS w FROM fleet_ranks "
+      "WHERE time >= toStartOfMinute(now() - ",
+      since_s,
+      ") GROUP BY minute, job, host, pid, executable, rank) GROUP BY minute, job) "
+      "ARRAY JOIN hs AS host, ps AS pid, es AS executable, rs AS rank, ns AS n, ws AS w",
+      conds.empty() ? "" : " WHERE ", absl::StrJoin(conds, " AND "),
+      ") GROUP BY host, pid, executable, rank, job WITH TOTALS "
+      "ORDER BY made DESC, late_minutes DESC, wait_ns, host, pid",
+      limit > 0 ? absl::StrCat(" LIMIT ", limit) : "", " FORMAT TabSeparated");
+}
+
+bool ParseRankRow(absl::string_view line, RankRow* r) {
+  const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+  if (f.size() != 10 || !absl::SimpleAtoi(f[1], &r->pid) || !absl::SimpleAtoi(f[3], &r->rank) ||
+      !absl::SimpleAtoi(f[5], &r->collectives) || !absl::SimpleAtoi(f[6], &r->wait_ns) ||
+      !absl::SimpleAtoi(f[7], &r->minutes) || !absl::SimpleAtoi(f[8], &r->late_minutes) ||
+      !absl::SimpleAtoi(f[9], &r->made_wait_ns)) {
+    return false;
+  }
+  r->host = Unescape(f[0]);
+  r->executable = Unescape(f[2]);
+  r->job = Unescape(f[4]);
+  return true;
+}
+
+std::string FormatRankTop(const std::string& format, const std::vector<RankRow>& rows,
+                          const RankRow& totals, int64_t since_s) {
+  std::string out;
+  const auto rank = [](const RankRow& r) {
+    return r.rank < 0 ? std::string("-") : std::to_string(r.rank);
+  };
+  if (format == "csv") {
+    out = "host,pid,executable,rank,job,collectives,wait_ns,minutes,late_minutes,made_wait_ns\n";
+    for (const RankRow& r : rows) {
+      absl::StrAppend(&out, daemon::CsvField(r.host), ",", r.pid, ",",
+                      daemon::CsvField(r.executable), ",", r.rank, ",", daemon::CsvField(r.job),
+                      ",", r.collectives, ",", r.wait_ns, ",", r.minutes, ",", r.late_minutes, ",",
+                      r.made_wait_ns, "\n");
+    }
+    return out;
+  }
+  if (format == "json") {
+    absl::StrAppend(&out, "{\n  \"since_s\": ", since_s, ",\n  \"wait_total_ns\": ", totals.wait_ns,
+                    ",\n  \"ranks\": [");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const RankRow& r = rows[i];
+      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {\"host\": ", JsonString(r.host),
+                      ", \"pid\": ", r.pid, ", \"executable\": ", JsonString(r.executable),
+                      ", \"rank\": ", r.rank, ", \"job\": ", JsonString(r.job),
+                      ", \"collectives\": ", r.collectives, ", \"wait_ns\": ", r.wait_ns,
+                      ", \"minutes\": ", r.minutes, ", \"late_minutes\": ", r.late_minutes,
+                      ", \"made_wait_ns\": ", r.made_wait_ns, "}");
+    }
+    absl::StrAppend(&out, "\n  ]\n}\n");
+    return out;
+  }
+  size_t host_width = 4, job_width = 3;
+  for (const RankRow& r : rows) {
+    host_width = std::max(host_width, std::min<size_t>(r.host.size(), 40));
+    job_width = std::max(job_width, std::min<size_t>(r.job.size(), 60));
+  }
+  const auto cut = [](const std::string& s, size_t width) {
+    return s.size() > width ? s.substr(0, width - 3) + "..." : s;
+  };
+  absl::StrAppend(&out, absl::StrFormat("%*s  %7s  %4s  %11s  %12s  %14s  %13s  %16s  %s\n",
+                                        static_cast<int>(host_width), "host", "pid", "rank",
+                                        "Collectives", "Coll. wait", "per collective",
+                                        "Late minutes", "Made others wait", "job"));
+  for (const RankRow& r : rows) {
+    absl::StrAppend(
+        &out, absl::StrFormat("%*s  %7d  %4s  %11d  %12s  %14s  %5d of %-4d  %16s  %s\n",
+                              static_cast<int>(host_width), cut(r.host, host_width), r.pid, rank(r),
+                              r.collectives, daemon::FormatDuration(r.wait_ns),
+                              PerCall(r.wait_ns, r.collectives), r.late_minutes, r.minutes,
+                              daemon::FormatDuration(r.made_wait_ns), cut(r.job, job_width)));
+  }
+  absl::StrAppend(&out, "Collective wait total, last ",
+                  absl::FormatDuration(absl::Seconds(since_s)), ": ",
+                  daemon::FormatDuration(totals.wait_ns), " in ", totals.collectives,
+                  " collectives of ", totals.minutes,
+                  " rank-minutes. A rank's late minutes: those it waited least of its job's "
+                  "ranks (it arrived last); made others wait: what they waited beyond it then\n");
+  return out;
+}
+
+int RankTop(ClickHouseClient* client, const std::vector<std::string>& conds,
+            const std::vector<std::string>& wheres, const std::string& format, int64_t since_s,
+            int limit) {
+  absl::StatusOr<std::string> answer = client->Run(RankTopSql(conds, since_s, limit));
+  if (!answer.ok()) return Fail(std::string(answer.status().message()));
+  const std::vector<absl::string_view> parts = absl::StrSplit(*answer, absl::MaxSplits("\n\n", 1));
+  std::vector<RankRow> rows;
+  for (absl::string_view line : absl::StrSplit(parts[0], '\n', absl::SkipEmpty())) {
+    RankRow r;
+    if (!ParseRankRow(line, &r)) {
+      return Fail(absl::StrCat("ClickHouse's answer is not fleet_ranks' rows: '", line,
+                               "' (is the database the fleet store's?)"));
+    }
+    rows.push_back(std::move(r));
+  }
+  RankRow totals;
+  if (parts.size() == 2 && !ParseRankRow(absl::StripSuffix(parts[1], "\n"), &totals)) {
+    return Fail(absl::StrCat("ClickHouse's totals are not fleet_ranks' sums: '", parts[1], "'"));
+  }
+  if (rows.empty() && format == "text") {
+    printf("no ranks in the fleet store in the last %s%s (no process waited in collectives)\n",
+           absl::FormatDuration(absl::Seconds(since_s)).c_str(),
+           conds.empty() ? "" : absl::StrCat(" where ", absl::StrJoin(wheres, ", ")).c_str());
+    return 0;
+  }
+  fputs(FormatRankTop(format, rows, totals, since_s).c_str(), stdout);
+  return 0;
+}
+
 int Top(ClickHouseClient* client, const std::vector<std::string>& wheres) {
   std::vector<std::string> columns;
-  if (!GroupColumns(absl::GetFlag(FLAGS_by), &columns)) {
+  const bool by_rank = absl::GetFlag(FLAGS_by) == "rank";
+  if (!by_rank && !GroupColumns(absl::GetFlag(FLAGS_by), &columns)) {
     return Fail(absl::StrCat("--by '", absl::GetFlag(FLAGS_by),
-                             "' is not op, model, host or process"), 2);
+                             "' is not op, model, host, process or rank"),
+                2);
   }
   const std::string format = absl::GetFlag(FLAGS_format);
   if (format != "text" && format != "csv" && format != "json") {
@@ -286,10 +444,11 @@ int Top(ClickHouseClient* client, const std::vector<std::string>& wheres) {
   if (since_s < 1) return Fail("--since must be at least 1s", 2);
   std::vector<std::string> conds;
   for (const std::string& w : wheres) {
-    absl::StatusOr<std::string> c = Condition(w);
+    absl::StatusOr<std::string> c = Condition(w, by_rank);
     if (!c.ok()) return Fail(std::string(c.status().message()), 2);
     conds.push_back(*std::move(c));
   }
+  if (by_rank) return RankTop(client, conds, wheres, format, since_s, limit);
   absl::StatusOr<std::string> answer = client->Run(TopSql(columns, conds, since_s, limit));
   if (!answer.ok()) return Fail(std::string(answer.status().message()));
   const size_t k = columns.size();

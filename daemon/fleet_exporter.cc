@@ -21,6 +21,7 @@ namespace {
 
 constexpr char kOpsTable[] = "fleet_ops";
 constexpr char kCapturesTable[] = "fleet_captures";
+constexpr char kRanksTable[] = "fleet_ranks";
 
 std::string RandomHex() {
   uint64_t value = 0;
@@ -132,9 +133,10 @@ void FleetExporter::ExportOnce() {
 }
 
 void FleetExporter::MakeRows() {
+  const int64_t time = NowSeconds();
+  MakeRankRows(time);
   const std::vector<Metrics::FleetRow> rows = metrics_->TakeFleetRows();
   if (rows.empty()) return;
-  const int64_t time = NowSeconds();
   Enqueue(kOpsTable, time, rows.size(), [&](uint64_t seq) {
     std::string body;
     const std::string tail = absl::StrCat(",\"daemon\":", JsonString(instance_), ",\"seq\":", seq,
@@ -148,6 +150,25 @@ void FleetExporter::MakeRows() {
                       ",\"calls\":", r.calls, ",\"host_ns\":", r.host_ns,
                       ",\"device_ns\":", r.device_ns, ",\"executions\":", r.executions,
                       ",\"device_hist\":", JsonArray(r.device_histogram), tail);
+    }
+    return body;
+  });
+}
+
+void FleetExporter::MakeRankRows(int64_t time) {
+  const std::vector<Metrics::FleetRankRow> rows = metrics_->TakeFleetRankRows();
+  if (rows.empty()) return;
+  Enqueue(kRanksTable, time, rows.size(), [&](uint64_t seq) {
+    std::string body;
+    const std::string tail =
+        absl::StrCat(",\"daemon\":", JsonString(instance_), ",\"seq\":", seq, ",\"time\":", time,
+                     ",\"host\":", JsonString(options_.host), "}\n");
+    for (const Metrics::FleetRankRow& r : rows) {
+      uint32_t pid = 0;
+      if (!absl::SimpleAtoi(r.pid, &pid)) pid = 0;  // "other"
+      absl::StrAppend(&body, "{\"pid\":", pid, ",\"executable\":", JsonString(r.executable),
+                      ",\"rank\":", r.rank, ",\"job\":", JsonString(r.job),
+                      ",\"collectives\":", r.collectives, ",\"wait_ns\":", r.wait_ns, tail);
     }
     return body;
   });

@@ -1,8 +1,10 @@
 // nrtprofd --clickhouse_url: the fleet store's exporter. Every period (10 s by default) it folds
 // what the flight recorder received (CollectorCore::FoldMetrics, the metrics' own fold) and
 // queues one batch of rows for ClickHouse's table fleet_ops, one row per (process, executable,
-// model, op) with what happened in the period (Metrics::TakeFleetRows); each capture the daemon
-// writes queues one row for fleet_captures. The schema is docs/fleet_schema.sql.
+// model, op) with what happened in the period (Metrics::TakeFleetRows), and one batch for
+// fleet_ranks, one row per process that waited in collectives (its rank, job, collectives and
+// wait: Metrics::TakeFleetRankRows); each capture the daemon writes queues one row for
+// fleet_captures. The schema is docs/fleet_schema.sql.
 //
 // A thread of its own sends the batches, in order, over HTTP (common/clickhouse_http.h), and
 // retries one that fails with exponential backoff (250 ms doubling to 30 s); nothing else waits
@@ -91,6 +93,8 @@ class FleetExporter {
   void ExportOnce();
   // The rows folded since the last export, queued as one batch.
   void MakeRows();
+  // The rank rows folded since the last export, queued as one batch of fleet_ranks.
+  void MakeRankRows(int64_t time);
   // Queues a batch of `rows` rows made by `make(seq)`, or drops and counts it if the buffer
   // has no room.
   void Enqueue(const std::string& table, int64_t time, uint64_t rows,

@@ -49,7 +49,7 @@ void Header(std::string* out, const char* name, const char* type, const char* he
 // The fleet store's exporter (nrtprofd --clickhouse_url).
 void RenderFleetExport(const nrtprof::FleetExportStatus& f, std::string* out) {
   Header(out, "nrtprof_fleet_rows_exported_total", "counter",
-         "rows of fleet_ops ClickHouse took");
+         "rows of fleet_ops and fleet_ranks ClickHouse took");
   absl::StrAppend(out, "nrtprof_fleet_rows_exported_total ", f.rows_exported(), "\n");
   Header(out, "nrtprof_fleet_rows_dropped_total", "counter",
          "rows for ClickHouse dropped over --clickhouse_buffer_bytes (or unsent at exit)");

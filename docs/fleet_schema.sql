@@ -49,6 +49,27 @@ AS SELECT
 FROM fleet_ops
 GROUP BY minute, host, pid, executable, model, op;
 
+-- One row per process that waited in collectives (a rank of a distributed job), per export:
+-- its rank and how long it waited for the other ranks in the period (`nrtprof fleet top --by
+-- rank`, docs/fleet.md). A table of its own, so that a store made before it needs nothing
+-- migrated: the daemon makes it at its next (re)connection, and fleet_ops is as it was. The
+-- rows of one period are few (one per rank process), so queries read this table directly.
+CREATE TABLE IF NOT EXISTS fleet_ranks (
+    time DateTime,              -- when the daemon exported the row (end of its period)
+    host String,
+    pid UInt32,                 -- 0: "other", past the daemon's 4096 processes
+    executable String,
+    rank Int32,                 -- from its command line (--rank N, --local_rank N, ...); -1 none
+    job String,                 -- its command line without the rank, the program by file name:
+                                -- every rank of a job started with one command line has the same
+    collectives UInt64,         -- collectives it waited in (their barriers, cc_exec_barrier)
+    wait_ns UInt64,             -- their time: waiting for the other ranks to arrive
+    daemon String,
+    seq UInt64
+) ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMMDD(time)
+ORDER BY (toStartOfHour(time), job, host, pid, rank, daemon, seq);
+
 -- One row per capture a daemon wrote.
 CREATE TABLE IF NOT EXISTS fleet_captures (
     time DateTime,                 -- when it was written
@@ -74,6 +95,8 @@ ORDER BY (time, host, capture_id, daemon, seq);
 -- e.g. daily from cron (the view's rows are in its inner table):
 --   ALTER TABLE nrtprof.fleet_ops DROP PARTITION 20261101
 --   ALTER TABLE nrtprof.`.inner.fleet_ops_by_minute` DROP PARTITION 20261101
+--   ALTER TABLE nrtprof.fleet_ranks DROP PARTITION 20261101
 -- On ClickHouse 19.6 or newer instead, once:
 --   ALTER TABLE nrtprof.fleet_ops MODIFY TTL time + INTERVAL 30 DAY
+--   ALTER TABLE nrtprof.fleet_ranks MODIFY TTL time + INTERVAL 30 DAY
 --   ALTER TABLE nrtprof.fleet_captures MODIFY TTL time + INTERVAL 365 DAY
