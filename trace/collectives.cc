@@ -197,10 +197,19 @@ int RankFromCommandLine(const std::vector<std::string>& argv) {
 }
 
 std::string JobFromCommandLine(const std::vector<std::string>& argv) {
+  // What differs between the hosts of one job: a launcher's share of the ranks on this host.
+  static const char* const kPerHost[] = {"--local-ranks", "--local_ranks", "--node-rank",
+                                         "--node_rank"};
   const RankArgument r = FindRankArgument(argv);
   std::string job;
   for (size_t i = 0; i < argv.size(); ++i) {
     if (r.count != 0 && i >= r.index && i < r.index + r.count) continue;
+    if (i > 0 && std::any_of(std::begin(kPerHost), std::end(kPerHost), [&](const char* flag) {
+          return argv[i] == flag || absl::StartsWith(argv[i], absl::StrCat(flag, "="));
+        })) {
+      if (argv[i].find('=') == std::string::npos) ++i;  // and its value
+      continue;
+    }
     absl::string_view arg = argv[i];
     if (i == 0)
       arg = arg.substr(arg.rfind('/') == absl::string_view::npos ? 0 : arg.rfind('/') + 1);

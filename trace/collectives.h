@@ -108,8 +108,9 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace);
 // The rank a command line gives (`--rank N`, `--rank=N`, `--local_rank N`, `--local-rank=N`),
 // or -1.
 int RankFromCommandLine(const std::vector<std::string>& argv);
-// The command line without that rank argument, its program by file name, joined by spaces:
-// the same for every rank of a job its launcher started with one command line
+// The command line without that rank argument and without a launcher's per-host share of the
+// ranks (`--local-ranks LIST`, `--node_rank N`), its program by file name, joined by spaces:
+// the same for every rank of a job whose launchers were started with one command line
 // ("cc_job --ranks 4"), so that a fleet's ranks can be grouped by job (docs/fleet.md).
 std::string JobFromCommandLine(const std::vector<std::string>& argv);
 

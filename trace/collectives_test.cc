@@ -275,6 +275,12 @@ TEST(CollectivesTest, JobFromCommandLineIsTheSameForEveryRankOfAJob) {
             JobFromCommandLine({"python3", "train.py", "--local_rank=5", "--lr", "2"}));
   EXPECT_EQ(JobFromCommandLine({"train", "--rank", "x"}), "train --rank x");  // says no rank
   EXPECT_EQ(JobFromCommandLine({}), "");
+  // A job across hosts: each host's launcher starts its share of the ranks.
+  EXPECT_EQ(JobFromCommandLine({"cc_job", "--rank", "0", "--ranks", "4", "--local-ranks", "0,1",
+                                "--root", "trn1:7000"}),
+            JobFromCommandLine({"cc_job", "--rank", "3", "--ranks", "4", "--local-ranks=2-3",
+                                "--root", "trn1:7000"}));
+  EXPECT_EQ(JobFromCommandLine({"train", "--node_rank", "1", "--rank", "9"}), "train");
 }
 
 TEST(CollectivesTest, ACaptureWithoutCollectivesIsNotFound) {
