@@ -1,25 +1,30 @@
 // `nrtprof report CAPTURE [-o FILE] [--max_slices N]`: one self-contained HTML file of a
 // capture (report_page.h), written atomically, by default as CAPTURE/report.html. It reads the
 // capture's summary.json (the table, as `nrtprof summary` prints it) and trace.pftrace (the
-// timeline, the chain, the per-core utilization, each process's drops).
+// timeline, the chain, the per-core utilization, each process's drops) and, for a distributed
+// job's, the collectives `nrtprof collectives` prints (collectives_table.h).
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "client/collectives_table.h"
 #include "client/commands.h"
 #include "client/report_page.h"
 #include "client/report_trace.h"
 #include "client/summary_file.h"
 #include "trace/atomic_file.h"
+#include "trace/collectives.h"
 #include "trace/perfetto_trace_reader.h"
 
 ABSL_FLAG(std::string, o, "", "the HTML file to write (default: CAPTURE_DIR/report.html)");
@@ -107,6 +112,16 @@ int ReportCommand(int argc, char** argv) {
   ReportOptions options;
   options.capture_dir = folder;
   options.max_slices = static_cast<size_t>(max_slices);
+  // A distributed job's collectives, as `nrtprof collectives` reads them: the section's cells.
+  std::optional<CollectivesTable> collectives;
+  if (std::find(trace->names.begin(), trace->names.end(), "nrta_cc_schedule") !=
+      trace->names.end()) {
+    absl::StatusOr<daemon::Trace> full = ReadCollectivesTrace(folder + "/trace.pftrace");
+    if (!full.ok()) return Fail(std::string(full.status().message()));
+    absl::StatusOr<daemon::CollectivesAnalysis> analysis = daemon::AnalyzeCollectives(*full);
+    if (analysis.ok()) collectives = MakeCollectivesTable(*analysis);
+  }
+  if (collectives.has_value()) options.collectives = &*collectives;
   const std::string page = RenderReportPage(*trace, *summary, options);
   daemon::AtomicFile file;
   absl::Status written = file.Open(out);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/collectives_table.h"
 #include "client/report_assets.h"
 #include "common/json_text.h"
 
@@ -364,6 +366,33 @@ std::string CoresJson(const ReportTrace& trace) {
   return absl::StrCat("[", absl::StrJoin(out, ","), "]");
 }
 
+// The Collectives section: the `worst_collectives` rows of most skew (the most first), the
+// straggler table, the slowest rank's line and the notes, the cells `nrtprof collectives`
+// prints; null without collectives.
+std::string CollectivesJson(const ReportOptions& options) {
+  const CollectivesTable* t = options.collectives;
+  if (t == nullptr) return "null";
+  std::vector<size_t> order(t->instances.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [t](size_t a, size_t b) { return t->skew_ns[a] > t->skew_ns[b]; });
+  order.resize(std::min(order.size(), options.worst_collectives));
+  std::vector<std::string> worst, stragglers;
+  for (size_t i : order) worst.push_back(JsonStrings(t->instances[i]));
+  for (const std::vector<std::string>& row : t->stragglers) stragglers.push_back(JsonStrings(row));
+  const std::vector<std::string> instance_columns(std::begin(CollectivesTable::kInstanceColumns),
+                                                  std::end(CollectivesTable::kInstanceColumns));
+  const std::vector<std::string> straggler_columns(std::begin(CollectivesTable::kStragglerColumns),
+                                                   std::end(CollectivesTable::kStragglerColumns));
+  return absl::StrCat(
+      "{\"heading\":", JsonString(t->heading), ",\"total\":", t->instances.size(),
+      ",\"columns\":", JsonStrings(instance_columns), ",\"worst\":[", absl::StrJoin(worst, ","),
+      "],\"stragglers_heading\":", JsonString(t->stragglers_heading),
+      ",\"straggler_columns\":", JsonStrings(straggler_columns), ",\"stragglers\":[",
+      absl::StrJoin(stragglers, ","), "],\"slowest\":", JsonString(t->slowest),
+      ",\"notes\":", JsonStrings(t->notes), "}");
+}
+
 }  // namespace
 
 InitialView ChooseInitialView(const ReportTrace& trace, size_t max_slices) {
@@ -402,8 +431,9 @@ std::string ReportPageData(const ReportTrace& trace, const daemon::Summary& summ
       ",\"stretch\":", initial.busiest_stretch ? "true" : "false", "}",
       ",\"processes\":", ProcessesJson(trace), ",\"summary\":", SummaryJson(summary),
       ",\"names\":", JsonStrings(trace.names), ",\"lanes\":[", absl::StrJoin(lanes, ","),
-      "],\"cores\":", CoresJson(trace), ",\"drawn\":{\"slices\":", drawn,
-      ",\"total\":", trace.slices, ",\"truncated\":", truncated ? "true" : "false",
+      "],\"cores\":", CoresJson(trace), ",\"collectives\":", CollectivesJson(options),
+      ",\"drawn\":{\"slices\":", drawn, ",\"total\":", trace.slices,
+      ",\"truncated\":", truncated ? "true" : "false",
       ",\"until_ns\":", truncated ? drawn_until - trace.first_ns : window,
       ",\"until\":", JsonString(FormatDuration(truncated ? drawn_until - trace.first_ns : window)),
       "}}");

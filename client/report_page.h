@@ -3,7 +3,9 @@
 // table, a chart of the top ops by self device time, the timeline of every lane (opening on
 // the busiest step: ChooseInitialView) with the dependency chain of a selected framework op,
 // per-core utilization, drops and cut-off
-// processes, and the capture's command, host, date and window.
+// processes, and the capture's command, host, date and window. A capture of a distributed job
+// has a Collectives section: the collectives with the most arrival skew and their last rank,
+// and the straggler table with the late rank's cause, as `nrtprof collectives` prints them.
 //
 // Large captures: past `max_slices` slices the timeline draws the first ones one by one and the
 // rest as each lane's busy time per bin; the page says so. The table, the chart and the
@@ -22,10 +24,16 @@
 
 namespace nrtprof::cli {
 
+struct CollectivesTable;  // collectives_table.h
+
 struct ReportOptions {
   std::string capture_dir;      // as the user named it, shown in the page
   size_t max_slices = 200'000;  // drawn one by one
   size_t density_bins = 1000;   // per lane, for what is not drawn one by one
+  // The capture's collectives (`nrtprof collectives`' cells), null when it has none: the
+  // Collectives section, with the `worst_collectives` of most skew.
+  const CollectivesTable* collectives = nullptr;
+  size_t worst_collectives = 10;
 };
 
 std::string RenderReportPage(const ReportTrace& trace, const daemon::Summary& summary,

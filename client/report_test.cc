@@ -6,13 +6,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/collectives_table.h"
 #include "client/report_page.h"
 #include "client/report_trace.h"
+#include "gtest/gtest.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/perfetto_writer.h"
 #include "trace/summary.h"
 #include "trace/writer_test_util.h"
-#include "gtest/gtest.h"
 
 namespace nrtprof::cli {
 namespace {
@@ -156,6 +157,40 @@ ReportTrace ThreeSteps() {
                        slice(1390, 60, 4, {4})};
   for (const ReportLane& lane : t.lanes) t.slices += lane.slices.size();
   return t;
+}
+
+// A distributed job's page has a Collectives section: the collectives of most skew, the most
+// first and no more than asked, then the straggler table and the slowest rank's line, cell for
+// cell as the command's; a page without collectives has none.
+TEST(ReportPageTest, TheCollectivesSectionShowsTheWorstCollectivesAndTheStragglers) {
+  CollectivesTable table;
+  table.heading = "3 ranks on vm, 3 collectives";
+  for (const auto& [number, skew] :
+       std::vector<std::pair<std::string, uint64_t>>{{"#1", 1}, {"#2", 30}, {"#3", 20}}) {
+    table.instances.push_back({"0", number + " on queue 32", "3/3", absl::StrCat(skew, "ms"), "2",
+                               "-", "-", "host: stall 100%"});
+    table.skew_ns.push_back(skew);
+  }
+  table.stragglers.push_back({"2", "vm", "42", "3", "51ms", "0ms", "host: stall 100%"});
+  table.slowest = "Slowest rank: 2 (vm pid 42)";
+  const ReportTrace t = WrittenAndRead(daemon::SmallTrace());
+  ReportOptions options;
+  options.collectives = &table;
+  options.worst_collectives = 2;
+  const std::string data = ReportPageData(t, daemon::Summary(), options);
+  const size_t second = data.find("[\"0\",\"#2 on queue 32\"");
+  const size_t third = data.find("[\"0\",\"#3 on queue 32\"");
+  EXPECT_NE(second, std::string::npos) << data;
+  EXPECT_NE(third, std::string::npos) << data;
+  EXPECT_LT(second, third) << "the most skew first";
+  EXPECT_FALSE(absl::StrContains(data, "#1 on queue 32")) << "only the worst 2";
+  EXPECT_TRUE(absl::StrContains(data, "\"total\":3,")) << data;
+  EXPECT_TRUE(
+      absl::StrContains(data, "[\"2\",\"vm\",\"42\",\"3\",\"51ms\",\"0ms\",\"host: stall 100%\"]"))
+      << data;
+  EXPECT_TRUE(absl::StrContains(data, "\"slowest\":\"Slowest rank: 2 (vm pid 42)\"")) << data;
+  EXPECT_TRUE(absl::StrContains(ReportPageData(t, daemon::Summary(), ReportOptions()),
+                                "\"collectives\":null"));
 }
 
 // The timeline opens on the step whose calls caused the most device time, wherever that time

@@ -6,14 +6,17 @@
 // slow rank waits little, the others about the stall); no rank last in every step when none is
 // slow; a rank killed mid-job makes the others fail and the job exit non-zero, and the capture
 // still says which rank is missing; one error line for a folder that is no capture, or a
-// capture without collectives.
+// capture without collectives. `nrtprof report`'s Collectives section shows the command's rows
+// and straggler table, figure for figure.
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
@@ -67,6 +70,34 @@ std::vector<std::string> LastRanks(const std::string& out) {
   return last;
 }
 
+// The JSON array of strings `cells` is in a page's data.
+std::string JsonCells(const std::vector<std::string>& cells) {
+  std::string out = "[";
+  for (const std::string& c : cells) out += (out.size() > 1 ? ",\"" : "\"") + c + "\"";
+  return out + "]";
+}
+
+// `nrtprof collectives`' rows as cells: the per-collective rows (8 cells) and the straggler
+// rows (7), the last cell the words after the fixed ones.
+void CommandCells(const std::string& out, std::vector<std::vector<std::string>>* instances,
+                  std::vector<std::vector<std::string>>* stragglers) {
+  bool in_stragglers = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "Stragglers ")) in_stragglers = true;
+    std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    const auto rest = [&w](size_t from) {
+      return absl::StrJoin(std::vector<std::string>(w.begin() + from, w.end()), " ");
+    };
+    if (!in_stragglers && w.size() >= 11 && absl::StartsWith(w[1], "#") && w[2] == "on") {
+      instances->push_back({w[0], absl::StrJoin({w[1], w[2], w[3], w[4]}, " "), w[5], w[6], w[7],
+                            w[8], w[9], rest(10)});
+    } else if (in_stragglers && w.size() >= 7 && w[0] != "rank" &&
+               std::all_of(w[0].begin(), w[0].end(), ::isdigit)) {
+      stragglers->push_back({w[0], w[1], w[2], w[3], w[4], w[5], rest(6)});
+    }
+  }
+}
+
 std::string LineStarting(const std::string& out, const std::string& prefix) {
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
     if (absl::StartsWith(line, prefix)) return std::string(line);
@@ -95,6 +126,30 @@ TEST_F(CollectivesE2eTest, TheSlowRankIsNamedLastInEveryStepWithItsHostCause) {
   EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 2 (")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "last in 5 of 5 collectives")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
+
+  // The HTML report's Collectives section: the same rows, the same figures (all 5 collectives
+  // are among the worst 10 it shows), the same straggler table and slowest rank.
+  const std::string page_path = TempDir("slow-host-report") + "/report.html";
+  const Result report =
+      RunProcess({Runfile("client/nrtprof"), "report", out, "-o", page_path}, JobEnv());
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const std::string page = testing::ReadFile(page_path);
+  const size_t data_at = page.find("id=\"nrtprof-data\">");
+  ASSERT_NE(data_at, std::string::npos);
+  const std::string data = page.substr(data_at, page.find("</script>", data_at) - data_at);
+  const size_t section = data.find("\"collectives\":{\"heading\":");
+  ASSERT_NE(section, std::string::npos) << "no Collectives section";
+  std::vector<std::vector<std::string>> instances, stragglers;
+  CommandCells(c.out, &instances, &stragglers);
+  ASSERT_EQ(instances.size(), 5u) << c.out;
+  ASSERT_EQ(stragglers.size(), 4u) << c.out;
+  for (const auto& row : instances) {
+    EXPECT_TRUE(absl::StrContains(data.substr(section), JsonCells(row))) << JsonCells(row);
+  }
+  for (const auto& row : stragglers) {
+    EXPECT_TRUE(absl::StrContains(data.substr(section), JsonCells(row))) << JsonCells(row);
+  }
+  EXPECT_TRUE(absl::StrContains(data, "\"slowest\":\"" + slowest + "\"")) << slowest;
 
   // The trace: every rank's 5 barriers and 5 runnings, on its collectives queue's track (the
   // reader makes collectives of that track's slices only), each from its nrta_cc_schedule.
@@ -218,6 +273,11 @@ TEST_F(CollectivesE2eTest, BadInputGetsOneErrorLine) {
   const Result c = Collectives(out);
   EXPECT_EQ(c.exit_code, 1);
   EXPECT_EQ(c.out, "");
+  // Its report has no Collectives section.
+  const Result report =
+      RunProcess({Runfile("client/nrtprof"), "report", out, "-o", out + "/page.html"}, JobEnv());
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_TRUE(absl::StrContains(testing::ReadFile(out + "/page.html"), "\"collectives\":null"));
   EXPECT_EQ(c.err, "nrtprof collectives: " + out +
                        ": the capture has no collectives (no nrta_cc_schedule call)\n");
 }

@@ -490,6 +490,21 @@
       'DMA busy'], data.cores.map((c) => [c.process, c.core, c.executions, c.busy, c.utilization, c.dma_busy])));
   }
 
+  // ---- A distributed job: the collectives of most skew, the stragglers (nrtprof collectives) ----
+  function collectives() {
+    const c = data.collectives;
+    if (!c) return;
+    app.append(el('h2', { id: 'collectives-title' }, ['Collectives']));
+    app.append(el('p', {}, [c.heading]));
+    app.append(el('p', {}, ['The ' + c.worst.length + ' of ' + c.total +
+      ' collectives with the most arrival skew, the most first (nrtprof collectives lists every one, in order):']));
+    app.append(simpleTable('collectives', c.columns, c.worst, [7]));
+    app.append(el('p', {}, [c.stragglers_heading]));
+    app.append(simpleTable('stragglers', c.straggler_columns, c.stragglers, [6]));
+    if (c.slowest) app.append(el('p', { id: 'slowest-rank', class: 'bad' }, [c.slowest]));
+    for (const note of c.notes) app.append(el('p', { class: 'note' }, ['note: ' + note]));
+  }
+
   function drops() {
     app.append(el('h2', {}, ['Drops and cut-off processes']));
     const cut = data.summary.cut_off_processes;
@@ -506,6 +521,7 @@
   header();
   chart();
   table();
+  collectives();
   timeline();
   cores();
   drops();
