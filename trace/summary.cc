@@ -104,6 +104,40 @@ void AddDeviceBusy(const ProcessTrace& p, Summary* summary) {
   }
 }
 
+// The spans of the process's steps ("ProfilerStep#N"), by start. A step is the whole process's:
+// work another thread does during it is the step's too (PyTorch's autograd engine runs a
+// device's backward on a thread of its own, outside the step's range, which nests on the thread
+// that called backward()), while every other range holds only its own thread's work.
+class StepSpans {
+ public:
+  explicit StepSpans(const ProcessTrace& p) {
+    std::vector<std::pair<uint64_t, uint64_t>> spans;  // start, end
+    for (const RangeEvent& r : p.ranges) {
+      if (absl::StartsWith(r.name.str(), kStepRangePrefix)) {
+        spans.emplace_back(r.start_ns, r.start_ns + r.duration_ns);
+      }
+    }
+    std::sort(spans.begin(), spans.end());
+    uint64_t latest_end = 0;
+    for (const auto& [start, end] : spans) {
+      latest_end = std::max(latest_end, end);
+      starts_.push_back(start);
+      latest_end_.push_back(latest_end);
+    }
+  }
+  bool empty() const { return starts_.empty(); }
+  // Whether a step of the process runs at `t` (host clock): of the steps that start by `t`,
+  // one ends after it.
+  bool Contains(uint64_t t) const {
+    const size_t n = std::upper_bound(starts_.begin(), starts_.end(), t) - starts_.begin();
+    return n > 0 && latest_end_[n - 1] > t;
+  }
+
+ private:
+  std::vector<uint64_t> starts_;      // sorted
+  std::vector<uint64_t> latest_end_;  // the latest end of the steps up to each
+};
+
 void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* rows,
                       Summary* summary, const DeviceTimeCharged& charged_to = nullptr) {
   const IdIndex<RangeEvent, &RangeEvent::id, CaptureVector<RangeEvent>> ranges(p.ranges);
@@ -168,6 +202,17 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
   // A collective's wait for the other ranks (its barrier) is a row of its own, by collective,
   // never device time of the op that scheduled it nor of the ranges around it. The runtime
   // names the collective on its running event; the barrier of the same request has it too.
+  // A step's device time is the process's during it: work of a call on another thread (or
+  // outside every range) made while a step ran is charged to the steps' row too (StepSpans).
+  const StepSpans steps(p);
+  SummaryRow* step_row = nullptr;
+  if (!steps.empty()) {
+    step_row = &(*rows)[kStepRow];
+    step_row->name = kStepRow;
+  }
+  auto charge_step = [&](const ApiCall& call, const DeviceEvent& d) {
+    if (steps.Contains(call.start_ns)) step_row->device_total_ns += d.duration_ns;
+  };
   absl::flat_hash_map<uint64_t, Name> cc_op_of_request;  // by nrta_seq
   for (const DeviceEvent& d : p.device) {
     if (d.kind == DeviceEventKind::kCollective && d.nrta_seq != 0 && !d.model_name.empty()) {
@@ -208,6 +253,7 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
       out.device_total_ns += d.duration_ns;
       queue_wait(d, *call, &out);
       if (charged_to) charged_to(d, out.name);
+      if (step_row != nullptr) charge_step(*call, d);
       continue;
     }
     SummaryRow& self = row(range->name);
@@ -222,6 +268,9 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
         charged.push_back(&enclosing);
         enclosing.device_total_ns += d.duration_ns;
       }
+    }
+    if (step_row != nullptr && std::find(charged.begin(), charged.end(), step_row) == charged.end()) {
+      charge_step(*call, d);
     }
   }
   CountAsyncExecutions(p, summary);

@@ -187,6 +187,35 @@ TEST(SummaryTest, NestedStepsShareOneRowAndChargeItOnce) {
   EXPECT_EQ(rows["g"].device_total_ns, 25 * kUs);
 }
 
+// A step is the process's: PyTorch's autograd engine runs a device's backward on a thread of its
+// own, whose ops do not nest in the step's range (it is on the thread that called backward()).
+// Their device time during the step is the step's; after the last step, or between steps, not.
+TEST(SummaryTest, AStepTakesTheDeviceTimeOfEveryThreadDuringIt) {
+  TraceBuilder b(1);
+  const uint64_t step = b.Range("ProfilerStep#7", 0, 100 * kUs);
+  const uint64_t forward = b.Range("aten::addmm", 5 * kUs, 20 * kUs, step);
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 10 * kUs,
+           b.Call("nrt_execute", 6 * kUs, 15 * kUs, forward));
+  const uint64_t backward = b.Range("aten::mm", 40 * kUs, 30 * kUs);  // the engine's thread
+  b.process().ranges.back().tid = 2;
+  const uint64_t exec = b.Call("nrt_execute", 45 * kUs, 20 * kUs, backward);
+  b.process().calls.back().tid = 2;
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 12 * kUs, exec);
+  b.Device(DeviceEventKind::kDma, "dma_h2d", 3 * kUs, b.Call("nrt_tensor_write", 80 * kUs, 5 * kUs, 0));
+  b.process().calls.back().tid = 3;  // no range at all, still during the step
+  const uint64_t after = b.Range("aten::mm", 150 * kUs, 30 * kUs);  // after the last step
+  b.Device(DeviceEventKind::kExecution, "nc_exec_running", 50 * kUs,
+           b.Call("nrt_execute", 155 * kUs, 20 * kUs, after));
+  Trace t;
+  t.processes.push_back(b.process());
+  std::map<std::string, SummaryRow> rows = ByName(ComputeSummary(t));
+  EXPECT_EQ(rows["ProfilerStep*"].calls, 1u);
+  EXPECT_EQ(rows["ProfilerStep*"].self_device_ns, 0u);
+  EXPECT_EQ(rows["ProfilerStep*"].device_total_ns, 25 * kUs);  // 10 + 12 + 3, not the 50 after
+  EXPECT_EQ(rows["aten::mm"].self_device_ns, 62 * kUs);
+  EXPECT_EQ(rows["aten::addmm"].device_total_ns, 10 * kUs);
+}
+
 TEST(SummaryTest, ProcessWithoutRangesHasOneRowPerFunction) {
   TraceBuilder b(1);
   const uint64_t c1 = b.Call("nrt_execute", 0, 500 * kUs, 0);
