@@ -17,6 +17,12 @@
 //   range_push(name), range_pop(): annotation ranges for the program's own names
 //   start_device_timer(events_per_core), stop_device_timer() -> dict: device time from the
 //     runtime's system trace (examples::SumSystemTrace)
+//   comm_init(rank, ranks): joins the job's collectives group on the runtime's core
+//     (nrt_cc_global_comm_init; rank 0's address from NEURON_RT_ROOT_COMM_ID), as
+//     torch.distributed.init_process_group does
+//   all_reduce(tensor): sums the tensor across the group in place (AllReduce ADD through
+//     nrta_cc_prepare/nrta_cc_schedule on collectives queue 0, waited for with
+//     nrta_is_completed) inside a range "all_reduce", as torch.distributed.all_reduce
 // Runtime failures raise nrt_framework.Error ("nrt_execute (aten::mul) failed with status 1");
 // bad arguments raise TypeError or ValueError.
 //
@@ -47,6 +53,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
@@ -54,6 +61,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_set>
 #include <utility>
@@ -63,6 +71,7 @@
 #include "absl/strings/str_join.h"
 #include "examples/example_util.h"
 #include "nrt/nrt.h"
+#include "nrt/nrt_async.h"
 #include "nrt/nrt_sys_trace.h"
 #include "nrtprof/annotate.h"
 
@@ -101,6 +110,7 @@ struct Runtime {
   std::map<nrt_tensor_t*, TensorUse> uses;            // asynchronous only
   bool timer_running = false;
   std::unique_ptr<examples::SystemTraceSum> timer_sum;  // what the timer's fetches added up
+  int rank = 0, ranks = 0;                              // comm_init's; ranks 0: in no group
 };
 
 // Leaked on purpose: the interpreter may call into a Tensor's dealloc during its own teardown,
@@ -715,6 +725,74 @@ PyObject* Close(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* CommInit(PyObject*, PyObject* args) {
+  int rank = 0, ranks = 0;
+  if (!PyArg_ParseTuple(args, "ii", &rank, &ranks) || !RequireInit()) return nullptr;
+  if (ranks < 1 || ranks > 128 || rank < 0 || rank >= ranks) {
+    PyErr_Format(PyExc_ValueError, "rank %d of %d: ranks must be 1 to 128, rank below them", rank,
+                 ranks);
+    return nullptr;
+  }
+  Runtime& rt = State();
+  if (rt.ranks != 0) {
+    PyErr_SetString(g_error, "this process is already in a collectives group");
+    return nullptr;
+  }
+  NRT_STATUS status;
+  {
+    GilReleased released;  // the group forms when every rank has come
+    status = nrt_cc_global_comm_init(static_cast<uint32_t>(rt.core), static_cast<uint32_t>(rank),
+                                     static_cast<uint32_t>(ranks));
+  }
+  if (Failed(status, "nrt_cc_global_comm_init")) return nullptr;
+  rt.rank = rank;
+  rt.ranks = ranks;
+  Py_RETURN_NONE;
+}
+
+PyObject* AllReduce(PyObject*, PyObject* arg) {
+  if (!RequireInit()) return nullptr;
+  Runtime& rt = State();
+  if (rt.ranks == 0) {
+    PyErr_SetString(g_error, "all_reduce needs a collectives group: call comm_init() first");
+    return nullptr;
+  }
+  TensorObject* t = AsTensor(arg, "all_reduce");
+  if (t == nullptr) return nullptr;
+  nrt_tensor_t* tensor = Live(t);
+  // What the program queued before (the tensor's write among it) completes first.
+  if (tensor == nullptr || !AsyncWaitAll()) return nullptr;
+  std::vector<uint32_t> group(rt.ranks);
+  for (int i = 0; i < rt.ranks; ++i) group[i] = static_cast<uint32_t>(i);
+  nrt_cc_comm_t comm{};
+  comm.replica_group = group.data();
+  comm.rank = static_cast<uint32_t>(rt.rank);
+  comm.rank_n = static_cast<uint32_t>(rt.ranks);
+  comm.ctx_device_id = static_cast<uint32_t>(rt.rank);
+  comm.ctx_device_count = static_cast<uint32_t>(rt.ranks);
+  comm.vnc = static_cast<uint32_t>(rt.core);
+  const nrt_dtype_t dtype =
+      std::string(t->dtype) == "bf16" ? NRT_DTYPE_BFLOAT16 : NRT_DTYPE_FLOAT32;
+  nrtprof_push("all_reduce");
+  NRT_STATUS status, ret = NRT_SUCCESS;
+  {
+    GilReleased released;
+    nrt_tensor_list_t input{&tensor, 1}, output{&tensor, 1};
+    nrt_cc_context_t* ctx = nullptr;
+    nrta_seq_t seq = 0;
+    status = nrta_cc_prepare(&comm, &input, &output, dtype, NRT_OP_ADD, NRT_CC_ALLREDUCE, &ctx);
+    if (status == NRT_SUCCESS) status = nrta_cc_schedule(&ctx, 0, &ret, &seq);
+    for (bool done = false; status == NRT_SUCCESS && !done;) {
+      status = nrta_is_completed(seq, &done);
+      if (status == NRT_SUCCESS && !done)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  nrtprof_pop();
+  if (Failed(status, "all_reduce") || Failed(ret, "all_reduce")) return nullptr;
+  Py_RETURN_NONE;
+}
+
 PyObject* Step(PyObject*, PyObject*) {
   nrtprof_step();
   Py_RETURN_NONE;
@@ -856,6 +934,10 @@ PyMethodDef g_methods[] = {
     {"rsqrt", Rsqrt, METH_O, "rsqrt(a) -> 1 / sqrt(a) (aten::rsqrt)."},
     {"round_to_dtype", RoundToDtype, METH_VARARGS,
      "round_to_dtype(values, dtype) -> the values as a tensor of dtype stores them."},
+    {"comm_init", CommInit, METH_VARARGS,
+     "comm_init(rank, ranks): joins the job's collectives group (NEURON_RT_ROOT_COMM_ID)."},
+    {"all_reduce", AllReduce, METH_O,
+     "all_reduce(tensor): sums the tensor across the group's ranks, in place."},
     {"step", Step, METH_NOARGS,
      "step(): one training step ends and the next begins (as prof.step() in PyTorch)."},
     {"range_push", RangePush, METH_VARARGS,

@@ -6,8 +6,9 @@
 // slow rank waits little, the others about the stall); no rank last in every step when none is
 // slow; a rank killed mid-job makes the others fail and the job exit non-zero, and the capture
 // still says which rank is missing; one error line for a folder that is no capture, or a
-// capture without collectives. `nrtprof report`'s Collectives section shows the command's rows
-// and straggler table, figure for figure.
+// capture without collectives. The same job's ranks in Python through the framework shape
+// (examples/cc_rank_py), named alike. `nrtprof report`'s Collectives section shows the command's
+// rows and straggler table, figure for figure.
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -219,6 +220,27 @@ TEST_F(CollectivesE2eTest, ADeviceCauseIsNamedAsTheDevicesWork) {
   const std::string slowest = LineStarting(c.out, "Slowest rank: ");
   EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 1 (")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: device: extra_forward")) << c.out;
+}
+
+// The same job through the Python framework shape: cc_job's launcher starts examples/cc_rank_py
+// (Python importing the nrt_framework extension module, which brings libnrt in RTLD_LOCAL, and
+// all-reducing through its all_reduce) as its ranks; the slow rank is named, with its cause.
+TEST_F(CollectivesE2eTest, ThePythonJobsSlowRankIsNamedWithItsCause) {
+  const std::string out = TempDir("python") + "/capture";
+  const Result job = ProfiledJob(daemon_, out,
+                                 {"--ranks", "4", "--steps", "5", "--slow-rank", "3", "--slow-ms",
+                                  "20", "--rank-program", Runfile("examples/cc_rank_py")});
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  EXPECT_TRUE(absl::StrContains(job.out, "every rank's all-reduce sums were right")) << job.out;
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(absl::StartsWith(c.out, "4 ranks on ")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "ranks from their command lines")) << c.out;
+  EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(5, "3")) << c.out;
+  const std::string slowest = LineStarting(c.out, "Slowest rank: ");
+  EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 3 (")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "last in 5 of 5 collectives")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
 }
 
 TEST_F(CollectivesE2eTest, WithoutASlowRankNoRankIsLastInEveryStep) {
