@@ -138,20 +138,22 @@ const std::vector<Command>& Commands() {
        "  nrtprof status\n"
        "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n"},
       {"fleet", FleetCommand,
-       "fleet top [--since 1h] [--by op|model|host|process] [--where KEY=VALUE]... [--limit N] "
-       "[--format text|csv|json] | fleet export [--since 1h] [--where KEY=VALUE]... "
+       "fleet top [--since 1h] [--by op|model|host|process|rank] [--where KEY=VALUE]... "
+       "[--limit N] [--format text|csv|json] | fleet export [--since 1h] [--where KEY=VALUE]... "
        "[--format pprof|collapsed] -o FILE | fleet query \"SQL\"  [--clickhouse_url URL ...]",
        "the fleet store (ClickHouse, filled by nrtprofd --clickhouse_url): what spent the most "
        "device time across hosts",
        {"since", "by", "where", "limit", "format", "o", "clickhouse_url", "clickhouse_database",
         "clickhouse_user", "clickhouse_password_file"},
        "fleet query runs any SQL and prints ClickHouse's answer (TabSeparated unless it says "
-       "FORMAT).\nfleet export writes fleet top's sums as a pprof profile (--format pprof, the "
-       "default) or folded\nstacks (--format collapsed) to -o FILE, gzipped if it ends in .gz: "
-       "each stack model > op, host and\npid as labels.\n\n"
+       "FORMAT).\nfleet top --by rank lists the ranks of distributed jobs by what they made the "
+       "others wait in\ncollectives (docs/fleet.md).\nfleet export writes fleet top's sums as a "
+       "pprof profile (--format pprof, the default) or folded\nstacks (--format collapsed) to -o "
+       "FILE, gzipped if it ends in .gz: each stack model > op, host and\npid as labels.\n\n"
        "examples:\n"
        "  nrtprof fleet top --clickhouse_url http://clickhouse:8123 --since 1h --limit 10\n"
        "  nrtprof fleet top --by model --where host=trn1-07 --format csv\n"
+       "  nrtprof fleet top --by rank --since 1h   # the ranks that made the others wait\n"
        "  nrtprof fleet export --since 1h --format pprof -o fleet.pb.gz   # model > op stacks, "
        "host and pid labels\n"
        "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n"},

@@ -1,7 +1,7 @@
 // `nrtprof fleet top|query`: reads the fleet store, the ClickHouse tables nrtprofd
 // --clickhouse_url fills (docs/fleet.md, docs/fleet_schema.sql).
 //
-//   nrtprof fleet top [--since 1h] [--by op|model|host|process] [--where KEY=VALUE]...
+//   nrtprof fleet top [--since 1h] [--by op|model|host|process|rank] [--where KEY=VALUE]...
 //                     [--limit N] [--format text|csv|json]
 //       the device time, calls and host time of the fleet's ops (models, hosts, processes) in
 //       the last --since, most device time first;

@@ -105,7 +105,7 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
            {{"fleet", "top", "--clickhouse_url", "localhost:8123"},
             "nrtprof fleet: --clickhouse_url 'localhost:8123' is not an http:// or https:// URL"},
            {{"fleet", "top", "--clickhouse_url", "http://127.0.0.1:1", "--by", "rack"},
-            "nrtprof fleet: --by 'rack' is not op, model, host or process\n"},
+            "nrtprof fleet: --by 'rack' is not op, model, host, process or rank\n"},
            {{"fleet", "top", "--clickhouse_url", "http://127.0.0.1:1", "--where", "rack=4"},
             "nrtprof fleet: --where 'rack=4' is not KEY=VALUE with KEY host, pid, executable, "
             "model or op\n"},
