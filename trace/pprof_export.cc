@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/hash/hash.h"
@@ -210,12 +211,35 @@ void StackProfile::AddProcess(const ProcessTrace& p, const std::string& given_ho
     return it->second;
   };
 
-  // A call's frames, leaf first: the call, its ranges innermost first, its host stack.
+  // The process's steps, as the summary reads them (summary.cc, StepSpans): a step is the
+  // whole process's, so a call any thread makes while one runs is under the steps' frame, as
+  // its device time is in the steps' row, even when no step range encloses it on its thread.
+  std::vector<std::pair<uint64_t, uint64_t>> steps;  // start, the latest end of those so far
+  for (const RangeEvent& r : p.ranges) {
+    if (absl::StartsWith(r.name.str(), kStepRangePrefix)) {
+      steps.emplace_back(r.start_ns, r.start_ns + r.duration_ns);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 1; i < steps.size(); ++i) {
+    steps[i].second = std::max(steps[i].second, steps[i - 1].second);
+  }
+  auto in_step = [&steps](uint64_t t) {
+    auto after = std::upper_bound(steps.begin(), steps.end(), std::make_pair(t, UINT64_MAX));
+    return after != steps.begin() && std::prev(after)->second > t;
+  };
+  const uint32_t step_frame = Intern(kStepFrame);
+
+  // A call's frames, leaf first: the call, its ranges innermost first (the steps' frame last,
+  // when a step ran during the call but encloses it on no range), its host stack.
   auto append_call = [&](const ApiCall& c, std::vector<uint32_t>* stack) {
     stack->push_back(name_id(c.name));
+    bool under_step = false;
     for (const RangeEvent* r = ranges.Find(c.range); r != nullptr; r = ranges.Find(r->parent_range)) {
       stack->push_back(range_frame(r->name));
+      under_step = under_step || stack->back() == step_frame;
     }
+    if (!under_step && !steps.empty() && in_step(c.start_ns)) stack->push_back(step_frame);
     for (const std::string& frame : c.stack) stack->push_back(Intern(frame));
   };
 
@@ -229,8 +253,13 @@ void StackProfile::AddProcess(const ProcessTrace& p, const std::string& given_ho
   }
 
   // The device time the summary charges, event by event, as the summary finds it.
-  std::vector<const DeviceEvent*> charged;
-  ComputeProcessSummary(p, [&](const DeviceEvent& d, const std::string&) { charged.push_back(&d); });
+  // A collective's wait for the other ranks (its barrier) is a row of its own, never the time
+  // of the op or ranges that scheduled it: its stack is that row alone.
+  std::vector<std::pair<const DeviceEvent*, uint32_t>> charged;  // and the row of a wait
+  ComputeProcessSummary(p, [&](const DeviceEvent& d, const std::string& row) {
+    const bool wait = d.kind == DeviceEventKind::kCollective && d.name.view() != kCcRunning;
+    charged.emplace_back(&d, wait ? Intern(row) : 0);
+  });
 
   // The engine ops of each execution (the device profile's), when there are any.
   absl::flat_hash_map<uint64_t, std::vector<const DeviceEvent*>> ops_of;
@@ -250,14 +279,19 @@ void StackProfile::AddProcess(const ProcessTrace& p, const std::string& given_ho
 
   std::vector<uint32_t> suffix;  // model (or transfer) and what called it
   std::vector<uint64_t> shares;
-  for (const DeviceEvent* d : charged) {
+  for (const auto& [d, wait_row] : charged) {
     const ApiCall* call = d->correlation_id != 0 ? calls.Find(d->correlation_id) : nullptr;
     const bool execution = d->kind == DeviceEventKind::kExecution;
+    const bool collective = d->kind == DeviceEventKind::kCollective;
     suffix.clear();
-    suffix.push_back(!execution              ? name_id(d->name)
-                     : d->model_name.empty() ? Intern(kUnnamedModel)
-                                             : name_id(d->model_name));
-    if (call != nullptr) {
+    suffix.push_back(wait_row != 0                            ? wait_row
+                     : collective && !d->model_name.empty()  ? name_id(d->model_name)
+                     : !execution                             ? name_id(d->name)
+                     : d->model_name.empty()                  ? Intern(kUnnamedModel)
+                                                              : name_id(d->model_name));
+    if (wait_row != 0) {
+      // the row alone
+    } else if (call != nullptr) {
       append_call(*call, &suffix);
     } else {
       suffix.push_back(Intern(kNoCall));

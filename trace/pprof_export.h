@@ -6,7 +6,9 @@
 //   model                       its name, else "model HASH"; a transfer's own name ("dma_h2d")
 //   runtime call                "nrt_execute", "nrta_execute_schedule", "nrt_tensor_write", ...
 //   framework ranges            innermost first ("ProfilerStep#N" as "ProfilerStep*", the row
-//                               the summary table has for every step)
+//                               the summary table has for every step; a call made while a
+//                               step ran is under "ProfilerStep*" even on a thread whose ranges
+//                               hold no step, as the summary charges it to the steps' row)
 //   host call stack             with `--stacks N`, the frames the shim unwound, innermost first
 // with the values
 //   device_time (nanoseconds)   what the summary (trace/summary.h) charges as Self NEURON: the
@@ -18,7 +20,9 @@
 //                               engines ran at once); what no op covers stays on the model.
 //   host_time (nanoseconds)     each runtime call's duration, on the stack ending at the call
 //   executions (count)          one per execution, on its model's frame
-// and the labels host, pid, tid (numbers), thread (its name, when known) and neuron_core (its
+// A collective's wait for the other ranks is its summary row alone ("collective wait
+// (AllReduce)"); its running is device time under the op, as the summary has it.
+// And the labels host, pid, tid (numbers), thread (its name, when known) and neuron_core (its
 // index as text: pprof readers drop a number label of 0). Device work no
 // runtime call could be matched to is under "(no runtime call)".
 //

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "trace/summary.h"
 
@@ -119,6 +120,33 @@ Trace TwoSteps() {
   return t;
 }
 
+// TwoSteps, and a second thread whose call in step 1 no range of its own encloses (as PyTorch's
+// autograd thread runs backward), and a collective of aten::mul's: its wait for the other
+// ranks, then its running.
+Trace WithHelperThreadAndCollective() {
+  Trace t = TwoSteps();
+  ProcessTrace& p = t.processes[0];
+  ApiCall backward = Call(16, "nrt_execute", 12'500, 400, 0);
+  backward.tid = 2;
+  backward.model_name = Name::Lasting("mul_grad");
+  backward.stack.clear();
+  ApiCall cc = Call(17, "nrta_cc_schedule", 11'900, 50, 7);
+  cc.nrta_seq = 5;
+  p.calls.push_back(cc);
+  p.calls.push_back(backward);
+  p.thread_names[2] = "autograd";
+  DeviceEvent grad = Device(111, DeviceEventKind::kExecution, "nc_exec_running", 12'600, 222, 16);
+  grad.model_name = Name::Lasting("mul_grad");
+  grad.submitting_tid = 2;
+  DeviceEvent barrier = Device(112, DeviceEventKind::kCollective, kCcExecBarrier, 12'000, 64, 17);
+  barrier.nrta_seq = 5;
+  DeviceEvent running = Device(113, DeviceEventKind::kCollective, kCcRunning, 12'064, 16, 17);
+  running.nrta_seq = 5;
+  running.model_name = Name::Lasting("all_reduce");
+  for (const DeviceEvent& d : {barrier, running, grad}) p.device.push_back(d);
+  return t;
+}
+
 // A profile's samples, read back by name as a pprof reader would.
 struct ReadSample {
   std::vector<std::string> stack;  // leaf first
@@ -204,6 +232,35 @@ TEST(PprofExportTest, EachRangesCumulativeDeviceTimeIsItsSummaryRowsTotal) {
             summary.self_device_total_ns + summary.uncorrelated_device_ns);
   EXPECT_EQ(Cumulative(samples, "(no runtime call)", StackProfile::kDeviceNs),
             static_cast<int64_t>(summary.uncorrelated_device_ns));
+}
+
+TEST(PprofExportTest, AnotherThreadsWorkInAStepAndACollectivesWaitAreWhereTheSummaryHasThem) {
+  const Trace trace = WithHelperThreadAndCollective();
+  const Summary summary = ComputeSummary(trace);
+  StackProfile profile;
+  profile.Add(trace);
+  const std::vector<ReadSample> samples = Read(profile.ToPprof());
+  bool wait_row = false;
+  for (const SummaryRow& row : summary.rows) {
+    if (absl::StartsWith(row.name, "nrt")) continue;
+    wait_row = wait_row || absl::StartsWith(row.name, "collective wait");
+    EXPECT_EQ(Cumulative(samples, row.name, StackProfile::kDeviceNs),
+              static_cast<int64_t>(row.device_total_ns))
+        << row.name;
+  }
+  EXPECT_TRUE(wait_row);
+  // The other thread's execution is under the steps' frame, its thread named.
+  bool found = false;
+  for (const ReadSample& s : samples) {
+    if (s.stack == std::vector<std::string>{"mul_grad", "nrt_execute", "ProfilerStep*"} &&
+        s.values[StackProfile::kDeviceNs] == 222) {
+      found = true;
+      EXPECT_EQ(s.labels.at("thread"), "autograd");
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(profile.Total(StackProfile::kDeviceNs),
+            summary.self_device_total_ns + summary.uncorrelated_device_ns);
 }
 
 TEST(PprofExportTest, HostTimeIsEveryCallsDurationAndExecutionsCountOnce) {
