@@ -694,6 +694,11 @@ absl::Status CcComm::ShmWait(int channel, uint64_t phase, uint64_t deadline_ms) 
   for (;;) {
     if (aborted_.load()) return absl::CancelledError("the runtime is closing");
     const uint32_t bell = hd->bell[channel].load(std::memory_order_acquire);
+    // Read before the phases: a rank leaves after it saw everyone reach its last phase, so
+    // once its leaving is seen, so are those phases. Read after them, a rank seen behind could
+    // have come, and the leaver finished and gone, in between: with 64 ranks on two cores a
+    // rank descheduled there failed a collective every rank had completed.
+    const uint32_t left = hd->left.load(std::memory_order_acquire);
     std::vector<uint32_t> behind;
     for (uint32_t r = 0; r < size_; ++r) {
       if (shm_->rank(size_, channel, r)->phase.load(std::memory_order_acquire) < phase) {
@@ -703,7 +708,7 @@ absl::Status CcComm::ShmWait(int channel, uint64_t phase, uint64_t deadline_ms) 
     // Everyone got here: a rank that has left since (closing after its last collective) does
     // not fail this one.
     if (behind.empty()) return absl::OkStatus();
-    if (const uint32_t left = hd->left.load(std::memory_order_acquire); left != 0) {
+    if (left != 0) {
       return absl::UnavailableError(
           absl::StrCat("rank ", left - 1, " failed or left the group"));
     }
