@@ -7,8 +7,8 @@
 // slow; a rank killed mid-job makes the others fail and the job exit non-zero, and the capture
 // still says which rank is missing; one error line for a folder that is no capture, or a
 // capture without collectives. The same job's ranks in Python through the framework shape
-// (examples/cc_rank_py), named alike. `nrtprof report`'s Collectives section shows the command's
-// rows and straggler table, figure for figure.
+// (examples/cc_rank_py), named alike; 64 ranks as processes, named alike. `nrtprof report`'s
+// Collectives section shows the command's rows and straggler table, figure for figure.
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -240,6 +240,35 @@ TEST_F(CollectivesE2eTest, ThePythonJobsSlowRankIsNamedWithItsCause) {
   const std::string slowest = LineStarting(c.out, "Slowest rank: ");
   EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 3 (")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "last in 5 of 5 collectives")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
+}
+
+// Scale: 64 ranks as processes on this machine, a simulated NeuronCore each (a trn2.48xlarge's
+// 64 ranks at LNC=2), 3 steps, one rank slow. The capture is written and the slow rank named
+// in every step. Its stall is longer than the noise of 64 processes sharing a small machine's
+// cores (on 2 cores, a rank descheduled arrives up to some hundred ms late), else the noise is
+// what gets named.
+TEST_F(CollectivesE2eTest, SixtyFourRanksAsProcessesNameTheSlowOne) {
+  const std::string out = TempDir("64-ranks") + "/capture";
+  std::map<std::string, std::string> env = JobEnv();
+  env["NRT_SIM_NUM_CORES"] = "64";
+  const Result job =
+      ProfiledJob(daemon_, out,
+                  {"--ranks", "64", "--steps", "3", "--slow-rank", "37", "--slow-ms", "500"}, env);
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  EXPECT_TRUE(absl::StrContains(job.out, "every rank's all-reduce sums were right")) << job.out;
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(absl::StartsWith(c.out, "64 ranks on ")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "ranks from their command lines")) << c.out;
+  EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(3, "37")) << c.out;
+  std::vector<std::vector<std::string>> instances, stragglers;
+  CommandCells(c.out, &instances, &stragglers);
+  EXPECT_EQ(stragglers.size(), 64u) << "a straggler row per rank\n" << c.out;
+  for (const auto& row : instances) EXPECT_EQ(row[2], "64/64") << c.out;
+  const std::string slowest = LineStarting(c.out, "Slowest rank: ");
+  EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 37 (")) << c.out;
+  EXPECT_TRUE(absl::StrContains(slowest, "last in 3 of 3 collectives")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
 }
 
