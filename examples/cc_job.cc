@@ -158,8 +158,11 @@ Options Parse(int argc, char** argv) {
   if (o.slow_rank >= o.ranks) Usage("--slow-rank must be below --ranks");
   if (o.kill_rank >= o.ranks) Usage("--kill-rank must be below --ranks");
   if (o.elems < 1) Usage("--elems must be at least 1");
-  for (int r : o.local_ranks) {
-    if (r >= o.ranks) Usage("--local-ranks must be below --ranks");
+  for (size_t i = 0; i < o.local_ranks.size(); ++i) {
+    if (o.local_ranks[i] >= o.ranks) Usage("--local-ranks must be below --ranks");
+    for (size_t j = 0; j < i; ++j) {
+      if (o.local_ranks[j] == o.local_ranks[i]) Usage("--local-ranks names a rank twice");
+    }
   }
   if (!o.local_ranks.empty() && o.root.empty()) {
     Usage("--local-ranks needs --root HOST:PORT, rank 0's listener, the same for every launcher");

@@ -710,6 +710,13 @@ TEST_F(CaptureHostsTest, ACollectiveJobAcrossTwoHostsNamesItsSlowRankAndLinesUp)
     EXPECT_TRUE(found) << "rank " << rank << " on " << host << "\n" << c.out;
   }
 
+  // The merged capture's report: its Collectives section names the same rank on the same host.
+  const Result report =
+      RunProcess({Runfile("client/nrtprof"), "report", out, "-o", out + "/report.html"}, kCliEnv);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/report.html"), "\"slowest\":\"" + slowest + "\""))
+      << slowest;
+
   // The merged trace: each collective's running starts at one time on both hosts.
   const int64_t error_a = ClockErrorNs(r.err, a), error_b = ClockErrorNs(r.err, b);
   ASSERT_GE(error_a, 0) << r.err;
