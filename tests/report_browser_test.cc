@@ -4,11 +4,14 @@
 // sorts the table; a click on a framework op highlights the runtime call it made and the device
 // execution that call caused (one flow, the same correlation id). The timeline opens on the
 // busiest step, readably; no two ops of the chart look alike; long notices wrap in a 1280-pixel
-// window. The screenshot is kept as a test output (report.png in TEST_UNDECLARED_OUTPUTS_DIR).
+// window. A distributed job's page names its slow rank in its Collectives section, as `nrtprof
+// collectives` does. The screenshot is kept as a test output (report.png in
+// TEST_UNDECLARED_OUTPUTS_DIR).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -370,6 +373,40 @@ TEST_F(ReportBrowserTest, LongNoticesWrapWithinThePage) {
       "true")
       << "the page is " << Eval(browser, "document.documentElement.scrollWidth")
       << " pixels wide in a window of " << Eval(browser, "document.documentElement.clientWidth");
+  EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
+}
+
+// A distributed job's page (cc_job, 4 ranks, rank 1 slow): its Collectives section draws the
+// rows and the slowest rank's line `nrtprof collectives` prints, fits the window, and the page
+// loads with no error.
+TEST_F(ReportBrowserTest, ACollectiveJobsPageNamesItsSlowRank) {
+  std::map<std::string, std::string> env = testing::kIsolatedEnv;
+  env["NRT_SIM_TIME_SCALE"] = "0";
+  const Result run = testing::RunNrtprof(
+      {"run", "--quiet", "--out", dir_ + "/job", "--", Runfile("examples/cc_job"), "--ranks", "4",
+       "--steps", "3", "--slow-rank", "1", "--slow-ms", "20"},
+      env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Result collectives = Nrtprof({"collectives", dir_ + "/job"});
+  ASSERT_EQ(collectives.exit_code, 0) << collectives.err;
+  std::string slowest;
+  for (absl::string_view line : absl::StrSplit(collectives.out, '\n')) {
+    if (absl::StartsWith(line, "Slowest rank: ")) slowest = std::string(line);
+  }
+  ASSERT_TRUE(absl::StartsWith(slowest, "Slowest rank: 1 (")) << collectives.out;
+  const std::string page = dir_ + "/job.html";
+  const Result report = Nrtprof({"report", dir_ + "/job", "-o", page});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+
+  HeadlessBrowser* browser = Open(page);
+  EXPECT_EQ(Eval(browser, "document.getElementById('collectives-title').innerText"), "Collectives");
+  EXPECT_EQ(Eval(browser, "String(document.querySelectorAll('#collectives tbody tr').length)"),
+            "3");
+  EXPECT_EQ(Eval(browser, "String(document.querySelectorAll('#stragglers tbody tr').length)"), "4");
+  EXPECT_EQ(Eval(browser, "document.getElementById('slowest-rank').innerText"), slowest);
+  EXPECT_EQ(
+      Eval(browser, "document.documentElement.scrollWidth <= document.documentElement.clientWidth"),
+      "true");
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
 }
 
