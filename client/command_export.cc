@@ -89,20 +89,6 @@ absl::Status AddCapture(const std::string& given, daemon::StackProfile* profile)
   return absl::OkStatus();
 }
 
-// Why `path` cannot be written, in the system's words; empty if its folder looks ready.
-std::string CannotWrite(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "."
-                             : slash == 0               ? "/"
-                                                        : path.substr(0, slash);
-  struct stat st;
-  if (stat(folder.c_str(), &st) != 0) return strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return strerror(ENOTDIR);
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return strerror(EISDIR);
-  if (access(folder.c_str(), W_OK) != 0) return strerror(errno);
-  return "";
-}
-
 }  // namespace
 
 int ExportCommand(int argc, char** argv) {
@@ -137,7 +123,7 @@ int ExportCommand(int argc, char** argv) {
   }
   const bool to_stdout = out == "-";
   if (!to_stdout) {
-    if (const std::string why = CannotWrite(out); !why.empty()) {
+    if (const std::string why = daemon::CannotWrite(out); !why.empty()) {
       return Fail(absl::StrCat("cannot write ", out, ": ", why));
     }
   }

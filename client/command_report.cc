@@ -65,21 +65,6 @@ absl::StatusOr<ReportTrace> ReadTraceFile(const std::string& path) {
   return trace;
 }
 
-// Why a page cannot be written to `path`, in the system's words ("No such file or directory"),
-// known before the page is made; empty if its folder looks ready to take it.
-std::string CannotWrite(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "."
-                             : slash == 0               ? "/"
-                                                        : path.substr(0, slash);
-  struct stat st;
-  if (stat(folder.c_str(), &st) != 0) return strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return strerror(ENOTDIR);
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return strerror(EISDIR);
-  if (access(folder.c_str(), W_OK) != 0) return strerror(errno);
-  return "";
-}
-
 // The system's reason alone: a file error's message ends with it, and absl::ErrnoToStatus says
 // it a second time ("cannot create T: No such file or directory: No such file or directory").
 std::string Reason(const absl::Status& status) {
@@ -103,7 +88,7 @@ int ReportCommand(int argc, char** argv) {
   std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) out = folder + "/report.html";
   // Before the trace is read and the page made: a path that cannot be written is one line.
-  if (const std::string why = CannotWrite(out); !why.empty()) {
+  if (const std::string why = daemon::CannotWrite(out); !why.empty()) {
     return Fail(absl::StrCat("cannot write ", out, ": ", why));
   }
   absl::StatusOr<ReportTrace> trace = ReadTraceFile(folder + "/trace.pftrace");

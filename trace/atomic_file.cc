@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,19 @@
 #include "absl/strings/str_cat.h"
 
 namespace nrtprof::daemon {
+
+std::string CannotWrite(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  struct stat st;
+  if (stat(folder.c_str(), &st) != 0) return strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return strerror(ENOTDIR);
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return strerror(EISDIR);
+  if (access(folder.c_str(), W_OK) != 0) return strerror(errno);
+  return "";
+}
 namespace {
 
 // Large enough that a trace is written in a few hundred system calls, small enough that many

@@ -16,6 +16,11 @@
 
 namespace nrtprof::daemon {
 
+// Why a file cannot be made at `path`, in the system's words ("No such file or directory",
+// "Is a directory", "Permission denied"), known before anything is written; empty if its
+// folder looks ready to take it. For commands that check their output before the work.
+std::string CannotWrite(const std::string& path);
+
 class AtomicFile {
  public:
   // Creates the temporary file; errors name the path and the system's reason.

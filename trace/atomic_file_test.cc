@@ -96,6 +96,16 @@ TEST(AtomicFileTest, LargeWritesCrossTheBufferIntact) {
   EXPECT_EQ(ReadFile(path), expected);
 }
 
+TEST(AtomicFileTest, CannotWriteSaysWhyBeforeAnythingIsWritten) {
+  const std::string dir = MakeTempDir("cannot-write");
+  EXPECT_EQ(CannotWrite(dir + "/out.html"), "");
+  EXPECT_EQ(CannotWrite(dir + "/no/such/folder/out.html"), "No such file or directory");
+  EXPECT_EQ(CannotWrite(dir), "Is a directory");
+  std::ofstream(dir + "/plain") << "x";
+  EXPECT_EQ(CannotWrite(dir + "/plain/out.html"), "Not a directory");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"plain"}) << "nothing written";
+}
+
 TEST(AtomicFileTest, MissingFolderIsAClearError) {
   std::string path = MakeTempDir("missing") + "/no/such/folder/trace.json";
   AtomicFile file;
