@@ -39,7 +39,7 @@
 namespace nrtsim {
 namespace {
 
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: a fourth channel (models' collectives)
 constexpr char kHelloMagic[8] = {'N', 'R', 'T', 'S', 'I', 'M', 'C', 'H'};
 constexpr char kWelcomeMagic[8] = {'N', 'R', 'T', 'S', 'I', 'M', 'C', 'W'};
 constexpr char kAckMagic[8] = {'N', 'R', 'T', 'S', 'I', 'M', 'C', 'A'};
@@ -343,7 +343,7 @@ struct alignas(64) ShmRank {
 struct CcComm::Shm {
   uint8_t* base = nullptr;
   size_t bytes = 0;
-  uint64_t phase[kCcChannels] = {0, 0, 0};
+  uint64_t phase[kCcChannels] = {};
   ShmHeader* header() const { return reinterpret_cast<ShmHeader*>(base); }
   ShmRank* rank(uint32_t size, int channel, uint32_t r) const {
     return reinterpret_cast<ShmRank*>(base + 256) + channel * size + r;

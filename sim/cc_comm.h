@@ -2,14 +2,15 @@
 // each running the simulated runtime (nrt_cc_global_comm_init, nrta_cc_*). Internal to libnrt.
 //
 // Joining: the root rank (0) listens on TCP at NEURON_RT_ROOT_COMM_ID (`host:port`); every
-// other rank connects to it: one control connection and one data connection per collectives
-// queue, each opened with a handshake the root checks (magic, version, group size, rank,
-// connection number, host). When every rank is on one host (and TCP is not forced) the ranks
-// exchange data through one shared-memory segment the root creates (shm_open, O_EXCL, mode
-// 0600, a random name, unlinked once all ranks hold it; a rank checks it belongs to its own uid
-// and nobody else may open it); otherwise through the root over TCP (a star).
+// other rank connects to it: one control connection and one data connection per channel (the
+// collectives queues, and models' collectives), each opened with a handshake the root checks
+// (magic, version, group size, rank, connection number, host). When every rank is on one host
+// (and TCP is not forced) the ranks exchange data through one shared-memory segment the root
+// creates (shm_open, O_EXCL, mode 0600, a random name, unlinked once all ranks hold it; a rank
+// checks it belongs to its own uid and nobody else may open it); otherwise through the root
+// over TCP (a star).
 //
-// A collective on queue q is the q-th channel's next operation: every rank contributes its
+// A collective on queue q is the q-th channel's next operation (channel 3: models' collectives): every rank contributes its
 // input with the device time it became ready, and gets its output and the group's start time
 // (the latest rank's ready time) — so the k-th collective of one queue pairs up across ranks.
 // Results are computed in rank order (float32 accumulation, bf16 rounded once), so every rank
@@ -32,7 +33,10 @@
 
 namespace nrtsim {
 
-inline constexpr int kCcChannels = 3;  // the collectives XU's queues
+// Channels: the collectives XU's three queues (nrta_cc_schedule), and one for the collective
+// ops inside models (executions on the communicator's core, one at a time).
+inline constexpr int kCcChannels = 4;
+inline constexpr int kModelCcChannel = 3;
 inline constexpr uint32_t kMaxCcRanks = 1024;
 
 // nrt_cc_op_type_t, nrt_op_type_t and nrt_dtype_t values (nrt/nrt.h).
@@ -110,7 +114,7 @@ class CcComm {
   // other ranks one per channel ([channel][0]); control sockets alike.
   std::vector<int> control_;
   std::vector<int> data_[kCcChannels];
-  uint64_t seq_[kCcChannels] = {0, 0, 0};
+  uint64_t seq_[kCcChannels] = {};
   Shm* shm_ = nullptr;
 };
 

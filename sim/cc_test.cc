@@ -272,6 +272,60 @@ TEST(CcTest, ALateRankDelaysTheOthers) {
   }
 }
 
+// A model holding collectives (all_reduce ADD on float32 between two ops, MAX on bfloat16),
+// loaded with nrt_load_collectives on 4 ranks, rank 3 late: each execution (nrt_execute, then
+// nrta_execute_schedule) gives every rank the reduction of all ranks' inputs; the collectives'
+// barrier and running spans lie inside the rank's device_exec, the early ranks' barriers cover
+// the late rank's delay. Before joining, plain nrt_load of it and an execution are refused.
+TEST(CcTest, ModelAllReduceAcrossFourRanks) {
+  Job job;
+  job.ops = "model";
+  job.elems = 4096;
+  job.rank_args[3] = {"--delay_ms=300"};
+  const std::vector<Rank> ranks = RunJob(job);
+  ExpectAllRight(ranks, 2);
+  std::vector<Spans> spans;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const Rank& rank = ranks[r];
+    EXPECT_EQ(rank.Lines("check"),
+              (std::vector<std::string>{"plain_load NRT_INVALID",
+                                        "execute_before_join NRT_FAILURE"}))
+        << rank.out;
+    EXPECT_NE(rank.err.find("nrt: nrt_load: model cc_step has a collective (op 1, all_reduce): "
+                            "load it with nrt_load_collectives"),
+              std::string::npos)
+        << rank.err;
+    EXPECT_NE(rank.err.find("nrt: nrt_execute: model cc_step has a collective (op 1, "
+                            "all_reduce) and this process has joined no collectives group"),
+              std::string::npos)
+        << rank.err;
+    spans.push_back(SpansOf(rank));
+    const Spans& sp = spans.back();
+    // Two executions, two collectives in each.
+    ASSERT_EQ(sp.start.at("device_exec").size(), 2u) << rank.out;
+    ASSERT_EQ(sp.stop.at("device_exec").size(), 2u) << rank.out;
+    ASSERT_EQ(sp.start.at("cc_exec_barrier").size(), 4u) << rank.out;
+    ASSERT_EQ(sp.start.at("cc_running").size(), 4u) << rank.out;
+    for (size_t c = 0; c < 4; ++c) {
+      const double exec_start = sp.start.at("device_exec")[c / 2];
+      const double exec_stop = sp.stop.at("device_exec")[c / 2];
+      EXPECT_GT(sp.start.at("cc_exec_barrier")[c], exec_start) << "rank " << r << " cc " << c;
+      EXPECT_EQ(sp.stop.at("cc_exec_barrier")[c], sp.start.at("cc_running")[c]);
+      EXPECT_LT(sp.stop.at("cc_running")[c], exec_stop) << "rank " << r << " cc " << c;
+    }
+    for (double gid : sp.worker_gids) EXPECT_EQ(gid, static_cast<double>(r));
+  }
+  // The late rank's first collective: the others waited for it inside their first execution.
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_GT(spans[r].stop.at("cc_exec_barrier")[0] - spans[r].start.at("cc_exec_barrier")[0],
+              250e6)
+        << "rank " << r;
+    EXPECT_NEAR(spans[r].start.at("cc_running")[0], spans[3].start.at("cc_running")[0], 2e6);
+  }
+  EXPECT_LT(spans[3].stop.at("cc_exec_barrier")[0] - spans[3].start.at("cc_exec_barrier")[0],
+            50e6);
+}
+
 void ExpectTheOthersFail(const std::vector<Rank>& ranks, uint32_t dead) {
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     if (r == dead) continue;
@@ -362,7 +416,7 @@ TEST(CcTest, AForeignPeerIsRefused) {
     char host[64];
   } hello{};
   memcpy(hello.magic, "NRTSIMCH", 8);
-  hello.version = 1;
+  hello.version = 2;
   hello.size = 2;
   hello.rank = 7;
   hello.uid = static_cast<uint32_t>(geteuid());

@@ -46,6 +46,8 @@ double EngineNs(const Model& model, const OpDef& op, const DeviceConfig& config)
       return 3.0 * in_elems / config.gpsimd_elems_per_ns;
     case OpKind::kCopy:
       return in_elems / config.gpsimd_elems_per_ns;
+    case OpKind::kAllReduce:  // issued here; the collective is timed when it runs
+      return 0.0;
   }
   return 0.0;
 }
@@ -59,6 +61,8 @@ double OpBytes(const Model& model, const OpDef& op) {
 uint64_t OpNs(const Model& model, const OpDef& op, const DeviceConfig& config) {
   double fixed = UsToNs(config.op_issue_us);
   if (op.kind == OpKind::kRmsNorm) fixed += UsToNs(config.library_kernel_us);
+  // A collective's transfers and reduction are CollectiveNs, added when its group meets.
+  if (op.kind == OpKind::kAllReduce) return Ns(fixed);
   const double memory = OpBytes(model, op) / config.sbuf_bytes_per_ns;
   return Ns(fixed + std::max(EngineNs(model, op, config), memory));
 }

@@ -137,6 +137,18 @@ TEST(CostModel, ReluThresholdBackwardAbsAndTransposeAreElementwise) {
               0.01);
 }
 
+// An all_reduce costs its issue in the execution's static cost: its transfers and the wait for
+// the group are added when it runs (CollectiveNs, the runtime), whatever its size.
+TEST(CostModel, AllReduceCostsItsIssueAlone) {
+  const DeviceConfig config;
+  for (const char* shape : {"[4]", "[4096,2048]"}) {
+    const Model m = Parse(absl::StrFormat(
+        "model m\ninput a fp32 %s\noutput out fp32 %s\nout = all_reduce(a)\n", shape, shape));
+    const OpCost op = CostOfExecution(m, config).ops[0];
+    EXPECT_NEAR(Us(op.span.duration_ns), config.op_issue_us, 0.001) << shape;
+  }
+}
+
 TEST(CostModel, HostTransfersPaySetupPlusPcie) {
   DeviceConfig config;
   EXPECT_EQ(HostDmaNs(0, config), 154000u);

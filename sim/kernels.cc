@@ -265,6 +265,8 @@ absl::StatusOr<Values> RunOp(const Model& model, const OpDef& op,
       return Unary(operand(0), [](float x) { return std::fabs(x); });
     case OpKind::kTranspose:
       return Transpose(operand(0), shape(0));
+    case OpKind::kAllReduce:  // RunOps hands it to the collective
+      break;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown op kind ", static_cast<int>(op.kind)));
 }
@@ -306,11 +308,24 @@ absl::Status LoadConstants(const Model& model, std::vector<Values>* values) {
   return absl::OkStatus();
 }
 
-absl::Status RunOps(const Model& model, std::vector<Values>* values) {
-  for (const OpDef& op : model.ops) {
+absl::Status RunOps(const Model& model, const CollectiveFn& collective,
+                    std::vector<Values>* values) {
+  for (uint32_t k = 0; k < model.ops.size(); ++k) {
+    const OpDef& op = model.ops[k];
     for (uint32_t index : op.inputs) {
       absl::Status status = CheckWritten(model, index, *values);
       if (!status.ok()) return status;
+    }
+    if (op.kind == OpKind::kAllReduce) {
+      // The ranks exchange the stored bytes (already in the dtype), and the result is stored
+      // as it comes back: no rounding of its own beyond the collective's.
+      const TensorDef& def = model.tensors[op.output];
+      std::vector<uint8_t> data(def.SizeBytes());
+      Encode((*values)[op.inputs[0]], def, data.data());
+      absl::Status status = collective(k, op, &data);
+      if (!status.ok()) return status;
+      (*values)[op.output] = Decode(data.data(), def);
+      continue;
     }
     absl::StatusOr<Values> result = RunOp(model, op, *values);
     if (!result.ok()) return result.status();
@@ -324,6 +339,16 @@ absl::Status RunOps(const Model& model, std::vector<Values>* values) {
 
 absl::Status RunModel(const Model& model, const std::vector<const void*>& inputs,
                       const std::vector<void*>& outputs) {
+  return RunModel(model, inputs, outputs,
+                  [](uint32_t op_index, const OpDef& op, std::vector<uint8_t>*) {
+                    return absl::FailedPreconditionError(
+                        absl::StrCat("op ", op_index, " (", OpKindName(op.kind),
+                                     ") is a collective and this run has no group"));
+                  });
+}
+
+absl::Status RunModel(const Model& model, const std::vector<const void*>& inputs,
+                      const std::vector<void*>& outputs, const CollectiveFn& collective) {
   const std::vector<uint32_t> input_indices = model.InputIndices();
   const std::vector<uint32_t> output_indices = model.OutputIndices();
   absl::Status status = CheckBuffers(model, inputs, input_indices.size(), "input");
@@ -337,7 +362,7 @@ absl::Status RunModel(const Model& model, const std::vector<const void*>& inputs
   for (size_t i = 0; i < inputs.size(); ++i) {
     values[input_indices[i]] = Decode(inputs[i], model.tensors[input_indices[i]]);
   }
-  status = RunOps(model, &values);
+  status = RunOps(model, collective, &values);
   if (!status.ok()) return status;
   for (size_t i = 0; i < outputs.size(); ++i) {
     status = CheckWritten(model, output_indices[i], values);

@@ -10,6 +10,8 @@
 #ifndef NRTPROF_SIM_KERNELS_H_
 #define NRTPROF_SIM_KERNELS_H_
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +31,17 @@ namespace nrtsim {
 // infinities and NaNs.
 absl::Status RunModel(const Model& model, const std::vector<const void*>& inputs,
                       const std::vector<void*>& outputs);
+
+// Runs a collective op (kAllReduce) `model.ops[op_index]`: `data` holds its input's bytes (in
+// the tensor's dtype, as RunModel's buffers) and receives its output's, in place.
+using CollectiveFn =
+    std::function<absl::Status(uint32_t op_index, const OpDef& op, std::vector<uint8_t>* data)>;
+
+// RunModel for a model that may hold collective ops: each runs through `collective` when its
+// turn comes; an error it returns ends the run with that error. The overload above fails a
+// collective op with FailedPrecondition.
+absl::Status RunModel(const Model& model, const std::vector<const void*>& inputs,
+                      const std::vector<void*>& outputs, const CollectiveFn& collective);
 
 }  // namespace nrtsim
 

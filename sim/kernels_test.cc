@@ -781,6 +781,45 @@ TEST(KernelsTest, NullBufferIsInvalidArgument) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("output buffer 0 is null"));
 }
 
+// all_reduce hands the collective its input's bytes and stores what comes back, between the
+// ops around it; without a collective (no group) the run fails.
+TEST(KernelsTest, AllReduceRunsThroughTheCollective) {
+  ModelBuilder builder;
+  const uint32_t x = builder.AddInput({DType::kBFloat16, {3}, {1.0f, -2.0f, 3.5f}});
+  const uint32_t h = builder.AddOp(OpKind::kMulScalar, {x}, DType::kBFloat16, {3}, 2.0f);
+  const uint32_t r = builder.AddOp(OpKind::kAllReduce, {h}, DType::kBFloat16, {3}, 0.0f,
+                                   NRT_OP_ADD);
+  const uint32_t y = builder.AddOp(OpKind::kAddScalar, {r}, DType::kBFloat16, {3}, 1.0f);
+  builder.MarkOutput(y);
+  ASSERT_TRUE(ValidateModel(builder.model()).ok()) << ValidateModel(builder.model());
+  const std::vector<uint8_t> in = Pack({1.0f, -2.0f, 3.5f}, DType::kBFloat16);
+  std::vector<uint8_t> out(6);
+  // A group of 4 ranks holding the same values: the sum is 4 times this rank's.
+  std::vector<float> seen;
+  const CollectiveFn times4 = [&](uint32_t op_index, const OpDef& op,
+                                  std::vector<uint8_t>* data) {
+    EXPECT_EQ(op_index, 1u);
+    EXPECT_EQ(op.axis, NRT_OP_ADD);
+    seen = Unpack(*data, DType::kBFloat16);
+    std::vector<float> v = seen;
+    for (float& f : v) f *= 4;
+    *data = Pack(v, DType::kBFloat16);
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(RunModel(builder.model(), {in.data()}, {out.data()}, times4).ok());
+  EXPECT_THAT(seen, ::testing::ElementsAre(2.0f, -4.0f, 7.0f));
+  EXPECT_THAT(Unpack(out, DType::kBFloat16), ::testing::ElementsAre(9.0f, -15.0f, 29.0f));
+  // The collective's error is the run's.
+  const CollectiveFn broken = [](uint32_t, const OpDef&, std::vector<uint8_t>*) {
+    return absl::DeadlineExceededError("rank(s) 2 did not reach the collective");
+  };
+  EXPECT_EQ(RunModel(builder.model(), {in.data()}, {out.data()}, broken).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  const absl::Status alone = RunModel(builder.model(), {in.data()}, {out.data()});
+  EXPECT_EQ(alone.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(alone.message(), "op 1 (all_reduce) is a collective and this run has no group");
+}
+
 // RunModel keeps no state between calls: concurrent runs of one Model give the serial result.
 TEST(KernelsTest, ConcurrentRunsOfOneModelAgree) {
   const ModelBuilder builder = RmsNormChainModel(RmsNormCase());

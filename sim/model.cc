@@ -76,6 +76,9 @@ constexpr OpInfo kOps[] = {
     {OpKind::kThresholdBackward, "threshold_backward", 2, Engine::kVector},
     {OpKind::kAbs, "abs", 1, Engine::kScalar},
     {OpKind::kTranspose, "transpose", 1, Engine::kVector},
+    // Its transfers and reduction run on the collectives cores, timed when the group meets
+    // (CollectiveNs); the engine named here only issues it.
+    {OpKind::kAllReduce, "all_reduce", 1, Engine::kGpSimd},
 };
 
 const OpInfo* FindOp(OpKind kind) {
@@ -110,6 +113,36 @@ int OpArity(OpKind kind) {
 Engine OpEngine(OpKind kind) {
   const OpInfo* info = FindOp(kind);
   return info ? info->engine : Engine::kGpSimd;
+}
+
+const char* ReduceName(int32_t reduce) {
+  switch (reduce) {
+    case NRT_OP_ADD:
+      return "add";
+    case NRT_OP_MAX:
+      return "max";
+    case NRT_OP_MIN:
+      return "min";
+    default:
+      return nullptr;
+  }
+}
+
+bool ReduceFromName(const std::string& name, int32_t* reduce) {
+  for (int32_t r : {NRT_OP_ADD, NRT_OP_MAX, NRT_OP_MIN}) {
+    if (name == ReduceName(r)) {
+      *reduce = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+int FirstCollectiveOp(const Model& model) {
+  for (size_t i = 0; i < model.ops.size(); ++i) {
+    if (model.ops[i].kind == OpKind::kAllReduce) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 std::vector<uint32_t> Model::InputIndices() const {

@@ -63,6 +63,8 @@ enum class OpKind : uint8_t {
   kThresholdBackward = 15,  // out = b > scalar ? a : 0 (a: the gradient, b: the input), broadcasting
   kAbs = 16,       // out = |a|
   kTranspose = 17,  // out[N,M] = a[M,N]ᵀ
+  kAllReduce = 18,  // out = the reduction (OpDef::axis) of a over the ranks of the process's
+                    // collectives group (nrt_load_collectives, nrt_cc_global_comm_init)
 };
 
 // The NeuronCore engine an op runs on.
@@ -79,8 +81,13 @@ struct OpDef {
   std::vector<uint32_t> inputs;  // tensor indices
   uint32_t output = 0;           // tensor index
   float scalar = 0.0f;           // kMulScalar, kAddScalar, kRmsNorm (epsilon), kThresholdBackward
-  int32_t axis = -1;             // kMean; negative counts from the end
+  int32_t axis = -1;             // kMean; negative counts from the end. kAllReduce: the
+                                 // reduction, an nrt_op_type_t (NRT_OP_ADD 0, MAX 2, MIN 3)
 };
+
+// The reductions kAllReduce takes, by name ("add", "max", "min") and back.
+const char* ReduceName(int32_t reduce);  // nullptr for anything else
+bool ReduceFromName(const std::string& name, int32_t* reduce);
 
 struct Model {
   std::string name;
@@ -91,6 +98,9 @@ struct Model {
   std::vector<uint32_t> InputIndices() const;
   std::vector<uint32_t> OutputIndices() const;
 };
+
+// The index of the model's first collective op (kAllReduce), or -1 when it has none.
+int FirstCollectiveOp(const Model& model);
 
 // numpy broadcasting of two shapes: they align at the last axis, and each pair of dims is equal
 // or one of them is 1. Sets *out to the broadcast shape; false (and *out unspecified) when the

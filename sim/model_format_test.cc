@@ -72,6 +72,17 @@ dx = matmul(gz, w)
 n = abs(z)
 )";
 
+// A data-parallel step's gradient: summed, then the maximum, across the ranks' group.
+constexpr char kCollective[] = R"(model grads
+input g fp32 [4,8]
+input n bf16 [8]
+output avg fp32 [4,8]
+output top bf16 [8]
+sum = all_reduce(g)
+avg = mul_scalar(sum, 0.25)
+top = all_reduce(n, op=max)
+)";
+
 constexpr char kSmallest[] = R"(model s
 input x fp32 []
 output y fp32 []
@@ -174,7 +185,7 @@ TEST(Crc32Test, IsTheIeeeCrc) {
 }
 
 TEST(ModelFormatTest, RoundTripsModels) {
-  for (const char* text : {kRmsNorm, kAttentionish, kLibrary, kReluLayer, kSmallest}) {
+  for (const char* text : {kRmsNorm, kAttentionish, kLibrary, kReluLayer, kCollective, kSmallest}) {
     const Model model = Parse(text);
     SCOPED_TRACE(model.name);
     const std::string file = EncodeModel(model);
@@ -340,9 +351,9 @@ TEST(ModelFormatTest, RejectsUnknownEnumValues) {
   p[p.size() - 18] = 0;
   EXPECT_EQ(Decode(FileWithPayload(p)),
             absl::InvalidArgumentError("model file: op 0: unknown op kind 0"));
-  p[p.size() - 18] = 18;  // one past the last op of the library (transpose, 17)
+  p[p.size() - 18] = 19;  // one past the last op of the library (all_reduce, 18)
   EXPECT_EQ(Decode(FileWithPayload(p)),
-            absl::InvalidArgumentError("model file: op 0: unknown op kind 18"));
+            absl::InvalidArgumentError("model file: op 0: unknown op kind 19"));
 }
 
 TEST(ModelFormatTest, RejectsModelsThatFailValidation) {

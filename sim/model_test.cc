@@ -322,6 +322,24 @@ TEST(ValidateModelTest, ChecksTransposeShapes) {
               HasSubstr("has shape [3,5], expected [5,3]"));
 }
 
+TEST(ValidateModelTest, ChecksAllReduce) {
+  Model m = OneOp(OpKind::kAllReduce, {4, 8}, {}, {4, 8});
+  m.ops[0].axis = NRT_OP_ADD;
+  EXPECT_TRUE(ValidateModel(m).ok()) << ValidateModel(m);
+  m.ops[0].axis = NRT_OP_MIN;
+  EXPECT_TRUE(ValidateModel(m).ok());
+  EXPECT_EQ(FirstCollectiveOp(m), 0);
+  EXPECT_EQ(FirstCollectiveOp(RmsNormModel()), -1);
+  m.ops[0].axis = NRT_OP_FMA;
+  EXPECT_EQ(Error(m), "op 0 (all_reduce): reduction 1 (add 0, max 2 or min 3, as nrt_op_type_t)");
+  m.ops[0].axis = NRT_OP_ADD;
+  m.tensors[1].dtype = DType::kBFloat16;
+  EXPECT_EQ(Error(m), "op 0 (all_reduce): output tensor 1 (out) is bf16, its input fp32 (a "
+                      "collective keeps the dtype)");
+  EXPECT_THAT(Error(OneOp(OpKind::kAllReduce, {4, 8}, {}, {8})),
+              HasSubstr("has shape [8], expected [4,8]"));
+}
+
 TEST(ValidateModelTest, RequiresFiniteScalars) {
   Model m = RmsNormModel();
   m.ops[2].scalar = std::numeric_limits<float>::infinity();

@@ -114,6 +114,8 @@ struct CallArgs {
   float scalar = 0.0f;
   bool has_axis = false;
   int32_t axis = -1;
+  bool has_reduce = false;  // all_reduce's op=add|max|min
+  int32_t reduce = 0;
 };
 
 class Parser {
@@ -324,6 +326,7 @@ absl::Status Parser::OpStatement(absl::string_view out, absl::string_view call) 
   }
   op.scalar = args.scalar;
   op.axis = args.axis;
+  if (op.kind == OpKind::kAllReduce) op.axis = args.has_reduce ? args.reduce : NRT_OP_ADD;
   status = SetOutput(out, &op);
   if (!status.ok()) return status;
   model_.ops.push_back(std::move(op));
@@ -377,6 +380,14 @@ absl::Status Parser::ParseKeyword(OpKind kind, absl::string_view key, absl::stri
       return Error(absl::StrCat("bad axis '", value, "'"));
     }
     args->has_axis = true;
+    return absl::OkStatus();
+  }
+  if (key == "op" && kind == OpKind::kAllReduce) {
+    if (args->has_reduce) return Error("op given twice");
+    if (!ReduceFromName(std::string(value), &args->reduce)) {
+      return Error(absl::StrCat("bad reduction '", value, "' (add, max or min)"));
+    }
+    args->has_reduce = true;
     return absl::OkStatus();
   }
   if ((key == "scalar" || key == "eps" ||

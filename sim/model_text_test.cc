@@ -148,6 +148,26 @@ TEST(ParseModelTextTest, MeanAxisDefaultsToTheLastAxis) {
   EXPECT_EQ(m.ops[0].axis, -1);
 }
 
+TEST(ParseModelTextTest, AllReduceTakesItsReduction) {
+  const Model m = Parse(R"(model m
+input x fp32 [4,8]
+output y fp32 [4,8]
+a = all_reduce(x)
+b = all_reduce(a, op=max)
+y = all_reduce(b, op=min)
+)");
+  ASSERT_EQ(m.ops.size(), 3u);
+  EXPECT_EQ(m.ops[0].axis, NRT_OP_ADD);  // the default, as torch.distributed's SUM
+  EXPECT_EQ(m.ops[1].axis, NRT_OP_MAX);
+  EXPECT_EQ(m.ops[2].axis, NRT_OP_MIN);
+  EXPECT_THAT(Tensor(m, "a").shape, ElementsAre(4, 8));
+  const std::string header = "model m\ninput x fp32 [4]\noutput y fp32 [4]\n";
+  EXPECT_EQ(Error(header + "y = all_reduce(x, op=fma)\n"),
+            "line 4: bad reduction 'fma' (add, max or min)");
+  EXPECT_EQ(Error(header + "y = all_reduce(x, op=max, op=min)\n"), "line 4: op given twice");
+  EXPECT_EQ(Error(header + "y = relu(x, op=max)\n"), "line 4: relu has no argument 'op'");
+}
+
 TEST(ParseModelTextTest, StoresConstantsInTheirDtype) {
   const Model m = Parse(R"(model consts
 input x fp32 [2]

@@ -239,6 +239,7 @@ absl::Status ExpectedShape(const Model& model, const OpDef& op, const std::strin
     case OpKind::kCopy:
     case OpKind::kRelu:
     case OpKind::kAbs:
+    case OpKind::kAllReduce:
       break;
   }
   *expected = a;
@@ -265,6 +266,20 @@ absl::Status CheckOp(const Model& model, uint32_t k, std::vector<int64_t>* write
   }
   if (!std::isfinite(op.scalar)) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": scalar is not finite"));
+  }
+  if (op.kind == OpKind::kAllReduce) {
+    // The ranks exchange the tensor's bytes: input and output share a dtype.
+    if (ReduceName(op.axis) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": reduction ", op.axis, " (add 0, max 2 or min 3, as nrt_op_type_t)"));
+    }
+    const DType in_dtype = model.tensors[op.inputs[0]].dtype;
+    if (model.tensors[op.output].dtype != in_dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": output ", TensorLabel(model, op.output), " is ",
+                       DTypeName(model.tensors[op.output].dtype), ", its input ",
+                       DTypeName(in_dtype), " (a collective keeps the dtype)"));
+    }
   }
   return absl::OkStatus();
 }

@@ -63,6 +63,27 @@ uint64_t NeuronCore::Run(int lane, uint64_t duration_ns,
   return start;
 }
 
+uint64_t NeuronCore::RunOpen(
+    int lane, const std::function<uint64_t(uint64_t ready_ns, uint64_t* end_ns)>& work) {
+  uint64_t ticket = 0;
+  {
+    std::unique_lock<std::mutex> lock(sync_mu_);
+    ticket = sync_next_ticket_++;
+    sync_turn_.wait(lock, [this, ticket] { return sync_now_serving_ == ticket; });
+  }
+  // As Run: after the previous synchronous job and what completed on the core, and not before
+  // now (a synchronous job reaches the device when it is called).
+  const std::function<void()> nothing = [] {};
+  const uint64_t start = RunTicketOpen(lane, TakeTicket(lane),
+                                       std::max(done_until(), clock_->Now()), work, nothing);
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    ++sync_now_serving_;
+  }
+  sync_turn_.notify_all();
+  return start;
+}
+
 uint64_t NeuronCore::RunTicket(int lane, uint64_t ticket, uint64_t earliest_ns,
                                uint64_t duration_ns,
                                const std::function<void(uint64_t device_start_ns)>& work,

@@ -89,6 +89,12 @@ class NeuronCore {
                          const std::function<uint64_t(uint64_t ready_ns, uint64_t* end_ns)>& work,
                          const std::function<void()>& done);
 
+  // A synchronous call's job whose length is known only once it has run (an execution with a
+  // collective): after the core's earlier synchronous jobs, as Run; `work` as RunTicketOpen's.
+  // Returns the ready (start) time.
+  uint64_t RunOpen(int lane,
+                   const std::function<uint64_t(uint64_t ready_ns, uint64_t* end_ns)>& work);
+
   // The device end of the latest job to complete on this core, any lane (0: none yet).
   uint64_t done_until() const { return done_until_.load(std::memory_order_acquire); }
 

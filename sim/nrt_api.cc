@@ -84,14 +84,14 @@ NRT_STATUS nrt_load(const void* neff_bytes, size_t size, int32_t vnc, int32_t,
 NRT_STATUS nrt_load_collectives(const void* neff_bytes, size_t size, int32_t vnc, int32_t,
                                 uint32_t ctx_device_id, uint32_t ctx_device_count,
                                 nrt_model_t** model) {
-  // The model format has no collective op: a rank's model loads as nrt_load loads it, and its
-  // collectives go through nrta_cc_* (sim/README.md, "Collectives").
+  // A rank's model loads as nrt_load loads it; its collective ops (all_reduce) run across the
+  // group nrt_cc_global_comm_init joins, which must be this rank's (sim/README.md, "Collectives").
   if (ctx_device_count == 0 || ctx_device_id >= ctx_device_count) {
     nrtsim::ReportError("nrt_load_collectives: ctx_device_id " + std::to_string(ctx_device_id) +
                         " is not below ctx_device_count " + std::to_string(ctx_device_count));
     return NRT_INVALID;
   }
-  return Runtime::Get().Load(neff_bytes, size, vnc, model);
+  return Runtime::Get().Load(neff_bytes, size, vnc, model, ctx_device_id, ctx_device_count);
 }
 
 NRT_STATUS nrt_unload(nrt_model_t* model) { return Runtime::Get().Unload(model); }

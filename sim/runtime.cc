@@ -194,7 +194,8 @@ NRT_STATUS Runtime::CoreCount(uint32_t* count, bool total) {
 // ---------------------------------------------------------------------------------------------
 // Models
 
-NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model) {
+NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model,
+                         uint32_t ctx_device_id, uint32_t ctx_device_count) {
   std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   if (bytes == nullptr || model == nullptr) {
@@ -211,12 +212,22 @@ NRT_STATUS Runtime::Load(const void* bytes, size_t size, int32_t vnc, nrt_model_
                                   : NRT_INVALID;
     return Fail(status, absl::StrCat("nrt_load: ", decoded.status().message()));
   }
+  const int cc_op = FirstCollectiveOp(*decoded);
+  if (cc_op >= 0 && ctx_device_count == 0) {
+    return Fail(NRT_INVALID, absl::StrCat("nrt_load: model ", decoded->name,
+                                          " has a collective (op ", cc_op, ", ",
+                                          OpKindName(decoded->ops[cc_op].kind),
+                                          "): load it with nrt_load_collectives"));
+  }
   const uint64_t call_start = trace_->HostNow();
   const int64_t tid = ThreadId();
   auto loaded = std::make_shared<nrt_model>();
   loaded->id = next_model_id_.fetch_add(1);
   loaded->file_size = size;
   loaded->model = *std::move(decoded);
+  loaded->cc_op = cc_op;
+  loaded->cc_rank = ctx_device_id;
+  loaded->cc_ranks = ctx_device_count;
   loaded->trace_name = trace_->InternName(loaded->model.name);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -516,6 +527,7 @@ NRT_STATUS Runtime::RunOnce(const std::shared_ptr<nrt_model>& model, const Execu
                             const std::vector<Region>& inputs,
                             const std::vector<Region>& outputs, const Slot& slot,
                             uint64_t* device_end) {
+  if (model->cc_op >= 0) return RunOnceCc(model, cost, inputs, outputs, slot, device_end);
   const uint64_t exec_id = next_exec_id_.fetch_add(1);
   absl::Status status;
   NRT_STATUS result = NRT_SUCCESS;
@@ -573,6 +585,7 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const void* input_set, void* out
   std::vector<Region> inputs, outputs;
   if (NRT_STATUS s = BindTensors("nrt_execute", *m, input_set, true, &inputs); s != NRT_SUCCESS) return s;
   if (NRT_STATUS s = BindTensors("nrt_execute", *m, output_set, false, &outputs); s != NRT_SUCCESS) return s;
+  if (NRT_STATUS s = CheckModelGroup("nrt_execute", *m); s != NRT_SUCCESS) return s;
   const ExecutionCost cost = CostOfExecution(m->model, config_);
   const Slot slot = SyncSlot(kComputeLane);
   const int64_t tid = slot.tid;

@@ -40,7 +40,9 @@ class Runtime {
   // The process's visible cores, or (`total`) the machine's.
   NRT_STATUS CoreCount(uint32_t* count, bool total = false);
 
-  NRT_STATUS Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model);
+  // `ctx_device_count` 0: nrt_load; otherwise nrt_load_collectives, for rank `ctx_device_id`.
+  NRT_STATUS Load(const void* bytes, size_t size, int32_t vnc, nrt_model_t** model,
+                  uint32_t ctx_device_id = 0, uint32_t ctx_device_count = 0);
   NRT_STATUS Unload(nrt_model_t* model);
   NRT_STATUS ModelVnc(const nrt_model_t* model, uint32_t* vnc);
   NRT_STATUS TensorInfo(nrt_model_t* model, nrt_tensor_info_array_t** info);
@@ -174,6 +176,15 @@ class Runtime {
   NRT_STATUS RunOnce(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
                      const std::vector<Region>& inputs, const std::vector<Region>& outputs,
                      const Slot& slot, uint64_t* device_end);
+  // RunOnce for a model with collective ops (runtime_cc.cc): each waits for the group on the
+  // communicator's model channel (cc_exec_barrier, cc_running inside the execution), which
+  // lengthens the execution by the wait and the transfers.
+  NRT_STATUS RunOnceCc(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
+                       const std::vector<Region>& inputs, const std::vector<Region>& outputs,
+                       const Slot& slot, uint64_t* device_end);
+  // Before a model with collective ops runs: the process has joined a group, the one the
+  // model was loaded for, on the model's core. Fails (one line) otherwise.
+  NRT_STATUS CheckModelGroup(const char* fn, const nrt_model& model);
   // Records device_exec start/stop (and a model_switch when the core ran another model last).
   void RecordExecution(const nrt_model& model, const ExecutionCost& cost, uint64_t start,
                        uint64_t exec_id, const Slot& slot);
@@ -193,7 +204,7 @@ class Runtime {
   // transfers, their trace events; completes the request.
   void RunCollective(const std::shared_ptr<nrt_cc_context>& ctx,
                      const std::shared_ptr<CcComm>& comm, int queue, const Slot& slot);
-  void RecordCc(TraceEventType type, const nrt_cc_context& ctx, const CcComm& comm,
+  void RecordCc(TraceEventType type, uint32_t vnc, const CcOp& op, const CcComm& comm,
                 uint64_t op_id, const Slot& slot, uint64_t start, uint64_t end, uint64_t bytes);
 
   // Standard mutexes rather than absl::Mutex: Debian's abseil is not built with ThreadSanitizer,

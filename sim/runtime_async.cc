@@ -36,6 +36,7 @@ NRT_STATUS Runtime::ScheduleExecute(nrt_model_t* model, const void* input_set, v
   if (NRT_STATUS s = BindTensors(kFn, *m, output_set, false, &outputs); s != NRT_SUCCESS) {
     return s;
   }
+  if (NRT_STATUS s = CheckModelGroup(kFn, *m); s != NRT_SUCCESS) return s;
   const ExecutionCost cost = CostOfExecution(m->model, config_);
   NeuronCore* core = cores_[m->vnc].get();
   const int64_t tid = ThreadId();

@@ -2,7 +2,8 @@
 // (cc_comm.h), nrta_cc_prepare checks a collective's tensors, nrta_cc_schedule puts it on a
 // queue of the collectives XU, whose worker runs it on that queue's lane of the core: the wait
 // for the group (cc_exec_barrier), then the transfers and reduction (cc_running), timed by
-// CollectiveNs (cost_model.h).
+// CollectiveNs (cost_model.h). A model's collective ops (all_reduce) run the same way inside
+// its execution, on the communicator's fourth channel (RunOnceCc).
 #include <time.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels.h"
 #include "runtime.h"
 #include "runtime_internal.h"
 
@@ -237,23 +239,24 @@ NRT_STATUS Runtime::CcSchedule(nrt_cc_context_t** cc_ctx, int queue, NRT_STATUS*
   return status;
 }
 
-void Runtime::RecordCc(TraceEventType type, const nrt_cc_context& ctx, const CcComm& comm,
+void Runtime::RecordCc(TraceEventType type, uint32_t vnc, const CcOp& op, const CcComm& comm,
                        uint64_t op_id, const Slot& slot, uint64_t start, uint64_t end,
                        uint64_t bytes) {
   TraceEvent e;
   e.type = type;
   e.phase = TracePhase::kStart;
-  e.nc_idx = ctx.vnc;
+  e.nc_idx = vnc;
   e.thread_id = slot.tid;
-  e.has_nrta_seq_id = true;
+  // A request's (nrta_cc_schedule, nrta_execute_schedule); none inside an nrt_execute.
+  e.has_nrta_seq_id = slot.async;
   e.nrta_seq_id = slot.seq;
   e.nc_timestamp_ns = start;
   e.op_id = op_id;
   e.rank = comm.rank();
   e.rank_n = comm.size();
-  e.cc_op = CcOpName(ctx.op.cc_op);
-  e.cc_reduce = CcReduceName(ctx.op.reduce);
-  e.cc_dtype = CcDtypeName(ctx.op.dtype);
+  e.cc_op = CcOpName(op.cc_op);
+  e.cc_reduce = CcReduceName(op.reduce);
+  e.cc_dtype = CcDtypeName(op.dtype);
   e.size = bytes;
   trace_->Record(e);
   e.phase = TracePhase::kStop;
@@ -293,7 +296,7 @@ void Runtime::RunCollective(const std::shared_ptr<nrt_cc_context>& ctx,
             // The wait until the failure shows as the barrier.
             *end = std::max(t, clock_.Now());
             if (trace_->Recording() && comm != nullptr) {
-              RecordCc(TraceEventType::kCcExecBarrier, *ctx, *comm, op_id, slot, t, *end, 0);
+              RecordCc(TraceEventType::kCcExecBarrier, ctx->vnc, ctx->op, *comm, op_id, slot, t, *end, 0);
             }
             return 0;
           }
@@ -306,9 +309,9 @@ void Runtime::RunCollective(const std::shared_ptr<nrt_cc_context>& ctx,
         *end = t;
         if (trace_->Recording()) {
           const uint64_t bytes = ctx->inputs.size() * ctx->op.in_bytes;
-          RecordCc(TraceEventType::kCcExecBarrier, *ctx, *comm, op_id, slot, ready, first_start,
+          RecordCc(TraceEventType::kCcExecBarrier, ctx->vnc, ctx->op, *comm, op_id, slot, ready, first_start,
                    bytes);
-          RecordCc(TraceEventType::kCcRunning, *ctx, *comm, op_id, slot, first_start, t, bytes);
+          RecordCc(TraceEventType::kCcRunning, ctx->vnc, ctx->op, *comm, op_id, slot, first_start, t, bytes);
         }
         // The host waits out the transfers; the barrier was waited for already.
         return t - first_start;
@@ -317,6 +320,152 @@ void Runtime::RunCollective(const std::shared_ptr<nrt_cc_context>& ctx,
         if (result != NRT_SUCCESS) Fail(result, error);
         (*slot.complete)(result);
       });
+}
+
+NRT_STATUS Runtime::CheckModelGroup(const char* fn, const nrt_model& m) {
+  if (m.cc_op < 0) return NRT_SUCCESS;
+  std::shared_ptr<CcComm> comm;
+  uint32_t vnc = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm = comm_;
+    vnc = comm_vnc_;
+  }
+  const std::string what =
+      absl::StrCat(fn, ": model ", m.model.name, " has a collective (op ", m.cc_op, ", ",
+                   OpKindName(m.model.ops[m.cc_op].kind), ")");
+  if (comm == nullptr) {
+    return Fail(NRT_FAILURE, absl::StrCat(what, " and this process has joined no collectives "
+                                          "group: call nrt_cc_global_comm_init first"));
+  }
+  if (comm->rank() != m.cc_rank || comm->size() != m.cc_ranks) {
+    return Fail(NRT_INVALID, absl::StrCat(what, ": loaded for rank ", m.cc_rank, " of ",
+                                          m.cc_ranks, ", the group has rank ", comm->rank(),
+                                          " of ", comm->size()));
+  }
+  if (m.vnc != vnc) {
+    return Fail(NRT_INVALID, absl::StrCat(what, ": the model is on NeuronCore ", m.vnc,
+                                          ", the communicator on NeuronCore ", vnc));
+  }
+  return NRT_SUCCESS;
+}
+
+NRT_STATUS Runtime::RunOnceCc(const std::shared_ptr<nrt_model>& model, const ExecutionCost& cost,
+                              const std::vector<Region>& inputs,
+                              const std::vector<Region>& outputs, const Slot& slot,
+                              uint64_t* device_end) {
+  const char* fn = slot.async ? "nrta_execute_schedule" : "nrt_execute";
+  const uint64_t exec_id = next_exec_id_.fetch_add(1);
+  std::shared_ptr<CcComm> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm = comm_;
+  }
+  const int64_t device_to_realtime = cc_realtime_offset_ns_.load() - clock_.offset_ns();
+  ExecutionCost run = cost;  // its spans after each collective move by the collective's time
+  absl::Status status;
+  NRT_STATUS result = NRT_SUCCESS;
+  std::string cc_error;  // a collective's failure: its own status and line
+  uint64_t device_start = 0;
+  uint64_t end_ns = 0;
+  auto work = [&](uint64_t start, uint64_t* end) -> uint64_t {
+    device_start = start;
+    uint64_t shift = 0;     // device time the collectives added so far (waits and transfers)
+    uint64_t transfer = 0;  // of which transfers, which the host waits out after the run
+    uint64_t failed_at = 0;
+    const bool recording = trace_->Recording();
+    // Inputs copied first, as RunOnce does (an output may share an input's memory).
+    std::vector<std::vector<uint8_t>> in_copies(inputs.size());
+    std::vector<const void*> in_ptrs;
+    std::vector<void*> out_ptrs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in_copies[i].assign(inputs[i].data(), inputs[i].data() + inputs[i].size);
+      in_ptrs.push_back(in_copies[i].data());
+    }
+    for (const Region& r : outputs) out_ptrs.push_back(r.data());
+    const CollectiveFn collective = [&](uint32_t k, const OpDef& op,
+                                        std::vector<uint8_t>* data) -> absl::Status {
+      const Span& span = cost.ops[k].span;
+      // Ready once the op is issued; the device runs nothing else of the model meanwhile.
+      const uint64_t ready = start + shift + span.start_ns + span.duration_ns;
+      CcOp cc;
+      cc.cc_op = NRT_CC_ALLREDUCE;
+      cc.reduce = static_cast<uint32_t>(op.axis);
+      cc.dtype = static_cast<uint32_t>(model->model.tensors[op.output].dtype);
+      cc.in_bytes = cc.out_bytes = data->size();
+      const uint64_t op_id = cc_op_ids_[kModelCcChannel].fetch_add(1) + 1;
+      std::vector<uint8_t> out(data->size());
+      uint64_t start_rt = 0;
+      const absl::Status s =
+          comm == nullptr
+              ? absl::FailedPreconditionError("the communicator is gone (nrt_close)")
+              : comm->Run(kModelCcChannel, cc, data->data(), out.data(),
+                          static_cast<uint64_t>(static_cast<int64_t>(ready) + device_to_realtime),
+                          &start_rt);
+      if (!s.ok()) {
+        result = StatusOf(s);
+        cc_error = absl::StrCat(fn, ": model ", model->model.name, ": ", OpKindName(op.kind),
+                                " (op ", k, ") number ", op_id, ", rank ",
+                                comm == nullptr ? 0 : comm->rank(), ": ", s.message());
+        // The wait until the failure shows as the barrier, and ends the execution.
+        failed_at = std::max(ready, clock_.Now());
+        if (recording && comm != nullptr) {
+          RecordCc(TraceEventType::kCcExecBarrier, model->vnc, cc, *comm, op_id, slot, ready,
+                   failed_at, 0);
+        }
+        return s;
+      }
+      const uint64_t group = std::max(
+          ready, static_cast<uint64_t>(static_cast<int64_t>(start_rt) - device_to_realtime));
+      const uint64_t ns = CollectiveNs(cc.cc_op, cc.in_bytes, cc.out_bytes,
+                                       static_cast<uint32_t>(DTypeSize(DType(cc.dtype))),
+                                       comm->size(), comm->cross_host(), config_);
+      if (recording) {
+        RecordCc(TraceEventType::kCcExecBarrier, model->vnc, cc, *comm, op_id, slot, ready,
+                 group, cc.in_bytes);
+        RecordCc(TraceEventType::kCcRunning, model->vnc, cc, *comm, op_id, slot, group,
+                 group + ns, cc.in_bytes);
+      }
+      const uint64_t added = group - ready + ns;
+      shift += added;
+      transfer += ns;
+      for (size_t j = k + 1; j < run.ops.size(); ++j) run.ops[j].span.start_ns += added;
+      for (IoDmaCost& dma : run.io_dmas) {
+        if (!dma.to_device) dma.span.start_ns += added;
+      }
+      *data = std::move(out);
+      return absl::OkStatus();
+    };
+    status = RunModel(model->model, in_ptrs, out_ptrs, collective);
+    run.total_ns = failed_at != 0 ? failed_at - start : cost.total_ns + shift;
+    *end = start + run.total_ns;
+    end_ns = *end;
+    if (recording) RecordExecution(*model, run, start, exec_id, slot);
+    // The host waits out the modelled time but the barriers, which it waited for already.
+    return failed_at != 0 ? 0 : cost.total_ns + transfer;
+  };
+  auto done = [&] {
+    if (profiling_.load(std::memory_order_relaxed) != 0) {
+      std::lock_guard<std::mutex> lock(profile_mu_);
+      auto it = profiles_.find(model->id);
+      if (it != profiles_.end()) it->second.executions.push_back({exec_id, device_start, run});
+    }
+    if (!cc_error.empty()) {
+      Fail(result, cc_error);
+    } else if (!status.ok()) {
+      result = Fail(NRT_EXEC_COMPLETED_WITH_ERR, absl::StrCat(fn, ": ", status.message()));
+    }
+    if (slot.complete != nullptr) (*slot.complete)(result);
+  };
+  NeuronCore& core = *cores_[model->vnc];
+  if (slot.async) {
+    core.RunTicketOpen(slot.lane, slot.ticket, slot.earliest, work, done);
+  } else {
+    core.RunOpen(slot.lane, work);
+    done();
+  }
+  if (device_end != nullptr) *device_end = end_ns;
+  return result;
 }
 
 }  // namespace nrtsim

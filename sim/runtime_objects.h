@@ -50,6 +50,11 @@ struct nrt_model {
   size_t file_size = 0;
   nrtsim::Model model;
   const std::string* trace_name = nullptr;  // model.name, as the system trace keeps it
+  // Its first collective op (-1: none) and, loaded by nrt_load_collectives, the rank it was
+  // loaded for (ctx_device_id of ctx_device_count; 0 ranks: loaded by nrt_load).
+  int cc_op = -1;
+  uint32_t cc_rank = 0;
+  uint32_t cc_ranks = 0;
 };
 
 // A collective prepared by nrta_cc_prepare, consumed by nrta_cc_schedule: the operation and,

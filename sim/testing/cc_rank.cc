@@ -6,7 +6,12 @@
 //   event <type> <phase> <timestamp_ns> <nc_idx> <worker_gid> <nrta_seq_id> <op_id>
 //   sync <nc_timestamp_ns> <cpu_timestamp_ns>   (to put device times on the wall clock)
 //   close_ms <ms>
-// Flags (--name=value): rank, size, ops (all | allreduce | allgather | reducescatter),
+// With --ops=model the rank runs a model holding two all_reduce ops instead (ADD on float32
+// between ops, MAX on bfloat16), loaded with nrt_load_collectives and executed once with
+// nrt_execute and once with nrta_execute_schedule; before joining it prints
+//   check <what> <NRT status name>   (plain nrt_load of it; an execution before the join)
+// and device_exec events are printed too.
+// Flags (--name=value): rank, size, ops (all | allreduce | allgather | reducescatter | model),
 // elems (per rank, default 1024), delay_ms (before scheduling), die (exit by SIGKILL after
 // joining), no_schedule_ms (join, wait that long, close without any collective), close_after_ms
 // (schedule, then nrt_close after that long without waiting).
@@ -107,6 +112,45 @@ std::vector<float> Expected(const Spec& s, uint32_t n, uint32_t rank, uint64_t e
   return out;
 }
 
+nrt_tensor_t* DeviceTensor(nrt_dtype_t dtype, uint32_t rank, uint64_t elems, const char* name) {
+  std::vector<float> values;
+  for (uint64_t i = 0; i < elems; ++i) values.push_back(Input(rank, i));
+  const std::vector<uint8_t> bytes = Encode(dtype, values);
+  nrt_tensor_t* t = nullptr;
+  if (nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, bytes.size(), name, &t) != NRT_SUCCESS ||
+      nrt_tensor_write(t, bytes.data(), 0, bytes.size()) != NRT_SUCCESS) {
+    return nullptr;
+  }
+  return t;
+}
+
+// Compares an output tensor with the expected values; prints the first difference.
+bool Matches(const char* what, nrt_dtype_t dtype, nrt_tensor_t* t, const std::vector<float>& want) {
+  std::vector<uint8_t> bytes(nrt_tensor_get_size(t));
+  nrt_tensor_read(t, bytes.data(), 0, bytes.size());
+  const std::vector<float> got = Decode(dtype, bytes);
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (got[i] != want[i]) {
+      fprintf(stderr, "%s[%zu]: got %g, want %g\n", what, i, got[i], want[i]);
+      return false;
+    }
+  }
+  return got.size() == want.size();
+}
+
+std::string CcModelText(uint64_t elems) {
+  const std::string dims = "[" + std::to_string(elems) + "]";
+  return "model cc_step\n"
+         "input x fp32 " + dims + "\n"
+         "input xb bf16 " + dims + "\n"
+         "output s fp32 " + dims + "\n"
+         "output mx bf16 " + dims + "\n"
+         "h = mul_scalar(x, 1)\n"
+         "r = all_reduce(h)\n"
+         "s = mul_scalar(r, 1)\n"
+         "mx = all_reduce(xb, op=max)\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,6 +179,34 @@ int main(int argc, char** argv) {
   if (nrt_sys_trace_start(config) != NRT_SUCCESS) return 11;
   nrt_sys_trace_config_free(config);
 
+  const bool model_mode = ops == "model";
+  nrt_model_t* cc_model = nullptr;
+  nrt_tensor_set_t* model_in = nullptr;
+  nrt_tensor_set_t* model_out = nullptr;
+  nrt_tensor_t* out_s = nullptr;
+  nrt_tensor_t* out_mx = nullptr;
+  if (model_mode) {
+    const std::string bytes = nrtsim::testing::ModelBytes(CcModelText(elems));
+    nrt_model_t* plain = nullptr;
+    printf("check plain_load %s\n",
+           nrt_get_status_as_str(nrt_load(bytes.data(), bytes.size(), 0, 1, &plain)));
+    if (nrt_load_collectives(bytes.data(), bytes.size(), 0, 1, rank, size, &cc_model) !=
+        NRT_SUCCESS) {
+      return 18;
+    }
+    nrt_tensor_t* x = DeviceTensor(NRT_DTYPE_FLOAT32, rank, elems, "x");
+    nrt_tensor_t* xb = DeviceTensor(NRT_DTYPE_BFLOAT16, rank, elems, "xb");
+    if (x == nullptr || xb == nullptr ||
+        nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, elems * 4, "s", &out_s) != NRT_SUCCESS ||
+        nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, elems * 2, "mx", &out_mx) != NRT_SUCCESS) {
+      return 19;
+    }
+    model_in = nrtsim::testing::Set({{"x", x}, {"xb", xb}});
+    model_out = nrtsim::testing::Set({{"s", out_s}, {"mx", out_mx}});
+    printf("check execute_before_join %s\n",
+           nrt_get_status_as_str(nrt_execute(cc_model, model_in, model_out)));
+  }
+
   NRT_STATUS s = nrt_cc_global_comm_init(0, rank, size);
   printf("join %s\n", nrt_get_status_as_str(s));
   if (s != NRT_SUCCESS) return 12;
@@ -145,10 +217,47 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  bool all_ok = true;
+  if (model_mode) {
+    if (const long ms = flag("delay_ms", 0); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    const std::vector<float> want_s =
+        Expected({NRT_CC_ALLREDUCE, NRT_OP_ADD, NRT_DTYPE_FLOAT32, "s"}, size, rank, elems);
+    const std::vector<float> want_mx =
+        Expected({NRT_CC_ALLREDUCE, NRT_OP_MAX, NRT_DTYPE_BFLOAT16, "mx"}, size, rank, elems);
+    for (int k = 0; k < 2; ++k) {
+      nrt_tensor_memset(out_s, 0, 0, elems * 4);
+      nrt_tensor_memset(out_mx, 0, 0, elems * 2);
+      NRT_STATUS ret = NRT_SUCCESS;
+      if (k == 0) {
+        ret = nrt_execute(cc_model, model_in, model_out);
+      } else {
+        nrta_seq_t seq = 0;
+        NRT_STATUS request = static_cast<NRT_STATUS>(-1);
+        if (nrta_execute_schedule(cc_model, model_in, model_out, 0, &request, &seq) !=
+            NRT_SUCCESS) {
+          return 20;
+        }
+        for (bool done = false; !done;) {
+          if (nrta_is_completed(seq, &done) != NRT_SUCCESS) return 21;
+          if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ret = __atomic_load_n(&request, __ATOMIC_RELAXED);
+      }
+      const bool ok = ret == NRT_SUCCESS && Matches("s", NRT_DTYPE_FLOAT32, out_s, want_s) &&
+                      Matches("mx", NRT_DTYPE_BFLOAT16, out_mx, want_mx);
+      all_ok = all_ok && ok;
+      printf("status %s %s %s\n", k == 0 ? "model_execute" : "model_schedule",
+             nrt_get_status_as_str(ret), ok ? "ok" : "wrong");
+    }
+  }
+
   std::vector<Spec> specs;
   const auto want = [&](const char* name) { return ops == "all" || ops == name; };
   for (nrt_dtype_t dtype : {NRT_DTYPE_FLOAT32, NRT_DTYPE_BFLOAT16}) {
     const bool bf16 = dtype == NRT_DTYPE_BFLOAT16;
+    if (model_mode) break;
     if (want("allreduce")) {
       specs.push_back({NRT_CC_ALLREDUCE, NRT_OP_ADD, dtype, bf16 ? "allreduce_add_bf16" : "allreduce_add_fp32"});
       if (ops == "all") {
@@ -231,7 +340,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  bool all_ok = true;
   for (Pending& p : pending) {
     for (;;) {
       bool done = false;
@@ -266,7 +374,7 @@ int main(int argc, char** argv) {
     if (type == "timestamp_sync") {
       const auto& data = e.fields().at("data").struct_value();
       printf("sync %.0f %.0f\n", Num(data, "nc_timestamp_ns"), Num(data, "cpu_timestamp_ns"));
-    } else if (type == "cc_exec_barrier" || type == "cc_running") {
+    } else if (type == "cc_exec_barrier" || type == "cc_running" || type == "device_exec") {
       const auto& data = e.fields().at("data").struct_value();
       printf("event %s %s %.0f %.0f %.0f %.0f %.0f\n", type.c_str(), Str(e, "phase").c_str(),
              Num(e, "timestamp_ns"), Num(e, "nc_idx"), Num(e, "worker_gid"),
