@@ -211,7 +211,10 @@ TEST_F(CollectivesE2eTest, ADeviceCauseIsNamedAsTheDevicesWork) {
   const std::string out = TempDir("slow-device") + "/capture";
   const Result job =
       ProfiledJob(daemon_, out,
-                  {"--ranks", "4", "--steps", "5", "--slow-rank", "1", "--slow-ms", "20",
+                  // 100 ms of device work (no wall time at time scale 0): far above what a
+                  // loaded machine's scheduling moves the others' arrivals by (20 ms was not,
+                  // once: another rank came 8.6 ms late in one step of a fresh clone's run).
+                  {"--ranks", "4", "--steps", "5", "--slow-rank", "1", "--slow-ms", "100",
                    "--slow-cause", "device"});
   ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
   const Result c = Collectives(out);
