@@ -640,7 +640,7 @@ TEST_F(CaptureHostsTest, ACollectiveJobAcrossTwoHostsNamesItsSlowRankAndLinesUp)
     // Its ranks are its process group: the test ends the job as a terminal's Ctrl-C would.
     return std::make_unique<Background>(
         std::vector<std::string>{Runfile("examples/cc_job"), "--ranks", "4", "--steps", "100000",
-                                 "--slow-rank", "2", "--slow-ms", "20", "--root",
+                                 "--slow-rank", "2", "--slow-ms", "100", "--root",
                                  absl::StrCat("127.0.0.1:", port), "--local-ranks", ranks},
         env, TempDir("job-" + ranks), /*own_group=*/true);
   };

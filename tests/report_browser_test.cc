@@ -384,7 +384,7 @@ TEST_F(ReportBrowserTest, ACollectiveJobsPageNamesItsSlowRank) {
   env["NRT_SIM_TIME_SCALE"] = "0";
   const Result run = testing::RunNrtprof(
       {"run", "--quiet", "--out", dir_ + "/job", "--", Runfile("examples/cc_job"), "--ranks", "4",
-       "--steps", "3", "--slow-rank", "1", "--slow-ms", "20"},
+       "--steps", "3", "--slow-rank", "1", "--slow-ms", "100"},
       env);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const Result collectives = Nrtprof({"collectives", dir_ + "/job"});

@@ -45,7 +45,7 @@ fi
 readonly CH_URL="${CLICKHOUSE_URL}"
 
 # The jobs: host, ranks, late rank. Steps and the late rank's stall are the same for both.
-readonly STEPS=12 SLOW_MS=20
+readonly STEPS=12 SLOW_MS=100
 declare -A ranks=([hostA]=4 [hostB]=3) slow=([hostA]=2 [hostB]=0) metrics_url=()
 
 start_daemon() {
