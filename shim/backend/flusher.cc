@@ -357,8 +357,8 @@ void Flusher::Run() {
       }
     }
     // Until the next tick, unless woken first: by a request (WakeSelf, under final_mu_) or by a
-    // program thread whose ring is half full (the core's WakeFlusher). The word is read before
-    // the requests are looked at, so a wake between the two ends the wait at once.
+    // program thread whose ring is three quarters full (the core's WakeFlusher). The word is
+    // read before the requests are looked at, so a wake between the two ends the wait at once.
     const uint32_t seen = core_->flusher_wake.load(std::memory_order_acquire);
     bool pending = false;
     {

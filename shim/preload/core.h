@@ -176,7 +176,7 @@ inline uint64_t Ticks() { return ReadTicks(g_core.tick_source); }
 // exit and hands the record for the call's fields, Commit() publishes it. The guard is held
 // for the object's life so that the runtime's own calls to exported functions nest.
 // `name_room`: bytes of a name the call will store (NameRoom of the name argument), 0 if none.
-// Half a thread's ring was written since the last wake: the flusher drains now rather than at
+// A thread's ring is three quarters full: the flusher drains now rather than at
 // its next tick (CoreState::flusher_wake). Keeps errno.
 void WakeFlusher() NRTPROF_HIDDEN;
 

@@ -59,20 +59,46 @@ TEST(EventRingTest, RecordsComeOutInOrderAcrossTheWrap) {
   EXPECT_EQ(ring->dropped(), 0u);
 }
 
-TEST(EventRingTest, CommitAsksForTheConsumerOnceEveryHalfRing) {
-  // A thread recording faster than the flusher's tick wakes it before its ring fills: every
-  // 32 records of a 64-slot ring, whatever the records' sizes, and never between.
+TEST(EventRingTest, CommitAsksForTheConsumerWhenTheRingIsThreeQuartersFull) {
+  // A thread recording faster than the flusher's tick wakes it before its ring fills: the
+  // producer looks at the consumer's tail every 8 records of a 64-slot ring and asks for the
+  // consumer while 48 slots or more wait, in slots (a 2-slot record counts twice).
   RingPtr ring = MakeRing(64);
   RingProducer producer(ring.get());
   std::vector<int> wakes;
-  for (int i = 1; i <= 200; ++i) {
-    Record* r = producer.TryReserve(i % 3 == 0 ? 2 : 1);
+  auto commit = [&](int i, uint32_t slots) {
+    Record* r = producer.TryReserve(slots);
     ASSERT_NE(r, nullptr) << i;
-    r->Clear(RecordKind::kApiCall, i % 3 == 0 ? 2 : 1);
+    r->Clear(RecordKind::kApiCall, slots);
     if (producer.Commit(r)) wakes.push_back(i);
+  };
+  for (int i = 1; i <= 56; ++i) commit(i, 1);
+  EXPECT_EQ(wakes, (std::vector<int>{48, 56}));
+  EXPECT_EQ(DrainIds(ring.get()).size(), 56u);
+  // Drained: the next looks (at records 64 and 72) find 8 and 16 slots waiting.
+  wakes.clear();
+  for (int i = 57; i <= 72; ++i) commit(i, 1);
+  EXPECT_TRUE(wakes.empty());
+  // Two-slot records fill it twice as fast: 32 slots at record 80, 48 at record 88.
+  for (int i = 73; i <= 88; ++i) commit(i, 2);
+  EXPECT_EQ(wakes, (std::vector<int>{88}));
+}
+
+TEST(EventRingTest, ARingDrainedInTimeNeverAsksForTheConsumer) {
+  // The consumer's own period keeps up (it drains every 20 records of a 64-slot ring): no
+  // wake at all, however many records pass, so a hot thread is not joined by a consumer
+  // working beside it for nothing.
+  RingPtr ring = MakeRing(64);
+  RingProducer producer(ring.get());
+  int wakes = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    Record* r = producer.TryReserve(1);
+    ASSERT_NE(r, nullptr) << i;
+    r->Clear(RecordKind::kApiCall, 1);
+    if (producer.Commit(r)) ++wakes;
     if (i % 20 == 0) DrainIds(ring.get());
   }
-  EXPECT_EQ(wakes, (std::vector<int>{32, 64, 96, 128, 160, 192}));
+  EXPECT_EQ(wakes, 0);
 }
 
 TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
