@@ -3,8 +3,10 @@
 // to: a pprof Profile (gzipped when FILE ends in .gz, as `go tool pprof`, Pyroscope and Parca
 // take it) or folded stacks for flamegraph tools. The capture is read as `nrtprof summary
 // --from-trace` reads it (its trace.pftrace rebuilt into a Trace, each host's part of a merged
-// capture alone), and each stack's device time is what the summary charges. The file is
-// written atomically, and only once the whole export is made: bad input writes nothing.
+// capture alone), and each stack's device time is what the summary charges; the profile's time
+// and duration are the capture's window. The stacks are the ones `nrtprof report`'s flame graph
+// draws (capture_stacks.h). The file is written atomically, and only once the whole export is
+// made: bad input writes nothing.
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,14 +22,13 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/capture_stacks.h"
 #include "client/commands.h"
 #include "client/flags.h"
-#include "client/trace_merge.h"
 #include "trace/atomic_file.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/pprof_export.h"
 #include "trace/summary.h"
-#include "trace/trace_from_pftrace.h"
 
 ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
 ABSL_DECLARE_FLAG(std::string, o);       // command_report.cc
@@ -53,7 +54,7 @@ absl::StatusOr<std::string> TracePath(const std::string& given) {
          "/trace.pftrace";
 }
 
-// The capture's stacks: each host's part of a merged trace (capture --hosts) with its host.
+// The capture's stacks (capture_stacks.h).
 absl::Status AddCapture(const std::string& given, daemon::StackProfile* profile) {
   absl::StatusOr<std::string> path = TracePath(given);
   if (!path.ok()) return path.status();
@@ -64,29 +65,14 @@ absl::Status AddCapture(const std::string& given, daemon::StackProfile* profile)
   }
   std::stringstream bytes;
   bytes << in.rdbuf();
-  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
-  if (!read.ok() || read->trace.packet_size() == 0) {
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoPackets(bytes.str());
+  if (!read.ok() || read->packet_count() == 0) {
     return absl::DataLossError(absl::StrCat(
         *path, " does not read back as a Perfetto trace (",
         read.ok() ? std::string("no packets") : std::string(read.status().message()),
         "): the capture is damaged"));
   }
-  auto add = [&](const daemon::ReadTrace& part, const std::string& host) -> absl::Status {
-    absl::StatusOr<daemon::Trace> trace = daemon::TraceFromPerfetto(part);
-    if (!trace.ok()) {
-      return absl::DataLossError(absl::StrCat(*path, " is not laid out as nrtprof writes it (",
-                                              host.empty() ? "" : absl::StrCat("host ", host, ": "),
-                                              trace.status().message(), ")"));
-    }
-    profile->Add(*trace, host);
-    return absl::OkStatus();
-  };
-  const std::vector<MergedHost> parts = SplitMergedTrace(*read);
-  if (parts.empty()) return add(*read, "");
-  for (const MergedHost& part : parts) {
-    if (absl::Status added = add(part.read, part.host); !added.ok()) return added;
-  }
-  return absl::OkStatus();
+  return AddCaptureStacks(*read, *path, profile);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #     ProfilerStep*, then the program's own functions (main), with the pid, host and
 #     NeuronCore of the capture;
 #   - --format collapsed: folded stacks, root first, adding up to the same device time;
+#   - `-raw` prints the profile's Time: and Duration:, the capture's window as summary.json
+#     has it (its start to the nanosecond);
 #   - bad input: one line on stderr, a non-zero exit, nothing written.
 # CI has `go` (third_party/install_debian_deps.sh installs golang-go); without it the test says
 # so and skips.
@@ -234,6 +236,53 @@ PY
 then
   fail "-traces: $(cat "${WORK}/traces_check")"
   head -80 "${WORK}/naive.traces" >&2
+fi
+
+# --- Time: and Duration: the capture's window -----------------------------------------------------
+run pprof -raw "${WORK}/naive.pb.gz"
+cp "${WORK}/out" "${WORK}/naive.raw"
+if ! python3 - "${WORK}/naive/summary.json" "${WORK}/naive.raw" >"${WORK}/time_check" 2>&1 <<'PY'
+import datetime, json, re, sys
+summary = json.load(open(sys.argv[1]))
+raw = open(sys.argv[2]).read()
+def go_duration(ns):
+    """time.Duration's String(), as pprof prints it (then cut to 4 characters: %.4v)."""
+    def frac(v, digits):
+        whole, part = divmod(v, 10 ** digits)
+        part = f"{part:0{digits}d}".rstrip("0")
+        return f"{whole}.{part}" if part else f"{whole}"
+    if ns < 1000:
+        return f"{ns}ns"
+    if ns < 1_000_000:
+        return frac(ns, 3) + "\u00b5s"
+    if ns < 1_000_000_000:
+        return frac(ns, 6) + "ms"
+    h, rest = divmod(ns, 3600 * 10**9)
+    m, rest = divmod(rest, 60 * 10**9)
+    s = frac(rest, 9) + "s"
+    return (f"{h}h{m}m" if h else f"{m}m" if m else "") + s
+bad = []
+m = re.search(r"^Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4}) ", raw, re.M)
+if not m:
+    bad.append("no Time: line")
+else:
+    seconds = datetime.datetime.strptime(m.group(1) + " " + m.group(3), "%Y-%m-%d %H:%M:%S %z")
+    ns = int(seconds.timestamp()) * 10**9 + int((m.group(2) or "0").ljust(9, "0"))
+    if ns != summary["window_start_unix_ns"]:
+        bad.append(f"Time: {m.group(0)} is {ns} ns, summary.json's window starts at "
+                   f"{summary['window_start_unix_ns']} ns")
+m = re.search(r"^Duration: (.*)$", raw, re.M)
+want = go_duration(summary["window_ns"])[:4]
+if not m:
+    bad.append("no Duration: line")
+elif m.group(1) != want:
+    bad.append(f"Duration: {m.group(1)}, summary.json's window {summary['window_ns']} ns ({want})")
+if bad:
+    sys.exit("; ".join(bad))
+PY
+then
+  fail "-raw: $(cat "${WORK}/time_check")"
+  head -8 "${WORK}/naive.raw" >&2
 fi
 
 # --- folded stacks -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <utility>
 
@@ -88,16 +89,12 @@ bool SplitHostFrame(const std::string& frame, std::string_view* function, std::s
   return true;
 }
 
-// A frame's name on one folded-stack line: a host frame's function (the call sites in one
-// function are one frame, as in pprof); ';' separates frames, a line break ends the line.
-std::string FoldedFrame(const std::string& name) {
+// A frame as a stack of functions shows it: a host frame's function (the call sites in one
+// function are one frame, as in pprof), any other frame its name.
+std::string_view FrameFunction(const std::string& name) {
   std::string_view function, module;
   uint64_t offset;
-  std::string out = SplitHostFrame(name, &function, &module, &offset) ? std::string(function) : name;
-  for (char& c : out) {
-    if (c == ';' || c == '\n' || c == '\r') c = ' ';
-  }
-  return out;
+  return SplitHostFrame(name, &function, &module, &offset) ? function : std::string_view(name);
 }
 
 }  // namespace
@@ -171,18 +168,28 @@ void StackProfile::AddStack(const std::vector<std::string>& stack, const std::st
 }
 
 void StackProfile::Add(const Trace& trace, const std::string& host) {
-  if (trace.end_ns != 0) {
-    first_ns_ = std::min(first_ns_, trace.start_ns);
-    last_ns_ = std::max(last_ns_, trace.end_ns);
-  }
   if (realtime_offset_ns_ == 0) realtime_offset_ns_ = trace.realtime_offset_ns;
   for (const ProcessTrace& p : trace.processes) AddProcess(p, host);
+}
+
+void StackProfile::SetWindow(int64_t start_unix_ns, int64_t duration_ns) {
+  window_set_ = true;
+  window_start_unix_ns_ = start_unix_ns;
+  window_ns_ = duration_ns;
 }
 
 void StackProfile::AddProcess(const ProcessTrace& p, const std::string& given_host) {
   const IdIndex<RangeEvent, &RangeEvent::id, CaptureVector<RangeEvent>> ranges(p.ranges);
   const IdIndex<ApiCall, &ApiCall::correlation_id, CaptureVector<ApiCall>> calls(p.calls);
   const uint32_t host = Intern(p.host.empty() ? given_host : p.host);
+  // The window, as the summary has it (summary.cc, DescribeWindow): every event's span.
+  auto span = [this](uint64_t start, uint64_t duration) {
+    first_ns_ = std::min(first_ns_, start);
+    last_ns_ = std::max(last_ns_, start + duration);
+  };
+  for (const RangeEvent& r : p.ranges) span(r.start_ns, r.duration_ns);
+  for (const ApiCall& c : p.calls) span(c.start_ns, c.duration_ns);
+  for (const DeviceEvent& d : p.device) span(d.start_ns, d.duration_ns);
 
   // A Name's string id, found by the Name's id after its first time.
   absl::flat_hash_map<const void*, uint32_t> name_ids;
@@ -330,8 +337,14 @@ perftools::profiles::Profile StackProfile::ToPprof() const {
   out.mutable_period_type()->set_type(kDeviceTime);
   out.mutable_period_type()->set_unit(kNanoseconds);
   out.set_period(1);  // every nanosecond measured, none sampled
-  if (first_ns_ <= last_ns_) {
-    out.set_time_nanos(static_cast<int64_t>(first_ns_) + realtime_offset_ns_);
+  if (window_set_) {
+    out.set_time_nanos(window_start_unix_ns_);
+    out.set_duration_nanos(window_ns_);
+  } else if (first_ns_ <= last_ns_) {
+    // On the wall clock only when the capture knows it (as summary.json's window start).
+    if (realtime_offset_ns_ != 0) {
+      out.set_time_nanos(static_cast<int64_t>(first_ns_) + realtime_offset_ns_);
+    }
     out.set_duration_nanos(static_cast<int64_t>(last_ns_ - first_ns_));
   }
   // One mapping for every frame: its functions are named already, nothing to symbolize.
@@ -398,22 +411,59 @@ perftools::profiles::Profile StackProfile::ToPprof() const {
   return out;
 }
 
-std::string StackProfile::ToCollapsed() const {
-  absl::flat_hash_map<std::vector<uint32_t>, int64_t> by_stack;
-  for (const Sample& s : samples_) {
-    if (s.values[kDeviceNs] != 0) by_stack[s.stack] += s.values[kDeviceNs];
-  }
-  std::vector<std::string> lines;
-  lines.reserve(by_stack.size());
-  for (const auto& [stack, ns] : by_stack) {
-    std::string line;
-    for (auto frame = stack.rbegin(); frame != stack.rend(); ++frame) {
-      if (!line.empty()) line += ';';
-      line += FoldedFrame(strings_[*frame]);
+void StackProfile::ForEachStack(
+    absl::FunctionRef<void(const std::vector<std::string_view>& frames, int64_t device_ns,
+                           int64_t host_ns, int64_t executions)>
+        fn) const {
+  // Each frame id's function, as one id per function name (two call sites of a function are
+  // two frames of the profile, one here).
+  std::vector<uint32_t> function_of(strings_.size(), UINT32_MAX);
+  std::vector<std::string_view> functions;
+  absl::flat_hash_map<std::string_view, uint32_t> function_ids;
+  auto function = [&](uint32_t frame) {
+    uint32_t& id = function_of[frame];
+    if (id == UINT32_MAX) {
+      const std::string_view name = FrameFunction(strings_[frame]);
+      auto [it, added] = function_ids.try_emplace(name, static_cast<uint32_t>(functions.size()));
+      if (added) functions.push_back(name);
+      id = it->second;
     }
-    absl::StrAppend(&line, " ", ns, "\n");
-    lines.push_back(std::move(line));
+    return id;
+  };
+  absl::flat_hash_map<std::vector<uint32_t>, std::array<int64_t, kValues>> by_stack;
+  std::vector<uint32_t> stack;
+  for (const Sample& s : samples_) {
+    stack.clear();
+    for (uint32_t frame : s.stack) stack.push_back(function(frame));
+    auto [it, added] = by_stack.try_emplace(stack, std::array<int64_t, kValues>{0, 0, 0});
+    for (int v = 0; v < kValues; ++v) it->second[v] += s.values[v];
   }
+  std::vector<std::string_view> frames;
+  for (const auto& [ids, values] : by_stack) {
+    frames.clear();
+    for (uint32_t id : ids) frames.push_back(functions[id]);
+    fn(frames, values[kDeviceNs], values[kHostNs], values[kExecutions]);
+  }
+}
+
+std::string StackProfile::ToCollapsed() const {
+  std::vector<std::string> lines;
+  ForEachStack([&lines](const std::vector<std::string_view>& frames, int64_t device_ns, int64_t,
+                        int64_t) {
+    if (device_ns == 0) return;
+    std::string line;
+    for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
+      if (!line.empty()) line += ';';
+      // ';' separates frames, a line break ends the line.
+      const size_t from = line.size();
+      line.append(frame->data(), frame->size());
+      for (size_t i = from; i < line.size(); ++i) {
+        if (line[i] == ';' || line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+      }
+    }
+    absl::StrAppend(&line, " ", device_ns, "\n");
+    lines.push_back(std::move(line));
+  });
   std::sort(lines.begin(), lines.end());
   return absl::StrJoin(lines, "");
 }

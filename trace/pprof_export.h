@@ -26,6 +26,11 @@
 // index as text: pprof readers drop a number label of 0). Device work no
 // runtime call could be matched to is under "(no runtime call)".
 //
+// The profile's time and duration are the capture's window as the summary has it (the first
+// event's start to the last one's end, on the wall clock), or what SetWindow says (the fleet
+// store's minutes). ForEachStack gives the stacks to whatever else draws them (the report's
+// flame graph): the one place a stack is made is Add.
+//
 // Pure functions; thread-compatible.
 #ifndef NRTPROF_TRACE_PPROF_EXPORT_H_
 #define NRTPROF_TRACE_PPROF_EXPORT_H_
@@ -36,6 +41,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "proto/pprof/profile.pb.h"
 #include "trace/trace_model.h"
 
@@ -62,7 +68,20 @@ class StackProfile {
                 uint32_t tid, const std::string& thread, int32_t nc_idx, int64_t device_ns,
                 int64_t host_ns, int64_t executions);
 
-  // The profile: sample types device_time, host_time, executions; device_time the default.
+  // The window the profile covers, instead of its events' span: its start on the wall clock
+  // (Unix ns) and its length (the fleet store's minutes up to now).
+  void SetWindow(int64_t start_unix_ns, int64_t duration_ns);
+
+  // Every stack once with its values (the same stack of several threads, cores and processes
+  // summed), in no particular order: `frames` leaf first, a host frame as its function alone
+  // (the call sites in one function are one frame, as pprof's functions and folded stacks have
+  // them). The views last as long as the profile.
+  void ForEachStack(absl::FunctionRef<void(const std::vector<std::string_view>& frames,
+                                           int64_t device_ns, int64_t host_ns, int64_t executions)>
+                        fn) const;
+
+  // The profile: sample types device_time, host_time, executions; device_time the default;
+  // time_nanos and duration_nanos the window.
   perftools::profiles::Profile ToPprof() const;
 
   // Folded stacks, root first, one "frame;frame;frame DEVICE_NS" line per stack with device
@@ -114,6 +133,9 @@ class StackProfile {
   uint64_t first_ns_ = UINT64_MAX;  // the events' span, for the profile's time and duration
   uint64_t last_ns_ = 0;
   int64_t realtime_offset_ns_ = 0;
+  bool window_set_ = false;  // SetWindow's, in place of the span
+  int64_t window_start_unix_ns_ = 0;
+  int64_t window_ns_ = 0;
 };
 
 // `bytes` as a gzip file (what `pprof` and Pyroscope take as FILE.pb.gz).

@@ -390,6 +390,70 @@ TEST(PprofExportTest, FoldedStacksAreRootFirstWithDeviceNanoseconds) {
   EXPECT_EQ(sum, profile.Total(StackProfile::kDeviceNs));
 }
 
+// What the report's flame graph reads: each stack once, labels merged, a host frame as its
+// function (run_op's two call sites one frame), the values adding up to the profile's.
+TEST(PprofExportTest, ForEachStackGivesEachStackOnceWithItsValues) {
+  Trace trace = WithHelperThreadAndCollective();
+  for (ApiCall& c : trace.processes[0].calls) {
+    if (c.correlation_id == 12) c.stack[0] = "run_op (train+0x18)";  // step 0's second mul
+  }
+  StackProfile profile;
+  profile.Add(trace);
+  std::map<std::vector<std::string>, std::vector<int64_t>> stacks;
+  int64_t sums[StackProfile::kValues] = {0, 0, 0};
+  profile.ForEachStack([&](const std::vector<std::string_view>& frames, int64_t device_ns,
+                           int64_t host_ns, int64_t executions) {
+    const std::vector<std::string> stack(frames.begin(), frames.end());
+    EXPECT_EQ(stacks.count(stack), 0u) << "a stack twice: " << stack[0];
+    stacks[stack] = {device_ns, host_ns, executions};
+    sums[StackProfile::kDeviceNs] += device_ns;
+    sums[StackProfile::kHostNs] += host_ns;
+    sums[StackProfile::kExecutions] += executions;
+  });
+  for (int v = 0; v < StackProfile::kValues; ++v) {
+    EXPECT_EQ(sums[v], static_cast<int64_t>(profile.Total(static_cast<StackProfile::Value>(v))))
+        << v;
+  }
+  // Step 0's two aten::mul executions (from run_op+0x10 and run_op+0x18): one stack.
+  const std::vector<std::string> mul = {"mul_model",     "nrt_execute", "aten::mul", "layer",
+                                        "ProfilerStep*", "run_op",      "main"};
+  ASSERT_EQ(stacks.count(mul), 1u);
+  EXPECT_EQ(stacks[mul][0], 400 - 150 - 100 + 350);
+  const std::vector<std::string> step1 = {"mul_model", "nrt_execute", "aten::mul",
+                                          "ProfilerStep*", "run_op", "main"};
+  ASSERT_EQ(stacks.count(step1), 1u);
+  EXPECT_EQ(stacks[step1][0], 500);
+  EXPECT_EQ(stacks[step1][2], 1);
+  // The call's host time, on the stack that ends at the call.
+  const std::vector<std::string> call1(step1.begin() + 1, step1.end());
+  ASSERT_EQ(stacks.count(call1), 1u);
+  EXPECT_EQ(stacks[call1], (std::vector<int64_t>{0, 700, 0}));
+  // The other thread's work in step 1, under the steps' frame as in the summary's row.
+  const std::vector<std::string> grad = {"mul_grad", "nrt_execute", "ProfilerStep*"};
+  ASSERT_EQ(stacks.count(grad), 1u);
+  EXPECT_EQ(stacks[grad][0], 222);
+}
+
+// The profile's time and duration: the capture's window as summary.json has it (go tool pprof
+// prints them as Time: and Duration:), or the window SetWindow gives (the fleet store's).
+TEST(PprofExportTest, TimeAndDurationAreTheCapturesWindow) {
+  const Trace trace = TwoSteps();
+  const Summary summary = ComputeSummary(trace);
+  ASSERT_NE(summary.window_start_unix_ns, 0u);
+  StackProfile profile;
+  profile.Add(trace);
+  const perftools::profiles::Profile p = profile.ToPprof();
+  EXPECT_EQ(p.time_nanos(), static_cast<int64_t>(summary.window_start_unix_ns));
+  EXPECT_EQ(p.duration_nanos(), static_cast<int64_t>(summary.window_ns));
+  EXPECT_EQ(p.duration_nanos(), 20'000);  // step 0's start to step 1's end
+  StackProfile fleet;
+  fleet.SetWindow(1'765'000'000'000'000'000, 3'600'000'000'000);
+  fleet.AddStack({"aten::mul"}, "trn1", 7, 0, "", -1, 100, 0, 0);
+  const perftools::profiles::Profile f = fleet.ToPprof();
+  EXPECT_EQ(f.time_nanos(), 1'765'000'000'000'000'000);
+  EXPECT_EQ(f.duration_nanos(), 3'600'000'000'000);
+}
+
 TEST(PprofExportTest, GzipInflatesBackToTheProfile) {
   StackProfile profile;
   profile.Add(TwoSteps());
