@@ -21,18 +21,10 @@ readonly SOCK_DIR="$(mktemp -d /tmp/nrtprof-tdc.XXXXXX)"
 readonly SOCK="${SOCK_DIR}/nrtprofd.sock" STEPS=150 ITERATIONS=3
 export PYTHONPATH="${RUNFILES}/sim/torch_device"
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-show() { for f in "$@"; do echo "--- ${f}" >&2; tail -c 6000 "${f}" >&2; done; }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 cli() { NRTPROF_ADDR= LD_PRELOAD= "${NRTPROF}" "$@"; }
 
-if ! "${PY}" -c 'import torch' 2>/dev/null; then
-  echo "FAIL: ${PY} cannot import torch (apt-get install python3-torch)" >&2
-  exit 1
-fi
+require_torch "${PY}"
 
 daemon_pid="" program_pid=""
 cleanup() {
@@ -48,7 +40,7 @@ NRTPROF_ADDR= LD_PRELOAD= "${NRTPROFD}" --socket="${SOCK}" --output_root="${WORK
 daemon_pid=$!
 for _ in $(seq 100); do cli status --addr "unix:${SOCK}" >/dev/null 2>&1 && break; sleep 0.1; done
 cli status --addr "unix:${SOCK}" >"${WORK}/status" 2>&1 ||
-  { fail "the daemon did not start"; show "${WORK}/daemon.log" "${WORK}/status"; exit 1; }
+  { fail "the daemon did not start"; show_tail "${WORK}/daemon.log" "${WORK}/status"; exit 1; }
 
 # The device's time passes (scale 1): a step takes its ~8 ms of device time and more of Python's.
 LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${SOCK}" NRT_SIM_TIME_SCALE=1 \
@@ -65,18 +57,18 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [[ -n "${stepping}" ]] ||
-  { fail "the program never showed a step in nrtprof status"; show "${WORK}/status" "${WORK}/mlp.err"; exit 1; }
+  { fail "the program never showed a step in nrtprof status"; show_tail "${WORK}/status" "${WORK}/mlp.err"; exit 1; }
 
 timeout 120 env NRTPROF_ADDR= LD_PRELOAD= "${NRTPROF}" capture --addr "unix:${SOCK}" \
   --iterations "${ITERATIONS}" --out "${WORK}/cap" >"${WORK}/capture.out" 2>"${WORK}/capture.err"
 rc=$?
-[[ ${rc} -eq 0 ]] || { fail "nrtprof capture --iterations ${ITERATIONS} exited ${rc}"; show "${WORK}/capture.err"; }
+[[ ${rc} -eq 0 ]] || { fail "nrtprof capture --iterations ${ITERATIONS} exited ${rc}"; show_tail "${WORK}/capture.err"; }
 wait "${program_pid}"
 rc=$?
 program_pid=""
-[[ ${rc} -eq 0 ]] || { fail "mlp_train_torch.py exited ${rc}"; show "${WORK}/mlp.out" "${WORK}/mlp.err"; }
+[[ ${rc} -eq 0 ]] || { fail "mlp_train_torch.py exited ${rc}"; show_tail "${WORK}/mlp.out" "${WORK}/mlp.err"; }
 grep -q "losses and weights vs CPU PyTorch: OK" "${WORK}/mlp.out" ||
-  { fail "the program's training does not match CPU PyTorch"; show "${WORK}/mlp.out"; }
+  { fail "the program's training does not match CPU PyTorch"; show_tail "${WORK}/mlp.out"; }
 
 if ! "${PY}" - "${WORK}" "${ITERATIONS}" >"${WORK}/check" 2>&1 <<'PY'
 import csv, json, re, sys
@@ -169,12 +161,8 @@ print(f"{n} whole steps from ProfilerStep#{first}, each with its aten ops and "
 PY
 then
   fail "the capture"; cat "${WORK}/check" >&2
-  show "${WORK}/capture.err"
+  show_tail "${WORK}/capture.err"
 fi
 
 cat "${WORK}/check"
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed; files in ${WORK}" >&2
-  exit 1
-fi
-echo "PASS"
+finish "${WORK}"

@@ -18,17 +18,9 @@ readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/torch_device_profiled.XXXXXX")"
 export PYTHONPATH="${RUNFILES}/sim/torch_device" NRT_SIM_TIME_SCALE=0 NRTPROF_ADDR= LD_PRELOAD=
 readonly ITERS=10 STEPS=6
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-show() { for f in "$@"; do echo "--- ${f}" >&2; head -c 6000 "${f}" >&2; done; }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
-if ! "${PY}" -c 'import torch' 2>/dev/null; then
-  echo "FAIL: ${PY} cannot import torch (apt-get install python3-torch)" >&2
-  exit 1
-fi
+require_torch "${PY}"
 
 profile() {  # NAME ARGS...: nrtprof run of a program, into ${WORK}/NAME
   local name="$1"
@@ -95,8 +87,4 @@ fi
 grep -q '^ *aten::mul ' "${WORK}/eager.err" || { fail "the table on stderr names no aten::mul"; show "${WORK}/eager.err"; }
 
 cat "${WORK}/check"
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed; files in ${WORK}" >&2
-  exit 1
-fi
-echo "PASS"
+finish "${WORK}"

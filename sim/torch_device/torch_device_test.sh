@@ -18,17 +18,9 @@ export PYTHONPATH="${RUNFILES}/sim/torch_device" NRT_SIM_TIME_SCALE=0 NRTPROF_AD
 # The public reference (sim/README.md, "Calibration"), per iteration, in ms.
 readonly SEED_EAGER_MS=2.355 SEED_FUSED_MS=0.4033
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-show() { for f in "$@"; do echo "--- ${f}" >&2; head -c 6000 "${f}" >&2; done; }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
-if ! "${PY}" -c 'import torch' 2>/dev/null; then
-  echo "FAIL: ${PY} cannot import torch (apt-get install python3-torch)" >&2
-  exit 1
-fi
+require_torch "${PY}"
 
 # --- 1 ---------------------------------------------------------------------------------------
 for depth in 0 4; do
@@ -85,8 +77,4 @@ if [[ ${status} -ne 1 || "$(wc -l <"${WORK}/bad.err")" -ne 1 ]] ||
   fail "a bad NRTSIM_TORCH_ASYNC_DEPTH: want exit 1 and one line, got ${status}"; show "${WORK}/bad.err"
 fi
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed; files in ${WORK}" >&2
-  exit 1
-fi
-echo "PASS"
+finish "${WORK}"
