@@ -137,6 +137,14 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof status\n"
        "  nrtprof status --json --addr unix:/run/nrtprof/nrtprofd.sock\n"},
+      {"captures", CapturesCommand, "captures [--addr ADDRESS ...]",
+       "the captures the daemon's trigger rules took, with their reasons, and the rules' counts",
+       {NRTPROF_DAEMON_FLAGS},
+       "The rules are nrtprofd's (--trigger, docs/triggers.md); each capture is an ordinary one\n"
+       "in the daemon's output root: nrtprof report DIR, nrtprof summary DIR.\n\n"
+       "examples:\n"
+       "  nrtprof captures\n"
+       "  nrtprof captures --addr unix:/run/nrtprof/nrtprofd.sock\n"},
       {"fleet", FleetCommand,
        "fleet top [--since 1h] [--by op|model|host|process|rank] [--where KEY=VALUE]... "
        "[--limit N] [--format text|csv|json] | fleet export [--since 1h] [--where KEY=VALUE]... "

@@ -161,6 +161,21 @@ int StatusCommand(int argc, char** argv) {
     }
     if (!f.last_error().empty()) printf("  failing:           %s\n", f.last_error().c_str());
   }
+  // The trigger rules (nrtprofd --trigger); `nrtprof captures` lists their captures.
+  if (!status->triggers().empty()) {
+    printf("triggered captures:  %d kept, %.1f of %.1f MiB (nrtprof captures lists them)\n",
+           status->triggered_captures_size(), status->triggered_bytes() / 1048576.0,
+           status->triggered_bytes_limit() / 1048576.0);
+  }
+  for (const TriggerRuleStatus& r : status->triggers()) {
+    printf("  rule %-14s %llu triggered, %llu suppressed, %llu captured, %llu failed, %llu "
+           "removed\n",
+           r.name().c_str(), static_cast<unsigned long long>(r.triggers()),
+           static_cast<unsigned long long>(r.suppressed()),
+           static_cast<unsigned long long>(r.captures()),
+           static_cast<unsigned long long>(r.failed()),
+           static_cast<unsigned long long>(r.removed()));
+  }
   return 0;
 }
 

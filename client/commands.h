@@ -17,6 +17,7 @@ int DiffCommand(int argc, char** argv);
 int ReportCommand(int argc, char** argv);
 int ExportCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
+int CapturesCommand(int argc, char** argv);
 int TopCommand(int argc, char** argv);
 int FleetCommand(int argc, char** argv);
 int CollectivesCommand(int argc, char** argv);

@@ -244,7 +244,15 @@ std::string CaptureJson(const ReportTrace& trace, const daemon::Summary& summary
                       ",\"dir\":", JsonString(options.capture_dir),
                       ",\"hosts\":", JsonStrings(hosts), ",\"date\":", JsonString(date),
                       ",\"window_ns\":", window, ",\"window\":", JsonString(FormatDuration(window)),
-                      ",\"commands\":", JsonStrings(commands), "}");
+                      ",\"commands\":", JsonStrings(commands),
+                      // Why a trigger rule of the daemon's took it (docs/triggers.md); "" if none.
+                      ",\"trigger\":",
+                      JsonString(summary.trigger.rule.empty()
+                                     ? ""
+                                     : absl::StrCat("rule ", summary.trigger.rule, " (",
+                                                    summary.trigger.condition, "): ",
+                                                    summary.trigger.reason)),
+                      "}");
 }
 
 std::string ProcessesJson(const ReportTrace& trace) {

@@ -387,6 +387,11 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->started_ns = clock_->MonotonicNs();
     c->last_ms = request.last_ms();
     c->iterations = request.iterations();
+    if (request.has_trigger()) {  // daemon/triggers.h: the rule and its reason, for the files
+      c->trigger = {request.trigger().rule(), request.trigger().condition(),
+                    request.trigger().reason(), request.trigger().value_ns(),
+                    request.trigger().threshold_ns()};
+    }
     if (file_kinds != 0) c->own_sink = options_.sink_for_files(file_kinds);
     if (c->iterations != 0) {
       // The next step number that is a multiple of K after the latest any of the capture's
@@ -494,6 +499,7 @@ bool CollectorCore::AllFlushed(const Capture& capture, uint64_t flush) {
 absl::Status CollectorCore::WriteCapture(Capture* capture, nrtprof::CaptureFiles* out) {
   Trace trace = Correlate(capture->id, std::move(capture->finished),
                           clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs()));
+  trace.trigger = capture->trigger;
   if (capture->iterations != 0) {
     std::vector<std::string> notes;
     ClipToSteps(capture->first_step, capture->first_step + capture->iterations - 1, &trace,

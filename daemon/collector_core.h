@@ -108,6 +108,9 @@ struct CollectorOptions {
   // k; never none), for a capture that names its files (StartCaptureRequest.files). Unset: such
   // a request is refused, and every capture goes to the core's sink.
   std::function<std::unique_ptr<TraceSink>(uint32_t kinds)> sink_for_files;
+  // Each fold's window (FoldMetrics), after the metrics took it: the trigger rules
+  // (daemon/triggers.h). Called under the fold's lock: it must not fold, and should not block.
+  std::function<void(const Trace&)> folded;
 };
 
 class CollectorCore {

@@ -51,6 +51,7 @@ struct CollectorCore::Capture {
   uint32_t last_ms = 0;           // StartCaptureRequest.last_ms: from the flight recorder
   uint32_t iterations = 0;        // whole steps first_step.. (StartCaptureRequest.iterations)
   uint64_t first_step = 0;
+  TriggerReason trigger;          // StartCaptureRequest.trigger: a rule of the daemon's took it
   std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
   bool staged = false;            // written in the daemon's own folder, fetched, then removed
   // Writes the files the capture named (StartCaptureRequest.files); null: the core's sink.

@@ -394,7 +394,8 @@ absl::Status CollectorCore::StreamCapture(Capture* capture, TraceStream* stream,
   }
   std::vector<ProcessCapture>().swap(group);
   std::vector<ProcessCapture>().swap(capture->finished);
-  const Trace& header = correlator.header();
+  Trace header = correlator.header();  // without processes: a cheap copy
+  header.trigger = capture->trigger;
   const Summary s = summary.Finish(header);
   std::vector<std::string> written;
   absl::Status wrote = stream->Finish(header, s, &written);

@@ -123,6 +123,7 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
     return it == shifts.end() ? 0 : it->second;
   });
   metrics->Add(trace);
+  if (options_.folded) options_.folded(trace);
 }
 
 absl::StatusOr<nrtprof::TopReply> CollectorCore::Top(const nrtprof::TopRequest& request,

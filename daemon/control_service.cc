@@ -21,7 +21,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::Status ControlService::StartCapture(grpc::ServerContext* context,
                                           const nrtprof::StartCaptureRequest* request,
                                           nrtprof::StartCaptureReply* reply) {
-  absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(*request, PeerOf(context->peer()).caller);
+  // Only the daemon's own rules say why they took a capture (trigger_captures.h).
+  nrtprof::StartCaptureRequest asked = *request;
+  asked.clear_trigger();
+  absl::StatusOr<nrtprof::StartCaptureReply> started =
+      core_->StartCapture(asked, PeerOf(context->peer()).caller);
   if (!started.ok()) return ToGrpcStatus(started.status());
   *reply = *std::move(started);
   return grpc::Status::OK;

@@ -22,6 +22,7 @@ namespace {
 constexpr char kOpsTable[] = "fleet_ops";
 constexpr char kCapturesTable[] = "fleet_captures";
 constexpr char kRanksTable[] = "fleet_ranks";
+constexpr char kTriggersTable[] = "fleet_triggers";
 
 std::string RandomHex() {
   uint64_t value = 0;
@@ -210,6 +211,18 @@ void FleetExporter::CaptureWritten(const Trace& trace, const Summary& summary,
         ",\"events_dropped\":", files.events_dropped(), ",\"top_ops\":", JsonStrings(top_names),
         ",\"top_ops_device_ns\":", JsonArray(top_ns), ",\"daemon\":", JsonString(instance_),
         ",\"seq\":", seq, "}\n");
+  });
+  if (trace.trigger.rule.empty()) return;
+  // A trigger rule took it (daemon/trigger_captures.h): why, in fleet_triggers.
+  Enqueue(kTriggersTable, time, 1, [&](uint64_t seq) {
+    return absl::StrCat(
+        "{\"time\":", time, ",\"host\":", JsonString(options_.host),
+        ",\"capture_id\":", JsonString(trace.capture_id),
+        ",\"rule\":", JsonString(trace.trigger.rule),
+        ",\"condition\":", JsonString(trace.trigger.condition),
+        ",\"reason\":", JsonString(trace.trigger.reason),
+        ",\"value_ns\":", trace.trigger.value_ns, ",\"threshold_ns\":", trace.trigger.threshold_ns,
+        ",\"daemon\":", JsonString(instance_), ",\"seq\":", seq, "}\n");
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/trigger_captures.h"
 #include "httplib.h"
 
 namespace nrtprof::daemon {
@@ -56,7 +57,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   MetricsServer* self = server.get();
   server->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
     self->core_->FoldMetrics(self->metrics_);
-    res.set_content(self->metrics_->Render(self->core_->Status()),
+    const nrtprof::StatusReply status = self->core_->Status();
+    // The trigger rules' counts (trigger_captures.h), after the metrics' own.
+    res.set_content(self->metrics_->Render(status) + RenderTriggerMetrics(status),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   const int bound = port == 0 ? server->http_->bind_to_any_port(host.c_str())

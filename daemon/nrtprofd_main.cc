@@ -43,6 +43,8 @@
 #include "trace/perfetto_writer.h"
 #include "trace/summary.h"
 #include "daemon/tcp_listener.h"
+#include "daemon/trigger_captures.h"
+#include "daemon/triggers.h"
 #include "trace/trace_lanes.h"
 #include "trace/trace_sink.h"
 #include "daemon/unix_acceptor.h"
@@ -128,6 +130,17 @@ ABSL_FLAG(uint32_t, clickhouse_export_ms, 10'000,
           "how often rows are exported to ClickHouse, in ms (1000 to 3600000)");
 ABSL_FLAG(std::string, fleet_host, "",
           "this host's name in the fleet store (default: the machine's hostname)");
+ABSL_FLAG(std::string, trigger, "",
+          "a trigger rule, NAME: CONDITION [SETTINGS] (repeatable; in a --config file a line "
+          "each): an anomaly it sees is captured from the flight recorder with the seconds "
+          "before and after it, as in 'slow-step: step > 3 x median before 10s after 2s "
+          "every 5m' (docs/triggers.md)");
+ABSL_FLAG(uint64_t, trigger_budget_bytes, uint64_t{1} << 30,
+          "the most the triggered captures take on disk (at least 1048576); over it the oldest "
+          "triggered capture is removed (counted), never a capture someone asked for");
+ABSL_FLAG(uint32_t, trigger_check_ms, 5'000,
+          "how often the trigger rules look at what the flight recorder received, in ms "
+          "(100 to 60000)");
 ABSL_FLAG(std::string, config, "",
           "a settings file, read before the command line (whose flags win): a line each, "
           "NAME = VALUE, NAME being any other flag here without its dashes; '#' starts a "
@@ -146,6 +159,13 @@ struct StartError {
   int exit_code;
 };
 
+// The texts of the --trigger rules, from the settings file and then the command line, each
+// parsed once as it was set (a bad one is an error there).
+std::vector<std::string>& TriggerTexts() {
+  static std::vector<std::string>* const texts = new std::vector<std::string>();
+  return *texts;
+}
+
 // One of the flags above, by name; null for any other (abseil's own and other libraries' flags
 // are in the same registry, and are not nrtprofd's).
 absl::CommandLineFlag* OwnFlag(absl::string_view name) { return FlagDefinedIn(__FILE__, name); }
@@ -160,7 +180,15 @@ bool SetFlag(const std::string& name, const std::string& value, const std::strin
     return false;
   }
   std::string why;
-  if (!flag->ParseFrom(value, &why)) {
+  if (name == "trigger") {  // repeatable: each adds a rule (triggers.h)
+    if (absl::StatusOr<TriggerRule> rule = ParseTriggerRule(value); !rule.ok()) {
+      why = std::string(rule.status().message());
+    } else {
+      TriggerTexts().push_back(value);
+      return true;
+    }
+  }
+  if (!why.empty() || !flag->ParseFrom(value, &why)) {
     *error = where.empty() ? absl::StrCat("bad value '", value, "' for --", name, ": ", why)
                            : absl::StrCat(where, ": bad value '", value, "' for ", name, ": ", why);
     return false;
@@ -272,6 +300,41 @@ absl::StatusOr<FleetExporterOptions> FleetOptions() {
   return fleet;
 }
 
+// The trigger rules (each already parsed): names of their own, a flight recorder that reaches
+// back as far as they look. Their other flags are checked with or without rules.
+bool CheckTriggerFlags(std::string* error) {
+  const uint32_t check_ms = absl::GetFlag(FLAGS_trigger_check_ms);
+  if (check_ms < 100 || check_ms > 60'000) {
+    *error = "--trigger_check_ms must be 100 to 60000";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_trigger_budget_bytes) < (1u << 20)) {
+    *error = "--trigger_budget_bytes must be at least 1048576 (1 MiB)";
+    return false;
+  }
+  absl::StatusOr<std::vector<TriggerRule>> rules = ParseTriggerRules(TriggerTexts());
+  if (!rules.ok()) {
+    *error = absl::StrCat("--trigger ", rules.status().message());
+    return false;
+  }
+  const uint64_t recorder_s = absl::GetFlag(FLAGS_flight_recorder_seconds);
+  for (const TriggerRule& rule : *rules) {
+    if (recorder_s == 0) {
+      *error = absl::StrCat("--trigger '", rule.text,
+                            "' needs the flight recorder (--flight_recorder_seconds above 0)");
+      return false;
+    }
+    if (rule.before_ns > recorder_s * 1'000'000'000) {
+      *error = absl::StrCat("--trigger '", rule.text, "' looks back ",
+                            FormatTriggerDuration(rule.before_ns),
+                            ", further than the flight recorder keeps (--flight_recorder_seconds ",
+                            recorder_s, ")");
+      return false;
+    }
+  }
+  return true;
+}
+
 // The flags' values, and how they go together, once all are set.
 bool CheckFlagValues(std::string* error) {
   if (absl::GetFlag(FLAGS_ready_fd) < -1) {
@@ -293,6 +356,7 @@ bool CheckFlagValues(std::string* error) {
     return false;
   }
   if (!CheckFleetFlags(error)) return false;
+  if (!CheckTriggerFlags(error)) return false;
   if (absl::GetFlag(FLAGS_max_events_per_process) == 0) {
     *error = "--max_events_per_process must be at least 1";
     return false;
@@ -616,6 +680,23 @@ int NrtprofdMain(int argc, char** argv) {
 
   CollectorOptions options =
       CollectorOptionsFromFlags(socket_path, output_root, *spool_dir, fleet.get());
+  // The trigger rules (trigger_captures.h): on each fold of the flight recorder, and in Status.
+  std::unique_ptr<TriggerCaptures> triggers;
+  if (!TriggerTexts().empty()) {
+    TriggerCaptureOptions trigger_options;
+    trigger_options.rules = *ParseTriggerRules(TriggerTexts());  // checked in ParseFlags
+    trigger_options.output_root = output_root;
+    trigger_options.budget_bytes = absl::GetFlag(FLAGS_trigger_budget_bytes);
+    trigger_options.check_period = std::chrono::milliseconds(absl::GetFlag(FLAGS_trigger_check_ms));
+    trigger_options.log = options.log;
+    triggers = std::make_unique<TriggerCaptures>(std::move(trigger_options), SystemClock());
+    TriggerCaptures* t = triggers.get();
+    options.folded = [t](const Trace& window) { t->OnFold(window); };
+    options.add_status = [t, fleet_status = options.add_status](nrtprof::StatusReply* reply) {
+      if (fleet_status) fleet_status(reply);
+      t->FillStatus(reply);
+    };
+  }
   std::unique_ptr<TraceSink> sink = ProductionSink(~0u);
   CollectorCore core(options, sink.get(), SystemClock());
   // The counters folded from the flight recorder, for /metrics and the fleet store alike.
@@ -664,12 +745,20 @@ int NrtprofdMain(int argc, char** argv) {
             absl::GetFlag(FLAGS_clickhouse_database).c_str());
   }
 
+  if (triggers != nullptr) {
+    triggers->Start(&core, &folded);
+    for (const std::string& rule : TriggerTexts()) {
+      fprintf(stderr, "nrtprofd: trigger rule %s\n", rule.c_str());
+    }
+  }
+
   AnnounceReady(tcp.get(), options, run_as);
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) != 0) {
   }
   // Captures first, while the shims can still deliver their last events; then the streams.
+  if (triggers != nullptr) triggers->Stop();
   const absl::Status written = core.Shutdown(kShutdownWaitMs);
   if (metrics != nullptr) metrics->Stop();
   if (fleet != nullptr) fleet->Stop();

@@ -91,6 +91,24 @@ CREATE TABLE IF NOT EXISTS fleet_captures (
 PARTITION BY toYYYYMM(time)
 ORDER BY (time, host, capture_id, daemon, seq);
 
+-- One row per capture a trigger rule of a daemon took (nrtprofd --trigger, docs/triggers.md):
+-- why, beside its fleet_captures row (the same host and capture_id). A table of its own, as
+-- fleet_ranks is: a store made before it needs nothing migrated.
+CREATE TABLE IF NOT EXISTS fleet_triggers (
+    time DateTime,                 -- when the capture was written
+    host String,
+    capture_id String,
+    rule String,                   -- the rule's name
+    condition String,              -- the rule as written
+    reason String,                 -- "pid 12 (train): step 4711 took 3.9x the median ..."
+    value_ns UInt64,               -- what was measured (0 for status and exit rules)
+    threshold_ns UInt64,           -- what it was held to
+    daemon String,
+    seq UInt64
+) ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(time)
+ORDER BY (time, host, capture_id, daemon, seq);
+
 -- Keeping 30 days. ClickHouse 18.16 has no TTL (it came in 19.6): drop old days' partitions,
 -- e.g. daily from cron (the view's rows are in its inner table):
 --   ALTER TABLE nrtprof.fleet_ops DROP PARTITION 20261101

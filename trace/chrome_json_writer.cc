@@ -388,6 +388,16 @@ class JsonEncoder {
   void AppendOtherData(const Trace& trace) {
     out_.append("{\"capture_id\":");
     AppendJsonString(trace.capture_id, &out_);
+    if (!trace.trigger.rule.empty()) {  // a rule of the daemon's took it (nrtprofd --trigger)
+      out_.append(",\"trigger\":{\"rule\":");
+      AppendJsonString(trace.trigger.rule, &out_);
+      out_.append(",\"condition\":");
+      AppendJsonString(trace.trigger.condition, &out_);
+      out_.append(",\"reason\":");
+      AppendJsonString(trace.trigger.reason, &out_);
+      absl::StrAppend(&out_, ",\"value_ns\":", trace.trigger.value_ns, ",\"threshold_ns\":",
+                      trace.trigger.threshold_ns, "}");
+    }
     out_.append(",\"drops\":{");
     bool first = true;
     std::set<std::string> keys;

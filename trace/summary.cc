@@ -396,6 +396,11 @@ std::string Header(const Summary& s) {
                     ",");
   }
   absl::StrAppend(&out, " window ", FormatDuration(s.window_ns), "\n");
+  if (!s.trigger.rule.empty()) {
+    absl::StrAppend(&out, "Triggered by rule ", TableName(s.trigger.rule, 64), " (",
+                    TableName(s.trigger.condition, kCommandWidth), "): ",
+                    TableName(s.trigger.reason, 2 * kCommandWidth), "\n");
+  }
   for (size_t i = 0; i < s.processes.size() && i < kShownProcesses; ++i) {
     // Processes of several hosts (capture --hosts) may share a pid: each says its host.
     const std::string where =
@@ -637,6 +642,7 @@ void SummaryBuilder::Add(const Trace& trace) {
 Summary SummaryBuilder::Finish(const Trace& trace) {
   Summary summary = std::move(summary_);
   summary.capture_id = trace.capture_id;
+  summary.trigger = trace.trigger;
   DescribeWindow(trace, first_ns_, last_ns_, &summary);
   CloseSummary(rows_, summary);
   return summary;

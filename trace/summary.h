@@ -65,6 +65,7 @@ struct SummaryProcess {
 
 struct Summary {
   std::string capture_id;
+  TriggerReason trigger;  // the Trace's: why a rule took the capture, if one did
   // What was captured, where and when: the header of summary.txt.
   std::vector<SummaryProcess> processes;  // by pid
   uint64_t events = 0;                    // ranges, runtime calls and device events

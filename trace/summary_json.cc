@@ -79,6 +79,12 @@ summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<Summ
     core->set_nc(static_cast<uint32_t>(nc));
     core->set_busy_ns(busy);
   }
+  summary_json::Trigger* trigger = f.mutable_trigger();
+  trigger->set_rule(s.trigger.rule);
+  trigger->set_condition(s.trigger.condition);
+  trigger->set_reason(s.trigger.reason);
+  trigger->set_value_ns(s.trigger.value_ns);
+  trigger->set_threshold_ns(s.trigger.threshold_ns);
   return f;
 }
 
@@ -266,6 +272,11 @@ absl::StatusOr<Summary> ParseSummaryJson(absl::string_view json) {
   if (!file.has_self_cpu_total_ns()) return FileError("no \"self_cpu_total_ns\"");
   if (!file.has_self_device_total_ns()) return FileError("no \"self_device_total_ns\"");
   s.capture_id = file.capture_id();
+  s.trigger.rule = file.trigger().rule();
+  s.trigger.condition = file.trigger().condition();
+  s.trigger.reason = file.trigger().reason();
+  s.trigger.value_ns = file.trigger().value_ns();
+  s.trigger.threshold_ns = file.trigger().threshold_ns();
   if (absl::Status st = ReadProcesses(file, &s); !st.ok()) return st;
   s.events = file.events();
   s.window_start_unix_ns = file.window_start_unix_ns();

@@ -197,8 +197,19 @@ struct ProcessTrace {
   bool cut_off = false;
 };
 
+// Why a rule of the daemon's took the capture (nrtprofd --trigger, daemon/triggers.h); `rule`
+// empty for a capture someone asked for.
+struct TriggerReason {
+  std::string rule;       // the rule's name
+  std::string condition;  // the rule as written
+  std::string reason;     // "pid 12 (train): step 4711 took 3.9x the median of the last 100 ..."
+  uint64_t value_ns = 0;
+  uint64_t threshold_ns = 0;
+};
+
 struct Trace {
   std::string capture_id;
+  TriggerReason trigger;
   std::vector<ProcessTrace> processes;  // by pid
   uint64_t start_ns = 0;                // earliest event, host monotonic
   uint64_t end_ns = 0;

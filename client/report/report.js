@@ -67,6 +67,7 @@
     add('Host', c.hosts.join(', ') || '(unknown)');
     add('Date', c.date || '(unknown)');
     add('Window', c.window);
+    if (c.trigger) add('Triggered by', c.trigger);
     add('Capture', c.dir);
     add('Events', data.drawn.total + ' slices from ' + data.processes.length + ' process(es)');
     app.append(facts);

@@ -1,0 +1,373 @@
+#include "daemon/trigger_captures.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "common/json_text.h"
+#include "google/protobuf/util/json_util.h"
+#include "trace/collectives.h"
+
+namespace nrtprof::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A job's process not seen in a fold for this long is no longer taken with the job.
+constexpr uint64_t kJobMemoryNs = 60'000'000'000;
+
+// What a folder's files take, its subfolders' included.
+uint64_t FolderBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const uintmax_t n = it->file_size(size_ec);
+      if (!size_ec) bytes += n;
+    }
+  }
+  return bytes;
+}
+
+std::vector<nrtprof::CaptureFileKind> FileKinds(uint32_t bits) {
+  std::vector<nrtprof::CaptureFileKind> kinds;
+  for (int k = nrtprof::CaptureFileKind_MIN; k <= nrtprof::CaptureFileKind_MAX; ++k) {
+    if (k != nrtprof::CAPTURE_FILE_KIND_UNSPECIFIED && (bits & (1u << k)) != 0) {
+      kinds.push_back(static_cast<nrtprof::CaptureFileKind>(k));
+    }
+  }
+  return kinds;
+}
+
+}  // namespace
+
+TriggerCaptures::TriggerCaptures(TriggerCaptureOptions options, CollectorClock* clock)
+    : options_(std::move(options)), clock_(clock), evaluator_(options_.rules) {
+  counts_.resize(options_.rules.size());
+  rule_counts_.resize(options_.rules.size());
+}
+
+TriggerCaptures::~TriggerCaptures() { Stop(); }
+
+void TriggerCaptures::OnFold(const Trace& window) {
+  // The jobs' processes: what a rule "on job" captures with the process it saw.
+  uint64_t latest = 0;
+  for (const ProcessTrace& p : window.processes) {
+    for (const ApiCall& c : p.calls) latest = std::max(latest, c.start_ns + c.duration_ns);
+  }
+  if (latest == 0) latest = clock_->MonotonicNs();
+  for (const ProcessTrace& p : window.processes) {
+    if (RankFromCommandLine(p.command_line) < 0) continue;
+    jobs_[JobFromCommandLine(p.command_line)][p.pid] = latest;
+  }
+  std::vector<TriggerFiring> fired = evaluator_.Evaluate(window);
+  std::vector<Pending> pending;
+  for (TriggerFiring& f : fired) {
+    const TriggerRule& rule = options_.rules[f.rule];
+    Pending p;
+    p.pids.push_back(f.pid);
+    if (rule.scope == TriggerRule::Scope::kJob && !f.job.empty()) {
+      auto job = jobs_.find(f.job);
+      if (job != jobs_.end()) {
+        for (auto it = job->second.begin(); it != job->second.end();) {
+          if (it->second + kJobMemoryNs < latest) {
+            it = job->second.erase(it);
+            continue;
+          }
+          if (it->first != f.pid) p.pids.push_back(it->first);
+          ++it;
+        }
+      }
+    }
+    Log(absl::StrFormat("trigger '%s': %s; capturing %s before it and %s after, of %s",
+                        rule.name, f.reason, FormatTriggerDuration(rule.before_ns),
+                        FormatTriggerDuration(rule.after_ns),
+                        p.pids.size() == 1 ? absl::StrCat("pid ", f.pid)
+                                           : absl::StrCat("its job's ", p.pids.size(),
+                                                          " processes")));
+    p.firing = std::move(f);
+    pending.push_back(std::move(p));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  counts_ = evaluator_.counts();
+  for (Pending& p : pending) {
+    if (queue_.size() >= kMaxQueued) {
+      ++rule_counts_[p.firing.rule].failed;
+      Log(absl::StrCat("trigger '", options_.rules[p.firing.rule].name, "': ", kMaxQueued,
+                       " captures are waiting already; no capture of ", p.firing.reason));
+      continue;
+    }
+    queue_.push_back(std::move(p));
+  }
+  if (!pending.empty()) wake_.notify_all();
+}
+
+void TriggerCaptures::Start(CollectorCore* core, Metrics* metrics) {
+  core_ = core;
+  metrics_ = metrics;
+  FindKept();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    KeepBudget();
+  }
+  folding_ = std::thread([this] { FoldLoop(); });
+  capturing_ = std::thread([this] { CaptureLoop(); });
+}
+
+void TriggerCaptures::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (const Pending& p : queue_) {
+      Log(absl::StrCat("trigger '", options_.rules[p.firing.rule].name,
+                       "': the daemon stops; no capture of ", p.firing.reason));
+    }
+    queue_.clear();
+  }
+  wake_.notify_all();
+  if (folding_.joinable()) folding_.join();
+  if (capturing_.joinable()) capturing_.join();
+}
+
+void TriggerCaptures::FoldLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, options_.check_period, [this] { return stopping_; })) {
+    lock.unlock();
+    core_->FoldMetrics(metrics_);
+    lock.lock();
+  }
+}
+
+void TriggerCaptures::CaptureLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Pending next = std::move(queue_.front());
+    queue_.pop_front();
+    // Until the look-ahead has passed: the capture is taken whole at once, from the recorder.
+    const uint64_t deadline = next.firing.end_ns + options_.rules[next.firing.rule].after_ns;
+    while (!stopping_ && clock_->MonotonicNs() < deadline) {
+      clock_->WaitUntil(&wake_, &lock, deadline);
+    }
+    if (stopping_) {
+      Log(absl::StrCat("trigger '", options_.rules[next.firing.rule].name,
+                       "': the daemon stops; no capture of ", next.firing.reason));
+      return;
+    }
+    lock.unlock();
+    Take(next);
+    lock.lock();
+  }
+}
+
+void TriggerCaptures::Take(const Pending& pending) {
+  const TriggerFiring& f = pending.firing;
+  const TriggerRule& rule = options_.rules[f.rule];
+  const uint64_t now = clock_->MonotonicNs();
+  const int64_t offset = clock_->RealtimeNs() - static_cast<int64_t>(now);
+  const uint64_t since = f.start_ns > rule.before_ns ? f.start_ns - rule.before_ns : 0;
+  const uint64_t back_ns = now > since ? now - since : 0;
+  const uint64_t unix_ms = static_cast<uint64_t>(static_cast<int64_t>(f.start_ns) + offset) /
+                           1'000'000;
+  // The rule and the anomaly's time (UTC) name the capture: the same on every host of a job.
+  const std::string base = absl::StrCat(
+      rule.name, "-",
+      absl::FormatTime("%Y%m%d-%H%M%S", absl::FromUnixMillis(static_cast<int64_t>(unix_ms)),
+                       absl::UTCTimeZone()));
+  std::string id = base;
+  for (int n = 2; fs::exists(fs::path(options_.output_root) / id); ++n) {
+    id = absl::StrCat(base, "-", n);
+  }
+
+  nrtprof::StartCaptureRequest start;
+  start.set_capture_id(id);
+  start.set_last_ms(static_cast<uint32_t>(std::min<uint64_t>((back_ns + 999'999) / 1'000'000,
+                                                             UINT32_MAX)));
+  for (uint32_t pid : pending.pids) start.add_pids(pid);
+  for (nrtprof::CaptureFileKind k : FileKinds(rule.files)) start.add_files(k);
+  nrtprof::CaptureTrigger* why = start.mutable_trigger();
+  why->set_rule(rule.name);
+  why->set_condition(rule.text);
+  why->set_reason(f.reason);
+  why->set_value_ns(f.value_ns);
+  why->set_threshold_ns(f.threshold_ns);
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(start);
+  absl::StatusOr<nrtprof::CaptureFiles> files;
+  if (started.ok()) {
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(started->capture_id());
+    stop.set_wait_ms(options_.stop_wait_ms);
+    files = core_->StopCapture(stop);
+  } else {
+    files = started.status();
+  }
+  if (!files.ok()) {
+    Log(absl::StrCat("trigger '", rule.name, "': the capture of ", f.reason,
+                     " could not be written: ", files.status().message()));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rule_counts_[f.rule].failed;
+    return;
+  }
+  // The folder's mark: a triggered capture, which the budget may remove.
+  const std::string dir = files->output_dir();
+  std::string marker = absl::StrCat(
+      "{\"capture_id\": ", JsonString(id), ", \"rule\": ", JsonString(rule.name),
+      ", \"condition\": ", JsonString(rule.text), ", \"reason\": ", JsonString(f.reason),
+      ", \"value_ns\": ", f.value_ns, ", \"threshold_ns\": ", f.threshold_ns,
+      ", \"unix_ms\": ", unix_ms, ", \"pids\": [");
+  for (size_t i = 0; i < pending.pids.size(); ++i) {
+    absl::StrAppend(&marker, i == 0 ? "" : ", ", pending.pids[i]);
+  }
+  marker += "]}\n";
+  {
+    std::ofstream out(fs::path(dir) / kMarkerFile);
+    out << marker;
+    if (!out.flush()) {
+      Log(absl::StrCat("trigger '", rule.name, "': cannot write ", dir, "/", kMarkerFile,
+                       "; the capture is kept, outside the triggered captures' budget"));
+    }
+  }
+  Kept kept;
+  kept.capture_id = id;
+  kept.dir = dir;
+  kept.rule = rule.name;
+  kept.reason = f.reason;
+  kept.unix_ms = unix_ms;
+  kept.bytes = FolderBytes(dir);
+  Log(absl::StrFormat("trigger '%s': wrote %s (%d events of %d processes, %d bytes)", rule.name,
+                      dir, files->events(), files->processes(), kept.bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++rule_counts_[f.rule].captures;
+  kept_.push_back(std::move(kept));
+  KeepBudget();
+}
+
+void TriggerCaptures::FindKept() {
+  std::vector<Kept> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.output_root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code dir_ec;
+    if (!it->is_directory(dir_ec) || it->is_symlink(dir_ec)) continue;
+    std::ifstream in(it->path() / kMarkerFile);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    nrtprof::TriggeredCapture marked;
+    google::protobuf::util::JsonParseOptions parse;
+    parse.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(text.str(), &marked, parse).ok()) {
+      Log(absl::StrCat(it->path().string(), "/", kMarkerFile,
+                       " does not read; that folder is left out of the triggered captures"));
+      continue;
+    }
+    Kept k;
+    k.capture_id = it->path().filename().string();
+    k.dir = it->path().string();
+    k.rule = marked.rule();
+    k.reason = marked.reason();
+    k.unix_ms = marked.unix_ms();
+    k.bytes = FolderBytes(k.dir);
+    found.push_back(std::move(k));
+  }
+  std::sort(found.begin(), found.end(), [](const Kept& a, const Kept& b) {
+    return a.unix_ms != b.unix_ms ? a.unix_ms < b.unix_ms : a.capture_id < b.capture_id;
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  kept_.insert(kept_.begin(), found.begin(), found.end());
+}
+
+void TriggerCaptures::KeepBudget() {
+  uint64_t total = 0;
+  for (const Kept& k : kept_) total += k.bytes;
+  while (total > options_.budget_bytes && !kept_.empty()) {
+    const Kept oldest = kept_.front();
+    kept_.erase(kept_.begin());
+    total -= oldest.bytes;
+    // Only a folder the daemon marked: a capture someone asked for has no trigger.json.
+    std::error_code ec;
+    if (fs::exists(fs::path(oldest.dir) / kMarkerFile, ec)) fs::remove_all(oldest.dir, ec);
+    if (ec) {
+      Log(absl::StrCat("cannot remove the triggered capture ", oldest.dir, ": ", ec.message()));
+    } else {
+      Log(absl::StrFormat(
+          "removed the triggered capture %s (%d bytes, rule '%s'): the triggered captures keep "
+          "within %d bytes (--trigger_budget_bytes)",
+          oldest.dir, oldest.bytes, oldest.rule, options_.budget_bytes));
+    }
+    for (size_t i = 0; i < options_.rules.size(); ++i) {
+      if (options_.rules[i].name == oldest.rule) ++rule_counts_[i].removed;
+    }
+  }
+}
+
+void TriggerCaptures::FillStatus(nrtprof::StatusReply* reply) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < options_.rules.size(); ++i) {
+    nrtprof::TriggerRuleStatus* r = reply->add_triggers();
+    r->set_name(options_.rules[i].name);
+    r->set_condition(options_.rules[i].text);
+    r->set_triggers(counts_[i].triggers);
+    r->set_suppressed(counts_[i].suppressed);
+    r->set_captures(rule_counts_[i].captures);
+    r->set_failed(rule_counts_[i].failed);
+    r->set_removed(rule_counts_[i].removed);
+  }
+  uint64_t total = 0;
+  for (const Kept& k : kept_) {
+    nrtprof::TriggeredCapture* c = reply->add_triggered_captures();
+    c->set_capture_id(k.capture_id);
+    c->set_output_dir(k.dir);
+    c->set_rule(k.rule);
+    c->set_reason(k.reason);
+    c->set_unix_ms(k.unix_ms);
+    c->set_bytes(k.bytes);
+    total += k.bytes;
+  }
+  reply->set_triggered_bytes(total);
+  reply->set_triggered_bytes_limit(options_.budget_bytes);
+}
+
+std::string RenderTriggerMetrics(const nrtprof::StatusReply& status) {
+  if (status.triggers().empty()) return "";
+  std::string out;
+  auto counter = [&](const char* name, const char* help, auto value) {
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n");
+    for (const nrtprof::TriggerRuleStatus& r : status.triggers()) {
+      // Rule names are letters, digits, '_' and '-' (triggers.h): nothing to escape.
+      absl::StrAppend(&out, name, "{rule=\"", r.name(), "\"} ", value(r), "\n");
+    }
+  };
+  counter("nrtprof_triggers_total", "anomalies each trigger rule saw (nrtprofd --trigger)",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.triggers(); });
+  counter("nrtprof_triggers_suppressed_total",
+          "of those, within the rule's interval of its last capture: no capture",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.suppressed(); });
+  counter("nrtprof_triggered_captures_total", "captures the rules took",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.captures(); });
+  counter("nrtprof_triggered_captures_failed_total", "captures the rules could not write",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.failed(); });
+  counter("nrtprof_triggered_captures_removed_total",
+          "triggered captures removed to keep --trigger_budget_bytes",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.removed(); });
+  absl::StrAppend(&out,
+                  "# HELP nrtprof_triggered_captures_bytes what the triggered captures kept take "
+                  "on disk\n# TYPE nrtprof_triggered_captures_bytes gauge\n"
+                  "nrtprof_triggered_captures_bytes ",
+                  status.triggered_bytes(),
+                  "\n# HELP nrtprof_triggered_captures_bytes_limit --trigger_budget_bytes\n"
+                  "# TYPE nrtprof_triggered_captures_bytes_limit gauge\n"
+                  "nrtprof_triggered_captures_bytes_limit ",
+                  status.triggered_bytes_limit(), "\n");
+  return out;
+}
+
+}  // namespace nrtprof::daemon

@@ -1,0 +1,129 @@
+// nrtprofd --trigger RULE: the daemon's rules (triggers.h) run on the metrics' fold, and each
+// anomaly they admit becomes an ordinary capture of the past in the daemon's output root: the
+// rule's look-back before the anomaly's start and its look-ahead after its end, of the process
+// (or of every process of its job), taken by CollectorCore::StartCapture/StopCapture as
+// `nrtprof capture --last` takes one, its summary and fleet row carrying the rule and reason.
+//
+// A thread of its own folds every check period (the fold CollectorCore::FoldMetrics shares with
+// /metrics and the fleet store: whichever folds first takes the window) and another writes the
+// captures, one at a time, each once its look-ahead has passed; nothing waits on the profiled
+// programs. Every triggered capture's folder holds trigger.json (the rule, the reason, when);
+// by those the daemon knows its triggered captures, across restarts too, and keeps them within
+// the disk budget: the oldest are removed first and counted. A folder without trigger.json (a
+// capture someone asked for) is never removed.
+//
+// Thread-safe.
+#ifndef NRTPROF_DAEMON_TRIGGER_CAPTURES_H_
+#define NRTPROF_DAEMON_TRIGGER_CAPTURES_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "daemon/collector_core.h"
+#include "daemon/metrics.h"
+#include "daemon/triggers.h"
+#include "proto/nrtprof.pb.h"
+
+namespace nrtprof::daemon {
+
+struct TriggerCaptureOptions {
+  std::vector<TriggerRule> rules;
+  std::string output_root;  // the daemon's: where the captures go
+  uint64_t budget_bytes = uint64_t{1} << 30;
+  std::chrono::milliseconds check_period{5'000};
+  // How long a capture's stop waits for its processes' last batches (StopCaptureRequest.wait_ms).
+  uint32_t stop_wait_ms = 2'000;
+  std::function<void(const std::string&)> log;  // one line each; null: nowhere
+};
+
+class TriggerCaptures {
+ public:
+  static constexpr char kMarkerFile[] = "trigger.json";
+  // Anomalies waiting for their capture; past this, one is counted as failed and said in the
+  // log (captures are written one at a time, and a rule "every 0s" may fire faster).
+  static constexpr size_t kMaxQueued = 64;
+
+  TriggerCaptures(TriggerCaptureOptions options, CollectorClock* clock);
+  ~TriggerCaptures();
+  TriggerCaptures(const TriggerCaptures&) = delete;
+  TriggerCaptures& operator=(const TriggerCaptures&) = delete;
+
+  // The fold's hook (CollectorOptions::folded): evaluates the window and queues the captures.
+  void OnFold(const Trace& window);
+  // Finds the triggered captures already in the output root (an earlier run's), then starts
+  // the threads. `core` and `metrics` must outlive Stop.
+  void Start(CollectorCore* core, Metrics* metrics);
+  // Captures still queued are left untaken (each said in the log).
+  void Stop();
+  // The rules' counts and the triggered captures kept (StatusReply.triggers, ...).
+  void FillStatus(nrtprof::StatusReply* reply) const;
+
+ private:
+  struct Pending {
+    TriggerFiring firing;
+    std::vector<uint32_t> pids;  // the process, or its job's
+  };
+  struct Kept {
+    std::string capture_id;
+    std::string dir;
+    std::string rule;
+    std::string reason;
+    uint64_t unix_ms = 0;
+    uint64_t bytes = 0;
+  };
+  struct RuleCounts {
+    uint64_t captures = 0;
+    uint64_t failed = 0;
+    uint64_t removed = 0;
+  };
+
+  void FoldLoop();
+  void CaptureLoop();
+  void Take(const Pending& pending);
+  // Reads output_root's triggered captures (their trigger.json) into kept_.
+  void FindKept();
+  // Removes the oldest triggered captures until the rest fit the budget.
+  void KeepBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Log(const std::string& line) const {
+    if (options_.log) options_.log(line);
+  }
+
+  const TriggerCaptureOptions options_;
+  CollectorClock* const clock_;
+  CollectorCore* core_ = nullptr;
+  Metrics* metrics_ = nullptr;
+  TriggerEvaluator evaluator_;  // under the fold's lock (OnFold is called one fold at a time)
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<TriggerEvaluator::Counts> counts_ ABSL_GUARDED_BY(mu_);  // the evaluator's, copied
+  std::vector<RuleCounts> rule_counts_ ABSL_GUARDED_BY(mu_);
+  std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);  // oldest first
+  // Per job: its processes lately seen in the folds (pid -> the fold's end, ns).
+  std::map<std::string, std::map<uint32_t, uint64_t>> jobs_;  // under the fold's lock
+  std::thread folding_;
+  std::thread capturing_;
+};
+
+// /metrics' lines of the rules (StatusReply.triggers): per rule, nrtprof_triggers_total,
+// nrtprof_triggers_suppressed_total, nrtprof_triggered_captures_total,
+// nrtprof_triggered_captures_failed_total, nrtprof_triggered_captures_removed_total; and
+// nrtprof_triggered_captures_bytes with its limit. Empty without rules.
+std::string RenderTriggerMetrics(const nrtprof::StatusReply& status);
+
+}  // namespace nrtprof::daemon
+
+#endif  // NRTPROF_DAEMON_TRIGGER_CAPTURES_H_
