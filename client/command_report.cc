@@ -1,7 +1,8 @@
 // `nrtprof report CAPTURE [-o FILE] [--max_slices N]`: one self-contained HTML file of a
 // capture (report_page.h), written atomically, by default as CAPTURE/report.html. It reads the
 // capture's summary.json (the table, as `nrtprof summary` prints it) and trace.pftrace (the
-// timeline, the chain, the per-core utilization, each process's drops) and, for a distributed
+// timeline, the chain, the per-core utilization, each process's drops, and the stacks of the
+// flame graph, made as `nrtprof export` makes them: capture_stacks.h) and, for a distributed
 // job's, the collectives `nrtprof collectives` prints (collectives_table.h).
 #include <errno.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "client/capture_stacks.h"
 #include "client/collectives_table.h"
 #include "client/commands.h"
 #include "client/report_page.h"
@@ -26,6 +28,7 @@
 #include "trace/atomic_file.h"
 #include "trace/collectives.h"
 #include "trace/perfetto_trace_reader.h"
+#include "trace/pprof_export.h"
 
 ABSL_FLAG(std::string, o, "", "the HTML file to write (default: CAPTURE_DIR/report.html)");
 ABSL_FLAG(int64_t, max_slices, 200'000,
@@ -48,7 +51,10 @@ std::string CaptureFolder(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-absl::StatusOr<ReportTrace> ReadTraceFile(const std::string& path) {
+// The trace's lanes for the timeline, and its stacks for the flame graph (when the trace
+// cannot be rebuilt into them, `stacks_error` says why: the rest of the page stands without).
+absl::StatusOr<ReportTrace> ReadTraceFile(const std::string& path, daemon::StackProfile* stacks,
+                                          std::string* stacks_error) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
   std::stringstream bytes;
@@ -61,6 +67,9 @@ absl::StatusOr<ReportTrace> ReadTraceFile(const std::string& path) {
   absl::StatusOr<ReportTrace> trace = ReadReportTrace(*read);
   if (!trace.ok()) {
     return absl::DataLossError(absl::StrCat(path, ": ", trace.status().message()));
+  }
+  if (absl::Status added = AddCaptureStacks(*read, path, stacks); !added.ok()) {
+    *stacks_error = std::string(added.message());
   }
   return trace;
 }
@@ -91,11 +100,20 @@ int ReportCommand(int argc, char** argv) {
   if (const std::string why = daemon::CannotWrite(out); !why.empty()) {
     return Fail(absl::StrCat("cannot write ", out, ": ", why));
   }
-  absl::StatusOr<ReportTrace> trace = ReadTraceFile(folder + "/trace.pftrace");
+  daemon::StackProfile stacks;
+  std::string stacks_error;
+  absl::StatusOr<ReportTrace> trace =
+      ReadTraceFile(folder + "/trace.pftrace", &stacks, &stacks_error);
   if (!trace.ok()) return Fail(std::string(trace.status().message()));
 
   ReportOptions options;
   options.capture_dir = folder;
+  if (stacks_error.empty()) {
+    options.stacks = &stacks;
+  } else {
+    options.stacks_error = stacks_error;
+    fprintf(stderr, "nrtprof report: no flame graph: %s\n", stacks_error.c_str());
+  }
   options.max_slices = static_cast<size_t>(max_slices);
   // A distributed job's collectives, as `nrtprof collectives` reads them: the section's cells.
   std::optional<CollectivesTable> collectives;

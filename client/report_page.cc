@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,7 @@
 #include "client/collectives_table.h"
 #include "client/report_assets.h"
 #include "common/json_text.h"
+#include "trace/pprof_export.h"
 
 namespace nrtprof::cli {
 namespace {
@@ -401,6 +403,99 @@ std::string CollectivesJson(const ReportOptions& options) {
       ",\"notes\":", JsonStrings(t->notes), "}");
 }
 
+// The flame graph's frames: every stack (StackProfile::ForEachStack) root first, one frame per
+// name along a path, with the device time of the stacks through it, its share of all of it, and
+// those stacks' runtime calls' host time and executions. Flat, each frame after its parent and
+// before its later siblings, siblings the most device time first (then by name):
+// [name, parent, device ns, device time as the table writes it, share, host ns, executions].
+// Frame 0 is the root, all device time. Frames without device time are left out (their host time
+// and executions are in their parents'). And per name, what all its frames hold (those inside
+// another of the name once): [device ns, time, share, frames], a framework op's the table's
+// NEURON total for it, as pprof's cumulative figure is. Without stacks, why not.
+std::string FlameJson(const ReportOptions& options) {
+  if (options.stacks == nullptr) {
+    return absl::StrCat("{\"error\":", JsonString(options.stacks_error), "}");
+  }
+  struct Frame {
+    uint32_t name = 0, parent = 0;
+    int64_t device_ns = 0, host_ns = 0, executions = 0;
+    std::vector<uint32_t> children;
+  };
+  std::vector<Frame> frames(1);
+  std::vector<std::string> names = {"all"};
+  absl::flat_hash_map<std::string, uint32_t> name_ids = {{"all", 0}};
+  absl::flat_hash_map<std::pair<uint32_t, uint32_t>, uint32_t> child_of;  // (parent, name)
+  options.stacks->ForEachStack([&](const std::vector<std::string_view>& stack, int64_t device_ns,
+                                   int64_t host_ns, int64_t executions) {
+    uint32_t at = 0;
+    for (auto frame = stack.rbegin();; ++frame) {
+      frames[at].device_ns += device_ns;
+      frames[at].host_ns += host_ns;
+      frames[at].executions += executions;
+      if (frame == stack.rend()) break;
+      auto [name, new_name] =
+          name_ids.try_emplace(std::string(*frame), static_cast<uint32_t>(names.size()));
+      if (new_name) names.emplace_back(*frame);
+      auto [child, added] =
+          child_of.try_emplace({at, name->second}, static_cast<uint32_t>(frames.size()));
+      if (added) {
+        frames[at].children.push_back(child->second);
+        Frame f;
+        f.name = name->second;
+        f.parent = at;
+        frames.push_back(std::move(f));
+      }
+      at = child->second;
+    }
+  });
+  const int64_t total = frames[0].device_ns;
+  auto time_and_share = [total](int64_t ns) {
+    return absl::StrCat(JsonString(FormatDuration(static_cast<uint64_t>(ns))), ",",
+                        JsonString(absl::StrFormat("%.2f%%", total == 0 ? 0.0 : 100.0 * ns / total)));
+  };
+  std::vector<int64_t> name_ns(names.size(), 0), name_frames(names.size(), 0);
+  for (size_t i = 1; i < frames.size(); ++i) {
+    if (frames[i].device_ns == 0) continue;
+    bool nested = false;  // in a frame of its name: counted there
+    for (uint32_t a = frames[i].parent; a != 0 && !nested; a = frames[a].parent) {
+      nested = frames[a].name == frames[i].name;
+    }
+    if (nested) continue;
+    name_ns[frames[i].name] += frames[i].device_ns;
+    ++name_frames[frames[i].name];
+  }
+  std::vector<std::string> totals;
+  for (size_t n = 0; n < names.size(); ++n) {
+    totals.push_back(
+        absl::StrCat("[", name_ns[n], ",", time_and_share(name_ns[n]), ",", name_frames[n], "]"));
+  }
+  std::vector<std::string> out;
+  std::vector<uint32_t> index_of(frames.size());  // in `out`
+  std::vector<uint32_t> pending = {0};
+  while (!pending.empty()) {
+    const uint32_t i = pending.back();
+    pending.pop_back();
+    const Frame& f = frames[i];
+    index_of[i] = static_cast<uint32_t>(out.size());
+    out.push_back(absl::StrCat("[", f.name, ",", i == 0 ? 0 : index_of[f.parent], ",",
+                               f.device_ns, ",", time_and_share(f.device_ns), ",", f.host_ns, ",",
+                               f.executions, "]"));
+    std::vector<uint32_t> children;
+    for (uint32_t c : f.children) {
+      if (frames[c].device_ns > 0) children.push_back(c);
+    }
+    // Pushed the least first: the most device time comes out next.
+    std::sort(children.begin(), children.end(), [&](uint32_t a, uint32_t b) {
+      const Frame &x = frames[a], &y = frames[b];
+      return x.device_ns != y.device_ns ? x.device_ns < y.device_ns
+                                        : names[x.name] > names[y.name];
+    });
+    pending.insert(pending.end(), children.begin(), children.end());
+  }
+  return absl::StrCat("{\"names\":", JsonStrings(names), ",\"frames\":[", absl::StrJoin(out, ","),
+                      "],\"totals\":[", absl::StrJoin(totals, ","), "]}");
+}
+
 }  // namespace
 
 InitialView ChooseInitialView(const ReportTrace& trace, size_t max_slices) {
@@ -440,6 +535,7 @@ std::string ReportPageData(const ReportTrace& trace, const daemon::Summary& summ
       ",\"processes\":", ProcessesJson(trace), ",\"summary\":", SummaryJson(summary),
       ",\"names\":", JsonStrings(trace.names), ",\"lanes\":[", absl::StrJoin(lanes, ","),
       "],\"cores\":", CoresJson(trace), ",\"collectives\":", CollectivesJson(options),
+      ",\"flame\":", FlameJson(options),
       ",\"drawn\":{\"slices\":", drawn, ",\"total\":", trace.slices,
       ",\"truncated\":", truncated ? "true" : "false",
       ",\"until_ns\":", truncated ? drawn_until - trace.first_ns : window,

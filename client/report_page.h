@@ -3,7 +3,9 @@
 // table, a chart of the top ops by self device time, the timeline of every lane (opening on
 // the busiest step: ChooseInitialView) with the dependency chain of a selected framework op,
 // per-core utilization, drops and cut-off
-// processes, and the capture's command, host, date and window. A capture of a distributed job
+// processes, and the capture's command, host, date and window. Under the table, a flame graph
+// (an icicle: the root on top) of device time by stack, from the stacks `nrtprof export` writes
+// (trace/pprof_export.h): framework ranges, runtime call, model, engine op. A capture of a distributed job
 // has a Collectives section: the collectives with the most arrival skew and their last rank,
 // and the straggler table with the late rank's cause, as `nrtprof collectives` prints them.
 //
@@ -22,6 +24,10 @@
 #include "client/report_trace.h"
 #include "trace/summary.h"
 
+namespace nrtprof::daemon {
+class StackProfile;  // trace/pprof_export.h
+}  // namespace nrtprof::daemon
+
 namespace nrtprof::cli {
 
 struct CollectivesTable;  // collectives_table.h
@@ -34,6 +40,10 @@ struct ReportOptions {
   // Collectives section, with the `worst_collectives` of most skew.
   const CollectivesTable* collectives = nullptr;
   size_t worst_collectives = 10;
+  // The capture's stacks (capture_stacks.h): the flame graph's frames. Null: no flame graph,
+  // and the page says `stacks_error` (why they could not be made) instead.
+  const daemon::StackProfile* stacks = nullptr;
+  std::string stacks_error;
 };
 
 std::string RenderReportPage(const ReportTrace& trace, const daemon::Summary& summary,

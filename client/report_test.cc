@@ -1,17 +1,22 @@
 // The report's reading of a trace.pftrace: the lanes, slices, flows and metadata the daemon
-// wrote, and what the page's data says of them (the drawn and the sampled, per-core use).
+// wrote, and what the page's data says of them (the drawn and the sampled, per-core use, the
+// flame graph's frames).
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/capture_stacks.h"
 #include "client/collectives_table.h"
 #include "client/report_page.h"
 #include "client/report_trace.h"
 #include "gtest/gtest.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/perfetto_writer.h"
+#include "trace/pprof_export.h"
 #include "trace/summary.h"
 #include "trace/writer_test_util.h"
 
@@ -251,6 +256,186 @@ TEST(ReportPageTest, WithoutStepsOpensWhereSlicesCanBeSeen) {
   EXPECT_EQ(stretch.end_ns - stretch.start_ns, 250u);
   EXPECT_LE(stretch.start_ns, 150'000u);
   EXPECT_GE(stretch.end_ns, 150'050u);
+}
+
+// One step of a training loop, in ns: on the main thread ProfilerStep#0 [1000, 3000) holds
+// aten::mul, whose nrt_execute's execution (mul_model, 100) has an engine op "mul" on the vector
+// engine (60); during the step the autograd thread makes an nrt_execute in no range of its own
+// (mul_grad, 300), as PyTorch's backward does.
+daemon::Trace StepWithAutogradThread() {
+  daemon::Trace t;
+  t.capture_id = "cap-flame";
+  t.realtime_offset_ns = 1'700'000'000'000'000'000;
+  daemon::ProcessTrace p;
+  p.pid = 300;
+  p.host = "trn1";
+  p.executable = "/usr/bin/python3";
+  p.thread_names = {{301, "MainThread"}, {302, "autograd"}};
+  p.ranges.push_back({1, "ProfilerStep#0", 301, 1000, 2000, 0, 0});
+  p.ranges.push_back({2, "aten::mul", 301, 1100, 400, 1, 1});
+  auto call = [&](uint64_t id, uint32_t tid, uint64_t start, const char* model, uint64_t range) {
+    daemon::ApiCall& c = p.calls.emplace_back();
+    c.correlation_id = id;
+    c.name = daemon::Name::Lasting("nrt_execute");
+    c.tid = tid;
+    c.start_ns = start;
+    c.duration_ns = 200;
+    c.model_name = daemon::Name::Lasting(model);
+    c.nc_idx = 0;
+    c.repeat = 1;
+    c.range = range;
+  };
+  call(10, 301, 1200, "mul_model", 2);
+  call(11, 302, 1600, "mul_grad", 0);
+  auto device = [&](uint64_t id, daemon::DeviceEventKind kind, const char* name, uint64_t start,
+                    uint64_t duration, uint64_t call, const char* model, uint32_t tid,
+                    uint64_t exec_id) -> daemon::DeviceEvent& {
+    daemon::DeviceEvent& d = p.device.emplace_back();
+    d.id = id;
+    d.kind = kind;
+    d.name = daemon::Name::Lasting(name);
+    d.nc_idx = 0;
+    d.start_ns = start;
+    d.duration_ns = duration;
+    d.correlation_id = call;
+    d.model_name = daemon::Name::Lasting(model);
+    d.submitting_tid = tid;
+    d.exec_id = exec_id;
+    return d;
+  };
+  device(50, daemon::DeviceEventKind::kExecution, "nc_exec_running", 1250, 100, 10, "mul_model",
+         301, 7);
+  daemon::DeviceEvent& op =
+      device(51, daemon::DeviceEventKind::kEngineOp, "mul", 1260, 60, 10, "mul_model", 301, 7);
+  op.parent = 50;
+  op.engine = daemon::Name::Lasting("vector");
+  device(52, daemon::DeviceEventKind::kExecution, "nc_exec_running", 1700, 300, 11, "mul_grad",
+         302, 8);
+  t.processes.push_back(p);
+  t.start_ns = 1000;
+  t.end_ns = 3000;
+  return t;
+}
+
+// The flame graph's frames in the page's data, as the script reads them.
+struct FlameFrame {
+  std::string name;
+  size_t parent = 0;
+  int64_t device_ns = 0;
+  std::string time, share;
+  int64_t host_ns = 0, executions = 0;
+};
+
+// The flame graph's frames in the page's data, and (into `totals`, when given) each name's
+// "[ns,time,share,frames]" of all its frames.
+std::vector<FlameFrame> FlameFrames(const std::string& data,
+                                    std::map<std::string, std::string>* totals = nullptr) {
+  std::vector<FlameFrame> out;
+  const size_t names_at = data.find("\"flame\":{\"names\":[\"");
+  const size_t frames_at = data.find("],\"frames\":[[", names_at);
+  const size_t end = data.find("]],\"totals\":[[", frames_at);
+  const size_t totals_end = data.find("]]}", end);
+  if (names_at == std::string::npos || frames_at == std::string::npos ||
+      end == std::string::npos || totals_end == std::string::npos) {
+    ADD_FAILURE() << "no flame graph in the page's data: " << data;
+    return out;
+  }
+  const size_t first_name = names_at + std::string("\"flame\":{\"names\":[\"").size();
+  const std::vector<std::string> names =
+      absl::StrSplit(data.substr(first_name, frames_at - 1 - first_name), "\",\"");
+  const size_t first_frame = frames_at + std::string("],\"frames\":[[").size();
+  for (absl::string_view frame :
+       absl::StrSplit(data.substr(first_frame, end - first_frame), "],[")) {
+    const std::vector<std::string> f = absl::StrSplit(frame, ',');
+    EXPECT_EQ(f.size(), 7u) << frame;
+    if (f.size() != 7) continue;
+    const auto unquote = [](const std::string& s) { return s.substr(1, s.size() - 2); };
+    out.push_back({names.at(std::stoul(f[0])), std::stoul(f[1]), std::stoll(f[2]), unquote(f[3]),
+                   unquote(f[4]), std::stoll(f[5]), std::stoll(f[6])});
+  }
+  const size_t first_total = end + std::string("]],\"totals\":[[").size();
+  const std::vector<std::string> each =
+      absl::StrSplit(data.substr(first_total, totals_end - first_total), "],[");
+  EXPECT_EQ(each.size(), names.size());
+  for (size_t n = 0; totals != nullptr && n < each.size() && n < names.size(); ++n) {
+    (*totals)[names[n]] = "[" + each[n] + "]";
+  }
+  return out;
+}
+
+// The flame graph: the export's stacks root first (the step, the op, the runtime call, the model,
+// the engine op), a frame per name along a path, siblings the widest first, each with its device
+// time as the table writes it and its share. The step's frame holds the autograd thread's work
+// as the table's ProfilerStep* row does, though no step range encloses it on its thread.
+TEST(ReportPageTest, TheFlameGraphHasTheExportsStacksAndTheStepHoldsEveryThreadsWork) {
+  const daemon::Trace trace = StepWithAutogradThread();
+  const daemon::Summary summary = daemon::ComputeSummary(trace);
+  const std::string dir = daemon::TempDir("report-flame");
+  std::vector<std::string> files;
+  ASSERT_TRUE(daemon::PerfettoWriter().Write(trace, summary, dir, &files).ok());
+  absl::StatusOr<daemon::ReadTrace> read =
+      daemon::ReadPerfettoTrace(daemon::ReadFile(dir + "/trace.pftrace"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  absl::StatusOr<ReportTrace> report = ReadReportTrace(*read);
+  ASSERT_TRUE(report.ok()) << report.status();
+  daemon::StackProfile stacks;
+  ASSERT_TRUE(AddCaptureStacks(*read, dir + "/trace.pftrace", &stacks).ok());
+  ReportOptions options;
+  options.stacks = &stacks;
+  std::map<std::string, std::string> totals;
+  const std::vector<FlameFrame> frames =
+      FlameFrames(ReportPageData(*report, summary, options), &totals);
+  ASSERT_FALSE(frames.empty());
+
+  // Each frame as "parent's path > name": device ns, time, share.
+  std::vector<std::string> paths(frames.size()), seen;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i > 0) {
+      ASSERT_LT(frames[i].parent, i) << "a frame comes after its parent";
+      paths[i] = absl::StrCat(frames[i].parent == 0 ? "" : paths[frames[i].parent] + " > ",
+                              frames[i].name);
+    }
+    seen.push_back(absl::StrCat(i == 0 ? "(root) " + frames[i].name : paths[i], ": ",
+                                frames[i].device_ns, " ", frames[i].time, " ", frames[i].share));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "(root) all: 400 0.400us 100.00%",
+                      "ProfilerStep*: 400 0.400us 100.00%",
+                      "ProfilerStep* > nrt_execute: 300 0.300us 75.00%",
+                      "ProfilerStep* > nrt_execute > mul_grad: 300 0.300us 75.00%",
+                      "ProfilerStep* > aten::mul: 100 0.100us 25.00%",
+                      "ProfilerStep* > aten::mul > nrt_execute: 100 0.100us 25.00%",
+                      "ProfilerStep* > aten::mul > nrt_execute > mul_model: 100 0.100us 25.00%",
+                      "ProfilerStep* > aten::mul > nrt_execute > mul_model > mul [vector]: 60 "
+                      "0.060us 15.00%",
+                  }));
+  // The table's ProfilerStep* row: the same device time.
+  for (const daemon::SummaryRow& row : summary.rows) {
+    if (row.name == "ProfilerStep*") {
+      EXPECT_EQ(row.device_total_ns, 400u);
+    }
+    if (row.name == "aten::mul") {
+      EXPECT_EQ(row.device_total_ns, 100u);
+    }
+  }
+  // What all frames of a name hold: nrt_execute's two, the step's one.
+  EXPECT_EQ(totals["nrt_execute"], "[400,\"0.400us\",\"100.00%\",2]");
+  EXPECT_EQ(totals["aten::mul"], "[100,\"0.100us\",\"25.00%\",1]");
+  // Host time and executions: every call's, each execution once.
+  EXPECT_EQ(frames[0].host_ns, 400);
+  EXPECT_EQ(frames[0].executions, 2);
+}
+
+// Without stacks (a trace that cannot be rebuilt into them) the page says why, and stands.
+TEST(ReportPageTest, WithoutStacksThePageSaysWhyThereIsNoFlameGraph) {
+  ReportOptions options;
+  options.stacks_error = "trace.pftrace is not laid out as nrtprof writes it (no process)";
+  const std::string data =
+      ReportPageData(WrittenAndRead(daemon::SmallTrace()), daemon::Summary(), options);
+  EXPECT_TRUE(absl::StrContains(
+      data, "\"flame\":{\"error\":\"trace.pftrace is not laid out as nrtprof writes it (no "
+            "process)\"}"))
+      << data;
 }
 
 // A name that would close the script element stays inside the data.

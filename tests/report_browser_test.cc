@@ -4,8 +4,10 @@
 // sorts the table; a click on a framework op highlights the runtime call it made and the device
 // execution that call caused (one flow, the same correlation id). The timeline opens on the
 // busiest step, readably; no two ops of the chart look alike; long notices wrap in a 1280-pixel
-// window. A distributed job's page names its slow rank in its Collectives section, as `nrtprof
-// collectives` does. The screenshot is kept as a test output (report.png in
+// window. The flame graph of device time by stack leads, widest frame after widest frame, to the
+// op the table ranks first, whose frame states the table's device time for it, and a click zooms
+// into a frame and back out. A distributed job's page names its slow rank in its Collectives
+// section, as `nrtprof collectives` does. The screenshot is kept as a test output (report.png in
 // TEST_UNDECLARED_OUTPUTS_DIR).
 #include <cmath>
 #include <cstdio>
@@ -373,6 +375,132 @@ TEST_F(ReportBrowserTest, LongNoticesWrapWithinThePage) {
       "true")
       << "the page is " << Eval(browser, "document.documentElement.scrollWidth")
       << " pixels wide in a window of " << Eval(browser, "document.documentElement.clientWidth");
+  EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
+}
+
+// A frame of the flame graph as drawn: its rect's attributes, width and title.
+struct DrawnFrame {
+  std::string id, parent, name;
+  double width = 0;
+  std::string title;
+};
+
+std::vector<DrawnFrame> FlameFrames(HeadlessBrowser* browser) {
+  std::vector<DrawnFrame> out;
+  const std::string drawn =
+      Eval(browser,
+           "Array.from(document.querySelectorAll('#flame rect')).map((r) => [r.dataset.frame, "
+           "r.dataset.parent, r.dataset.name, r.width.baseVal.value, "
+           "r.querySelector('title').textContent.replace(/\\n/g, '/')].join('|')).join('\\n')");
+  for (absl::string_view line : absl::StrSplit(drawn, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = absl::StrSplit(line, '|');
+    if (f.size() != 5) {
+      ADD_FAILURE() << "a flame graph frame drawn as " << line;
+      continue;
+    }
+    out.push_back({f[0], f[1], f[2], std::stod(f[3]), f[4]});
+  }
+  return out;
+}
+
+const DrawnFrame* Widest(const std::vector<DrawnFrame>& frames, const std::string& parent) {
+  const DrawnFrame* widest = nullptr;
+  for (const DrawnFrame& f : frames) {
+    if (f.parent == parent && (widest == nullptr || f.width > widest->width)) widest = &f;
+  }
+  return widest;
+}
+
+// The flame graph, under the table, as a user reads it: from the root, the widest frame at each
+// level leads through the step and the rmsnorm range to the op the table ranks first (aten::mul),
+// whose title states its device time as the table's NEURON total, then its runtime call and
+// model; a click on it zooms into it (the whole width, its siblings gone), a second click zooms
+// back out, and Reset zoom shows all of it again.
+TEST_F(ReportBrowserTest, TheFlameGraphLeadsToTheTablesFirstOpAndZooms) {
+  const std::string page = dir_ + "/report.html";
+  const Result report = Nrtprof({"report", dir_ + "/naive", "-o", page});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const Result summary = Nrtprof({"summary", dir_ + "/naive"});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  std::map<std::string, std::vector<std::string>> rows;  // by name, as printed
+  const PrintedTable printed = ParseSummaryText(summary.out);
+  for (const std::string& row : printed.rows) {
+    std::vector<std::string> cells = absl::StrSplit(row, '|');
+    rows[cells[0]] = cells;
+  }
+  ASSERT_FALSE(printed.rows.empty());
+  const std::string first = std::vector<std::string>(absl::StrSplit(printed.rows[0], '|'))[0];
+  ASSERT_EQ(first, "aten::mul") << summary.out;
+
+  HeadlessBrowser* browser = Open(page);
+  EXPECT_EQ(Eval(browser, "document.getElementById('flame-title').innerText"),
+            "Device time by stack (flame graph)");
+  std::vector<DrawnFrame> frames = FlameFrames(browser);
+  ASSERT_GT(frames.size(), 5u);
+  const double full = std::stod(Eval(browser, "document.querySelector('#flame svg').width.baseVal.value"));
+  // Widest frame after widest frame from the root, to the first of the table's ops with Self
+  // NEURON time.
+  std::vector<std::string> path;
+  const DrawnFrame* at = Widest(frames, "-1");  // the root
+  ASSERT_NE(at, nullptr);
+  EXPECT_TRUE(absl::StartsWith(at->title, "all device time/device time ")) << at->title;
+  EXPECT_GT(at->width, full - 1);
+  while (true) {
+    at = Widest(frames, at->id);
+    ASSERT_NE(at, nullptr) << "no op of the table on the widest path: " << absl::StrJoin(path, " > ");
+    path.push_back(at->name);
+    if (rows.count(at->name) != 0 && rows[at->name][3] != "0.000us") break;
+  }
+  EXPECT_EQ(absl::StrJoin(path, " > "), "ProfilerStep* > rmsnorm > aten::mul");
+  // Its title: its name, its device time and share, and (an op also run outside the steps, as
+  // the demo's warm-up is) what all its frames hold: the table's NEURON total for it.
+  const DrawnFrame mul = *at;
+  ASSERT_TRUE(absl::StartsWith(mul.title, "aten::mul/device time ")) << mul.title;
+  EXPECT_TRUE(absl::StrContains(mul.title, "% of all device time/")) << mul.title;
+  const std::string own = mul.title.substr(22, mul.title.find(',') - 22);
+  std::string all = own;
+  if (const size_t in_all = mul.title.find(" aten::mul frames: "); in_all != std::string::npos) {
+    const size_t from = in_all + std::string(" aten::mul frames: ").size();
+    all = mul.title.substr(from, mul.title.find(',', from) - from);
+  }
+  EXPECT_EQ(all, rows["aten::mul"][5])
+      << mul.title << " against the table's row " << absl::StrJoin(rows["aten::mul"], "|");
+  // Under it, its runtime call, then the model it ran.
+  const DrawnFrame* call = Widest(frames, mul.id);
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->name, "nrt_execute");
+  const DrawnFrame* model = Widest(frames, call->id);
+  ASSERT_NE(model, nullptr);
+  EXPECT_FALSE(model->name.empty());
+  const double mul_width = mul.width;
+  EXPECT_LT(mul_width, 0.9 * full);
+
+  // A click zooms into it: the whole width, nothing beside it, the note says so.
+  ClickOn(browser, "#flame rect[data-frame=\"" + mul.id + "\"]");
+  frames = FlameFrames(browser);
+  double zoomed = 0;
+  for (const DrawnFrame& f : frames) {
+    if (f.id == mul.id) {
+      zoomed = f.width;
+    } else {
+      EXPECT_NE(f.parent, mul.parent) << f.name << " beside the zoomed frame";
+    }
+  }
+  EXPECT_GT(zoomed, full - 1);
+  EXPECT_TRUE(absl::StartsWith(Eval(browser, "document.getElementById('flame-note').innerText"),
+                               "Zoomed into aten::mul: " + own + ", "));
+  // A second click zooms back out, to its parent; Reset zoom to all of it.
+  ClickOn(browser, "#flame rect[data-frame=\"" + mul.id + "\"]");
+  EXPECT_TRUE(absl::StartsWith(Eval(browser, "document.getElementById('flame-note').innerText"),
+                               "Zoomed into rmsnorm: "));
+  ClickOn(browser, "#flame-reset");
+  EXPECT_TRUE(absl::StartsWith(Eval(browser, "document.getElementById('flame-note').innerText"),
+                               "Showing all "));
+  for (const DrawnFrame& f : FlameFrames(browser)) {
+    if (f.id == mul.id) {
+      EXPECT_NEAR(f.width, mul_width, 0.01);
+    }
+  }
   EXPECT_TRUE(browser->errors().empty()) << absl::StrJoin(browser->errors(), "\n");
 }
 

@@ -147,6 +147,126 @@
     app.append(t, el('div', { class: 'closing', id: 'closing' }, [data.summary.closing.join('\n')]));
   }
 
+  // ---- Device time by stack: an icicle graph (the root on top) of the export's stacks ----
+  // data.flame.frames: [name, parent, device ns, device time, share, host ns, executions], each
+  // after its parent, siblings the most device time first; frame 0 is the root, all device time.
+  // data.flame.totals, per name: [device ns, device time, share, frames] of all its frames.
+  function flame() {
+    app.append(el('h2', { id: 'flame-title' }, ['Device time by stack (flame graph)']));
+    const f = data.flame;
+    if (!f || f.error !== undefined) {
+      app.append(el('p', { class: 'notice', id: 'flame-error' }, ['No flame graph: ' + (f ? f.error : 'no stacks') +
+        '. The table above counts every event.']));
+      return;
+    }
+    const frames = f.frames;
+    if (frames.length === 0 || frames[0][2] === 0) {
+      app.append(el('p', {}, ['No device time in this capture.']));
+      return;
+    }
+    const children = frames.map(() => []);
+    const depth = [0];
+    let maxDepth = 0;
+    for (let i = 1; i < frames.length; i++) {
+      children[frames[i][1]].push(i);
+      depth[i] = depth[frames[i][1]] + 1;
+      maxDepth = Math.max(maxDepth, depth[i]);
+    }
+    const name = (i) => i === 0 ? 'all device time' : f.names[frames[i][0]];
+    const ROW = 18;
+    let focus = 0;
+    const reset = el('button', { id: 'flame-reset' }, ['Reset zoom']);
+    reset.addEventListener('click', () => { focus = 0; draw(); });
+    app.append(el('p', { class: 'hint' }, [
+      'Each frame is as wide as the device time of the stacks through it. From the top: all device time, ' +
+      'the framework ranges (outermost first: ProfilerStep*, the ops), the runtime call, the model and, ' +
+      'captured with --device-profile, the engine op; with --stacks, the program\'s own functions above ' +
+      'the ranges. The same stacks as nrtprof export. Hover a frame for its device time and share; ' +
+      'click it to zoom into it, click it again (or a frame above it) to zoom out.']));
+    app.append(el('div', { class: 'toolbar' }, [reset, el('span', { class: 'view-note', id: 'flame-note' })]));
+    const box = el('div', { id: 'flame' });
+    const svg = svgEl('svg', { xmlns: SVG });
+    box.append(svg);
+    app.append(box);
+    let width = Math.max(600, box.clientWidth || 1000);
+
+    function title(i) {
+      const fr = frames[i];
+      let text = name(i) + '\ndevice time ' + fr[3] + ', ' + fr[4] + ' of all device time';
+      if (focus !== 0 && i !== focus && depth[i] > depth[focus]) {
+        text += ', ' + (100 * fr[2] / frames[focus][2]).toFixed(2) + '% of ' + name(focus);
+      }
+      // A name on several paths (an op in and out of the steps): all of it, as the table counts it.
+      const all = i === 0 ? null : f.totals[fr[0]];
+      if (all && all[3] > 1) {
+        text += '\nin all ' + all[3] + ' ' + name(i) + ' frames: ' + all[1] + ', ' + all[2] + ' of all device time';
+      }
+      text += '\nhost time in its runtime calls ' + duration(fr[5]);
+      if (fr[6] > 0) text += '\nexecutions ' + fr[6];
+      return text;
+    }
+    function frameRect(g, i, x, w, cls) {
+      const y = depth[i] * ROW;
+      const r = svgEl('rect', { class: cls, x: x, y: y + 1, width: Math.max(w - 0.5, 0.5), height: ROW - 2,
+        fill: i === 0 ? '#c9ced8' : colour(name(i)), 'data-frame': i, 'data-parent': i === 0 ? -1 : frames[i][1],
+        'data-name': name(i), 'data-depth': depth[i] });
+      const t = svgEl('title');
+      t.textContent = title(i);
+      r.append(t);
+      g.append(r);
+      if (w > 40) {
+        const label = svgEl('text', { class: 'frame-name', x: x + 3, y: y + 13 });
+        const text = name(i) + ' ' + frames[i][3];
+        label.textContent = text.slice(0, Math.floor((w - 6) / 6.5));
+        g.append(label);
+      }
+    }
+    function draw() {
+      const g = svgEl('g');
+      // Above the zoomed frame, what it is under, the whole width.
+      for (let a = frames[focus][1]; focus !== 0; a = frames[a][1]) {
+        frameRect(g, a, 0, width, 'frame above');
+        if (a === 0) break;
+      }
+      const scale = width / frames[focus][2];
+      const pending = [[focus, 0]];
+      while (pending.length > 0) {
+        const [i, x] = pending.pop();
+        const w = frames[i][2] * scale;
+        if (w < 0.3) continue;  // narrower than a third of a pixel at this zoom: not drawn
+        frameRect(g, i, x, w, i === focus ? 'frame focus' : 'frame');
+        let at = x + w;
+        for (let k = children[i].length - 1; k >= 0; k--) {  // the widest first, on the left
+          const c = children[i][k];
+          at -= frames[c][2] * scale;
+          pending.push([c, at]);
+        }
+      }
+      svg.setAttribute('width', width);
+      svg.setAttribute('height', (maxDepth + 1) * ROW + 2);
+      svg.replaceChildren(g);
+      document.getElementById('flame-note').textContent = focus === 0
+        ? 'Showing all ' + frames[0][3] + ' of device time.'
+        : 'Zoomed into ' + name(focus) + ': ' + frames[focus][3] + ', ' + frames[focus][4] +
+          ' of all device time. Click it again, a frame above it or Reset zoom to zoom out.';
+    }
+    svg.addEventListener('click', (ev) => {
+      const hit = ev.target.closest('[data-frame]');
+      if (!hit) return;
+      const i = Number(hit.getAttribute('data-frame'));
+      focus = i === focus ? (i === 0 ? 0 : frames[i][1]) : i;
+      draw();
+    });
+    new ResizeObserver(() => {
+      const now = Math.max(600, box.clientWidth || 1000);
+      if (now !== width) {
+        width = now;
+        draw();
+      }
+    }).observe(box);
+    draw();
+  }
+
   // ---- The timeline: lanes per process and NeuronCore, zoomable, and the chain ----
   const LABEL_W = 230, ROW_H = 16, AXIS_H = 22, PROCESS_H = 20;
   const laneBase = [];  // global index of each lane's first slice
@@ -522,6 +642,7 @@
   header();
   chart();
   table();
+  flame();
   collectives();
   timeline();
   cores();
