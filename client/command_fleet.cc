@@ -25,6 +25,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -513,7 +514,20 @@ int Export(ClickHouseClient* client, const std::vector<std::string>& wheres) {
       " GROUP BY host, pid, op, model ORDER BY host, pid, op, model FORMAT TabSeparated");
   absl::StatusOr<std::string> answer = client->Run(sql);
   if (!answer.ok()) return Fail(std::string(answer.status().message()));
+  // The window the sums cover, on the server's clock: from the minute --since ago to now.
+  absl::StatusOr<std::string> window = client->Run(absl::StrCat(
+      "SELECT toUnixTimestamp(toStartOfMinute(now() - ", since_s,
+      ")), toUnixTimestamp(now()) FORMAT TabSeparated"));
+  if (!window.ok()) return Fail(std::string(window.status().message()));
+  const std::vector<absl::string_view> bounds =
+      absl::StrSplit(absl::StripAsciiWhitespace(*window), '\t');
+  int64_t from_s = 0, to_s = 0;
+  if (bounds.size() != 2 || !absl::SimpleAtoi(bounds[0], &from_s) ||
+      !absl::SimpleAtoi(bounds[1], &to_s)) {
+    return Fail(absl::StrCat("ClickHouse's clock reads '", *window, "', not two times"));
+  }
   daemon::StackProfile profile;
+  profile.SetWindow(from_s * 1'000'000'000, (to_s - from_s) * 1'000'000'000);
   size_t rows = 0;
   for (absl::string_view line : absl::StrSplit(*answer, '\n', absl::SkipEmpty())) {
     const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');

@@ -3,7 +3,9 @@
 # (--fleet_host hostA), RMSNorm naive run under the daemon, then the fleet store's last hour as a
 # pprof profile read by Debian's go tool pprof: each op's cumulative device time is what
 # `nrtprof fleet top --by op` says for it, to the nanosecond, under the host's label; the folded
-# stacks add up to fleet top's total; a bad --format is one line and exit 2, nothing written.
+# stacks add up to fleet top's total; the profile's Time: and Duration: (go tool pprof -raw) are
+# the window it covers, from the minute an hour ago to now; a bad --format is one line and
+# exit 2, nothing written.
 # Skips, saying why, without clickhouse-server or go (CI installs both through
 # third_party/install_debian_deps.sh).
 set -u
@@ -69,8 +71,11 @@ grep -q '^aten::mul,' "${WORK}/top.csv" || fail "fleet top never showed aten::mu
 sleep 2  # one more export: every op of the run is in
 
 top_csv >"${WORK}/top.csv"
+before_s=$(date +%s)
 "${NRTPROF}" fleet export --clickhouse_url "${CLICKHOUSE_URL}" --since 1h --format pprof \
   -o "${WORK}/fleet.pb.gz" 2>"${WORK}/export.err" || fail "fleet export: $(cat "${WORK}/export.err")"
+after_s=$(date +%s)
+go tool pprof -raw "${WORK}/fleet.pb.gz" >"${WORK}/fleet.raw" 2>&1 || fail "go tool pprof -raw: $(cat "${WORK}/fleet.raw")"
 go tool pprof -sample_index=device_time -top -cum -unit=ns -nodefraction=0 -nodecount=100000 \
   -tagfocus host=hostA "${WORK}/fleet.pb.gz" >"${WORK}/fleet.top" 2>&1 ||
   fail "go tool pprof: $(cat "${WORK}/fleet.top")"
@@ -100,6 +105,33 @@ PY
 then
   fail "fleet export against fleet top: $(cat "${WORK}/check")"
   cat "${WORK}/top.csv" "${WORK}/fleet.top" >&2
+fi
+
+# The window: from the start of the minute an hour before the export (ClickHouse's clock is this
+# machine's) to the export, so 1h0m or 1h1m long as pprof prints it (%.4v).
+if ! python3 - "${WORK}/fleet.raw" "${before_s}" "${after_s}" >"${WORK}/time_check" 2>&1 <<'PY'
+import datetime, re, sys
+raw = open(sys.argv[1]).read()
+before, after = int(sys.argv[2]), int(sys.argv[3])
+bad = []
+m = re.search(r"^Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? ([+-]\d{4}) ", raw, re.M)
+if not m:
+    bad.append("no Time: line")
+else:
+    start = int(datetime.datetime.strptime(m.group(1) + " " + m.group(2),
+                                           "%Y-%m-%d %H:%M:%S %z").timestamp())
+    if start % 60 != 0 or not before - 3600 - 60 < start <= after - 3600:
+        bad.append(f"Time: {m.group(1)} {m.group(2)} ({start}) is not the minute an hour before"
+                   f" the export ({before}..{after})")
+m = re.search(r"^Duration: (.*)$", raw, re.M)
+if not m or m.group(1) not in ("1h0m", "1h1m"):
+    bad.append(f"Duration: {m.group(1) if m else '(none)'}, want the hour and the minutes since")
+if bad:
+    sys.exit("; ".join(bad))
+PY
+then
+  fail "fleet export's window: $(cat "${WORK}/time_check")"
+  head -6 "${WORK}/fleet.raw" >&2
 fi
 
 out=$("${NRTPROF}" fleet export --clickhouse_url "${CLICKHOUSE_URL}" --format svg -o "${WORK}/x.svg" 2>&1)
