@@ -117,7 +117,7 @@ class TriggerEvaluator {
 
   // How many steps (or executions) a process (or model) must have had before a relative rule
   // judges the next: the median of fewer is no baseline.
-  static constexpr uint32_t kMinHistory = 10;
+  static constexpr uint32_t kMinHistory = 20;
   // The most (rule, process, model) medians kept.
   static constexpr size_t kMaxHistories = 1 << 16;
 

@@ -261,8 +261,8 @@ TEST(TriggerEvaluatorTest, TheMedianIsOfTheLastNOnly) {
 
 TEST(TriggerEvaluatorTest, NoJudgementBeforeABaseline) {
   TriggerEvaluator e = Evaluator({"slow: step > 3 x median"});
-  // 9 steps, then one 10x: fewer than kMinHistory before it.
-  std::vector<uint64_t> steps(9, 10);
+  // 19 steps, then one 10x: fewer than kMinHistory before it.
+  std::vector<uint64_t> steps(19, 10);
   steps.push_back(100);
   EXPECT_TRUE(e.Evaluate(Steps(0, steps, 0)).empty());
   EXPECT_EQ(e.counts()[0].triggers, 0u);

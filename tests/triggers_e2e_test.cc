@@ -132,10 +132,11 @@ TEST(TriggersTest, OneSlowStepAmong2000LeavesExactlyItsCapture) {
   ASSERT_FALSE(url.empty()) << daemon.log();
   EXPECT_TRUE(absl::StrContains(daemon.log(), std::string("trigger rule ") + kSlowRule))
       << daemon.log();
-  // 2,000 steps of 10 ms; step 1500 takes 40 ms.
-  const Result run = RunSteps(daemon, {"2000", "10", "--slow", "1500"});
+  // 2,000 steps of 15 ms; step 1500 takes 60 ms.
+  const Result run = RunSteps(daemon, {"2000", "15", "--slow", "1500"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ASSERT_TRUE(absl::StrContains(run.out, "slow: 1500\n")) << run.out;
+  SCOPED_TRACE(run.out);  // the longest other step: a stall of the machine's, if one fired
   const std::string metrics =
       AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"slow-step\"}", 1);
   EXPECT_EQ(Sample(metrics, "nrtprof_triggers_total{rule=\"slow-step\"}"), 1) << metrics;
@@ -156,7 +157,7 @@ TEST(TriggersTest, OneSlowStepAmong2000LeavesExactlyItsCapture) {
       R"(\(trigger_steps\): step 1500 took ([0-9.]+)x the median of the last 100 \(([0-9.]+) ms vs ([0-9.]+) ms\))");
   ASSERT_TRUE(std::regex_search(summary, m, reason)) << summary;
   EXPECT_GT(std::stod(m[1]), 3.0) << summary;
-  EXPECT_GE(std::stod(m[2]), 40.0) << summary;
+  EXPECT_GE(std::stod(m[2]), 60.0) << summary;
   EXPECT_TRUE(absl::StrContains(ReadFile(dir + "/summary.json"), "\"rule\": \"slow-step\""));
   // Every file of a capture: the trace holds the slow step whole, the 10 s before it and the
   // 2 s after it, and names the rule too.
@@ -164,7 +165,7 @@ TEST(TriggersTest, OneSlowStepAmong2000LeavesExactlyItsCapture) {
     EXPECT_TRUE(testing::Exists(dir + "/" + f)) << f;
   }
   const std::string trace = ReadFile(dir + "/trace.json");
-  EXPECT_GE(SliceDurationUs(trace, "ProfilerStep#1500"), 40'000) << "the slow step, whole";
+  EXPECT_GE(SliceDurationUs(trace, "ProfilerStep#1500"), 60'000) << "the slow step, whole";
   for (int step : {1499, 1400, 1000, 1501, 1550}) {
     EXPECT_TRUE(HasSlice(trace, absl::StrCat("ProfilerStep#", step))) << step;
   }
@@ -194,8 +195,9 @@ TEST(TriggersTest, ABurstOfSlowStepsIsOneCaptureTheRestSuppressed) {
       << daemon.log();
   const std::string url = MetricsUrl(daemon);
   const Result run =
-      RunSteps(daemon, {"1200", "10", "--slow", "1000,1001,1002,1003,1004,1005,1006,1007"});
+      RunSteps(daemon, {"500", "15", "--slow", "300,301,302,303,304,305,306,307"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  SCOPED_TRACE(run.out);
   // Every step of the burst is seen (a 4x step raises the median of 100 little).
   const std::string metrics = AwaitSample(url, "nrtprof_triggers_total{rule=\"slow-step\"}", 8);
   AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"slow-step\"}", 1);
@@ -206,10 +208,10 @@ TEST(TriggersTest, ABurstOfSlowStepsIsOneCaptureTheRestSuppressed) {
   const std::vector<std::string> folders = TriggeredFolders(daemon.dir() + "/captures");
   ASSERT_EQ(folders.size(), 1u) << daemon.log();
   const std::string summary = ReadFile(folders[0] + "/summary.txt");
-  EXPECT_TRUE(absl::StrContains(summary, "step 1000 took ")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "step 300 took ")) << summary;
   // The whole burst is in the capture (its 2 s after the first step).
   const std::string trace = ReadFile(folders[0] + "/trace.json");
-  for (int step = 999; step <= 1008; ++step) {
+  for (int step = 299; step <= 308; ++step) {
     EXPECT_TRUE(HasSlice(trace, absl::StrCat("ProfilerStep#", step))) << step;
   }
 }

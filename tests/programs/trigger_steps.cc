@@ -6,7 +6,11 @@
 //   usage: trigger_steps STEPS STEP_MS [--slow K[,K2...]] [--slow_every N] [--factor F]
 //                        [--fail K]
 // --slow_every N: every Nth step (from step N on) is slow. Prints the steps made, the slow
-// ones, and the failed call's status.
+// ones, the failed call's status, and the longest of the other steps as the program timed them
+// ("longest other step: X ms (step N)"), so that a test can tell a loaded machine's stall from a
+// wrong capture. It asks for SCHED_FIFO (as root; else it runs as it is), so that a machine
+// busy with other work stalls its wake-ups less.
+#include <sched.h>
 #include <time.h>
 
 #include <cstdio>
@@ -67,6 +71,9 @@ int main(int argc, char** argv) {
     }
   }
   if (steps < 1 || step_ms <= 0 || (argc - 3) % 2 != 0) return Usage();
+  sched_param fifo{};
+  fifo.sched_priority = 1;
+  const bool realtime = sched_setscheduler(0, SCHED_FIFO, &fifo) == 0;
   using examples::Check;
   Check(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), "nrt_init");
   nrt_model_t* model = examples::LoadModelText(kModel, 0);
@@ -81,7 +88,21 @@ int main(int argc, char** argv) {
   Check(nrt_add_tensor_to_tensor_set(inputs, "b", b), "nrt_add_tensor_to_tensor_set");
   Check(nrt_add_tensor_to_tensor_set(outputs, "out", out), "nrt_add_tensor_to_tensor_set");
   std::string slow_steps;
+  double longest_other_ms = 0;
+  int longest_other = -1;
+  timespec begun{};
   for (int step = 0; step < steps; ++step) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (step > 0 && slow.count(step - 1) == 0 && step - 1 != fail &&
+        !(slow_every > 0 && step - 1 >= slow_every && (step - 1) % slow_every == 0)) {
+      const double ms = (now.tv_sec - begun.tv_sec) * 1e3 + (now.tv_nsec - begun.tv_nsec) / 1e6;
+      if (ms > longest_other_ms) {
+        longest_other_ms = ms;
+        longest_other = step - 1;
+      }
+    }
+    begun = now;
     nrtprof_step();
     const bool is_slow =
         slow.count(step) != 0 || (slow_every > 0 && step >= slow_every && step % slow_every == 0);
@@ -99,6 +120,7 @@ int main(int argc, char** argv) {
   nrtprof_step();  // the last step ends (its range is drawn)
   Check(nrt_unload(model), "nrt_unload");
   nrt_close();
-  printf("steps %d\nslow:%s\n", steps, slow_steps.c_str());
+  printf("steps %d\nslow:%s\nlongest other step: %.1f ms (step %d)\nrealtime: %s\n", steps,
+         slow_steps.c_str(), longest_other_ms, longest_other, realtime ? "yes" : "no");
   return 0;
 }
