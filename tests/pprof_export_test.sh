@@ -6,6 +6,9 @@
 #     every framework row exactly its NEURON total from summary.json, in nanoseconds, and the
 #     profile's total is the capture's device time;
 #   - `-diff_base` of naive against compiled shows the reduction the two tables show;
+#   - a multi-threaded program (examples/mlp --threads 3, thread 0 marking the steps): its
+#     ProfilerStep* cumulative time is the table's row, which charges every thread's device work
+#     in a step, though the other threads' ranges hold no step;
 #   - `-traces` holds the stacks: engine op, model, nrt_execute, aten::mul, rmsnorm,
 #     ProfilerStep*, then the program's own functions (main), with the pid, host and
 #     NeuronCore of the capture;
@@ -20,6 +23,7 @@ set -u
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
 readonly NRTPROF="${RUNFILES}/client/nrtprof"
 readonly RMSNORM="${RUNFILES}/examples/rmsnorm"
+readonly MLP="${RUNFILES}/examples/mlp"
 readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/pprof_export.XXXXXX")"
 readonly ITERS=5
 
@@ -139,6 +143,21 @@ check_top "${WORK}/compiled/summary.json" "${WORK}/out" >"${WORK}/checks"
 if grep -q '^bad' "${WORK}/checks"; then
   fail "compiled: -top -cum against summary.json: $(grep '^bad' "${WORK}/checks" | tr '\n' ';')"
 fi
+
+# --- other threads' work in a step: under ProfilerStep*, as the table's row has it ----------------
+capture threads -- "${MLP}" --threads 3 --iters 5 || exit 1
+run top "${WORK}/threads.pb.gz"
+cp "${WORK}/out" "${WORK}/threads.top"
+check_top "${WORK}/threads/summary.json" "${WORK}/threads.top" >"${WORK}/checks"
+grep -q '^ok row ProfilerStep\*:' "${WORK}/checks" ||
+  fail "threads: ProfilerStep* should be checked and equal the table's row: $(cat "${WORK}/checks")"
+if grep -q '^bad' "${WORK}/checks"; then
+  fail "threads: -top -cum against summary.json: $(grep '^bad' "${WORK}/checks" | tr '\n' ';')"
+  cat "${WORK}/threads.top" >&2
+fi
+# Which threads' work it holds (the machine's scheduling decides; said, not checked).
+run pprof -sample_index=device_time -tags -focus='^ProfilerStep\*$' "${WORK}/threads.pb.gz"
+echo "threads: ProfilerStep*'s device time by thread: $(grep -A5 ' tid:' "${WORK}/out" | tr -s ' \n' ' ')"
 
 # --- -diff_base: naive less compiled, as the tables say ------------------------------------------
 run top -diff_base "${WORK}/compiled.pb.gz" "${WORK}/naive.pb.gz"
