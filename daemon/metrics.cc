@@ -1,7 +1,10 @@
 #include "daemon/metrics.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/nrtprof.pb.h"
@@ -83,21 +86,41 @@ Metrics::ModelKey Metrics::KeyOf(uint32_t pid, const std::string& executable,
 
 void Metrics::Add(const Trace& trace) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The counters each name's events go to, found once per name and fold: keyed by the Name's
+  // id (trace_name.h: one text, one id within the Trace's table), so that no event's text is
+  // copied, hashed or compared. The maps' elements never move (std::map), and every event
+  // still adds to its counter in the order it came, so the sums are the same to the bit.
+  absl::flat_hash_map<std::pair<const void*, int32_t>, uint64_t*> calls_of;
   for (const ProcessTrace& p : trace.processes) {
+    // The process's labels (and its place among the kMaxProcessSeries), the first time a
+    // series of it is needed.
+    std::optional<ModelKey> process;
+    auto key_of = [&](const Name& model) {
+      if (!process) process = KeyOf(p.pid, p.executable, "");
+      return ModelKey(std::get<0>(*process), std::get<1>(*process),
+                      model.empty() ? std::string("unknown") : model.str());
+    };
     if (p.executions_held_by_program != 0) {
-      held_[KeyOf(p.pid, p.executable, "")] += p.executions_held_by_program;
+      if (!process) process = KeyOf(p.pid, p.executable, "");
+      held_[*process] += p.executions_held_by_program;
     }
+    absl::flat_hash_map<const void*, uint64_t*> executions_of;  // by model
     for (const ApiCall& call : p.calls) {
-      ++calls_[{call.name, call.status}];
+      uint64_t*& calls = calls_of[{call.name.id(), call.status}];
+      if (calls == nullptr) calls = &calls_[{call.name.str(), call.status}];
+      ++*calls;
       if (call.function == nrtprof::API_NRT_EXECUTE ||
           call.function == nrtprof::API_NRT_EXECUTE_REPEAT) {
-        executions_[KeyOf(p.pid, p.executable, call.model_name.empty() ? "unknown" : call.model_name)] +=
-            std::max<uint32_t>(call.repeat, 1);
+        uint64_t*& executions = executions_of[call.model_name.id()];
+        if (executions == nullptr) executions = &executions_[key_of(call.model_name)];
+        *executions += std::max<uint32_t>(call.repeat, 1);
       }
     }
     // A collective's wait for the other ranks: its barrier (as the summary's collective wait
     // rows count it). Only counted here; the rank is read once per process below.
     uint64_t collectives = 0, wait_ns = 0;
+    absl::flat_hash_map<const void*, Histogram*> device_of;  // by model
+    const std::vector<double>& bounds = DeviceBuckets();
     for (const DeviceEvent& e : p.device) {
       if (e.kind == DeviceEventKind::kCollective) {
         if (e.parent == 0 && e.name == kCcExecBarrier) {
@@ -107,10 +130,12 @@ void Metrics::Add(const Trace& trace) {
         continue;
       }
       if (e.name != "nc_exec_running") continue;
-      Histogram& h =
-          device_[KeyOf(p.pid, p.executable, e.model_name.empty() ? "unknown" : e.model_name)];
-      const std::vector<double>& bounds = DeviceBuckets();
-      if (h.buckets.empty()) h.buckets.assign(bounds.size(), 0);
+      Histogram*& histogram = device_of[e.model_name.id()];
+      if (histogram == nullptr) {
+        histogram = &device_[key_of(e.model_name)];
+        if (histogram->buckets.empty()) histogram->buckets.assign(bounds.size(), 0);
+      }
+      Histogram& h = *histogram;
       const size_t b = BucketOf(e.duration_ns);
       if (b < bounds.size()) ++h.buckets[b];
       ++h.count;
@@ -118,12 +143,25 @@ void Metrics::Add(const Trace& trace) {
     }
     if (collectives != 0) AddCollectiveWait(p, collectives, wait_ns);
     // The key_averages rows of this process, and for the fleet store where each device
-    // event's time went, by (op, model).
-    std::map<std::pair<std::string, std::string>, FleetRow> by_op_model;
+    // event's time went, by (op, model): by the row's name as the summary holds it (one
+    // string per row while it is computed) and the model's Name, then by their text.
+    struct Part {
+      std::string op;
+      Name model;
+      FleetRow row;
+    };
+    absl::flat_hash_map<std::pair<const void*, const void*>, Part> parts;
     const Summary summary = ComputeProcessSummary(
         p, [&](const DeviceEvent& d, const std::string& row) {
           if (!keep_fleet_rows_) return;
-          FleetRow& r = by_op_model[{row.empty() ? kUncorrelatedOp : row, d.model_name}];
+          auto [it, added] =
+              parts.try_emplace({row.empty() ? nullptr : &row, d.model_name.id()});
+          Part& part = it->second;
+          if (added) {
+            part.op = row.empty() ? kUncorrelatedOp : row;
+            part.model = d.model_name;
+          }
+          FleetRow& r = part.row;
           r.device_ns += d.duration_ns;
           if (d.kind != DeviceEventKind::kExecution) return;
           ++r.executions;
@@ -137,7 +175,20 @@ void Metrics::Add(const Trace& trace) {
       op.device_ns += row.self_device_ns;
     }
     uncorrelated_device_ns_ += summary.uncorrelated_device_ns;
-    if (keep_fleet_rows_) AddFleetRows(p, summary, by_op_model);
+    if (keep_fleet_rows_) {
+      std::map<std::pair<std::string, std::string>, FleetRow> by_op_model;
+      for (auto& [key, part] : parts) {
+        FleetRow& r = by_op_model[{std::move(part.op), part.model.str()}];
+        r.device_ns += part.row.device_ns;
+        r.executions += part.row.executions;
+        if (part.row.device_histogram.empty()) continue;
+        if (r.device_histogram.empty()) r.device_histogram.assign(DeviceBuckets().size() + 1, 0);
+        for (size_t i = 0; i < r.device_histogram.size(); ++i) {
+          r.device_histogram[i] += part.row.device_histogram[i];
+        }
+      }
+      AddFleetRows(p, summary, by_op_model);
+    }
   }
 }
 
