@@ -4,8 +4,9 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <unordered_set>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -53,46 +54,94 @@ void NoteExecutionsHeldByProgram(ProcessTrace* trace) {
 
 namespace {
 
+// The ids of the events kept so far, of one list: a flag per id where the list's ids are few
+// and near each other, as the correlator numbers them (a process's ranges, then its calls, then
+// its device events, one after another), else a hash set. (A node-based set took an allocation
+// for every event of a fold.)
+class KeptIds {
+ public:
+  template <typename List, typename Id>
+  KeptIds(const List& list, Id id_of) {
+    if (list.empty()) return;
+    uint64_t low = UINT64_MAX, high = 0;
+    for (const auto& e : list) {
+      low = std::min(low, id_of(e));
+      high = std::max(high, id_of(e));
+    }
+    if (high - low < 4 * uint64_t{list.size()} + 1024) {
+      low_ = low;
+      flags_.assign(high - low + 1, 0);
+    } else {
+      sparse_ = true;
+      set_.reserve(list.size());
+    }
+  }
+  void Insert(uint64_t id) {
+    if (sparse_) {
+      set_.insert(id);
+    } else if (id >= low_ && id - low_ < flags_.size()) {
+      flags_[id - low_] = 1;
+    }
+  }
+  bool Contains(uint64_t id) const {
+    if (sparse_) return set_.contains(id);
+    return id >= low_ && id - low_ < flags_.size() && flags_[id - low_] != 0;
+  }
+
+ private:
+  bool sparse_ = false;
+  uint64_t low_ = 0;
+  std::vector<uint8_t> flags_;
+  absl::flat_hash_set<uint64_t> set_;
+};
+
+// Moves the elements `kept` takes to the front, in order, and drops the rest.
+template <typename List, typename Kept>
+void KeepIf(List& list, Kept kept) {
+  size_t n = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!kept(list[i])) continue;
+    if (n != i) list[n] = std::move(list[i]);
+    ++n;
+  }
+  list.erase(list.begin() + static_cast<std::ptrdiff_t>(n), list.end());
+}
+
 // Cuts `p` to the ranges and calls `keep` takes (by start and end), the device events of the
 // calls kept (work inside an execution goes with it), and the uncorrelated device events `keep`
 // takes; fixes the links that pointed at what went, and the counts of what is left.
 template <typename Keep>
 void Cut(ProcessTrace& p, Keep keep) {
-  CaptureVector<RangeEvent> ranges;
-  for (RangeEvent& r : p.ranges) {
-    if (keep(r.start_ns, r.start_ns + r.duration_ns, true)) ranges.push_back(std::move(r));
-  }
+  KeptIds range_ids(p.ranges, [](const RangeEvent& r) { return r.id; });
+  KeepIf(p.ranges, [&](const RangeEvent& r) {
+    if (!keep(r.start_ns, r.start_ns + r.duration_ns, true)) return false;
+    range_ids.Insert(r.id);
+    return true;
+  });
   // A range whose parent went keeps no dangling link.
-  std::unordered_set<uint64_t> range_ids;
-  for (const RangeEvent& r : ranges) range_ids.insert(r.id);
-  for (RangeEvent& r : ranges) {
-    if (r.parent_range != 0 && range_ids.count(r.parent_range) == 0) r.parent_range = 0;
+  for (RangeEvent& r : p.ranges) {
+    if (r.parent_range != 0 && !range_ids.Contains(r.parent_range)) r.parent_range = 0;
   }
-  CaptureVector<ApiCall> calls;
-  std::unordered_set<uint64_t> call_ids;
-  for (ApiCall& c : p.calls) {
-    if (!keep(c.start_ns, c.start_ns + c.duration_ns, false)) continue;
-    if (c.range != 0 && range_ids.count(c.range) == 0) c.range = 0;
-    call_ids.insert(c.correlation_id);
-    calls.push_back(std::move(c));
-  }
-  CaptureVector<DeviceEvent> device;
-  std::unordered_set<uint64_t> device_ids;
+  KeptIds call_ids(p.calls, [](const ApiCall& c) { return c.correlation_id; });
+  KeepIf(p.calls, [&](ApiCall& c) {
+    if (!keep(c.start_ns, c.start_ns + c.duration_ns, false)) return false;
+    if (c.range != 0 && !range_ids.Contains(c.range)) c.range = 0;
+    call_ids.Insert(c.correlation_id);
+    return true;
+  });
+  KeptIds device_ids(p.device, [](const DeviceEvent& d) { return d.id; });
   uint64_t uncorrelated = 0;
-  for (DeviceEvent& d : p.device) {
+  KeepIf(p.device, [&](const DeviceEvent& d) {
     // Children follow their parents (trace_model.h): an op goes with its execution.
-    const bool kept = d.parent != 0 ? device_ids.count(d.parent) != 0
+    const bool kept = d.parent != 0 ? device_ids.Contains(d.parent)
                       : d.correlation_id != 0
-                          ? call_ids.count(d.correlation_id) != 0
+                          ? call_ids.Contains(d.correlation_id)
                           : keep(d.start_ns, d.start_ns + d.duration_ns, false);
-    if (!kept) continue;
+    if (!kept) return false;
     if (d.parent == 0 && d.correlation_id == 0) ++uncorrelated;
-    device_ids.insert(d.id);
-    device.push_back(std::move(d));
-  }
-  p.ranges = std::move(ranges);
-  p.calls = std::move(calls);
-  p.device = std::move(device);
+    device_ids.Insert(d.id);
+    return true;
+  });
   p.device_uncorrelated = uncorrelated;
   // The process's count of executions waiting for the program was of all it sent: now the
   // window's.
