@@ -388,7 +388,7 @@ void ProcessIngest::ApplyEvent(const IngestedEvent& record, LaneDropCounts* lane
   LaneOf(record.kind, lanes_of_batch) += 1;
   if (record.kind == nrtprof::EVENT_RANGE) {
     // Steps: each range name looked at once.
-    auto [step, fresh] = step_of_name_.emplace(record.name_iid, -1);
+    auto [step, fresh] = step_of_name_.try_emplace(record.name_iid, -1);  // no node made if known
     if (fresh) {
       auto name = strings_.find(record.name_iid);
       absl::string_view n = name != strings_.end() ? absl::string_view(name->second) : "";
