@@ -18,23 +18,64 @@ constexpr uint32_t kShimMessageBatch = 2;
 constexpr uint32_t kBatchEvents = 4;
 constexpr uint32_t kBatchEventsEncoded = 14;
 
+// A varint at *p of at most `max_bytes` bytes, all before `end`, as WireReader::Varint reads
+// it: with `limit` (the end of the whole buffer, at or past `end`) 10 bytes or more away, its
+// bytes are read without a check each, and only its end is held to `end` (a varint that runs
+// past `end` is refused either way). An event's fields are a few varints of up to 8 bytes:
+// the checked loop was most of reading them.
+inline bool Varint(const char** p, const char* end, const char* limit, uint64_t* v,
+                   int max_bytes = 10) {
+  const auto* q = reinterpret_cast<const uint8_t*>(*p);
+  if (*p != end && q[0] < 0x80) {  // most fields are one byte
+    *v = q[0];
+    ++*p;
+    return true;
+  }
+  if (limit - *p < 10) {
+    WireReader in(*p, end);
+    if (!in.Varint(v, max_bytes)) return false;
+    *p = in.at();
+    return true;
+  }
+  uint64_t result = 0;
+  for (int i = 0; i < max_bytes; ++i) {
+    const uint8_t b = q[i];
+    result |= uint64_t{b & 0x7fu} << (7 * i);
+    if (b < 0x80) {
+      if (i + 1 > end - *p) return false;  // ran past the event
+      *v = result;
+      *p += i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
 // One Event message into *r, as ToRecord(parsed message) would make it. Fields with a wire
-// type other than their own are unknown fields to protobuf: skipped here too.
-bool ReadEvent(const char* begin, const char* end, IngestedEvent* r) {
-  WireReader in(begin, end);
+// type other than their own are unknown fields to protobuf: skipped here too. `limit`: the end
+// of the buffer the event is in (see Varint).
+bool ReadEvent(const char* begin, const char* end, const char* limit, IngestedEvent* r) {
   *r = IngestedEvent();
   r->nc_idx = 0;  // the message's default, not the record's
   uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0, polls = 0;
   int32_t worker_gid = 0;
-  while (!in.done()) {
-    uint32_t field = 0, type = 0;
-    if (!in.Tag(&field, &type)) return false;
+  const char* p = begin;
+  while (p != end) {
+    uint64_t tag = 0;
+    if (!Varint(&p, end, limit, &tag, 5)) return false;
+    // As WireReader::Tag: the bits past 32 dropped; number 0, groups and ends of groups
+    // declined.
+    const uint32_t field = static_cast<uint32_t>(tag) >> 3;
+    const uint32_t type = static_cast<uint32_t>(tag & 7);
+    if (field == 0 || type == kStartGroup || type == kEndGroup || type > kFixed32) return false;
     if (type != kVarint || field > 27) {
+      WireReader in(p, end);
       if (!in.Skip(type)) return false;
+      p = in.at();
       continue;
     }
     uint64_t v = 0;
-    if (!in.Varint(&v)) return false;
+    if (!Varint(&p, end, limit, &v)) return false;
     // As protobuf stores them: 32-bit fields truncated, enums as int32, bool as nonzero.
     const auto u32 = static_cast<uint32_t>(v);
     const auto i32 = static_cast<int32_t>(u32);
@@ -135,7 +176,8 @@ void CountEncodedEvents(const char* begin, const char* end, uint64_t* fields) {
 }
 
 // The events of an events_encoded field, appended to *events; false at anything but events.
-bool ReadEncodedEvents(const char* begin, const char* end, std::vector<IngestedEvent>* events) {
+bool ReadEncodedEvents(const char* begin, const char* end, const char* limit,
+                       std::vector<IngestedEvent>* events) {
   WireReader in(begin, end);
   while (!in.done()) {
     uint32_t field = 0, type = 0;
@@ -144,7 +186,7 @@ bool ReadEncodedEvents(const char* begin, const char* end, std::vector<IngestedE
     const char* e = nullptr;
     if (!in.Bytes(&b, &e)) return false;
     events->emplace_back();
-    if (!ReadEvent(b, e, &events->back())) return false;
+    if (!ReadEvent(b, e, limit, &events->back())) return false;
   }
   return true;
 }
@@ -180,7 +222,8 @@ bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
                    std::vector<IngestedEvent>* events, std::string* scratch) {
   // The ShimMessage: exactly one batch and no Hello (a member of the oneof given twice is
   // protobuf's business).
-  WireReader message(wire.data(), wire.data() + wire.size());
+  const char* const wire_end = wire.data() + wire.size();
+  WireReader message(wire.data(), wire_end);
   const char* batch_begin = nullptr;
   const char* batch_end = nullptr;
   while (!message.done()) {
@@ -216,13 +259,14 @@ bool ReadWireBatch(std::string_view wire, nrtprof::EventBatch* rest,
         continue;
       }
       events->emplace_back();
-      if (!ReadEvent(b, e, &events->back())) return false;
+      if (!ReadEvent(b, e, wire_end, &events->back())) return false;
       continue;
     }
     if (!batch.Skip(type)) return false;
     scratch->append(field_begin, static_cast<size_t>(batch.at() - field_begin));
   }
-  if (encoded.first != nullptr && !ReadEncodedEvents(encoded.first, encoded.second, events)) {
+  if (encoded.first != nullptr &&
+      !ReadEncodedEvents(encoded.first, encoded.second, wire_end, events)) {
     return false;
   }
   return rest->ParseFromString(*scratch);
