@@ -20,11 +20,7 @@ readonly ITERS=10
 # The simulated device answers at once; no daemon or preload from the machine interferes.
 export NRT_SIM_TIME_SCALE=0 NRTPROF_ADDR= LD_PRELOAD=
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 # Runs `nrtprof run --out WORK/NAME -- PROGRAM...` and checks the program's output, the printed
 # table and summary.json; prints the run on a failure.
@@ -114,8 +110,4 @@ then
   fail "rmsnorm_py --async 4 under nrtprof: the ops' device time differs from the synchronous run's: $(cat "${WORK}/same_check")"
 fi
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed" >&2
-  exit 1
-fi
-echo "PASS"
+finish

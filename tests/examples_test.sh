@@ -28,11 +28,7 @@ readonly RMSNORM_PY="${RUNFILES}/examples/rmsnorm_py"
 readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/examples.XXXXXX")"
 export NRT_SIM_TIME_SCALE=0 NRT_SIM_NUM_CORES=2
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 # Runs a program, keeping its stdout and stderr in ${WORK}/out and ${WORK}/err and its exit
 # status in ${rc}.
@@ -280,8 +276,4 @@ else
     fail "rmsnorm_py grows with --iters: ${short} KiB at 100, ${long} KiB at 1,200"
 fi
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed" >&2
-  exit 1
-fi
-echo "PASS"
+finish

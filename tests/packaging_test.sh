@@ -11,11 +11,7 @@ readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
 readonly WORK="$(mktemp -d /tmp/nrtprof-pkg.XXXXXX)"
 trap 'kill "${daemon_pid:-0}" 2>/dev/null; rm -rf "${WORK}"' EXIT
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 stage="${WORK}/root"
 if ! DESTDIR="${stage}" "${RUNFILES}/packaging/install.sh" --bin "${RUNFILES}" >"${WORK}/install.out" 2>&1; then
@@ -64,8 +60,4 @@ else
   grep -q "daemon:              unix:${WORK}/s/d.sock" <<<"${status}" || fail "status: ${status}"
 fi
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} failure(s)"
-  exit 1
-fi
-echo "packaging: all checks passed"
+finish "" "packaging: all checks passed"

@@ -25,17 +25,9 @@ readonly PY=/usr/bin/python3  # Debian's, with python3-torch (python3 on PATH ma
 readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/torch_lane.XXXXXX")"
 export NRT_SIM_TIME_SCALE=0 NRTPROF_ADDR= LD_PRELOAD=
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-show() { for f in "$@"; do echo "--- ${f}" >&2; head -c 6000 "${f}" >&2; done; }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
-if ! "${PY}" -c 'import torch' 2>/dev/null; then
-  echo "FAIL: ${PY} cannot import torch (apt-get install python3-torch)" >&2
-  exit 1
-fi
+require_torch "${PY}"
 
 # --- 1 and 2: bare under torch.profiler, then under nrtprof run with a second thread -----------
 "${PY}" "${PROGRAM}" "${LIBNRT}" --iters 5 --peer "${WORK}/peer.json" >"${WORK}/peer.out" 2>&1 ||
@@ -185,8 +177,4 @@ if [[ "$(grep -c '^nrtprof: PyTorch is loaded .* but this nrtprof has no PyTorch
 fi
 
 cat "${WORK}/check1" "${WORK}/check3" 2>/dev/null
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed; files in ${WORK}" >&2
-  exit 1
-fi
-echo "PASS"
+finish "${WORK}"
