@@ -172,7 +172,28 @@ std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool 
   copy->rings_ = rings_;
   copy->realtime_offset_ns_ = realtime_offset_ns_;
   copy->last_sequence_ = sequence;
+  // The counters before the window: what the capture's batches add to them is its own.
+  copy->drops_at_begin_known_ = ShimDropsAfter(sequence, &copy->shim_drops_);
   return copy;
+}
+
+bool ProcessIngest::ShimDropsAfter(uint64_t sequence, nrtprof::DropCounters* drops) const {
+  for (auto it = drops_history_.rbegin(); it != drops_history_.rend(); ++it) {
+    if (it->sequence <= sequence) {
+      *drops = it->drops;
+      return true;
+    }
+  }
+  if (drops_forgotten_.has_value()) {
+    if (drops_forgotten_->sequence > sequence) return false;
+    *drops = drops_forgotten_->drops;
+    return true;
+  }
+  // Before this stream's first batch: known only at the process's start (nothing dropped
+  // before its first batch was counted); a resumed stream's earlier batches were another's.
+  if (sequence != 0) return false;
+  drops->Clear();
+  return true;
 }
 
 bool RecordsOf(const nrtprof::EventBatch& batch, std::vector<IngestedEvent>* records) {
@@ -490,6 +511,21 @@ void ProcessIngest::ApplyBatch(const nrtprof::EventBatch& batch,
   lanes->set_framework(std::max(lanes->framework(), d.by_lane().framework()));
   lanes->set_runtime(std::max(lanes->runtime(), d.by_lane().runtime()));
   lanes->set_hardware(std::max(lanes->hardware(), d.by_lane().hardware()));
+  // The stream's first counters, and every raise since (each counter only grows: a larger sum
+  // is a raise), kept for a later capture of the past (ForReplay).
+  auto sum = [](const nrtprof::DropCounters& c) {
+    return c.ring_full() + c.daemon_away() + c.spool_full() + c.device_overwritten() +
+           c.oversized() + c.no_memory() + c.device_malformed() + c.by_lane().framework() +
+           c.by_lane().runtime() + c.by_lane().hardware();
+  };
+  if (!replay_ &&
+      (drops_history_.empty() || sum(shim_drops_) != sum(drops_history_.back().drops))) {
+    if (drops_history_.size() == kMaxDropSteps) {
+      drops_forgotten_ = std::move(drops_history_.front());
+      drops_history_.pop_front();
+    }
+    drops_history_.push_back({last_sequence_, shim_drops_});
+  }
   if (batch.clock().monotonic_ns() != 0 && batch.clock().realtime_ns() != 0) {
     realtime_offset_ns_ =
         static_cast<int64_t>(batch.clock().realtime_ns() - batch.clock().monotonic_ns());
@@ -561,9 +597,10 @@ void ProcessIngest::BeginCapture(std::optional<uint64_t> expected_events) {
         expected_events ? *expected_events : kReservedCaptureBytes / sizeof(IngestedEvent)));
   } catch (const std::bad_alloc&) {
   }
-  // A stream that has had batches knows the shim's counters at this point; one that has not
-  // knows the events sent only from its first batch (Apply).
-  shim_at_begin_known_ = batches_applied_ != 0;
+  // A stream that has had batches knows the shim's counters at this point, and so does a
+  // replay of recorded batches (ForReplay); one that has not knows the events sent only from
+  // its first batch (Apply).
+  shim_at_begin_known_ = batches_applied_ != 0 || drops_at_begin_known_;
   shim_at_begin_ = shim_drops();
   daemon_at_begin_ = daemon_drops();
   received_at_begin_by_lane_ = received_by_lane_;

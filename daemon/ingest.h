@@ -12,6 +12,7 @@
 #define NRTPROF_DAEMON_INGEST_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -146,6 +147,9 @@ class ProcessIngest {
   void ApplyInterning(const nrtprof::EventBatch& batch);
   void KeepHandleEvent(const IngestedEvent& e);
   void KeepClockSync(const ClockSyncPoint& sync);
+  // The shim's counters as they stood once batch `sequence` was stored (drops_history_), into
+  // *drops; false if no longer known.
+  bool ShimDropsAfter(uint64_t sequence, nrtprof::DropCounters* drops) const;
 
   const nrtprof::Hello hello_;
   const IngestLimits limits_;
@@ -160,6 +164,19 @@ class ProcessIngest {
   uint64_t events_outside_capture_ = 0;
   uint64_t batches_missing_ = 0;
   nrtprof::DropCounters shim_drops_;  // latest cumulative counters, field by field the largest
+  // A live stream's counters after its first batch and after each batch that raised them, the
+  // newest kMaxDropSteps (the last one let go in drops_forgotten_): a ForReplay copy starts
+  // from those of the batch before its first, so that a capture of the past counts only what
+  // was dropped within its window, not what the process dropped before (a flood of ops at its
+  // start, seconds before the steps it captures).
+  struct DropStep {
+    uint64_t sequence;
+    nrtprof::DropCounters drops;
+  };
+  static constexpr size_t kMaxDropSteps = 1024;
+  std::deque<DropStep> drops_history_;
+  std::optional<DropStep> drops_forgotten_;
+  bool drops_at_begin_known_ = false;  // a ForReplay copy whose counters before it are known
   uint64_t daemon_overflow_ = 0;
   uint64_t drop_oldest_ = 0;  // DropOldest: still to drop
   bool model_bytes_left_out_ = false;  // ForReplay without models

@@ -1,6 +1,7 @@
 #include "daemon/ingest.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -312,6 +313,65 @@ TEST(IngestTest, DropCountersAreCumulativeAndPerCapture) {
   EXPECT_EQ(c.drops.by_lane.runtime, 5u);
   EXPECT_EQ(c.drops.by_lane.hardware, 3u);
   EXPECT_EQ(c.drops.by_lane.total(), c.drops.total());
+}
+
+// A capture of the past (the flight recorder's batches, replayed into a ForReplay copy) counts
+// only what the shim dropped within its window: a PyTorch program's reference loop at its start
+// overflowed a ring (500 ranges), seconds before the steps captured, whose 20 were dropped.
+TEST(IngestTest, ACaptureOfThePastCountsOnlyTheDropsOfItsWindow) {
+  ProcessIngest live(TestHello(), IngestLimits());
+  std::vector<nrtprof::EventBatch> batches(6);
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    nrtprof::EventBatch& b = batches[seq];
+    b.set_sequence(seq);
+    const uint64_t ranges = seq == 1 ? 0 : seq < 5 ? 500 : 520;  // the flood, then the window's
+    b.mutable_drops()->set_ring_full(ranges);
+    b.mutable_drops()->mutable_by_lane()->set_framework(ranges);
+    ASSERT_TRUE(live.OnBatch(b).ok());
+  }
+  EXPECT_EQ(live.drops().ring_full, 520u);
+  // The window: batches 4 and 5.
+  std::unique_ptr<ProcessIngest> replay = live.ForReplay(3);
+  replay->BeginCapture();
+  for (uint64_t seq : {4, 5}) {
+    ASSERT_TRUE(replay->OnRecordedBatch(batches[seq], {}).ok());
+  }
+  ProcessCapture c = replay->TakeCapture();
+  EXPECT_TRUE(c.shim_at_begin_known);
+  EXPECT_EQ(c.drops.ring_full, 20u);
+  EXPECT_EQ(c.drops.by_lane.framework, 20u);
+  EXPECT_EQ(c.drops.total(), 20u);
+  // A window from the process's first batch has all of them.
+  replay = live.ForReplay(0);
+  replay->BeginCapture();
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    ASSERT_TRUE(replay->OnRecordedBatch(batches[seq], {}).ok());
+  }
+  EXPECT_EQ(replay->TakeCapture().drops.ring_full, 520u);
+}
+
+// A stream that resumed a process's batches (its first is 7) cannot say what the counters were
+// before its first batch: a window from there has them unknown at its start.
+TEST(IngestTest, AResumedStreamsWindowFromItsFirstBatchHasTheCountersBeforeItUnknown) {
+  ProcessIngest live(TestHello(), IngestLimits());
+  live.ResumeAfter(6);
+  nrtprof::EventBatch b7, b8;
+  b7.set_sequence(7);
+  b7.mutable_drops()->set_ring_full(30);
+  b8.set_sequence(8);
+  b8.mutable_drops()->set_ring_full(35);
+  ASSERT_TRUE(live.OnBatch(b7).ok());
+  ASSERT_TRUE(live.OnBatch(b8).ok());
+  std::unique_ptr<ProcessIngest> replay = live.ForReplay(6);
+  replay->BeginCapture();
+  ASSERT_TRUE(replay->OnRecordedBatch(b7, {}).ok());
+  EXPECT_FALSE(replay->TakeCapture().shim_at_begin_known);
+  replay = live.ForReplay(7);
+  replay->BeginCapture();
+  ASSERT_TRUE(replay->OnRecordedBatch(b8, {}).ok());
+  const ProcessCapture c = replay->TakeCapture();
+  EXPECT_TRUE(c.shim_at_begin_known);
+  EXPECT_EQ(c.drops.ring_full, 5u);
 }
 
 TEST(IngestTest, EventsSentAreTalliedFromTheCapturesFirstBatch) {
