@@ -257,6 +257,11 @@ class CollectorCore {
   // (For the metrics, capture is null, and for top it has no id: the model files stay out.)
   std::vector<ProcessCapture> FromRecorder(const Capture* capture, uint64_t since_ns,
                                            uint64_t until_ns, std::vector<std::string>* notes);
+  // The same a process at a time: each process's streams (in the Trace's order, ProcessOrder)
+  // decoded and handed to `each`, which may consume them, before the next process is decoded.
+  void ForEachRecordedProcess(const Capture* capture, uint64_t since_ns, uint64_t until_ns,
+                              std::vector<std::string>* notes,
+                              const std::function<void(std::vector<ProcessCapture>*)>& each);
   // The same in two steps, so that a capture written a process at a time decodes each
   // process's batches only when it comes to it: the streams and their recorded batches (a note
   // if the recorder no longer held all of the time asked for), then a stream's batches decoded.

@@ -510,6 +510,21 @@ ProcessCapture CollectorCore::DecodeRecorded(const Capture* capture, const Recor
   return out;
 }
 
+void CollectorCore::ForEachRecordedProcess(
+    const Capture* capture, uint64_t since_ns, uint64_t until_ns, std::vector<std::string>* notes,
+    const std::function<void(std::vector<ProcessCapture>*)>& each) {
+  const std::vector<Recorded> recorded = RecordedStreams(capture, since_ns, until_ns, notes);
+  std::vector<const nrtprof::Hello*> hellos;
+  for (const Recorded& r : recorded) hellos.push_back(&r.stream->ingest.hello());
+  BatchDecoder decoder;
+  std::vector<ProcessCapture> streams;
+  for (const std::vector<size_t>& group : ProcessOrder(hellos)) {
+    streams.clear();
+    for (size_t i : group) streams.push_back(DecodeRecorded(capture, recorded[i], &decoder, notes));
+    each(&streams);
+  }
+}
+
 std::vector<ProcessCapture> CollectorCore::FromRecorder(const Capture* capture, uint64_t since_ns,
                                                         uint64_t until_ns,
                                                         std::vector<std::string>* notes) {

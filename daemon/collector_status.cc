@@ -1,7 +1,7 @@
 // CollectorCore's answers about what it holds: Status (connected processes, captures, drops),
 // Top (a recent window of the flight recorder by process, model and op) and FoldMetrics (the
 // always-on counters of /metrics and the fleet store).
-#include <map>
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,7 +93,10 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
   if (now < kMetricsSettleNs) return;
   const uint64_t until = now - kMetricsSettleNs;
   if (until <= metrics_folded_ns_) return;
-  HugePageReuse reuse;  // as a capture's (StopCapture); ends after the Trace
+  // A process at a time: decoded, correlated, cut to the window and folded before the next is
+  // read, so that the fold holds one process's events at once and the pages each frees are the
+  // next one's (huge_page_allocator.h), where fresh pages were a quarter of its time (issue 41).
+  HugePageReuse reuse;  // as a capture's (StopCapture)
   std::vector<std::string> notes;
   // The fold counts what ended in [begin, until) (ClipToEnds), read from all that arrived from
   // a settle before `begin` up to now: the device events of a call arrive after it (the shim
@@ -102,28 +105,41 @@ void CollectorCore::FoldMetrics(Metrics* metrics) {
   // to this fold as uncorrelated. Cutting by arrival, the fold split calls from their device
   // events: executions without a model ("unknown"), device time "(uncorrelated)" (issue 36).
   const uint64_t begin = metrics_folded_ns_;
-  std::vector<ProcessCapture> processes = FromRecorder(
-      nullptr, begin > kMetricsSettleNs ? begin - kMetricsSettleNs : 0, UINT64_MAX, &notes);
   metrics_folded_ns_ = until;
-  if (processes.empty()) return;
   // A process whose monotonic clock is not the daemon's (on another machine: they differ by
   // far more than a second) is put on it through the wall clock both read.
   const int64_t daemon_offset =
       clock_->RealtimeNs() - static_cast<int64_t>(clock_->MonotonicNs());
-  std::map<std::pair<uint32_t, std::string>, int64_t> shifts;
-  for (const ProcessCapture& p : processes) {
-    const int64_t shift = p.realtime_offset_ns - daemon_offset;
-    if (p.realtime_offset_ns != 0 && (shift > 1'000'000'000 || shift < -1'000'000'000)) {
-      shifts[{p.hello.pid(), p.hello.host()}] = shift;
-    }
+  CaptureCorrelator correlator("metrics", daemon_offset);
+  Trace window;  // every process's part, for the trigger rules
+  ForEachRecordedProcess(
+      nullptr, begin > kMetricsSettleNs ? begin - kMetricsSettleNs : 0, UINT64_MAX, &notes,
+      [&](std::vector<ProcessCapture>* streams) {
+        int64_t shift = 0;  // the last stream's that says, as the process's clock
+        for (const ProcessCapture& p : *streams) {
+          const int64_t s = p.realtime_offset_ns - daemon_offset;
+          if (p.realtime_offset_ns != 0 && (s > 1'000'000'000 || s < -1'000'000'000)) shift = s;
+        }
+        std::vector<ProcessCapture*> group;
+        for (ProcessCapture& p : *streams) group.push_back(&p);
+        Trace one;
+        one.processes.push_back(correlator.Next(group));
+        streams->clear();  // its events are in the ProcessTrace now
+        ClipToEnds(begin, until, &one, [shift](const ProcessTrace&) { return shift; });
+        metrics->Add(one);
+        if (options_.folded) window.processes.push_back(std::move(one.processes[0]));
+      });
+  if (!options_.folded || window.processes.empty()) return;
+  // The window as one Trace: the correlator's header (the span of every event before the cut)
+  // cut to [begin, until) as ClipToEnds cuts a whole Trace's.
+  std::vector<ProcessTrace> processes = std::move(window.processes);
+  window = correlator.header();
+  window.processes = std::move(processes);
+  if (window.end_ns != 0) {
+    window.start_ns = std::max(window.start_ns, begin);
+    window.end_ns = std::max(window.start_ns, std::min(window.end_ns, until));
   }
-  Trace trace = Correlate("metrics", std::move(processes), daemon_offset);
-  ClipToEnds(begin, until, &trace, [&shifts](const ProcessTrace& p) -> int64_t {
-    auto it = shifts.find({p.pid, p.host});
-    return it == shifts.end() ? 0 : it->second;
-  });
-  metrics->Add(trace);
-  if (options_.folded) options_.folded(trace);
+  options_.folded(window);
 }
 
 absl::StatusOr<nrtprof::TopReply> CollectorCore::Top(const nrtprof::TopRequest& request,
