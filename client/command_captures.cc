@@ -49,6 +49,11 @@ int CapturesCommand(int argc, char** argv) {
            static_cast<unsigned long long>(r.captures()),
            static_cast<unsigned long long>(r.failed()),
            static_cast<unsigned long long>(r.removed()));
+    if (r.peer_captures() + r.peer_failed() != 0) {
+      printf("    peers asked for the same window: %llu wrote it, %llu did not\n",
+             static_cast<unsigned long long>(r.peer_captures()),
+             static_cast<unsigned long long>(r.peer_failed()));
+    }
   }
   return 0;
 }

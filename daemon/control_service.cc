@@ -21,11 +21,12 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::Status ControlService::StartCapture(grpc::ServerContext* context,
                                           const nrtprof::StartCaptureRequest* request,
                                           nrtprof::StartCaptureReply* reply) {
-  // Only the daemon's own rules say why they took a capture (trigger_captures.h).
+  // Only a daemon's rules say why they took a capture (trigger_captures.h): this daemon's, or
+  // a peer's over TCP (which passed the gate with the operator's token), not a local user.
+  const Peer peer = PeerOf(context->peer());
   nrtprof::StartCaptureRequest asked = *request;
-  asked.clear_trigger();
-  absl::StatusOr<nrtprof::StartCaptureReply> started =
-      core_->StartCapture(asked, PeerOf(context->peer()).caller);
+  if (peer.local) asked.clear_trigger();
+  absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(asked, peer.caller);
   if (!started.ok()) return ToGrpcStatus(started.status());
   *reply = *std::move(started);
   return grpc::Status::OK;

@@ -30,6 +30,7 @@
 #include "common/address.h"
 #include "common/background_slice.h"
 #include "common/clickhouse_http.h"
+#include "common/credential_files.h"
 #include "common/flag_help.h"
 #include "trace/artifact_writer.h"
 #include "trace/chrome_json_writer.h"
@@ -141,6 +142,13 @@ ABSL_FLAG(uint64_t, trigger_budget_bytes, uint64_t{1} << 30,
 ABSL_FLAG(uint32_t, trigger_check_ms, 5'000,
           "how often the trigger rules look at what the flight recorder received, in ms "
           "(100 to 60000)");
+ABSL_FLAG(std::string, trigger_peers, "",
+          "the job's other hosts' daemons, HOST:PORT,... (their --listen): a rule 'on job' asks "
+          "each for the same window too; needs --trigger_peer_ca and --trigger_peer_token_file");
+ABSL_FLAG(std::string, trigger_peer_ca, "",
+          "PEM file: the CA that signed the --trigger_peers daemons' certificates");
+ABSL_FLAG(std::string, trigger_peer_token_file, "",
+          "file of one line: the --trigger_peers daemons' bearer token (mode 0600)");
 ABSL_FLAG(std::string, config, "",
           "a settings file, read before the command line (whose flags win): a line each, "
           "NAME = VALUE, NAME being any other flag here without its dashes; '#' starts a "
@@ -310,6 +318,13 @@ bool CheckTriggerFlags(std::string* error) {
   }
   if (absl::GetFlag(FLAGS_trigger_budget_bytes) < (1u << 20)) {
     *error = "--trigger_budget_bytes must be at least 1048576 (1 MiB)";
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_trigger_peers).empty() !=
+          absl::GetFlag(FLAGS_trigger_peer_ca).empty() ||
+      absl::GetFlag(FLAGS_trigger_peers).empty() !=
+          absl::GetFlag(FLAGS_trigger_peer_token_file).empty()) {
+    *error = "--trigger_peers, --trigger_peer_ca and --trigger_peer_token_file go together";
     return false;
   }
   absl::StatusOr<std::vector<TriggerRule>> rules = ParseTriggerRules(TriggerTexts());
@@ -689,6 +704,27 @@ int NrtprofdMain(int argc, char** argv) {
     trigger_options.budget_bytes = absl::GetFlag(FLAGS_trigger_budget_bytes);
     trigger_options.check_period = std::chrono::milliseconds(absl::GetFlag(FLAGS_trigger_check_ms));
     trigger_options.log = options.log;
+    if (const std::string peers = absl::GetFlag(FLAGS_trigger_peers); !peers.empty()) {
+      // The peers' TLS and token, read now (before the daemon drops root, if it does).
+      absl::StatusOr<std::string> ca =
+          ReadPemFile(Absolute(absl::GetFlag(FLAGS_trigger_peer_ca)), "--trigger_peer_ca");
+      absl::StatusOr<std::string> token = ReadTokenFile(
+          Absolute(absl::GetFlag(FLAGS_trigger_peer_token_file)), "--trigger_peer_token_file");
+      if (!ca.ok()) return Fail(std::string(ca.status().message()), 2);
+      if (!token.ok()) return Fail(std::string(token.status().message()), 2);
+      grpc::SslCredentialsOptions tls;
+      tls.pem_root_certs = *std::move(ca);
+      trigger_options.peer_credentials = grpc::CompositeChannelCredentials(
+          grpc::SslCredentials(tls), grpc::AccessTokenCredentials(*token));
+      for (absl::string_view peer : absl::StrSplit(peers, ',', absl::SkipEmpty())) {
+        trigger_options.peers.emplace_back(absl::StripAsciiWhitespace(peer));
+      }
+      char name[256] = {};
+      gethostname(name, sizeof(name) - 1);
+      trigger_options.host = absl::GetFlag(FLAGS_fleet_host).empty()
+                                 ? std::string(name)
+                                 : absl::GetFlag(FLAGS_fleet_host);
+    }
     triggers = std::make_unique<TriggerCaptures>(std::move(trigger_options), SystemClock());
     TriggerCaptures* t = triggers.get();
     options.folded = [t](const Trace& window) { t->OnFold(window); };

@@ -51,6 +51,10 @@ TriggerCaptures::TriggerCaptures(TriggerCaptureOptions options, CollectorClock* 
     : options_(std::move(options)), clock_(clock), evaluator_(options_.rules) {
   counts_.resize(options_.rules.size());
   rule_counts_.resize(options_.rules.size());
+  for (const std::string& peer : options_.peers) {
+    peer_stubs_.push_back(
+        nrtprof::Control::NewStub(grpc::CreateChannel(peer, options_.peer_credentials)));
+  }
 }
 
 TriggerCaptures::~TriggerCaptures() { Stop(); }
@@ -200,6 +204,10 @@ void TriggerCaptures::Take(const Pending& pending) {
   why->set_value_ns(f.value_ns);
   why->set_threshold_ns(f.threshold_ns);
   absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(start);
+  // The job's other hosts, for the same window, while it is in their recorders too.
+  if (rule.scope == TriggerRule::Scope::kJob && !f.job.empty() && !peer_stubs_.empty()) {
+    AskPeers(f.rule, start);
+  }
   absl::StatusOr<nrtprof::CaptureFiles> files;
   if (started.ok()) {
     nrtprof::StopCaptureRequest stop;
@@ -248,6 +256,40 @@ void TriggerCaptures::Take(const Pending& pending) {
   ++rule_counts_[f.rule].captures;
   kept_.push_back(std::move(kept));
   KeepBudget();
+}
+
+void TriggerCaptures::AskPeers(size_t rule, const nrtprof::StartCaptureRequest& local) {
+  nrtprof::StartCaptureRequest start = local;
+  start.clear_pids();  // the peer has its own processes of the job
+  start.mutable_trigger()->set_reason(
+      absl::StrCat("asked by ", options_.host, ": ", local.trigger().reason()));
+  for (size_t i = 0; i < peer_stubs_.size(); ++i) {
+    const std::string& peer = options_.peers[i];
+    grpc::ClientContext start_context;
+    start_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    nrtprof::StartCaptureReply started;
+    grpc::Status s = peer_stubs_[i]->StartCapture(&start_context, start, &started);
+    nrtprof::CaptureFiles files;
+    if (s.ok()) {
+      grpc::ClientContext stop_context;
+      stop_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      nrtprof::StopCaptureRequest stop;
+      stop.set_capture_id(started.capture_id());
+      stop.set_wait_ms(options_.stop_wait_ms);
+      s = peer_stubs_[i]->StopCapture(&stop_context, stop, &files);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.ok()) {
+      ++rule_counts_[rule].peer_captures;
+      Log(absl::StrFormat("trigger '%s': peer %s wrote %s (%d events of %d processes)",
+                          options_.rules[rule].name, peer, files.output_dir(), files.events(),
+                          files.processes()));
+    } else {
+      ++rule_counts_[rule].peer_failed;
+      Log(absl::StrCat("trigger '", options_.rules[rule].name, "': peer ", peer,
+                       " did not take the window: ", s.error_message()));
+    }
+  }
 }
 
 void TriggerCaptures::FindKept() {
@@ -320,6 +362,8 @@ void TriggerCaptures::FillStatus(nrtprof::StatusReply* reply) const {
     r->set_captures(rule_counts_[i].captures);
     r->set_failed(rule_counts_[i].failed);
     r->set_removed(rule_counts_[i].removed);
+    r->set_peer_captures(rule_counts_[i].peer_captures);
+    r->set_peer_failed(rule_counts_[i].peer_failed);
   }
   uint64_t total = 0;
   for (const Kept& k : kept_) {
@@ -358,6 +402,11 @@ std::string RenderTriggerMetrics(const nrtprof::StatusReply& status) {
   counter("nrtprof_triggered_captures_removed_total",
           "triggered captures removed to keep --trigger_budget_bytes",
           [](const nrtprof::TriggerRuleStatus& r) { return r.removed(); });
+  counter("nrtprof_triggered_peer_captures_total",
+          "peers (--trigger_peers) that wrote a rule's window when asked",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.peer_captures(); });
+  counter("nrtprof_triggered_peer_failed_total", "peers that did not",
+          [](const nrtprof::TriggerRuleStatus& r) { return r.peer_failed(); });
   absl::StrAppend(&out,
                   "# HELP nrtprof_triggered_captures_bytes what the triggered captures kept take "
                   "on disk\n# TYPE nrtprof_triggered_captures_bytes gauge\n"

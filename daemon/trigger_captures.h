@@ -12,6 +12,14 @@
 // the disk budget: the oldest are removed first and counted. A folder without trigger.json (a
 // capture someone asked for) is never removed.
 //
+// The job on other hosts: with peers (nrtprofd --trigger_peers HOST:PORT,...: the other hosts'
+// daemons, listening on TCP with TLS and a token), a rule "on job" that fires for a process of a
+// job also asks each peer for the same window: StartCapture of the same capture id, its
+// look-back reaching as far back on the peer's clock as the local one on this daemon's, with
+// the rule and the reason ("asked by HOST: ..."), then StopCapture. The peer writes it as an
+// ordinary capture of every process it has then (it knows nothing of this daemon's jobs), the
+// reason in its summary. docs/triggers.md says what to configure.
+//
 // Thread-safe.
 #ifndef NRTPROF_DAEMON_TRIGGER_CAPTURES_H_
 #define NRTPROF_DAEMON_TRIGGER_CAPTURES_H_
@@ -33,6 +41,8 @@
 #include "daemon/collector_core.h"
 #include "daemon/metrics.h"
 #include "daemon/triggers.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/nrtprof.grpc.pb.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
@@ -44,6 +54,11 @@ struct TriggerCaptureOptions {
   std::chrono::milliseconds check_period{5'000};
   // How long a capture's stop waits for its processes' last batches (StopCaptureRequest.wait_ms).
   uint32_t stop_wait_ms = 2'000;
+  // The job's other hosts' daemons (gRPC targets: HOST:PORT), and how to reach them (TLS with
+  // the peers' CA, and their token). This host's name, for the reason the peers write.
+  std::vector<std::string> peers;
+  std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
+  std::string host;
   std::function<void(const std::string&)> log;  // one line each; null: nowhere
 };
 
@@ -86,11 +101,15 @@ class TriggerCaptures {
     uint64_t captures = 0;
     uint64_t failed = 0;
     uint64_t removed = 0;
+    uint64_t peer_captures = 0;  // peers that wrote the window when asked
+    uint64_t peer_failed = 0;
   };
 
   void FoldLoop();
   void CaptureLoop();
   void Take(const Pending& pending);
+  // Asks every peer for the window of `start` (a rule on job); a line in the log for each.
+  void AskPeers(size_t rule, const nrtprof::StartCaptureRequest& start);
   // Reads output_root's triggered captures (their trigger.json) into kept_.
   void FindKept();
   // Removes the oldest triggered captures until the rest fit the budget.
@@ -116,6 +135,7 @@ class TriggerCaptures {
   std::map<std::string, std::map<uint32_t, uint64_t>> jobs_;  // under the fold's lock
   std::thread folding_;
   std::thread capturing_;
+  std::vector<std::unique_ptr<nrtprof::Control::Stub>> peer_stubs_;
 };
 
 // /metrics' lines of the rules (StatusReply.triggers): per rule, nrtprof_triggers_total,

@@ -6,6 +6,7 @@
 // under 100 triggers; `nrtprof captures` and `nrtprof status` showing them.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <regex>
 #include <string>
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tls_certs.h"
 
 namespace nrtprof {
 namespace {
@@ -289,6 +291,68 @@ TEST(TriggersTest, TheDiskBudgetHoldsUnder100Triggers) {
   }
   EXPECT_TRUE(last_kept);
   EXPECT_TRUE(testing::Exists(mine + "/big")) << "a capture nobody triggered is never removed";
+}
+
+// A job across two hosts (two daemons, as the fleet tests stand them): rank 0 streams to A, whose
+// rule on job fires for its slow step and asks B (on TCP, TLS and a token: --trigger_peers) for
+// the same window; B, where rank 1 streams, writes it with the reason.
+TEST(TriggersTest, ASlowRankTriggersACaptureOfTheJobOnBothHosts) {
+  testing::TlsFiles tls;
+  std::string error;
+  ASSERT_TRUE(testing::MakeTlsFiles(testing::TempDir("tls"), &tls, &error)) << error;
+  // As nobody (under root), B must be able to write here: sticky, as /tmp.
+  char folder[] = "/tmp/nrtprof-trigger-hosts-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  const std::string shared = folder;
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  Daemon b("triggers-host-b");
+  std::vector<std::string> b_flags = {"--listen=127.0.0.1:0",
+                                      "--tls_cert=" + tls.server_cert,
+                                      "--tls_key=" + tls.server_key,
+                                      "--token_file=" + tls.token_file,
+                                      "--output_root=" + shared + "/b-captures",
+                                      "--spool_dir=" + shared + "/b-spool",
+                                      "--socket=" + shared + "/b-sock/nrtprofd.sock"};
+  if (geteuid() == 0) b_flags.push_back("--user=nobody");
+  ASSERT_TRUE(b.Start(b_flags)) << b.log();
+  ASSERT_FALSE(b.tcp_addr().empty()) << b.log();
+  Daemon a("triggers-host-a");
+  ASSERT_TRUE(a.Start({std::string("--trigger=") + kSlowRule, "--trigger_check_ms=500",
+                       "--metrics_listen=127.0.0.1:0", "--trigger_peers=" + b.tcp_addr(),
+                       "--trigger_peer_ca=" + tls.ca,
+                       "--trigger_peer_token_file=" + tls.token_file}))
+      << a.log();
+  const std::string url = MetricsUrl(a);
+  // Rank 1 on B (over TCP, as a program on another host would reach it), rank 0 on A.
+  testing::Background rank1({Runfile("tests/trigger_steps"), "500", "15", "--rank", "1"},
+                            {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                             {"NRTPROF_ADDR", b.tcp_addr()},
+                             {"NRTPROF_TLS_CA", tls.ca},
+                             {"NRTPROF_TOKEN_FILE", tls.token_file},
+                             {"NRT_SIM_TIME_SCALE", "0"}},
+                            testing::TempDir("rank1"));
+  const pid_t rank1_pid = rank1.pid();
+  const Result rank0 = RunSteps(a, {"500", "15", "--slow", "300", "--rank", "0"});
+  ASSERT_EQ(rank0.exit_code, 0) << rank0.err;
+  EXPECT_EQ(rank1.Wait(), 0) << rank1.err();
+  const std::string metrics =
+      AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"slow-step\"}", 1);
+  EXPECT_EQ(Sample(metrics, "nrtprof_triggered_peer_captures_total{rule=\"slow-step\"}"), 1)
+      << metrics << a.log();
+  const std::vector<std::string> on_a = TriggeredFolders(a.dir() + "/captures");
+  ASSERT_EQ(on_a.size(), 1u) << a.log();
+  const std::string id = on_a[0].substr(on_a[0].rfind('/') + 1);
+  // B's capture: the same id, the same reason as asked by A, rank 1's steps around step 300.
+  const std::string on_b = shared + "/b-captures/" + id;
+  const std::string summary = ReadFile(on_b + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(summary, "Triggered by rule slow-step (")) << summary << b.log();
+  EXPECT_TRUE(absl::StrContains(summary, "): asked by ")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "step 300 took ")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, absl::StrCat("\npid ", rank1_pid, ": ")))
+      << "rank 1's process: " << summary;
+  const std::string trace = ReadFile(on_b + "/trace.json");
+  EXPECT_TRUE(HasSlice(trace, "ProfilerStep#300")) << "rank 1's step of the same number";
+  RunProcess({"/bin/rm", "-rf", shared}, kCliEnv);
 }
 
 // A bad rule is one line naming the column, and the daemon does not start.

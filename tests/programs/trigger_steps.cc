@@ -4,7 +4,7 @@
 // (their wait is), and the execution of step --fail is given a tensor set without its inputs,
 // which the runtime refuses (NRT_INVALID; the program prints it and goes on).
 //   usage: trigger_steps STEPS STEP_MS [--slow K[,K2...]] [--slow_every N] [--factor F]
-//                        [--fail K]
+//                        [--fail K] [--rank R]
 // --slow_every N: every Nth step (from step N on) is slow. Prints the steps made, the slow
 // ones, the failed call's status, and the longest of the other steps as the program timed them
 // ("longest other step: X ms (step N)"), so that a test can tell a loaded machine's stall from a
@@ -41,7 +41,7 @@ void SleepNs(uint64_t ns) {
 int Usage() {
   fprintf(stderr,
           "usage: trigger_steps STEPS STEP_MS [--slow K[,K2...]] [--slow_every N] [--factor F] "
-          "[--fail K]\n");
+          "[--fail K] [--rank R]\n");
   return 2;
 }
 
@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
       factor = atof(argv[i + 1]);
     } else if (flag == "--fail") {
       fail = atoi(argv[i + 1]);
+    } else if (flag == "--rank") {
+      // A rank of a job (the daemon's job is the command line without it): nothing else.
     } else {
       return Usage();
     }
