@@ -450,8 +450,9 @@ std::string FlameJson(const ReportOptions& options) {
   });
   const int64_t total = frames[0].device_ns;
   auto time_and_share = [total](int64_t ns) {
-    return absl::StrCat(JsonString(FormatDuration(static_cast<uint64_t>(ns))), ",",
-                        JsonString(absl::StrFormat("%.2f%%", total == 0 ? 0.0 : 100.0 * ns / total)));
+    return absl::StrCat(
+        JsonString(FormatDuration(static_cast<uint64_t>(ns))), ",",
+        JsonString(absl::StrFormat("%.2f%%", total == 0 ? 0.0 : 100.0 * ns / total)));
   };
   std::vector<int64_t> name_ns(names.size(), 0), name_frames(names.size(), 0);
   for (size_t i = 1; i < frames.size(); ++i) {
@@ -477,9 +478,9 @@ std::string FlameJson(const ReportOptions& options) {
     pending.pop_back();
     const Frame& f = frames[i];
     index_of[i] = static_cast<uint32_t>(out.size());
-    out.push_back(absl::StrCat("[", f.name, ",", i == 0 ? 0 : index_of[f.parent], ",",
-                               f.device_ns, ",", time_and_share(f.device_ns), ",", f.host_ns, ",",
-                               f.executions, "]"));
+    out.push_back(absl::StrCat("[", f.name, ",", i == 0 ? 0 : index_of[f.parent], ",", f.device_ns,
+                               ",", time_and_share(f.device_ns), ",", f.host_ns, ",", f.executions,
+                               "]"));
     std::vector<uint32_t> children;
     for (uint32_t c : f.children) {
       if (frames[c].device_ns > 0) children.push_back(c);
@@ -487,8 +488,7 @@ std::string FlameJson(const ReportOptions& options) {
     // Pushed the least first: the most device time comes out next.
     std::sort(children.begin(), children.end(), [&](uint32_t a, uint32_t b) {
       const Frame &x = frames[a], &y = frames[b];
-      return x.device_ns != y.device_ns ? x.device_ns < y.device_ns
-                                        : names[x.name] > names[y.name];
+      return x.device_ns != y.device_ns ? x.device_ns < y.device_ns : names[x.name] > names[y.name];
     });
     pending.insert(pending.end(), children.begin(), children.end());
   }
@@ -535,9 +535,8 @@ std::string ReportPageData(const ReportTrace& trace, const daemon::Summary& summ
       ",\"processes\":", ProcessesJson(trace), ",\"summary\":", SummaryJson(summary),
       ",\"names\":", JsonStrings(trace.names), ",\"lanes\":[", absl::StrJoin(lanes, ","),
       "],\"cores\":", CoresJson(trace), ",\"collectives\":", CollectivesJson(options),
-      ",\"flame\":", FlameJson(options),
-      ",\"drawn\":{\"slices\":", drawn, ",\"total\":", trace.slices,
-      ",\"truncated\":", truncated ? "true" : "false",
+      ",\"flame\":", FlameJson(options), ",\"drawn\":{\"slices\":", drawn,
+      ",\"total\":", trace.slices, ",\"truncated\":", truncated ? "true" : "false",
       ",\"until_ns\":", truncated ? drawn_until - trace.first_ns : window,
       ",\"until\":", JsonString(FormatDuration(truncated ? drawn_until - trace.first_ns : window)),
       "}}");

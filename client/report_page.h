@@ -5,9 +5,10 @@
 // per-core utilization, drops and cut-off
 // processes, and the capture's command, host, date and window. Under the table, a flame graph
 // (an icicle: the root on top) of device time by stack, from the stacks `nrtprof export` writes
-// (trace/pprof_export.h): framework ranges, runtime call, model, engine op. A capture of a distributed job
-// has a Collectives section: the collectives with the most arrival skew and their last rank,
-// and the straggler table with the late rank's cause, as `nrtprof collectives` prints them.
+// (trace/pprof_export.h): framework ranges, runtime call, model, engine op. A capture of a
+// distributed job has a Collectives section: the collectives with the most arrival skew and their
+// last rank, and the straggler table with the late rank's cause, as `nrtprof collectives` prints
+// them.
 //
 // Large captures: past `max_slices` slices the timeline draws the first ones one by one and the
 // rest as each lane's busy time per bin; the page says so. The table, the chart and the

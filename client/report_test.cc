@@ -309,8 +309,8 @@ daemon::Trace StepWithAutogradThread() {
       device(51, daemon::DeviceEventKind::kEngineOp, "mul", 1260, 60, 10, "mul_model", 301, 7);
   op.parent = 50;
   op.engine = daemon::Name::Lasting("vector");
-  device(52, daemon::DeviceEventKind::kExecution, "nc_exec_running", 1700, 300, 11, "mul_grad",
-         302, 8);
+  device(52, daemon::DeviceEventKind::kExecution, "nc_exec_running", 1700, 300, 11, "mul_grad", 302,
+         8);
   t.processes.push_back(p);
   t.start_ns = 1000;
   t.end_ns = 3000;
@@ -335,8 +335,8 @@ std::vector<FlameFrame> FlameFrames(const std::string& data,
   const size_t frames_at = data.find("],\"frames\":[[", names_at);
   const size_t end = data.find("]],\"totals\":[[", frames_at);
   const size_t totals_end = data.find("]]}", end);
-  if (names_at == std::string::npos || frames_at == std::string::npos ||
-      end == std::string::npos || totals_end == std::string::npos) {
+  if (names_at == std::string::npos || frames_at == std::string::npos || end == std::string::npos ||
+      totals_end == std::string::npos) {
     ADD_FAILURE() << "no flame graph in the page's data: " << data;
     return out;
   }
@@ -433,8 +433,9 @@ TEST(ReportPageTest, WithoutStacksThePageSaysWhyThereIsNoFlameGraph) {
   const std::string data =
       ReportPageData(WrittenAndRead(daemon::SmallTrace()), daemon::Summary(), options);
   EXPECT_TRUE(absl::StrContains(
-      data, "\"flame\":{\"error\":\"trace.pftrace is not laid out as nrtprof writes it (no "
-            "process)\"}"))
+      data,
+      "\"flame\":{\"error\":\"trace.pftrace is not laid out as nrtprof writes it (no "
+      "process)\"}"))
       << data;
 }
 

@@ -437,7 +437,8 @@ TEST_F(ReportBrowserTest, TheFlameGraphLeadsToTheTablesFirstOpAndZooms) {
             "Device time by stack (flame graph)");
   std::vector<DrawnFrame> frames = FlameFrames(browser);
   ASSERT_GT(frames.size(), 5u);
-  const double full = std::stod(Eval(browser, "document.querySelector('#flame svg').width.baseVal.value"));
+  const double full =
+      std::stod(Eval(browser, "document.querySelector('#flame svg').width.baseVal.value"));
   // Widest frame after widest frame from the root, to the first of the table's ops with Self
   // NEURON time.
   std::vector<std::string> path;
@@ -447,7 +448,8 @@ TEST_F(ReportBrowserTest, TheFlameGraphLeadsToTheTablesFirstOpAndZooms) {
   EXPECT_GT(at->width, full - 1);
   while (true) {
     at = Widest(frames, at->id);
-    ASSERT_NE(at, nullptr) << "no op of the table on the widest path: " << absl::StrJoin(path, " > ");
+    ASSERT_NE(at, nullptr) << "no op of the table on the widest path: "
+                           << absl::StrJoin(path, " > ");
     path.push_back(at->name);
     if (rows.count(at->name) != 0 && rows[at->name][3] != "0.000us") break;
   }

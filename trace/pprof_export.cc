@@ -448,22 +448,22 @@ void StackProfile::ForEachStack(
 
 std::string StackProfile::ToCollapsed() const {
   std::vector<std::string> lines;
-  ForEachStack([&lines](const std::vector<std::string_view>& frames, int64_t device_ns, int64_t,
-                        int64_t) {
-    if (device_ns == 0) return;
-    std::string line;
-    for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
-      if (!line.empty()) line += ';';
-      // ';' separates frames, a line break ends the line.
-      const size_t from = line.size();
-      line.append(frame->data(), frame->size());
-      for (size_t i = from; i < line.size(); ++i) {
-        if (line[i] == ';' || line[i] == '\n' || line[i] == '\r') line[i] = ' ';
-      }
-    }
-    absl::StrAppend(&line, " ", device_ns, "\n");
-    lines.push_back(std::move(line));
-  });
+  ForEachStack(
+      [&lines](const std::vector<std::string_view>& frames, int64_t device_ns, int64_t, int64_t) {
+        if (device_ns == 0) return;
+        std::string line;
+        for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
+          if (!line.empty()) line += ';';
+          // ';' separates frames, a line break ends the line.
+          const size_t from = line.size();
+          line.append(frame->data(), frame->size());
+          for (size_t i = from; i < line.size(); ++i) {
+            if (line[i] == ';' || line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+          }
+        }
+        absl::StrAppend(&line, " ", device_ns, "\n");
+        lines.push_back(std::move(line));
+      });
   std::sort(lines.begin(), lines.end());
   return absl::StrJoin(lines, "");
 }

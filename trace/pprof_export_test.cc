@@ -419,8 +419,8 @@ TEST(PprofExportTest, ForEachStackGivesEachStackOnceWithItsValues) {
                                         "ProfilerStep*", "run_op",      "main"};
   ASSERT_EQ(stacks.count(mul), 1u);
   EXPECT_EQ(stacks[mul][0], 400 - 150 - 100 + 350);
-  const std::vector<std::string> step1 = {"mul_model", "nrt_execute", "aten::mul",
-                                          "ProfilerStep*", "run_op", "main"};
+  const std::vector<std::string> step1 = {"mul_model",     "nrt_execute", "aten::mul",
+                                          "ProfilerStep*", "run_op",      "main"};
   ASSERT_EQ(stacks.count(step1), 1u);
   EXPECT_EQ(stacks[step1][0], 500);
   EXPECT_EQ(stacks[step1][2], 1);
