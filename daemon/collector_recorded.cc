@@ -462,8 +462,20 @@ std::unique_ptr<ProcessIngest> CollectorCore::BeginReplay(const Capture* capture
   std::unique_ptr<ProcessIngest> replay;
   {
     std::lock_guard<std::mutex> lock(s->mu);
+    // A capture of whole steps replays the seconds before its start as context for the
+    // correlator only: what the process dropped then (a flood of ops at its start, before the
+    // steps) is not the capture's. Its drops count from the last batch that came before it
+    // began.
+    uint64_t drops_after = recorded.chunks.front()->sequence - 1;
+    if (capture != nullptr && capture->iterations != 0) {
+      for (const auto& chunk : recorded.chunks) {
+        if (chunk->arrival_ns > capture->started_ns) break;
+        drops_after = chunk->sequence;
+      }
+    }
     replay = s->ingest.ForReplay(recorded.chunks.front()->sequence - 1,
-                                 /*models=*/capture != nullptr && !capture->id.empty());
+                                 /*models=*/capture != nullptr && !capture->id.empty(),
+                                 drops_after);
     *final = s->ingest.final();
   }
   uint64_t events = recorded.events();

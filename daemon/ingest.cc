@@ -155,7 +155,8 @@ ProcessIngest::ProcessIngest(const nrtprof::Hello& hello, const IngestLimits& li
   }
 }
 
-std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool models) const {
+std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool models,
+                                                        std::optional<uint64_t> drops_after) const {
   auto copy = std::make_unique<ProcessIngest>(hello_, limits_);
   copy->replay_ = true;
   copy->strings_ = strings_;
@@ -173,7 +174,7 @@ std::unique_ptr<ProcessIngest> ProcessIngest::ForReplay(uint64_t sequence, bool 
   copy->realtime_offset_ns_ = realtime_offset_ns_;
   copy->last_sequence_ = sequence;
   // The counters before the window: what the capture's batches add to them is its own.
-  copy->drops_at_begin_known_ = ShimDropsAfter(sequence, &copy->shim_drops_);
+  copy->drops_at_begin_known_ = ShimDropsAfter(drops_after.value_or(sequence), &copy->shim_drops_);
   return copy;
 }
 

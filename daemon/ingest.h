@@ -84,7 +84,11 @@ class ProcessIngest {
   // copy takes their events only (what else they carried is in the state already), numbered
   // after `sequence`. Without `models`, the copy lists the models without their files (what
   // the metrics need: a fold every few seconds must not copy model files each time).
-  std::unique_ptr<ProcessIngest> ForReplay(uint64_t sequence, bool models = true) const;
+  // The copy's capture counts the shim's drops since batch `drops_after` (default: `sequence`),
+  // as far as this stream still knows its counters then: a capture whose first batches are
+  // context from before its start does not count what was dropped in them.
+  std::unique_ptr<ProcessIngest> ForReplay(uint64_t sequence, bool models = true,
+                                           std::optional<uint64_t> drops_after = {}) const;
   // For a ForReplay copy given more recorded events than the per-process bound: the first
   // `events` it is given are counted as dropped (daemon_overflow, by lane) instead of kept, so
   // that the capture holds the newest events within the bound, as the flight recorder keeps

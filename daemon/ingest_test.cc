@@ -348,6 +348,14 @@ TEST(IngestTest, ACaptureOfThePastCountsOnlyTheDropsOfItsWindow) {
     ASSERT_TRUE(replay->OnRecordedBatch(batches[seq], {}).ok());
   }
   EXPECT_EQ(replay->TakeCapture().drops.ring_full, 520u);
+  // A window of batches 2 to 5 whose first two are context from before the capture began: its
+  // drops count from batch 3.
+  replay = live.ForReplay(1, /*models=*/true, /*drops_after=*/3);
+  replay->BeginCapture();
+  for (uint64_t seq = 2; seq <= 5; ++seq) {
+    ASSERT_TRUE(replay->OnRecordedBatch(batches[seq], {}).ok());
+  }
+  EXPECT_EQ(replay->TakeCapture().drops.ring_full, 20u);
 }
 
 // A stream that resumed a process's batches (its first is 7) cannot say what the counters were
