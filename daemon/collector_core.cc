@@ -277,6 +277,9 @@ void CollectorCore::OnStreamClosed(StreamId stream) {
   if (recorder_ != nullptr && recorder_->Holds(stream)) recorded_closed_[stream] = s;
   std::lock_guard<std::mutex> stream_lock(s->mu);
   closed_drops_ += StreamsOwnDrops(*s);
+  if (options_.ended_without_final && !s->ingest.final()) {  // trigger_captures.h
+    options_.ended_without_final(s->ingest.hello(), s->uid.has_value());
+  }
   // A process that may come back: remember how far it was stored. The bound keeps a daemon
   // that sees many processes die from growing; one forgotten only stores a resent batch twice.
   if (!s->ingest.final() && s->ingest.last_sequence() != 0) {

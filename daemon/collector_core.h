@@ -111,6 +111,10 @@ struct CollectorOptions {
   // Each fold's window (FoldMetrics), after the metrics took it: the trigger rules
   // (daemon/triggers.h). Called under the fold's lock: it must not fold, and should not block.
   std::function<void(const Trace&)> folded;
+  // A stream ended without its process's final batch (OnStreamClosed): its Hello, and whether
+  // the process is on this machine (its socket's credentials are known). For the trigger
+  // rules' `exit by signal`. Called with the core's lock held: it must not block nor call in.
+  std::function<void(const nrtprof::Hello&, bool local)> ended_without_final;
 };
 
 class CollectorCore {

@@ -728,6 +728,9 @@ int NrtprofdMain(int argc, char** argv) {
     triggers = std::make_unique<TriggerCaptures>(std::move(trigger_options), SystemClock());
     TriggerCaptures* t = triggers.get();
     options.folded = [t](const Trace& window) { t->OnFold(window); };
+    options.ended_without_final = [t](const nrtprof::Hello& hello, bool local) {
+      t->OnEndedWithoutFinal(hello, local);
+    };
     options.add_status = [t, fleet_status = options.add_status](nrtprof::StatusReply* reply) {
       if (fleet_status) fleet_status(reply);
       t->FillStatus(reply);

@@ -1,11 +1,16 @@
 #include "daemon/trigger_captures.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -66,40 +71,53 @@ void TriggerCaptures::OnFold(const Trace& window) {
     for (const ApiCall& c : p.calls) latest = std::max(latest, c.start_ns + c.duration_ns);
   }
   if (latest == 0) latest = clock_->MonotonicNs();
-  for (const ProcessTrace& p : window.processes) {
-    if (RankFromCommandLine(p.command_line) < 0) continue;
-    jobs_[JobFromCommandLine(p.command_line)][p.pid] = latest;
-  }
-  std::vector<TriggerFiring> fired = evaluator_.Evaluate(window);
   std::vector<Pending> pending;
-  for (TriggerFiring& f : fired) {
-    const TriggerRule& rule = options_.rules[f.rule];
-    Pending p;
-    p.pids.push_back(f.pid);
-    if (rule.scope == TriggerRule::Scope::kJob && !f.job.empty()) {
-      auto job = jobs_.find(f.job);
-      if (job != jobs_.end()) {
-        for (auto it = job->second.begin(); it != job->second.end();) {
-          if (it->second + kJobMemoryNs < latest) {
-            it = job->second.erase(it);
-            continue;
-          }
-          if (it->first != f.pid) p.pids.push_back(it->first);
-          ++it;
+  std::vector<TriggerEvaluator::Counts> counts;
+  {
+    std::lock_guard<std::mutex> eval_lock(eval_mu_);
+    for (const ProcessTrace& p : window.processes) {
+      if (RankFromCommandLine(p.command_line) < 0) continue;
+      jobs_[JobFromCommandLine(p.command_line)][p.pid] = latest;
+    }
+    for (TriggerFiring& f : evaluator_.Evaluate(window)) {
+      pending.push_back(PendingOf(std::move(f), latest));
+    }
+    counts = evaluator_.counts();
+  }
+  Queue(std::move(pending), std::move(counts));
+}
+
+TriggerCaptures::Pending TriggerCaptures::PendingOf(TriggerFiring f, uint64_t latest) {
+  const TriggerRule& rule = options_.rules[f.rule];
+  Pending p;
+  p.pids.push_back(f.pid);
+  if (rule.scope == TriggerRule::Scope::kJob && !f.job.empty()) {
+    auto job = jobs_.find(f.job);
+    if (job != jobs_.end()) {
+      for (auto it = job->second.begin(); it != job->second.end();) {
+        if (it->second + kJobMemoryNs < latest) {
+          it = job->second.erase(it);
+          continue;
         }
+        if (it->first != f.pid) p.pids.push_back(it->first);
+        ++it;
       }
     }
-    Log(absl::StrFormat("trigger '%s': %s; capturing %s before it and %s after, of %s",
-                        rule.name, f.reason, FormatTriggerDuration(rule.before_ns),
-                        FormatTriggerDuration(rule.after_ns),
-                        p.pids.size() == 1 ? absl::StrCat("pid ", f.pid)
-                                           : absl::StrCat("its job's ", p.pids.size(),
-                                                          " processes")));
-    p.firing = std::move(f);
-    pending.push_back(std::move(p));
   }
+  Log(absl::StrFormat("trigger '%s': %s; capturing %s before it and %s after, of %s", rule.name,
+                      f.reason, FormatTriggerDuration(rule.before_ns),
+                      FormatTriggerDuration(rule.after_ns),
+                      p.pids.size() == 1
+                          ? absl::StrCat("pid ", f.pid)
+                          : absl::StrCat("its job's ", p.pids.size(), " processes")));
+  p.firing = std::move(f);
+  return p;
+}
+
+void TriggerCaptures::Queue(std::vector<Pending> pending,
+                            std::vector<TriggerEvaluator::Counts> counts) {
   std::lock_guard<std::mutex> lock(mu_);
-  counts_ = evaluator_.counts();
+  counts_ = std::move(counts);
   for (Pending& p : pending) {
     if (queue_.size() >= kMaxQueued) {
       ++rule_counts_[p.firing.rule].failed;
@@ -110,6 +128,64 @@ void TriggerCaptures::OnFold(const Trace& window) {
     queue_.push_back(std::move(p));
   }
   if (!pending.empty()) wake_.notify_all();
+}
+
+void TriggerCaptures::OnEndedWithoutFinal(const nrtprof::Hello& hello, bool local) {
+  bool any = false;
+  for (const TriggerRule& r : options_.rules) {
+    any = any || r.subject == TriggerRule::Subject::kExitBySignal;
+  }
+  if (!any) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ended_.size() >= kMaxQueued) return;
+  ended_.push_back({hello, local, clock_->MonotonicNs()});
+  wake_.notify_all();
+}
+
+void TriggerCaptures::JudgeEnded(const Ended& ended) {
+  const uint32_t pid = ended.hello.pid();
+  int signal = 0;
+  if (ended.local) {
+    // Its stream closes as the process exits: within a second it is a zombie (whose stat's
+    // 52nd field is its wait status), or reaped and gone (then how it ended is unknown). Still
+    // running after that: only its stream failed.
+    for (int attempt = 0;; ++attempt) {
+      std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t paren = stat.rfind(')');
+      if (!in.good() && stat.empty()) break;  // gone
+      std::vector<std::string> fields;
+      if (paren != std::string::npos) {
+        std::istringstream rest(stat.substr(paren + 2));
+        for (std::string f; rest >> f;) fields.push_back(f);
+      }
+      // fields[0] is field 3 (state); field 52 (exit_code) is fields[49].
+      if (!fields.empty() && (fields[0] == "Z" || fields[0] == "X")) {
+        int status = 0;
+        if (fields.size() > 49 && absl::SimpleAtoi(fields[49], &status)) {
+          if (WIFEXITED(status)) return;  // it exited (_exit): not a signal
+          if (WIFSIGNALED(status)) signal = WTERMSIG(status);
+        }
+        break;
+      }
+      if (attempt == 50) return;  // alive a second later: the stream failed, not the process
+      usleep(20'000);
+    }
+  }
+  std::vector<Pending> pending;
+  std::vector<TriggerEvaluator::Counts> counts;
+  {
+    std::lock_guard<std::mutex> eval_lock(eval_mu_);
+    const std::vector<std::string> command(ended.hello.command_line().begin(),
+                                           ended.hello.command_line().end());
+    for (TriggerFiring& f : evaluator_.ProcessEnded(pid, ended.hello.host(),
+                                                    ended.hello.executable(), command,
+                                                    ended.at_ns, signal)) {
+      pending.push_back(PendingOf(std::move(f), ended.at_ns));
+    }
+    counts = evaluator_.counts();
+  }
+  Queue(std::move(pending), std::move(counts));
 }
 
 void TriggerCaptures::Start(CollectorCore* core, Metrics* metrics) {
@@ -152,8 +228,16 @@ void TriggerCaptures::FoldLoop() {
 void TriggerCaptures::CaptureLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty() || !ended_.empty(); });
     if (stopping_) return;
+    if (!ended_.empty()) {
+      const Ended ended = std::move(ended_.front());
+      ended_.pop_front();
+      lock.unlock();
+      JudgeEnded(ended);
+      lock.lock();
+      continue;
+    }
     Pending next = std::move(queue_.front());
     queue_.pop_front();
     // Until the look-ahead has passed: the capture is taken whole at once, from the recorder.

@@ -76,6 +76,10 @@ class TriggerCaptures {
 
   // The fold's hook (CollectorOptions::folded): evaluates the window and queues the captures.
   void OnFold(const Trace& window);
+  // The core's hook (CollectorOptions::ended_without_final): for the `exit by signal` rules,
+  // queued; the capture thread then reads how the process ended (a zombie's wait status in
+  // /proc/PID/stat), and a process still running (a stream that failed) fires nothing.
+  void OnEndedWithoutFinal(const nrtprof::Hello& hello, bool local);
   // Finds the triggered captures already in the output root (an earlier run's), then starts
   // the threads. `core` and `metrics` must outlive Stop.
   void Start(CollectorCore* core, Metrics* metrics);
@@ -105,7 +109,18 @@ class TriggerCaptures {
     uint64_t peer_failed = 0;
   };
 
+  struct Ended {
+    nrtprof::Hello hello;
+    bool local = false;
+    uint64_t at_ns = 0;
+  };
   void FoldLoop();
+  // An ended process: how it ended, then the exit rules' firings queued.
+  void JudgeEnded(const Ended& ended);
+  // The process's pids on job rules (under eval_mu_).
+  Pending PendingOf(TriggerFiring f, uint64_t latest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(eval_mu_);
+  // Queues the captures, and the evaluator's counts as of them.
+  void Queue(std::vector<Pending> pending, std::vector<TriggerEvaluator::Counts> counts);
   void CaptureLoop();
   void Take(const Pending& pending);
   // Asks every peer for the window of `start` (a rule on job); a line in the log for each.
@@ -122,17 +137,19 @@ class TriggerCaptures {
   CollectorClock* const clock_;
   CollectorCore* core_ = nullptr;
   Metrics* metrics_ = nullptr;
-  TriggerEvaluator evaluator_;  // under the fold's lock (OnFold is called one fold at a time)
+  std::mutex eval_mu_;  // the evaluator and jobs_: the fold's and the capture thread's
+  TriggerEvaluator evaluator_ ABSL_GUARDED_BY(eval_mu_);
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Ended> ended_ ABSL_GUARDED_BY(mu_);
   std::vector<TriggerEvaluator::Counts> counts_ ABSL_GUARDED_BY(mu_);  // the evaluator's, copied
   std::vector<RuleCounts> rule_counts_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);  // oldest first
   // Per job: its processes lately seen in the folds (pid -> the fold's end, ns).
-  std::map<std::string, std::map<uint32_t, uint64_t>> jobs_;  // under the fold's lock
+  std::map<std::string, std::map<uint32_t, uint64_t>> jobs_ ABSL_GUARDED_BY(eval_mu_);
   std::thread folding_;
   std::thread capturing_;
   std::vector<std::unique_ptr<nrtprof::Control::Stub>> peer_stubs_;

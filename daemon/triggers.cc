@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <utility>
@@ -339,6 +340,12 @@ std::string Who(const ProcessTrace& p) {
   return absl::StrCat("pid ", p.pid, " (", Basename(p.executable), ")");
 }
 
+// "SIGSEGV" for 11: sigabbrev_np's names, which glibc 2.32 has (Debian 12's 2.36).
+std::string SignalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name != nullptr ? absl::StrCat("SIG", name) : "an unknown signal";
+}
+
 // "ProfilerStep#4711" -> "4711"; empty for another range.
 absl::string_view StepNumber(absl::string_view name) {
   constexpr absl::string_view kStep = "ProfilerStep#";
@@ -415,7 +422,7 @@ TriggerEvaluator::TriggerEvaluator(std::vector<TriggerRule> rules)
       case TriggerRule::Subject::kStep: any_step_rule_ = true; break;
       case TriggerRule::Subject::kExecution: any_execution_rule_ = true; break;
       case TriggerRule::Subject::kStatus: any_status_rule_ = true; break;
-      case TriggerRule::Subject::kExitBySignal: any_exit_rule_ = true; break;
+      case TriggerRule::Subject::kExitBySignal: break;  // ProcessEnded
       case TriggerRule::Subject::kCollectiveWait: any_collective_rule_ = true; break;
     }
   }
@@ -502,7 +509,6 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
   // Processes come and go: past the bound, every median starts over (each needs kMinHistory
   // values again) rather than the daemon's memory growing with every process it ever saw.
   if (history_.size() > kMaxHistories) history_.clear();
-  if (ended_.size() > kMaxHistories) ended_.clear();
   // A process's steps in the order they ran (ranges are by thread, then start).
   std::vector<const RangeEvent*> steps;
   for (const ProcessTrace& p : window.processes) {
@@ -588,23 +594,30 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
         }
       }
     }
-    if (any_exit_rule_ && p.cut_off &&
-        ended_.emplace(std::make_tuple(p.pid, p.host, p.executable), true).second) {
-      // Its last event in the window: the capture looks back from there.
-      uint64_t last = 0;
-      for (const ApiCall& call : p.calls) last = std::max(last, call.start_ns + call.duration_ns);
-      for (const RangeEvent& r : p.ranges) last = std::max(last, r.start_ns + r.duration_ns);
-      if (last == 0) last = window.end_ns;
-      for (size_t rule = 0; rule < rules_.size(); ++rule) {
-        if (rules_[rule].subject != TriggerRule::Subject::kExitBySignal) continue;
-        if (!Admit(rule, last)) continue;
-        TriggerFiring f = Firing(rule, p, last, last);
-        f.reason = absl::StrCat("pid ", p.pid, " (", Basename(p.executable),
-                                ") ended without its final batch: killed by a signal (or it "
-                                "called _exit)");
-        out.push_back(std::move(f));
-      }
-    }
+  }
+  return out;
+}
+
+std::vector<TriggerFiring> TriggerEvaluator::ProcessEnded(
+    uint32_t pid, const std::string& host, const std::string& executable,
+    const std::vector<std::string>& command_line, uint64_t at_ns, int signal) {
+  std::vector<TriggerFiring> out;
+  ProcessTrace p;  // what Firing reads of it
+  p.pid = pid;
+  p.host = host;
+  p.executable = executable;
+  p.command_line = command_line;
+  for (size_t rule = 0; rule < rules_.size(); ++rule) {
+    if (rules_[rule].subject != TriggerRule::Subject::kExitBySignal) continue;
+    if (!Admit(rule, at_ns)) continue;
+    TriggerFiring f = Firing(rule, p, at_ns, at_ns);
+    f.reason = signal > 0
+                   ? absl::StrCat(Who(p), " was killed by signal ", signal, " (",
+                                  SignalName(signal), ")")
+                   : absl::StrCat(Who(p),
+                                  " ended without its final batch: killed by a signal (or it "
+                                  "called _exit)");
+    out.push_back(std::move(f));
   }
   return out;
 }

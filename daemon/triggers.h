@@ -13,8 +13,9 @@
 //                                               median of the model's last N in the process
 //              execution > DURATION             ... slower than a time
 //              status != ok                     a runtime call (nrt_*, nrta_*) returned an error
-//              exit by signal                   a process's stream ended without its final
-//                                               batch (killed by a signal, or _exit)
+//              exit by signal                   a process killed by a signal: its stream
+//                                               ended without its final batch
+//                                               (ProcessEnded, not Evaluate)
 //              collective wait > DURATION       a collective's wait for the other ranks
 //                                               (cc_exec_barrier) longer than a time
 //   SETTING    before DURATION   look back this far before the anomaly's start (10 s)
@@ -108,6 +109,14 @@ class TriggerEvaluator {
   // in order (each folds what ended after the previous one).
   std::vector<TriggerFiring> Evaluate(const Trace& window);
 
+  // A process ended without its final batch (its stream closed: CollectorCore's
+  // ended_without_final) at `at_ns`: the `exit by signal` rules' anomaly. `signal`: the signal
+  // that ended it, when known (0: unknown; a process known to have exited is not passed).
+  std::vector<TriggerFiring> ProcessEnded(uint32_t pid, const std::string& host,
+                                          const std::string& executable,
+                                          const std::vector<std::string>& command_line,
+                                          uint64_t at_ns, int signal);
+
   struct Counts {
     uint64_t triggers = 0;    // anomalies seen, suppressed or not
     uint64_t suppressed = 0;  // of those, within `every` of the rule's last capture
@@ -156,12 +165,9 @@ class TriggerEvaluator {
   std::vector<uint64_t> last_fired_ns_;
   std::vector<bool> fired_;
   std::map<HistoryKey, RollingMedian> history_;
-  // Processes already seen to end without their final batch (exit rules fire once each).
-  std::map<std::tuple<uint32_t, std::string, std::string>, bool> ended_;
   bool any_step_rule_ = false;
   bool any_execution_rule_ = false;
   bool any_status_rule_ = false;
-  bool any_exit_rule_ = false;
   bool any_collective_rule_ = false;
 };
 

@@ -371,23 +371,30 @@ TEST(TriggerEvaluatorTest, ErrorsCollectiveWaitsAndExits) {
   short_wait.start_ns = 2'000'000'000;
   short_wait.duration_ns = 9'000'000;
   p.device.push_back(short_wait);
-  p.cut_off = true;
+  p.cut_off = true;  // not an exit: ProcessEnded says that (below)
   t.processes.push_back(p);
   std::vector<TriggerFiring> fired = e.Evaluate(t);
-  ASSERT_EQ(fired.size(), 3u);
+  ASSERT_EQ(fired.size(), 2u);
   EXPECT_EQ(fired[0].reason, "pid 3 (cc_job), rank 2: a collective (all_reduce) waited 15 ms for "
                              "the other ranks, over 10 ms");
   EXPECT_EQ(fired[0].job, "cc_job --ranks 4");  // the program by file name
   EXPECT_EQ(fired[1].reason, "pid 3 (cc_job): nrt_execute returned status 2 (NRT_INVALID) on "
                              "model mlp");
   EXPECT_EQ(fired[1].start_ns, 200u);
-  EXPECT_EQ(fired[2].reason, "pid 3 (cc_job) ended without its final batch: killed by a signal "
-                             "(or it called _exit)");
-  // The same process in the next window (its batches are still in the recorder): once only.
-  t.processes[0].calls.clear();
-  t.processes[0].device.clear();
-  EXPECT_TRUE(e.Evaluate(t).empty());
-  EXPECT_EQ(e.counts()[1].triggers, 1u);
+  EXPECT_EQ(e.counts()[1].triggers, 0u);
+  // The process ends: by a signal the daemon read, or in a way it could not tell.
+  std::vector<TriggerFiring> ended =
+      e.ProcessEnded(3, "h", "/x/cc_job", p.command_line, 5'000'000'000, 11);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].rule, 1u);
+  EXPECT_EQ(ended[0].reason, "pid 3 (cc_job) was killed by signal 11 (SIGSEGV)");
+  EXPECT_EQ(ended[0].start_ns, 5'000'000'000u);
+  EXPECT_EQ(ended[0].job, "cc_job --ranks 4");
+  TriggerEvaluator unknown = Evaluator({"crash: exit by signal every 0s"});
+  ended = unknown.ProcessEnded(4, "h", "/x/train", {}, 1, 0);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].reason, "pid 4 (train) ended without its final batch: killed by a signal (or "
+                             "it called _exit)");
 }
 
 TEST(TriggerEvaluatorTest, OneCapturePerRulePerIntervalTheRestSuppressed) {

@@ -5,6 +5,7 @@
 // one capture for a burst, the rest counted as suppressed in /metrics; the disk budget kept
 // under 100 triggers; `nrtprof captures` and `nrtprof status` showing them.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -291,6 +292,42 @@ TEST(TriggersTest, TheDiskBudgetHoldsUnder100Triggers) {
   }
   EXPECT_TRUE(last_kept);
   EXPECT_TRUE(testing::Exists(mine + "/big")) << "a capture nobody triggered is never removed";
+}
+
+// A program killed by a signal while recording: a capture of its last seconds, its writes in
+// it, the reason naming the signal; a program that exits normally fires nothing.
+TEST(TriggersTest, ACrashIsCapturedWithItsLastSeconds) {
+  Daemon daemon("triggers-crash");
+  ASSERT_TRUE(daemon.Start({"--trigger=crash: exit by signal before 5s after 0s",
+                            "--trigger_check_ms=500", "--metrics_listen=127.0.0.1:0"}))
+      << daemon.log();
+  const std::string url = MetricsUrl(daemon);
+  const std::map<std::string, std::string> env = {
+      {"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+      {"NRTPROF_ADDR", daemon.addr()},
+      {"NRT_SIM_TIME_SCALE", "0"}};
+  const Result fine = RunProcess({Runfile("tests/trigger_steps"), "50", "5"}, env);
+  ASSERT_EQ(fine.exit_code, 0) << fine.err;
+  // abrupt_end busy: a write a millisecond until killed; its batches reach the recorder (a
+  // recorder-only shim sends every 500 ms). Killed, and reaped only after the daemon has read
+  // how it ended (its zombie's status).
+  testing::Background busy({Runfile("tests/abrupt_end"), "busy", "10"}, env,
+                           testing::TempDir("busy"));
+  usleep(2'000'000);
+  kill(busy.pid(), SIGKILL);
+  usleep(1'500'000);
+  EXPECT_EQ(busy.Wait(), 128 + SIGKILL);
+  const std::string metrics =
+      AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"crash\"}", 1);
+  EXPECT_EQ(Sample(metrics, "nrtprof_triggers_total{rule=\"crash\"}"), 1) << metrics;
+  const std::vector<std::string> folders = TriggeredFolders(daemon.dir() + "/captures");
+  ASSERT_EQ(folders.size(), 1u) << daemon.log();
+  const std::string summary = ReadFile(folders[0] + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(summary, "(abrupt_end) was killed by signal 9 (SIGKILL)"))
+      << summary;
+  // Its writes up to its end.
+  EXPECT_TRUE(absl::StrContains(ReadFile(folders[0] + "/trace.json"), "nrt_tensor_write"));
+  EXPECT_FALSE(absl::StrContains(summary, "trigger_steps")) << "the process that exited normally";
 }
 
 // A job across two hosts (two daemons, as the fleet tests stand them): rank 0 streams to A, whose
