@@ -114,8 +114,8 @@ absl::StatusOr<daemon::Trace> ReadCollectivesTrace(const std::string& given) {
   }
   std::stringstream bytes;
   bytes << file.rdbuf();
-  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
-  if (!read.ok() || read->trace.packet_size() == 0) {
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoPackets(bytes.str());
+  if (!read.ok() || read->packet_count() == 0) {
     return absl::DataLossError(
         absl::StrCat(path, " does not read back as a Perfetto trace (",
                      read.ok() ? std::string("no packets") : std::string(read.status().message()),

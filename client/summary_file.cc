@@ -35,8 +35,8 @@ absl::StatusOr<daemon::ReadTrace> ReadCaptureTrace(const std::string& trace) {
   if (!t) return absl::NotFoundError(absl::StrCat(trace, ": cannot be read"));
   std::stringstream bytes;
   bytes << t.rdbuf();
-  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoTrace(bytes.str());
-  if (!read.ok() || read->trace.packet_size() == 0) {
+  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoPackets(bytes.str());
+  if (!read.ok() || read->packet_count() == 0) {
     return absl::DataLossError(absl::StrCat(
         trace, " does not read back as a Perfetto trace (",
         read.ok() ? std::string("no packets") : std::string(read.status().message()),

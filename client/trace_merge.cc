@@ -216,6 +216,16 @@ absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
 }
 
 std::vector<MergedHost> SplitMergedTrace(const daemon::ReadTrace& merged) {
+  if (merged.trace.packet_size() == 0 && !merged.packet_bytes.empty()) {
+    // Read as packets' bytes (ReadPerfettoPackets): the merge's own sequence is parsed to see
+    // if it is a merged trace, and the rest only if it is. A packet that does not parse is
+    // left to the reader of the packets to name.
+    absl::StatusOr<daemon::ReadTrace> own = daemon::WithMessages(merged, kMergeSequence);
+    if (!own.ok() || SplitMergedTrace(*own).empty()) return {};
+    absl::StatusOr<daemon::ReadTrace> all = daemon::WithMessages(merged);
+    if (!all.ok()) return {};
+    return SplitMergedTrace(*all);
+  }
   // The merge's own sequence: the caller's clocks, and each host's clock instant on the host's
   // track (uuid index + 1), naming it and its wall-clock offset.
   struct Found {

@@ -182,6 +182,32 @@ TEST(TraceMergeTest, SplittingGivesEachHostsPartAsItsFileHadIt) {
   EXPECT_TRUE(SplitMergedTrace(*one).empty());
 }
 
+// A merged trace read as packets' bytes (ReadPerfettoPackets: nrtprof export, summary
+// --from-trace) is split into the same parts as one read as messages; one host's is not split.
+TEST(TraceMergeTest, ATraceReadAsPacketsIsSplitTheSame) {
+  const uint64_t ours = 5'000'000'000;
+  std::vector<HostTrace> hosts = {{"a:1", "", HostTraceBytes(ours, 1'000), 0, 0, 10},
+                                  {"b:2", "", HostTraceBytes(ours + 7'000, 2'000), 0, 5, 10}};
+  absl::StatusOr<std::string> merged = MergeHostTraces(hosts, 1'000);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  absl::StatusOr<daemon::ReadTrace> messages = daemon::ReadPerfettoTrace(*merged);
+  absl::StatusOr<daemon::ReadTrace> packets = daemon::ReadPerfettoPackets(*merged);
+  ASSERT_TRUE(messages.ok()) << messages.status();
+  ASSERT_TRUE(packets.ok()) << packets.status();
+  const std::vector<MergedHost> want = SplitMergedTrace(*messages);
+  const std::vector<MergedHost> got = SplitMergedTrace(*packets);
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].host, want[i].host);
+    EXPECT_EQ(got[i].read.times, want[i].read.times);
+    EXPECT_EQ(got[i].read.trace.SerializeAsString(), want[i].read.trace.SerializeAsString());
+  }
+  absl::StatusOr<daemon::ReadTrace> one = daemon::ReadPerfettoPackets(HostTraceBytes(ours));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(SplitMergedTrace(*one).empty());
+}
+
 TEST(TraceMergeTest, AHostWhoseTraceDoesNotReadBackIsNamed) {
   absl::StatusOr<std::string> merged =
       MergeHostTraces({{"a:1", "", HostTraceBytes(1'000), 0, 0, 0}, {"b:2", "", "\xff\xff", 0, 0, 0}}, 0);

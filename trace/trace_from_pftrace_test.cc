@@ -2,27 +2,80 @@
 // --from-trace) sees must be what the capture's own summary saw.
 #include "trace/trace_from_pftrace.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/perfetto_writer.h"
 #include "trace/summary.h"
 #include "trace/writer_test_util.h"
+#include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
 #include "proto/nrtprof.pb.h"
 
 namespace nrtprof::daemon {
 namespace {
 
+// Everything a Trace holds, one line per event, for comparing two of them whole.
+std::string Dump(const Trace& t) {
+  std::string out = absl::StrCat("capture ", t.capture_id, " ", t.start_ns, "-", t.end_ns, " ",
+                                 t.realtime_offset_ns, "\n");
+  for (const ProcessTrace& p : t.processes) {
+    absl::StrAppend(&out, "process ", p.pid, " host=", p.host, " exe=", p.executable, " cmd=",
+                    absl::StrJoin(p.command_line, " "), " received=", p.events_received,
+                    " drops=", p.drops.total(), "/", p.drops.ring_full, "/", p.drops.daemon_away,
+                    " uncorrelated=", p.device_uncorrelated, " missing=", p.batches_missing,
+                    " cut_off=", p.cut_off, " notices=", absl::StrJoin(p.notices, "|"), "\n");
+    for (const auto& [tid, name] : p.thread_names) absl::StrAppend(&out, " thread ", tid, " ", name, "\n");
+    for (const RangeEvent& r : p.ranges) {
+      absl::StrAppend(&out, " range ", r.id, " ", r.name.str(), " ", r.tid, " ", r.start_ns, "+",
+                      r.duration_ns, " depth=", r.depth, " parent=", r.parent_range, "\n");
+    }
+    for (const ApiCall& c : p.calls) {
+      absl::StrAppend(&out, " call ", c.correlation_id, " ", c.name.str(), " f=", c.function, " ",
+                      c.tid, " ", c.start_ns, "+", c.duration_ns, " status=", c.status,
+                      " bytes=", c.bytes, " model=", c.model_name.str(), " tensor=",
+                      c.tensor_name.str(), " nc=", c.nc_idx, " repeat=", c.repeat, " seq=",
+                      c.nrta_seq, " polls=", c.polls, " range=", c.range, " stack=",
+                      absl::StrJoin(c.stack, "<"), "\n");
+    }
+    for (const DeviceEvent& d : p.device) {
+      absl::StrAppend(&out, " device ", d.id, " ", static_cast<int>(d.kind), " ", d.name.str(),
+                      " nc=", d.nc_idx, " ", d.start_ns, "+", d.duration_ns, " parent=", d.parent,
+                      " corr=", d.correlation_id, " model=", d.model_name.str(), " engine=",
+                      d.engine.str(), " exec=", d.exec_id, " bytes=", d.bytes, " tensor=",
+                      d.tensor_name.str(), " tid=", d.submitting_tid, " gid=", d.worker_gid,
+                      " seq=", d.nrta_seq, "\n");
+    }
+  }
+  return out;
+}
+
+// What either reader makes of `bytes` rebuilt: the Trace dumped, or the first error.
+std::string Rebuilt(absl::StatusOr<ReadTrace> read) {
+  if (!read.ok()) return absl::StrCat("error: ", read.status().message());
+  absl::StatusOr<Trace> back = TraceFromPerfetto(*read);
+  if (!back.ok()) return absl::StrCat("error: ", back.status().message());
+  return Dump(*back);
+}
+
+// The trace written and read back both ways, as messages (ReadPerfettoTrace, the tests' and
+// the report's) and as packets' bytes (ReadPerfettoPackets, export's and summary's): the same
+// Trace from both.
 Trace RoundTrip(const Trace& trace, const std::string& dir_name) {
   const std::string dir = TempDir(dir_name);
   std::vector<std::string> files;
   EXPECT_TRUE(PerfettoWriter().Write(trace, ComputeSummary(trace), dir, &files).ok());
-  absl::StatusOr<ReadTrace> read = ReadPerfettoTrace(ReadFile(dir + "/trace.pftrace"));
+  const std::string bytes = ReadFile(dir + "/trace.pftrace");
+  absl::StatusOr<ReadTrace> read = ReadPerfettoTrace(bytes);
   EXPECT_TRUE(read.ok()) << read.status();
   absl::StatusOr<Trace> back = TraceFromPerfetto(*read);
   EXPECT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Rebuilt(ReadPerfettoPackets(bytes)), back.ok() ? Dump(*back) : "");
   return back.ok() ? *back : Trace();
 }
 
@@ -263,6 +316,167 @@ TEST(TraceFromPerfettoTest, ParentsDescribedLaterAndGlobalTracksAreRead) {
   ASSERT_FALSE(back.ok());
   EXPECT_EQ(back.status().message(),
             "track 2000000 names parent 3000000, which no track descriptor defines");
+}
+
+// Enough iterations of a training step for the file to hold several bundles: ranges with a
+// call each, its execution with two engine ops, and a transfer.
+Trace ManySteps(int steps) {
+  Trace t;
+  t.capture_id = "many";
+  ProcessTrace p;
+  p.pid = 7;
+  p.thread_names = {{8, "MainThread"}};
+  const char* const models[] = {"mlp", "attention", "embedding"};
+  uint64_t ts = 5'000'000'000;
+  uint64_t next_id = 1;
+  for (int i = 0; i < steps; ++i, ts += 100'000) {
+    const uint64_t range = next_id++;
+    p.ranges.push_back({range, "aten::linear", 8, ts, 90'000, 0, 0});
+    ApiCall c;
+    c.correlation_id = static_cast<uint64_t>(i) + 1;
+    c.name = i % 5 == 0 ? Name("nrt_tensor_write") : Name("nrt_execute");
+    c.tid = 8;
+    c.start_ns = ts + 1'000;
+    c.duration_ns = 80'000;
+    c.model_name = p.names->Intern(models[i % 3]);
+    c.tensor_name = p.names->Intern(absl::StrCat("input", i % 4));
+    c.nc_idx = i % 2;
+    c.range = range;
+    c.stack = {"nrt_execute", absl::StrCat("step", i % 7), "main"};
+    p.calls.push_back(c);
+    DeviceEvent run;
+    run.id = next_id++;
+    run.name = "nc_exec_running";
+    run.nc_idx = i % 2;
+    run.start_ns = ts + 5'000;
+    run.duration_ns = 70'000;
+    run.correlation_id = c.correlation_id;
+    run.model_name = c.model_name;
+    run.exec_id = static_cast<uint64_t>(i) + 1;
+    run.submitting_tid = 8;
+    p.device.push_back(run);
+    for (int op = 0; op < 2; ++op) {
+      DeviceEvent o = run;
+      o.id = next_id++;
+      o.kind = DeviceEventKind::kEngineOp;
+      o.name = op == 0 ? Name("matmul") : Name("gelu");
+      o.engine = op == 0 ? Name("tensor") : Name("vector");
+      o.parent = run.id;
+      o.start_ns = run.start_ns + 1'000 + op * 30'000;
+      o.duration_ns = 20'000;
+      p.device.push_back(o);
+    }
+    DeviceEvent dma;
+    dma.id = next_id++;
+    dma.kind = DeviceEventKind::kDma;
+    dma.name = "dma_h2d";
+    dma.nc_idx = i % 2;
+    dma.start_ns = ts + 80'000;
+    dma.duration_ns = 5'000;
+    dma.bytes = 4096 + static_cast<uint64_t>(i);
+    dma.tensor_name = c.tensor_name;
+    dma.correlation_id = c.correlation_id;
+    p.device.push_back(dma);
+  }
+  std::stable_sort(p.device.begin(), p.device.end(), [](const DeviceEvent& a, const DeviceEvent& b) {
+    return a.nc_idx != b.nc_idx ? a.nc_idx < b.nc_idx : a.start_ns < b.start_ns;
+  });
+  t.processes.push_back(std::move(p));
+  t.start_ns = 5'000'000'000;
+  t.end_ns = ts;
+  return t;
+}
+
+std::string Written(const Trace& trace, const std::string& dir_name, int deflate_level) {
+  const std::string dir = TempDir(dir_name);
+  std::vector<std::string> files;
+  PerfettoWriter::Options options;
+  options.deflate_level = deflate_level;
+  EXPECT_TRUE(PerfettoWriter(options).Write(trace, ComputeSummary(trace), dir, &files).ok());
+  return ReadFile(dir + "/trace.pftrace");
+}
+
+// The two readers read the same packets at the same times, bundles or not, and the Trace
+// rebuilt from either is the same, event for event.
+TEST(TraceFromPerfettoTest, PacketsAndMessagesReadTheSame) {
+  for (int level : {0, 6}) {
+    SCOPED_TRACE(absl::StrCat("deflate level ", level));
+    const std::string bytes = Written(ManySteps(4000), absl::StrCat("many_", level), level);
+    absl::StatusOr<ReadTrace> messages = ReadPerfettoTrace(bytes);
+    absl::StatusOr<ReadTrace> packets = ReadPerfettoPackets(bytes);
+    ASSERT_TRUE(messages.ok()) << messages.status();
+    ASSERT_TRUE(packets.ok()) << packets.status();
+    EXPECT_EQ(packets->trace.packet_size(), 0);
+    EXPECT_EQ(messages->packet_bytes.size(), 0u);
+    ASSERT_EQ(packets->packet_bytes.size(), static_cast<size_t>(messages->trace.packet_size()));
+    EXPECT_EQ(packets->packet_count(), messages->packet_count());
+    EXPECT_GT(packets->packet_count(), 8000u);
+    EXPECT_EQ(packets->times, messages->times);
+    EXPECT_EQ(packets->sequence_runs, messages->sequence_runs);
+    EXPECT_GT(packets->sequence_runs.size(), 4u);  // the first sequence, then each lane's
+    EXPECT_EQ(packets->bundles, messages->bundles);
+    if (level > 0) {
+      EXPECT_GT(packets->bundles, 2u);
+    }
+    EXPECT_EQ(packets->counters, messages->counters);
+    for (size_t i = 0; i < packets->packet_bytes.size(); i += 997) {
+      perfetto::protos::TracePacket packet;
+      ASSERT_TRUE(packet.ParseFromArray(packets->packet_bytes[i].data(),
+                                        static_cast<int>(packets->packet_bytes[i].size())));
+      EXPECT_EQ(packet.SerializeAsString(),
+                messages->trace.packet(static_cast<int>(i)).SerializeAsString());
+    }
+    const std::string rebuilt = Rebuilt(*std::move(packets));
+    EXPECT_EQ(rebuilt, Rebuilt(*std::move(messages)));
+    EXPECT_NE(rebuilt.find(" 1 gelu nc=1 "), std::string::npos);  // an engine op, with its core
+    EXPECT_NE(rebuilt.find("stack=nrt_execute<step6<main"), std::string::npos);
+    // WithMessages makes of the packets what ReadPerfettoTrace made.
+    absl::StatusOr<ReadTrace> parsed = WithMessages(*ReadPerfettoPackets(bytes));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->trace.SerializeAsString(), ReadPerfettoTrace(bytes)->trace.SerializeAsString());
+    EXPECT_EQ(parsed->times, ReadPerfettoTrace(bytes)->times);
+  }
+}
+
+// "ok" and the Trace, or "error": what a user gets from either reader.
+std::string Outcome(const std::string& rebuilt) {
+  return rebuilt.rfind("error: ", 0) == 0 ? "error" : rebuilt;
+}
+
+// A file cut short, or with a byte changed, anywhere: the packets' reader and the rebuild from
+// them refuse what protobuf's parser refuses (one error, no crash) and read the same Trace from
+// what it reads.
+TEST(TraceFromPerfettoTest, DamagedBytesAreReadAsProtobufReadsThem) {
+  const std::string bytes = Written(SmallTrace(), "damaged", 0);
+  ASSERT_GT(bytes.size(), 500u);
+  const google::protobuf::LogSilencer quiet;  // its complaints of damaged text, by the thousand
+  size_t refused = 0, cases = 0;
+  auto check = [&](const std::string& damaged, const std::string& what) {
+    const std::string want = Outcome(Rebuilt(ReadPerfettoTrace(damaged)));
+    const std::string got = Outcome(Rebuilt(ReadPerfettoPackets(damaged)));
+    EXPECT_EQ(got, want) << what;
+    refused += want == "error";
+    ++cases;
+  };
+  for (size_t n = 0; n < bytes.size(); ++n) check(bytes.substr(0, n), absl::StrCat("cut at ", n));
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int value : {0x00, bytes[i] ^ 0x01, bytes[i] ^ 0x80}) {
+      std::string damaged = bytes;
+      damaged[i] = static_cast<char>(value);
+      check(damaged, absl::StrCat("byte ", i, " = ", value & 0xff));
+    }
+  }
+  EXPECT_GT(refused, cases / 4);  // the check sees both sides
+  EXPECT_LT(refused, cases);
+}
+
+// A changed byte in a bundle: the bundle's checksum fails, and the error says so.
+TEST(TraceFromPerfettoTest, ADamagedBundleIsNamed) {
+  std::string bytes = Written(ManySteps(2000), "damaged_bundle", 6);
+  bytes[bytes.size() / 2] ^= 0x10;
+  for (const auto& read : {ReadPerfettoTrace(bytes), ReadPerfettoPackets(bytes)}) {
+    EXPECT_EQ(read.status().message(), "a compressed_packets bundle is corrupt");
+  }
 }
 
 }  // namespace
