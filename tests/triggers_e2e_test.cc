@@ -173,6 +173,13 @@ TEST(TriggersTest, OneSlowStepAmong2000LeavesExactlyItsCapture) {
     EXPECT_TRUE(HasSlice(trace, absl::StrCat("ProfilerStep#", step))) << step;
   }
   EXPECT_TRUE(absl::StrContains(trace, "\"trigger\":{\"rule\":\"slow-step\"")) << "otherData";
+  // nrtprof report's page says it among the capture's facts.
+  const Result report = RunProcess(
+      {Runfile("client/nrtprof"), "report", dir, "-o", dir + "/report.html"}, kCliEnv);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir + "/report.html"),
+                                std::string("\"trigger\":\"rule slow-step (") + kSlowRule +
+                                    "): pid "));
 
   // The listing and the status say it.
   const Result listed =
