@@ -1,6 +1,7 @@
 // The collector core's captures of the past, status, top and always-on fold
 // (collector_recorded.cc, collector_status.cc), driven by calls with a fake clock.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -122,6 +123,51 @@ TEST_F(CollectorCoreTest, TheFoldCountsAnExecutionWithItsDeviceEventsThatCameLat
   EXPECT_TRUE(absl::StrContains(text, "nrtprof_op_device_seconds_total{op=\"aten::mul\"} 0.000365000\n"))
       << text;
   EXPECT_TRUE(absl::StrContains(text, "nrtprof_uncorrelated_device_seconds_total 0.000000000\n"))
+      << text;
+}
+
+// Two machines of one name (containers, say), each with a process of pid 301, one of them on a
+// monotonic clock 100 s behind the daemon's: each process is put on the daemon's clock by its
+// own wall clock. (The fold looked the shift up by pid and host: the second process's shift
+// moved the first's call out of the window, and it was not counted.)
+TEST_F(CollectorCoreTest, TheFoldPutsEachProcessOnTheDaemonsClockByItsOwnClock) {
+  CollectorOptions options = Options();
+  options.flight_recorder = true;
+  CollectorCore core(options, &sink_, &clock_);
+  const uint64_t s = 1'000'000'000;
+  clock_.Advance(200 * s);
+  Controls controls[2];
+  // Each machine's process makes one nrt_execute call at 199.9 s of the daemon's clock: 199.9 s
+  // and 99.9 s of its own. Its batch's clock sample says how its clock reads the wall clock.
+  for (auto [stream, boot, behind_ns] :
+       std::vector<std::tuple<uint64_t, std::string, uint64_t>>{{1, "boot-a", 0},
+                                                                {2, "boot-b", 100 * s}}) {
+    nrtprof::Hello hello = Hello(301);
+    hello.set_host("node");
+    hello.set_boot_id(boot);
+    ASSERT_TRUE(core.OnHello(stream, hello, controls[stream - 1].Sender()).ok());
+    nrtprof::EventBatch batch;
+    batch.set_sequence(1);
+    nrtprof::InternedString* str = batch.add_strings();
+    str->set_iid(1);
+    str->set_value("nrt_execute");
+    nrtprof::Event* c = batch.add_events();
+    c->set_kind(nrtprof::EVENT_API_CALL);
+    c->set_name_iid(1);
+    c->set_tid(1);
+    c->set_start_ns(199'900'000'000 - behind_ns);
+    c->set_duration_ns(500'000);
+    c->set_correlation_id(1);
+    batch.mutable_clock()->set_monotonic_ns(200 * s - behind_ns);
+    batch.mutable_clock()->set_realtime_ns(clock_.RealtimeNs());
+    ASSERT_TRUE(core.OnBatch(stream, batch).ok());
+  }
+  Metrics metrics;
+  clock_.Advance(1'200'000'000);  // 201.2 s: the fold takes what ended before 200.2 s
+  core.FoldMetrics(&metrics);
+  const std::string text = metrics.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_runtime_calls_total{function=\"nrt_execute\",status=\"0\"} 2\n"))
       << text;
 }
 
