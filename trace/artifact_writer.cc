@@ -11,11 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/json_text.h"
 #include "trace/atomic_file.h"
 #include "trace/chrome_json_writer.h"
+#include "trace/id_index.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -155,19 +157,26 @@ class ArtifactStream : public TraceStream {
         }
         hash_of_name.emplace(m.name, hash);
       }
-      std::unordered_map<uint64_t, const DeviceEvent*> execution_by_id;
-      for (const DeviceEvent& e : p.device) {
-        if (e.kind == DeviceEventKind::kExecution) execution_by_id.emplace(e.id, &e);
-      }
+      // A parent is found by its id (in a table: the correlator numbers a process's device
+      // events one after another), and a model's device trace once per name and core: by the
+      // Name's id, one text one id (trace_name.h), with no text hashed per execution.
+      const IdIndex<DeviceEvent, &DeviceEvent::id, CaptureVector<DeviceEvent>> by_id(p.device);
+      absl::flat_hash_map<std::pair<const void*, int32_t>, std::vector<Execution>*> trace_of;
       for (const DeviceEvent& e : p.device) {
         if (e.kind == DeviceEventKind::kExecution) {
           if (e.model_name.empty()) continue;  // nothing to pair it with; it is in the traces
-          auto h = hash_of_name.find(e.model_name);
-          std::string hash = h != hash_of_name.end() ? h->second : ModelHash(e.model_name);
-          ntff[{hash, e.nc_idx}].push_back({&p, &e});
+          std::vector<Execution>*& executions = trace_of[{e.model_name.id(), e.nc_idx}];
+          if (executions == nullptr) {
+            auto h = hash_of_name.find(e.model_name);
+            std::string hash = h != hash_of_name.end() ? h->second : ModelHash(e.model_name);
+            executions = &ntff[{std::move(hash), e.nc_idx}];
+          }
+          executions->push_back({&p, &e});
         } else if (e.parent != 0) {
-          auto parent = execution_by_id.find(e.parent);
-          if (parent != execution_by_id.end()) children.emplace_back(parent->second, &e);
+          const DeviceEvent* parent = by_id.Find(e.parent);
+          if (parent != nullptr && parent->kind == DeviceEventKind::kExecution) {
+            children.emplace_back(parent, &e);
+          }
         }
       }
     }
