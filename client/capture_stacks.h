@@ -19,6 +19,10 @@ namespace nrtprof::cli {
 // out as nrtprof writes it: DataLoss, its message the one line to print.
 absl::Status AddCaptureStacks(const daemon::ReadTrace& read, const std::string& path,
                               daemon::StackProfile* profile);
+// The same, `read`'s packets given back as soon as the Trace is rebuilt from them, before the
+// stacks are made (`nrtprof export`: its peak memory). `read` is left empty.
+absl::Status AddCaptureStacks(daemon::ReadTrace&& read, const std::string& path,
+                              daemon::StackProfile* profile);
 
 }  // namespace nrtprof::cli
 

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -63,16 +64,21 @@ absl::Status AddCapture(const std::string& given, daemon::StackProfile* profile)
     return absl::InvalidArgumentError(
         absl::StrCat(given, " is not an nrtprof capture (no readable ", *path, ")"));
   }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  absl::StatusOr<daemon::ReadTrace> read = daemon::ReadPerfettoPackets(bytes.str());
+  absl::StatusOr<daemon::ReadTrace> read;
+  {
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    read = daemon::ReadPerfettoPackets(bytes.str());
+  }  // the file's bytes go: the packets are copied into the reader's blocks
   if (!read.ok() || read->packet_count() == 0) {
     return absl::DataLossError(absl::StrCat(
         *path, " does not read back as a Perfetto trace (",
         read.ok() ? std::string("no packets") : std::string(read.status().message()),
         "): the capture is damaged"));
   }
-  return AddCaptureStacks(*read, *path, profile);
+  // The packets given back once the Trace is rebuilt: the export's memory is then mostly the
+  // Trace's.
+  return AddCaptureStacks(std::move(*read), *path, profile);
 }
 
 }  // namespace

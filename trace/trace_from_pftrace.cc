@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -198,6 +199,8 @@ void SortRuns(CaptureVector<T>* v, Less less) {
 class Rebuilder {
  public:
   explicit Rebuilder(const ReadTrace& read) : read_(read) {}
+  // `read`'s packets are given back once every event is read.
+  explicit Rebuilder(ReadTrace* read) : read_(*read), given_back_(read) {}
 
   absl::StatusOr<Trace> Run() {
     // The packets as bytes: those of a ReadTrace of messages (ReadPerfettoTrace, or one made
@@ -296,6 +299,14 @@ class Rebuilder {
         return absl::DataLossError(absl::StrCat("track ", uuid, " ends with ", track.open.size(),
                                                 " slice(s) never closed"));
       }
+    }
+    if (given_back_ != nullptr) {
+      // Every event read: the packets' pages (in the HugePageReuse scope) serve the sorts'
+      // vectors below instead of new ones the kernel would zero.
+      CaptureVector<std::string_view>().swap(given_back_->packet_bytes);
+      std::vector<std::shared_ptr<const char[]>>().swap(given_back_->buffers);
+      std::vector<uint64_t>().swap(given_back_->times);
+      std::vector<size_t>().swap(given_back_->track_descriptor_packets);
     }
     for (size_t i = 0; i < trace_.processes.size(); ++i) Finish(i);
     return std::move(trace_);
@@ -724,6 +735,7 @@ class Rebuilder {
   }
 
   const ReadTrace& read_;
+  ReadTrace* given_back_ = nullptr;  // TraceFromPerfetto(ReadTrace&&)'s
   Trace trace_;
   std::deque<pb::TrackDescriptor> described_;  // every descriptor read; a deque keeps them put
   std::unordered_map<uint64_t, const pb::TrackDescriptor*> descriptors_;  // the first of each
@@ -749,6 +761,11 @@ absl::StatusOr<Trace> TraceFromPerfetto(const ReadTrace& read) {
   // one, rather than new pages the kernel zeroes first.
   const HugePageReuse reuse;
   return Rebuilder(read).Run();
+}
+
+absl::StatusOr<Trace> TraceFromPerfetto(ReadTrace&& read) {
+  const HugePageReuse reuse;
+  return Rebuilder(&read).Run();
 }
 
 }  // namespace nrtprof::daemon

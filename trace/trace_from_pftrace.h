@@ -25,6 +25,10 @@ namespace nrtprof::daemon {
 // track without a parent that is no process or thread (the host tracks of a merged trace,
 // trace_merge.h) is a global track: what is on it is not the processes' and is skipped.
 absl::StatusOr<Trace> TraceFromPerfetto(const ReadTrace& read);
+// The same, `read`'s packets (their bytes, the inflated bundles, their times) given back once
+// every event is read, before the events are sorted, so that the sorts reuse their memory: for
+// a caller done with them (`nrtprof export`'s peak memory). `read` is left without packets.
+absl::StatusOr<Trace> TraceFromPerfetto(ReadTrace&& read);
 
 }  // namespace nrtprof::daemon
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -436,6 +437,26 @@ TEST(TraceFromPerfettoTest, PacketsAndMessagesReadTheSame) {
     EXPECT_EQ(parsed->trace.SerializeAsString(), ReadPerfettoTrace(bytes)->trace.SerializeAsString());
     EXPECT_EQ(parsed->times, ReadPerfettoTrace(bytes)->times);
   }
+}
+
+// The packets given up (TraceFromPerfetto(ReadTrace&&), `nrtprof export`'s): the same Trace,
+// and the ReadTrace is left without its packets, their memory given back.
+TEST(TraceFromPerfettoTest, PacketsGivenUpRebuildTheSameTrace) {
+  const std::string bytes = Written(ManySteps(4000), "given_up", 6);
+  absl::StatusOr<ReadTrace> kept = ReadPerfettoPackets(bytes);
+  absl::StatusOr<ReadTrace> given = ReadPerfettoPackets(bytes);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(given.ok()) << given.status();
+  absl::StatusOr<Trace> from_kept = TraceFromPerfetto(*kept);
+  absl::StatusOr<Trace> from_given = TraceFromPerfetto(std::move(*given));
+  ASSERT_TRUE(from_kept.ok()) << from_kept.status();
+  ASSERT_TRUE(from_given.ok()) << from_given.status();
+  EXPECT_EQ(Dump(*from_given), Dump(*from_kept));
+  EXPECT_NE(Dump(*from_given).find("stack=nrt_execute<step6<main"), std::string::npos);
+  EXPECT_GT(kept->packet_count(), 8000u);
+  EXPECT_EQ(given->packet_count(), 0u);
+  EXPECT_TRUE(given->packet_bytes.empty());
+  EXPECT_TRUE(given->buffers.empty());
 }
 
 // "ok" and the Trace, or "error": what a user gets from either reader.
