@@ -88,9 +88,10 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof diff rmsnorm-naive rmsnorm-compiled\n"
        "  nrtprof diff before/summary.json after --format csv > change.csv\n"},
-      {"report", ReportCommand, "report CAPTURE_DIR [-o report.html] [--max_slices N]",
+      {"report", ReportCommand,
+       "report CAPTURE_DIR [-o report.html] [--max_slices N] [--noise_floor DURATION]",
        "one HTML file of a capture to open in a browser: table, chart, timeline, chains",
-       {"o", "max_slices"},
+       {"o", "max_slices", "noise_floor"},
        "The file is self-contained: it fetches nothing and opens offline.\n\n"
        "examples:\n"
        "  nrtprof report nrtprof-captures/rmsnorm-naive\n"
@@ -112,14 +113,17 @@ const std::vector<Command>& Commands() {
        "  --format pprof|collapsed  a pprof Profile, or folded stacks (default: pprof)\n"
        "  -o FILE                   the file to write, gzipped if it ends in .gz; - for stdout\n"
        "                            (default: CAPTURE_DIR/profile.pb.gz, or profile.folded)\n"},
-      {"collectives", CollectivesCommand, "collectives CAPTURE_DIR [--limit N]",
+      {"collectives", CollectivesCommand,
+       "collectives CAPTURE_DIR [--limit N] [--noise_floor DURATION]",
        "a distributed job's collectives: per collective the arrival skew and the last rank, "
        "which rank is slow and what it was doing",
-       {"limit"},
+       {"limit", "noise_floor"},
        "Each collective is matched across the ranks (the processes that scheduled it) by its\n"
        "queue and number; a rank's number is read from its command line (--rank N,\n"
        "--local_rank N), else ranks are numbered by host and pid. Exits 1 for a capture without\n"
-       "collectives.\n\n"
+       "collectives. A collective whose ranks all arrived within --noise_floor (default 50us;\n"
+       "a merged capture adds its hosts' clock error) has no late rank; the slowest rank is said\n"
+       "not to stand out when a balanced job's ranks would be last as often by chance.\n\n"
        "examples:\n"
        "  nrtprof collectives job       (after: nrtprof run --out job -- ./launcher ...)\n"
        "  nrtprof collectives nrtprof-captures/20261203-101500 --limit 20\n"},

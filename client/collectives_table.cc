@@ -21,6 +21,9 @@ namespace {
 
 std::string Ms(uint64_t ns) { return absl::StrFormat("%.3fms", ns / 1e6); }
 
+// Below this chance of being last so often in a balanced job, a rank stands out.
+constexpr double kStandsOutBelow = 0.05;
+
 std::string Rank(const daemon::CollectivesAnalysis& a, size_t member) {
   return absl::StrCat(a.members[member].rank);
 }
@@ -57,9 +60,7 @@ CollectivesTable MakeCollectivesTable(const daemon::CollectivesAnalysis& a) {
       hosts.empty() ? "one host" : hosts, a.instances.size(),
       a.ranks_from_command_line ? "from their command lines"
                                 : "numbered by host and pid (no command line said its rank)");
-  size_t complete = 0;
   for (const daemon::CollectiveInstance& c : a.instances) {
-    complete += c.missing.empty() ? 1 : 0;
     const size_t ranks = c.arrivals.size() + c.missing.size();
     std::string last = Rank(a, c.last);
     if (!c.missing.empty()) {
@@ -67,18 +68,25 @@ CollectivesTable MakeCollectivesTable(const daemon::CollectivesAnalysis& a) {
       for (size_t m : c.missing) absl::StrAppend(&last, last.empty() ? "" : ",", Rank(a, m));
       last += " missing";
     }
-    t.instances.push_back(
-        {c.step < 0 ? "-" : absl::StrCat(c.step),
-         absl::StrCat("#", c.number, " on queue ", c.queue),
-         absl::StrCat(c.arrivals.size(), "/", ranks), Ms(c.skew_ns()), last,
-         Ms(c.start_ns - origin), c.end_ns == 0 ? "-" : Ms(c.end_ns - origin),
-         c.missing.empty() ? Causes(c.late_causes, 2) : "(a rank not in the capture)"});
+    std::string before = c.missing.empty() ? Causes(c.late_causes, 2) : "(a rank not in the capture)";
+    if (c.within_noise) {
+      last = "-";
+      before = absl::StrCat("(every rank within the noise floor, ", Ms(a.noise_floor_ns), ")");
+    }
+    t.instances.push_back({c.step < 0 ? "-" : absl::StrCat(c.step),
+                           absl::StrCat("#", c.number, " on queue ", c.queue),
+                           absl::StrCat(c.arrivals.size(), "/", ranks), Ms(c.skew_ns()), last,
+                           Ms(c.start_ns - origin), c.end_ns == 0 ? "-" : Ms(c.end_ns - origin),
+                           before});
     t.skew_ns.push_back(c.skew_ns());
   }
   t.stragglers_heading = absl::StrCat(
-      "Stragglers (last to arrive, of ", complete,
-      " collectives every rank reached; wait cost: the other ranks' time waiting for it; "
-      "waited: its own time waiting for the others):");
+      "Stragglers (last to arrive, of ", a.late_instances, " collectives every rank reached",
+      a.within_noise == 0 ? ""
+                          : absl::StrCat(" with a skew above the noise floor (", a.within_noise,
+                                         " more within ", Ms(a.noise_floor_ns), ")"),
+      "; wait cost: the other ranks' time waiting for it; waited: its own time waiting for the "
+      "others):");
   for (const daemon::Straggler& s : a.stragglers) {
     const daemon::CollectiveMember& m = a.members[s.member];
     t.stragglers.push_back({absl::StrCat(m.rank), m.host, absl::StrCat(m.pid),
@@ -89,15 +97,29 @@ CollectivesTable MakeCollectivesTable(const daemon::CollectivesAnalysis& a) {
     const daemon::Straggler& s = a.stragglers.front();
     const daemon::CollectiveMember& m = a.members[s.member];
     t.slowest = absl::StrCat("Slowest rank: ", m.rank, " (", m.host, " pid ", m.pid, "), last in ",
-                             s.times_last, " of ", complete, " collectives, the others waited ",
-                             Ms(s.wait_cost_ns),
+                             s.times_last, " of ", a.late_instances,
+                             " collectives, the others waited ", Ms(s.wait_cost_ns),
                              " for it in all; before it arrived: ", Causes(s.causes, 1));
+    // A balanced job has a last rank in every collective too: said when this one is no more
+    // often last than one of its N ranks would be by chance.
+    if (s.chance >= kStandsOutBelow) {
+      absl::StrAppend(&t.slowest, absl::StrFormat(
+                                      " -- but one of %zu ranks is last this often by chance "
+                                      "(p = %.2f): no rank stands out",
+                                      a.members.size(), s.chance));
+    }
+  } else if (a.within_noise > 0) {
+    t.slowest = absl::StrCat("Slowest rank: none: every rank arrived within the noise floor (",
+                             Ms(a.noise_floor_ns), ") in all ", a.within_noise,
+                             " collectives every rank reached");
   }
   t.notes = a.notes;
   return t;
 }
 
-absl::StatusOr<daemon::Trace> ReadCollectivesTrace(const std::string& given) {
+absl::StatusOr<daemon::Trace> ReadCollectivesTrace(const std::string& given,
+                                                   uint64_t* clock_error_ns) {
+  if (clock_error_ns != nullptr) *clock_error_ns = 0;
   struct stat st;
   if (stat(given.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat(given, ": no such file or folder"));
@@ -122,8 +144,19 @@ absl::StatusOr<daemon::Trace> ReadCollectivesTrace(const std::string& given) {
                      "): the capture is damaged"));
   }
   std::vector<MergedHost> parts = SplitMergedTrace(*read);
-  if (parts.empty()) parts.push_back({"", *std::move(read)});
+  if (parts.empty()) parts.push_back({"", 0, *std::move(read)});
   daemon::Trace all;
+  // Two hosts' arrivals are apart by up to the sum of their offsets' bounds.
+  uint64_t widest = 0, second = 0;
+  for (const MergedHost& part : parts) {
+    if (part.error_bound_ns > widest) {
+      second = widest;
+      widest = part.error_bound_ns;
+    } else {
+      second = std::max(second, part.error_bound_ns);
+    }
+  }
+  if (clock_error_ns != nullptr && parts.size() > 1) *clock_error_ns = widest + second;
   for (const MergedHost& part : parts) {
     absl::StatusOr<daemon::Trace> trace = daemon::TraceFromPerfetto(part.read);
     if (!trace.ok()) {

@@ -42,8 +42,11 @@ CollectivesTable MakeCollectivesTable(const daemon::CollectivesAnalysis& analysi
 
 // The Trace of a capture folder (its trace.pftrace) or of a trace.pftrace, every host's part of
 // a merged one. NOT_FOUND for a missing file or a folder that is no capture, DATA_LOSS for a
-// file that does not read back; the message is one line naming the path.
-absl::StatusOr<daemon::Trace> ReadCollectivesTrace(const std::string& capture_or_file);
+// file that does not read back; the message is one line naming the path. `clock_error_ns`, if
+// given: how far apart two hosts' clocks may be after the merge aligned them (the two widest
+// bounds the merge measured, added; 0 for one host's capture), for the noise floor.
+absl::StatusOr<daemon::Trace> ReadCollectivesTrace(const std::string& capture_or_file,
+                                                   uint64_t* clock_error_ns = nullptr);
 
 }  // namespace nrtprof::cli
 

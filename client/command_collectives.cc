@@ -11,11 +11,15 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/collectives_table.h"
 #include "client/commands.h"
 #include "trace/collectives.h"
 
 ABSL_DECLARE_FLAG(int, limit);  // command_summary.cc
+ABSL_FLAG(absl::Duration, noise_floor, absl::Microseconds(50),
+          "collectives: arrivals this close count as simultaneous (a skew within it has no late "
+          "rank); a merged capture adds its hosts' clock error");
 
 namespace nrtprof::cli {
 namespace {
@@ -29,12 +33,17 @@ int Fail(const std::string& line, int code = 1) {
 
 int CollectivesCommand(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail("usage: nrtprof collectives CAPTURE_DIR [--limit N]", 2);
+  if (args.size() != 2) return Fail("usage: nrtprof collectives CAPTURE_DIR [--limit N] [--noise_floor DURATION]", 2);
   const int limit = absl::GetFlag(FLAGS_limit);
   if (limit < 0) return Fail("--limit must not be negative", 2);
-  absl::StatusOr<daemon::Trace> trace = ReadCollectivesTrace(args[1]);
+  const absl::Duration floor = absl::GetFlag(FLAGS_noise_floor);
+  if (floor < absl::ZeroDuration()) return Fail("--noise_floor must not be negative", 2);
+  uint64_t clock_error_ns = 0;
+  absl::StatusOr<daemon::Trace> trace = ReadCollectivesTrace(args[1], &clock_error_ns);
   if (!trace.ok()) return Fail(std::string(trace.status().message()));
-  absl::StatusOr<daemon::CollectivesAnalysis> a = daemon::AnalyzeCollectives(*trace);
+  daemon::CollectivesOptions options;
+  options.noise_floor_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(floor)) + clock_error_ns;
+  absl::StatusOr<daemon::CollectivesAnalysis> a = daemon::AnalyzeCollectives(*trace, options);
   if (!a.ok()) return Fail(absl::StrCat(args[1], ": ", a.status().message()));
   const CollectivesTable t = MakeCollectivesTable(*a);
 

@@ -16,9 +16,11 @@
 #include <sstream>
 #include <string>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/capture_stacks.h"
 #include "client/collectives_table.h"
 #include "client/commands.h"
@@ -34,6 +36,8 @@ ABSL_FLAG(std::string, o, "", "the HTML file to write (default: CAPTURE_DIR/repo
 ABSL_FLAG(int64_t, max_slices, 200'000,
           "slices the timeline draws one by one; past them it draws each lane's busy time, and "
           "the page says so");
+
+ABSL_DECLARE_FLAG(absl::Duration, noise_floor);  // command_collectives.cc
 
 namespace nrtprof::cli {
 namespace {
@@ -119,9 +123,16 @@ int ReportCommand(int argc, char** argv) {
   std::optional<CollectivesTable> collectives;
   if (std::find(trace->names.begin(), trace->names.end(), "nrta_cc_schedule") !=
       trace->names.end()) {
-    absl::StatusOr<daemon::Trace> full = ReadCollectivesTrace(folder + "/trace.pftrace");
+    uint64_t clock_error_ns = 0;
+    absl::StatusOr<daemon::Trace> full =
+        ReadCollectivesTrace(folder + "/trace.pftrace", &clock_error_ns);
     if (!full.ok()) return Fail(std::string(full.status().message()));
-    absl::StatusOr<daemon::CollectivesAnalysis> analysis = daemon::AnalyzeCollectives(*full);
+    daemon::CollectivesOptions collectives_options;
+    collectives_options.noise_floor_ns =
+        static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::GetFlag(FLAGS_noise_floor))) +
+        clock_error_ns;
+    absl::StatusOr<daemon::CollectivesAnalysis> analysis =
+        daemon::AnalyzeCollectives(*full, collectives_options);
     if (analysis.ok()) collectives = MakeCollectivesTable(*analysis);
   }
   if (collectives.has_value()) options.collectives = &*collectives;

@@ -231,6 +231,7 @@ std::vector<MergedHost> SplitMergedTrace(const daemon::ReadTrace& merged) {
   struct Found {
     std::string host;
     int64_t clock_offset_ns = 0;
+    uint64_t error_bound_ns = 0;
   };
   std::map<uint64_t, Found> by_index;
   int64_t monotonic = -1, realtime = -1;
@@ -249,6 +250,9 @@ std::vector<MergedHost> SplitMergedTrace(const daemon::ReadTrace& merged) {
     for (const auto& a : e.debug_annotations()) {
       if (a.name() == "host") found.host = a.string_value();
       if (a.name() == "clock_offset_ns") found.clock_offset_ns = a.int_value();
+      if (a.name() == "error_bound_ns" && a.int_value() > 0) {
+        found.error_bound_ns = static_cast<uint64_t>(a.int_value());
+      }
     }
     by_index[e.track_uuid() - 1] = found;
   }
@@ -258,6 +262,7 @@ std::vector<MergedHost> SplitMergedTrace(const daemon::ReadTrace& merged) {
   for (const auto& [index, found] : by_index) {
     MergedHost& h = hosts.emplace_back();
     h.host = found.host;
+    h.error_bound_ns = found.error_bound_ns;
     const uint32_t sequence = kFirstHostSequence + static_cast<uint32_t>(index);
     const int32_t moved_by = static_cast<int32_t>(index + 1) << kPidShift;
     // The host's wall clock, stated as its own file did (its snapshots were left out).

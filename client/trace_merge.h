@@ -47,6 +47,7 @@ absl::StatusOr<std::string> MergeHostTraces(const std::vector<HostTrace>& hosts,
 // from it (trace/trace_from_pftrace.h, the summary's window) is what the host's files say.
 struct MergedHost {
   std::string host;  // as the user named it
+  uint64_t error_bound_ns = 0;  // its clock offset is within this of the truth
   daemon::ReadTrace read;
 };
 

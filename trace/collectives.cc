@@ -3,6 +3,7 @@
 #include "trace/collectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -218,7 +219,25 @@ std::string JobFromCommandLine(const std::vector<std::string>& argv) {
   return job;
 }
 
-absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
+double AtLeastByChance(uint64_t k, uint64_t n, double p) {
+  if (k == 0) return 1.0;
+  if (k > n || p <= 0.0) return 0.0;
+  if (p >= 1.0) return 1.0;
+  // Summed in log space: n may be thousands of collectives.
+  const double log_p = std::log(p), log_q = std::log1p(-p);
+  const double log_n_fact = std::lgamma(static_cast<double>(n) + 1.0);
+  double tail = 0.0;
+  for (uint64_t i = k; i <= n; ++i) {
+    const double log_choose = log_n_fact - std::lgamma(static_cast<double>(i) + 1.0) -
+                              std::lgamma(static_cast<double>(n - i) + 1.0);
+    tail += std::exp(log_choose + static_cast<double>(i) * log_p +
+                     static_cast<double>(n - i) * log_q);
+  }
+  return std::min(tail, 1.0);
+}
+
+absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace,
+                                                       const CollectivesOptions& options) {
   // Every process (its parts together) and its collective requests.
   std::vector<RawMember> raw;
   std::map<std::pair<std::string, uint32_t>, size_t> by_process;
@@ -343,7 +362,11 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
       for (size_t i : inst.missing) {
         missed[i].push_back(absl::StrCat("#", inst.number, " on queue ", inst.queue));
       }
+    } else if (inst.arrivals.size() >= 2 && inst.skew_ns() <= options.noise_floor_ns) {
+      inst.within_noise = true;
+      ++out.within_noise;
     } else if (inst.arrivals.size() >= 2) {
+      ++out.late_instances;
       const uint64_t since = inst.arrivals[inst.arrivals.size() - 2].arrival_ns;
       inst.late_causes = CausesIn(trace, raw[last.member], last_request.tid, since,
                                   last.arrival_ns, last.arrival_ns);
@@ -367,6 +390,10 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace) {
               return std::make_tuple(b.times_last, b.wait_cost_ns, a.member) <
                      std::make_tuple(a.times_last, a.wait_cost_ns, b.member);
             });
+  out.noise_floor_ns = options.noise_floor_ns;
+  for (Straggler& s : out.stragglers) {
+    s.chance = AtLeastByChance(s.times_last, out.late_instances, 1.0 / out.members.size());
+  }
   for (const auto& [i, which] : missed) {
     const CollectiveMember& m = out.members[i];
     std::string list = which.front();

@@ -22,6 +22,12 @@
 //    nrta_cc_schedule call. The collective could start at the last arrival. It ended at its
 //    cc_running end when known, else when the first rank saw it complete (the recorded
 //    nrta_is_completed poll of its request: later than the end by at most the poll interval).
+//  - Noise floor: arrivals within CollectivesOptions::noise_floor_ns of each other are taken as
+//    simultaneous (scheduling jitter; across hosts, the clocks' alignment error), so a
+//    collective whose skew is at most the floor has no late rank: nobody is counted last in it,
+//    nobody as having waited. Whether the most-often-last rank stands out is then weighed
+//    against chance: a job whose ranks are balanced still has a last rank in every collective,
+//    each about 1/N of the time (Straggler::chance).
 //  - Wait a late rank cost: the sum, over the other ranks, of the last arrival minus theirs.
 //  - Cause: what covered the late rank's time between the second-to-last arrival and its own
 //    (the others all waiting), per instant the first of: its device executions, or a call of
@@ -77,6 +83,8 @@ struct CollectiveInstance {
   uint64_t end_ns = 0;      // 0: unknown (no rank's completion in the capture)
   size_t last = 0;          // member that arrived last
   uint64_t wait_cost_ns = 0;  // what the last rank's lateness cost the others, summed
+  // The skew is within the noise floor: no rank was late (last, wait cost, causes not counted).
+  bool within_noise = false;
   std::vector<LateCause> late_causes;  // the last rank's gap, longest first
   uint64_t skew_ns() const { return start_ns - first_arrival_ns; }
 };
@@ -90,6 +98,16 @@ struct Straggler {
   // not the collective's work.
   uint64_t waited_ns = 0;
   std::vector<LateCause> causes;  // over the instances it was last in, longest first
+  // How likely a rank of a balanced job (each of the N ranks last with probability 1/N) is last
+  // in at least times_last of the collectives that had a late rank: small means it stands out.
+  double chance = 1.0;
+};
+
+struct CollectivesOptions {
+  // Arrivals at most this far apart count as simultaneous. 50 us: above the jitter of a launch
+  // on a quiet host, far below a straggler worth looking at. Callers add the clocks' error
+  // across hosts (a merged capture's bounds).
+  uint64_t noise_floor_ns = 50'000;
 };
 
 struct CollectivesAnalysis {
@@ -97,13 +115,20 @@ struct CollectivesAnalysis {
   bool ranks_from_command_line = true;
   std::vector<CollectiveInstance> instances;  // by start (last arrival)
   std::vector<Straggler> stragglers;          // every member; most often last first
+  uint64_t noise_floor_ns = 0;                // the floor used
+  size_t late_instances = 0;   // collectives every rank reached with a skew above the floor
+  size_t within_noise = 0;     // collectives every rank reached within the floor
   // What the capture cannot say: ranks that vanished (cut off, missing from instances).
   std::vector<std::string> notes;
 };
 
 // NOT_FOUND "the capture has no collectives (no nrta_cc_schedule call)" when no process
 // scheduled one.
-absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace);
+absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace,
+                                                       const CollectivesOptions& options = {});
+
+// The probability of at least k successes in n trials of probability p (the binomial tail).
+double AtLeastByChance(uint64_t k, uint64_t n, double p);
 
 // The rank a command line gives (`--rank N`, `--rank=N`, `--local_rank N`, `--local-rank=N`),
 // or -1.

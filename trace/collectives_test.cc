@@ -157,6 +157,80 @@ TEST(CollectivesTest, StragglerTableCountsTimesLastAndTheWaitCost) {
   EXPECT_TRUE(a->notes.empty());
 }
 
+// Four balanced ranks, `steps` steps: each rank arrives within `jitter_us` microseconds of the
+// others, the last one rotating (rank step % 4).
+Trace Balanced(int steps, uint64_t jitter_us) {
+  Trace t;
+  for (int r = 0; r < 4; ++r) {
+    t.processes.push_back(Rank(400 + r, {"job", "--rank", std::to_string(r)}));
+  }
+  for (int s = 0; s < steps; ++s) {
+    const uint64_t start = (100 + 10 * s) * kMs;
+    for (int r = 0; r < 4; ++r) {
+      const uint64_t late = (r + 4 - s % 4) % 4;  // 3 for the rank last in this step
+      AddStep(&t.processes[r], s, start, start + kMs + late * jitter_us * 1000 / 3,
+              start + 3 * kMs);
+    }
+  }
+  for (ProcessTrace& p : t.processes) Sort(&p);
+  return t;
+}
+
+TEST(CollectivesTest, ArrivalsWithinTheNoiseFloorHaveNoLateRank) {
+  absl::StatusOr<CollectivesAnalysis> a = AnalyzeCollectives(Balanced(6, 30));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->noise_floor_ns, 50'000u);
+  EXPECT_EQ(a->within_noise, 6u);
+  EXPECT_EQ(a->late_instances, 0u);
+  for (const CollectiveInstance& c : a->instances) {
+    EXPECT_TRUE(c.within_noise);
+    EXPECT_EQ(c.skew_ns(), 30'000u);
+    EXPECT_TRUE(c.late_causes.empty());
+  }
+  for (const Straggler& s : a->stragglers) {
+    EXPECT_EQ(s.times_last, 0u);
+    EXPECT_EQ(s.wait_cost_ns, 0u);
+    EXPECT_EQ(s.waited_ns, 0u);
+  }
+  // With a floor below the jitter, every collective has its late rank again.
+  CollectivesOptions fine;
+  fine.noise_floor_ns = 10'000;
+  a = AnalyzeCollectives(Balanced(6, 30), fine);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->within_noise, 0u);
+  EXPECT_EQ(a->late_instances, 6u);
+  uint64_t last = 0;
+  for (const Straggler& s : a->stragglers) last += s.times_last;
+  EXPECT_EQ(last, 6u);
+}
+
+TEST(CollectivesTest, ARankLastNoMoreOftenThanChanceDoesNotStandOut) {
+  // 8 steps, the last rank rotating: each of the 4 ranks last twice, as chance would have it.
+  CollectivesOptions fine;
+  fine.noise_floor_ns = 10'000;
+  absl::StatusOr<CollectivesAnalysis> a = AnalyzeCollectives(Balanced(8, 300), fine);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->late_instances, 8u);
+  EXPECT_EQ(a->stragglers[0].times_last, 2u);
+  // P(at least 2 of 8 at 1/4) = 1 - (3/4)^8 - 8 (1/4)(3/4)^7 = 0.633
+  EXPECT_NEAR(a->stragglers[0].chance, 0.633, 0.001);
+  // The two-step capture: rank 2 last in 1 of 2 with 3 ranks: 1 - (2/3)^2.
+  a = AnalyzeCollectives(TwoSteps());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_NEAR(a->stragglers[0].chance, 1.0 - 4.0 / 9.0, 1e-9);
+}
+
+TEST(CollectivesTest, AtLeastByChanceIsTheBinomialTail) {
+  EXPECT_DOUBLE_EQ(AtLeastByChance(0, 5, 0.25), 1.0);
+  EXPECT_NEAR(AtLeastByChance(3, 3, 0.25), 1.0 / 64, 1e-12);
+  EXPECT_NEAR(AtLeastByChance(5, 10, 0.25), 0.078127, 1e-6);
+  EXPECT_DOUBLE_EQ(AtLeastByChance(4, 3, 0.25), 0.0);
+  // Thousands of collectives stay finite.
+  const double p = AtLeastByChance(900, 3000, 0.25);
+  EXPECT_GT(p, 0.0);
+  EXPECT_LT(p, 1e-6);
+}
+
 TEST(CollectivesTest, MatchesByQueueNumberNotByPositionInTheCapture) {
   // Rank 0's capture starts later: its first collective in the capture is number 2.
   Trace t = TwoSteps();
