@@ -16,14 +16,11 @@
 //
 //   bazel run -c opt //bench:nrtprof_fold_bench -- --seconds 60 --processes 4
 //   taskset -c 0 bazel-bin/bench/nrtprof_fold_bench            # as BENCHMARKS.md's figures
-#include <time.h>
 
 #include <algorithm>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +28,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/load/collector_bench.h"
 #include "bench/load/synthetic_process.h"
 #include "daemon/collector_core.h"
 #include "daemon/metrics.h"
@@ -51,34 +49,6 @@ ABSL_FLAG(std::string, dump, "",
 
 namespace nrtprof::bench {
 namespace {
-
-uint64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// The stream's time: set by the bench, never waited on (no capture runs).
-class StreamClock : public daemon::CollectorClock {
- public:
-  uint64_t MonotonicNs() override { return now_; }
-  int64_t RealtimeNs() override {
-    return 1'700'000'000'000'000'000 + static_cast<int64_t>(now_);  // as the synthetic shim's
-  }
-  void WaitUntil(std::condition_variable*, std::unique_lock<std::mutex>*, uint64_t) override {}
-  void Set(uint64_t ns) { now_ = std::max(now_, ns); }
-
- private:
-  uint64_t now_ = 0;
-};
-
-class NoSink : public daemon::TraceSink {
- public:
-  absl::Status Write(const daemon::Trace&, const daemon::Summary&, const std::string&,
-                     std::vector<std::string>*) override {
-    return absl::OkStatus();
-  }
-};
 
 int Main() {
   const double seconds = absl::GetFlag(FLAGS_seconds);

@@ -12,19 +12,17 @@
 // figures; asserts nothing about time.
 //
 //   bazel run -c opt //bench:nrtprof_triggers_bench -- --seconds 60 --processes 4
-#include <time.h>
 
 #include <algorithm>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/load/collector_bench.h"
 #include "bench/load/synthetic_process.h"
 #include "daemon/collector_core.h"
 #include "daemon/metrics.h"
@@ -43,31 +41,6 @@ ABSL_FLAG(bool, rules, true, "evaluate the rules (false: the fold alone, to comp
 
 namespace nrtprof::bench {
 namespace {
-
-uint64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-class StreamClock : public daemon::CollectorClock {
- public:
-  uint64_t MonotonicNs() override { return now_; }
-  int64_t RealtimeNs() override { return 1'700'000'000'000'000'000 + static_cast<int64_t>(now_); }
-  void WaitUntil(std::condition_variable*, std::unique_lock<std::mutex>*, uint64_t) override {}
-  void Set(uint64_t ns) { now_ = std::max(now_, ns); }
-
- private:
-  uint64_t now_ = 0;
-};
-
-class NoSink : public daemon::TraceSink {
- public:
-  absl::Status Write(const daemon::Trace&, const daemon::Summary&, const std::string&,
-                     std::vector<std::string>*) override {
-    return absl::OkStatus();
-  }
-};
 
 // The issue's rules, as an operator would write them.
 const std::vector<std::string> kRules = {
