@@ -369,6 +369,12 @@ class TraceEncoder {
   // Writes the file: `trace` gives the capture's id and wall clock; `first_ns` is where its
   // timeline starts (TraceLanes::first_ns of the whole capture).
   absl::Status Finish(const Trace& trace, uint64_t first_ns, AtomicFile* file) {
+    // A capture a trigger rule took: a global track of its own for the anomaly's instant.
+    uint64_t trigger_uuid = 0;
+    if (!trace.trigger.rule.empty()) {
+      trigger_uuid = next_uuid_++;
+      KeepTrack(trigger_uuid, /*parent_uuid=*/0, kTriggerTrackName);
+    }
     PacketSink head(file, level_);
     out_ = &head;
     absl::Status s = BeginSequence(PerfettoWriter::kSequenceId, first_ns,
@@ -384,6 +390,7 @@ class TraceEncoder {
     for (const CaptureInstant& instant : instants_) {
       if (s.ok()) s = WriteInstant(trace, instant);
     }
+    if (s.ok() && trigger_uuid != 0) s = WriteTriggerInstant(trace, trigger_uuid, first_ns);
     if (s.ok()) s = head.Flush();
     if (s.ok()) s = lanes_out_.Flush();
     if (s.ok()) s = file->Append(lane_bytes_);
@@ -698,8 +705,45 @@ class TraceEncoder {
     AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
     AppendVarintField(track_event::kTrackUuid, instant.uuid, &event_);
     AppendVarintField(track_event::kNameIid, EventNameIid(kCaptureEventName), &event_);
-    AddAnnotations(CaptureArgs(trace, *instant.process));
+    std::vector<SliceArg> args = CaptureArgs(trace, *instant.process);
+    if (!trace.trigger.rule.empty()) {  // which rule took it: its instant is on its own track
+      SliceArg rule;
+      rule.name = "trigger";
+      rule.string_value = trace.trigger.rule;
+      args.push_back(rule);
+    }
+    AddAnnotations(args);
     return WriteEventPacket(instant.ts);
+  }
+
+  // The instant of the anomaly a trigger rule saw, on the "nrtprof triggers" track: named for
+  // the rule, when the anomaly began (the timeline's start if the trace does not say), its
+  // arguments why. What a Perfetto user finds beside the slow step or the failed call.
+  absl::Status WriteTriggerInstant(const Trace& trace, uint64_t track_uuid, uint64_t first_ns) {
+    const TriggerReason& why = trace.trigger;
+    event_.clear();
+    interned_.clear();
+    AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_INSTANT, &event_);
+    AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
+    // Interned as every other name; its text kept with the encoder, as the iids view it.
+    name_tables_.push_back(std::make_shared<NameTable>());
+    AppendVarintField(track_event::kNameIid, EventNameIid(name_tables_.back()->Intern(why.rule)),
+                      &event_);
+    std::vector<SliceArg> args(5);
+    args[0].name = "reason";
+    args[0].string_value = why.reason;
+    args[1].name = "condition";
+    args[1].string_value = why.condition;
+    args[2].name = "value_ns";
+    args[2].type = SliceArg::Type::kUint;
+    args[2].uint_value = why.value_ns;
+    args[3].name = "threshold_ns";
+    args[3].type = SliceArg::Type::kUint;
+    args[3].uint_value = why.threshold_ns;
+    args[4].name = "capture_id";
+    args[4].string_value = trace.capture_id;
+    AddAnnotations(args);
+    return WriteEventPacket(why.at_ns != 0 ? why.at_ns : first_ns);
   }
 
   // The packet around event_ (and interned_, if not empty), at `ts`.

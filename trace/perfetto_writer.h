@@ -5,11 +5,13 @@
 // track of its requests in flight, "requests in flight (XU 1)"), flow arrows
 // from each framework range through the runtime call to the device work it caused, and an
 // "nrtprof capture" instant on the process track that carries the capture id and the
-// process's drop counters. docs/trace_format.md ("trace.pftrace") is the full layout and the
-// encoding: a packet sequence for the tracks and one for each lane, with interned names,
-// timestamps as deltas on each sequence's incremental clock, and the packets deflated in
-// bundles (`compressed_packets`), as Perfetto's own tracing service writes them with
-// compression on.
+// process's drop counters; of a capture a trigger rule took (nrtprofd --trigger), a global
+// "nrtprof triggers" track with an instant at the anomaly's start, named for the rule, its
+// arguments the reason, the value and the threshold. docs/trace_format.md ("trace.pftrace") is
+// the full layout and the encoding: a packet sequence for the tracks and one for each lane,
+// with interned names, timestamps as deltas on each sequence's incremental clock, and the
+// packets deflated in bundles (`compressed_packets`), as Perfetto's own tracing service writes
+// them with compression on.
 //
 // Thread-safe: keeps no state between calls; Write() may run for several captures at once.
 #ifndef NRTPROF_TRACE_PERFETTO_WRITER_H_

@@ -407,6 +407,63 @@ TEST(PerfettoWriterTest, CaptureIdAndDropCountersAreOnTheProcessTrack) {
   EXPECT_EQ(instant.args.at("device_uncorrelated"), "0");
 }
 
+// A capture a trigger rule took (nrtprofd --trigger): the Perfetto user finds why on a track of
+// its own, "nrtprof triggers", at the top of the timeline (no process: a global track), an
+// instant where the anomaly began, named for the rule, the reason, value and threshold in its
+// arguments; each process's capture instant names the rule too.
+TEST(PerfettoWriterTest, ATriggeredCaptureHasTheAnomalysInstantOnATrackOfItsOwn) {
+  Trace t = SmallTrace();
+  t.trigger = {"slow-step", "slow-step: step > 3 x median",
+               "pid 100 (python3): step 7 took 4.0x the median of the last 100 (800 ns vs 200 "
+               "ns)",
+               800, 600, 1100};
+  ReadBack r = WriteAndRead(t, "trigger");
+  std::vector<uint64_t> named;
+  for (const auto& [uuid, track] : r.tracks) {
+    if (track.name() == "nrtprof triggers") named.push_back(uuid);
+  }
+  ASSERT_EQ(named.size(), 1u);
+  const perfetto::protos::TrackDescriptor& track = r.tracks.at(named[0]);
+  EXPECT_FALSE(track.has_parent_uuid());
+  EXPECT_FALSE(track.has_process());
+  EXPECT_FALSE(track.has_thread());
+  EXPECT_FALSE(r.slices.count(named[0])) << "only the instant is on it";
+  std::vector<Slice> on_it, captures;
+  for (const auto& [uuid, instant] : r.instants) {
+    (uuid == named[0] ? on_it : captures).push_back(instant);
+  }
+  ASSERT_EQ(on_it.size(), 1u);
+  EXPECT_EQ(on_it[0].name, "slow-step");
+  EXPECT_EQ(on_it[0].start, 1100u) << "where the anomaly began";
+  EXPECT_EQ(on_it[0].args,
+            (std::map<std::string, std::string>{
+                {"reason", t.trigger.reason},
+                {"condition", "slow-step: step > 3 x median"},
+                {"value_ns", "800"},
+                {"threshold_ns", "600"},
+                {"capture_id", "cap-42"}}));
+  ASSERT_EQ(captures.size(), 1u);
+  EXPECT_EQ(captures[0].name, "nrtprof capture");
+  EXPECT_EQ(captures[0].args.at("trigger"), "slow-step");
+
+  // Without the anomaly's time (asked by an older daemon): at the timeline's start.
+  t.trigger.at_ns = 0;
+  r = WriteAndRead(t, "trigger_no_time");
+  bool found = false;
+  for (const auto& [uuid, instant] : r.instants) {
+    if (instant.name != "slow-step") continue;
+    found = true;
+    EXPECT_EQ(instant.start, 1000u);
+  }
+  EXPECT_TRUE(found);
+
+  // A capture someone asked for has neither.
+  r = WriteAndRead(SmallTrace(), "no_trigger");
+  for (const auto& [uuid, track] : r.tracks) EXPECT_NE(track.name(), "nrtprof triggers");
+  ASSERT_EQ(r.instants.size(), 1u);
+  EXPECT_EQ(r.instants[0].second.args.count("trigger"), 0u);
+}
+
 TEST(PerfettoWriterTest, ClockSnapshotPutsTheFileOnMonotonicTime) {
   ReadBack r = WriteAndRead(SmallTrace(), "clock");
   const TracePacket& first = r.trace.packet(0);

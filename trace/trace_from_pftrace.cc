@@ -30,7 +30,9 @@ namespace pb = perfetto::protos;
 using pftrace::Annotation;
 
 enum class TrackKind {
-  kProcess, kThread, kFramework, kRuntime, kCore, kExecutions, kDma, kCollectives, kOther
+  kProcess, kThread, kFramework, kRuntime, kCore, kExecutions, kDma, kCollectives,
+  kTriggers,  // the global "nrtprof triggers" track: the trigger rule's instant
+  kOther
 };
 
 struct Track {
@@ -392,6 +394,8 @@ class Rebuilder {
           SetThread(d, &t);
           break;
         }
+      } else if (d.name() == kTriggerTrackName) {
+        t.kind = TrackKind::kTriggers;
       }
       tracks_[uuid] = std::move(t);
       return absl::OkStatus();
@@ -542,6 +546,7 @@ class Rebuilder {
     }
     Track& t = *found;
     if (t.kind == TrackKind::kOther) return absl::OkStatus();  // not one of ours: skipped
+    if (t.kind == TrackKind::kTriggers) return TriggerInstant(e, ts);
     ProcessTrace& p = trace_.processes[t.process];
     if (e.type == pb::TrackEvent::TYPE_SLICE_END) {
       if (t.open.empty()) {
@@ -665,6 +670,21 @@ class Rebuilder {
       default:
         break;
     }
+    return absl::OkStatus();
+  }
+
+  // The trigger rule's instant (perfetto_writer.cc): the rule by its name, why by its
+  // arguments, the anomaly's start by its time. Anything else on the track is not ours.
+  absl::Status TriggerInstant(const pftrace::EventFields& e, uint64_t ts) {
+    if (e.type != pb::TrackEvent::TYPE_INSTANT) return absl::OkStatus();
+    absl::StatusOr<std::string_view> name = EventName(e);
+    if (!name.ok()) return name.status();
+    NamedArgs named;
+    SliceArgs args;
+    if (absl::Status s = ReadArgs(&args, &named); !s.ok()) return s;
+    trace_.trigger = {std::string(*name),      named.Str("condition"),
+                      named.Str("reason"),     named.Uint("value_ns"),
+                      named.Uint("threshold_ns"), ts};
     return absl::OkStatus();
   }
 

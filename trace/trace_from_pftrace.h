@@ -2,7 +2,9 @@
 // the file keeps (docs/trace_format.md, "trace.pftrace"): each process with its command line,
 // thread names, framework ranges (nesting from the slices), runtime calls with their arguments
 // and the range each ran in, device work on each NeuronCore with the call that caused it, and
-// the process's drop counters, notices and cut-off flag from its "nrtprof capture" instant.
+// the process's drop counters, notices and cut-off flag from its "nrtprof capture" instant,
+// and, of a capture a trigger rule took, the rule and its reason from the "nrtprof triggers"
+// track's instant.
 //
 // What the file does not keep is left empty: model files, the host (unless the instant names
 // it), a thread's events before its track was written. Slice times are what the lanes drew:

@@ -25,6 +25,11 @@ namespace {
 std::string Dump(const Trace& t) {
   std::string out = absl::StrCat("capture ", t.capture_id, " ", t.start_ns, "-", t.end_ns, " ",
                                  t.realtime_offset_ns, "\n");
+  if (!t.trigger.rule.empty()) {
+    absl::StrAppend(&out, "trigger ", t.trigger.rule, " (", t.trigger.condition, "): ",
+                    t.trigger.reason, " ", t.trigger.value_ns, "/", t.trigger.threshold_ns, " at ",
+                    t.trigger.at_ns, "\n");
+  }
   for (const ProcessTrace& p : t.processes) {
     absl::StrAppend(&out, "process ", p.pid, " host=", p.host, " exe=", p.executable, " cmd=",
                     absl::StrJoin(p.command_line, " "), " received=", p.events_received,
@@ -92,6 +97,34 @@ TEST(TraceFromPerfettoTest, TheRecomputedSummaryIsTheCapturesOwn) {
             FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
 }
 
+// A capture a trigger rule took: the rule and its reason come back from the "nrtprof
+// triggers" track's instant, so `nrtprof summary --from-trace` says why, as the capture's own
+// summary did, and the anomaly's time with them.
+TEST(TraceFromPerfettoTest, ATriggersRuleAndReasonComeBack) {
+  Trace trace = SmallTrace();
+  trace.trigger = {"errors", "errors: status != ok",
+                   "pid 100 (python3): nrt_execute returned status 4 (NRT_TIMEOUT)", 0, 0, 1200};
+  const Trace back = RoundTrip(trace, "trigger_round_trip");
+  EXPECT_EQ(back.trigger.rule, "errors");
+  EXPECT_EQ(back.trigger.condition, "errors: status != ok");
+  EXPECT_EQ(back.trigger.reason, trace.trigger.reason);
+  EXPECT_EQ(back.trigger.at_ns, 1200u);
+  const std::string summary = FormatSummary(ComputeSummary(back));
+  EXPECT_NE(summary.find("Triggered by rule errors (errors: status != ok): pid 100 (python3): "
+                         "nrt_execute returned status 4 (NRT_TIMEOUT)\n"),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(summary, FormatSummary(ComputeSummary(trace)));
+  // The slow step's figures too.
+  trace.trigger = {"slow", "slow: step > 250 ms", "step 3 took 300 ms", 300'000'000,
+                   250'000'000, 1100};
+  const Trace slow = RoundTrip(trace, "trigger_values_round_trip");
+  EXPECT_EQ(slow.trigger.value_ns, 300'000'000u);
+  EXPECT_EQ(slow.trigger.threshold_ns, 250'000'000u);
+  // None from a capture someone asked for.
+  EXPECT_TRUE(RoundTrip(SmallTrace(), "no_trigger_round_trip").trigger.rule.empty());
+}
+
 // Two executions of one core that overlap by a few ns (device clocks mapped through two sync
 // points): the later one's slice starts where the first ends, and keeps its own duration in an
 // argument, so the recomputed table charges what the capture's did (seen: 367.534 us against
@@ -129,6 +162,25 @@ TEST(TraceFromPerfettoTest, AsyncWorkComesBackFromItsQueuesTracks) {
   EXPECT_EQ(back.processes[0].device.size(), trace.processes[0].device.size());
   const Summary again = ComputeSummary(back);
   EXPECT_EQ(again.async_executions_queue_empty, 1u);
+  EXPECT_EQ(FormatSummary(again), FormatSummary(ComputeSummary(trace)));
+  EXPECT_EQ(FormatSummary(again, SummarySortKey::kName, SummaryFormat::kJson),
+            FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
+}
+
+// A thread's polls after its last recorded one have no slice: the process's capture instant
+// carries their sums, and the recomputed table counts them as the capture's own did.
+TEST(TraceFromPerfettoTest, PollsAfterTheLastRecordedOnesComeBackAsTheirSums) {
+  constexpr uint64_t kUs = 1000;
+  Trace trace = AsyncTrace();
+  trace.processes[0].poll_tallies = {
+      {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 201, 2950 * kUs, 1000},
+      {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 202, 2960 * kUs, 234},
+      {"nrta_get_sequence", nrtprof::API_NRTA_GET_SEQUENCE, 202, 2960 * kUs, 5}};
+  const Trace back = RoundTrip(trace, "poll_tallies_round_trip");
+  ASSERT_EQ(back.processes.size(), 1u);
+  EXPECT_EQ(back.processes[0].calls.size(), trace.processes[0].calls.size()) << "no slice";
+  const Summary again = ComputeSummary(back);
+  EXPECT_EQ(again.completion_polls, 8u + 1239u);
   EXPECT_EQ(FormatSummary(again), FormatSummary(ComputeSummary(trace)));
   EXPECT_EQ(FormatSummary(again, SummarySortKey::kName, SummaryFormat::kJson),
             FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));

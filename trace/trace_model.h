@@ -205,7 +205,14 @@ struct TriggerReason {
   std::string reason;     // "pid 12 (train): step 4711 took 3.9x the median of the last 100 ..."
   uint64_t value_ns = 0;
   uint64_t threshold_ns = 0;
+  // When the anomaly began, host monotonic as the events (a slow step's start, the failed
+  // call's); 0 if the daemon that asked did not say (one older than the field).
+  uint64_t at_ns = 0;
 };
+
+// The Perfetto trace's global track of the trigger's instant (perfetto_writer.h), by which the
+// reader (trace_from_pftrace.h) knows it again.
+inline constexpr char kTriggerTrackName[] = "nrtprof triggers";
 
 struct Trace {
   std::string capture_id;
