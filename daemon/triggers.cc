@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/nrt_status_names.h"
 #include "proto/nrtprof.pb.h"
 #include "trace/collectives.h"
 
@@ -303,28 +304,6 @@ class RuleParser {
   size_t at_ = 0;
 };
 
-// The runtime's name of a status (nrt_get_status_as_str's), for the reasons.
-const char* StatusName(int32_t status) {
-  switch (status) {
-    case 1: return "NRT_FAILURE";
-    case 2: return "NRT_INVALID";
-    case 3: return "NRT_INVALID_HANDLE";
-    case 4: return "NRT_RESOURCE";
-    case 5: return "NRT_TIMEOUT";
-    case 6: return "NRT_HW_ERROR";
-    case 7: return "NRT_QUEUE_FULL";
-    case 9: return "NRT_LOAD_NOT_ENOUGH_NC";
-    case 10: return "NRT_UNSUPPORTED_NEFF_VERSION";
-    case 13: return "NRT_UNINITIALIZED";
-    case 14: return "NRT_CLOSED";
-    case 1002: return "NRT_EXEC_BAD_INPUT";
-    case 1003: return "NRT_EXEC_COMPLETED_WITH_NUM_ERR";
-    case 1004: return "NRT_EXEC_COMPLETED_WITH_ERR";
-    case 1005: return "NRT_EXEC_NC_BUSY";
-    default: return nullptr;
-  }
-}
-
 // NRT_COLL_PENDING: a collective's request not done yet, the runtime's way of saying "later".
 constexpr int32_t kCollPending = 1100;
 
@@ -583,7 +562,7 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
           if (rules_[rule].subject != TriggerRule::Subject::kStatus) continue;
           if (!Admit(rule, call.start_ns)) continue;
           TriggerFiring f = Firing(rule, p, call.start_ns, call.start_ns + call.duration_ns);
-          const char* name = StatusName(call.status);
+          const char* name = NrtStatusName(call.status);
           f.reason = absl::StrCat("pid ", p.pid, " (", Basename(p.executable), "): ",
                                   call.name.str(), " returned status ", call.status,
                                   name != nullptr ? absl::StrCat(" (", name, ")") : "",

@@ -397,6 +397,29 @@ TEST(TriggerEvaluatorTest, ErrorsCollectiveWaitsAndExits) {
                              "it called _exit)");
 }
 
+// The reason names a status as the runtime's nrt_get_status_as_str does, the hardware errors
+// the public header does not list included; a value the runtime gives no name, by number only.
+TEST(TriggerEvaluatorTest, AStatusReadsAsTheRuntimeNamesIt) {
+  TriggerEvaluator e = Evaluator({"errors: status != ok every 0s"});
+  Trace t;
+  ProcessTrace p;
+  p.pid = 5;
+  p.executable = "/x/train";
+  for (int32_t status : {1201, 8}) {
+    ApiCall call;
+    call.name = "nrt_execute";
+    call.start_ns = 100 * p.calls.size();
+    call.status = status;
+    p.calls.push_back(call);
+  }
+  t.processes.push_back(p);
+  std::vector<TriggerFiring> fired = e.Evaluate(t);
+  ASSERT_EQ(fired.size(), 2u);
+  EXPECT_EQ(fired[0].reason,
+            "pid 5 (train): nrt_execute returned status 1201 (NRT_EXEC_HW_ERR_HBM_UE)");
+  EXPECT_EQ(fired[1].reason, "pid 5 (train): nrt_execute returned status 8");
+}
+
 TEST(TriggerEvaluatorTest, OneCapturePerRulePerIntervalTheRestSuppressed) {
   TriggerEvaluator e = Evaluator({"slow: step > 3 x median every 10s", "abs: step > 35 ms every 1s"});
   // A baseline, then a burst of 5 slow steps (40 ms) in 200 ms.

@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/nrt_status_names.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_profile.h"
 #include "nrt/nrt_status.h"
@@ -208,41 +209,6 @@ bool EnvFlag(const char* name, bool fallback, bool profile_modes, bool* value) {
   return false;
 }
 
-// The status names of the real runtime's public header, by value.
-const char* StatusName(int status) {
-  switch (status) {
-    case 0: return "NRT_SUCCESS";
-    case 1: return "NRT_FAILURE";
-    case 2: return "NRT_INVALID";
-    case 3: return "NRT_INVALID_HANDLE";
-    case 4: return "NRT_RESOURCE";
-    case 5: return "NRT_TIMEOUT";
-    case 6: return "NRT_HW_ERROR";
-    case 7: return "NRT_QUEUE_FULL";
-    case 9: return "NRT_LOAD_NOT_ENOUGH_NC";
-    case 10: return "NRT_UNSUPPORTED_NEFF_VERSION";
-    case 11: return "NRT_FAIL_HOST_MEM_ALLOC";
-    case 13: return "NRT_UNINITIALIZED";
-    case 14: return "NRT_CLOSED";
-    case 15: return "NRT_QUEUE_EMPTY";
-    case 101: return "NRT_EXEC_UNIT_UNRECOVERABLE";
-    case 1002: return "NRT_EXEC_BAD_INPUT";
-    case 1003: return "NRT_EXEC_COMPLETED_WITH_NUM_ERR";
-    case 1004: return "NRT_EXEC_COMPLETED_WITH_ERR";
-    case 1005: return "NRT_EXEC_NC_BUSY";
-    case 1006: return "NRT_EXEC_OOB";
-    case 1100: return "NRT_COLL_PENDING";
-    case 1200: return "NRT_EXEC_HW_ERR_COLLECTIVES";
-    case 1201: return "NRT_EXEC_HW_ERR_HBM_UE";
-    case 1202: return "NRT_EXEC_HW_ERR_NC_UE";
-    case 1203: return "NRT_EXEC_HW_ERR_DMA_ABORT";
-    case 1204: return "NRT_EXEC_SW_NQ_OVERFLOW";
-    case 1205: return "NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE";
-    case 1206: return "NRT_NETWORK_PROXY_FAILURE";
-    default: return "UNKNOWN";
-  }
-}
-
 NRT_STATUS ContinuousNotSupported() {
   SayOnce("continuous device profiling (nrt_profile_continuous_start, _save, _stop) is not "
           "supported by the simulated runtime");
@@ -256,7 +222,8 @@ extern "C" {
 // --- nrt_status.h ---
 
 const char* nrt_get_status_as_str(NRT_STATUS status) {
-  return StatusName(static_cast<int>(status));
+  const char* name = nrtprof::NrtStatusName(static_cast<int>(status));
+  return name != nullptr ? name : "UNKNOWN";
 }
 
 // --- nrt_profile.h: continuous device profiling ---
