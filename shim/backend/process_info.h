@@ -1,5 +1,5 @@
 // Who this process is, for the Hello that opens each stream: host, boot id, pid, parent,
-// start time, executable, command line, shim version, a clock sample, capture and mode.
+// start time, executable, command line, shim version, a clock sample, capture, mode and job.
 // Read fresh at each call (a forked child is another process). Allocates and reads /proc:
 // the flusher thread only.
 #ifndef NRTPROF_SHIM_BACKEND_PROCESS_INFO_H_

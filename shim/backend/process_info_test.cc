@@ -54,6 +54,7 @@ TEST(ProcessInfoTest, StartTimeComesFromTicksSinceBoot) {
 TEST(ProcessInfoTest, HelloDescribesThisProcess) {
   Config config;
   snprintf(config.capture_id, sizeof(config.capture_id), "cap");
+  snprintf(config.job, sizeof(config.job), "10.0.0.7:62182");
   config.requested_mode = ShimMode::kLossless;
   const nrtprof::Hello hello = BuildHello(config);
   EXPECT_EQ(hello.pid(), static_cast<uint32_t>(getpid()));
@@ -64,6 +65,7 @@ TEST(ProcessInfoTest, HelloDescribesThisProcess) {
   EXPECT_EQ(hello.boot_id().size(), 36u);
   EXPECT_EQ(hello.shim_version(), "0.1.0");
   EXPECT_EQ(hello.capture_id(), "cap");
+  EXPECT_EQ(hello.job(), "10.0.0.7:62182");
   EXPECT_EQ(hello.mode(), nrtprof::MODE_LOSSLESS);
   EXPECT_GT(hello.process_start_ns(), 0u);
   EXPECT_LE(hello.process_start_ns(), hello.clock().realtime_ns());

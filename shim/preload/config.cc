@@ -36,6 +36,17 @@ bool CopyString(const char* s, char* dst, size_t size) {
   return true;
 }
 
+// A job's name: 1 to kMaxJobBytes printable ASCII characters (space to '~'), copied to `dst`.
+bool CopyJob(const char* s, char* dst) {
+  size_t n = 0;
+  for (; s[n] != '\0'; ++n) {
+    if (n == kMaxJobBytes || s[n] < ' ' || s[n] > '~') return false;
+  }
+  if (n == 0) return false;
+  memcpy(dst, s, n + 1);
+  return true;
+}
+
 uint32_t RoundUpToPowerOfTwo(uint32_t v) {
   uint32_t p = 1;
   while (p < v) p <<= 1;
@@ -116,6 +127,17 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
     if (!CopyString(v, config->capture_id, sizeof(config->capture_id))) {
       Report(report, "NRTPROF_CAPTURE", v, "a capture id under 256 bytes", "none");
     }
+  }
+  // The operator's label first; else the runtime's own name of the job, its collective root.
+  static const char* const kJobVariables[] = {"NRTPROF_JOB", "NEURON_RT_ROOT_COMM_ID"};
+  for (const char* name : kJobVariables) {
+    const char* v = get(name);
+    if (v == nullptr || v[0] == '\0') continue;
+    if (!CopyJob(v, config->job)) {
+      Report(report, name, v, "a job of 1 to 255 printable ASCII characters", "no job");
+      config->job[0] = '\0';
+    }
+    break;
   }
   if (const char* v = get("NRTPROF_STACKS"); v != nullptr && v[0] != '\0') {
     uint64_t depth = 0;

@@ -39,6 +39,11 @@ struct Config {
   char tls_cert[512] = {};        // NRTPROF_TLS_CERT
   char tls_key[512] = {};         // NRTPROF_TLS_KEY
   char capture_id[256] = {};      // NRTPROF_CAPTURE
+  // The process's job, for the daemon's trigger rules "on job" (Hello.job): NRTPROF_JOB (the
+  // operator's label) if set, else NEURON_RT_ROOT_COMM_ID (the collective root every rank of a
+  // Neuron job is given, HOST:PORT); empty if neither. At most kMaxJobBytes printable ASCII
+  // characters: another value is refused (one line) and the job left empty.
+  char job[256] = {};
   uint32_t stack_depth = 0;       // NRTPROF_STACKS, 0..kMaxStackDepth
   ShimMode requested_mode = ShimMode::kBestEffort;  // NRTPROF_MODE
   // NRTPROF_RING_EVENTS: 64-byte slots per thread's ring (an event takes one, plus one per 64
@@ -61,6 +66,7 @@ struct Config {
   uint32_t recorder_batch_ms = 500;
 };
 
+inline constexpr uint32_t kMaxJobBytes = 255;
 inline constexpr uint32_t kMinRingEvents = 64;
 inline constexpr uint32_t kMaxRingEvents = 1u << 22;
 inline constexpr uint32_t kMaxFlushTimeoutMs = 600000;

@@ -191,5 +191,35 @@ TEST_F(ConfigTest, ATlsPathTooLongIsReportedAndUnset) {
       << lines_[0];
 }
 
+// The job (Hello.job): the operator's label before the runtime's collective root; a value that
+// is not 1 to 255 printable ASCII characters is one line and no job, never the program's end.
+TEST_F(ConfigTest, TheJobIsTheLabelElseTheRuntimesRoot) {
+  EXPECT_STREQ(Parse().job, "");
+  env_ = {{"NEURON_RT_ROOT_COMM_ID", "10.0.0.7:62182"}};
+  EXPECT_STREQ(Parse().job, "10.0.0.7:62182");
+  env_ = {{"NEURON_RT_ROOT_COMM_ID", "10.0.0.7:62182"}, {"NRTPROF_JOB", "llama-70b run 3"}};
+  EXPECT_STREQ(Parse().job, "llama-70b run 3");
+  env_ = {{"NEURON_RT_ROOT_COMM_ID", "10.0.0.7:62182"}, {"NRTPROF_JOB", ""}};
+  EXPECT_STREQ(Parse().job, "10.0.0.7:62182") << "an empty label is no label";
+  env_ = {{"NRTPROF_JOB", std::string(255, 'j')}};
+  EXPECT_EQ(std::string(Parse().job), std::string(255, 'j'));
+  EXPECT_TRUE(lines_.empty());
+
+  env_ = {{"NRTPROF_JOB", std::string(256, 'j')}};
+  EXPECT_STREQ(Parse().job, "");
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_JOB='" + std::string(64, 'j') +
+                           "' is not a job of 1 to 255 printable ASCII characters; using no "
+                           "job\n");
+  lines_.clear();
+  env_ = {{"NRTPROF_JOB", "a\tb"}, {"NEURON_RT_ROOT_COMM_ID", "10.0.0.7:62182"}};
+  EXPECT_STREQ(Parse().job, "") << "the label refused: no job, not the root";
+  env_ = {{"NEURON_RT_ROOT_COMM_ID", "h\xc3\xa9:1"}};
+  EXPECT_STREQ(Parse().job, "");
+  ASSERT_EQ(lines_.size(), 2u);
+  EXPECT_EQ(lines_[0].rfind("nrtprof: NRTPROF_JOB='a\tb' is not a job", 0), 0u) << lines_[0];
+  EXPECT_EQ(lines_[1].rfind("nrtprof: NEURON_RT_ROOT_COMM_ID='h", 0), 0u) << lines_[1];
+}
+
 }  // namespace
 }  // namespace nrtprof::shim
