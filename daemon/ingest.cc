@@ -53,6 +53,7 @@ IngestedEvent ToRecord(const nrtprof::Event& e) {
     r.worker_gid = e.worker_gid();
   }
   r.host_clock = e.host_clock();
+  r.polls_only = e.polls_only();
   r.start_ns = e.start_ns();
   r.duration_ns = e.duration_ns();
   r.correlation_id = e.correlation_id();
@@ -80,6 +81,7 @@ bool SameRecord(const IngestedEvent& a, const IngestedEvent& b) {
          a.model_name_iid == b.model_name_iid && a.engine_iid == b.engine_iid &&
          a.tensor_name_iid == b.tensor_name_iid && a.repeat == b.repeat && a.status == b.status &&
          a.nc_idx == b.nc_idx && a.placement == b.placement && a.host_clock == b.host_clock &&
+         a.polls_only == b.polls_only &&
          a.start_ns == b.start_ns && a.duration_ns == b.duration_ns &&
          a.correlation_id == b.correlation_id && a.bytes == b.bytes && a.nrta_seq == b.nrta_seq &&
          std::memcmp(&a.call, &b.call, sizeof(a.call)) == 0;

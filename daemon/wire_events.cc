@@ -68,7 +68,7 @@ bool ReadEvent(const char* begin, const char* end, const char* limit, IngestedEv
     const uint32_t field = static_cast<uint32_t>(tag) >> 3;
     const uint32_t type = static_cast<uint32_t>(tag & 7);
     if (field == 0 || type == kStartGroup || type == kEndGroup || type > kFixed32) return false;
-    if (type != kVarint || field > 27) {
+    if (type != kVarint || field > 28) {
       WireReader in(p, end);
       if (!in.Skip(type)) return false;
       p = in.at();
@@ -107,6 +107,7 @@ bool ReadEvent(const char* begin, const char* end, const char* limit, IngestedEv
       case 25: r->nrta_seq = v; break;
       case 26: polls = v; break;
       case 27: worker_gid = i32; break;
+      case 28: r->polls_only = v != 0; break;
       default: break;  // field numbers of no Event field: unknown, dropped
     }
   }

@@ -20,7 +20,8 @@ std::string Fields(const IngestedEvent& e) {
       " stack=", e.stack_iid, " depth=", e.depth, " model_name=", e.model_name_iid,
       " engine=", e.engine_iid, " tensor_name=", e.tensor_name_iid, " repeat=", e.repeat,
       " status=", e.status, " nc=", e.nc_idx, " placement=", e.placement,
-      " host_clock=", e.host_clock, " start=", e.start_ns, " duration=", e.duration_ns,
+      " host_clock=", e.host_clock, " polls_only=", e.polls_only, " start=", e.start_ns,
+      " duration=", e.duration_ns,
       " correlation=", e.correlation_id, " bytes=", e.bytes, " nrta_seq=", e.nrta_seq);
   // The union's bytes, whichever member the kind says (both start as zeros).
   uint64_t ids[3];
@@ -128,6 +129,7 @@ nrtprof::ShimMessage RealBatch() {
   call->set_tensor_name_iid(1);
   call->set_model_name_iid(1);
   call->set_bytes(4096);
+  call->set_polls_only(true);  // (a poll tally's flag; any call's field to the reader)
 
   nrtprof::Event* exec = b->add_events();
   exec->set_kind(nrtprof::EVENT_DEVICE_EXEC);
@@ -203,6 +205,7 @@ TEST(WireEventsTest, ARealBatchReadsAsProtobufParsesIt) {
   EXPECT_EQ(events[1].status, -3);
   EXPECT_EQ(events[1].call.model, 0xfeedfacecafebeefull);
   EXPECT_EQ(events[1].nc_idx, -1);
+  EXPECT_TRUE(events[1].polls_only);
   EXPECT_EQ(events[2].device.id, 77u);
   EXPECT_TRUE(events[2].host_clock);
   EXPECT_EQ(events[2].worker_gid, -5);

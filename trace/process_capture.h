@@ -42,6 +42,8 @@ struct IngestedEvent {
   };
   // Device events stamped on the host (start_ns already CLOCK_MONOTONIC, not device clock).
   bool host_clock = false;
+  // nrta_is_completed / nrta_get_sequence: no call, only the polls in `repeat` (Event.polls_only).
+  bool polls_only = false;
   uint64_t start_ns = 0;
   uint64_t duration_ns = 0;
   uint64_t correlation_id = 0;

@@ -73,6 +73,25 @@ TEST_F(BatchingTest, AnApiCallRecordBecomesARuntimeLaneEvent) {
   EXPECT_EQ(e.stack_iid(), 0u);
 }
 
+// A recorded poll carries the polls of its function before it; a thread's polls after its last
+// recorded one come in a record that is no call (kRecordPollsOnly), flagged on the wire.
+TEST_F(BatchingTest, APollsOnlyRecordIsFlaggedAsNoCall) {
+  Slotted poll = ApiRecord(kNrtaIsCompleted, 1);
+  poll.r().bytes = 41;
+  poll.r().aux = 7;
+  const nrtprof::Event recorded = Build(poll);
+  EXPECT_EQ(recorded.polls(), 41u);
+  EXPECT_EQ(recorded.bytes(), 0u);
+  EXPECT_FALSE(recorded.polls_only());
+  Slotted tally = ApiRecord(kNrtaGetSequence, 2);
+  tally.r().bytes = 1000;
+  tally.r().flags = kRecordPollsOnly;
+  const nrtprof::Event counted = Build(tally);
+  EXPECT_EQ(counted.function(), nrtprof::API_NRTA_GET_SEQUENCE);
+  EXPECT_EQ(counted.polls(), 1000u);
+  EXPECT_TRUE(counted.polls_only());
+}
+
 TEST_F(BatchingTest, TensorCallsCarryTheNameTheirTensorWasAllocatedWith) {
   EXPECT_EQ(strings_.Get(Build(ApiRecord(kNrtTensorAllocate, 1, 0x10, "weights")).tensor_name_iid()),
             "weights");

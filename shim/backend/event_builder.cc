@@ -88,6 +88,7 @@ void EventBuilder::BuildApiCall(const Record& record, nrtprof::Event* event) {
       event->set_nrta_seq(record.aux);
       event->set_polls(record.bytes);
       event->set_bytes(0);
+      if (record.flags & kRecordPollsOnly) event->set_polls_only(true);
       break;
     case kNrtaCcPrepare:
     case kNrtaEventRegisterXuCompletion:

@@ -83,6 +83,8 @@ void OnThreadExit(void* state) {
     return;
   }
   if (t_state == ts) {
+    // The thread's polls after its last recorded one, which no later poll will carry.
+    RecordPollTally();
     t_state = kDeadThread;
     t_hot.producer = RingProducer();
   }
@@ -94,6 +96,9 @@ void CreateThreadKey() { pthread_key_create(&g_thread_key, &OnThreadExit); }
 void AtExit() {
   if (g_phase.load(std::memory_order_acquire) != kStarted) return;
   const BackendApi* backend = g_backend.load(std::memory_order_acquire);
+  // The exiting thread's polls after its last recorded one go with the final flush. (Those of
+  // threads still running are in their own thread-local storage, out of reach.)
+  RecordPollTally();
   // Calls the exiting thread might still make (other atexit handlers) pass straight through.
   t_in_call = 1;
   backend->exit_flush();
@@ -122,6 +127,7 @@ void AtForkChild() {
   t_state = nullptr;
   t_hot = HotThreadState();
   t_in_call = 0;
+  t_polls = PollState();  // the parent's to count
   pthread_mutex_init(&g_start_mu, nullptr);
   pthread_mutex_init(&g_core.registry_mu, nullptr);
   pthread_mutex_init(&g_core.rings_mu, nullptr);
@@ -464,6 +470,35 @@ void CaptureStack(Record* record, uint32_t depth) {
   uint32_t kept = 0;
   for (; i < n && kept < depth; ++i) record->frames()[kept++] = reinterpret_cast<uintptr_t>(frames[i]);
   record->stack_depth = static_cast<uint8_t>(kept);
+}
+
+void RecordPollTally() {
+  if (t_polls.is_completed == 0 && t_polls.get_sequence == 0) return;
+  if (RunningBackend() == nullptr || g_core.recording.load(std::memory_order_relaxed) == 0) return;
+  RingProducer* producer = GetProducer(RecordKind::kApiCall);
+  if (producer == nullptr) return;  // counted as lost by GetProducer
+  const struct {
+    ApiFunction function;
+    uint64_t* polls;
+  } tallies[] = {{kNrtaIsCompleted, &t_polls.is_completed},
+                 {kNrtaGetSequence, &t_polls.get_sequence}};
+  for (const auto& tally : tallies) {
+    const uint64_t polls = *tally.polls;
+    if (polls == 0) continue;
+    *tally.polls = 0;
+    Record* r = producer->TryReserve(1);
+    if (r == nullptr) {
+      producer->CountDrop(RecordKind::kApiCall);
+      continue;
+    }
+    r->Clear(RecordKind::kApiCall, 1);
+    r->api = tally.function;
+    r->flags = kRecordPollsOnly;
+    r->correlation_id = NextCorrelationId(&t_hot);
+    r->bytes = polls;
+    r->start_ticks = r->end_ticks = Ticks();
+    if (producer->Commit(r)) WakeFlusher();
+  }
 }
 
 void WakeFlusher() {

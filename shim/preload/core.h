@@ -59,13 +59,21 @@ extern NRTPROF_TLS HotThreadState t_hot NRTPROF_HIDDEN;
 extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;
 
 // The async API's completion queries, which programs poll millions of times a second: only a
-// poll that saw something new is recorded, and it carries how many of this thread's polls
-// came since the last recorded one (interpose.cc).
+// poll that saw something new is recorded, and it carries how many of this thread's polls of
+// its function came since the last recorded one (interpose.cc). What a thread polled after its
+// last recorded poll is written when the thread ends or the process exits (RecordPollTally).
 struct PollState {
-  uint64_t unrecorded = 0;     // polls since the last recorded one
+  uint64_t is_completed = 0;   // nrta_is_completed polls since the last recorded one
+  uint64_t get_sequence = 0;   // nrta_get_sequence polls since the last recorded one
   uint64_t last_sequence = 0;  // what the last recorded nrta_get_sequence returned
 };
 extern NRTPROF_TLS PollState t_polls NRTPROF_HIDDEN;
+
+// Writes this thread's polls not yet carried by a recorded poll (t_polls) into its ring, one
+// record per function marked kRecordPollsOnly, and zeroes them: at the thread's exit and the
+// process's (core.cc), never on the hot path. A ring without room counts them as one dropped
+// record each; without a backend or while not recording they are left alone.
+void RecordPollTally() NRTPROF_HIDDEN;
 
 // t_state of a thread whose exit destructor ran: record nothing more.
 inline ThreadState* const kDeadThread = reinterpret_cast<ThreadState*>(1);

@@ -295,36 +295,37 @@ NRTPROF_EXPORT NRT_STATUS nrta_cc_schedule(nrt_cc_context_t** cc_ctx, int queue,
 }
 
 // Polled: the real answer first, and a record only for a poll that saw its request complete
-// (or failed) — an instant, carrying the polls of this thread since the last recorded one. A
-// poll that saw nothing new costs one thread-local increment.
+// (or failed) — an instant, carrying this thread's nrta_is_completed polls since the last
+// recorded one. A poll that saw nothing new costs one thread-local increment; those after the
+// thread's last recorded poll are written when it ends (core.h's RecordPollTally).
 NRTPROF_EXPORT NRT_STATUS nrta_is_completed(nrta_seq_t seq, bool* is_completed) {
   auto real = NRTPROF_REAL(ns::kNrtaIsCompleted, nrta_is_completed);
   if (real == nullptr) return NRT_FAILURE;
   const NRT_STATUS status = real(seq, is_completed);
   if (status == NRT_SUCCESS && (is_completed == nullptr || !*is_completed)) {
-    ++sc::t_polls.unrecorded;
+    ++sc::t_polls.is_completed;
     return status;
   }
   ApiCall call(ns::kNrtaIsCompleted);
   if (Record* r = call.End()) {
     r->start_ticks = r->end_ticks;
     r->aux = seq;
-    r->bytes = sc::t_polls.unrecorded;
-    sc::t_polls.unrecorded = 0;
+    r->bytes = sc::t_polls.is_completed;
+    sc::t_polls.is_completed = 0;
     call.Commit(Status(status));
   }
   return status;
 }
 
 // Polled the same way: recorded when the sequence it returns has moved since this thread's
-// last recorded answer (or on failure).
+// last recorded answer (or on failure), carrying its nrta_get_sequence polls since then.
 NRTPROF_EXPORT NRT_STATUS nrta_get_sequence(uint32_t lnc, nrta_xu_t xu, int queue,
                                             nrta_seq_t* seq) {
   auto real = NRTPROF_REAL(ns::kNrtaGetSequence, nrta_get_sequence);
   if (real == nullptr) return NRT_FAILURE;
   const NRT_STATUS status = real(lnc, xu, queue, seq);
   if (status == NRT_SUCCESS && (seq == nullptr || *seq == sc::t_polls.last_sequence)) {
-    ++sc::t_polls.unrecorded;
+    ++sc::t_polls.get_sequence;
     return status;
   }
   ApiCall call(ns::kNrtaGetSequence);
@@ -332,8 +333,8 @@ NRTPROF_EXPORT NRT_STATUS nrta_get_sequence(uint32_t lnc, nrta_xu_t xu, int queu
     r->start_ticks = r->end_ticks;
     r->nc_idx = static_cast<int32_t>(lnc);
     r->aux = status == NRT_SUCCESS ? *seq : 0;
-    r->bytes = sc::t_polls.unrecorded;
-    sc::t_polls.unrecorded = 0;
+    r->bytes = sc::t_polls.get_sequence;
+    sc::t_polls.get_sequence = 0;
     if (status == NRT_SUCCESS) sc::t_polls.last_sequence = *seq;
     call.Commit(Status(status));
   }

@@ -74,6 +74,10 @@ inline constexpr size_t kRecordSlotBytes = 64;
 // Bytes of a name kept in a record; longer names are cut (kRecordNameTruncated).
 inline constexpr size_t kRecordNameBytes = 96;
 inline constexpr uint8_t kRecordNameTruncated = 1;
+// An nrta_is_completed / nrta_get_sequence record that is no call: only the count, in `bytes`,
+// of its thread's polls after its last recorded one, written when the thread ended or the
+// process exited (core.h's RecordPollTally; Event.polls_only).
+inline constexpr uint8_t kRecordPollsOnly = 2;
 
 // The most frames NRTPROF_STACKS may ask for.
 inline constexpr uint32_t kMaxStackDepth = 64;
@@ -93,7 +97,7 @@ inline constexpr uint32_t kMaxRecordSlots = RecordSlots(kMaxStackDepth, kRecordN
 struct alignas(8) Record {
   RecordKind kind;
   uint8_t api;          // ApiFunction, for API calls
-  uint8_t flags;        // kRecordName*
+  uint8_t flags;        // kRecordNameTruncated, kRecordPollsOnly
   uint8_t name_len;     // bytes of name() in use
   uint8_t slots;        // slots this record takes, itself included
   uint8_t stack_depth;  // frames() in use
@@ -110,7 +114,8 @@ struct alignas(8) Record {
   // nrt_execute(_repeat): the repeat count; nrt_tensor_allocate: the placement; a slice: its
   // source tensor; a copy: the destination. nrta_* calls: the request's nrta_seq_t (then
   // nrta_tensor_copy's destination is not kept: the device event matched by that number tells
-  // what ran); nrta_is_completed and nrta_get_sequence keep the polls before them in `bytes`.
+  // what ran); nrta_is_completed and nrta_get_sequence keep the polls of their function before
+  // them in `bytes` (a kRecordPollsOnly record: the polls it counts).
   uint64_t aux;
 
   // Return addresses, innermost first, in the slots after the record.
