@@ -107,6 +107,9 @@ void Merge(ProcessTrace from, ProcessTrace* into) {
   append(&into->calls, &from.calls);
   append(&into->device, &from.device);
   append(&into->models, &from.models);
+  append(&into->poll_tallies, &from.poll_tallies);
+  std::stable_sort(into->poll_tallies.begin(), into->poll_tallies.end(),
+                   [](const PollTally& a, const PollTally& b) { return a.time_ns < b.time_ns; });
   for (std::string& notice : from.notices) {
     if (std::find(into->notices.begin(), into->notices.end(), notice) == into->notices.end()) {
       into->notices.push_back(std::move(notice));

@@ -324,6 +324,29 @@ TEST(CorrelatorTest, ARecordedPollKeepsHowManyPollsItStandsFor) {
   EXPECT_EQ(c.nrta_seq, (uint64_t{1} << 48) | 7);
 }
 
+// A thread's polls after its last recorded one come as an event that is no call
+// (Event.polls_only): counted in the process's poll tallies, not a call of the trace.
+TEST(CorrelatorTest, PollsAfterTheLastRecordedOneAreATallyNotACall) {
+  ProcessBuilder b;
+  IngestedEvent& poll = b.Call(1, "nrta_is_completed", 50 * kUs, 0);
+  poll.function = nrtprof::API_NRTA_IS_COMPLETED;
+  poll.repeat = 3;
+  IngestedEvent& tally = b.Call(1, "nrta_is_completed", 90 * kUs, 0);
+  tally.function = nrtprof::API_NRTA_IS_COMPLETED;
+  tally.repeat = 12345;
+  tally.polls_only = true;
+  const Trace t = Correlate("c1", {b.Build()}, 0);
+  const ProcessTrace& p = OnlyProcess(t);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].polls, 3u);
+  ASSERT_EQ(p.poll_tallies.size(), 1u);
+  EXPECT_EQ(p.poll_tallies[0].name, "nrta_is_completed");
+  EXPECT_EQ(p.poll_tallies[0].function, nrtprof::API_NRTA_IS_COMPLETED);
+  EXPECT_EQ(p.poll_tallies[0].tid, 1u);
+  EXPECT_EQ(p.poll_tallies[0].time_ns, 90 * kUs);
+  EXPECT_EQ(p.poll_tallies[0].polls, 12345u);
+}
+
 // Work sent before its execution (batches carry device events in the order the runtime's
 // trace returns them) still lands inside it, and the work of an execution that was lost stays
 // uncorrelated; a consumed capture gives the same Trace as a borrowed one.

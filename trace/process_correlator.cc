@@ -221,7 +221,11 @@ class ProcessCorrelator {
           ranges.push_back(&e);
           break;
         case nrtprof::EVENT_API_CALL:
-          calls.push_back(&e);
+          if (e.polls_only && IsCompletionPoll(CallFunction(e.function, str_(e.name_iid).str()))) {
+            AddPollTally(e);
+          } else {
+            calls.push_back(&e);
+          }
           break;
         case nrtprof::EVENT_DEVICE_EXEC:
         case nrtprof::EVENT_DEVICE_OP:
@@ -367,6 +371,16 @@ class ProcessCorrelator {
       open.push_back(out_.ranges.size());
       out_.ranges.push_back(std::move(r));
     }
+  }
+
+  // A thread's polls after its last recorded one (Event.polls_only): counted, not a call.
+  void AddPollTally(const IngestedEvent& e) {
+    PollTally& t = out_.poll_tallies.emplace_back();
+    t.name = str_(e.name_iid);
+    t.function = CallFunction(e.function, t.name.str());
+    t.tid = e.tid;
+    t.time_ns = e.start_ns;
+    t.polls = e.repeat;  // IngestedEvent keeps Event.polls there
   }
 
   void BuildCalls(std::vector<const IngestedEvent*>& calls) {

@@ -143,6 +143,7 @@ void Cut(ProcessTrace& p, Keep keep) {
     return true;
   });
   p.device_uncorrelated = uncorrelated;
+  KeepIf(p.poll_tallies, [&](const PollTally& t) { return keep(t.time_ns, t.time_ns, false); });
   // The process's count of executions waiting for the program was of all it sent: now the
   // window's.
   if (p.device_events_with_program) NoteExecutionsHeldByProgram(&p);

@@ -191,6 +191,11 @@ void SummarizeProcess(const ProcessTrace& p, std::map<std::string, SummaryRow>* 
     out.self_cpu_ns += c.duration_ns;
     out.cpu_total_ns += c.duration_ns;
   }
+  // A thread's polls after its last recorded one: calls of their function, none recorded.
+  for (const PollTally& t : p.poll_tallies) {
+    summary->completion_polls += t.polls;
+    row(t.name).calls += t.polls;
+  }
 
   // An async request's wait in its queue, charged to the row its device time is.
   auto queue_wait = [](const DeviceEvent& d, const ApiCall& call, SummaryRow* row) {

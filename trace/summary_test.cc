@@ -766,6 +766,25 @@ TEST(SummaryTest, APollRowCountsThePollsItStandsFor) {
   EXPECT_EQ(s.completion_polls_recorded, 2u);
 }
 
+// A thread's polls after its last recorded one (counted by the shim when the thread ended) are
+// calls of their function's row and completion polls, none of them recorded.
+TEST(SummaryTest, PollsAfterAThreadsLastRecordedOneAreCounted) {
+  Trace t = AsyncTrace();
+  t.processes[0].poll_tallies = {
+      {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 7, 2950 * kUs, 1000},
+      {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 8, 2960 * kUs, 234},
+      {"nrta_get_sequence", nrtprof::API_NRTA_GET_SEQUENCE, 8, 2960 * kUs, 5}};
+  const Summary s = ComputeSummary(t);
+  std::map<std::string, SummaryRow> rows = ByName(s);
+  EXPECT_EQ(rows["nrta_is_completed"].calls, 1234u);
+  EXPECT_EQ(rows["nrta_get_sequence"].calls, 5u);
+  EXPECT_EQ(rows["nrta_get_sequence"].self_cpu_ns, 0u) << "not timed";
+  EXPECT_EQ(s.completion_polls, 8u + 1239u);  // AsyncTrace's recorded poll and its 7, and these
+  EXPECT_EQ(s.completion_polls_recorded, 1u);
+  EXPECT_TRUE(absl::StrContains(FormatSummary(s), "Completion polls: 1247, of which 1 recorded"))
+      << FormatSummary(s);
+}
+
 // A capture without async work: no queue wait column, no lines about it, the CSV's 7 columns.
 TEST(SummaryTest, SyncCapturesSayNothingOfQueues) {
   const Summary s = ComputeSummary(AnnotatedTrace());

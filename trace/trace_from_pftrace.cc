@@ -699,6 +699,19 @@ class Rebuilder {
     p->device_uncorrelated = args.Uint("device_uncorrelated");
     p->batches_missing = args.Uint("batches_missing");
     p->cut_off = args.Uint("cut_off") != 0;
+    // The polls counted after their threads' last recorded ones: only their sums are written.
+    p->poll_tallies.clear();
+    const std::pair<Name, int32_t> tallied[2] = {
+        {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED},
+        {"nrta_get_sequence", nrtprof::API_NRTA_GET_SEQUENCE}};
+    for (int i = 0; i < 2; ++i) {
+      const uint64_t polls = args.Uint(kTalliedPollsArgs[i]);
+      if (polls == 0) continue;
+      PollTally& t = p->poll_tallies.emplace_back();
+      t.name = tallied[i].first;
+      t.function = tallied[i].second;
+      t.polls = polls;
+    }
     for (int i = 0;; ++i) {
       const std::string key = absl::StrCat("not_recorded.", i);
       if (!args.Has(key)) break;

@@ -732,6 +732,7 @@ ProcessTrace CaptureHeader(const ProcessTrace& p) {
   h.device_uncorrelated = p.device_uncorrelated;
   h.batches_missing = p.batches_missing;
   h.cut_off = p.cut_off;
+  h.poll_tallies = p.poll_tallies;
   return h;
 }
 
@@ -742,6 +743,8 @@ void AddToCaptureHeader(const ProcessTrace& part, ProcessTrace* header) {
   header->device_uncorrelated += part.device_uncorrelated;
   header->batches_missing += part.batches_missing;
   header->cut_off = header->cut_off || part.cut_off;
+  header->poll_tallies.insert(header->poll_tallies.end(), part.poll_tallies.begin(),
+                              part.poll_tallies.end());
 }
 
 std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
@@ -755,6 +758,14 @@ std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
   args.push_back(UintArg("device_uncorrelated", p.device_uncorrelated));
   args.push_back(UintArg("batches_missing", p.batches_missing));
   args.push_back(UintArg("cut_off", p.cut_off ? 1 : 0));
+  // Polls counted after their threads' last recorded ones (ProcessTrace::poll_tallies): no
+  // slice, only these sums, when there are any.
+  uint64_t tallied[2] = {0, 0};  // nrta_is_completed, nrta_get_sequence
+  for (const PollTally& t : p.poll_tallies) {
+    tallied[t.function == nrtprof::API_NRTA_GET_SEQUENCE ? 1 : 0] += t.polls;
+  }
+  if (tallied[0] != 0) args.push_back(UintArg(kTalliedPollsArgs[0], tallied[0]));
+  if (tallied[1] != 0) args.push_back(UintArg(kTalliedPollsArgs[1], tallied[1]));
   // What the shim could not record in the process (the daemon keeps at most 16).
   static constexpr const char* kNoticeArgs[] = {
       "not_recorded.0",  "not_recorded.1",  "not_recorded.2",  "not_recorded.3",

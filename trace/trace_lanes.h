@@ -221,9 +221,12 @@ struct DropCounterField {
 std::vector<DropCounterField> DropCounterFields(DropCounts* drops);
 
 // The arguments that describe a process's part of the capture: capture_id, host, pid,
-// executable, events_received, every drop counter as "drops.<name>", device_uncorrelated and
-// batches_missing.
+// executable, events_received, every drop counter as "drops.<name>", device_uncorrelated,
+// batches_missing and, when not 0, the polls of each completion query counted after their
+// threads' last recorded ones (kTalliedPollsArgs: ProcessTrace::poll_tallies added up).
 std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& process);
+inline constexpr const char* kTalliedPollsArgs[2] = {
+    "polls_after_last_recorded.nrta_is_completed", "polls_after_last_recorded.nrta_get_sequence"};
 // What CaptureArgs reads of a process, without its events: for a writer that describes the
 // process after its events are gone (TraceStream).
 ProcessTrace CaptureHeader(const ProcessTrace& process);

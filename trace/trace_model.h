@@ -46,11 +46,24 @@ struct ApiCall {
   uint32_t repeat = 0;          // executions
   // nrta_* calls: the request's nrta_seq_t (scheduled, polled or registered), else 0.
   uint64_t nrta_seq = 0;
-  // nrta_is_completed / nrta_get_sequence: this thread's polls before this one that were not
-  // recorded (they saw nothing new); the call itself is the poll that did.
+  // nrta_is_completed / nrta_get_sequence: this thread's polls of the function before this one
+  // that were not recorded (they saw nothing new); the call itself is the poll that did. Those
+  // after a thread's last recorded poll are in ProcessTrace::poll_tallies.
   uint64_t polls = 0;
   uint64_t range = 0;           // innermost enclosing RangeEvent id on the same thread, or 0
   std::vector<std::string> stack;  // call site, innermost first (NRTPROF_STACKS), symbolized
+};
+
+// Completion polls no call carries: a thread's nrta_is_completed / nrta_get_sequence polls
+// after its last recorded one (which saw nothing new), counted by the shim when the thread
+// ended or the process exited (Event.polls_only). No call: no slice is drawn for it; the
+// summary adds the polls to the function's calls.
+struct PollTally {
+  Name name;             // "nrta_is_completed" or "nrta_get_sequence"
+  int32_t function = 0;  // its nrtprof.ApiFunction number
+  uint32_t tid = 0;      // 0 when read back from a trace file (only the sums are kept there)
+  uint64_t time_ns = 0;  // when the shim counted them
+  uint64_t polls = 0;
 };
 
 // kCollective: a collective's work on its NeuronCore's collectives XU, as the runtime's system
@@ -173,6 +186,8 @@ struct ProcessTrace {
   std::vector<LoadedModelFile> models;
   // What the shim could not do in the process (EventBatch.notices), one line each.
   std::vector<std::string> notices;
+  // Polls counted after their threads' last recorded ones, by time: in no call's `polls`.
+  std::vector<PollTally> poll_tallies;
   DropCounts drops;
   uint64_t events_received = 0;
   // Device events in `device` with correlation_id 0: no runtime call could be matched to them
