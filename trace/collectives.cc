@@ -219,6 +219,12 @@ std::string JobFromCommandLine(const std::vector<std::string>& argv) {
   return job;
 }
 
+ProcessJob JobOf(const std::string& job_id, const std::vector<std::string>& argv) {
+  if (!job_id.empty()) return {job_id, false};
+  if (RankFromCommandLine(argv) < 0) return {};
+  return {JobFromCommandLine(argv), true};
+}
+
 double AtLeastByChance(uint64_t k, uint64_t n, double p) {
   if (k == 0) return 1.0;
   if (k > n || p <= 0.0) return 0.0;

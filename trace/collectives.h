@@ -139,6 +139,24 @@ int RankFromCommandLine(const std::vector<std::string>& argv);
 // ("cc_job --ranks 4"), so that a fleet's ranks can be grouped by job (docs/fleet.md).
 std::string JobFromCommandLine(const std::vector<std::string>& argv);
 
+// A process's job: the processes of one training job, on every host, as a daemon's trigger
+// rules "on job" and a peer's capture of the job know it (docs/triggers.md, "Jobs").
+struct ProcessJob {
+  std::string name;                // empty: no job (the process is a job of one)
+  bool from_command_line = false;  // `name` is JobFromCommandLine's, not a Hello.job
+  bool empty() const { return name.empty(); }
+  bool operator==(const ProcessJob& o) const {
+    return name == o.name && from_command_line == o.from_command_line;
+  }
+  bool operator<(const ProcessJob& o) const {
+    return from_command_line != o.from_command_line ? o.from_command_line : name < o.name;
+  }
+};
+// `job_id` (Hello.job: NRTPROF_JOB, else NEURON_RT_ROOT_COMM_ID) when the process gave one;
+// else, when its command line names a rank, that command line without it (JobFromCommandLine,
+// as fleet_ranks.job); else none.
+ProcessJob JobOf(const std::string& job_id, const std::vector<std::string>& argv);
+
 }  // namespace nrtprof::daemon
 
 #endif  // NRTPROF_TRACE_COLLECTIVES_H_

@@ -204,6 +204,7 @@ class ProcessCorrelator {
     out_.host = in_.hello.host();
     out_.executable = in_.hello.executable();
     out_.command_line.assign(in_.hello.command_line().begin(), in_.hello.command_line().end());
+    out_.job = in_.hello.job();
     out_.drops = drops_;
     out_.events_received = in_.events_received;
     out_.batches_missing = in_.batches_missing;

@@ -413,7 +413,11 @@ std::string Header(const Summary& s) {
             ? absl::StrCat(" on ", TableName(s.processes[i].host, 64))
             : "";
     absl::StrAppend(&out, "pid ", s.processes[i].pid, where, ": ",
-                    TableName(s.processes[i].command, kCommandWidth), "\n");
+                    TableName(s.processes[i].command, kCommandWidth),
+                    s.processes[i].job.empty()
+                        ? ""
+                        : absl::StrCat(" (job ", TableName(s.processes[i].job, 64), ")"),
+                    "\n");
   }
   if (s.processes.size() > kShownProcesses) {
     absl::StrAppend(&out, "... and ", s.processes.size() - kShownProcesses, " more processes\n");
@@ -601,7 +605,7 @@ void DescribeProcess(const ProcessTrace& p, Summary* summary, uint64_t* first, u
     *last = std::max(*last, start + duration);
   };
   if (!p.continues) {  // a later part of the process described last (ProcessTrace::continues)
-    summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " ")});
+    summary->processes.push_back({p.pid, p.host, absl::StrJoin(p.command_line, " "), p.job});
     std::string& command = summary->processes.back().command;
     if (command.empty()) command = p.executable.empty() ? "(command unknown)" : p.executable;
   }

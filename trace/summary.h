@@ -61,6 +61,7 @@ struct SummaryProcess {
   uint32_t pid = 0;
   std::string host;     // empty if the shim did not say
   std::string command;  // its command line, arguments joined by spaces
+  std::string job;      // ProcessTrace::job: NRTPROF_JOB or NEURON_RT_ROOT_COMM_ID; empty if none
 };
 
 struct Summary {

@@ -31,6 +31,7 @@ summary_json::SummaryFile ToSummaryFile(const Summary& s, const std::vector<Summ
     out->set_pid(p.pid);
     out->set_host(p.host);
     out->set_command(p.command);
+    out->set_job(p.job);
   }
   f.set_events(s.events);
   f.set_window_start_unix_ns(s.window_start_unix_ns);
@@ -187,7 +188,7 @@ absl::Status ReadProcesses(const summary_json::SummaryFile& file, Summary* s) {
     if (!p.has_pid() || !p.has_host() || !p.has_command()) {
       return FileError("a process is not {\"pid\": N, \"host\": \"...\", \"command\": \"...\"}");
     }
-    s->processes.push_back({p.pid(), p.host(), p.command()});
+    s->processes.push_back({p.pid(), p.host(), p.command(), p.job()});  // job: "" if older
   }
   return absl::OkStatus();
 }

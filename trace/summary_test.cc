@@ -298,7 +298,7 @@ TEST(SummaryTest, TextHeader) {
 TEST(SummaryTest, SummaryJsonIsItsProtoDefinition) {
   Summary s = ComputeSummary(AnnotatedTrace());
   s.notices = {"pid 1 (app): a notice"};
-  s.processes.push_back({7, "hostA", "app --flag"});
+  s.processes.push_back({7, "hostA", "app --flag", "job-7"});
   const std::string json = FormatSummary(s, SummarySortKey::kName, SummaryFormat::kJson);
   summary_json::SummaryFile strict;
   google::protobuf::util::JsonParseOptions options;
@@ -308,6 +308,11 @@ TEST(SummaryTest, SummaryJsonIsItsProtoDefinition) {
   EXPECT_EQ(strict.notices(0), "pid 1 (app): a notice");
   ASSERT_GE(strict.processes_size(), 1);
   EXPECT_EQ(strict.processes(strict.processes_size() - 1).host(), "hostA");
+  EXPECT_EQ(strict.processes(strict.processes_size() - 1).job(), "job-7");
+  // The header says the job after the command line; a process of none, nothing.
+  const std::string text = FormatSummary(s, SummarySortKey::kName, SummaryFormat::kText);
+  EXPECT_TRUE(absl::StrContains(text, ": app --flag (job job-7)\n")) << text;
+  EXPECT_EQ(text.find("(job "), text.rfind("(job ")) << text;
   // Every key the proto defines is in the file, zero or not.
   std::function<void(const google::protobuf::Descriptor*)> check =
       [&](const google::protobuf::Descriptor* d) {

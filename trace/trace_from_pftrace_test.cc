@@ -186,25 +186,6 @@ TEST(TraceFromPerfettoTest, PollsAfterTheLastRecordedOnesComeBackAsTheirSums) {
             FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
 }
 
-// A thread's polls after its last recorded one have no slice: the process's capture instant
-// carries their sums, and the recomputed table counts them as the capture's own did.
-TEST(TraceFromPerfettoTest, PollsAfterTheLastRecordedOnesComeBackAsTheirSums) {
-  constexpr uint64_t kUs = 1000;
-  Trace trace = AsyncTrace();
-  trace.processes[0].poll_tallies = {
-      {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 201, 2950 * kUs, 1000},
-      {"nrta_is_completed", nrtprof::API_NRTA_IS_COMPLETED, 202, 2960 * kUs, 234},
-      {"nrta_get_sequence", nrtprof::API_NRTA_GET_SEQUENCE, 202, 2960 * kUs, 5}};
-  const Trace back = RoundTrip(trace, "poll_tallies_round_trip");
-  ASSERT_EQ(back.processes.size(), 1u);
-  EXPECT_EQ(back.processes[0].calls.size(), trace.processes[0].calls.size()) << "no slice";
-  const Summary again = ComputeSummary(back);
-  EXPECT_EQ(again.completion_polls, 8u + 1239u);
-  EXPECT_EQ(FormatSummary(again), FormatSummary(ComputeSummary(trace)));
-  EXPECT_EQ(FormatSummary(again, SummarySortKey::kName, SummaryFormat::kJson),
-            FormatSummary(ComputeSummary(trace), SummarySortKey::kName, SummaryFormat::kJson));
-}
-
 // A collectives queue's track holds a collective's barrier and running: read back as the
 // collective's events with its name, size and rank's core, and the same table.
 TEST(TraceFromPerfettoTest, CollectivesComeBackFromTheirQueuesTracks) {

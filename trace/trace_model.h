@@ -179,6 +179,8 @@ struct ProcessTrace {
   std::string host;
   std::string executable;
   std::vector<std::string> command_line;
+  // Its job (Hello.job: NRTPROF_JOB, else NEURON_RT_ROOT_COMM_ID); empty if it named none.
+  std::string job;
   std::map<uint32_t, std::string> thread_names;  // tid -> name, where known
   CaptureVector<RangeEvent> ranges;   // sorted by (tid, start)
   CaptureVector<ApiCall> calls;       // sorted by start
