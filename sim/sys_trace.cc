@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,113 +30,296 @@ uint64_t ReadClock(clockid_t id) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void AppendModelName(const TraceEvent& e, std::string* out) {
+// Writes an event's text into room its caller made (EventJsonBound): literals, plain strings and
+// integers copied straight in, two digits at a time. A fetch writes every event it hands out, on
+// the fetching thread (a profiler's, every few ms); absl::StrAppend of ~25 pieces per event took
+// about 0.2 us an event there (its pieces, its per-piece copies), most of what a fetch cost
+// (perf of bench/apps/exec_rate --async under nrtprof, BENCHMARKS.md "Session 28"). The text is
+// the same, byte for byte (sys_trace_test: DocumentTextIsTheRuntimesCompactForm).
+class JsonWriter {
+ public:
+  explicit JsonWriter(char* p) : p_(p) {}
+  char* end() const { return p_; }
+
+  template <size_t N>
+  void Literal(const char (&text)[N]) {
+    memcpy(p_, text, N - 1);
+    p_ += N - 1;
+  }
+  void Char(char c) { *p_++ = c; }
+  void Text(const char* s) { Text(s, strlen(s)); }
+  void Text(const char* s, size_t n) {
+    memcpy(p_, s, n);
+    p_ += n;
+  }
+  // In chunks of eight digits, each written as four independent pairs: the one long chain of
+  // divisions by 100 that a 19-digit timestamp would otherwise take is most of a number's time.
+  void Unsigned(uint64_t v) {
+    if (v < 100000000) {
+      Small(static_cast<uint32_t>(v));
+    } else if (v < 10000000000000000ull) {
+      Small(static_cast<uint32_t>(v / 100000000));
+      Eight(static_cast<uint32_t>(v % 100000000));
+    } else {
+      Small(static_cast<uint32_t>(v / 10000000000000000ull));
+      Eight(static_cast<uint32_t>(v / 100000000 % 100000000));
+      Eight(static_cast<uint32_t>(v % 100000000));
+    }
+  }
+  void Signed(int64_t v) {
+    if (v < 0) {
+      Char('-');
+      Unsigned(0 - static_cast<uint64_t>(v));
+    } else {
+      Unsigned(static_cast<uint64_t>(v));
+    }
+  }
+  // AppendJsonString's escaping, in place.
+  void String(const std::string& s) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    Char('"');
+    for (unsigned char c : s) {
+      if (c == '"' || c == '\\') {
+        Char('\\');
+        Char(static_cast<char>(c));
+      } else if (c < 0x20 || c >= 0x7f) {
+        Literal("\\u00");
+        Char(kHex[c >> 4]);
+        Char(kHex[c & 15]);
+      } else {
+        Char(static_cast<char>(c));
+      }
+    }
+    Char('"');
+  }
+
+ private:
+  // Below 10^8, without leading zeros.
+  void Small(uint32_t v) {
+    int n = 1;
+    for (uint32_t limit = 10; n < 8 && v >= limit; limit *= 10) ++n;
+    char* d = p_ + n;
+    p_ = d;
+    while (v >= 100) {
+      d -= 2;
+      memcpy(d, kDigitPairs + 2 * (v % 100), 2);
+      v /= 100;
+    }
+    if (v >= 10) {
+      memcpy(d - 2, kDigitPairs + 2 * v, 2);
+    } else {
+      d[-1] = static_cast<char>('0' + v);
+    }
+  }
+  // Below 10^8, as exactly eight digits.
+  void Eight(uint32_t v) {
+    const uint32_t high = v / 10000, low = v % 10000;
+    memcpy(p_, kDigitPairs + 2 * (high / 100), 2);
+    memcpy(p_ + 2, kDigitPairs + 2 * (high % 100), 2);
+    memcpy(p_ + 4, kDigitPairs + 2 * (low / 100), 2);
+    memcpy(p_ + 6, kDigitPairs + 2 * (low % 100), 2);
+    p_ += 8;
+  }
+  static constexpr char kDigitPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  char* p_;
+};
+
+// The most bytes an event's text can take: the fixed text and 20 digits for each number (at
+// most ~900), plus its strings escaped (6 bytes a byte at worst).
+size_t EventJsonBound(const TraceEvent& e) {
+  size_t n = 1024;
+  if (e.model_name != nullptr) n += 6 * e.model_name->size();
+  for (const char* s : {e.cc_op, e.cc_reduce, e.cc_dtype}) {
+    if (s != nullptr) n += strlen(s);
+  }
+  return n;
+}
+
+// `{"event_type":"TYPE","phase":"PHASE","id":`, made once for each type and phase.
+const std::string& EventHead(TraceEventType type, TracePhase phase) {
+  static const std::vector<std::string>* const heads = [] {
+    auto* v = new std::vector<std::string>();
+    for (int t = 0; t < kNumTraceEventTypes; ++t) {
+      for (const char* p : kPhaseNames) {
+        v->push_back(absl::StrCat("{\"event_type\":\"", kTypeNames[t], "\",\"phase\":\"", p,
+                                  "\",\"id\":"));
+      }
+    }
+    return v;
+  }();
+  return (*heads)[static_cast<size_t>(type) * 3 + static_cast<size_t>(phase)];
+}
+
+void AppendModelName(const TraceEvent& e, JsonWriter* out) {
   if (e.model_name == nullptr) return;
-  out->append(",\"model_name\":");
-  AppendJsonString(*e.model_name, out);
+  out->Literal(",\"model_name\":");
+  out->String(*e.model_name);
 }
 
 // The variant's fields, only on the phase that carries them; "{}" otherwise. Sets *device_ts
 // when the variant has nc_timestamp_ns (the event's timestamp_ns is then that).
-void AppendData(const TraceEvent& e, std::string* out, bool* device_ts) {
+void AppendData(const TraceEvent& e, JsonWriter* out, bool* device_ts) {
   *device_ts = false;
-  out->push_back('{');
+  out->Char('{');
   const bool start = e.phase == TracePhase::kStart;
   const bool stop = e.phase == TracePhase::kStop;
   const bool instant = e.phase == TracePhase::kInstant;
   switch (e.type) {
     case TraceEventType::kNrtLoad:
       if (stop) {
-        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        out->Literal("\"model_id\":");
+        out->Unsigned(e.model_id);
         AppendModelName(e, out);
       }
       break;
     case TraceEventType::kNrtExecute:
       if (start) {
-        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        out->Literal("\"model_id\":");
+        out->Unsigned(e.model_id);
         AppendModelName(e, out);
       }
       break;
     case TraceEventType::kDeviceExec:
       if (start) {
-        absl::StrAppend(out, "\"device_core_idx\":", e.device_core_idx,
-                        ",\"exec_id\":", e.exec_id, ",\"nc_timestamp_ns\":", e.nc_timestamp_ns,
-                        ",\"model_id\":", e.model_id);
+        out->Literal("\"device_core_idx\":");
+        out->Unsigned(e.device_core_idx);
+        out->Literal(",\"exec_id\":");
+        out->Unsigned(e.exec_id);
+        out->Literal(",\"nc_timestamp_ns\":");
+        out->Unsigned(e.nc_timestamp_ns);
+        out->Literal(",\"model_id\":");
+        out->Unsigned(e.model_id);
         AppendModelName(e, out);
         *device_ts = true;
       } else if (stop) {
-        absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns);
+        out->Literal("\"nc_timestamp_ns\":");
+        out->Unsigned(e.nc_timestamp_ns);
         *device_ts = true;
       }
       break;
     case TraceEventType::kTensorRead:
     case TraceEventType::kTensorWrite:
-      if (start) absl::StrAppend(out, "\"tensor_id\":", e.tensor_id, ",\"size\":", e.size);
+      if (start) {
+        out->Literal("\"tensor_id\":");
+        out->Unsigned(e.tensor_id);
+        out->Literal(",\"size\":");
+        out->Unsigned(e.size);
+      }
       break;
     case TraceEventType::kDmemBufCopyin:
     case TraceEventType::kDmemBufCopyout:
       if (start) {
         // mem_type 1: device memory (HBM), the only kind the simulator copies to or from.
-        absl::StrAppend(out, "\"mem_type\":1,\"mem_handle\":", e.mem_handle,
-                        ",\"offset\":", e.offset, ",\"size\":", e.size);
+        out->Literal("\"mem_type\":1,\"mem_handle\":");
+        out->Unsigned(e.mem_handle);
+        out->Literal(",\"offset\":");
+        out->Unsigned(e.offset);
+        out->Literal(",\"size\":");
+        out->Unsigned(e.size);
       }
       break;
     case TraceEventType::kModelSwitch:
       if (instant) {
-        absl::StrAppend(out, "\"device_core_idx\":", e.device_core_idx,
-                        ",\"is_neuron_core_work\":", e.is_neuron_core_work ? "true" : "false",
-                        ",\"model_id\":", e.model_id);
+        out->Literal("\"device_core_idx\":");
+        out->Unsigned(e.device_core_idx);
+        if (e.is_neuron_core_work) {
+          out->Literal(",\"is_neuron_core_work\":true,\"model_id\":");
+        } else {
+          out->Literal(",\"is_neuron_core_work\":false,\"model_id\":");
+        }
+        out->Unsigned(e.model_id);
         AppendModelName(e, out);
       }
       break;
     case TraceEventType::kNrtaExecuteSchedule:
       if (instant) {
-        absl::StrAppend(out, "\"model_id\":", e.model_id);
+        out->Literal("\"model_id\":");
+        out->Unsigned(e.model_id);
         AppendModelName(e, out);
       }
       break;
     case TraceEventType::kCcExecBarrier:
     case TraceEventType::kCcRunning:
       if (start) {
-        absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns, ",\"op_id\":", e.op_id,
-                        ",\"rank\":", e.rank, ",\"rank_n\":", e.rank_n);
+        out->Literal("\"nc_timestamp_ns\":");
+        out->Unsigned(e.nc_timestamp_ns);
+        out->Literal(",\"op_id\":");
+        out->Unsigned(e.op_id);
+        out->Literal(",\"rank\":");
+        out->Unsigned(e.rank);
+        out->Literal(",\"rank_n\":");
+        out->Unsigned(e.rank_n);
         if (e.type == TraceEventType::kCcRunning) {
-          absl::StrAppend(out, ",\"cc_op\":\"", e.cc_op, "\",\"op\":\"", e.cc_reduce,
-                          "\",\"dtype\":\"", e.cc_dtype, "\",\"size\":", e.size,
-                          ",\"algo\":\"ring\"");
+          out->Literal(",\"cc_op\":\"");
+          if (e.cc_op != nullptr) out->Text(e.cc_op);
+          out->Literal("\",\"op\":\"");
+          if (e.cc_reduce != nullptr) out->Text(e.cc_reduce);
+          out->Literal("\",\"dtype\":\"");
+          if (e.cc_dtype != nullptr) out->Text(e.cc_dtype);
+          out->Literal("\",\"size\":");
+          out->Unsigned(e.size);
+          out->Literal(",\"algo\":\"ring\"");
         }
       } else if (stop) {
-        absl::StrAppend(out, "\"nc_timestamp_ns\":", e.nc_timestamp_ns);
+        out->Literal("\"nc_timestamp_ns\":");
+        out->Unsigned(e.nc_timestamp_ns);
       }
       *device_ts = true;
       break;
     case TraceEventType::kTimestampSync:
       if (instant) {
-        absl::StrAppend(out, "\"exec_id\":", e.exec_id,
-                        ",\"nc_timestamp_ns\":", e.nc_timestamp_ns,
-                        ",\"cpu_timestamp_ns\":", e.cpu_timestamp_ns);
+        out->Literal("\"exec_id\":");
+        out->Unsigned(e.exec_id);
+        out->Literal(",\"nc_timestamp_ns\":");
+        out->Unsigned(e.nc_timestamp_ns);
+        out->Literal(",\"cpu_timestamp_ns\":");
+        out->Unsigned(e.cpu_timestamp_ns);
         *device_ts = true;
       }
       break;
   }
-  out->push_back('}');
-}
-
-void AppendEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out) {
-  absl::StrAppend(out, "{\"event_type\":\"", kTypeNames[static_cast<int>(e.type)],
-                  "\",\"phase\":\"", kPhaseNames[static_cast<int>(e.phase)], "\",\"id\":", e.id,
-                  ",\"nc_idx\":", e.nc_idx, ",\"nc_local_id\":", e.nc_local_id,
-                  ",\"tracking_id\":", e.tracking_id, ",\"thread_id\":", e.thread_id,
-                  ",\"worker_gid\":", worker_gid, ",\"data\":");
-  bool device_ts = false;
-  AppendData(e, out, &device_ts);
-  absl::StrAppend(out, ",\"timestamp_ns\":", device_ts ? e.nc_timestamp_ns : e.host_timestamp_ns);
-  // The real runtime's eleventh key, only on events of asynchronous requests.
-  if (e.has_nrta_seq_id) absl::StrAppend(out, ",\"nrta_seq_id\":", e.nrta_seq_id);
-  out->push_back('}');
+  out->Char('}');
 }
 
 }  // namespace
+
+void AppendTraceEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out) {
+  // Written on the stack (a long model name: on the heap), then appended: the caller reserved
+  // the document's room once (AppendCore).
+  char stack[2048];
+  std::unique_ptr<char[]> heap;
+  const size_t bound = EventJsonBound(e);
+  char* const begin = bound <= sizeof(stack) ? stack : (heap.reset(new char[bound]), heap.get());
+  JsonWriter w(begin);
+  const std::string& head = EventHead(e.type, e.phase);
+  w.Text(head.data(), head.size());
+  w.Unsigned(e.id);
+  w.Literal(",\"nc_idx\":");
+  w.Unsigned(e.nc_idx);
+  w.Literal(",\"nc_local_id\":");
+  w.Unsigned(e.nc_local_id);
+  w.Literal(",\"tracking_id\":");
+  w.Unsigned(e.tracking_id);
+  w.Literal(",\"thread_id\":");
+  w.Signed(e.thread_id);
+  w.Literal(",\"worker_gid\":");
+  w.Signed(worker_gid);
+  w.Literal(",\"data\":");
+  bool device_ts = false;
+  AppendData(e, &w, &device_ts);
+  w.Literal(",\"timestamp_ns\":");
+  w.Unsigned(device_ts ? e.nc_timestamp_ns : e.host_timestamp_ns);
+  // The real runtime's eleventh key, only on events of asynchronous requests.
+  if (e.has_nrta_seq_id) {
+    w.Literal(",\"nrta_seq_id\":");
+    w.Unsigned(e.nrta_seq_id);
+  }
+  w.Char('}');
+  out->append(begin, static_cast<size_t>(w.end() - begin));
+}
 
 const char* TraceEventTypeName(TraceEventType type) { return kTypeNames[static_cast<int>(type)]; }
 
@@ -355,7 +540,7 @@ void SysTrace::AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::str
     TraceEvent& e = swapped ? ring.spare[(head + i) % ring.spare.size()] : taken[i];
     if (!*first) json->push_back(',');
     *first = false;
-    AppendEventJson(e, worker_gid, json);
+    AppendTraceEventJson(e, worker_gid, json);
     if (swapped) e = TraceEvent{};  // the spare is empty again for the next fetch
   }
 }

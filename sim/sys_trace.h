@@ -218,6 +218,11 @@ class SysTrace {
 // input yields valid JSON).
 void AppendJsonString(const std::string& s, std::string* out);
 
+// One event's text in the document, as the real runtime's serializer writes it (its member
+// order, no white space; the variant's data members on their phase only): what Fetch writes
+// for each event, core `nc_idx`'s worker_gid given.
+void AppendTraceEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out);
+
 }  // namespace nrtsim
 
 #endif  // NRTPROF_SIM_SYS_TRACE_H_
