@@ -2,12 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +43,12 @@ constexpr size_t kInitialBufferBytes = 64 << 10;
 // (sync_file_range), so that Commit's fsync finds little left to wait for: a large trace's
 // writeback overlaps with the encoding of the rest instead of following it.
 constexpr uint64_t kWritebackBytes = 8 << 20;
+// A file that outgrows kBufferBytes is written with O_DIRECT, from a block of this size aligned
+// to kDirectAlign (a multiple of every logical block size Linux filesystems use): whole blocks
+// go to the disk, and only the last part of the file, less than kDirectAlign, through the page
+// cache at Commit.
+constexpr size_t kDirectBytes = 1 << 20;
+constexpr size_t kDirectAlign = 4096;
 
 // Distinguishes the temporary files of several writers of the same name in one process.
 std::atomic<uint64_t> temp_counter{0};
@@ -74,43 +83,108 @@ absl::Status AtomicFile::Open(const std::string& path) {
   fd_ = fd;
   written_ = 0;
   writeback_started_ = 0;
+  direct_.reset();
+  direct_used_ = 0;
+  direct_tried_ = false;
   buffer_.reserve(kInitialBufferBytes);
   error_ = absl::OkStatus();
   return absl::OkStatus();
 }
 
+void AtomicFile::FreeAligned::operator()(char* p) const { free(p); }
+
 absl::Status AtomicFile::Append(absl::string_view bytes) {
   if (fd_ < 0) return absl::FailedPreconditionError("AtomicFile::Append: no file open");
   if (!error_.ok()) return error_;
-  if (buffer_.size() + bytes.size() > kBufferBytes) {
-    absl::Status s = Flush();
-    if (!s.ok()) return s;
+  if (direct_ == nullptr) {
+    if (buffer_.size() + bytes.size() <= kBufferBytes) {
+      buffer_.append(bytes.data(), bytes.size());
+      return absl::OkStatus();
+    }
+    // The file outgrows one buffer: from here on it goes straight to the disk, if it can.
+    if (direct_tried_ || !StartDirect()) {
+      absl::Status s = Flush();
+      if (!s.ok()) return s;
+      if (bytes.size() >= kBufferBytes) return WriteAll(bytes.data(), bytes.size());
+      buffer_.append(bytes.data(), bytes.size());
+      return absl::OkStatus();
+    }
   }
-  if (bytes.size() >= kBufferBytes) {
-    // Too big to be worth copying: write it straight through.
-    buffer_.assign(bytes.data(), bytes.size());
-    return Flush();
+  while (!bytes.empty()) {
+    const size_t n = std::min(bytes.size(), kDirectBytes - direct_used_);
+    memcpy(direct_.get() + direct_used_, bytes.data(), n);
+    direct_used_ += n;
+    bytes.remove_prefix(n);
+    if (direct_used_ == kDirectBytes) {
+      absl::Status s = WriteDirect(/*all=*/true);
+      if (!s.ok()) return s;
+    }
   }
-  buffer_.append(bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 
-absl::Status AtomicFile::Flush() {
-  const char* p = buffer_.data();
-  size_t left = buffer_.size();
+bool AtomicFile::StartDirect() {
+  direct_tried_ = true;
+  // Only from a block boundary of the file (nothing written yet: buffer_ holds it all).
+  if (written_ % kDirectAlign != 0 || buffer_.size() > kDirectBytes) return false;
+  void* block = nullptr;
+  if (posix_memalign(&block, kDirectAlign, kDirectBytes) != 0) return false;
+  std::unique_ptr<char, FreeAligned> owned(static_cast<char*>(block));
+  const int flags = fcntl(fd_, F_GETFL);
+  // Filesystems without direct I/O (tmpfs before Linux 6.6, some FUSE ones) refuse it here.
+  if (flags < 0 || fcntl(fd_, F_SETFL, flags | O_DIRECT) != 0) return false;
+  direct_ = std::move(owned);
+  memcpy(direct_.get(), buffer_.data(), buffer_.size());
+  direct_used_ = buffer_.size();
+  std::string().swap(buffer_);
+  return true;
+}
+
+absl::Status AtomicFile::WriteDirect(bool all) {
+  const size_t whole = all && direct_used_ % kDirectAlign == 0
+                           ? direct_used_
+                           : direct_used_ - direct_used_ % kDirectAlign;
+  const char* p = direct_.get();
+  size_t left = whole;
   while (left > 0) {
     ssize_t n = write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL) {
+      // The device wants a larger alignment after all: the rest through the page cache.
+      const int flags = fcntl(fd_, F_GETFL);
+      if (flags >= 0 && fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) {
+        absl::Status s = WriteAll(p, left);
+        if (!s.ok()) return s;
+        p += left;
+        left = 0;
+        break;
+      }
+    }
     if (n < 0) {
-      if (errno == EINTR) continue;
       error_ = SystemError(errno, "cannot write", temp_path_);
-      buffer_.clear();
       return error_;
     }
     p += n;
     left -= static_cast<size_t>(n);
     written_ += static_cast<uint64_t>(n);
   }
-  buffer_.clear();
+  memmove(direct_.get(), direct_.get() + whole, direct_used_ - whole);
+  direct_used_ -= whole;
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::WriteAll(const char* p, size_t left) {
+  while (left > 0) {
+    ssize_t n = write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error_ = SystemError(errno, "cannot write", temp_path_);
+      return error_;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+    written_ += static_cast<uint64_t>(n);
+  }
   if (written_ - writeback_started_ >= kWritebackBytes) {
     // A hint: where it fails or is not supported, fsync still does all the work.
     sync_file_range(fd_, static_cast<off_t>(writeback_started_),
@@ -118,6 +192,26 @@ absl::Status AtomicFile::Flush() {
     writeback_started_ = written_;
   }
   return absl::OkStatus();
+}
+
+absl::Status AtomicFile::Flush() {
+  if (direct_ != nullptr) {
+    // The whole blocks straight to the disk; the rest, the file's end, through the page cache.
+    absl::Status s = WriteDirect(/*all=*/false);
+    if (!s.ok()) return s;
+    if (direct_used_ > 0) {
+      const int flags = fcntl(fd_, F_GETFL);
+      if (flags >= 0) fcntl(fd_, F_SETFL, flags & ~O_DIRECT);
+      s = WriteAll(direct_.get(), direct_used_);
+      direct_used_ = 0;
+      if (!s.ok()) return s;
+    }
+    direct_.reset();
+    return absl::OkStatus();
+  }
+  absl::Status s = WriteAll(buffer_.data(), buffer_.size());
+  buffer_.clear();
+  return s;
 }
 
 absl::Status AtomicFile::Commit() {

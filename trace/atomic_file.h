@@ -2,13 +2,20 @@
 // (NAME.tmp.PID.N), flushed, then renamed over NAME on Commit(). A writer destroyed before
 // Commit() removes its temporary file, so readers only ever see the old complete file or the
 // new complete one. Writes are buffered in large blocks, and their writeback to the disk is
-// started as they go, so that the fsync of Commit() waits for little.
+// started as they go, so that the fsync of Commit() waits for little. A file that outgrows one
+// block (a trace, a device trace) is written from then on straight to the disk (O_DIRECT)
+// where the filesystem allows it: copying it into the page cache cost the daemon more than
+// formatting it did (a fresh page of the cache is a fault in the host of a virtual machine),
+// and a capture of a gigabyte that nobody reads yet would push a training program's own files
+// out of the cache.
 //
 // Not thread-safe: one writer per file.
 #ifndef NRTPROF_TRACE_ATOMIC_FILE_H_
 #define NRTPROF_TRACE_ATOMIC_FILE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,11 +43,27 @@ class AtomicFile {
 
  private:
   absl::Status Flush();
+  // Switches to O_DIRECT writes from an aligned block, moving buffer_ into it; false (and
+  // nothing changed) where the filesystem does not take them.
+  bool StartDirect();
+  // Writes the whole blocks of the aligned block (all of it when `all` and the rest is a
+  // whole block); the rest stays at its start.
+  absl::Status WriteDirect(bool all);
+  // write(2) of all of [p, p + n), counting it in written_.
+  absl::Status WriteAll(const char* p, size_t n);
 
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
   std::string buffer_;
+  // Once the file writes straight to the disk: an aligned block of kDirectBytes and how much of
+  // it is filled (buffer_ is then unused).
+  struct FreeAligned {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, FreeAligned> direct_;
+  size_t direct_used_ = 0;
+  bool direct_tried_ = false;
   uint64_t written_ = 0;            // bytes written to fd_
   uint64_t writeback_started_ = 0;  // bytes whose writeback was asked for
   absl::Status error_;              // the first write error, reported by Commit()

@@ -96,6 +96,27 @@ TEST(AtomicFileTest, LargeWritesCrossTheBufferIntact) {
   EXPECT_EQ(ReadFile(path), expected);
 }
 
+// A file that outgrows the buffer is written straight to the disk in whole blocks, its end
+// through the page cache: whatever its length and however it was appended, it reads back whole.
+TEST(AtomicFileTest, FilesOfEveryLengthAroundTheBlocksReadBackWhole) {
+  const std::string dir = MakeTempDir("lengths");
+  for (size_t length : {size_t{1} << 20, (size_t{1} << 20) + 1, size_t{2} << 20,
+                        (size_t{2} << 20) + 4095, (size_t{5} << 20) + 4097}) {
+    for (size_t piece : {size_t{4096}, size_t{1000}, size_t{3} << 20}) {
+      const std::string path = absl::StrCat(dir, "/f", length, "_", piece);
+      std::string expected;
+      for (size_t i = 0; i < length; ++i) expected.push_back(static_cast<char>('a' + i * 7 % 26));
+      AtomicFile file;
+      ASSERT_TRUE(file.Open(path).ok());
+      for (size_t at = 0; at < length; at += piece) {
+        ASSERT_TRUE(file.Append(absl::string_view(expected).substr(at, piece)).ok());
+      }
+      ASSERT_TRUE(file.Commit().ok());
+      EXPECT_TRUE(ReadFile(path) == expected) << length << " bytes in pieces of " << piece;
+    }
+  }
+}
+
 TEST(AtomicFileTest, CannotWriteSaysWhyBeforeAnythingIsWritten) {
   const std::string dir = MakeTempDir("cannot-write");
   EXPECT_EQ(CannotWrite(dir + "/out.html"), "");
