@@ -1,5 +1,6 @@
 #include "shim/backend/batcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -160,9 +161,30 @@ void Batcher::SetRecorderOnly(bool recorder_only) {
   batch_age_ns_ = recorder_only ? options_.recorder_batch_age_ns : options_.batch_age_ns;
 }
 
+void Batcher::NoteRef(uint32_t ref) {
+  const bool stack = (ref & kStackRef) != 0;
+  const uint32_t iid = ref & ~kStackRef;
+  std::vector<uint32_t>& noted = stack ? stack_noted_ : string_noted_;
+  if (noted.size() <= iid) noted.resize(iid + 1, 0);
+  if (noted[iid] == open_number_) return;
+  noted[iid] = open_number_;
+  open_refs_.push_back(ref);
+}
+
+void Batcher::NoteRefs(const nrtprof::Event& event) {
+  // In the order AddNeededStrings reads an event's: the strings, then the stack.
+  for (uint32_t iid : {event.name_iid(), event.model_name_iid(), event.engine_iid(),
+                       event.tensor_name_iid()}) {
+    if (iid != 0 && iid < kStackRef) NoteRef(iid);
+  }
+  const uint32_t stack = event.stack_iid();
+  if (stack != 0 && stack < kStackRef) NoteRef(stack | kStackRef);
+}
+
 void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
   if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
   AppendEncodedEvent(event, open_.mutable_events_encoded());
+  NoteRefs(event);
   open_lanes_.Add(event.kind());
   if (open_lanes_.total() >= batch_events_ ||
       open_.events_encoded().size() >= options_.batch_bytes) {
@@ -184,9 +206,15 @@ void Batcher::AddModel(nrtprof::LoadedModel model) {
 
 void Batcher::Seal() {
   pending_events_ += open_lanes_.total();
-  ready_.push_back({std::move(open_), open_lanes_});
+  ready_.push_back({std::move(open_), open_lanes_, std::move(open_refs_)});
   open_ = nrtprof::EventBatch();
   open_lanes_ = LaneCounts();
+  open_refs_ = std::vector<uint32_t>();
+  if (++open_number_ == 0) {  // after 2^32 batches: no iid may look noted by this one
+    std::fill(string_noted_.begin(), string_noted_.end(), 0);
+    std::fill(stack_noted_.begin(), stack_noted_.end(), 0);
+    open_number_ = 1;
+  }
 }
 
 void Batcher::SealIfDue(uint64_t now_ns) {
@@ -198,8 +226,8 @@ void Batcher::SealAll() {
   if (open_lanes_.total() != 0 || open_.clock_syncs_size() != 0) Seal();
 }
 
-void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
-                               nrtprof::EventBatch* out) {
+void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, const std::vector<uint32_t>* refs,
+                               StreamInterning* stream, nrtprof::EventBatch* out) {
   auto need_string = [&](uint32_t iid) {
     if (iid == 0 || Sent(stream->strings_sent, iid)) return;
     Mark(&stream->strings_sent, iid);
@@ -207,12 +235,7 @@ void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* s
     s->set_iid(iid);
     s->set_value(strings_->Get(iid));
   };
-  ForEachEvent(in, [&](const EventRefs& e) {
-    need_string(e.name_iid);
-    need_string(e.model_name_iid);
-    need_string(e.engine_iid);
-    need_string(e.tensor_name_iid);
-    const uint32_t stack = e.stack_iid;
+  auto need_stack = [&](uint32_t stack) {
     if (stack == 0 || stacks_ == nullptr || Sent(stream->stacks_sent, stack)) return;
     Mark(&stream->stacks_sent, stack);
     nrtprof::InternedStack* s = out->add_stacks();
@@ -221,6 +244,23 @@ void Batcher::AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* s
       need_string(frame);
       s->add_frame_iids(frame);
     }
+  };
+  if (refs != nullptr) {
+    for (uint32_t ref : *refs) {
+      if (ref & kStackRef) {
+        need_stack(ref & ~kStackRef);
+      } else {
+        need_string(ref);
+      }
+    }
+    return;
+  }
+  ForEachEvent(in, [&](const EventRefs& e) {
+    need_string(e.name_iid);
+    need_string(e.model_name_iid);
+    need_string(e.engine_iid);
+    need_string(e.tensor_name_iid);
+    need_stack(e.stack_iid);
   });
 }
 
@@ -233,7 +273,8 @@ nrtprof::EventBatch Batcher::TakeNext(StreamInterning* stream,
     Sealed& in = ready_.front();
     pending_events_ -= in.lanes.total();
     pending_model_bytes_ -= ModelBytes(in.batch);
-    AddNeededStrings(in.batch, stream, &batch);
+    // Its own events only: a batch of the batcher's has none in `events`.
+    AddNeededStrings(in.batch, in.batch.events().empty() ? &in.refs : nullptr, stream, &batch);
     batch.mutable_events_encoded()->swap(*in.batch.mutable_events_encoded());
     batch.mutable_clock_syncs()->Swap(in.batch.mutable_clock_syncs());
     batch.mutable_models()->Swap(in.batch.mutable_models());
@@ -252,7 +293,7 @@ void Batcher::Restamp(nrtprof::EventBatch* batch, StreamInterning* stream) {
   batch->clear_strings();
   batch->clear_stacks();
   nrtprof::EventBatch needed;
-  AddNeededStrings(*batch, stream, &needed);
+  AddNeededStrings(*batch, nullptr, stream, &needed);
   batch->mutable_strings()->Swap(needed.mutable_strings());
   batch->mutable_stacks()->Swap(needed.mutable_stacks());
 }

@@ -113,9 +113,18 @@ class Batcher {
   LaneCounts DiscardAll();
 
  private:
+  // What a batch's events name, in the order they first name it: string iids, and stack iids
+  // with kStackRef set. Gathered as events are added, so that stamping a batch for a stream
+  // looks at each string and stack once instead of reading every event back from its bytes
+  // (issue 38: that was 6% of the flusher's time at 10,000 async executions a second).
+  static constexpr uint32_t kStackRef = 1u << 31;
+  void NoteRefs(const nrtprof::Event& event);
+  void NoteRef(uint32_t ref);
   void Seal();
-  void AddNeededStrings(const nrtprof::EventBatch& in, StreamInterning* stream,
-                        nrtprof::EventBatch* out);
+  // The strings and stacks `stream` lacks, of the events `refs` lists (as NoteRefs made it) or,
+  // with `refs` null, of `in`'s events read back.
+  void AddNeededStrings(const nrtprof::EventBatch& in, const std::vector<uint32_t>* refs,
+                        StreamInterning* stream, nrtprof::EventBatch* out);
 
   const Options options_;
   const StringTable* const strings_;
@@ -126,9 +135,14 @@ class Batcher {
   struct Sealed {
     nrtprof::EventBatch batch;
     LaneCounts lanes;
+    std::vector<uint32_t> refs;  // NoteRefs'
   };
   nrtprof::EventBatch open_;
   LaneCounts open_lanes_;
+  std::vector<uint32_t> open_refs_;
+  // Per string iid and per stack iid, the number of the open batch that last noted it.
+  std::vector<uint32_t> string_noted_, stack_noted_;
+  uint32_t open_number_ = 1;
   uint64_t open_since_ns_ = 0;
   std::deque<Sealed> ready_;
   size_t pending_events_ = 0;  // in ready_

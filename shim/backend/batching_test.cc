@@ -280,6 +280,40 @@ TEST_F(BatcherTest, StackFramesTravelWithTheirStack) {
   EXPECT_EQ(sent, (std::set<std::string>{"nrt_execute", "fn5 (m+0x1)"}));
 }
 
+TEST_F(BatcherTest, ABatchNamesWhatItsEventsNameInTheOrderTheyNameIt) {
+  // What TakeNext gathers as events are added must be what reading the batch's events back
+  // gives (Restamp does that): every string and stack, in order of first use.
+  Batcher::Options o;
+  o.batch_events = 100;
+  Batcher b(o, &strings_, &stacks_);
+  Add(&b, ApiRecord(kNrtTensorAllocate, 1, 0x10, "weights"));
+  Slotted deep = ApiRecord(kNrtExecute, 2);
+  deep.r().stack_depth = 2;
+  deep.r().frames()[0] = 7;
+  deep.r().frames()[1] = 8;
+  Add(&b, deep);
+  Add(&b, ApiRecord(kNrtTensorRead, 3, 0x10));
+  nrtprof::Event device;
+  device.set_kind(nrtprof::EVENT_DEVICE_EXEC);
+  device.set_name_iid(strings_.Intern("nc_exec_running"));
+  device.set_model_name_iid(strings_.Intern("tiny"));
+  b.AddEvent(device, 0);
+  Add(&b, deep);
+  Add(&b, NewRecord(RecordKind::kRange));
+  b.SealAll();
+  StreamInterning gathered, read_back;
+  LaneCounts n;
+  nrtprof::EventBatch batch = b.TakeNext(&gathered, {}, false, &n);
+  std::vector<std::string> names;
+  for (const auto& s : batch.strings()) names.push_back(s.value());
+  EXPECT_EQ(names, (std::vector<std::string>{"nrt_tensor_allocate", "weights", "nrt_execute",
+                                             "fn7 (m+0x1)", "fn8 (m+0x1)", "nrt_tensor_read",
+                                             "nc_exec_running", "tiny"}));
+  nrtprof::EventBatch again = batch;
+  b.Restamp(&again, &read_back);
+  EXPECT_EQ(again.SerializeAsString(), batch.SerializeAsString());
+}
+
 TEST_F(BatcherTest, TheFinalBatchIsTheLastOneOrAnEmptyOne) {
   Batcher b(SmallBatches(), &strings_, &stacks_);
   for (int i = 1; i <= 4; ++i) Add(&b, ApiRecord(kNrtExecute, i));
