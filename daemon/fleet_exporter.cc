@@ -22,7 +22,6 @@ namespace {
 constexpr char kOpsTable[] = "fleet_ops";
 constexpr char kCapturesTable[] = "fleet_captures";
 constexpr char kRanksTable[] = "fleet_ranks";
-constexpr char kTriggersTable[] = "fleet_triggers";
 
 std::string RandomHex() {
   uint64_t value = 0;
@@ -66,6 +65,39 @@ std::vector<std::string> SchemaStatements() {
     }
   }
   return statements;
+}
+
+// A CREATE TABLE statement's table and its columns as declared ("trigger_rule String"), in
+// order; no table for the schema's other statements (the view).
+struct DeclaredTable {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> columns;  // (name, declaration)
+};
+DeclaredTable Declared(absl::string_view statement) {
+  DeclaredTable t;
+  statement = absl::StripLeadingAsciiWhitespace(statement);
+  if (!absl::ConsumePrefix(&statement, "CREATE TABLE IF NOT EXISTS ")) return t;
+  const size_t open = statement.find('(');
+  if (open == absl::string_view::npos) return t;
+  t.name = std::string(absl::StripAsciiWhitespace(statement.substr(0, open)));
+  // The columns: split at the commas outside parentheses (Array(String)), up to the ')' that
+  // closes the list.
+  int depth = 0;
+  size_t start = open + 1;
+  for (size_t i = open + 1; i < statement.size() && depth >= 0; ++i) {
+    const char c = statement[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if ((c == ',' && depth == 0) || depth < 0) {
+      const absl::string_view column = absl::StripAsciiWhitespace(statement.substr(start, i - start));
+      const size_t space = column.find_first_of(" \t\n");
+      if (space != absl::string_view::npos) {
+        t.columns.emplace_back(std::string(column.substr(0, space)), std::string(column));
+      }
+      start = i + 1;
+    }
+  }
+  return t;
 }
 
 }  // namespace
@@ -210,19 +242,14 @@ void FleetExporter::CaptureWritten(const Trace& trace, const Summary& summary,
         ",\"processes\":", files.processes(), ",\"events\":", files.events(),
         ",\"events_dropped\":", files.events_dropped(), ",\"top_ops\":", JsonStrings(top_names),
         ",\"top_ops_device_ns\":", JsonArray(top_ns), ",\"daemon\":", JsonString(instance_),
-        ",\"seq\":", seq, "}\n");
-  });
-  if (trace.trigger.rule.empty()) return;
-  // A trigger rule took it (daemon/trigger_captures.h): why, in fleet_triggers.
-  Enqueue(kTriggersTable, time, 1, [&](uint64_t seq) {
-    return absl::StrCat(
-        "{\"time\":", time, ",\"host\":", JsonString(options_.host),
-        ",\"capture_id\":", JsonString(trace.capture_id),
-        ",\"rule\":", JsonString(trace.trigger.rule),
-        ",\"condition\":", JsonString(trace.trigger.condition),
-        ",\"reason\":", JsonString(trace.trigger.reason),
-        ",\"value_ns\":", trace.trigger.value_ns, ",\"threshold_ns\":", trace.trigger.threshold_ns,
-        ",\"daemon\":", JsonString(instance_), ",\"seq\":", seq, "}\n");
+        ",\"seq\":", seq,
+        // Why a trigger rule took it (daemon/trigger_captures.h); empty for a capture someone
+        // asked for.
+        ",\"trigger_rule\":", JsonString(trace.trigger.rule),
+        ",\"trigger_condition\":", JsonString(trace.trigger.condition),
+        ",\"trigger_reason\":", JsonString(trace.trigger.reason),
+        ",\"trigger_value_ns\":", trace.trigger.value_ns,
+        ",\"trigger_threshold_ns\":", trace.trigger.threshold_ns, "}\n");
   });
 }
 
@@ -245,8 +272,57 @@ absl::Status FleetExporter::EnsureSchema(ClickHouseClient* client) {
   if (!made.ok()) return made.status();
   for (const std::string& statement : SchemaStatements()) {
     if (absl::StatusOr<std::string> r = client->Run(statement); !r.ok()) return r.status();
+    const DeclaredTable table = Declared(statement);
+    if (table.name.empty()) continue;
+    if (absl::Status s = AddMissingColumns(client, table.name, table.columns); !s.ok()) return s;
   }
   schema_ready_ = true;
+  return absl::OkStatus();
+}
+
+// CREATE TABLE IF NOT EXISTS leaves a table an older daemon made as it was: the columns the
+// schema has since gained (fleet_captures' trigger_ columns) are added here, at its end as in
+// the schema; its rows read them as their default ('', 0), and nothing on disk is rewritten.
+// ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so the table's columns are asked first. A
+// table that is not a MergeTree is one made by hand (a Distributed table over a cluster's
+// local tables, docs/fleet.md): altering it alone would leave the shards without the columns,
+// so the daemon asks the operator to, and sends nothing until it is done.
+absl::Status FleetExporter::AddMissingColumns(
+    ClickHouseClient* client, const std::string& table,
+    const std::vector<std::pair<std::string, std::string>>& columns) {
+  absl::StatusOr<std::string> have = client->Run(absl::StrCat(
+      "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = ",
+      ClickHouseQuote(table), " FORMAT TSV"));
+  if (!have.ok()) return have.status();
+  const std::vector<absl::string_view> names = absl::StrSplit(*have, '\n', absl::SkipEmpty());
+  std::vector<const std::pair<std::string, std::string>*> missing;
+  for (const auto& column : columns) {
+    if (std::find(names.begin(), names.end(), column.first) == names.end()) {
+      missing.push_back(&column);
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  std::vector<std::string> missing_names;
+  for (const auto* column : missing) missing_names.push_back(column->first);
+  absl::StatusOr<std::string> engine = client->Run(absl::StrCat(
+      "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = ",
+      ClickHouseQuote(table), " FORMAT TSV"));
+  if (!engine.ok()) return engine.status();
+  const absl::string_view kind = absl::StripAsciiWhitespace(*engine);
+  if (!absl::EndsWith(kind, "MergeTree")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", table, " (", kind, ", made by hand) lacks the column(s) ",
+        absl::StrJoin(missing_names, ", "),
+        ": add them to it and to the tables under it (docs/fleet.md, \"On a ClickHouse "
+        "cluster\")"));
+  }
+  for (const auto* column : missing) {
+    absl::StatusOr<std::string> added =
+        client->Run(absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column->second));
+    if (!added.ok()) return added.status();
+  }
+  Log(absl::StrCat("fleet store: added the column(s) ", absl::StrJoin(missing_names, ", "),
+                   " to ", table, " (made by an older nrtprofd)"));
   return absl::OkStatus();
 }
 

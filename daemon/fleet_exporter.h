@@ -4,7 +4,9 @@
 // model, op) with what happened in the period (Metrics::TakeFleetRows), and one batch for
 // fleet_ranks, one row per process that waited in collectives (its rank, job, collectives and
 // wait: Metrics::TakeFleetRankRows); each capture the daemon writes queues one row for
-// fleet_captures. The schema is docs/fleet_schema.sql.
+// fleet_captures, with the rule and reason of a trigger rule that took it. The schema is
+// docs/fleet_schema.sql; its statements run at every (re)connection, and the columns a table
+// made by an older daemon lacks are added to it (AddMissingColumns).
 //
 // A thread of its own sends the batches, in order, over HTTP (common/clickhouse_http.h), and
 // retries one that fails with exponential backoff (250 ms doubling to 30 s); nothing else waits
@@ -27,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -102,6 +105,11 @@ class FleetExporter {
   // Sends the oldest batch (checking first, on a retry, whether it is in already).
   absl::Status SendHead(ClickHouseClient* client, Batch* batch);
   absl::Status EnsureSchema(ClickHouseClient* client);
+  // The columns the schema declares for `table` (name, declaration) that the table in the
+  // store lacks, added (fleet_exporter.cc says when it refuses).
+  absl::Status AddMissingColumns(
+      ClickHouseClient* client, const std::string& table,
+      const std::vector<std::pair<std::string, std::string>>& columns);
   void Log(const std::string& line) const {
     if (options_.log) options_.log(line);
   }

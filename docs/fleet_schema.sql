@@ -1,7 +1,14 @@
 -- The fleet store's tables (docs/fleet.md). nrtprofd --clickhouse_url runs these statements, in
 -- the database --clickhouse_database names (default nrtprof), each time it (re)connects: every
 -- one is CREATE TABLE IF NOT EXISTS, so a table made by hand beforehand (on a cluster: below) is
--- left alone. Written for Debian's ClickHouse 18.16; newer servers take them as they are.
+-- left alone. A table an older daemon made that lacks columns declared here (a column added
+-- since) is given them, at its end as here: the daemon asks system.columns, then runs ALTER
+-- TABLE ... ADD COLUMN for each missing one (18.16 has no ADD COLUMN IF NOT EXISTS); the
+-- table's rows read them as their default ('', 0), and nothing on disk is rewritten. It alters
+-- only a MergeTree table (one it made): a table of another engine (a cluster's Distributed
+-- table) lacking one is said in its log and status, and it sends nothing until the columns are
+-- added by hand, ON CLUSTER, to it and the local tables (docs/fleet.md). Written for Debian's
+-- ClickHouse 18.16; newer servers take them as they are.
 --
 -- Both tables are ReplacingMergeTree, keyed so that a row sent twice (an insert retried after
 -- its answer was lost) is the same key: (daemon, seq) names one export batch of one daemon.
@@ -70,7 +77,8 @@ CREATE TABLE IF NOT EXISTS fleet_ranks (
 PARTITION BY toYYYYMMDD(time)
 ORDER BY (toStartOfHour(time), job, host, pid, rank, daemon, seq);
 
--- One row per capture a daemon wrote.
+-- One row per capture a daemon wrote; of a capture a trigger rule took (nrtprofd --trigger,
+-- docs/triggers.md), why, in the trigger_ columns (empty, 0, for a capture someone asked for).
 CREATE TABLE IF NOT EXISTS fleet_captures (
     time DateTime,                 -- when it was written
     host String,
@@ -86,28 +94,20 @@ CREATE TABLE IF NOT EXISTS fleet_captures (
     top_ops Array(String),         -- its 10 ops of most self device time, most first
     top_ops_device_ns Array(UInt64),
     daemon String,
-    seq UInt64
+    seq UInt64,
+    trigger_rule String,           -- the rule's name; '' for a capture someone asked for
+    trigger_condition String,      -- the rule as written
+    trigger_reason String,         -- "pid 12 (train): step 4711 took 3.9x the median ..."
+    trigger_value_ns UInt64,       -- what was measured (0 for status and exit rules)
+    trigger_threshold_ns UInt64    -- what it was held to
 ) ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(time)
 ORDER BY (time, host, capture_id, daemon, seq);
 
--- One row per capture a trigger rule of a daemon took (nrtprofd --trigger, docs/triggers.md):
--- why, beside its fleet_captures row (the same host and capture_id). A table of its own, as
--- fleet_ranks is: a store made before it needs nothing migrated.
-CREATE TABLE IF NOT EXISTS fleet_triggers (
-    time DateTime,                 -- when the capture was written
-    host String,
-    capture_id String,
-    rule String,                   -- the rule's name
-    condition String,              -- the rule as written
-    reason String,                 -- "pid 12 (train): step 4711 took 3.9x the median ..."
-    value_ns UInt64,               -- what was measured (0 for status and exit rules)
-    threshold_ns UInt64,           -- what it was held to
-    daemon String,
-    seq UInt64
-) ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMM(time)
-ORDER BY (time, host, capture_id, daemon, seq);
+-- The trigger_ columns came after the table (session 28): a fleet_captures made before them is
+-- given them (above). Before them a triggered capture's reason was a row of a table of its
+-- own, fleet_triggers, beside this one; it is no longer written nor made (a store that has it
+-- keeps its rows; DROP TABLE nrtprof.fleet_triggers when they are not wanted).
 
 -- Keeping 30 days. ClickHouse 18.16 has no TTL (it came in 19.6): drop old days' partitions,
 -- e.g. daily from cron (the view's rows are in its inner table):
