@@ -391,9 +391,17 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->last_ms = request.last_ms();
     c->iterations = request.iterations();
     if (request.has_trigger()) {  // daemon/triggers.h: the rule and its reason, for the files
-      c->trigger = {request.trigger().rule(), request.trigger().condition(),
-                    request.trigger().reason(), request.trigger().value_ns(),
-                    request.trigger().threshold_ns()};
+      // When the anomaly began: the asking daemon's wall clock (a peer's too), on this one's
+      // monotonic clock as the events are; 0 if not said (trace.pftrace's instant, at_ns).
+      const int64_t at_ns = static_cast<int64_t>(request.trigger().unix_ms()) * 1'000'000 -
+                            (clock_->RealtimeNs() - static_cast<int64_t>(c->started_ns));
+      c->trigger = {request.trigger().rule(),
+                    request.trigger().condition(),
+                    request.trigger().reason(),
+                    request.trigger().value_ns(),
+                    request.trigger().threshold_ns(),
+                    request.trigger().unix_ms() != 0 && at_ns > 0 ? static_cast<uint64_t>(at_ns)
+                                                                  : 0};
     }
     if (file_kinds != 0) c->own_sink = options_.sink_for_files(file_kinds);
     if (c->iterations != 0) {

@@ -387,6 +387,48 @@ TEST_F(CollectorCoreTest, ACaptureStartsAtTheTimeItNames) {
             "the start time is 61.000 s ahead of this daemon's clock; at most 60 s");
 }
 
+// A capture a trigger rule took (daemon/trigger_captures.h): the Trace written carries the rule
+// and, from the anomaly's wall-clock time (the asking daemon's: a peer's clock differs), when it
+// began on this daemon's monotonic clock, for trace.pftrace's instant.
+TEST_F(CollectorCoreTest, ATriggersAnomalyIsPlacedOnThisDaemonsClock) {
+  clock_.Advance(7'000'000'000);
+  Controls c;
+  ASSERT_TRUE(core_.OnHello(1, Hello(7), c.Sender()).ok());
+  nrtprof::StartCaptureRequest request;
+  request.set_capture_id("triggered");
+  nrtprof::CaptureTrigger* why = request.mutable_trigger();
+  why->set_rule("slow-step");
+  why->set_condition("slow-step: step > 3 x median");
+  why->set_reason("pid 7 (x): step 3 took 4.0x the median of the last 20 (8 ms vs 2 ms)");
+  why->set_value_ns(8'000'000);
+  why->set_threshold_ns(6'000'000);
+  // 2023-11-14 22:13:23.250 UTC: monotonic 3.25 s on the fixture's clock.
+  why->set_unix_ms(1'700'000'003'250);
+  ASSERT_TRUE(core_.StartCapture(request).ok());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(1)).ok());
+  nrtprof::StopCaptureRequest stop;
+  stop.set_capture_id("triggered");
+  ASSERT_TRUE(core_.StopCapture(stop).ok());
+  ASSERT_EQ(sink_.traces.size(), 1u);
+  const TriggerReason& got = sink_.traces[0].trigger;
+  EXPECT_EQ(got.rule, "slow-step");
+  EXPECT_EQ(got.reason, why->reason());
+  EXPECT_EQ(got.value_ns, 8'000'000u);
+  EXPECT_EQ(got.threshold_ns, 6'000'000u);
+  EXPECT_EQ(got.at_ns, 3'250'000'000u);
+
+  // Asked by a daemon that does not say when: no time, the instant goes to the trace's start.
+  request.set_capture_id("untimed");
+  request.mutable_trigger()->clear_unix_ms();
+  ASSERT_TRUE(core_.StartCapture(request).ok());
+  ASSERT_TRUE(core_.OnBatch(1, Batch(2)).ok());
+  stop.set_capture_id("untimed");
+  ASSERT_TRUE(core_.StopCapture(stop).ok());
+  ASSERT_EQ(sink_.traces.size(), 2u);
+  EXPECT_EQ(sink_.traces[1].trigger.rule, "slow-step");
+  EXPECT_EQ(sink_.traces[1].trigger.at_ns, 0u);
+}
+
 // The daemon stopping while a capture waits for its start time: the wait ends, refused.
 TEST_F(CollectorCoreTest, ShutdownEndsTheWaitForAStartTime) {
   nrtprof::StartCaptureRequest request;
