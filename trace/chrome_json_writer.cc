@@ -1,6 +1,7 @@
 #include "trace/chrome_json_writer.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -16,33 +17,25 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_text.h"
 #include "trace/atomic_file.h"
+#include "trace/json_out.h"
 #include "trace/trace_lanes.h"
 
 namespace nrtprof::daemon {
 namespace {
 
-constexpr uint64_t kMaxExactJsonInteger = uint64_t{1} << 53;
 constexpr size_t kFlushBytes = 256 << 10;
 constexpr char kCaptureEventName[] = "nrtprof capture";
 constexpr char kFlowCategory[] = "flow";
 constexpr char kFlowName[] = "correlation";
 
-// The fixed-format pieces of an entry are put together in a buffer on the stack and appended
-// at once: appending them piece by piece was most of the writer's time.
-
-// v in decimal, as absl::StrAppend writes it (at most 20 bytes).
-char* PutDecimal(uint64_t v, char* p) {
-  char buf[20];
-  char* end = buf + sizeof(buf);
-  char* q = end;
-  do {
-    *--q = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  const size_t n = static_cast<size_t>(end - q);
-  memcpy(p, q, n);
-  return p + n;
-}
+// Each entry is put together in the text buffer by pointer (json_out.h): Room() for its
+// fixed-format pieces plus its strings, then each piece in place.
+using json_out::JsonStringRoom;
+using json_out::PutDecimal;
+using json_out::PutJsonInt;
+using json_out::PutJsonString;
+using json_out::PutJsonUint;
+using json_out::PutLiteral;
 
 // ns as microseconds with three decimals: exact, whatever the magnitude (at most 24 bytes).
 char* PutMicros(uint64_t ns, char* p) {
@@ -55,49 +48,47 @@ char* PutMicros(uint64_t ns, char* p) {
   return p;
 }
 
-// A string literal, without its terminating NUL.
-template <size_t N>
-char* PutLiteral(const char (&text)[N], char* p) {
-  memcpy(p, text, N - 1);
-  return p + N - 1;
+// The most bytes PutArgs writes for `args`.
+size_t ArgsRoom(const std::vector<SliceArg>& args) {
+  size_t n = 16;
+  for (const SliceArg& a : args) {
+    n += JsonStringRoom(a.name) + 2 +
+         (a.type == SliceArg::Type::kString ? JsonStringRoom(a.string_value) : 24);
+  }
+  return n;
 }
 
-// An unsigned integer as a JSON number, or as a decimal string beyond 2^53 (at most 22 bytes).
-char* PutJsonUint(uint64_t v, char* p) {
-  if (v <= kMaxExactJsonInteger) return PutDecimal(v, p);
-  *p++ = '"';
-  p = PutDecimal(v, p);
-  *p++ = '"';
-  return p;
+// "NAME": for an argument's name, static text (SliceArg::name): each name's text is made once
+// and kept by the name's address.
+char* PutArgName(const char* name, char* p) {
+  struct Made {
+    const char* name = nullptr;
+    std::string text;
+  };
+  thread_local std::array<Made, 64> made;
+  Made& m = made[(reinterpret_cast<uintptr_t>(name) >> 3) % made.size()];
+  if (m.name != name) {
+    m.name = name;
+    m.text.clear();
+    AppendJsonString(name, &m.text);
+    m.text.push_back(':');
+  }
+  memcpy(p, m.text.data(), m.text.size());
+  return p + m.text.size();
 }
 
-// A signed integer likewise (at most 23 bytes).
-char* PutJsonInt(int64_t v, char* p) {
-  if (v >= 0) return PutJsonUint(static_cast<uint64_t>(v), p);
-  const uint64_t magnitude = 0 - static_cast<uint64_t>(v);
-  const bool quoted = magnitude > kMaxExactJsonInteger;
-  if (quoted) *p++ = '"';
-  *p++ = '-';
-  p = PutDecimal(magnitude, p);
-  if (quoted) *p++ = '"';
-  return p;
-}
-
-void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
-  out->append(",\"args\":{");
+// ,"args":{"NAME":VALUE,...}
+char* PutArgs(const std::vector<SliceArg>& args, char* p) {
+  p = PutLiteral(",\"args\":{", p);
   bool first = true;
   for (const SliceArg& a : args) {
-    if (!first) out->push_back(',');
+    if (!first) *p++ = ',';
     first = false;
-    AppendJsonString(a.name, out);
-    char buf[32];
-    char* p = buf;
-    *p++ = ':';
+    p = PutArgName(a.name, p);
     switch (a.type) {
       case SliceArg::Type::kString:
-        out->push_back(':');
-        AppendJsonString(a.string_value, out);
-        continue;
+        p = PutJsonString(a.string_value, p);
+        break;
       case SliceArg::Type::kUint:
         p = PutJsonUint(a.uint_value, p);
         break;
@@ -105,9 +96,9 @@ void AppendArgs(const std::vector<SliceArg>& args, std::string* out) {
         p = PutJsonInt(a.int_value, p);
         break;
     }
-    out->append(buf, static_cast<size_t>(p - buf));
   }
-  out->push_back('}');
+  *p++ = '}';
+  return p;
 }
 
 std::string Basename(const std::string& path) {
@@ -130,6 +121,9 @@ struct Source {
   const ProcessTrace* process = nullptr;  // ... or a process's capture instant
   uint64_t instant_ns = 0;
   size_t next = 0;
+  // ,"pid":P,"tid":T,"ts": -- the same in each of the source's entries: made at its first.
+  mutable char where[48];
+  mutable size_t where_size = 0;
 
   bool done() const {
     return lane != nullptr      ? next >= lane->slices.size()
@@ -150,9 +144,9 @@ struct Source {
 // then) and otherData.
 class JsonEncoder {
  public:
-  explicit JsonEncoder(AtomicFile* file) : file_(file) {
-    out_.reserve(kFlushBytes + (64 << 10));
-    out_.append("{\"traceEvents\":[\n");
+  explicit JsonEncoder(AtomicFile* file) : out_(kFlushBytes) {
+    out_.set_file(file);
+    out_.Append("{\"traceEvents\":[\n");
   }
 
   absl::Status AddProcesses(const Trace& trace, const TraceLanes& lanes) {
@@ -184,10 +178,11 @@ class JsonEncoder {
     }
     absl::Status s = WriteSources(trace);
     if (!s.ok()) return s;
-    out_.append("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");
-    AppendOtherData(trace);
-    out_.append("}\n");
-    return file_->Append(out_);
+    std::string tail = "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":";
+    AppendOtherData(trace, &tail);
+    tail.append("}\n");
+    out_.Append(tail);
+    return out_.Flush();
   }
 
  private:
@@ -214,25 +209,31 @@ class JsonEncoder {
     return s;
   }
 
-  void Separator() {
-    if (!first_event_) out_.append(",\n");
+  // ",\n" between entries, at p.
+  char* PutSeparator(char* p) {
+    if (!first_event_) p = PutLiteral(",\n", p);
     first_event_ = false;
+    return p;
   }
 
   // {"ph":"M",...,"name":NAME,"args":{"name":"..."}} names a process (tid 0) or a lane, and
   // {"name":"thread_sort_index","args":{"sort_index":N}} orders the lanes.
   void AppendName(uint32_t pid, uint32_t tid, const char* what, const std::string& name) {
-    Separator();
-    absl::StrAppend(&out_, "{\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", tid, ",\"name\":\"", what,
+    std::string entry = first_event_ ? "" : ",\n";
+    first_event_ = false;
+    absl::StrAppend(&entry, "{\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", tid, ",\"name\":\"", what,
                     "\",\"args\":{\"name\":");
-    AppendJsonString(name, &out_);
-    out_.append("}}");
+    AppendJsonString(name, &entry);
+    entry.append("}}");
+    out_.Append(entry);
   }
 
   void AppendSortIndex(uint32_t pid, uint32_t tid) {
-    Separator();
-    absl::StrAppend(&out_, "{\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", tid,
+    std::string entry = first_event_ ? "" : ",\n";
+    first_event_ = false;
+    absl::StrAppend(&entry, "{\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", tid,
                     ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", tid, "}}");
+    out_.Append(entry);
   }
 
   // A lane of the process: a host thread's (kind, tid) or a NeuronCore's (kind, nc_idx), or a
@@ -312,66 +313,80 @@ class JsonEncoder {
 
   // ,"pid":P,"tid":T,"ts":TS (at most 70 bytes).
   static char* PutWhere(const Source& source, uint64_t ts, char* p) {
-    p = PutLiteral(",\"pid\":", p);
-    p = PutDecimal(source.pid, p);
-    p = PutLiteral(",\"tid\":", p);
-    p = PutDecimal(source.tid, p);
-    p = PutLiteral(",\"ts\":", p);
-    return PutMicros(ts, p);
+    if (source.where_size == 0) {
+      char* w = PutLiteral(",\"pid\":", source.where);
+      w = PutDecimal(source.pid, w);
+      w = PutLiteral(",\"tid\":", w);
+      w = PutDecimal(source.tid, w);
+      w = PutLiteral(",\"ts\":", w);
+      source.where_size = static_cast<size_t>(w - source.where);
+    }
+    memcpy(p, source.where, source.where_size);
+    return PutMicros(ts, p + source.where_size);
   }
 
   // The source's next entry: a capture instant, or a slice and its flow events. A flow begins
   // at its earliest slice ("s"), passes through the middle ones ("t") and ends at the slice
   // that lists it as terminating ("f", bound to that enclosing slice).
   void AppendEntries(const Trace& trace, const Source& source) {
-    char buf[160];
     if (source.counter != nullptr) {
       // {"ph":"C","cat":"nrtprof","name":NAME,"pid":P,"tid":0,"ts":TS,"args":{"requests":N}}
-      Separator();
-      out_.append("{\"ph\":\"C\",\"cat\":\"nrtprof\",\"name\":");
-      AppendJsonString(source.counter_name, &out_);
-      char* p = PutWhere(source, source.counter->points[source.next].ts, buf);
+      char* p = out_.Room(160 + JsonStringRoom(source.counter_name));
+      p = PutSeparator(p);
+      p = PutLiteral("{\"ph\":\"C\",\"cat\":\"nrtprof\",\"name\":", p);
+      p = PutJsonString(source.counter_name, p);
+      p = PutWhere(source, source.counter->points[source.next].ts, p);
       p = PutLiteral(",\"args\":{\"requests\":", p);
       p = PutJsonInt(source.counter->points[source.next].value, p);
       p = PutLiteral("}}", p);
-      out_.append(buf, static_cast<size_t>(p - buf));
+      out_.Done(p);
       return;
     }
     if (source.lane == nullptr) {
-      Separator();
-      char* p = PutLiteral("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"", buf);
+      const std::vector<SliceArg> args = CaptureArgs(trace, *source.process);
+      char* p = out_.Room(160 + ArgsRoom(args));
+      p = PutSeparator(p);
+      p = PutLiteral("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"nrtprof\",\"name\":\"", p);
       p = PutLiteral(kCaptureEventName, p);
       *p++ = '"';
       p = PutWhere(source, source.instant_ns, p);
-      out_.append(buf, static_cast<size_t>(p - buf));
-      AppendArgs(CaptureArgs(trace, *source.process), &out_);
-      out_.push_back('}');
+      p = PutArgs(args, p);
+      *p++ = '}';
+      out_.Done(p);
       return;
     }
     const LaneSlice& slice = source.lane->slices[source.next];
-    Separator();
-    out_.append("{\"ph\":\"X\",\"cat\":\"");
-    out_.append(LaneKindName(source.lane->kind));
-    out_.append("\",\"name\":");
-    AppendJsonString(slice.name, &out_);
-    char* p = PutWhere(source, slice.start_ns, buf);
+    SliceArgs(slice, &args_, &arg_text_);
+    const std::string_view name = slice.name;
+    const size_t flows = slice.flow_ids.size() + slice.terminating_flow_ids.size();
+    char* p = out_.Room(192 + JsonStringRoom(name) + (args_.empty() ? 0 : ArgsRoom(args_)) +
+                        flows * kFlowRoom);
+    p = PutSeparator(p);
+    p = PutLiteral("{\"ph\":\"X\",\"cat\":\"", p);
+    const std::string_view kind = CategoryName(source.lane->kind);
+    memcpy(p, kind.data(), kind.size());
+    p += kind.size();
+    p = PutLiteral("\",\"name\":", p);
+    p = PutJsonString(name, p);
+    p = PutWhere(source, slice.start_ns, p);
     p = PutLiteral(",\"dur\":", p);
     p = PutMicros(slice.end_ns - slice.start_ns, p);
-    out_.append(buf, static_cast<size_t>(p - buf));
-    SliceArgs(slice, &args_, &arg_text_);
-    if (!args_.empty()) AppendArgs(args_, &out_);
-    out_.push_back('}');
-    for (uint64_t id : slice.flow_ids) AppendFlow(source, slice.start_ns, id, false);
-    for (uint64_t id : slice.terminating_flow_ids) AppendFlow(source, slice.start_ns, id, true);
+    if (!args_.empty()) p = PutArgs(args_, p);
+    *p++ = '}';
+    for (uint64_t id : slice.flow_ids) p = PutFlow(source, slice.start_ns, id, false, p);
+    for (uint64_t id : slice.terminating_flow_ids) p = PutFlow(source, slice.start_ns, id, true, p);
+    out_.Done(p);
   }
 
-  void AppendFlow(const Source& source, uint64_t ts, uint64_t id, bool terminates) {
+  // The most bytes PutFlow writes.
+  static constexpr size_t kFlowRoom = 192;
+
+  char* PutFlow(const Source& source, uint64_t ts, uint64_t id, bool terminates, char* p) {
     char phase = 'f';
     if (!terminates) phase = id < flow_started_.size() && flow_started_[id] ? 't' : 's';
     if (id < flow_started_.size()) flow_started_[id] = true;
-    Separator();
-    char buf[192];
-    char* p = PutLiteral("{\"ph\":\"", buf);
+    p = PutSeparator(p);
+    p = PutLiteral("{\"ph\":\"", p);
     *p++ = phase;
     p = PutLiteral("\",\"cat\":\"", p);
     p = PutLiteral(kFlowCategory, p);
@@ -382,10 +397,23 @@ class JsonEncoder {
     p = PutWhere(source, ts, p);
     if (phase == 'f') p = PutLiteral(",\"bp\":\"e\"", p);
     *p++ = '}';
-    out_.append(buf, static_cast<size_t>(p - buf));
+    return p;
   }
 
-  void AppendOtherData(const Trace& trace) {
+  // LaneKindName, as a view (its length known once).
+  static std::string_view CategoryName(LaneKind kind) {
+    constexpr size_t kKinds = static_cast<size_t>(LaneKind::kCollectivesQueue) + 1;
+    static const auto* names = [] {
+      auto* n = new std::array<std::string_view, kKinds>;
+      for (size_t i = 0; i < kKinds; ++i) (*n)[i] = LaneKindName(static_cast<LaneKind>(i));
+      return n;
+    }();
+    const size_t i = static_cast<size_t>(kind);
+    return i < kKinds ? (*names)[i] : std::string_view(LaneKindName(kind));
+  }
+
+  void AppendOtherData(const Trace& trace, std::string* out) {
+    std::string& out_ = *out;
     out_.append("{\"capture_id\":");
     AppendJsonString(trace.capture_id, &out_);
     if (!trace.trigger.rule.empty()) {  // a rule of the daemon's took it (nrtprofd --trigger)
@@ -426,15 +454,9 @@ class JsonEncoder {
     out_.append("}}");
   }
 
-  absl::Status MaybeFlush() {
-    if (out_.size() < kFlushBytes) return absl::OkStatus();
-    absl::Status s = file_->Append(out_);
-    out_.clear();
-    return s;
-  }
+  absl::Status MaybeFlush() { return out_.MaybeFlush(); }
 
-  AtomicFile* file_;
-  std::string out_;
+  JsonOut out_;
   bool first_event_ = true;
   std::vector<Source> sources_;
   std::deque<ProcessTrace> headers_;  // CaptureHeader of each process given, in order
