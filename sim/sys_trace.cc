@@ -96,6 +96,10 @@ class JsonWriter {
  private:
   // Below 10^8, without leading zeros.
   void Small(uint32_t v) {
+    if (v < 10) {  // core numbers, model ids, most of an event's small members
+      *p_++ = static_cast<char>('0' + v);
+      return;
+    }
     int n = 1;
     for (uint32_t limit = 10; n < 8 && v >= limit; limit *= 10) ++n;
     char* d = p_ + n;
