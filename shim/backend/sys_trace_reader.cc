@@ -294,8 +294,9 @@ class TemplateCursor {
   }
 
   // 1 to 19 digits (no overflow is possible), no leading zero, not followed by a fraction or
-  // an exponent.
-  bool Unsigned(uint64_t* out) {
+  // an exponent. Inlined: a dozen numbers an event, each a call otherwise (~12% of the reader's
+  // time on the async documents).
+  __attribute__((always_inline)) bool Unsigned(uint64_t* out) {
     const char* start = p_;
     uint64_t v = 0, eight = 0;
     if (end_ - p_ >= 8 && EightDigits(p_, &eight)) {
