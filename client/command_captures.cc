@@ -27,7 +27,8 @@ int CapturesCommand(int argc, char** argv) {
     fprintf(stderr, "nrtprof captures: %s\n", std::string(status.status().message()).c_str());
     return 1;
   }
-  if (status->triggers().empty()) {
+  // A daemon without rules may still keep the captures its peers' rules asked it for.
+  if (status->triggers().empty() && status->triggered_captures().empty()) {
     printf("no trigger rules: this daemon takes no captures by itself (nrtprofd --trigger, "
            "docs/triggers.md)\n");
     return 0;
@@ -41,7 +42,9 @@ int CapturesCommand(int argc, char** argv) {
     printf("  %s  %-12s %8.1f MiB  %s\n    %s\n", when.c_str(), c.rule().c_str(),
            c.bytes() / 1048576.0, c.output_dir().c_str(), c.reason().c_str());
   }
-  printf("rules:\n");
+  printf(status->triggers().empty() ? "rules: none of its own (the captures above were asked "
+                                      "for by other daemons' rules: --trigger_peers)\n"
+                                    : "rules:\n");
   for (const TriggerRuleStatus& r : status->triggers()) {
     printf("  %s\n    %llu triggered, %llu suppressed, %llu captured, %llu failed, %llu removed\n",
            r.condition().c_str(), static_cast<unsigned long long>(r.triggers()),

@@ -90,11 +90,13 @@ int StatusCommand(int argc, char** argv) {
   printf("uptime:              %.1f s\n", status->uptime_ms() / 1000.0);
   printf("connected processes: %d\n", status->processes_size());
   for (const ConnectedProcess& p : status->processes()) {
-    // The executable last: a long path then leaves the columns before it aligned.
+    // The executable last: a long path then leaves the columns before it aligned; the job
+    // (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID) after it, when the process named one.
     const std::string step = p.last_step() < 0 ? "-" : std::to_string(p.last_step());
-    printf("  pid %-8u events %-10llu step %-8s capture %-18s %s\n", p.pid(),
+    printf("  pid %-8u events %-10llu step %-8s capture %-18s %s%s%s\n", p.pid(),
            static_cast<unsigned long long>(p.events_received()), step.c_str(),
-           p.capture_id().empty() ? "-" : p.capture_id().c_str(), p.executable().c_str());
+           p.capture_id().empty() ? "-" : p.capture_id().c_str(), p.executable().c_str(),
+           p.job().empty() ? "" : "  job ", p.job().c_str());
   }
   printf("events received:     %llu\n",
          static_cast<unsigned long long>(status->events_received()));
@@ -161,8 +163,9 @@ int StatusCommand(int argc, char** argv) {
     }
     if (!f.last_error().empty()) printf("  failing:           %s\n", f.last_error().c_str());
   }
-  // The trigger rules (nrtprofd --trigger); `nrtprof captures` lists their captures.
-  if (!status->triggers().empty()) {
+  // The trigger rules (nrtprofd --trigger), and the captures they (or a peer's) took;
+  // `nrtprof captures` lists them.
+  if (!status->triggers().empty() || !status->triggered_captures().empty()) {
     printf("triggered captures:  %d kept, %.1f of %.1f MiB (nrtprof captures lists them)\n",
            status->triggered_captures_size(), status->triggered_bytes() / 1048576.0,
            status->triggered_bytes_limit() / 1048576.0);

@@ -109,6 +109,7 @@ bool CollectorCore::MayJoin(const Stream& stream, const Capture& capture) {
       std::find(capture.pids.begin(), capture.pids.end(), stream.pid) == capture.pids.end()) {
     return false;
   }
+  if (!capture.job.empty() && !(stream.job == capture.job)) return false;
   return !capture.owner || stream.uid == capture.owner;
 }
 
@@ -387,6 +388,7 @@ absl::StatusOr<nrtprof::StartCaptureReply> CollectorCore::StartCapture(
     c->stack_depth = request.stack_depth();
     if (!IsOperator(caller)) c->owner = caller.uid;
     c->pids.assign(request.pids().begin(), request.pids().end());
+    c->job = {request.job(), !request.job().empty() && request.job_from_command_line()};
     c->started_ns = clock_->MonotonicNs();
     c->last_ms = request.last_ms();
     c->iterations = request.iterations();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/collector_core.h"
+#include "trace/collectives.h"
 
 namespace nrtprof::daemon {
 
@@ -23,6 +24,8 @@ struct CollectorCore::Stream {
         pid(hello.pid()),
         executable(hello.executable()),
         wanted_capture(hello.capture_id()),
+        job(JobOf(hello.job(), std::vector<std::string>(hello.command_line().begin(),
+                                                 hello.command_line().end()))),
         send(std::move(send)),
         ingest(hello, limits) {}
   const StreamId id;
@@ -30,6 +33,7 @@ struct CollectorCore::Stream {
   const uint32_t pid;
   const std::string executable;
   const std::string wanted_capture;  // Hello.capture_id: empty for any
+  const ProcessJob job;              // Hello.job, else its command line's (JobOf)
   std::optional<uint32_t> uid;       // the process's user, if on this machine (Caller::uid)
   ControlSender send;                // used under the core's mu_
   // The shim's counters (cumulative for the process) as its earlier or other streams had them
@@ -53,6 +57,7 @@ struct CollectorCore::Capture {
   uint64_t first_step = 0;
   TriggerReason trigger;          // StartCaptureRequest.trigger: a rule of the daemon's took it
   std::vector<uint32_t> pids;     // StartCaptureRequest.pids: only these join; empty: any
+  ProcessJob job;                 // StartCaptureRequest.job: only its processes; empty: any
   bool staged = false;            // written in the daemon's own folder, fetched, then removed
   // Writes the files the capture named (StartCaptureRequest.files); null: the core's sink.
   std::unique_ptr<TraceSink> own_sink;

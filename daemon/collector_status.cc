@@ -33,6 +33,7 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
     p->set_pid(s->pid);
     p->set_executable(s->executable);
     p->set_capture_id(s->capture_id);
+    p->set_job(s->job.from_command_line ? "" : s->job.name);
     std::lock_guard<std::mutex> stream_lock(s->mu);
     p->set_events_received(s->ingest.events_received());
     p->set_last_step(s->ingest.last_step());

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,13 @@ grpc::Status ControlService::StartCapture(grpc::ServerContext* context,
   if (peer.local) asked.clear_trigger();
   absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(asked, peer.caller);
   if (!started.ok()) return ToGrpcStatus(started.status());
+  if (asked.has_trigger() && peer_triggered_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (peer_triggered_captures_.size() >= kMaxPeerTriggered) {
+      peer_triggered_captures_.erase(peer_triggered_captures_.begin());  // never stopped
+    }
+    peer_triggered_captures_[started->capture_id()] = std::move(asked);
+  }
   *reply = *std::move(started);
   return grpc::Status::OK;
 }
@@ -36,7 +44,17 @@ grpc::Status ControlService::StopCapture(grpc::ServerContext* context,
                                          const nrtprof::StopCaptureRequest* request,
                                          nrtprof::CaptureFiles* reply) {
   absl::StatusOr<nrtprof::CaptureFiles> files = core_->StopCapture(*request, PeerOf(context->peer()).caller);
+  std::optional<nrtprof::StartCaptureRequest> asked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = peer_triggered_captures_.find(request->capture_id());
+        it != peer_triggered_captures_.end()) {
+      asked = std::move(it->second);
+      peer_triggered_captures_.erase(it);
+    }
+  }
   if (!files.ok()) return ToGrpcStatus(files.status());
+  if (asked) peer_triggered_(*asked, *files);
   *reply = *std::move(files);
   return grpc::Status::OK;
 }

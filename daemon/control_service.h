@@ -4,10 +4,20 @@
 // Each call acts for its caller (peer.h): a user of a shared service sees and controls only
 // its own captures and processes (collector_core.h).
 //
+// A capture a peer daemon's trigger rule asked for (a StartCapture over TCP with a trigger,
+// --trigger_peers) is handed, once written, to set_peer_triggered's function: the daemon keeps
+// it as one of its own triggered captures (trigger_captures.h).
+//
 // Thread-safe. `core` must outlive the service and the server it is registered with.
 #ifndef NRTPROF_DAEMON_CONTROL_SERVICE_H_
 #define NRTPROF_DAEMON_CONTROL_SERVICE_H_
 
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "daemon/collector_core.h"
 #include "grpcpp/grpcpp.h"
@@ -41,8 +51,21 @@ class ControlService final : public nrtprof::Control::Service {
                      nrtprof::ClockReply* reply) override;
   static constexpr size_t kFetchChunkBytes = 1 << 20;
 
+  // Called (on the StopCapture's thread) with the request and files of each capture a peer's
+  // rule asked for, once written. Set before the service serves.
+  using PeerTriggered = std::function<void(const nrtprof::StartCaptureRequest& asked,
+                                           const nrtprof::CaptureFiles& files)>;
+  void set_peer_triggered(PeerTriggered f) { peer_triggered_ = std::move(f); }
+
  private:
   CollectorCore* const core_;
+  PeerTriggered peer_triggered_;
+  std::mutex mu_;
+  // The captures a peer's rule started and has not stopped yet, by id (a few at a time: a
+  // peer asker stops each at once; bounded all the same).
+  std::map<std::string, nrtprof::StartCaptureRequest> peer_triggered_captures_
+      ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxPeerTriggered = 256;
 };
 
 }  // namespace nrtprof::daemon

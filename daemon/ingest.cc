@@ -133,7 +133,7 @@ LaneDropCounts LanesOf(const nrtprof::EventsByLane& lanes) {
 absl::Status ProcessIngest::ValidateHello(const nrtprof::Hello& hello) {
   if (hello.pid() == 0) return absl::InvalidArgumentError("Hello without a pid");
   for (const std::string* s : {&hello.host(), &hello.boot_id(), &hello.executable(),
-                               &hello.shim_version(), &hello.capture_id()}) {
+                               &hello.shim_version(), &hello.capture_id(), &hello.job()}) {
     if (s->size() > kMaxHelloString) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Hello has a ", s->size(), "-byte string field (at most ", kMaxHelloString, ")"));

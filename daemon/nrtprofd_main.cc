@@ -696,8 +696,10 @@ int NrtprofdMain(int argc, char** argv) {
   CollectorOptions options =
       CollectorOptionsFromFlags(socket_path, output_root, *spool_dir, fleet.get());
   // The trigger rules (trigger_captures.h): on each fold of the flight recorder, and in Status.
+  // A daemon on TCP without rules of its own keeps the captures its peers' rules ask for
+  // (--trigger_peers on theirs) as triggered captures too: in its budget and listing.
   std::unique_ptr<TriggerCaptures> triggers;
-  if (!TriggerTexts().empty()) {
+  if (!TriggerTexts().empty() || !tcp_flags.listen.empty()) {
     TriggerCaptureOptions trigger_options;
     trigger_options.rules = *ParseTriggerRules(TriggerTexts());  // checked in ParseFlags
     trigger_options.output_root = output_root;
@@ -727,10 +729,12 @@ int NrtprofdMain(int argc, char** argv) {
     }
     triggers = std::make_unique<TriggerCaptures>(std::move(trigger_options), SystemClock());
     TriggerCaptures* t = triggers.get();
-    options.folded = [t](const Trace& window) { t->OnFold(window); };
-    options.ended_without_final = [t](const nrtprof::Hello& hello, bool local) {
-      t->OnEndedWithoutFinal(hello, local);
-    };
+    if (!TriggerTexts().empty()) {
+      options.folded = [t](const Trace& window) { t->OnFold(window); };
+      options.ended_without_final = [t](const nrtprof::Hello& hello, bool local) {
+        t->OnEndedWithoutFinal(hello, local);
+      };
+    }
     options.add_status = [t, fleet_status = options.add_status](nrtprof::StatusReply* reply) {
       if (fleet_status) fleet_status(reply);
       t->FillStatus(reply);
@@ -745,6 +749,13 @@ int NrtprofdMain(int argc, char** argv) {
   collector_options.hello_timeout_ms = absl::GetFlag(FLAGS_hello_timeout_ms);
   CollectorService collector(&core, collector_options);
   ControlService control(&core);
+  if (triggers != nullptr) {
+    TriggerCaptures* t = triggers.get();
+    control.set_peer_triggered(
+        [t](const nrtprof::StartCaptureRequest& asked, const nrtprof::CaptureFiles& files) {
+          t->AdoptPeerCapture(asked, files);
+        });
+  }
 
   // The socket is the daemon's own, accepted on a thread of its own: every connection's
   // credentials are checked and known to the services (unix_acceptor.h, peer.h).

@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/json_text.h"
 #include "google/protobuf/util/json_util.h"
@@ -22,9 +24,6 @@ namespace nrtprof::daemon {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A job's process not seen in a fold for this long is no longer taken with the job.
-constexpr uint64_t kJobMemoryNs = 60'000'000'000;
 
 // What a folder's files take, its subfolders' included.
 uint64_t FolderBytes(const std::string& dir) {
@@ -50,66 +49,60 @@ std::vector<nrtprof::CaptureFileKind> FileKinds(uint32_t bits) {
   return kinds;
 }
 
+// trigger.json's fields of the rule and its anomaly (the JSON object's text up to them).
+std::string MarkerStart(const std::string& id, const nrtprof::CaptureTrigger& t) {
+  return absl::StrCat("{\"capture_id\": ", JsonString(id), ", \"rule\": ", JsonString(t.rule()),
+                      ", \"condition\": ", JsonString(t.condition()),
+                      ", \"reason\": ", JsonString(t.reason()), ", \"value_ns\": ", t.value_ns(),
+                      ", \"threshold_ns\": ", t.threshold_ns(), ", \"unix_ms\": ", t.unix_ms());
+}
+
 }  // namespace
 
 TriggerCaptures::TriggerCaptures(TriggerCaptureOptions options, CollectorClock* clock)
-    : options_(std::move(options)), clock_(clock), evaluator_(options_.rules) {
+    : options_(std::move(options)),
+      clock_(clock),
+      evaluator_(options_.rules),
+      // A peer down stays down for a while: a line for each of its first few, then one a minute
+      // that counts the rest (and /metrics counts every one).
+      peer_log_("peer failure", {5, 60'000'000'000},
+                [clock] { return clock->MonotonicNs(); }) {
   counts_.resize(options_.rules.size());
   rule_counts_.resize(options_.rules.size());
   for (const std::string& peer : options_.peers) {
     peer_stubs_.push_back(
         nrtprof::Control::NewStub(grpc::CreateChannel(peer, options_.peer_credentials)));
   }
+  in_flight_.resize(options_.peers.size());
 }
 
 TriggerCaptures::~TriggerCaptures() { Stop(); }
 
 void TriggerCaptures::OnFold(const Trace& window) {
-  // The jobs' processes: what a rule "on job" captures with the process it saw.
-  uint64_t latest = 0;
-  for (const ProcessTrace& p : window.processes) {
-    for (const ApiCall& c : p.calls) latest = std::max(latest, c.start_ns + c.duration_ns);
-  }
-  if (latest == 0) latest = clock_->MonotonicNs();
   std::vector<Pending> pending;
   std::vector<TriggerEvaluator::Counts> counts;
   {
     std::lock_guard<std::mutex> eval_lock(eval_mu_);
-    for (const ProcessTrace& p : window.processes) {
-      if (RankFromCommandLine(p.command_line) < 0) continue;
-      jobs_[JobFromCommandLine(p.command_line)][p.pid] = latest;
-    }
-    for (TriggerFiring& f : evaluator_.Evaluate(window)) {
-      pending.push_back(PendingOf(std::move(f), latest));
-    }
+    for (TriggerFiring& f : evaluator_.Evaluate(window)) pending.push_back(PendingOf(std::move(f)));
     counts = evaluator_.counts();
   }
   Queue(std::move(pending), std::move(counts));
 }
 
-TriggerCaptures::Pending TriggerCaptures::PendingOf(TriggerFiring f, uint64_t latest) {
+TriggerCaptures::Pending TriggerCaptures::PendingOf(TriggerFiring f) const {
   const TriggerRule& rule = options_.rules[f.rule];
   Pending p;
-  p.pids.push_back(f.pid);
-  if (rule.scope == TriggerRule::Scope::kJob && !f.job.empty()) {
-    auto job = jobs_.find(f.job);
-    if (job != jobs_.end()) {
-      for (auto it = job->second.begin(); it != job->second.end();) {
-        if (it->second + kJobMemoryNs < latest) {
-          it = job->second.erase(it);
-          continue;
-        }
-        if (it->first != f.pid) p.pids.push_back(it->first);
-        ++it;
-      }
-    }
-  }
-  Log(absl::StrFormat("trigger '%s': %s; capturing %s before it and %s after, of %s", rule.name,
-                      f.reason, FormatTriggerDuration(rule.before_ns),
-                      FormatTriggerDuration(rule.after_ns),
-                      p.pids.size() == 1
-                          ? absl::StrCat("pid ", f.pid)
-                          : absl::StrCat("its job's ", p.pids.size(), " processes")));
+  // Its job's processes, those still streaming and those the flight recorder holds of the
+  // window (the capture's StartCaptureRequest.job): a process of no job, alone.
+  p.whole_job = rule.scope == TriggerRule::Scope::kJob && !f.job.empty();
+  Log(absl::StrFormat(
+      "trigger '%s': %s; capturing %s before it and %s after, of %s", rule.name, f.reason,
+      FormatTriggerDuration(rule.before_ns), FormatTriggerDuration(rule.after_ns),
+      !p.whole_job ? absl::StrCat("pid ", f.pid)
+      : f.job.from_command_line
+          ? absl::StrCat("its job's processes (its command line but for the rank: '", f.job.name,
+                         "')")
+          : absl::StrCat("its job's processes (job '", f.job.name, "')")));
   p.firing = std::move(f);
   return p;
 }
@@ -178,10 +171,10 @@ void TriggerCaptures::JudgeEnded(const Ended& ended) {
     std::lock_guard<std::mutex> eval_lock(eval_mu_);
     const std::vector<std::string> command(ended.hello.command_line().begin(),
                                            ended.hello.command_line().end());
-    for (TriggerFiring& f : evaluator_.ProcessEnded(pid, ended.hello.host(),
-                                                    ended.hello.executable(), command,
-                                                    ended.at_ns, signal)) {
-      pending.push_back(PendingOf(std::move(f), ended.at_ns));
+    for (TriggerFiring& f :
+         evaluator_.ProcessEnded(pid, ended.hello.host(), ended.hello.executable(), command,
+                                 ended.hello.job(), ended.at_ns, signal)) {
+      pending.push_back(PendingOf(std::move(f)));
     }
     counts = evaluator_.counts();
   }
@@ -196,6 +189,7 @@ void TriggerCaptures::Start(CollectorCore* core, Metrics* metrics) {
     std::lock_guard<std::mutex> lock(mu_);
     KeepBudget();
   }
+  if (options_.rules.empty()) return;  // it keeps only the captures its peers ask for
   folding_ = std::thread([this] { FoldLoop(); });
   capturing_ = std::thread([this] { CaptureLoop(); });
 }
@@ -214,6 +208,17 @@ void TriggerCaptures::Stop() {
   wake_.notify_all();
   if (folding_.joinable()) folding_.join();
   if (capturing_.joinable()) capturing_.join();
+  // The peers' asks still in flight: cancelled (each counted as failed), then joined.
+  std::list<Ask> asks;
+  {
+    std::lock_guard<std::mutex> lock(asks_mu_);
+    asks_stopping_ = true;
+    for (Ask& a : asks_) {
+      if (a.context != nullptr) a.context->TryCancel();
+    }
+    asks.swap(asks_);
+  }
+  for (Ask& a : asks) a.thread.join();
 }
 
 void TriggerCaptures::FoldLoop() {
@@ -279,7 +284,12 @@ void TriggerCaptures::Take(const Pending& pending) {
   start.set_capture_id(id);
   start.set_last_ms(static_cast<uint32_t>(std::min<uint64_t>((back_ns + 999'999) / 1'000'000,
                                                              UINT32_MAX)));
-  for (uint32_t pid : pending.pids) start.add_pids(pid);
+  if (pending.whole_job) {
+    start.set_job(f.job.name);
+    start.set_job_from_command_line(f.job.from_command_line);
+  } else {
+    start.add_pids(f.pid);
+  }
   for (nrtprof::CaptureFileKind k : FileKinds(rule.files)) start.add_files(k);
   nrtprof::CaptureTrigger* why = start.mutable_trigger();
   why->set_rule(rule.name);
@@ -287,11 +297,11 @@ void TriggerCaptures::Take(const Pending& pending) {
   why->set_reason(f.reason);
   why->set_value_ns(f.value_ns);
   why->set_threshold_ns(f.threshold_ns);
+  why->set_unix_ms(unix_ms);
   absl::StatusOr<nrtprof::StartCaptureReply> started = core_->StartCapture(start);
-  // The job's other hosts, for the same window, while it is in their recorders too.
-  if (rule.scope == TriggerRule::Scope::kJob && !f.job.empty() && !peer_stubs_.empty()) {
-    AskPeers(f.rule, start);
-  }
+  // The job's other hosts, for the same window, while it is in their recorders too; each on a
+  // thread of its own, so that a peer that does not answer holds up nothing here.
+  if (pending.whole_job && !peer_stubs_.empty()) AskPeers(f.rule, start);
   absl::StatusOr<nrtprof::CaptureFiles> files;
   if (started.ok()) {
     nrtprof::StopCaptureRequest stop;
@@ -310,69 +320,161 @@ void TriggerCaptures::Take(const Pending& pending) {
   }
   // The folder's mark: a triggered capture, which the budget may remove.
   const std::string dir = files->output_dir();
-  std::string marker = absl::StrCat(
-      "{\"capture_id\": ", JsonString(id), ", \"rule\": ", JsonString(rule.name),
-      ", \"condition\": ", JsonString(rule.text), ", \"reason\": ", JsonString(f.reason),
-      ", \"value_ns\": ", f.value_ns, ", \"threshold_ns\": ", f.threshold_ns,
-      ", \"unix_ms\": ", unix_ms, ", \"pids\": [");
-  for (size_t i = 0; i < pending.pids.size(); ++i) {
-    absl::StrAppend(&marker, i == 0 ? "" : ", ", pending.pids[i]);
+  std::string marker = MarkerStart(id, *why);
+  if (pending.whole_job) {
+    absl::StrAppend(&marker, ", \"job\": ", JsonString(f.job.name),
+                    f.job.from_command_line ? ", \"job_from_command_line\": true" : "");
+  } else {
+    absl::StrAppend(&marker, ", \"pids\": [", f.pid, "]");
   }
-  marker += "]}\n";
-  {
-    std::ofstream out(fs::path(dir) / kMarkerFile);
-    out << marker;
-    if (!out.flush()) {
-      Log(absl::StrCat("trigger '", rule.name, "': cannot write ", dir, "/", kMarkerFile,
-                       "; the capture is kept, outside the triggered captures' budget"));
-    }
-  }
+  marker += "}\n";
   Kept kept;
   kept.capture_id = id;
   kept.dir = dir;
   kept.rule = rule.name;
   kept.reason = f.reason;
   kept.unix_ms = unix_ms;
-  kept.bytes = FolderBytes(dir);
-  Log(absl::StrFormat("trigger '%s': wrote %s (%d events of %d processes, %d bytes)", rule.name,
-                      dir, files->events(), files->processes(), kept.bytes));
+  Log(absl::StrFormat("trigger '%s': wrote %s (%d events of %d processes)", rule.name, dir,
+                      files->events(), files->processes()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rule_counts_[f.rule].captures;
+  }
+  Keep(std::move(kept), marker);
+}
+
+void TriggerCaptures::Keep(Kept kept, const std::string& marker) {
+  std::ofstream out(fs::path(kept.dir) / kMarkerFile);
+  out << marker;
+  if (!out.flush()) {
+    Log(absl::StrCat("trigger '", kept.rule, "': cannot write ", kept.dir, "/", kMarkerFile,
+                     "; the capture is kept, outside the triggered captures' budget"));
+    return;
+  }
+  out.close();
+  kept.bytes = FolderBytes(kept.dir);
   std::lock_guard<std::mutex> lock(mu_);
-  ++rule_counts_[f.rule].captures;
   kept_.push_back(std::move(kept));
   KeepBudget();
 }
 
+void TriggerCaptures::AdoptPeerCapture(const nrtprof::StartCaptureRequest& asked,
+                                       const nrtprof::CaptureFiles& files) {
+  const nrtprof::CaptureTrigger& t = asked.trigger();
+  Kept kept;
+  kept.dir = files.output_dir();
+  kept.capture_id = fs::path(kept.dir).filename().string();
+  kept.rule = t.rule();
+  kept.reason = t.reason();
+  // When the anomaly began on the asking daemon's clock; an older one does not say: now.
+  kept.unix_ms = t.unix_ms() != 0 ? t.unix_ms()
+                                  : static_cast<uint64_t>(clock_->RealtimeNs()) / 1'000'000;
+  std::string marker = MarkerStart(kept.capture_id, t);
+  absl::StrAppend(&marker, ", \"asked_by\": ", JsonString(t.asked_by()));
+  if (!asked.job().empty()) {
+    absl::StrAppend(&marker, ", \"job\": ", JsonString(asked.job()),
+                    asked.job_from_command_line() ? ", \"job_from_command_line\": true" : "");
+  }
+  marker += "}\n";
+  Log(absl::StrFormat("trigger '%s' of %s: wrote %s (%d events of %d processes)", t.rule(),
+                      t.asked_by().empty() ? "a peer" : t.asked_by(), kept.dir, files.events(),
+                      files.processes()));
+  Keep(std::move(kept), marker);
+}
+
 void TriggerCaptures::AskPeers(size_t rule, const nrtprof::StartCaptureRequest& local) {
   nrtprof::StartCaptureRequest start = local;
-  start.clear_pids();  // the peer has its own processes of the job
+  start.clear_pids();  // the peer has its own processes of the job (start.job)
   start.mutable_trigger()->set_reason(
       absl::StrCat("asked by ", options_.host, ": ", local.trigger().reason()));
-  for (size_t i = 0; i < peer_stubs_.size(); ++i) {
-    const std::string& peer = options_.peers[i];
-    grpc::ClientContext start_context;
-    start_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    nrtprof::StartCaptureReply started;
-    grpc::Status s = peer_stubs_[i]->StartCapture(&start_context, start, &started);
-    nrtprof::CaptureFiles files;
-    if (s.ok()) {
-      grpc::ClientContext stop_context;
-      stop_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-      nrtprof::StopCaptureRequest stop;
-      stop.set_capture_id(started.capture_id());
-      stop.set_wait_ms(options_.stop_wait_ms);
-      s = peer_stubs_[i]->StopCapture(&stop_context, stop, &files);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (s.ok()) {
-      ++rule_counts_[rule].peer_captures;
-      Log(absl::StrFormat("trigger '%s': peer %s wrote %s (%d events of %d processes)",
-                          options_.rules[rule].name, peer, files.output_dir(), files.events(),
-                          files.processes()));
+  start.mutable_trigger()->set_asked_by(options_.host);
+  std::lock_guard<std::mutex> lock(asks_mu_);
+  for (auto it = asks_.begin(); it != asks_.end();) {  // the asks done: joined
+    if (it->done) {
+      it->thread.join();
+      it = asks_.erase(it);
     } else {
-      ++rule_counts_[rule].peer_failed;
-      Log(absl::StrCat("trigger '", options_.rules[rule].name, "': peer ", peer,
-                       " did not take the window: ", s.error_message()));
+      ++it;
     }
+  }
+  if (asks_stopping_) return;
+  for (size_t i = 0; i < peer_stubs_.size(); ++i) {
+    if (in_flight_[i] >= kMaxAsksInFlight) {
+      {
+        std::lock_guard<std::mutex> counts_lock(mu_);
+        ++rule_counts_[rule].peer_failed;
+      }
+      LogPeerFailure(absl::StrCat("trigger '", options_.rules[rule].name, "': peer ",
+                                  options_.peers[i], " was not asked for the window: ",
+                                  kMaxAsksInFlight, " asks of it are still in flight"));
+      continue;
+    }
+    ++in_flight_[i];
+    asks_.emplace_back();
+    const auto ask = std::prev(asks_.end());
+    // The thread reads and writes *ask under asks_mu_ only, which is held here until it is set.
+    ask->thread = std::thread([this, i, rule, start, ask] {
+      AskPeer(i, rule, start, &*ask);
+      std::lock_guard<std::mutex> done_lock(asks_mu_);
+      --in_flight_[i];
+      ask->done = true;
+    });
+  }
+}
+
+void TriggerCaptures::AskPeer(size_t i, size_t rule, const nrtprof::StartCaptureRequest& start,
+                              Ask* ask) {
+  const std::string& peer = options_.peers[i];
+  // The call in flight, for Stop to cancel: the start, then the stop. Null once Stop began.
+  auto begin_call = [this, ask](std::chrono::system_clock::duration within) {
+    auto context = std::make_shared<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() + within);
+    std::lock_guard<std::mutex> lock(asks_mu_);
+    if (asks_stopping_) return std::shared_ptr<grpc::ClientContext>();
+    ask->context = context;
+    return context;
+  };
+  grpc::Status s(grpc::StatusCode::CANCELLED, "the daemon stops");
+  nrtprof::CaptureFiles files;
+  if (std::shared_ptr<grpc::ClientContext> started_context = begin_call(options_.peer_timeout)) {
+    nrtprof::StartCaptureReply started;
+    s = peer_stubs_[i]->StartCapture(started_context.get(), start, &started);
+    if (s.ok()) {
+      // Writing the files may take a while on a busy peer: on this thread, nobody waits.
+      if (std::shared_ptr<grpc::ClientContext> stop_context =
+              begin_call(std::chrono::seconds(60))) {
+        nrtprof::StopCaptureRequest stop;
+        stop.set_capture_id(started.capture_id());
+        stop.set_wait_ms(options_.stop_wait_ms);
+        s = peer_stubs_[i]->StopCapture(stop_context.get(), stop, &files);
+      } else {
+        s = grpc::Status(grpc::StatusCode::CANCELLED, "the daemon stops");
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(s.ok() ? rule_counts_[rule].peer_captures : rule_counts_[rule].peer_failed);
+  }
+  if (s.ok()) {
+    Log(absl::StrFormat("trigger '%s': peer %s wrote %s (%d events of %d processes)",
+                        options_.rules[rule].name, peer, files.output_dir(), files.events(),
+                        files.processes()));
+    return;
+  }
+  const std::string why = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                              ? absl::StrCat("no answer in time (", s.error_message(), ")")
+                              : s.error_message();
+  LogPeerFailure(absl::StrCat("trigger '", options_.rules[rule].name, "': peer ", peer,
+                              " did not take the window: ", why));
+}
+
+void TriggerCaptures::LogPeerFailure(const std::string& line) {
+  // What the limiter lets through: the line, after one counting those it left out, if any.
+  for (absl::string_view admitted :
+       absl::StrSplit(peer_log_.Admit(line + "\n"), '\n', absl::SkipEmpty())) {
+    absl::ConsumePrefix(&admitted, "nrtprofd: ");  // Log's own
+    Log(std::string(admitted));
   }
 }
 

@@ -12,13 +12,20 @@
 // the disk budget: the oldest are removed first and counted. A folder without trigger.json (a
 // capture someone asked for) is never removed.
 //
+// A job (JobOf, trace/collectives.h): the processes that share a Hello.job (NRTPROF_JOB, else
+// NEURON_RT_ROOT_COMM_ID), or, without one, a command line but for its rank. A rule "on job"
+// captures the job's processes (StartCaptureRequest.job); a process of no job, alone.
+//
 // The job on other hosts: with peers (nrtprofd --trigger_peers HOST:PORT,...: the other hosts'
 // daemons, listening on TCP with TLS and a token), a rule "on job" that fires for a process of a
-// job also asks each peer for the same window: StartCapture of the same capture id, its
+// job also asks each peer for the same window: StartCapture of the same capture id and job, its
 // look-back reaching as far back on the peer's clock as the local one on this daemon's, with
-// the rule and the reason ("asked by HOST: ..."), then StopCapture. The peer writes it as an
-// ordinary capture of every process it has then (it knows nothing of this daemon's jobs), the
-// reason in its summary. docs/triggers.md says what to configure.
+// the rule and the reason ("asked by HOST: ..."), then StopCapture. The peers are asked each
+// on a thread of its own, the start within peer_timeout: a peer down or unreachable never
+// holds up the local capture nor the next; it is counted (peer_failed) and said in the log (a
+// line at most every so often). The peer writes the job's processes it has, the reason in its
+// summary, and keeps the capture as one of its own triggered captures (AdoptPeerCapture: its
+// trigger.json, its budget, its `nrtprof captures`). docs/triggers.md says what to configure.
 //
 // Thread-safe.
 #ifndef NRTPROF_DAEMON_TRIGGER_CAPTURES_H_
@@ -29,6 +36,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +47,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "daemon/collector_core.h"
+#include "daemon/log_rate_limiter.h"
 #include "daemon/metrics.h"
 #include "daemon/triggers.h"
 #include "grpcpp/grpcpp.h"
@@ -59,6 +68,9 @@ struct TriggerCaptureOptions {
   std::vector<std::string> peers;
   std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
   std::string host;
+  // How long a peer may take to start the window (StartCapture): past it, the peer is counted
+  // as failed. Its stop (writing the files) may take longer, on the ask's own thread.
+  std::chrono::milliseconds peer_timeout{2'000};
   std::function<void(const std::string&)> log;  // one line each; null: nowhere
 };
 
@@ -81,8 +93,14 @@ class TriggerCaptures {
   // /proc/PID/stat), and a process still running (a stream that failed) fires nothing.
   void OnEndedWithoutFinal(const nrtprof::Hello& hello, bool local);
   // Finds the triggered captures already in the output root (an earlier run's), then starts
-  // the threads. `core` and `metrics` must outlive Stop.
+  // the threads (none without rules: a daemon that only takes its peers' captures). `core` and
+  // `metrics` must outlive Stop.
   void Start(CollectorCore* core, Metrics* metrics);
+  // A capture a peer daemon's rule asked for (a StartCapture over TCP with a trigger, written):
+  // marked with trigger.json (the rule, the reason, "asked_by"), kept within this daemon's
+  // budget and listed with its triggered captures.
+  void AdoptPeerCapture(const nrtprof::StartCaptureRequest& asked,
+                        const nrtprof::CaptureFiles& files);
   // Captures still queued are left untaken (each said in the log).
   void Stop();
   // The rules' counts and the triggered captures kept (StatusReply.triggers, ...).
@@ -91,7 +109,7 @@ class TriggerCaptures {
  private:
   struct Pending {
     TriggerFiring firing;
-    std::vector<uint32_t> pids;  // the process, or its job's
+    bool whole_job = false;  // a rule on job, of a process of a job: its job; else the process
   };
   struct Kept {
     std::string capture_id;
@@ -117,14 +135,22 @@ class TriggerCaptures {
   void FoldLoop();
   // An ended process: how it ended, then the exit rules' firings queued.
   void JudgeEnded(const Ended& ended);
-  // The process's pids on job rules (under eval_mu_).
-  Pending PendingOf(TriggerFiring f, uint64_t latest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(eval_mu_);
+  // What the firing captures: the process, or its job.
+  Pending PendingOf(TriggerFiring f) const;
   // Queues the captures, and the evaluator's counts as of them.
   void Queue(std::vector<Pending> pending, std::vector<TriggerEvaluator::Counts> counts);
   void CaptureLoop();
   void Take(const Pending& pending);
-  // Asks every peer for the window of `start` (a rule on job); a line in the log for each.
+  // Asks every peer for the window of `start` (a rule on job), each on a thread of its own;
+  // returns at once.
   void AskPeers(size_t rule, const nrtprof::StartCaptureRequest& start);
+  struct Ask;
+  // One peer's ask (its thread): StartCapture within peer_timeout, StopCapture; counted.
+  void AskPeer(size_t peer, size_t rule, const nrtprof::StartCaptureRequest& start, Ask* ask);
+  // A peer's failure in the log, rate-limited (peer_log_).
+  void LogPeerFailure(const std::string& line);
+  // Writes trigger.json into `kept.dir`, then keeps it within the budget.
+  void Keep(Kept kept, const std::string& marker);
   // Reads output_root's triggered captures (their trigger.json) into kept_.
   void FindKept();
   // Removes the oldest triggered captures until the rest fit the budget.
@@ -137,7 +163,7 @@ class TriggerCaptures {
   CollectorClock* const clock_;
   CollectorCore* core_ = nullptr;
   Metrics* metrics_ = nullptr;
-  std::mutex eval_mu_;  // the evaluator and jobs_: the fold's and the capture thread's
+  std::mutex eval_mu_;  // the evaluator: the fold's and the capture thread's
   TriggerEvaluator evaluator_ ABSL_GUARDED_BY(eval_mu_);
 
   mutable std::mutex mu_;
@@ -148,11 +174,22 @@ class TriggerCaptures {
   std::vector<TriggerEvaluator::Counts> counts_ ABSL_GUARDED_BY(mu_);  // the evaluator's, copied
   std::vector<RuleCounts> rule_counts_ ABSL_GUARDED_BY(mu_);
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);  // oldest first
-  // Per job: its processes lately seen in the folds (pid -> the fold's end, ns).
-  std::map<std::string, std::map<uint32_t, uint64_t>> jobs_ ABSL_GUARDED_BY(eval_mu_);
   std::thread folding_;
   std::thread capturing_;
   std::vector<std::unique_ptr<nrtprof::Control::Stub>> peer_stubs_;
+  // The peers' asks in flight, each on its thread: joined once done, cancelled at Stop.
+  struct Ask {  // under asks_mu_, but for the thread
+    std::thread thread;
+    std::shared_ptr<grpc::ClientContext> context;  // the call in flight (start, then stop)
+    bool done = false;
+  };
+  std::mutex asks_mu_;
+  std::list<Ask> asks_ ABSL_GUARDED_BY(asks_mu_);
+  bool asks_stopping_ ABSL_GUARDED_BY(asks_mu_) = false;
+  // Per peer, its asks in flight; past kMaxAsksInFlight a new one is counted as failed.
+  std::vector<uint32_t> in_flight_ ABSL_GUARDED_BY(asks_mu_);
+  static constexpr uint32_t kMaxAsksInFlight = 4;
+  LogRateLimiter peer_log_;  // the lines of peers that did not answer
 };
 
 // /metrics' lines of the rules (StatusReply.triggers): per rule, nrtprof_triggers_total,

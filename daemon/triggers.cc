@@ -429,7 +429,7 @@ TriggerFiring TriggerEvaluator::Firing(size_t rule, const ProcessTrace& p, uint6
   f.pid = p.pid;
   f.host = p.host;
   f.executable = Basename(p.executable);
-  if (RankFromCommandLine(p.command_line) >= 0) f.job = JobFromCommandLine(p.command_line);
+  f.job = JobOf(p.job, p.command_line);
   f.start_ns = start_ns;
   f.end_ns = end_ns;
   return f;
@@ -579,13 +579,15 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
 
 std::vector<TriggerFiring> TriggerEvaluator::ProcessEnded(
     uint32_t pid, const std::string& host, const std::string& executable,
-    const std::vector<std::string>& command_line, uint64_t at_ns, int signal) {
+    const std::vector<std::string>& command_line, const std::string& job, uint64_t at_ns,
+    int signal) {
   std::vector<TriggerFiring> out;
   ProcessTrace p;  // what Firing reads of it
   p.pid = pid;
   p.host = host;
   p.executable = executable;
   p.command_line = command_line;
+  p.job = job;
   for (size_t rule = 0; rule < rules_.size(); ++rule) {
     if (rules_[rule].subject != TriggerRule::Subject::kExitBySignal) continue;
     if (!Admit(rule, at_ns)) continue;

@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trace/collectives.h"
 #include "trace/trace_model.h"
 
 namespace nrtprof::daemon {
@@ -86,8 +87,9 @@ struct TriggerFiring {
   uint32_t pid = 0;
   std::string host;
   std::string executable;
-  // The process's job (JobFromCommandLine of a command line that names a rank), empty if none.
-  std::string job;
+  // The process's job (JobOf: its Hello.job, else its command line if it names a rank); empty:
+  // none, the process is captured alone.
+  ProcessJob job;
   uint64_t start_ns = 0;  // the anomaly's span, on the fold's (the daemon's) monotonic clock
   uint64_t end_ns = 0;
   uint64_t value_ns = 0;      // what was measured (0 for status and exit rules)
@@ -115,7 +117,7 @@ class TriggerEvaluator {
   std::vector<TriggerFiring> ProcessEnded(uint32_t pid, const std::string& host,
                                           const std::string& executable,
                                           const std::vector<std::string>& command_line,
-                                          uint64_t at_ns, int signal);
+                                          const std::string& job, uint64_t at_ns, int signal);
 
   struct Counts {
     uint64_t triggers = 0;    // anomalies seen, suppressed or not

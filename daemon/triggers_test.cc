@@ -377,24 +377,54 @@ TEST(TriggerEvaluatorTest, ErrorsCollectiveWaitsAndExits) {
   ASSERT_EQ(fired.size(), 2u);
   EXPECT_EQ(fired[0].reason, "pid 3 (cc_job), rank 2: a collective (all_reduce) waited 15 ms for "
                              "the other ranks, over 10 ms");
-  EXPECT_EQ(fired[0].job, "cc_job --ranks 4");  // the program by file name
+  // No Hello.job: the command line without its rank, the program by file name.
+  EXPECT_EQ(fired[0].job, (ProcessJob{"cc_job --ranks 4", true}));
   EXPECT_EQ(fired[1].reason, "pid 3 (cc_job): nrt_execute returned status 2 (NRT_INVALID) on "
                              "model mlp");
   EXPECT_EQ(fired[1].start_ns, 200u);
   EXPECT_EQ(e.counts()[1].triggers, 0u);
   // The process ends: by a signal the daemon read, or in a way it could not tell.
   std::vector<TriggerFiring> ended =
-      e.ProcessEnded(3, "h", "/x/cc_job", p.command_line, 5'000'000'000, 11);
+      e.ProcessEnded(3, "h", "/x/cc_job", p.command_line, "", 5'000'000'000, 11);
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].rule, 1u);
   EXPECT_EQ(ended[0].reason, "pid 3 (cc_job) was killed by signal 11 (SIGSEGV)");
   EXPECT_EQ(ended[0].start_ns, 5'000'000'000u);
-  EXPECT_EQ(ended[0].job, "cc_job --ranks 4");
+  EXPECT_EQ(ended[0].job, (ProcessJob{"cc_job --ranks 4", true}));
   TriggerEvaluator unknown = Evaluator({"crash: exit by signal every 0s"});
-  ended = unknown.ProcessEnded(4, "h", "/x/train", {}, 1, 0);
+  ended = unknown.ProcessEnded(4, "h", "/x/train", {}, "10.0.0.7:62182", 1, 0);
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].reason, "pid 4 (train) ended without its final batch: killed by a signal (or "
                              "it called _exit)");
+  EXPECT_EQ(ended[0].job, (ProcessJob{"10.0.0.7:62182", false}));
+}
+
+// A process's job: its Hello.job (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID) whatever its command
+// line says; without one, its command line if it names a rank; else none (captured alone).
+TEST(TriggerEvaluatorTest, TheJobIsTheHellosElseTheCommandLinesRank) {
+  TriggerEvaluator e = Evaluator({"errors: status != ok every 0s"});
+  Trace t;
+  for (const auto& [job, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"llama-70b", {"/x/train", "--rank", "1"}},
+           {"", {"/x/train", "--rank", "1"}},
+           {"", {"/x/train", "--steps", "10"}}}) {
+    ProcessTrace p;
+    p.pid = static_cast<uint32_t>(t.processes.size() + 1);
+    p.executable = "/x/train";
+    p.command_line = argv;
+    p.job = job;
+    ApiCall failed;
+    failed.name = "nrt_execute";
+    failed.status = 1;
+    p.calls.push_back(failed);
+    t.processes.push_back(p);
+  }
+  std::vector<TriggerFiring> fired = e.Evaluate(t);
+  ASSERT_EQ(fired.size(), 3u);
+  EXPECT_EQ(fired[0].job, (ProcessJob{"llama-70b", false}));
+  EXPECT_EQ(fired[1].job, (ProcessJob{"train", true}));
+  EXPECT_TRUE(fired[2].job.empty());
+  EXPECT_FALSE(fired[0].job == fired[1].job);
 }
 
 // The reason names a status as the runtime's nrt_get_status_as_str does, the hardware errors

@@ -4,8 +4,11 @@
 // 2,000; a failed execution), with the steps before it, its reason in the summary and trace;
 // one capture for a burst, the rest counted as suppressed in /metrics; the disk budget kept
 // under 100 triggers; `nrtprof captures` and `nrtprof status` showing them.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
@@ -33,13 +38,22 @@ using testing::Runfile;
 
 const std::map<std::string, std::string> kCliEnv = {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
 
+// The environment of a program under the shim streaming to `daemon`, with `more`.
+std::map<std::string, std::string> ShimEnv(const Daemon& daemon,
+                                           const std::map<std::string, std::string>& more = {}) {
+  std::map<std::string, std::string> env = {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+                                            {"NRTPROF_ADDR", daemon.addr()},
+                                            {"NRT_SIM_TIME_SCALE", "0"}};
+  for (const auto& [k, v] : more) env[k] = v;
+  return env;
+}
+
 // trigger_steps with ARGS, streaming to `daemon`'s flight recorder; nobody asks for a capture.
-Result RunSteps(const Daemon& daemon, const std::vector<std::string>& args) {
+Result RunSteps(const Daemon& daemon, const std::vector<std::string>& args,
+                const std::map<std::string, std::string>& env = {}) {
   std::vector<std::string> argv = {Runfile("tests/trigger_steps")};
   argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
-                           {"NRTPROF_ADDR", daemon.addr()},
-                           {"NRT_SIM_TIME_SCALE", "0"}});
+  return RunProcess(argv, ShimEnv(daemon, env));
 }
 
 // The daemon's /metrics address, from its log's "metrics at URL" line.
@@ -118,6 +132,14 @@ double SliceDurationUs(const std::string& trace, const std::string& name) {
   double us = -1;
   const std::string value = trace.substr(dur + 6, trace.find_first_of(",}", dur + 6) - dur - 6);
   return absl::SimpleAtod(value, &us) ? us : -1;
+}
+
+// The summary header's line of process `pid` ("pid N: COMMAND (job JOB)"), or empty.
+std::string ProcessLine(const std::string& summary, int64_t pid) {
+  const std::string start = absl::StrCat("\npid ", pid, ": ");
+  const size_t at = summary.find(start);
+  if (at == std::string::npos) return "";
+  return summary.substr(at + 1, summary.find('\n', at + 1) - at - 1);
 }
 
 bool HasSlice(const std::string& trace, const std::string& name) {
@@ -337,9 +359,73 @@ TEST(TriggersTest, ACrashIsCapturedWithItsLastSeconds) {
   EXPECT_FALSE(absl::StrContains(summary, "trigger_steps")) << "the process that exited normally";
 }
 
+// Two jobs on one daemon, named as an operator names them (NRTPROF_JOB): a slow step of a
+// process of job train-a leaves a capture of train-a's two processes, not of train-b's, each
+// said with its job; `nrtprof status` lists each process's job.
+TEST(TriggersTest, ARuleOnJobCapturesThatJobsProcessesOnly) {
+  Daemon daemon("triggers-jobs");
+  ASSERT_TRUE(daemon.Start({std::string("--trigger=") + kSlowRule, "--trigger_check_ms=500",
+                            "--metrics_listen=127.0.0.1:0"}))
+      << daemon.log();
+  const std::string url = MetricsUrl(daemon);
+  // The same command line for all three (no rank in it): only their job tells them apart.
+  testing::Background same({Runfile("tests/trigger_steps"), "500", "15"},
+                           ShimEnv(daemon, {{"NRTPROF_JOB", "train-a"}}),
+                           testing::TempDir("same-job"));
+  testing::Background other({Runfile("tests/trigger_steps"), "500", "15"},
+                            ShimEnv(daemon, {{"NRTPROF_JOB", "train-b"}}),
+                            testing::TempDir("other-job"));
+  std::string status;
+  for (int i = 0; i < 100; ++i) {
+    status = RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv)
+                 .out;
+    if (absl::StrContains(status, "  job train-a\n") &&
+        absl::StrContains(status, "  job train-b\n")) {
+      break;
+    }
+    usleep(100'000);
+  }
+  EXPECT_TRUE(absl::StrContains(status, absl::StrCat("pid ", same.pid(), " ")) &&
+              absl::StrContains(status, "trigger_steps  job train-a\n") &&
+              absl::StrContains(status, "trigger_steps  job train-b\n"))
+      << status;
+  const pid_t same_pid = same.pid(), other_pid = other.pid();
+  const Result run =
+      RunSteps(daemon, {"300", "15", "--slow", "200"}, {{"NRTPROF_JOB", "train-a"}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  SCOPED_TRACE(run.out);
+  EXPECT_EQ(same.Wait(), 0) << same.err();
+  EXPECT_EQ(other.Wait(), 0) << other.err();
+  const std::string metrics =
+      AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"slow-step\"}", 1);
+  EXPECT_EQ(Sample(metrics, "nrtprof_triggers_total{rule=\"slow-step\"}"), 1) << metrics;
+  const std::vector<std::string> folders = TriggeredFolders(daemon.dir() + "/captures");
+  ASSERT_EQ(folders.size(), 1u) << daemon.log();
+  const std::string summary = ReadFile(folders[0] + "/summary.txt");
+  std::smatch m;
+  const std::regex fired(R"(\): pid ([0-9]+) \(trigger_steps\): step 200 took )");
+  ASSERT_TRUE(std::regex_search(summary, m, fired)) << summary;
+  // The process that fired and its job's other process, each said with its job; not the
+  // other job's.
+  EXPECT_TRUE(absl::EndsWith(ProcessLine(summary, std::stoll(m[1])), " (job train-a)")) << summary;
+  EXPECT_TRUE(absl::EndsWith(ProcessLine(summary, same_pid), " (job train-a)")) << summary;
+  EXPECT_EQ(ProcessLine(summary, other_pid), "") << "another job's process: " << summary;
+  EXPECT_FALSE(absl::StrContains(summary, "train-b")) << summary;
+  const std::string json = ReadFile(folders[0] + "/summary.json");
+  EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"pid\": ", same_pid, ", ")) &&
+              absl::StrContains(json, "\"job\": \"train-a\"}"))
+      << json;
+  EXPECT_FALSE(absl::StrContains(json, "train-b")) << json;
+  EXPECT_TRUE(absl::StrContains(ReadFile(folders[0] + "/trigger.json"), "\"job\": \"train-a\""));
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "of its job's processes (job 'train-a')"))
+      << daemon.log();
+}
+
 // A job across two hosts (two daemons, as the fleet tests stand them): rank 0 streams to A, whose
 // rule on job fires for its slow step and asks B (on TCP, TLS and a token: --trigger_peers) for
-// the same window; B, where rank 1 streams, writes it with the reason.
+// the same window; B, where rank 1 streams, writes it with the reason, of that job only (not of
+// the other job's process B has), and keeps it as one of its triggered captures: `nrtprof
+// captures` on B lists it, asked by A.
 TEST(TriggersTest, ASlowRankTriggersACaptureOfTheJobOnBothHosts) {
   testing::TlsFiles tls;
   std::string error;
@@ -367,18 +453,28 @@ TEST(TriggersTest, ASlowRankTriggersACaptureOfTheJobOnBothHosts) {
                        "--trigger_peer_token_file=" + tls.token_file}))
       << a.log();
   const std::string url = MetricsUrl(a);
-  // Rank 1 on B (over TCP, as a program on another host would reach it), rank 0 on A.
+  // Rank 1 on B (over TCP, as a program on another host would reach it), rank 0 on A: one job,
+  // as the Neuron runtime names it (NEURON_RT_ROOT_COMM_ID, the same on every rank). Beside
+  // rank 1 on B, a process of another job.
+  const std::map<std::string, std::string> on_b_env = {
+      {"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+      {"NRTPROF_ADDR", b.tcp_addr()},
+      {"NRTPROF_TLS_CA", tls.ca},
+      {"NRTPROF_TOKEN_FILE", tls.token_file},
+      {"NRT_SIM_TIME_SCALE", "0"}};
+  std::map<std::string, std::string> rank1_env = on_b_env, other_env = on_b_env;
+  rank1_env["NEURON_RT_ROOT_COMM_ID"] = "10.1.2.3:62182";
+  other_env["NRTPROF_JOB"] = "another-job";
+  testing::Background other({Runfile("tests/trigger_steps"), "600", "15"}, other_env,
+                            testing::TempDir("other"));
   testing::Background rank1({Runfile("tests/trigger_steps"), "500", "15", "--rank", "1"},
-                            {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
-                             {"NRTPROF_ADDR", b.tcp_addr()},
-                             {"NRTPROF_TLS_CA", tls.ca},
-                             {"NRTPROF_TOKEN_FILE", tls.token_file},
-                             {"NRT_SIM_TIME_SCALE", "0"}},
-                            testing::TempDir("rank1"));
-  const pid_t rank1_pid = rank1.pid();
-  const Result rank0 = RunSteps(a, {"500", "15", "--slow", "300", "--rank", "0"});
+                            rank1_env, testing::TempDir("rank1"));
+  const pid_t rank1_pid = rank1.pid(), other_pid = other.pid();
+  const Result rank0 = RunSteps(a, {"500", "15", "--slow", "300", "--rank", "0"},
+                                {{"NEURON_RT_ROOT_COMM_ID", "10.1.2.3:62182"}});
   ASSERT_EQ(rank0.exit_code, 0) << rank0.err;
   EXPECT_EQ(rank1.Wait(), 0) << rank1.err();
+  EXPECT_EQ(other.Wait(), 0) << other.err();
   const std::string metrics =
       AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"slow-step\"}", 1);
   EXPECT_EQ(Sample(metrics, "nrtprof_triggered_peer_captures_total{rule=\"slow-step\"}"), 1)
@@ -394,9 +490,106 @@ TEST(TriggersTest, ASlowRankTriggersACaptureOfTheJobOnBothHosts) {
   EXPECT_TRUE(absl::StrContains(summary, "step 300 took ")) << summary;
   EXPECT_TRUE(absl::StrContains(summary, absl::StrCat("\npid ", rank1_pid, ": ")))
       << "rank 1's process: " << summary;
+  EXPECT_TRUE(absl::EndsWith(ProcessLine(summary, rank1_pid), " (job 10.1.2.3:62182)"))
+      << summary;
+  EXPECT_EQ(ProcessLine(summary, other_pid), "") << "the other job's process: " << summary;
+  EXPECT_FALSE(absl::StrContains(summary, "another-job")) << summary;
   const std::string trace = ReadFile(on_b + "/trace.json");
   EXPECT_TRUE(HasSlice(trace, "ProfilerStep#300")) << "rank 1's step of the same number";
+  // One of B's triggered captures: marked, listed, in its budget.
+  const std::string marker = ReadFile(on_b + "/trigger.json");
+  EXPECT_TRUE(absl::StrContains(marker, "\"rule\": \"slow-step\"")) << marker;
+  EXPECT_TRUE(absl::StrContains(marker, "\"asked_by\": \"")) << marker;
+  EXPECT_TRUE(absl::StrContains(marker, "\"job\": \"10.1.2.3:62182\"")) << marker;
+  const Result listed = RunProcess({Runfile("client/nrtprof"), "captures", "--addr", b.tcp_addr(),
+                                    "--tls_ca", tls.ca, "--token_file", tls.token_file},
+                                   kCliEnv);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_TRUE(absl::StrContains(listed.out, "triggered captures: 1,")) << listed.out;
+  EXPECT_TRUE(absl::StrContains(listed.out, "slow-step")) << listed.out;
+  EXPECT_TRUE(absl::StrContains(listed.out, on_b)) << listed.out;
+  EXPECT_TRUE(absl::StrContains(listed.out, "    asked by ")) << listed.out;
+  EXPECT_TRUE(absl::StrContains(listed.out, "rules: none of its own")) << listed.out;
   RunProcess({"/bin/rm", "-rf", shared}, kCliEnv);
+}
+
+// A listening socket that never answers: a peer daemon that hangs (or a host that drops the
+// packets), the worst a peer can do.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof(a);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        listen(fd_, 16) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentListener() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }  // 0 if it could not listen
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Peers that do not answer: one whose port is closed, two that never speak. The local capture
+// is written as soon as its look-ahead has passed, not after them (they were asked one after
+// the other before, 10 s each); each is counted and said in the log.
+TEST(TriggersTest, PeersThatDoNotAnswerHoldUpNothingAndAreCounted) {
+  testing::TlsFiles tls;
+  std::string error;
+  ASSERT_TRUE(testing::MakeTlsFiles(testing::TempDir("tls"), &tls, &error)) << error;
+  SilentListener silent1, silent2;
+  ASSERT_NE(silent1.port(), 0);
+  ASSERT_NE(silent2.port(), 0);
+  int closed_port = 0;
+  {
+    SilentListener gone;  // a port that listened, closed again: refused
+    closed_port = gone.port();
+  }
+  Daemon daemon("triggers-peers-down");
+  ASSERT_TRUE(daemon.Start(
+      {"--trigger=slow-step: step > 3 x median before 5s after 1s every 10m",
+       "--trigger_check_ms=500", "--metrics_listen=127.0.0.1:0",
+       absl::StrCat("--trigger_peers=127.0.0.1:", closed_port, ",127.0.0.1:", silent1.port(),
+                    ",127.0.0.1:", silent2.port()),
+       "--trigger_peer_ca=" + tls.ca, "--trigger_peer_token_file=" + tls.token_file}))
+      << daemon.log();
+  const std::string url = MetricsUrl(daemon);
+  // The slow step 1.5 s before the program's end.
+  const Result run = RunSteps(daemon, {"400", "15", "--slow", "300"}, {{"NRTPROF_JOB", "solo"}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  SCOPED_TRACE(run.out);
+  const absl::Time ended = absl::Now();
+  const std::string metrics =
+      AwaitSample(url, "nrtprof_triggered_captures_total{rule=\"slow-step\"}", 1);
+  // Loosely: its look-ahead (1 s) and 5 s; the two silent peers alone took 20 s before.
+  EXPECT_LT(absl::Now() - ended, absl::Seconds(6)) << daemon.log();
+  ASSERT_EQ(TriggeredFolders(daemon.dir() + "/captures").size(), 1u) << daemon.log();
+  // Each peer counted as failed (the silent ones once their 2 s to start are up).
+  const std::string counted =
+      AwaitSample(url, "nrtprof_triggered_peer_failed_total{rule=\"slow-step\"}", 3);
+  EXPECT_EQ(Sample(counted, "nrtprof_triggered_peer_failed_total{rule=\"slow-step\"}"), 3);
+  EXPECT_EQ(Sample(counted, "nrtprof_triggered_peer_captures_total{rule=\"slow-step\"}"), 0);
+  const std::string log = daemon.log();
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("peer 127.0.0.1:", silent1.port(),
+                                                  " did not take the window: no answer in time")))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("peer 127.0.0.1:", closed_port,
+                                                  " did not take the window: ")))
+      << log;
+  const Result listed =
+      RunProcess({Runfile("client/nrtprof"), "captures", "--addr", daemon.addr()}, kCliEnv);
+  EXPECT_TRUE(absl::StrContains(listed.out,
+                                "peers asked for the same window: 0 wrote it, 3 did not"))
+      << listed.out;
 }
 
 // A bad rule is one line naming the column, and the daemon does not start.
