@@ -28,6 +28,12 @@ NRTPROF_TLS ThreadState* t_state = nullptr;
 NRTPROF_TLS HotThreadState t_hot;
 NRTPROF_TLS int t_in_call = 0;
 NRTPROF_TLS PollState t_polls;
+// Set at a thread's first pass through OnThreadExit. Hidden and outside the anonymous
+// namespace, as the other thread-locals: the linker gave the initial-exec access of the
+// anonymous namespace's thread-local the offset of t_state (its dynamic TPOFF64 relocation
+// named a null symbol), so that setting it wrote 1 over t_state's low byte and the second pass
+// found the state changed: the ring was retired with the thread still able to write to it.
+NRTPROF_TLS bool t_exit_deferred NRTPROF_HIDDEN = false;
 
 namespace {
 
@@ -66,9 +72,6 @@ int FindCoreText(struct dl_phdr_info* info, size_t, void* data) {
   range[1] = end;
   return 1;
 }
-
-// Set at a thread's first pass through OnThreadExit.
-NRTPROF_TLS bool t_exit_deferred = false;
 
 void OnThreadExit(void* state) {
   auto* ts = static_cast<ThreadState*>(state);
