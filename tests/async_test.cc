@@ -4,12 +4,14 @@
 // met and retried, completion through an eventfd, and a fork between rounds. Each profiled run
 // prints what the bare one printed, and in its trace every device execution is linked to its
 // own nrta_execute_schedule call, one to one, by the request's sequence number.
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -153,6 +155,60 @@ TEST(AsyncTest, PollsAreCountedNotRecordedOneByOne) {
   EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"),
                                 "Completion polls: " + std::to_string(calls.at("nrta_is_completed")) +
                                     ", of which 160 recorded"))
+      << ReadFile(out + "/summary.txt");
+}
+
+// The polls a thread makes after its last recorded one are no call of the trace, and no later
+// poll carries them: the shim counts them when the thread ends (three threads, each with 5000
+// polls of an execution still running) and when the process exits (the main thread's 5000
+// nrta_get_sequence polls with nothing left to complete, the first recorded). The table's
+// calls are exactly the program's own counts; the trace draws only the recorded polls.
+TEST(AsyncTest, PollsAfterAThreadsLastRecordedOneAreCountedWhenItEnds) {
+  Daemon daemon("async-tail");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("async-tail") + "/capture";
+  // The device's time passes (scale 100), so that each thread's last execution is still
+  // running through its 5000 polls.
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["NRT_SIM_TIME_SCALE"] = "100";
+  const Result r = ProfiledRun(daemon, out, Client("tail", 5000, 1), env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  long is_completed = -1, get_sequence = -1;
+  ASSERT_EQ(sscanf(r.out.c_str(), "main: checksum %*f\nmain: nrta_is_completed calls %ld, "
+                                  "nrta_get_sequence calls %ld",
+                   &is_completed, &get_sequence),
+            2)
+      << r.out;
+  EXPECT_GT(is_completed, 3 * 5000);
+  EXPECT_EQ(get_sequence, 5000);
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_EQ(calls.count("nrta_is_completed") ? calls.at("nrta_is_completed") : 0, is_completed)
+      << ReadFile(out + "/summary.txt");
+  EXPECT_EQ(calls.count("nrta_get_sequence") ? calls.at("nrta_get_sequence") : 0, get_sequence)
+      << ReadFile(out + "/summary.txt");
+  // The trace: the recorded polls only, with the polls each stands for; the 3 x 5000 polls
+  // after the threads' last ones (and the main thread's 4999) are in none of them.
+  google::protobuf::Value doc;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(out + "/trace.json"), &doc).ok());
+  size_t recorded = 0, recorded_get_sequence = 0;
+  double on_slices = 0;
+  for (const google::protobuf::Value& e :
+       doc.struct_value().fields().at("traceEvents").list_value().values()) {
+    const auto& f = e.struct_value().fields();
+    if (!f.count("name") || f.at("ph").string_value() != "X") continue;
+    const std::string& name = f.at("name").string_value();
+    if (name == "nrta_get_sequence") ++recorded_get_sequence;
+    if (name != "nrta_is_completed") continue;
+    ++recorded;
+    on_slices += 1 + f.at("args").struct_value().fields().at("polls").number_value();
+  }
+  EXPECT_EQ(recorded_get_sequence, 1u);
+  EXPECT_LE(on_slices + 3 * 5000, is_completed) << "the threads' last polls drawn as calls";
+  EXPECT_TRUE(absl::StrContains(
+      ReadFile(out + "/summary.txt"),
+      absl::StrCat("Completion polls: ", is_completed + get_sequence, ", of which ",
+                   recorded + recorded_get_sequence, " recorded")))
       << ReadFile(out + "/summary.txt");
 }
 

@@ -21,6 +21,10 @@
  *            then another round in the parent
  *   inspect  as poll, inside the runtime's own profiling session (nrt_inspect_begin/_stop,
  *            set up by the NEURON_RT_INSPECT_* variables), as a program may run beside nrtprof
+ *   tail     three threads, each running one execution and then scheduling another and polling
+ *            it N times with nrta_is_completed without waiting for it, then ending; the main
+ *            thread waits for those, polls nrta_get_sequence N times with nothing left to
+ *            complete, and prints how many times it called each completion query (DEPTH unused)
  * Prints each round's checksum of the outputs; exits non-zero on any wrong output or error. */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -57,9 +61,22 @@ static int fail(const char *what, NRT_STATUS s) {
   return 1;
 }
 
+/* The completion queries, each call counted (mode tail prints the counts). */
+static long g_is_completed_calls, g_get_sequence_calls;
+
+static NRT_STATUS is_completed(nrta_seq_t seq, bool *done) {
+  __atomic_fetch_add(&g_is_completed_calls, 1, __ATOMIC_RELAXED);
+  return nrta_is_completed(seq, done);
+}
+
+static NRT_STATUS get_sequence(uint32_t lnc, nrta_xu_t xu, int queue, nrta_seq_t *seq) {
+  __atomic_fetch_add(&g_get_sequence_calls, 1, __ATOMIC_RELAXED);
+  return nrta_get_sequence(lnc, xu, queue, seq);
+}
+
 static void wait_for(nrta_seq_t seq) {
   bool done = false;
-  while (nrta_is_completed(seq, &done) == NRT_SUCCESS && !done) {
+  while (is_completed(seq, &done) == NRT_SUCCESS && !done) {
   }
 }
 
@@ -161,9 +178,9 @@ static int schedule(nrt_model_t *model, struct slot *s, int *full) {
     if (st != NRT_QUEUE_FULL) return fail("nrta_execute_schedule", st);
     ++*full;
     nrta_seq_t before = 0, now = 0;
-    nrta_get_sequence(0, NRTA_XU_COMPUTE, 0, &before);
+    get_sequence(0, NRTA_XU_COMPUTE, 0, &before);
     do {
-      nrta_get_sequence(0, NRTA_XU_COMPUTE, 0, &now);
+      get_sequence(0, NRTA_XU_COMPUTE, 0, &now);
     } while (now == before);
   }
 }
@@ -231,6 +248,65 @@ static int run_executions(nrt_model_t *model, int n, int depth, int use_eventfd,
 
 static nrt_model_t *g_model;
 
+/* Mode tail: a thread's execution left in flight, polled N times, for the main thread to wait
+ * for once the thread has ended. */
+struct tail_thread {
+  struct slot slot;
+  int rc;
+};
+
+static void *tail_main(void *arg) {
+  struct tail_thread *t = arg;
+  struct slot *s = &t->slot;
+  double sum = 0;
+  int rc = make_slot(g_model, s);
+  for (int k = 0; k < 2 && rc == 0; ++k) {
+    rc = write_inputs(s, k);
+    if (rc != 0) break;
+    NRT_STATUS st = nrta_execute_schedule(g_model, s->inputs, s->outputs, 0, &s->ret, &s->seq);
+    if (st != NRT_SUCCESS) {
+      rc = fail("nrta_execute_schedule", st);
+      break;
+    }
+    s->execution = k;
+    if (k == 0) {
+      wait_for(s->seq);
+      rc = harvest(s, &sum);
+    }
+  }
+  /* The second execution is still running: polls that see nothing new, the thread's last. */
+  for (int i = 0; i < g_executions && rc == 0; ++i) {
+    bool done = false;
+    is_completed(s->seq, &done);
+  }
+  t->rc = rc;
+  return NULL;
+}
+
+/* Mode tail: three threads' tails, then the main thread's, of N polls each. */
+static int run_tails(double *sum) {
+  enum { kThreads = 3 };
+  pthread_t threads[kThreads];
+  struct tail_thread tails[kThreads];
+  memset(tails, 0, sizeof(tails));
+  for (int t = 0; t < kThreads; ++t) pthread_create(&threads[t], NULL, tail_main, &tails[t]);
+  int rc = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    pthread_join(threads[t], NULL);
+    rc |= tails[t].rc;
+    if (tails[t].rc == 0) {
+      wait_for(tails[t].slot.seq);
+      rc |= harvest(&tails[t].slot, sum);
+    }
+    free_slot(&tails[t].slot);
+  }
+  for (int i = 0; i < g_executions && rc == 0; ++i) {
+    nrta_seq_t last = 0;
+    if (get_sequence(0, NRTA_XU_COMPUTE, 0, &last) != NRT_SUCCESS) rc = 1;
+  }
+  return rc;
+}
+
 struct thread_result {
   double sum;
   int rc, full;
@@ -267,6 +343,8 @@ static int one_round(const char *who) {
       rc |= results[t].rc;
       sum += results[t].sum;
     }
+  } else if (strcmp(g_mode, "tail") == 0) {
+    rc = run_tails(&sum);
   } else if (strcmp(g_mode, "full") == 0) {
     rc = g_executions <= g_depth ? run_back_to_back(g_model, g_executions, &sum, &full) : 2;
   } else {
@@ -279,6 +357,11 @@ static int one_round(const char *who) {
   if (rc != 0) return rc;
   printf("%s: checksum %.1f\n", who, sum);
   if (strcmp(g_mode, "full") == 0) printf("%s: queue full met: %s\n", who, full > 0 ? "yes" : "no");
+  if (strcmp(g_mode, "tail") == 0) {
+    printf("%s: nrta_is_completed calls %ld, nrta_get_sequence calls %ld\n", who,
+           __atomic_load_n(&g_is_completed_calls, __ATOMIC_RELAXED),
+           __atomic_load_n(&g_get_sequence_calls, __ATOMIC_RELAXED));
+  }
   fflush(stdout);
   return 0;
 }
@@ -286,7 +369,8 @@ static int one_round(const char *who) {
 int main(int argc, char **argv) {
   if (argc != 5 || (g_executions = atoi(argv[3])) < 1 || (g_depth = atoi(argv[4])) < 1 ||
       g_depth > MAX_DEPTH) {
-    fprintf(stderr, "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork|inspect N DEPTH\n");
+    fprintf(stderr,
+            "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork|inspect|tail N DEPTH\n");
     return 2;
   }
   g_model_file = argv[1];
