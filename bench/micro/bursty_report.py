@@ -44,9 +44,11 @@ def async_calls(run_dir):
 def async_events(config, run_dir, calls, base):
     """Adds the async calls to `base` (expected, recorded, lost, detail, bytes): nrtprof records
     each schedule, and each poll that saw its request complete with the count of the thread's
-    polls since its last recorded one, which summary.json's row adds up: every poll is
-    expected there (a thread's polls after its last recorded one are not). The LTTng peer
-    records every call."""
+    polls since its last recorded one, which summary.json's row adds up, with the polls a
+    thread made after its last recorded one, counted when it ends: every poll is expected
+    there. Not those of a thread that never recorded anything (burst_bench's new threads,
+    whose polls never see their request complete: no exit hook runs for a thread without a
+    ring), which the figure then misses. The LTTng peer records every call."""
     if base is None or calls is None:
         return base
     expected, recorded, lost, detail, trace_bytes = base
