@@ -9,7 +9,7 @@
 #  2. A training loop whose step 30 fails and whose step 45 is 200 ms: each rule's capture is a
 #     fleet_captures row with the rule, the rule as written, the reason, the measured value and
 #     the threshold; its trace.pftrace says it too (`nrtprof summary --from-trace`, read from the
-#     "nrtprof triggers" track).
+#     "nrtprof triggers" track), with the instant where the slow step began.
 #  3. A second daemon on the store now up to date (it adds nothing) and a capture someone asked
 #     for: its row's trigger columns are empty.
 #  4. A table made by hand that is no MergeTree (a cluster's Distributed table) and lacks the
@@ -114,6 +114,18 @@ IFS=$'\t' read -r rule condition reason value threshold slow_dir <<<"$(echo "${r
   fail "the slow rule's value and threshold: ${value}, ${threshold}"
 [[ "${reason}" =~ \(trigger_steps\):\ step\ [0-9]+\ took\ .*,\ over\ 100\ ms$ ]] ||
   fail "the slow rule's reason: ${reason}"
+# The slow step's capture: trace.pftrace's "nrtprof triggers" instant where step 45 began (the
+# anomaly's time goes from daemon to daemon in ms, so up to 1 ms before it).
+if [[ "${reason}" == *"step 45 took"* ]]; then
+  read_back=$("${RUNFILES}/tests/pftrace_trigger" "${slow_dir}/trace.pftrace" ProfilerStep#45 2>&1)
+  at=$(echo "${read_back}" | sed -n 's/^trigger slow at \([0-9]*\)$/\1/p')
+  step=$(echo "${read_back}" | sed -n 's/^range ProfilerStep#45 at \([0-9]*\) for .*/\1/p')
+  [[ -n "${at}" && -n "${step}" && "${at}" -le "${step}" && $((step - at)) -le 1000000 ]] ||
+    fail "the trigger's instant is not at step 45's start: ${read_back}"
+  echo "step 45 began at ${step} ns, the trigger's instant is at ${at} ns"
+else
+  echo "the slow rule fired for another step (a stall of the machine's): ${reason}"
+fi
 # Each capture's trace.pftrace says why, read back by nrtprof itself.
 for dir in "${errors_dir}" "${slow_dir}"; do
   out=$("${NRTPROF}" summary "${dir}" --from-trace 2>&1)
