@@ -567,9 +567,11 @@ void TriggerCaptures::FillStatus(nrtprof::StatusReply* reply) const {
 }
 
 std::string RenderTriggerMetrics(const nrtprof::StatusReply& status) {
-  if (status.triggers().empty()) return "";
+  // A daemon without rules may keep the captures its peers asked for: their bytes only.
+  if (status.triggers().empty() && status.triggered_captures().empty()) return "";
   std::string out;
   auto counter = [&](const char* name, const char* help, auto value) {
+    if (status.triggers().empty()) return;
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n");
     for (const nrtprof::TriggerRuleStatus& r : status.triggers()) {
       // Rule names are letters, digits, '_' and '-' (triggers.h): nothing to escape.

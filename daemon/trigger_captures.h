@@ -195,7 +195,8 @@ class TriggerCaptures {
 // /metrics' lines of the rules (StatusReply.triggers): per rule, nrtprof_triggers_total,
 // nrtprof_triggers_suppressed_total, nrtprof_triggered_captures_total,
 // nrtprof_triggered_captures_failed_total, nrtprof_triggered_captures_removed_total; and
-// nrtprof_triggered_captures_bytes with its limit. Empty without rules.
+// nrtprof_triggered_captures_bytes with its limit (alone on a daemon without rules that keeps
+// captures its peers asked for). Empty without rules nor triggered captures.
 std::string RenderTriggerMetrics(const nrtprof::StatusReply& status);
 
 }  // namespace nrtprof::daemon
