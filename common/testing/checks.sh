@@ -6,6 +6,16 @@
 
 failures=0
 
+# The sourcing script must parse whole. Bash 5.2 ends a script at a syntax error with exit
+# status 0 (a malformed [[ ]] included), so a test broken halfway would pass; `bash -n` also
+# exits 0 then, but says so on stderr.
+_syntax="$(bash -n "$0" 2>&1 >/dev/null)"
+if [[ -n "${_syntax}" ]]; then
+  echo "FAIL: $0 does not parse: ${_syntax}" >&2
+  exit 1
+fi
+unset _syntax
+
 # One failed check: a line on stderr. The test goes on, and fails at `finish`.
 fail() {
   echo "FAIL: $*" >&2
