@@ -186,6 +186,21 @@ void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
   AppendEncodedEvent(event, open_.mutable_events_encoded());
   NoteRefs(event);
   open_lanes_.Add(event.kind());
+  SealIfFull();
+}
+
+void Batcher::AddEncodedEvent(std::string_view bytes, nrtprof::EventKind kind, uint32_t name_iid,
+                              uint32_t model_name_iid, uint64_t now_ns) {
+  if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
+  open_.mutable_events_encoded()->append(bytes.data(), bytes.size());
+  for (uint32_t iid : {name_iid, model_name_iid}) {
+    if (iid != 0 && iid < kStackRef) NoteRef(iid);
+  }
+  open_lanes_.Add(kind);
+  SealIfFull();
+}
+
+void Batcher::SealIfFull() {
   if (open_lanes_.total() >= batch_events_ ||
       open_.events_encoded().size() >= options_.batch_bytes) {
     Seal();

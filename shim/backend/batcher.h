@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shim/backend/proto_lite/nrtprof.pb.h"
@@ -84,6 +85,10 @@ class Batcher {
 
   // `event`, encoded, in the open batch; `now_ns` starts the batch's age if it is the first.
   void AddEvent(const nrtprof::Event& event, uint64_t now_ns);
+  // The same for an event already encoded as AppendEncodedEvent writes it (`bytes`), which
+  // names `name_iid` and `model_name_iid` and no other string or stack.
+  void AddEncodedEvent(std::string_view bytes, nrtprof::EventKind kind, uint32_t name_iid,
+                       uint32_t model_name_iid, uint64_t now_ns);
   void AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns);
   void AddModel(nrtprof::LoadedModel model);
 
@@ -121,6 +126,7 @@ class Batcher {
   void NoteRefs(const nrtprof::Event& event);
   void NoteRef(uint32_t ref);
   void Seal();
+  void SealIfFull();
   // The strings and stacks `stream` lacks, of the events `refs` lists (as NoteRefs made it) or,
   // with `refs` null, of `in`'s events read back.
   void AddNeededStrings(const nrtprof::EventBatch& in, const std::vector<uint32_t>* refs,

@@ -24,7 +24,68 @@ uint64_t CountEventsIn(std::string_view json) {
   return std::max<uint64_t>(n, 1);
 }
 
+// Protobuf's varint; an int32 or enum field's negative value is its 64-bit sign extension.
+char* PutVarint(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+// A varint field of Event, left out when zero (proto3), as protobuf writes it.
+char* PutField(char* p, uint32_t field, uint64_t v) {
+  if (v == 0) return p;
+  return PutVarint(PutVarint(p, uint64_t{field} << 3), v);
+}
+
+uint64_t Int32Bits(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+
 }  // namespace
+
+void DeviceTraceParser::Emit(const DeviceEvent& d, DeviceTraceOutput* out) {
+  if (!out->encode) {
+    nrtprof::Event& event = out->events.emplace_back();
+    event.set_kind(d.kind);
+    event.set_start_ns(d.start_ns);
+    event.set_duration_ns(d.duration_ns);
+    event.set_tid(d.tid);
+    event.set_name_iid(d.name_iid);
+    event.set_bytes(d.bytes);
+    event.set_nc_idx(d.nc_idx);
+    event.set_device_id(d.device_id);
+    event.set_exec_id(d.exec_id);
+    event.set_model_name_iid(d.model_name_iid);
+    event.set_host_clock(d.host_clock);
+    event.set_nrta_seq(d.nrta_seq);
+    event.set_worker_gid(d.worker_gid);
+    return;
+  }
+  // Event's fields in their numbers' order (proto/nrtprof.proto), as protobuf writes them.
+  char body[13 * 12];
+  char* p = body;
+  p = PutField(p, 1, Int32Bits(d.kind));
+  p = PutField(p, 2, d.start_ns);
+  p = PutField(p, 3, d.duration_ns);
+  p = PutField(p, 4, d.tid);
+  p = PutField(p, 5, d.name_iid);
+  p = PutField(p, 8, d.bytes);
+  p = PutField(p, 14, Int32Bits(d.nc_idx));
+  p = PutField(p, 15, d.device_id);
+  p = PutField(p, 17, d.exec_id);
+  p = PutField(p, 18, d.model_name_iid);
+  p = PutField(p, 23, d.host_clock ? 1 : 0);
+  p = PutField(p, 25, d.nrta_seq);
+  p = PutField(p, 27, Int32Bits(d.worker_gid));
+  char head[1 + 10];
+  char* h = head;
+  *h++ = static_cast<char>((4 << 3) | 2);  // EventBatch.events, length-delimited
+  h = PutVarint(h, static_cast<uint64_t>(p - body));
+  out->encoded.append(head, static_cast<size_t>(h - head));
+  out->encoded.append(body, static_cast<size_t>(p - body));
+  out->encoded_events.push_back({out->encoded.size(), d.kind, d.name_iid, d.model_name_iid});
+}
 
 uint64_t DeviceTraceParser::ToMonotonic(uint64_t realtime_ns) const {
   // In unsigned arithmetic, clamped: a document may carry any 64-bit value.
@@ -179,20 +240,21 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
       open.pop_front();
       const uint64_t end = std::max(e.timestamp_ns, x.device_ns);
       if (!Plausible(x.device_ns, end, out)) return;
-      nrtprof::Event& event = out->events.emplace_back();
-      event.set_kind(nrtprof::EVENT_DEVICE_EXEC);
-      event.set_start_ns(x.device_ns);
-      event.set_duration_ns(end - x.device_ns);
-      event.set_tid(static_cast<uint32_t>(x.thread_id));
-      event.set_name_iid(NameIid("nc_exec_running"));
-      event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
-      event.set_device_id(x.id);
-      event.set_exec_id(x.exec_id);
-      event.set_nrta_seq(x.nrta_seq);
+      DeviceEvent event;
+      event.kind = nrtprof::EVENT_DEVICE_EXEC;
+      event.start_ns = x.device_ns;
+      event.duration_ns = end - x.device_ns;
+      event.tid = static_cast<uint32_t>(x.thread_id);
+      event.name_iid = NameIid("nc_exec_running");
+      event.nc_idx = static_cast<int32_t>(e.nc_idx);
+      event.device_id = x.id;
+      event.exec_id = x.exec_id;
+      event.nrta_seq = x.nrta_seq;
       if (auto name = model_names_.find(x.model_id); name != model_names_.end()) {
         if (name->second.iid == 0) name->second.iid = strings_->Intern(name->second.name);
-        event.set_model_name_iid(name->second.iid);
+        event.model_name_iid = name->second.iid;
       }
+      Emit(event, out);
       return;
     }
     case SysTraceType::kTimestampSync: {
@@ -263,20 +325,20 @@ void DeviceTraceParser::Collective(const SysTraceEvent& e, uint32_t cc_op_iid,
   open.erase(it);
   const uint64_t end = std::max(e.timestamp_ns, c.device_ns);
   if (!Plausible(c.device_ns, end, out)) return;
-  nrtprof::Event& event = out->events.emplace_back();
-  event.set_kind(nrtprof::EVENT_DEVICE_EXEC);
-  event.set_start_ns(c.device_ns);
-  event.set_duration_ns(end - c.device_ns);
-  event.set_tid(static_cast<uint32_t>(c.thread_id));
-  event.set_name_iid(NameIid(SysTraceTypeName(c.type)));
-  event.set_nc_idx(static_cast<int32_t>(e.nc_idx));
-  event.set_device_id(c.id);
-  event.set_nrta_seq(c.nrta_seq);
-  event.set_bytes(c.size);
-  event.set_worker_gid(static_cast<int32_t>(
-      std::clamp<int64_t>(c.worker_gid, INT32_MIN, INT32_MAX)));
-  const uint32_t op = cc_op_iid != 0 ? cc_op_iid : c.cc_op_iid;
-  if (op != 0) event.set_model_name_iid(op);
+  DeviceEvent event;
+  event.kind = nrtprof::EVENT_DEVICE_EXEC;
+  event.start_ns = c.device_ns;
+  event.duration_ns = end - c.device_ns;
+  event.tid = static_cast<uint32_t>(c.thread_id);
+  event.name_iid = NameIid(SysTraceTypeName(c.type));
+  event.nc_idx = static_cast<int32_t>(e.nc_idx);
+  event.device_id = c.id;
+  event.nrta_seq = c.nrta_seq;
+  event.bytes = c.size;
+  event.worker_gid =
+      static_cast<int32_t>(std::clamp<int64_t>(c.worker_gid, INT32_MIN, INT32_MAX));
+  event.model_name_iid = cc_op_iid != 0 ? cc_op_iid : c.cc_op_iid;
+  Emit(event, out);
 }
 
 void DeviceTraceParser::OpenCopy(const SysTraceEvent& e, ThreadSpans* thread) {
@@ -308,17 +370,18 @@ void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
   const uint64_t begin = ToMonotonic(span.start_ns);
   const uint64_t end = std::max(begin, ToMonotonic(e.timestamp_ns));
   if (!Plausible(begin, end, out)) return;
-  nrtprof::Event& event = out->events.emplace_back();
-  event.set_kind(nrtprof::EVENT_DEVICE_DMA);
-  event.set_host_clock(true);
-  event.set_start_ns(begin);
-  event.set_duration_ns(end - begin);
-  event.set_tid(static_cast<uint32_t>(e.thread_id));
-  event.set_name_iid(NameIid(span.name));
-  event.set_nc_idx(static_cast<int32_t>(span.nc_idx));
-  event.set_device_id(span.id);
-  event.set_bytes(span.size);
-  event.set_nrta_seq(span.nrta_seq);
+  DeviceEvent event;
+  event.kind = nrtprof::EVENT_DEVICE_DMA;
+  event.host_clock = true;
+  event.start_ns = begin;
+  event.duration_ns = end - begin;
+  event.tid = static_cast<uint32_t>(e.thread_id);
+  event.name_iid = NameIid(span.name);
+  event.nc_idx = static_cast<int32_t>(span.nc_idx);
+  event.device_id = span.id;
+  event.bytes = span.size;
+  event.nrta_seq = span.nrta_seq;
+  Emit(event, out);
 }
 
 }  // namespace nrtprof::shim

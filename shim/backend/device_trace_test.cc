@@ -336,6 +336,62 @@ TEST_F(DeviceTraceTest, CollectivesBarrierAndRunningAreDeviceEventsOfTheirReques
 
 // [A] nc_local_id numbers a core's events one after another: a gap is events the ring
 // overwrote. Where a capture's numbering starts is not known, so its first event sets it.
+TEST_F(DeviceTraceTest, EncodedEventsAreTheBytesProtobufWritesForThem) {
+  // The flusher takes each event as its bytes (DeviceTraceOutput::encode): they must be what
+  // the Event's own serialization gives, for every kind of event the parser makes.
+  const std::string a = R"(,"nrta_seq_id":9007199254740993)";
+  std::string unranked = Ev("cc_running", "start", 9, 0, 9, 8,
+                            R"({"nc_timestamp_ns":9100,"op_id":1,"rank":3,"rank_n":4,)"
+                            R"("cc_op":"all_reduce","op":"add","dtype":"float32","size":4096,)"
+                            R"("algo":"ring"})",
+                            9100);
+  unranked.replace(unranked.find(R"("worker_gid":0)"), 14, R"("worker_gid":-1)");
+  const std::string doc = Doc({
+      Ev("timestamp_sync", "instant", 1, 0, 1, 7,
+         R"({"exec_id":0,"nc_timestamp_ns":1000,"cpu_timestamp_ns":)" +
+             std::to_string(Host(5000)) + "}",
+         1000),
+      Ev("nrt_load", "start", 2, 0, 2, 7, "{}", Host(6000)),
+      Ev("dmem_buf_copyin", "start", 3, 0, 3, 7,
+         R"({"mem_type":1,"mem_handle":77,"offset":0,"size":4096})", Host(6100)),
+      Ev("dmem_buf_copyin", "stop", 4, 0, 4, 7, "{}", Host(7100)),
+      Ev("nrt_load", "stop", 5, 0, 5, 7, R"({"model_id":3,"model_name":"tiny"})", Host(8000)),
+      Ev("tensor_read", "start", 6, 0, 6, 7, R"({"tensor_id":12,"size":512})", Host(9000), a),
+      Ev("tensor_read", "stop", 7, 0, 7, 7, "{}", Host(9500), a),
+      Ev("device_exec", "start", 8, 0, 8, 7,
+         R"({"device_core_idx":0,"exec_id":5,"nc_timestamp_ns":2000,"model_id":3})", 2000, a),
+      unranked,
+      Ev("cc_running", "stop", 10, 0, 10, 8, R"({"nc_timestamp_ns":9200})", 9200),
+      Ev("device_exec", "stop", 11, 0, 11, 7, R"({"nc_timestamp_ns":123456789012345})",
+         123456789012345ull, a),
+  });
+  ASSERT_TRUE(Parse(doc)) << error_;
+  DeviceTraceParser encoding(&strings_);
+  encoding.set_realtime_offset_for_testing(kRealtimeOffset);
+  DeviceTraceOutput encoded;
+  encoded.encode = true;
+  ASSERT_TRUE(encoding.Parse(1, doc, &encoded, &error_)) << error_;
+  EXPECT_TRUE(encoded.events.empty());
+  ASSERT_EQ(out_.events.size(), 4u) << "a copy, a read, a collective, an execution";
+  ASSERT_EQ(encoded.encoded_events.size(), out_.events.size());
+  std::string expected;
+  for (size_t i = 0; i < out_.events.size(); ++i) {
+    const nrtprof::Event& e = out_.events[i];
+    nrtprof::EventBatch one;
+    *one.add_events() = e;
+    expected += one.SerializeAsString();  // field 4: tag, length, the Event
+    EXPECT_EQ(encoded.encoded_events[i].end, expected.size());
+    EXPECT_EQ(encoded.encoded_events[i].kind, e.kind());
+    EXPECT_EQ(encoded.encoded_events[i].name_iid, e.name_iid());
+    EXPECT_EQ(encoded.encoded_events[i].model_name_iid, e.model_name_iid());
+  }
+  EXPECT_EQ(encoded.encoded, expected);
+  EXPECT_EQ(Name(out_.events[2]), "cc_running");
+  EXPECT_EQ(out_.events[2].worker_gid(), -1);
+  EXPECT_EQ(strings_.Get(out_.events[3].model_name_iid()), "tiny");
+  EXPECT_TRUE(out_.events[0].host_clock());
+}
+
 TEST_F(DeviceTraceTest, GapsInACoresLocalIdsAreOverwrittenEvents) {
   ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 1, 0, 4, 7, "{}", 1),
                          Ev("model_switch", "instant", 2, 1, 1, 7, "{}", 1)})));

@@ -459,14 +459,18 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
     try {
       DeviceTraceOutput& out = device_out_;
       out.Clear();
+      out.encode = true;  // the events' bytes, no Event objects
       std::string error;
       if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
       for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
         batcher_.AddClockSync(sync, now_ns);
       }
       if (!capturing) continue;
-      for (const nrtprof::Event& event : out.events) {
-        batcher_.AddEvent(event, now_ns);
+      size_t begin = 0;
+      for (const EncodedDeviceEvent& event : out.encoded_events) {
+        batcher_.AddEncodedEvent(std::string_view(out.encoded).substr(begin, event.end - begin),
+                                 event.kind, event.name_iid, event.model_name_iid, now_ns);
+        begin = event.end;
         ++added;
       }
     } catch (const std::bad_alloc&) {
@@ -477,8 +481,10 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
     }
     arbiter_.Recycle(std::move(doc.json));  // the next fetch's copy goes there
   }
-  // The room of a burst's documents is not kept (an Event object is 160 bytes).
-  if (device_out_.events.capacity() > kKeptParsedEvents) device_out_ = DeviceTraceOutput();
+  // The room of a burst's documents is not kept.
+  if (device_out_.encoded_events.capacity() > kKeptParsedEvents) {
+    device_out_ = DeviceTraceOutput();
+  }
 }
 
 void Flusher::DrainRings(uint64_t now_ns) {
