@@ -16,11 +16,7 @@ set -u
 
 readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
 readonly SCRIPT="${RUNFILES}/examples/fleet_on_one_machine.sh"
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 if ! command -v clickhouse-server >/dev/null; then
   echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
   exit 0
@@ -127,8 +123,4 @@ output=$("${SCRIPT}" --bazel_bin "${TEST_TMPDIR}/no-such-build" --out "${TEST_TM
 [[ ${code} == 1 && "${output}" == "fleet_on_one_machine: ${TEST_TMPDIR}/no-such-build/daemon/nrtprofd is missing"* &&
    $(echo "${output}" | wc -l) == 1 ]] || fail "no binaries: exit ${code}, ${output}"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} failure(s)"
-  exit 1
-fi
-echo "fleet_on_one_machine.sh: both hosts in the merged summary and in fleet top; nothing left running or on disk"
+finish "" "fleet_on_one_machine.sh: both hosts in the merged summary and in fleet top; nothing left running or on disk"

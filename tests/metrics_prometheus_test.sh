@@ -18,11 +18,7 @@ if ! command -v prometheus >/dev/null; then
   exit 0
 fi
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -97,8 +93,4 @@ unknown=$(query 'sum(nrtprof_model_executions_total{executable="mlp",model="unkn
 connected=$(query 'nrtprof_connected_processes')
 [[ "${connected}" == 0 ]] || fail "connected processes after the program ended: ${connected}"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} failure(s)"
-  exit 1
-fi
-echo "metrics: Prometheus read 36 executions of 6 models; mlp held ${held} of its 6000"
+finish "" "metrics: Prometheus read 36 executions of 6 models; mlp held ${held} of its 6000"

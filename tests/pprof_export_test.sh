@@ -38,11 +38,7 @@ mkdir -p "${HOME}"
 # The simulated device answers at once; no daemon or preload from the machine interferes.
 export NRT_SIM_TIME_SCALE=0 NRTPROF_ADDR= LD_PRELOAD=
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 # Runs a command, keeping stdout in WORK/out, stderr in WORK/err, the exit code in ${rc}.
 run() {
@@ -349,8 +345,4 @@ bad_input 1 "${WORK}/x.pb.gz" "${WORK}/damaged" -o "${WORK}/x.pb.gz"
 bad_input 2 "${WORK}/x.svg" "${WORK}/naive" --format svg -o "${WORK}/x.svg"
 bad_input 1 "${WORK}/no_such_folder/x.pb.gz" "${WORK}/naive" -o "${WORK}/no_such_folder/x.pb.gz"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed" >&2
-  exit 1
-fi
-echo "PASS: go tool pprof reads nrtprof export with the summary's device time"
+finish "${WORK}" "PASS: go tool pprof reads nrtprof export with the summary's device time"

@@ -15,16 +15,7 @@ readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
 readonly WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_api.XXXXXX")"
 export NRT_SIM_TIME_SCALE=0
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-# Shows a file under a heading, for the test log of a failure.
-show() {
-  echo "--- $1:" >&2
-  cat "$2" >&2
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 # --- (a) Build the program as a user would: cc, the public headers, -lnrt. ------------------
 # libnrt.so is the link name; the library's SONAME is libnrt.so.1, which is what the program
@@ -35,14 +26,15 @@ ln -s libnrt.so "${WORK}/lib/libnrt.so.1"
 if ! cc -std=c99 -Wall -Werror -I"${RUNFILES}/sim/include" \
     "${RUNFILES}/tests/c_api/guide_example.c" -o "${WORK}/guide_example" \
     -L"${WORK}/lib" -lnrt -Wl,-rpath,"${WORK}/lib" 2>"${WORK}/cc.err"; then
-  show "cc stderr" "${WORK}/cc.err"
+  show "${WORK}/cc.err"
   fail "guide_example.c does not compile as C99 against the public headers"
+  finish "${WORK}"
 fi
 
 # The profiling header and nrt_get_status_as_str compile as C99 with the public signatures.
 if ! cc -std=c99 -Wall -Werror -fsyntax-only -I"${RUNFILES}/sim/include" \
     "${RUNFILES}/tests/c_api/profile_header_check.c" 2>"${WORK}/cc_profile.err"; then
-  show "cc stderr" "${WORK}/cc_profile.err"
+  show "${WORK}/cc_profile.err"
   fail "profile_header_check.c does not compile as C99 against the public headers"
 fi
 
@@ -50,8 +42,9 @@ fi
 readonly MODEL="${WORK}/add_model.neff"
 if ! "${RUNFILES}/sim/nrt_model_compile" "${RUNFILES}/tests/c_api/add_model.txt" "${MODEL}" \
     >"${WORK}/compile.out" 2>&1; then
-  show "nrt_model_compile output" "${WORK}/compile.out"
+  show "${WORK}/compile.out"
   fail "nrt_model_compile rejected tests/c_api/add_model.txt"
+  finish "${WORK}"
 fi
 
 # --- (c) Run it: out = (a + b) * 0.5 with a = 1 2 3 4, b = 2 4 6 8. ---------------------------
@@ -63,16 +56,16 @@ input b: 2 4 6 8
 output out: 1.5 3 4.5 6
 EOF
 if [[ ${rc} -ne 0 ]]; then
-  show "stderr" "${WORK}/run.err"
+  show "${WORK}/run.err"
   fail "guide_example exited with ${rc} on a good model"
 fi
 if ! cmp -s "${WORK}/expected.out" "${WORK}/run.out"; then
-  show "expected" "${WORK}/expected.out"
-  show "got" "${WORK}/run.out"
+  show "${WORK}/expected.out"
+  show "${WORK}/run.out"
   fail "guide_example printed the wrong outputs"
 fi
 if [[ -s "${WORK}/run.err" ]]; then
-  show "stderr" "${WORK}/run.err"
+  show "${WORK}/run.err"
   fail "guide_example wrote to stderr on a good model"
 fi
 
@@ -87,16 +80,16 @@ for bad in truncated flipped empty; do
   "${WORK}/guide_example" "${WORK}/${bad}.neff" >"${WORK}/${bad}.out" 2>"${WORK}/${bad}.err"
   rc=$?
   if [[ ${rc} -eq 0 || ${rc} -ge 128 ]]; then
-    show "stderr" "${WORK}/${bad}.err"
+    show "${WORK}/${bad}.err"
     fail "guide_example on a ${bad} model file exited with ${rc}, want a failure status < 128"
   fi
   reasons="$(grep -c '^nrt: nrt_load: model file: ' "${WORK}/${bad}.err")"
   if [[ "${reasons}" != 1 ]]; then
-    show "stderr" "${WORK}/${bad}.err"
+    show "${WORK}/${bad}.err"
     fail "a ${bad} model file gave ${reasons} 'nrt: nrt_load: model file:' lines, want 1"
   fi
   if [[ -s "${WORK}/${bad}.out" ]]; then
-    show "stdout" "${WORK}/${bad}.out"
+    show "${WORK}/${bad}.out"
     fail "guide_example printed results for a ${bad} model file"
   fi
 done
@@ -105,8 +98,9 @@ done
 if ! cc -std=c99 -Wall -Werror -I"${RUNFILES}/sim/include" \
     "${RUNFILES}/tests/c_api/async_docs_example.c" -o "${WORK}/async_docs_example" \
     -L"${WORK}/lib" -lnrt -Wl,-rpath,"${WORK}/lib" 2>"${WORK}/async_cc.err"; then
-  show "cc stderr" "${WORK}/async_cc.err"
+  show "${WORK}/async_cc.err"
   fail "async_docs_example.c does not compile as C99 against the public headers"
+  finish "${WORK}"
 fi
 # Execution k: in0[i] = k + i, in1[i] = 2 (k + i) + 1, out = (in0 + in1) * 0.5.
 cat >"${WORK}/async_expected.out" <<'EOF'
@@ -127,18 +121,18 @@ for setting in "0 64" "10 1"; do
     "${WORK}/async_docs_example" "${MODEL}" 6 >"${WORK}/async.out" 2>"${WORK}/async.err"
   rc=$?
   if [[ ${rc} -ne 0 ]]; then
-    show "stderr" "${WORK}/async.err"
+    show "${WORK}/async.err"
     fail "async_docs_example exited with ${rc} (time scale ${scale}, queue depth ${depth})"
   fi
   if ! cmp -s "${WORK}/async_expected.out" "${WORK}/async.out"; then
-    show "expected" "${WORK}/async_expected.out"
-    show "got" "${WORK}/async.out"
+    show "${WORK}/async_expected.out"
+    show "${WORK}/async.out"
     fail "async_docs_example printed the wrong outputs (time scale ${scale}, depth ${depth})"
   fi
   if [[ -s "${WORK}/async.err" ]]; then
-    show "stderr" "${WORK}/async.err"
+    show "${WORK}/async.err"
     fail "async_docs_example wrote to stderr (time scale ${scale}, queue depth ${depth})"
   fi
 done
 
-echo "PASS"
+finish "${WORK}"

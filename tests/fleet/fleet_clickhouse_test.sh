@@ -34,8 +34,7 @@ if ! command -v clickhouse-server >/dev/null; then
   echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
   exit 0
 fi
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 readonly PROXY_PORT=$(free_port)
 
 sql() { curl -sS --max-time 20 --data-binary "$1" "${CLICKHOUSE_URL}/?database=nrtprof"; }
@@ -226,8 +225,4 @@ out=$("${NRTPROF}" fleet top 2>&1 </dev/null); code=$?
 [[ ${code} == 2 && "${out}" == "nrtprof fleet: no fleet store: give --clickhouse_url"* ]] ||
   fail "fleet top without a server: exit ${code}, ${out}"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} failure(s)"
-  exit 1
-fi
-echo "fleet store: fleet top equals the hosts' own counts, across lost answers and a ClickHouse restart"
+finish "" "fleet store: fleet top equals the hosts' own counts, across lost answers and a ClickHouse restart"

@@ -25,11 +25,7 @@ fi
 export HOME="${WORK}/home" GOCACHE="${WORK}/gocache" GOPATH="${WORK}/gopath" GOFLAGS=
 mkdir -p "${HOME}"
 
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "${p}" 2>/dev/null; done
@@ -139,8 +135,4 @@ code=$?
 [[ ${code} == 2 && $(echo "${out}" | wc -l) == 1 && ! -e "${WORK}/x.svg" ]] ||
   fail "fleet export --format svg: want exit 2, one line, nothing written; got ${code}: ${out}"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} check(s) failed" >&2
-  exit 1
-fi
-echo "PASS: fleet export read by go tool pprof with fleet top's device time"
+finish "" "PASS: fleet export read by go tool pprof with fleet top's device time"

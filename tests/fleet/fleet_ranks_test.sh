@@ -35,8 +35,7 @@ if ! command -v clickhouse-server >/dev/null; then
   echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
   exit 0
 fi
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 
 if ! clickhouse_local_start "${WORK}/ch"; then
   echo "SKIP: clickhouse-server cannot run here: $(tail -3 "${WORK}/ch/server.log")"
@@ -209,8 +208,4 @@ out=$("${NRTPROF}" fleet top --clickhouse_url "${CH_URL}" --by ranks 2>&1); code
 [[ ${code} == 2 && "${out}" == *"op, model, host, process or rank"* ]] ||
   fail "fleet top --by ranks: exit ${code}, ${out}"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} failure(s)"
-  exit 1
-fi
-echo "collective wait per rank: the late ranks named by /metrics and by fleet top --by rank"
+finish "" "collective wait per rank: the late ranks named by /metrics and by fleet top --by rank"
