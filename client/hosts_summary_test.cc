@@ -53,11 +53,11 @@ TEST(HostsSummaryTest, RowsAddUpByNameAndEachHostKeepsItsTable) {
 TEST(HostsSummaryTest, TheHeaderIsTheHostsTogether) {
   HostSummary a{"a:1", {}}, b{"b:2", {}};
   a.summary.capture_id = b.summary.capture_id = "cap";
-  a.summary.processes = {{7, "trn1", "python3 a.py"}};
+  a.summary.processes = {{7, "trn1", "python3 a.py", ""}};
   a.summary.events = 100;
   a.summary.window_start_unix_ns = 1'764'000'000'000'000'000;  // 2025-11-24 16:00:00 UTC
   a.summary.window_ns = 2'000'000'000;
-  b.summary.processes = {{7, "trn1", "python3 b.py"}, {9, "trn1", "python3 c.py"}};
+  b.summary.processes = {{7, "trn1", "python3 b.py", ""}, {9, "trn1", "python3 c.py", ""}};
   b.summary.events = 50;
   b.summary.window_start_unix_ns = a.summary.window_start_unix_ns + 500'000'000;
   b.summary.window_ns = 2'000'000'000;
