@@ -2,6 +2,7 @@
 // argument plumbing onto nrtsim::Runtime. Nothing here throws across the C ABI.
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "nrt/nrt.h"
@@ -426,15 +427,17 @@ void nrt_sys_trace_fetch_options_set_nc_idx(nrt_sys_trace_fetch_options_t* optio
 NRT_STATUS nrt_sys_trace_fetch_events(char** buffer, size_t* written_size,
                                       const nrt_sys_trace_fetch_options_t* options) {
   if (buffer == nullptr || written_size == nullptr) return NRT_INVALID;
-  std::string json;
-  NRT_STATUS s = Runtime::Get().TraceFetch(
-      options != nullptr ? options->options : nrtsim::TraceFetchOptions{}, &json);
-  if (s != NRT_SUCCESS) return s;
-  char* out = static_cast<char*>(malloc(json.size() + 1));
-  if (out == nullptr) return NRT_RESOURCE;
-  memcpy(out, json.c_str(), json.size() + 1);
-  *buffer = out;
-  *written_size = json.size();
+  // Written in place in memory from malloc() and handed out as it is (no copy).
+  nrtsim::TraceDocument json;
+  try {
+    NRT_STATUS s = Runtime::Get().TraceFetch(
+        options != nullptr ? options->options : nrtsim::TraceFetchOptions{}, &json);
+    if (s != NRT_SUCCESS) return s;
+    *written_size = json.size();
+    *buffer = json.Release();
+  } catch (const std::bad_alloc&) {
+    return NRT_RESOURCE;
+  }
   return NRT_SUCCESS;
 }
 

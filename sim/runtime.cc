@@ -626,6 +626,13 @@ NRT_STATUS Runtime::TraceStop() {
 }
 
 NRT_STATUS Runtime::TraceFetch(const TraceFetchOptions& options, std::string* json) {
+  TraceDocument document;
+  const NRT_STATUS s = TraceFetch(options, &document);
+  if (s == NRT_SUCCESS) json->assign(document.data(), document.size());
+  return s;
+}
+
+NRT_STATUS Runtime::TraceFetch(const TraceFetchOptions& options, TraceDocument* json) {
   std::shared_lock<std::shared_mutex> life(life_mu_);
   if (NRT_STATUS s = Ready(); s != NRT_SUCCESS) return s;
   absl::Status status = trace_->Fetch(options, json);

@@ -106,6 +106,7 @@ class Runtime {
   NRT_STATUS TraceStart(const TraceCaptureConfig& config);
   NRT_STATUS TraceStop();
   NRT_STATUS TraceFetch(const TraceFetchOptions& options, std::string* json);
+  NRT_STATUS TraceFetch(const TraceFetchOptions& options, TraceDocument* json);
 
  private:
   enum class State { kUninitialized, kInitialized, kClosed };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -290,13 +291,10 @@ void AppendData(const TraceEvent& e, JsonWriter* out, bool* device_ts) {
 
 }  // namespace
 
-void AppendTraceEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out) {
-  // Written on the stack (a long model name: on the heap), then appended: the caller reserved
-  // the document's room once (AppendCore).
-  char stack[2048];
-  std::unique_ptr<char[]> heap;
-  const size_t bound = EventJsonBound(e);
-  char* const begin = bound <= sizeof(stack) ? stack : (heap.reset(new char[bound]), heap.get());
+namespace {
+
+// Writes the event's text at `p`, which has EventJsonBound(e) bytes of room; returns its end.
+char* WriteEventJson(const TraceEvent& e, int64_t worker_gid, char* begin) {
   JsonWriter w(begin);
   const std::string& head = EventHead(e.type, e.phase);
   w.Text(head.data(), head.size());
@@ -322,7 +320,42 @@ void AppendTraceEventJson(const TraceEvent& e, int64_t worker_gid, std::string* 
     w.Unsigned(e.nrta_seq_id);
   }
   w.Char('}');
-  out->append(begin, static_cast<size_t>(w.end() - begin));
+  return w.end();
+}
+
+}  // namespace
+
+void AppendTraceEventJson(const TraceEvent& e, int64_t worker_gid, std::string* out) {
+  char stack[2048];
+  std::unique_ptr<char[]> heap;
+  const size_t bound = EventJsonBound(e);
+  char* const begin = bound <= sizeof(stack) ? stack : (heap.reset(new char[bound]), heap.get());
+  out->append(begin, static_cast<size_t>(WriteEventJson(e, worker_gid, begin) - begin));
+}
+
+char* TraceDocument::Reserve(size_t n) {
+  if (capacity_ - size_ < n + 1) {
+    const size_t want = std::max({capacity_ * 2, size_ + n + 1, size_t{4096}});
+    char* grown = static_cast<char*>(realloc(data_, want));
+    if (grown == nullptr) throw std::bad_alloc();
+    data_ = grown;
+    capacity_ = want;
+  }
+  return data_ + size_;
+}
+
+void TraceDocument::Append(const char* text, size_t n) {
+  memcpy(Reserve(n), text, n);
+  size_ += n;
+}
+
+char* TraceDocument::Release() {
+  Reserve(0);
+  data_[size_] = '\0';
+  char* text = data_;
+  data_ = nullptr;
+  size_ = capacity_ = 0;
+  return text;
 }
 
 const char* TraceEventTypeName(TraceEventType type) { return kTypeNames[static_cast<int>(type)]; }
@@ -497,7 +530,7 @@ uint64_t SysTrace::overwritten(uint32_t nc, TraceReader reader) {
   return ring.overwritten;
 }
 
-void SysTrace::AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::string* json,
+void SysTrace::AppendCore(Capture& c, uint32_t nc, uint64_t max_events, TraceDocument* json,
                           bool* first) {
   Ring& ring = *c.rings[nc];
   std::lock_guard<std::mutex> fetching(ring.fetch_mu);
@@ -539,17 +572,25 @@ void SysTrace::AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::str
   const int64_t worker_gid =
       nc < num_cores_ ? worker_gids_[nc].load(std::memory_order_relaxed) : -1;
   // An event takes 250-330 bytes: room made once, not by doubling as the document grows.
-  json->reserve(json->size() + n * 320);
+  json->Reserve(n * 320);
   for (size_t i = 0; i < n; ++i) {
     TraceEvent& e = swapped ? ring.spare[(head + i) % ring.spare.size()] : taken[i];
-    if (!*first) json->push_back(',');
+    char* p = json->Reserve(1 + EventJsonBound(e));
+    if (!*first) *p++ = ',';
     *first = false;
-    AppendTraceEventJson(e, worker_gid, json);
+    json->Commit(WriteEventJson(e, worker_gid, p));
     if (swapped) e = TraceEvent{};  // the spare is empty again for the next fetch
   }
 }
 
 absl::Status SysTrace::Fetch(const TraceFetchOptions& options, std::string* json) {
+  TraceDocument document;
+  absl::Status status = Fetch(options, &document);
+  if (status.ok()) json->assign(document.data(), document.size());
+  return status;
+}
+
+absl::Status SysTrace::Fetch(const TraceFetchOptions& options, TraceDocument* json) {
   Capture& c = captures_[static_cast<int>(options.reader)];
   if (!c.ever_started.load()) {
     return absl::FailedPreconditionError(options.reader == TraceReader::kApi
@@ -565,14 +606,15 @@ absl::Status SysTrace::Fetch(const TraceFetchOptions& options, std::string* json
     std::lock_guard<std::mutex> lock(config_mu_);
     c.recording.store(false);
   }
-  json->clear();
-  absl::StrAppend(json, "{\"events\":[");
+  static constexpr char kHead[] = "{\"events\":[";
+  json->Append(kHead, sizeof(kHead) - 1);
   bool first = true;
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {
     if (options.nc_idx >= 0 && static_cast<uint32_t>(options.nc_idx) != nc) continue;
     AppendCore(c, nc, options.max_events_per_nc, json, &first);
   }
-  absl::StrAppend(json, "],\"data_version\":2}");
+  static constexpr char kTail[] = "],\"data_version\":2}";
+  json->Append(kTail, sizeof(kTail) - 1);
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -96,6 +97,34 @@ struct TraceEvent {
   uint64_t nrta_seq_id = 0;
 };
 
+// A fetched document's text in memory from malloc() (NUL-terminated once Release()d), written in
+// place: nrt_sys_trace_fetch_events hands it out as it is (the program frees it with free()),
+// with no copy of the text from a std::string, and each event is written where it goes, with no
+// copy from a scratch buffer (issue 38: those copies were ~5% of nrtprof's flusher, on whose
+// thread the runtime writes the document).
+class TraceDocument {
+ public:
+  TraceDocument() = default;
+  ~TraceDocument() { free(data_); }
+  TraceDocument(const TraceDocument&) = delete;
+  TraceDocument& operator=(const TraceDocument&) = delete;
+
+  const char* data() const { return data_ != nullptr ? data_ : ""; }
+  size_t size() const { return size_; }
+  // Room for `n` more bytes (and the NUL) at the end: where to write them (Commit says how
+  // far). Throws std::bad_alloc if there is no memory, as a std::string would.
+  char* Reserve(size_t n);
+  void Commit(const char* end) { size_ = static_cast<size_t>(end - data_); }
+  void Append(const char* text, size_t n);
+  // The text, NUL-terminated, the caller's to free(); the document is empty again.
+  char* Release();
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;  // bytes at data_
+};
+
 // Who a capture is for. Each reader has a capture of its own (ring buffers, filters, the
 // cores' event numbering, start and stop); an event goes to every capture that wants it, so
 // one reader's fetch never takes another's events.
@@ -159,6 +188,7 @@ class SysTrace {
   // Records a sync point on every enabled core of options.reader's capture, then removes and
   // returns as JSON the oldest events of each selected core. Fails if that capture was never
   // started.
+  absl::Status Fetch(const TraceFetchOptions& options, TraceDocument* json);
   absl::Status Fetch(const TraceFetchOptions& options, std::string* json);
 
   // The worker_gid written on core `nc`'s events: the core's global id (the machine's core
@@ -198,7 +228,8 @@ class SysTrace {
   void Stamp(TraceEvent* event);
   static void Append(Capture& c, TraceEvent event);
   void RecordSyncPoints(Capture& c);
-  void AppendCore(Capture& c, uint32_t nc, uint64_t max_events, std::string* json, bool* first);
+  void AppendCore(Capture& c, uint32_t nc, uint64_t max_events, TraceDocument* json,
+                  bool* first);
 
   const uint32_t num_cores_;
   const int64_t device_clock_offset_ns_;
