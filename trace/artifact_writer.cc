@@ -18,6 +18,7 @@
 #include "trace/atomic_file.h"
 #include "trace/chrome_json_writer.h"
 #include "trace/id_index.h"
+#include "trace/json_out.h"
 
 namespace nrtprof::daemon {
 namespace {
@@ -32,27 +33,38 @@ struct Execution {
   const DeviceEvent* event;
 };
 
-void AppendTimes(const DeviceEvent& e, std::string* out) {
-  out->append(",\"start_ns\":");
-  AppendJsonUint(e.start_ns, out);
-  out->append(",\"duration_ns\":");
-  AppendJsonUint(e.duration_ns, out);
+using json_out::JsonStringRoom;
+using json_out::PutJsonString;
+using json_out::PutJsonUint;
+using json_out::PutLiteral;
+
+// ,"start_ns":S,"duration_ns":D (at most 60 bytes).
+char* PutTimes(const DeviceEvent& e, char* p) {
+  p = PutLiteral(",\"start_ns\":", p);
+  p = PutJsonUint(e.start_ns, p);
+  p = PutLiteral(",\"duration_ns\":", p);
+  return PutJsonUint(e.duration_ns, p);
 }
 
-void AppendChild(const DeviceEvent& e, std::string* out) {
-  out->append("{\"name\":");
-  AppendJsonString(e.name, out);
-  if (e.kind == DeviceEventKind::kEngineOp) {
-    out->append(",\"engine\":");
-    AppendJsonString(e.engine, out);
+// An op's or a transfer's entry in its execution's "ops" or "dma".
+void AppendChild(const DeviceEvent& e, JsonOut* out) {
+  const bool op = e.kind == DeviceEventKind::kEngineOp;
+  char* p = out->Room(128 + JsonStringRoom(e.name) +
+                      JsonStringRoom(op ? e.engine.view() : e.tensor_name.view()));
+  p = PutLiteral("{\"name\":", p);
+  p = PutJsonString(e.name, p);
+  if (op) {
+    p = PutLiteral(",\"engine\":", p);
+    p = PutJsonString(e.engine, p);
   } else {
-    out->append(",\"bytes\":");
-    AppendJsonUint(e.bytes, out);
-    out->append(",\"tensor\":");
-    AppendJsonString(e.tensor_name, out);
+    p = PutLiteral(",\"bytes\":", p);
+    p = PutJsonUint(e.bytes, p);
+    p = PutLiteral(",\"tensor\":", p);
+    p = PutJsonString(e.tensor_name, p);
   }
-  AppendTimes(e, out);
-  out->push_back('}');
+  p = PutTimes(e, p);
+  *p++ = '}';
+  out->Done(p);
 }
 
 // The .ntff.json document: a JSON array of executions by process (the Trace's order: pid, then
@@ -66,17 +78,11 @@ bool ChildOrder(const std::pair<const DeviceEvent*, const DeviceEvent*>& a,
   return a.second->start_ns < b.second->start_ns;
 }
 
-// A device trace's text is written out whenever this much is pending: one process's device
-// trace can be hundreds of MiB, and a string that size grown by doubling was copied over and over
-// into fresh pages (half of writing the artifacts of one process of 3 M events).
-constexpr size_t kSpillBytes = 256 << 10;
-
 // Appends the executions' entries to a .ntff.json document begun with "[" (`first`: none
-// appended yet); the closing "\n]\n" is the caller's. Whenever the text holds kSpillBytes or
-// more, `spill` is given it to write, and clears it.
+// appended yet); the closing "\n]\n" is the caller's. The text goes to the file as it grows
+// (one process's device trace can be hundreds of MiB).
 void AppendExecutions(std::vector<Execution> executions, const ChildList& children, bool* first,
-                      std::string* out_text, const std::function<void(std::string*)>& spill) {
-  std::string& out = *out_text;
+                      JsonOut* out) {
   std::stable_sort(executions.begin(), executions.end(),
                    [](const Execution& a, const Execution& b) {
                      // By process in the Trace's order (pid, then host), then start.
@@ -88,21 +94,24 @@ void AppendExecutions(std::vector<Execution> executions, const ChildList& childr
   std::vector<const DeviceEvent*> ops, dma;
   for (size_t i = 0; i < executions.size(); ++i) {
     const DeviceEvent& e = *executions[i].event;
-    out.append(*first ? "\n" : ",\n");
+    char* p = out->Room(256 + JsonStringRoom(e.model_name));
+    if (!*first) *p++ = ',';
+    *p++ = '\n';
     *first = false;
-    out.append("{\"pid\":");
-    AppendJsonUint(executions[i].process->pid, &out);
-    out.append(",\"model\":");
-    AppendJsonString(e.model_name, &out);
-    out.append(",\"nc_idx\":");
-    absl::StrAppend(&out, e.nc_idx);
-    out.append(",\"exec_id\":");
-    AppendJsonUint(e.exec_id, &out);
-    out.append(",\"correlation_id\":");
-    AppendJsonUint(e.correlation_id, &out);
-    out.append(",\"submitting_tid\":");
-    AppendJsonUint(e.submitting_tid, &out);
-    AppendTimes(e, &out);
+    p = PutLiteral("{\"pid\":", p);
+    p = PutJsonUint(executions[i].process->pid, p);
+    p = PutLiteral(",\"model\":", p);
+    p = PutJsonString(e.model_name, p);
+    p = PutLiteral(",\"nc_idx\":", p);
+    p = json_out::PutJsonInt(e.nc_idx, p);
+    p = PutLiteral(",\"exec_id\":", p);
+    p = PutJsonUint(e.exec_id, p);
+    p = PutLiteral(",\"correlation_id\":", p);
+    p = PutJsonUint(e.correlation_id, p);
+    p = PutLiteral(",\"submitting_tid\":", p);
+    p = PutJsonUint(e.submitting_tid, p);
+    p = PutTimes(e, p);
+    out->Done(p);
     ops.clear();
     dma.clear();
     auto run = std::lower_bound(
@@ -113,18 +122,18 @@ void AppendExecutions(std::vector<Execution> executions, const ChildList& childr
     for (; run != children.end() && run->first == &e; ++run) {
       (run->second->kind == DeviceEventKind::kDma ? dma : ops).push_back(run->second);
     }
-    out.append(",\"ops\":[");
+    out->Append(",\"ops\":[");
     for (size_t k = 0; k < ops.size(); ++k) {
-      if (k > 0) out.push_back(',');
-      AppendChild(*ops[k], &out);
+      if (k > 0) out->Append(",");
+      AppendChild(*ops[k], out);
     }
-    out.append("],\"dma\":[");
+    out->Append("],\"dma\":[");
     for (size_t k = 0; k < dma.size(); ++k) {
-      if (k > 0) out.push_back(',');
-      AppendChild(*dma[k], &out);
+      if (k > 0) out->Append(",");
+      AppendChild(*dma[k], out);
     }
-    out.append("]}");
-    if (out.size() >= kSpillBytes) spill(&out);
+    out->Append("]}");
+    out->MaybeFlush().IgnoreError();  // kept, and returned by the caller's Flush
   }
 }
 
@@ -184,23 +193,18 @@ class ArtifactStream : public TraceStream {
     if (!std::is_sorted(children.begin(), children.end(), ChildOrder)) {
       std::stable_sort(children.begin(), children.end(), ChildOrder);
     }
-    std::string text;
-    text.reserve(kSpillBytes + (64 << 10));
     for (auto& [key, executions] : ntff) {
       DeviceTrace& out = ntff_[key];
+      // Each device trace's text from this part of the capture, through the one buffer.
+      JsonOut& text = text_;
+      text.set_file(&out.file);
       if (!out.opened) {
         out.opened = true;
         out.status = out.file.Open(absl::StrCat(output_dir_, "/", NtffName(key)));
-        text = "[";
-      } else {
-        text.clear();
+        text.Append("[");
       }
-      auto spill = [&out](std::string* t) {
-        if (out.status.ok()) out.status = out.file.Append(*t);
-        t->clear();
-      };
-      AppendExecutions(std::move(executions), children, &out.empty, &text, spill);
-      spill(&text);
+      AppendExecutions(std::move(executions), children, &out.empty, &text);
+      if (absl::Status s = text.FlushAndReset(); out.status.ok()) out.status = s;
     }
     return absl::OkStatus();
   }
@@ -237,6 +241,7 @@ class ArtifactStream : public TraceStream {
   std::set<std::string> neff_;     // model hashes seen
   std::set<std::string> written_;  // and their .neff written
   std::map<std::pair<std::string, int32_t>, DeviceTrace> ntff_;
+  JsonOut text_;  // the device traces' text on its way to their files, one at a time
   // Of the process given last: its models' hashes by name.
   std::unordered_map<std::string, std::string> hash_of_name_;
   absl::Status first_error_;

@@ -110,6 +110,14 @@ absl::Status AtomicFile::Append(absl::string_view bytes) {
       return absl::OkStatus();
     }
   }
+  if (direct_used_ == 0 && reinterpret_cast<uintptr_t>(bytes.data()) % kDirectAlign == 0 &&
+      bytes.size() >= kDirectAlign) {
+    // Text from an aligned buffer (json_out.h's) goes to the disk from where it lies.
+    const size_t whole = bytes.size() - bytes.size() % kDirectAlign;
+    absl::Status s = WriteBlocks(bytes.data(), whole);
+    if (!s.ok()) return s;
+    bytes.remove_prefix(whole);
+  }
   while (!bytes.empty()) {
     const size_t n = std::min(bytes.size(), kDirectBytes - direct_used_);
     memcpy(direct_.get() + direct_used_, bytes.data(), n);
@@ -137,6 +145,8 @@ bool AtomicFile::StartDirect() {
   memcpy(direct_.get(), buffer_.data(), buffer_.size());
   direct_used_ = buffer_.size();
   std::string().swap(buffer_);
+  // Its whole blocks now: what follows may then go from the writer's own aligned buffer.
+  if (direct_used_ % kDirectAlign == 0) WriteDirect(/*all=*/true).IgnoreError();  // in error_
   return true;
 }
 
@@ -144,21 +154,21 @@ absl::Status AtomicFile::WriteDirect(bool all) {
   const size_t whole = all && direct_used_ % kDirectAlign == 0
                            ? direct_used_
                            : direct_used_ - direct_used_ % kDirectAlign;
-  const char* p = direct_.get();
-  size_t left = whole;
+  absl::Status s = WriteBlocks(direct_.get(), whole);
+  if (!s.ok()) return s;
+  memmove(direct_.get(), direct_.get() + whole, direct_used_ - whole);
+  direct_used_ -= whole;
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::WriteBlocks(const char* p, size_t left) {
   while (left > 0) {
     ssize_t n = write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EINVAL) {
       // The device wants a larger alignment after all: the rest through the page cache.
       const int flags = fcntl(fd_, F_GETFL);
-      if (flags >= 0 && fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) {
-        absl::Status s = WriteAll(p, left);
-        if (!s.ok()) return s;
-        p += left;
-        left = 0;
-        break;
-      }
+      if (flags >= 0 && fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) return WriteAll(p, left);
     }
     if (n < 0) {
       error_ = SystemError(errno, "cannot write", temp_path_);
@@ -168,8 +178,6 @@ absl::Status AtomicFile::WriteDirect(bool all) {
     left -= static_cast<size_t>(n);
     written_ += static_cast<uint64_t>(n);
   }
-  memmove(direct_.get(), direct_.get() + whole, direct_used_ - whole);
-  direct_used_ -= whole;
   return absl::OkStatus();
 }
 

@@ -7,7 +7,8 @@
 // where the filesystem allows it: copying it into the page cache cost the daemon more than
 // formatting it did (a fresh page of the cache is a fault in the host of a virtual machine),
 // and a capture of a gigabyte that nobody reads yet would push a training program's own files
-// out of the cache.
+// out of the cache. Whole blocks appended from a buffer aligned to 4 KiB (json_out.h's) are
+// written from where they lie, without a copy.
 //
 // Not thread-safe: one writer per file.
 #ifndef NRTPROF_TRACE_ATOMIC_FILE_H_
@@ -49,6 +50,9 @@ class AtomicFile {
   // Writes the whole blocks of the aligned block (all of it when `all` and the rest is a
   // whole block); the rest stays at its start.
   absl::Status WriteDirect(bool all);
+  // write(2) of [p, p + n) with O_DIRECT (p aligned, n whole blocks), or through the page cache
+  // if the device refuses it.
+  absl::Status WriteBlocks(const char* p, size_t n);
   // write(2) of all of [p, p + n), counting it in written_.
   absl::Status WriteAll(const char* p, size_t n);
 

@@ -23,7 +23,9 @@
 namespace nrtprof::daemon {
 namespace {
 
-constexpr size_t kFlushBytes = 256 << 10;
+// The text goes to the disk in pieces this large: each write with O_DIRECT waits for the disk,
+// and in a virtual machine every wait and wake-up costs the core (AtomicFile).
+constexpr size_t kFlushBytes = 2 << 20;
 constexpr char kCaptureEventName[] = "nrtprof capture";
 constexpr char kFlowCategory[] = "flow";
 constexpr char kFlowName[] = "correlation";
@@ -73,7 +75,7 @@ char* PutArgName(const char* name, char* p) {
     AppendJsonString(name, &m.text);
     m.text.push_back(':');
   }
-  memcpy(p, m.text.data(), m.text.size());
+  json_out::CopySmall(p, m.text.data(), m.text.size());
   return p + m.text.size();
 }
 
@@ -321,7 +323,7 @@ class JsonEncoder {
       w = PutLiteral(",\"ts\":", w);
       source.where_size = static_cast<size_t>(w - source.where);
     }
-    memcpy(p, source.where, source.where_size);
+    json_out::CopySmall(p, source.where, source.where_size);
     return PutMicros(ts, p + source.where_size);
   }
 
@@ -364,7 +366,7 @@ class JsonEncoder {
     p = PutSeparator(p);
     p = PutLiteral("{\"ph\":\"X\",\"cat\":\"", p);
     const std::string_view kind = CategoryName(source.lane->kind);
-    memcpy(p, kind.data(), kind.size());
+    json_out::CopySmall(p, kind.data(), kind.size());
     p += kind.size();
     p = PutLiteral("\",\"name\":", p);
     p = PutJsonString(name, p);

@@ -303,6 +303,23 @@ TEST(AppendJsonUintTest, LargeIntegersBecomeStrings) {
   EXPECT_EQ(out, "9007199254740992,\"9007199254740993\"");
 }
 
+// Every number in the files is written by one hand-made formatter: it must say what printf
+// says, at every count of digits and at each power of ten's edges.
+TEST(AppendJsonUintTest, EveryCountOfDigitsIsWrittenAsPrintfWritesIt) {
+  std::vector<uint64_t> values = {0, 1, 9};
+  for (uint64_t ten = 10; ten <= (uint64_t{1} << 53) / 10; ten *= 10) {
+    values.insert(values.end(), {ten - 1, ten, ten + 1, ten * 5 + 7});
+  }
+  for (uint64_t v : values) {
+    std::string out;
+    AppendJsonUint(v, &out);
+    EXPECT_EQ(out, std::to_string(v));
+  }
+  std::string out;
+  AppendJsonUint(~uint64_t{0}, &out);
+  EXPECT_EQ(out, "\"18446744073709551615\"");
+}
+
 TEST(ChromeJsonWriterTest, SamePidOnTwoHostsKeepsBothDropCounts) {
   Trace t = SmallTrace();
   t.processes.push_back(t.processes[0]);

@@ -7,10 +7,13 @@
 #ifndef NRTPROF_TRACE_JSON_OUT_H_
 #define NRTPROF_TRACE_JSON_OUT_H_
 
+#include <stdlib.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -24,31 +27,65 @@ namespace json_out {
 
 inline constexpr uint64_t kMaxExactJsonInteger = uint64_t{1} << 53;
 
-// v in decimal, as absl::StrAppend writes it (at most 20 bytes): two digits a division.
+// Copies n bytes where n is small and known only at run time, as a few fixed-size moves (a call
+// of memcpy cost more than the copy for the few bytes of a name or a number).
+inline void CopySmall(char* dst, const char* src, size_t n) {
+  if (n >= 16) {
+    if (n > 32) {
+      memcpy(dst, src, n);
+      return;
+    }
+    memcpy(dst, src, 16);
+    memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(dst, src, 8);
+    memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(dst, src, 4);
+    memcpy(dst + n - 4, src + n - 4, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+
+// v in decimal, as absl::StrAppend writes it (at most 20 bytes): its digits counted first, then
+// written from the last, two a division.
 inline char* PutDecimal(uint64_t v, char* p) {
   static constexpr char kPairs[] =
-    "000102030405060708091011121314151617181920212223242526272829"
-    "303132333435363738394041424344454647484950515253545556575859"
-    "606162636465666768697071727374757677787980818283848586878889"
-    "90919293949596979899";
-  char buf[20];
-  char* const end = buf + sizeof(buf);
-  char* q = end;
+      "000102030405060708091011121314151617181920212223242526272829"
+      "303132333435363738394041424344454647484950515253545556575859"
+      "606162636465666768697071727374757677787980818283848586878889"
+      "90919293949596979899";
+  size_t digits = 1;
+  for (uint64_t rest = v;;) {
+    if (rest < 10) break;
+    if (rest < 100) {
+      digits += 1;
+      break;
+    }
+    if (rest < 1000) {
+      digits += 2;
+      break;
+    }
+    if (rest < 10000) {
+      digits += 3;
+      break;
+    }
+    rest /= 10000;
+    digits += 4;
+  }
+  char* q = p + digits;
   while (v >= 100) {
-    const uint64_t pair = v % 100;
-    v /= 100;
     q -= 2;
-    memcpy(q, kPairs + 2 * pair, 2);
+    memcpy(q, kPairs + 2 * (v % 100), 2);
+    v /= 100;
   }
   if (v >= 10) {
-    q -= 2;
-    memcpy(q, kPairs + 2 * v, 2);
+    memcpy(q - 2, kPairs + 2 * v, 2);
   } else {
-    *--q = static_cast<char>('0' + v);
+    q[-1] = static_cast<char>('0' + v);
   }
-  const size_t n = static_cast<size_t>(end - q);
-  memcpy(p, q, n);
-  return p + n;
+  return p + digits;
 }
 
 // A string literal, without its terminating NUL.
@@ -94,7 +131,7 @@ inline char* PutJsonString(std::string_view s, char* p) {
   }
   if (i == n) {  // printable ASCII, nearly every name: as it is
     *p++ = '"';
-    memcpy(p, text, n);
+    CopySmall(p, text, n);
     p += n;
     *p++ = '"';
     return p;
@@ -109,13 +146,13 @@ inline char* PutJsonString(std::string_view s, char* p) {
 
 // A buffer of text for one file at a time: Room(n) gives at least n bytes to write at, Done(end)
 // keeps what was written up to `end`; MaybeFlush hands the text to the file once it holds
-// `flush_bytes`. A write error is kept and returned by every later MaybeFlush and Flush.
+// `flush_bytes`, in whole 4 KiB blocks from a buffer aligned to them, which AtomicFile writes
+// to the disk from where they lie. A write error is kept and returned by every later
+// MaybeFlush and Flush.
 class JsonOut {
  public:
   explicit JsonOut(size_t flush_bytes = 256 << 10)
-      : flush_bytes_(flush_bytes),
-        capacity_(flush_bytes + (64 << 10)),
-        data_(new char[capacity_]) {}
+      : flush_bytes_(flush_bytes), capacity_(flush_bytes + (64 << 10)), data_(Allocate(capacity_)) {}
 
   // The file the text goes to from now on (the text held must have been flushed).
   void set_file(AtomicFile* file) { file_ = file; }
@@ -134,15 +171,11 @@ class JsonOut {
     char* p = Room(json_out::JsonStringRoom(s));
     Done(json_out::PutJsonString(s, p));
   }
-  void push_back(char c) {
-    char* p = Room(1);
-    *p = c;
-    Done(p + 1);
-  }
 
   absl::Status MaybeFlush() {
     if (used_ < flush_bytes_) return status_;
-    return Flush();
+    HandWholeBlocks();
+    return status_;
   }
   // Hands all the text held to the file.
   absl::Status Flush() {
@@ -150,24 +183,51 @@ class JsonOut {
     used_ = 0;
     return status_;
   }
-  // Forgets the text held (after an error: the file is abandoned).
-  void Clear() { used_ = 0; }
+  // Flush, and forgets its error: the buffer is then ready for another file.
+  absl::Status FlushAndReset() {
+    absl::Status s = Flush();
+    status_ = absl::OkStatus();
+    return s;
+  }
 
  private:
+  static constexpr size_t kBlock = 4096;
+  struct Free {
+    void operator()(char* p) const { free(p); }
+  };
+  static char* Allocate(size_t n) {
+    void* p = nullptr;
+    if (posix_memalign(&p, kBlock, n) != 0) throw std::bad_alloc();
+    return static_cast<char*>(p);
+  }
+
+  // The whole blocks held go to the file; the rest moves to the buffer's start.
+  void HandWholeBlocks() {
+    const size_t whole = used_ - used_ % kBlock;
+    if (status_.ok() && whole > 0) {
+      status_ = file_->Append(absl::string_view(data_.get(), whole));
+    }
+    memmove(data_.get(), data_.get() + whole, used_ - whole);
+    used_ -= whole;
+  }
+
   // Room for n bytes: the text held goes to the file first; a buffer too small for one piece
   // (a very long name) grows.
   void Grow(size_t n) {
-    if (used_ > 0) Flush().IgnoreError();  // kept in status_
-    if (capacity_ < n) {
-      capacity_ = n;
-      data_.reset(new char[capacity_]);
+    HandWholeBlocks();
+    if (capacity_ - used_ < n) {
+      const size_t capacity = used_ + n;
+      std::unique_ptr<char, Free> bigger(Allocate(capacity));
+      memcpy(bigger.get(), data_.get(), used_);
+      data_ = std::move(bigger);
+      capacity_ = capacity;
     }
   }
 
   AtomicFile* file_ = nullptr;
   const size_t flush_bytes_;
   size_t capacity_;
-  std::unique_ptr<char[]> data_;
+  std::unique_ptr<char, Free> data_;
   size_t used_ = 0;
   absl::Status status_;
 };
