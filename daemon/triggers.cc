@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -510,6 +511,16 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
     }
     if (any_execution_rule_ || any_collective_rule_) {
       std::vector<std::pair<const std::string*, std::vector<RollingMedian*>>> models;
+      // A collective's op ("all_reduce") is on its cc_running event, not on its barrier's.
+      std::unordered_map<uint64_t, Name> cc_op_of_request;  // by nrta_seq
+      if (any_collective_rule_) {
+        for (const DeviceEvent& e : p.device) {
+          if (e.kind == DeviceEventKind::kCollective && e.nrta_seq != 0 &&
+              !e.model_name.empty()) {
+            cc_op_of_request.emplace(e.nrta_seq, e.model_name);
+          }
+        }
+      }
       for (const DeviceEvent& e : p.device) {
         if (e.kind == DeviceEventKind::kCollective) {
           if (!any_collective_rule_ || e.parent != 0 || e.name != kCcExecBarrier) continue;
@@ -521,10 +532,15 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
               f.value_ns = e.duration_ns;
               f.threshold_ns = r.threshold_ns;
               const int rank = RankFromCommandLine(p.command_line);
+              Name op = e.model_name;
+              if (auto it = cc_op_of_request.find(e.nrta_seq);
+                  op.empty() && it != cc_op_of_request.end()) {
+                op = it->second;
+              }
               f.reason = absl::StrCat(
                   "pid ", p.pid, " (", Basename(p.executable), ")",
-                  rank >= 0 ? absl::StrCat(", rank ", rank) : "", ": a collective (",
-                  e.model_name.empty() ? "collective" : e.model_name.str(), ") waited ",
+                  rank >= 0 ? absl::StrCat(", rank ", rank) : "", ": a collective",
+                  op.empty() ? "" : absl::StrCat(" (", op.str(), ")"), " waited ",
                   FormatTriggerDuration(e.duration_ns), " for the other ranks, over ",
                   FormatTriggerDuration(r.threshold_ns));
               out.push_back(std::move(f));

@@ -363,11 +363,19 @@ TEST(TriggerEvaluatorTest, ErrorsCollectiveWaitsAndExits) {
   DeviceEvent wait;
   wait.kind = DeviceEventKind::kCollective;
   wait.name = kCcExecBarrier;
-  wait.model_name = "all_reduce";
+  wait.nrta_seq = (uint64_t{32} << 48) | 1;
   wait.start_ns = 1000;
   wait.duration_ns = 15'000'000;
   p.device.push_back(wait);
+  // As the runtime writes them: the op on the collective's cc_running, not on its barrier.
+  DeviceEvent running = wait;
+  running.name = "cc_running";
+  running.model_name = "all_reduce";
+  running.start_ns = wait.start_ns + wait.duration_ns;
+  running.duration_ns = 20'000;
+  p.device.push_back(running);
   DeviceEvent short_wait = wait;
+  short_wait.nrta_seq = (uint64_t{32} << 48) | 2;
   short_wait.start_ns = 2'000'000'000;
   short_wait.duration_ns = 9'000'000;
   p.device.push_back(short_wait);
