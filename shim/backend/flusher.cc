@@ -132,9 +132,9 @@ SysTraceFunctions ResolveSysTrace(CoreState* core) {
 }
 
 // Roughly how many events a document holds, for what is dropped unparsed.
-uint64_t CountEvents(const std::string& json) {
+uint64_t CountEvents(std::string_view json) {
   uint64_t n = 0;
-  for (size_t at = json.find("\"event_type\":"); at != std::string::npos;
+  for (size_t at = json.find("\"event_type\":"); at != std::string_view::npos;
        at = json.find("\"event_type\":", at + 1)) {
     ++n;
   }
@@ -172,6 +172,10 @@ Flusher::Flusher(CoreState* core, DaemonTransport transport)
       batcher_(BatcherOptions(core->config), &strings_, &stacks_),
       shipping_(this, &link_, SystemShipClock(), &batcher_) {
   if (core_->config.addr[0] != '\0') shipping_.SayIfNeverReached();
+  // The flusher's own fetches are parsed in the runtime's buffer, not copied first.
+  arbiter_.LendPolledDocuments([this](uint64_t generation, std::string_view json) {
+    ParseLentDocument(generation, json);
+  });
 }
 
 bool Flusher::Start() {
@@ -427,6 +431,7 @@ void Flusher::Tick(uint64_t flush) {
   const bool wanted = record();
   arbiter_.SetWanted(wanted);
   core_->recording.store(wanted && record() ? 1 : 0, std::memory_order_relaxed);
+  poll_now_ns_ = now;
   arbiter_.Poll(/*final=*/false);
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/false, core_->recording.load(std::memory_order_relaxed),
@@ -453,33 +458,54 @@ void Flusher::ParseDocuments(uint64_t now_ns) {
     documents.swap(documents_);
     document_bytes_ = 0;
   }
-  const bool capturing = core_->recording.load(std::memory_order_relaxed) != 0;
   for (QueuedDocument& doc : documents) {
-    uint64_t added = 0;
-    try {
-      DeviceTraceOutput& out = device_out_;
-      out.Clear();
-      out.encode = true;  // the events' bytes, no Event objects
-      std::string error;
-      if (!device_parser_.Parse(doc.generation, doc.json, &out, &error)) continue;
+    ParseDocument(doc.generation, doc.json, now_ns);
+    arbiter_.Recycle(std::move(doc.json));  // the next copy goes there
+  }
+}
+
+void Flusher::ParseLentDocument(uint64_t generation, std::string_view json) {
+  // Under the arbiter's lock (no Recycle): what program threads queued before it goes first.
+  // The tick's time (a later one would make the batch it opens look opened after the tick's
+  // SealIfDue, whose unsigned age would then seal it at once).
+  const uint64_t now_ns = poll_now_ns_;
+  std::deque<QueuedDocument> documents;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    documents.swap(documents_);
+    document_bytes_ = 0;
+  }
+  for (QueuedDocument& doc : documents) ParseDocument(doc.generation, doc.json, now_ns);
+  ParseDocument(generation, json, now_ns);
+}
+
+void Flusher::ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns) {
+  const bool capturing = core_->recording.load(std::memory_order_relaxed) != 0;
+  uint64_t added = 0;
+  try {
+    DeviceTraceOutput& out = device_out_;
+    out.Clear();
+    out.encode = true;  // the events' bytes, no Event objects
+    std::string error;
+    if (device_parser_.Parse(generation, json, &out, &error)) {
       for (const nrtprof::DeviceClockSync& sync : out.clock_syncs) {
         batcher_.AddClockSync(sync, now_ns);
       }
-      if (!capturing) continue;
-      size_t begin = 0;
-      for (const EncodedDeviceEvent& event : out.encoded_events) {
-        batcher_.AddEncodedEvent(std::string_view(out.encoded).substr(begin, event.end - begin),
-                                 event.kind, event.name_iid, event.model_name_iid, now_ns);
-        begin = event.end;
-        ++added;
+      if (capturing) {
+        size_t begin = 0;
+        for (const EncodedDeviceEvent& event : out.encoded_events) {
+          batcher_.AddEncodedEvent(std::string_view(out.encoded).substr(begin, event.end - begin),
+                                   event.kind, event.name_iid, event.model_name_iid, now_ns);
+          begin = event.end;
+          ++added;
+        }
       }
-    } catch (const std::bad_alloc&) {
-      LaneCounts lost;
-      const uint64_t in_document = CountEvents(doc.json);
-      lost.hardware = in_document > added ? in_document - added : 0;
-      CountNoMemory(lost);
     }
-    arbiter_.Recycle(std::move(doc.json));  // the next fetch's copy goes there
+  } catch (const std::bad_alloc&) {
+    LaneCounts lost;
+    const uint64_t in_document = CountEvents(json);
+    lost.hardware = in_document > added ? in_document - added : 0;
+    CountNoMemory(lost);
   }
   // The room of a burst's documents is not kept.
   if (device_out_.encoded_events.capacity() > kKeptParsedEvents) {
@@ -731,8 +757,9 @@ void Flusher::SetProcessState(nrtprof::EventBatch* batch) {
 
 void Flusher::Final(Clock::time_point deadline) {
   deadline = shipping_.ExitDeadline(deadline);
-  arbiter_.Poll(/*final=*/true);
   const uint64_t now = MonotonicNs();
+  poll_now_ns_ = now;
+  arbiter_.Poll(/*final=*/true);
   ParseDocuments(now);
   device_profile_.Collect(now, /*final=*/true, core_->recording.load(std::memory_order_relaxed),
                           [&](nrtprof::Event& e) { batcher_.AddEvent(e, now); });

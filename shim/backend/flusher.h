@@ -100,7 +100,17 @@ class Flusher final : private ShippingHost {
   void OnDocument(uint64_t generation, std::string json);
   // Ends the flusher thread's wait between ticks (CoreState::flusher_wake).
   void WakeSelf();
+  // The documents queued (copies of those fetched on the program's threads), in the order
+  // they were fetched.
   void ParseDocuments(uint64_t now_ns);
+  // A document the flusher's Poll fetched, in the runtime's buffer (SysTraceArbiter::
+  // LendPolledDocuments), under the arbiter's lock: the queued ones first (the queue cannot
+  // grow meanwhile: it grows under that lock), then it.
+  void ParseLentDocument(uint64_t generation, std::string_view json);
+  uint64_t poll_now_ns_ = 0;  // the tick's time, for ParseLentDocument
+  // One document's events and clock syncs into the batcher (a refused one is counted by the
+  // parser).
+  void ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns);
   void DrainRings(uint64_t now_ns);
   // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots), and
   // notes a new ring's first writes (new_thread_slots_).

@@ -49,13 +49,23 @@ void SysTraceArbiter::StartOwnLocked() {
   }
 }
 
-bool SysTraceArbiter::FetchAllLocked(std::string* copy) {
+bool SysTraceArbiter::FetchAllLocked(std::string* copy, bool lend) {
   const SysTraceFunctions& fns = FunctionsLocked();
   if (fns.fetch_events == nullptr) return false;
   char* buffer = nullptr;
   size_t size = 0;
   if (fns.fetch_events(&buffer, &size, nullptr) != NRT_SUCCESS || buffer == nullptr) {
     return false;
+  }
+  if (lend && copy == nullptr && lent_sink_) {
+    try {
+      lent_sink_(generation_, std::string_view(buffer, strnlen(buffer, size)));
+    } catch (...) {
+      if (fns.buffer_free != nullptr) fns.buffer_free(buffer);
+      throw;
+    }
+    if (fns.buffer_free != nullptr) fns.buffer_free(buffer);
+    return true;
   }
   std::string doc = std::move(spare_);
   spare_ = std::string();
@@ -108,7 +118,14 @@ void SysTraceArbiter::SetWanted(bool wanted) {
 
 void SysTraceArbiter::Poll(bool final) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kOwn || (final && state_ == State::kApp)) FetchAllLocked(nullptr);
+  if (state_ == State::kOwn || (final && state_ == State::kApp)) {
+    FetchAllLocked(nullptr, /*lend=*/true);
+  }
+}
+
+void SysTraceArbiter::LendPolledDocuments(LentDocumentSink sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lent_sink_ = std::move(sink);
 }
 
 void SysTraceArbiter::BeforeRuntimeClose() {

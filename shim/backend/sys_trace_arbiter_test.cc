@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -167,6 +168,28 @@ TEST_F(ArbiterTest, TheProfilerCapturesBetweenInitAndClose) {
   arbiter_.AfterRuntimeClose();
   EXPECT_FALSE(arbiter_.own_capture_running());
   EXPECT_EQ(profiler_, (std::vector<std::string>{"1:a;", "1:b;"}));
+  EXPECT_TRUE(rt_.errors.empty());
+}
+
+TEST_F(ArbiterTest, PolledDocumentsAreLentOthersCopied) {
+  // The flusher parses what it polls in the runtime's buffer; what is fetched on the program's
+  // threads (here: the program's start suspends the profiler's capture) is still copied. Both
+  // in the order fetched, each once.
+  std::vector<std::string> lent;
+  arbiter_.LendPolledDocuments([&](uint64_t generation, std::string_view json) {
+    lent.push_back(std::to_string(generation) + ":" + std::string(json));
+  });
+  arbiter_.OnRuntimeInit();
+  rt_.Event("a");
+  arbiter_.Poll(false);
+  rt_.Event("b");
+  ASSERT_EQ(arbiter_.AppStart(nullptr), NRT_SUCCESS);
+  rt_.Event("mine");
+  ASSERT_EQ(arbiter_.AppStop(), NRT_SUCCESS);
+  rt_.Event("c");
+  arbiter_.Poll(false);
+  EXPECT_EQ(lent, (std::vector<std::string>{"1:a;", "3:c;"}));
+  EXPECT_EQ(profiler_, (std::vector<std::string>{"1:b;", "2:mine;"}));
   EXPECT_TRUE(rt_.errors.empty());
 }
 
