@@ -70,7 +70,8 @@ for round in $(seq "$ROUNDS"); do
     --flight_recorder_seconds 120 --flight_recorder_bytes $((1 << 30)) \
     --max_events_per_process $((EVENTS * 2)) --quiet &
   daemon_pid=$!
-  for _ in $(seq 50); do [[ -S "$dir/d.sock" ]] && break; sleep 0.1; done
+  # Up to 30 s: on a busy shared machine a daemon once took more than 5 s to listen.
+  for _ in $(seq 300); do [[ -S "$dir/d.sock" ]] && break; sleep 0.1; done
   taskset -c 1 "$NRTPROF_BIN/bench/nrtprof_loadgen" --addr "unix:$dir/d.sock" --capture=false \
     --events "$EVENTS" --streams "$STREAMS" > "$dir/loadgen.out"
   orders=("pftrace,summary every" "every pftrace,summary")
