@@ -16,24 +16,8 @@
 # Skipped with a line where clickhouse-server is not installed or cannot start.
 set -u
 
-readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
-readonly NRTPROFD="${RUNFILES}/daemon/nrtprofd"
-readonly NRTPROF="${RUNFILES}/client/nrtprof"
-readonly WORK="$(mktemp -d /tmp/nrtprof-fleet.XXXXXX)"
-pids=()
-clickhouse_pid=""
-cleanup() {
-  for p in "${pids[@]}" ${clickhouse_pid}; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "${WORK}"
-}
-trap cleanup EXIT
-
-readonly PORTS_FILE="${WORK}/ports"
-source "${RUNFILES}/tests/fleet/clickhouse_local.sh"
-if ! command -v clickhouse-server >/dev/null; then
-  echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
-  exit 0
-fi
+readonly FLEET_TEST=fleet
+source "${TEST_SRCDIR}/nrtprof/tests/fleet/fleet_setup.sh"
 source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 readonly PROXY_PORT=$(free_port)
 

@@ -18,28 +18,10 @@
 # Skipped with a line where clickhouse-server is not installed or cannot start.
 set -u
 
-readonly RUNFILES="${TEST_SRCDIR}/nrtprof"
-readonly NRTPROFD="${RUNFILES}/daemon/nrtprofd"
-readonly NRTPROF="${RUNFILES}/client/nrtprof"
-# Under /tmp: the daemons' socket paths must fit in a sockaddr_un.
-readonly WORK="$(mktemp -d /tmp/nrtprof-fleet-triggers.XXXXXX)"
+readonly FLEET_TEST=fleet-triggers
+source "${TEST_SRCDIR}/nrtprof/tests/fleet/fleet_setup.sh"
 export NRTPROF_ADDR= LD_PRELOAD=
-pids=()
-clickhouse_pid=""
-cleanup() {
-  for p in "${pids[@]}" ${clickhouse_pid}; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "${WORK}"
-}
-trap cleanup EXIT
-
-readonly PORTS_FILE="${WORK}/ports"
-source "${RUNFILES}/tests/fleet/clickhouse_local.sh"
-if ! command -v clickhouse-server >/dev/null; then
-  echo "SKIP: clickhouse-server is not installed (third_party/install_debian_deps.sh installs it)"
-  exit 0
-fi
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "${TEST_SRCDIR}/nrtprof/common/testing/checks.sh"
 if ! clickhouse_local_start "${WORK}/ch"; then
   echo "SKIP: clickhouse-server cannot run here: $(tail -3 "${WORK}/ch/server.log")"
   exit 0
@@ -204,8 +186,4 @@ grep -q "fleet store: ClickHouse at .* takes rows again" "${WORK}/hostV.err" ||
   fail "hostV does not send once the columns are there: $(cat "${WORK}/hostV.err")"
 [[ $(hand_sql "SELECT count() FROM fleet_ops") -gt 0 ]] || fail "hostV's rows did not go in"
 
-if [[ ${failures} -ne 0 ]]; then
-  echo "${failures} failure(s)"
-  exit 1
-fi
-echo "fleet store: a triggered capture's fleet_captures row carries its rule, reason, value and threshold; an asked-for capture's, none"
+finish "" "fleet store: a triggered capture's fleet_captures row carries its rule, reason, value and threshold; an asked-for capture's, none"
