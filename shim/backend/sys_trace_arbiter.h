@@ -24,9 +24,10 @@
 // whatever its fetch options ask; a fetch by a program that never started a capture succeeds
 // (with no events) instead of failing.
 //
-// Every document reaches `sink` with the generation of the capture it came from (generations
-// grow by one per successful start), on the thread that fetched it. Thread-safe: one mutex,
-// held across the runtime's calls; never on the program's hot path.
+// Every document reaches `sink` (Poll's: the lent sink, if LendPolledDocuments gave one) with
+// the generation of the capture it came from (generations grow by one per successful start),
+// on the thread that fetched it. Thread-safe: one mutex, held across the runtime's calls (and
+// the lent sink's); never on the program's hot path.
 #ifndef NRTPROF_SHIM_BACKEND_SYS_TRACE_ARBITER_H_
 #define NRTPROF_SHIM_BACKEND_SYS_TRACE_ARBITER_H_
 
