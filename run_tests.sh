@@ -30,6 +30,11 @@ tally() {
       failures=$(( ${failures:-0} + ${errors:-0} ))
       # A skipped case (GTEST_SKIP) ran no check: it is neither passed nor failed.
       tests=$(( ${tests:-1} - ${skipped:-0} ))
+      # Nor is a script test that said it skipped ("SKIP: why", exit 0: a part it needs missing).
+      if [ "$status" = "PASSED" ] && grep -q '^SKIP: ' "${xml%test.xml}test.log" 2>/dev/null; then
+        echo "nrtprof: ${target} skipped: $(grep -m1 '^SKIP: ' "${xml%test.xml}test.log")"
+        tests=0
+      fi
     fi
     if [ "$status" = "PASSED" ]; then
       passed=$(( passed + tests - failures ))
