@@ -45,10 +45,9 @@ def async_events(config, run_dir, calls, base):
     """Adds the async calls to `base` (expected, recorded, lost, detail, bytes): nrtprof records
     each schedule, and each poll that saw its request complete with the count of the thread's
     polls since its last recorded one, which summary.json's row adds up, with the polls a
-    thread made after its last recorded one, counted when it ends: every poll is expected
-    there. Not those of a thread that never recorded anything (burst_bench's new threads,
-    whose polls never see their request complete: no exit hook runs for a thread without a
-    ring), which the figure then misses. The LTTng peer records every call."""
+    thread made after its last recorded one, counted when it ends (also a thread that only
+    polls, as burst_bench's new threads do: its first poll gives it a ring and an exit hook):
+    every poll is expected there. The LTTng peer records every call."""
     if base is None or calls is None:
         return base
     expected, recorded, lost, detail, trace_bytes = base

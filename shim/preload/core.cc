@@ -504,6 +504,15 @@ void RecordPollTally() {
   }
 }
 
+void NotePolling() {
+  if (t_state != nullptr || t_in_call != 0) return;  // has its ring, or cannot record
+  if (RunningBackend() == nullptr || g_core.recording.load(std::memory_order_relaxed) == 0) return;
+  // The ring and the exit destructor, as a first record would make them; nothing is recorded.
+  t_in_call = 1;
+  GetThreadState(RecordKind::kApiCall);
+  t_in_call = 0;
+}
+
 void WakeFlusher() {
   const int saved_errno = errno;
   g_core.flusher_wake.fetch_add(1, std::memory_order_release);

@@ -75,6 +75,12 @@ extern NRTPROF_TLS PollState t_polls NRTPROF_HIDDEN;
 // record each; without a backend or while not recording they are left alone.
 void RecordPollTally() NRTPROF_HIDDEN;
 
+// At a thread's first unrecorded poll since its last record (the count going from 0 to 1): a
+// thread that has recorded nothing yet, and so has no ring and no exit destructor, gets them
+// now, so that its exit writes the polls it makes (a thread that only polls). Cold; a thread
+// that has its ring returns at once.
+void NotePolling() NRTPROF_HIDDEN;
+
 // t_state of a thread whose exit destructor ran: record nothing more.
 inline ThreadState* const kDeadThread = reinterpret_cast<ThreadState*>(1);
 // t_state of a thread that found no memory for a ring: its records are counted as no_memory.

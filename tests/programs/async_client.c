@@ -21,7 +21,9 @@
  *            then another round in the parent
  *   inspect  as poll, inside the runtime's own profiling session (nrt_inspect_begin/_stop,
  *            set up by the NEURON_RT_INSPECT_* variables), as a program may run beside nrtprof
- *   tail     three threads, each running one execution and then scheduling another and polling
+ *   tail     three threads that call nothing of libnrt but nrta_is_completed, each polling N
+ *            times an execution the main thread scheduled, then ending; three threads, each
+ *            running one execution and then scheduling another and polling
  *            it N times with nrta_is_completed without waiting for it, then ending; the main
  *            thread waits for those, polls nrta_get_sequence N times with nothing left to
  *            complete, and prints how many times it called each completion query (DEPTH unused)
@@ -283,12 +285,43 @@ static void *tail_main(void *arg) {
   return NULL;
 }
 
-/* Mode tail: three threads' tails, then the main thread's, of N polls each. */
+/* Mode tail: a thread that calls nothing of libnrt but nrta_is_completed, N times, of the
+ * main thread's execution in flight. */
+static void *poller_main(void *arg) {
+  const nrta_seq_t *seq = arg;
+  for (int i = 0; i < g_executions; ++i) {
+    bool done = false;
+    is_completed(*seq, &done);
+  }
+  return NULL;
+}
+
+/* Mode tail: three threads that only poll, three threads' tails, then the main thread's, of N
+ * polls each. */
 static int run_tails(double *sum) {
   enum { kThreads = 3 };
   pthread_t threads[kThreads];
   struct tail_thread tails[kThreads];
   memset(tails, 0, sizeof(tails));
+  struct slot polled;
+  memset(&polled, 0, sizeof(polled));
+  int polled_rc = make_slot(g_model, &polled);
+  if (polled_rc == 0) polled_rc = write_inputs(&polled, 0);
+  if (polled_rc == 0) {
+    NRT_STATUS st =
+        nrta_execute_schedule(g_model, polled.inputs, polled.outputs, 0, &polled.ret, &polled.seq);
+    if (st != NRT_SUCCESS) polled_rc = fail("nrta_execute_schedule", st);
+    polled.execution = 0;
+  }
+  if (polled_rc == 0) {
+    pthread_t pollers[kThreads];
+    for (int t = 0; t < kThreads; ++t) pthread_create(&pollers[t], NULL, poller_main, &polled.seq);
+    for (int t = 0; t < kThreads; ++t) pthread_join(pollers[t], NULL);
+    wait_for(polled.seq);
+    polled_rc = harvest(&polled, sum);
+  }
+  free_slot(&polled);
+  if (polled_rc != 0) return polled_rc;
   for (int t = 0; t < kThreads; ++t) pthread_create(&threads[t], NULL, tail_main, &tails[t]);
   int rc = 0;
   for (int t = 0; t < kThreads; ++t) {
