@@ -9,9 +9,15 @@
 
 #include <atomic>
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -49,6 +55,10 @@ constexpr uint64_t kWritebackBytes = 8 << 20;
 // cache at Commit.
 constexpr size_t kDirectBytes = 1 << 20;
 constexpr size_t kDirectAlign = 4096;
+// The aligned blocks of one such file: one being filled, the others written by its writer
+// thread meanwhile. Two in flight keep the disk busy while the caller formats; more would only
+// hold memory (the caller outruns the disk or it does not).
+constexpr size_t kDirectBlocks = 3;
 
 // Distinguishes the temporary files of several writers of the same name in one process.
 std::atomic<uint64_t> temp_counter{0};
@@ -66,6 +76,28 @@ std::string DirectoryOf(const std::string& path) {
 }
 
 }  // namespace
+
+// std::mutex rather than absl::Mutex: ThreadSanitizer sees the former (Debian's abseil is not
+// built for it, .bazelrc), and this is the one place the trace library hands work to a thread.
+struct AtomicFile::Writer {
+  struct Block {
+    std::unique_ptr<char, FreeAligned> data;
+    size_t size = 0;
+  };
+  std::mutex mu;
+  std::condition_variable full_or_stop;  // the writer thread waits on it
+  std::condition_variable emptied;       // the caller waits on it for an empty block
+  // Under mu:
+  std::deque<Block> full;  // in file order
+  std::vector<std::unique_ptr<char, FreeAligned>> empty;
+  size_t blocks = 1;  // allocated, the one being filled included
+  bool stop = false;
+  // The first write that failed; the blocks after it are not written. Cancelled on abandon.
+  absl::Status error;
+  std::thread thread;
+};
+
+AtomicFile::AtomicFile() = default;
 
 absl::Status AtomicFile::Open(const std::string& path) {
   if (fd_ >= 0 || !temp_path_.empty()) {
@@ -93,6 +125,11 @@ absl::Status AtomicFile::Open(const std::string& path) {
 
 void AtomicFile::FreeAligned::operator()(char* p) const { free(p); }
 
+absl::Status AtomicFile::Keep(absl::Status s) {
+  if (!s.ok() && error_.ok()) error_ = s;
+  return s;
+}
+
 absl::Status AtomicFile::Append(absl::string_view bytes) {
   if (fd_ < 0) return absl::FailedPreconditionError("AtomicFile::Append: no file open");
   if (!error_.ok()) return error_;
@@ -103,32 +140,87 @@ absl::Status AtomicFile::Append(absl::string_view bytes) {
     }
     // The file outgrows one buffer: from here on it goes straight to the disk, if it can.
     if (direct_tried_ || !StartDirect()) {
-      absl::Status s = Flush();
+      absl::Status s = Keep(Flush());
       if (!s.ok()) return s;
-      if (bytes.size() >= kBufferBytes) return WriteAll(bytes.data(), bytes.size());
+      if (bytes.size() >= kBufferBytes) return Keep(WriteAll(bytes.data(), bytes.size()));
       buffer_.append(bytes.data(), bytes.size());
       return absl::OkStatus();
     }
   }
-  if (direct_used_ == 0 && reinterpret_cast<uintptr_t>(bytes.data()) % kDirectAlign == 0 &&
-      bytes.size() >= kDirectAlign) {
-    // Text from an aligned buffer (json_out.h's) goes to the disk from where it lies.
-    const size_t whole = bytes.size() - bytes.size() % kDirectAlign;
-    absl::Status s = WriteBlocks(bytes.data(), whole);
-    if (!s.ok()) return s;
-    bytes.remove_prefix(whole);
-  }
+  // Copied, even from an aligned buffer (json_out.h's): the caller reuses its buffer at once,
+  // and the block is written while the caller fills the next one. (A copy into a block used
+  // again and again costs far less than the wait for the disk it takes off the caller.)
   while (!bytes.empty()) {
     const size_t n = std::min(bytes.size(), kDirectBytes - direct_used_);
     memcpy(direct_.get() + direct_used_, bytes.data(), n);
     direct_used_ += n;
     bytes.remove_prefix(n);
     if (direct_used_ == kDirectBytes) {
-      absl::Status s = WriteDirect(/*all=*/true);
+      absl::Status s = Submit();
       if (!s.ok()) return s;
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status AtomicFile::Submit() {
+  if (writer_ == nullptr) return Keep(WriteDirect(/*all=*/true));
+  Writer& w = *writer_;
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.full.push_back(Writer::Block{std::move(direct_), direct_used_});
+  direct_used_ = 0;
+  w.full_or_stop.notify_one();
+  if (w.empty.empty() && w.blocks < kDirectBlocks) {
+    void* block = nullptr;
+    if (posix_memalign(&block, kDirectAlign, kDirectBytes) == 0) {
+      direct_.reset(static_cast<char*>(block));
+      ++w.blocks;
+    }
+  }
+  if (direct_ == nullptr) {
+    // The block just handed over comes back at the latest.
+    w.emptied.wait(lock, [&w] { return !w.empty.empty(); });
+    direct_ = std::move(w.empty.back());
+    w.empty.pop_back();
+  }
+  return Keep(w.error);
+}
+
+void AtomicFile::WriterLoop() {
+  Writer& w = *writer_;
+  for (;;) {
+    Writer::Block block;
+    bool failed;
+    {
+      std::unique_lock<std::mutex> lock(w.mu);
+      w.full_or_stop.wait(lock, [&w] { return !w.full.empty() || w.stop; });
+      if (w.full.empty()) return;  // stopped, and everything written
+      block = std::move(w.full.front());
+      w.full.pop_front();
+      failed = !w.error.ok();
+    }
+    absl::Status s = failed ? absl::OkStatus() : WriteBlocks(block.data.get(), block.size);
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (!s.ok() && w.error.ok()) w.error = s;
+    w.empty.push_back(std::move(block.data));
+    w.emptied.notify_one();
+  }
+}
+
+void AtomicFile::StopWriter(bool abandon) {
+  if (writer_ == nullptr) return;
+  Writer& w = *writer_;
+  absl::Status error;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.stop = true;
+    if (abandon && w.error.ok()) w.error = absl::CancelledError("abandoned");
+    w.full_or_stop.notify_one();
+  }
+  w.thread.join();
+  error = w.error;  // the thread has ended
+  writer_.reset();
+  if (!abandon) Keep(error).IgnoreError();  // in error_
 }
 
 bool AtomicFile::StartDirect() {
@@ -145,8 +237,14 @@ bool AtomicFile::StartDirect() {
   memcpy(direct_.get(), buffer_.data(), buffer_.size());
   direct_used_ = buffer_.size();
   std::string().swap(buffer_);
-  // Its whole blocks now: what follows may then go from the writer's own aligned buffer.
-  if (direct_used_ % kDirectAlign == 0) WriteDirect(/*all=*/true).IgnoreError();  // in error_
+  auto writer = std::make_unique<Writer>();
+  Writer* w = writer.get();
+  writer_ = std::move(writer);
+  try {
+    w->thread = std::thread([this] { WriterLoop(); });
+  } catch (const std::system_error&) {
+    writer_.reset();  // no thread to be had: Submit writes each block itself
+  }
   return true;
 }
 
@@ -170,10 +268,7 @@ absl::Status AtomicFile::WriteBlocks(const char* p, size_t left) {
       const int flags = fcntl(fd_, F_GETFL);
       if (flags >= 0 && fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) return WriteAll(p, left);
     }
-    if (n < 0) {
-      error_ = SystemError(errno, "cannot write", temp_path_);
-      return error_;
-    }
+    if (n < 0) return SystemError(errno, "cannot write", temp_path_);
     p += n;
     left -= static_cast<size_t>(n);
     written_ += static_cast<uint64_t>(n);
@@ -186,8 +281,7 @@ absl::Status AtomicFile::WriteAll(const char* p, size_t left) {
     ssize_t n = write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      error_ = SystemError(errno, "cannot write", temp_path_);
-      return error_;
+      return SystemError(errno, "cannot write", temp_path_);
     }
     p += n;
     left -= static_cast<size_t>(n);
@@ -224,6 +318,7 @@ absl::Status AtomicFile::Flush() {
 
 absl::Status AtomicFile::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError("AtomicFile::Commit: no file open");
+  StopWriter(/*abandon=*/false);
   absl::Status s = error_;
   if (s.ok()) s = Flush();
   if (s.ok() && fsync(fd_) != 0) s = SystemError(errno, "cannot sync", temp_path_);
@@ -250,6 +345,7 @@ absl::Status AtomicFile::Commit() {
 }
 
 AtomicFile::~AtomicFile() {
+  StopWriter(/*abandon=*/true);
   if (fd_ >= 0) close(fd_);
   if (!temp_path_.empty()) unlink(temp_path_.c_str());
 }

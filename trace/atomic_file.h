@@ -7,8 +7,9 @@
 // where the filesystem allows it: copying it into the page cache cost the daemon more than
 // formatting it did (a fresh page of the cache is a fault in the host of a virtual machine),
 // and a capture of a gigabyte that nobody reads yet would push a training program's own files
-// out of the cache. Whole blocks appended from a buffer aligned to 4 KiB (json_out.h's) are
-// written from where they lie, without a copy.
+// out of the cache. Those writes wait for the disk, so they are made by a thread of the file's
+// own: the caller fills the next block meanwhile, at most two full blocks wait for the disk
+// (bounded memory), and Commit() waits for them and reports the first error of any write.
 //
 // Not thread-safe: one writer per file.
 #ifndef NRTPROF_TRACE_ATOMIC_FILE_H_
@@ -38,12 +39,24 @@ class AtomicFile {
   absl::Status Commit();
   ~AtomicFile();  // without Commit(): the temporary file is removed
 
-  AtomicFile() = default;
+  AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
  private:
+  // The thread and the blocks of the O_DIRECT writes (atomic_file.cc).
+  struct Writer;
+
   absl::Status Flush();
+  // Hands the full aligned block to the writer thread (or writes it, if there is none) and
+  // takes an empty one, waiting for one if kDirectBlocks are in use.
+  absl::Status Submit();
+  // Waits for the writer thread to write every block handed to it (none if `abandon`), ends
+  // it, and keeps its first error in error_.
+  void StopWriter(bool abandon);
+  void WriterLoop();
+  // Keeps a failed status in error_ (the first one), and returns it.
+  absl::Status Keep(absl::Status s);
   // Switches to O_DIRECT writes from an aligned block, moving buffer_ into it; false (and
   // nothing changed) where the filesystem does not take them.
   bool StartDirect();
@@ -51,7 +64,8 @@ class AtomicFile {
   // whole block); the rest stays at its start.
   absl::Status WriteDirect(bool all);
   // write(2) of [p, p + n) with O_DIRECT (p aligned, n whole blocks), or through the page cache
-  // if the device refuses it.
+  // if the device refuses it. On the writer thread while there is one (which then alone
+  // writes to fd_ and counts written_); neither one sets error_.
   absl::Status WriteBlocks(const char* p, size_t n);
   // write(2) of all of [p, p + n), counting it in written_.
   absl::Status WriteAll(const char* p, size_t n);
@@ -71,6 +85,7 @@ class AtomicFile {
   uint64_t written_ = 0;            // bytes written to fd_
   uint64_t writeback_started_ = 0;  // bytes whose writeback was asked for
   absl::Status error_;              // the first write error, reported by Commit()
+  std::unique_ptr<Writer> writer_;  // while the file is written with O_DIRECT
 };
 
 // Open, Append(contents), Commit.

@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -117,6 +120,62 @@ TEST(AtomicFileTest, FilesOfEveryLengthAroundTheBlocksReadBackWhole) {
   }
 }
 
+// The text of a large file as json_out.h hands it over: 2 MiB at a time from one aligned
+// buffer that is written over at once with the next piece, while earlier blocks may still be on
+// their way to the disk. Byte i of the file is Pattern(i), so a block lost, repeated, reordered
+// or taken from the buffer after it was reused shows.
+char Pattern(size_t i) { return static_cast<char>('a' + (i / 4096 * 31 + i * 7) % 26); }
+
+absl::Status AppendFromReusedBuffer(AtomicFile* file, size_t length) {
+  constexpr size_t kPiece = 2 << 20;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, kPiece) != 0) return absl::ResourceExhaustedError("no memory");
+  std::unique_ptr<char, decltype(&free)> buffer(static_cast<char*>(p), &free);
+  for (size_t at = 0; at < length; at += kPiece) {
+    const size_t n = std::min(kPiece, length - at);
+    for (size_t i = 0; i < n; ++i) buffer.get()[i] = Pattern(at + i);
+    absl::Status s = file->Append(absl::string_view(buffer.get(), n));
+    memset(buffer.get(), '#', kPiece);  // the caller's next piece
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+TEST(AtomicFileTest, ManyBlocksWrittenWhileTheNextIsFilledReadBackWhole) {
+  const std::string dir = MakeTempDir("overlap");
+  const std::string path = dir + "/trace.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  const size_t length = (41 << 20) + 12345;  // many blocks, and a partial one at the end
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  ASSERT_TRUE(AppendFromReusedBuffer(&file, length).ok());
+  ASSERT_TRUE(file.Append("]}\n").ok());
+  EXPECT_EQ(ReadFile(path), "old");
+  ASSERT_TRUE(file.Commit().ok());
+  std::string expected(length, ' ');
+  for (size_t i = 0; i < length; ++i) expected[i] = Pattern(i);
+  expected += "]}\n";
+  const std::string got = ReadFile(path);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "first difference at byte "
+                               << std::mismatch(got.begin(), got.end(), expected.begin()).first -
+                                      got.begin();
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
+}
+
+TEST(AtomicFileTest, AbandonedWhileBlocksAreBeingWrittenLeavesOldFileAndNoTemporary) {
+  const std::string dir = MakeTempDir("overlap-abandon");
+  const std::string path = dir + "/trace.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  {
+    AtomicFile file;
+    ASSERT_TRUE(file.Open(path).ok());
+    ASSERT_TRUE(AppendFromReusedBuffer(&file, 17 << 20).ok());
+  }
+  EXPECT_EQ(ReadFile(path), "old");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
+}
+
 TEST(AtomicFileTest, CannotWriteSaysWhyBeforeAnythingIsWritten) {
   const std::string dir = MakeTempDir("cannot-write");
   EXPECT_EQ(CannotWrite(dir + "/out.html"), "");
@@ -179,6 +238,38 @@ TEST(AtomicFileTest, WriteErrorIsReportedWithThePathAndChangesNothing) {
   EXPECT_TRUE(absl::StrContains(s.message(), "cannot write")) << s;
   EXPECT_EQ(ReadFile(path), "old");
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.pftrace"});
+}
+
+// The same, many blocks into the file: the write that fails is one of those made while the
+// caller goes on appending, and still Commit reports it and nothing changes.
+TEST(AtomicFileTest, WriteErrorOfABlockWrittenMeanwhileIsReportedAndChangesNothing) {
+  std::string dir = MakeTempDir("full-overlap");
+  std::string path = dir + "/trace.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = 6 << 20;
+  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s;
+  {
+    AtomicFile file;
+    s = file.Open(path);
+    if (s.ok()) s = AppendFromReusedBuffer(&file, 20 << 20);
+    absl::Status commit = file.Commit();
+    if (s.ok()) s = commit;
+    EXPECT_FALSE(commit.ok()) << "Commit must report the earlier write error";
+    EXPECT_EQ(commit.message(), s.message()) << "the first error, every time";
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "cannot write")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "File too large")) << s;
+  EXPECT_EQ(ReadFile(path), "old");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
 }
 
 TEST(AtomicFileTest, FailedRenameRemovesTheTemporary) {
