@@ -146,9 +146,9 @@ inline char* PutJsonString(std::string_view s, char* p) {
 
 // A buffer of text for one file at a time: Room(n) gives at least n bytes to write at, Done(end)
 // keeps what was written up to `end`; MaybeFlush hands the text to the file once it holds
-// `flush_bytes`, in whole 4 KiB blocks from a buffer aligned to them, which AtomicFile writes
-// to the disk from where they lie. A write error is kept and returned by every later
-// MaybeFlush and Flush.
+// `flush_bytes`, in whole 4 KiB blocks from a buffer aligned to them (AtomicFile copies them
+// into the blocks its writer thread takes to the disk). A write error is kept and returned by
+// every later MaybeFlush and Flush.
 class JsonOut {
  public:
   explicit JsonOut(size_t flush_bytes = 256 << 10)
