@@ -23,8 +23,9 @@
 namespace nrtprof::daemon {
 namespace {
 
-// The text goes to the disk in pieces this large: each write with O_DIRECT waits for the disk,
-// and in a virtual machine every wait and wake-up costs the core (AtomicFile).
+// The text goes to AtomicFile in pieces this large: each hand-over is a copy into its blocks,
+// which its writer thread takes to the disk with O_DIRECT; few, large pieces keep the calls and
+// the wake-ups few (in a virtual machine each costs the core).
 constexpr size_t kFlushBytes = 2 << 20;
 constexpr char kCaptureEventName[] = "nrtprof capture";
 constexpr char kFlowCategory[] = "flow";
