@@ -81,7 +81,10 @@ LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/s/d.
   NRT_SIM_TIME_SCALE=5 "${RUNFILES}/examples/mlp" --iters 2000 \
   >"${WORK}/mlp.out" 2>&1 || fail "mlp: $(cat "${WORK}/mlp.out")"
 mlp_executions=$(await_answer 'sum(nrtprof_model_executions_total{executable="mlp"})' 6000)
-[[ "${mlp_executions}" == 6000 ]] || fail "Prometheus says ${mlp_executions} executions of mlp, it made 6000"
+# (Seen once, 5982, in a fresh clone's run on a loaded machine; not again in 7 runs. The drops and the
+# daemon's log go with the failure, to tell lost from late.)
+[[ "${mlp_executions}" == 6000 ]] ||
+  fail "Prometheus says ${mlp_executions} executions of mlp, it made 6000; runtime events dropped: $(query 'sum(nrtprof_events_dropped_by_lane_total{lane="runtime"})'), by reason: $(curl -s "${url}" | grep '^nrtprof_events_dropped_total' | tr '\n' ' '); the daemon: $(tail -c 600 "${WORK}/daemon.err")"
 sleep 2  # a scrape after the last fold
 held=$(query 'sum(nrtprof_executions_held_by_program_total{executable="mlp"})')
 unknown=$(query 'sum(nrtprof_model_executions_total{executable="mlp",model="unknown"})')
