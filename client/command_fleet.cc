@@ -293,7 +293,7 @@ struct RankRow {
   uint32_t pid = 0;
   int64_t rank = -1;
   uint64_t collectives = 0, wait_ns = 0;
-  uint64_t minutes = 0;       // minutes it waited in collectives
+  uint64_t minutes = 0;       // minutes it was compared in: its job had 2+ ranks reporting
   uint64_t late_minutes = 0;  // of them, those it waited least of its job: its late minutes
   uint64_t made_wait_ns = 0;  // in those, what the job's other ranks waited beyond it
 };
@@ -303,11 +303,13 @@ struct RankRow {
 // waited beyond it, sum(w) - ranks * min(w), is what its lateness cost them. In one pass of
 // arrays (ClickHouse 18.16 has no window functions): each minute's ranks gathered, the least
 // found, the ranks taken out again (ARRAY JOIN), and summed per rank. --where picks ranks after
-// that, so a rank is compared with its whole job, whatever is shown.
+// that, so a rank is compared with its whole job, whatever is shown. A minute in which a rank
+// was its job's only one reporting (its last export fell a minute after the others') compares
+// it with nobody: it is not among its minutes, so a straggler reads late in N of N.
 std::string RankTopSql(const std::vector<std::string>& conds, int64_t since_s, int limit) {
   return absl::StrCat(
       "SELECT host, pid, executable, rank, job, sum(n) AS collectives, sum(w) AS wait_ns, "
-      "count() AS minutes, sum(late) AS late_minutes, sum(if(late, sw - k * mn, 0)) AS made "
+      "sum(k > 1) AS minutes, sum(late) AS late_minutes, sum(if(late, sw - k * mn, 0)) AS made "
       "FROM (SELECT host, pid, executable, rank, job, n, w, sw, k, mn, k > 1 AND w = mn AS late "
       "FROM (SELECT minute, job, groupArray(host) AS hs, groupArray(pid) AS ps, "
       "groupArray(executable) AS es, groupArray(rank) AS rs, groupArray(n) AS ns, "
