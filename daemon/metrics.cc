@@ -206,7 +206,10 @@ void Metrics::AddCollectiveWait(const ProcessTrace& p, uint64_t collectives, uin
     r.pid = std::get<0>(process);
     r.executable = std::get<1>(process);
     r.rank = rank;
-    r.job = other ? "other" : JobFromCommandLine(p.command_line);
+    // The job it names (Hello.job), else its command line without the rank: the ranks of one
+    // job compare with each other across hosts either way, but two runs of one command line
+    // stay apart only by their job ids.
+    r.job = other ? "other" : !p.job.empty() ? p.job : JobFromCommandLine(p.command_line);
   }
   r.collectives += collectives;
   r.wait_ns += wait_ns;

@@ -75,7 +75,7 @@ class Metrics {
     std::string pid;  // "other" past kMaxProcessSeries
     std::string executable;
     int rank = -1;             // -1: its command line does not say
-    std::string job;           // its command line without the rank (JobFromCommandLine)
+    std::string job;           // its job id, else its command line without the rank
     uint64_t collectives = 0;  // its collectives' barriers (cc_exec_barrier)
     uint64_t wait_ns = 0;      // their time: waiting for the other ranks
   };

@@ -302,6 +302,16 @@ TEST(MetricsTest, FleetRankRowsCarryRankJobAndWaitAndAreTakenOnce) {
     EXPECT_EQ(rows[r].wait_ns, kSteps * (r == kSlow ? kFastWaitNs : kSlowWaitNs));
   }
   EXPECT_TRUE(m.TakeFleetRankRows().empty());
+
+  // A process that names its job (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID) is of that job.
+  Metrics named;
+  named.KeepFleetRows(true);
+  Trace t = JobWindow(kRanks, kSteps, kSlow);
+  for (ProcessTrace& p : t.processes) p.job = "10.0.0.7:7000";
+  named.Add(t);
+  const std::vector<Metrics::FleetRankRow> named_rows = named.TakeFleetRankRows();
+  ASSERT_EQ(named_rows.size(), static_cast<size_t>(kRanks));
+  for (const Metrics::FleetRankRow& row : named_rows) EXPECT_EQ(row.job, "10.0.0.7:7000");
 }
 
 }  // namespace

@@ -67,8 +67,8 @@ CREATE TABLE IF NOT EXISTS fleet_ranks (
     pid UInt32,                 -- 0: "other", past the daemon's 4096 processes
     executable String,
     rank Int32,                 -- from its command line (--rank N, --local_rank N, ...); -1 none
-    job String,                 -- its command line without the rank, the program by file name:
-                                -- every rank of a job started with one command line has the same
+    job String,                 -- the job it names (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID), else
+                                -- its command line without the rank, the program by file name
     collectives UInt64,         -- collectives it waited in (their barriers, cc_exec_barrier)
     wait_ns UInt64,             -- their time: waiting for the other ranks to arrive
     daemon String,

@@ -11,8 +11,9 @@
 #     more than half the stalls it was made to wait.
 #  2. `nrtprof fleet top --by rank` names the two late ranks first (each late in every minute of
 #     its job, having made the others wait), lists every rank with the collectives and wait
-#     its host's /metrics counted, and keeps the two jobs apart; --where picks ranks without
-#     changing what they are compared with.
+#     its host's /metrics counted, and keeps the two jobs apart (one named by NRTPROF_JOB, one
+#     by cc_job's NEURON_RT_ROOT_COMM_ID); --where picks ranks without changing what they are
+#     compared with.
 #  3. Bad input: one line, exit 2.
 # Skipped with a line where clickhouse-server is not installed or cannot start.
 set -u
@@ -65,8 +66,10 @@ YML
   pids+=($!)
 fi
 
+# hostA's job is named (NRTPROF_JOB); hostB's is cc_job's NEURON_RT_ROOT_COMM_ID (127.0.0.1:PORT).
+declare -A job_env=([hostA]="NRTPROF_JOB=train-A" [hostB]="NRTPROF_UNUSED=1")
 for h in hostA hostB; do
-  LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/${h}/d.sock" \
+  env "${job_env[$h]}" LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/${h}/d.sock" \
     NRT_SIM_TIME_SCALE=0 "${RUNFILES}/examples/cc_job" --ranks "${ranks[$h]}" --steps "${STEPS}" \
     --slow-rank "${slow[$h]}" --slow-ms "${SLOW_MS}" >"${WORK}/${h}.job" 2>&1 ||
     fail "cc_job on ${h}: $(tail -3 "${WORK}/${h}.job")"
@@ -142,7 +145,7 @@ for r in csv.DictReader(sys.stdin):
   done <<<"$(own_counts $h)"
 done
 python3 - "${top}" "${slow[hostA]}" "${slow[hostB]}" <<'PY' || fail "fleet top --by rank: see above"
-import csv, io, sys
+import csv, io, re, sys
 rows = list(csv.DictReader(io.StringIO(sys.argv[1])))
 late = {("hostA", sys.argv[2]), ("hostB", sys.argv[3])}
 ok = True
@@ -166,8 +169,8 @@ for r in rows:
     elif int(r["late_minutes"]) != 0 or int(r["made_wait_ns"]) != 0:
         bad(f"rank {key} is said to have been late: {r}")
 jobs = {r["host"]: r["job"] for r in rows}
-if jobs["hostA"] == jobs["hostB"] or not jobs["hostA"].startswith("cc_job --ranks 4"):
-    bad(f"the jobs: {jobs}")
+if jobs["hostA"] != "train-A" or not re.fullmatch(r"127\.0\.0\.1:\d+", jobs["hostB"]):
+    bad(f"the jobs (hostA's NRTPROF_JOB, hostB's NEURON_RT_ROOT_COMM_ID): {jobs}")
 sys.exit(0 if ok else 1)
 PY
 text=$("${NRTPROF}" fleet top --clickhouse_url "${CH_URL}" --by rank --since 10m 2>&1)
