@@ -109,12 +109,25 @@ void Metrics::Add(const Trace& trace) {
       uint64_t*& calls = calls_of[{call.name.id(), call.status}];
       if (calls == nullptr) calls = &calls_[{call.name.str(), call.status}];
       ++*calls;
+      // A recorded completion poll stands for this thread's polls before it that saw nothing
+      // new (and so returned NRT_SUCCESS).
+      if (call.polls != 0) {
+        uint64_t*& ok = calls_of[{call.name.id(), 0}];
+        if (ok == nullptr) ok = &calls_[{call.name.str(), 0}];
+        *ok += call.polls;
+      }
       if (call.function == nrtprof::API_NRT_EXECUTE ||
           call.function == nrtprof::API_NRT_EXECUTE_REPEAT) {
         uint64_t*& executions = executions_of[call.model_name.id()];
         if (executions == nullptr) executions = &executions_[key_of(call.model_name)];
         *executions += std::max<uint32_t>(call.repeat, 1);
       }
+    }
+    // A thread's polls after its last recorded one, counted when it ended.
+    for (const PollTally& t : p.poll_tallies) {
+      uint64_t*& ok = calls_of[{t.name.id(), 0}];
+      if (ok == nullptr) ok = &calls_[{t.name.str(), 0}];
+      *ok += t.polls;
     }
     // A collective's wait for the other ranks: its barrier (as the summary's collective wait
     // rows count it). Only counted here; the rank is read once per process below.

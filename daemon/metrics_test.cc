@@ -68,6 +68,40 @@ TEST(MetricsTest, CountersAddUpAcrossWindows) {
   EXPECT_TRUE(absl::StrContains(text, "# TYPE nrtprof_model_device_seconds histogram\n"));
 }
 
+// A program that polls for completion: nrtprof_runtime_calls_total counts every poll, those
+// the shim did not record (they saw nothing new and returned NRT_SUCCESS) among them, as the
+// summary's table does.
+TEST(MetricsTest, RuntimeCallsCountThePollsNotRecorded) {
+  Trace t;
+  ProcessTrace p;
+  p.pid = 43;
+  p.executable = "async_train";
+  ApiCall done;
+  done.name = "nrta_is_completed";
+  done.function = nrtprof::API_NRTA_IS_COMPLETED;
+  done.polls = 41;  // the 42nd poll saw its request complete
+  p.calls.push_back(done);
+  ApiCall failed = done;
+  failed.status = 2;  // a failed poll is recorded, with the polls before it
+  failed.polls = 5;
+  p.calls.push_back(failed);
+  PollTally tail;
+  tail.name = "nrta_is_completed";
+  tail.function = nrtprof::API_NRTA_IS_COMPLETED;
+  tail.polls = 100;  // after its thread's last recorded poll
+  p.poll_tallies.push_back(tail);
+  t.processes.push_back(p);
+  Metrics m;
+  m.Add(t);
+  const std::string text = m.Render(nrtprof::StatusReply());
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_runtime_calls_total{function=\"nrta_is_completed\",status=\"0\"} 147\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "nrtprof_runtime_calls_total{function=\"nrta_is_completed\",status=\"2\"} 1\n"))
+      << text;
+}
+
 // A program that runs the runtime's system trace itself sends its device events only as it
 // fetches them: the executions folded before then are counted as such, by process, so that
 // a dashboard can tell why executions outnumber device executions.

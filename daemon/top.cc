@@ -27,7 +27,12 @@ nrtprof::TopReply ComputeTop(const Trace& trace, uint64_t window_ns) {
     nrtprof::TopRow* process = reply.add_processes();
     process->set_name(p.executable);
     process->set_pid(p.pid);
-    process->set_calls(p.calls.size());
+    // Its runtime calls as the summary counts them: a recorded completion poll stands for the
+    // polls before it that saw nothing new, and a thread's last ones come as tallies.
+    uint64_t calls = p.calls.size();
+    for (const ApiCall& c : p.calls) calls += c.polls;
+    for (const PollTally& t : p.poll_tallies) calls += t.polls;
+    process->set_calls(calls);
     process->set_executions_held_by_program(p.executions_held_by_program);
     process->set_executions_held_lost(p.executions_held_lost);
     events += p.calls.size() + p.ranges.size() + p.device.size();

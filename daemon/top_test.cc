@@ -62,5 +62,39 @@ TEST(TopTest, DeviceTimeByProcessModelAndOp) {
   EXPECT_EQ(top.events(), 10u);
 }
 
+// A program that polls for completion: the polls nobody recorded (they saw nothing new) are
+// its calls too, as the summary's table counts them.
+TEST(TopTest, ProcessCallsCountThePollsNotRecorded) {
+  Trace trace;
+  ProcessTrace p;
+  p.pid = 9;
+  p.executable = "async_train";
+  p.calls.resize(3);
+  p.calls[0].name = "nrta_execute_schedule";
+  p.calls[0].function = nrtprof::API_NRTA_EXECUTE_SCHEDULE;
+  p.calls[1].name = "nrta_is_completed";
+  p.calls[1].function = nrtprof::API_NRTA_IS_COMPLETED;
+  p.calls[1].polls = 41;  // the 42nd poll saw it complete
+  p.calls[2] = p.calls[0];
+  PollTally tail;
+  tail.name = "nrta_is_completed";
+  tail.function = nrtprof::API_NRTA_IS_COMPLETED;
+  tail.polls = 100;  // after the last recorded one, counted at the thread's end
+  p.poll_tallies = {tail};
+  trace.processes = {p};
+
+  const nrtprof::TopReply top = ComputeTop(trace, 1'000'000'000);
+  ASSERT_EQ(top.processes_size(), 1);
+  EXPECT_EQ(top.processes(0).calls(), 3u + 41u + 100u);
+  EXPECT_EQ(top.events(), 3u);  // what was recorded
+  bool found = false;
+  for (const nrtprof::TopRow& op : top.ops()) {
+    if (op.name() != "nrta_is_completed") continue;
+    found = true;
+    EXPECT_EQ(op.calls(), 1u + 41u + 100u);
+  }
+  EXPECT_TRUE(found);
+}
+
 }  // namespace
 }  // namespace nrtprof::daemon
