@@ -208,7 +208,7 @@ void Metrics::Add(const Trace& trace) {
 void Metrics::AddCollectiveWait(const ProcessTrace& p, uint64_t collectives, uint64_t wait_ns) {
   const ModelKey process = KeyOf(p.pid, p.executable, "");
   const bool other = std::get<0>(process) == "other";
-  const int rank = other ? -1 : RankFromCommandLine(p.command_line);
+  const int rank = other ? -1 : RankOf(p);
   CollectiveWait& w = collectives_[process];
   if (w.rank.empty()) w.rank = other ? "other" : rank < 0 ? "unknown" : std::to_string(rank);
   w.collectives += collectives;

@@ -430,7 +430,7 @@ TriggerFiring TriggerEvaluator::Firing(size_t rule, const ProcessTrace& p, uint6
   f.pid = p.pid;
   f.host = p.host;
   f.executable = Basename(p.executable);
-  f.job = JobOf(p.job, p.command_line);
+  f.job = JobOf(p);
   f.start_ns = start_ns;
   f.end_ns = end_ns;
   return f;
@@ -531,7 +531,7 @@ std::vector<TriggerFiring> TriggerEvaluator::Evaluate(const Trace& window) {
               TriggerFiring f = Firing(rule, p, e.start_ns, e.start_ns + e.duration_ns);
               f.value_ns = e.duration_ns;
               f.threshold_ns = r.threshold_ns;
-              const int rank = RankFromCommandLine(p.command_line);
+              const int rank = RankOf(p);
               Name op = e.model_name;
               if (auto it = cc_op_of_request.find(e.nrta_seq);
                   op.empty() && it != cc_op_of_request.end()) {

@@ -225,6 +225,15 @@ ProcessJob JobOf(const std::string& job_id, const std::vector<std::string>& argv
   return {JobFromCommandLine(argv), true};
 }
 
+int RankOf(const ProcessTrace& p) {
+  return p.rank >= 0 ? p.rank : RankFromCommandLine(p.command_line);
+}
+
+ProcessJob JobOf(const ProcessTrace& p) {
+  if (p.job.empty() && p.rank >= 0) return {JobFromCommandLine(p.command_line), true};
+  return JobOf(p.job, p.command_line);
+}
+
 double AtLeastByChance(uint64_t k, uint64_t n, double p) {
   if (k == 0) return 1.0;
   if (k > n || p <= 0.0) return 0.0;
@@ -254,7 +263,7 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace,
       raw.emplace_back();
       raw.back().host = p.host;
       raw.back().pid = p.pid;
-      raw.back().rank = RankFromCommandLine(p.command_line);
+      raw.back().rank = RankOf(p);
       raw.back().executable =
           !p.executable.empty() || p.command_line.empty() ? p.executable : p.command_line[0];
     }

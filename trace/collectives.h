@@ -7,9 +7,10 @@
 //  - A rank is a process of the capture that scheduled collectives (`nrta_cc_schedule`), or a
 //    copy of such a process's program that ended without its final batch (or whose command
 //    line says its rank) and has none in the capture: a rank that vanished. Its
-//    rank number is read from its command line (`--rank N`, `--rank=N`, `--local_rank N`,
-//    `--local-rank=N`, as launchers pass it); when some process's command line does not say,
-//    the ranks are numbered by host and pid instead, and `ranks_from_command_line` is false.
+//    rank number is the one its environment gave it (RANK, as torchrun sets it: Hello.rank),
+//    else the one its command line says (`--rank N`, `--rank=N`, `--local_rank N`,
+//    `--local-rank=N`, as launchers pass it); when some process says neither, the ranks are
+//    numbered by host and pid instead, and `ranks_from_command_line` is false.
 //  - Matching: the simulator (sim/README.md, "Collectives") has one communicator per process,
 //    the whole group, and the k-th collective each rank schedules on a collectives queue is
 //    one collective of the group. A rank's requests are numbered per process, per queue, from 1
@@ -156,6 +157,13 @@ struct ProcessJob {
 // else, when its command line names a rank, that command line without it (JobFromCommandLine,
 // as fleet_ranks.job); else none.
 ProcessJob JobOf(const std::string& job_id, const std::vector<std::string>& argv);
+
+// A process's rank in its job: the one its environment said (ProcessTrace::rank: RANK, as
+// torchrun sets it), else the one its command line says (RankFromCommandLine), else -1.
+int RankOf(const ProcessTrace& p);
+// Its job: JobOf, and when it names no job id but its environment gave it a rank, its command
+// line (which then holds no rank to take out): the ranks of one torchrun job share it.
+ProcessJob JobOf(const ProcessTrace& p);
 
 }  // namespace nrtprof::daemon
 

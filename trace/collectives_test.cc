@@ -357,6 +357,27 @@ TEST(CollectivesTest, JobFromCommandLineIsTheSameForEveryRankOfAJob) {
   EXPECT_EQ(JobFromCommandLine({"train", "--node_rank", "1", "--rank", "9"}), "train");
 }
 
+// torchrun gives each rank RANK in its environment and the same command line: the rank is the
+// environment's (Hello.rank), the job that command line (or the job id the process named).
+TEST(CollectivesTest, RankAndJobOfATorchrunProcess) {
+  ProcessTrace p;
+  p.command_line = {"/usr/bin/python3", "train.py", "--lr", "1e-4"};
+  EXPECT_EQ(RankOf(p), -1);
+  EXPECT_TRUE(JobOf(p).name.empty()) << "no job id, no rank: the process alone";
+  p.rank = 5;
+  EXPECT_EQ(RankOf(p), 5);
+  EXPECT_EQ(JobOf(p).name, "python3 train.py --lr 1e-4");
+  EXPECT_TRUE(JobOf(p).from_command_line);
+  p.job = "10.0.0.7:62182";
+  EXPECT_EQ(JobOf(p).name, "10.0.0.7:62182");
+  EXPECT_FALSE(JobOf(p).from_command_line);
+  // The environment's rank before the command line's.
+  p.command_line = {"cc_job", "--rank", "2"};
+  EXPECT_EQ(RankOf(p), 5);
+  p.rank = -1;
+  EXPECT_EQ(RankOf(p), 2);
+}
+
 TEST(CollectivesTest, ACaptureWithoutCollectivesIsNotFound) {
   Trace t;
   t.processes.push_back(Rank(1, {"job"}));

@@ -205,6 +205,7 @@ class ProcessCorrelator {
     out_.executable = in_.hello.executable();
     out_.command_line.assign(in_.hello.command_line().begin(), in_.hello.command_line().end());
     out_.job = in_.hello.job();
+    out_.rank = in_.hello.has_rank() ? in_.hello.rank() : -1;
     out_.drops = drops_;
     out_.events_received = in_.events_received;
     out_.batches_missing = in_.batches_missing;

@@ -181,6 +181,9 @@ struct ProcessTrace {
   std::vector<std::string> command_line;
   // Its job (Hello.job: NRTPROF_JOB, else NEURON_RT_ROOT_COMM_ID); empty if it named none.
   std::string job;
+  // Its rank in the job, as its environment said (Hello.rank: RANK); -1 if it did not (RankOf
+  // then reads its command line).
+  int32_t rank = -1;
   std::map<uint32_t, std::string> thread_names;  // tid -> name, where known
   CaptureVector<RangeEvent> ranges;   // sorted by (tid, start)
   CaptureVector<ApiCall> calls;       // sorted by start

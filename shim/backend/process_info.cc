@@ -114,6 +114,7 @@ nrtprof::Hello BuildHello(const Config& config) {
   hello.mutable_clock()->set_realtime_ns(RealtimeNs());
   hello.set_capture_id(fit(config.capture_id));
   hello.set_job(config.job);  // printable ASCII, at most kMaxJobBytes (config.h)
+  if (config.rank >= 0) hello.set_rank(config.rank);
   // The flusher says best effort instead if the spool file could not be made.
   hello.set_mode(config.requested_mode == ShimMode::kLossless ? nrtprof::MODE_LOSSLESS
                                                               : nrtprof::MODE_BEST_EFFORT);

@@ -70,6 +70,10 @@ TEST(ProcessInfoTest, HelloDescribesThisProcess) {
   EXPECT_GT(hello.process_start_ns(), 0u);
   EXPECT_LE(hello.process_start_ns(), hello.clock().realtime_ns());
   EXPECT_FALSE(hello.host().empty());
+  EXPECT_FALSE(hello.has_rank()) << "no RANK: no rank sent (0 is a rank)";
+  config.rank = 0;
+  EXPECT_TRUE(BuildHello(config).has_rank());
+  EXPECT_EQ(BuildHello(config).rank(), 0);
 }
 
 }  // namespace

@@ -139,6 +139,14 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
     }
     break;
   }
+  if (const char* v = get("RANK"); v != nullptr && v[0] != '\0') {
+    uint64_t rank = 0;
+    if (ParseUnsigned(v, 0x7fffffff, &rank)) {
+      config->rank = static_cast<int32_t>(rank);
+    } else {
+      Report(report, "RANK", v, "a rank from 0 to 2147483647", "none");
+    }
+  }
   if (const char* v = get("NRTPROF_STACKS"); v != nullptr && v[0] != '\0') {
     uint64_t depth = 0;
     if (ParseUnsigned(v, kMaxStackDepth, &depth)) {

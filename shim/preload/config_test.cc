@@ -221,5 +221,25 @@ TEST_F(ConfigTest, TheJobIsTheLabelElseTheRuntimesRoot) {
   EXPECT_EQ(lines_[1].rfind("nrtprof: NEURON_RT_ROOT_COMM_ID='h", 0), 0u) << lines_[1];
 }
 
+// The rank (Hello.rank): RANK as torchrun sets it; anything else one line and no rank.
+TEST_F(ConfigTest, TheRankIsTorchrunsRank) {
+  EXPECT_EQ(Parse().rank, -1);
+  env_ = {{"RANK", "0"}};
+  EXPECT_EQ(Parse().rank, 0);
+  env_ = {{"RANK", "2147483647"}};
+  EXPECT_EQ(Parse().rank, 2147483647);
+  env_ = {{"RANK", ""}};
+  EXPECT_EQ(Parse().rank, -1);
+  EXPECT_TRUE(lines_.empty());
+  for (const char* bad : {"-1", "2147483648", "3x", "rank0"}) {
+    lines_.clear();
+    env_ = {{"RANK", bad}};
+    EXPECT_EQ(Parse().rank, -1) << bad;
+    ASSERT_EQ(lines_.size(), 1u) << bad;
+    EXPECT_EQ(lines_[0], std::string("nrtprof: RANK='") + bad +
+                             "' is not a rank from 0 to 2147483647; using none\n");
+  }
+}
+
 }  // namespace
 }  // namespace nrtprof::shim
