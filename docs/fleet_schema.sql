@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS fleet_ranks (
     host String,
     pid UInt32,                 -- 0: "other", past the daemon's 4096 processes
     executable String,
-    rank Int32,                 -- from its command line (--rank N, --local_rank N, ...); -1 none
+    rank Int32,                 -- RANK in its environment, else --rank N on its command line; -1
     job String,                 -- the job it names (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID), else
                                 -- its command line without the rank, the program by file name
     collectives UInt64,         -- collectives it waited in (their barriers, cc_exec_barrier)

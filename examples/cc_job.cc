@@ -4,7 +4,7 @@
 //
 //   cc_job --ranks N --steps S [--slow-rank R --slow-ms MS [--slow-cause host|device]]
 //          [--kill-rank R --kill-step K] [--elems E]
-//          [--local-ranks LIST --root HOST:PORT] [--rank-program PROGRAM]
+//          [--local-ranks LIST --root HOST:PORT] [--rank-program PROGRAM] [--rank-via argv|env]
 //
 // Run so, it is the launcher, in the spirit of torchrun: it picks a free local port for rank 0's
 // listener and starts N copies of itself, each with NEURON_RT_ROOT_COMM_ID=127.0.0.1:PORT,
@@ -21,6 +21,11 @@
 // `--rank-program PROGRAM` starts PROGRAM (an executable, e.g. examples/cc_rank_py.py through the
 // framework module) as each rank instead of a copy of cc_job, with the same environment and
 // the rank's flags: `--rank R --ranks N --steps S [--slow-rank ...]`.
+//
+// `--rank-via env` starts the ranks as torchrun starts its workers: the rank only in the
+// environment (RANK, LOCAL_RANK, WORLD_SIZE), every rank's command line the same (the
+// launcher's, or PROGRAM's job flags), so that a tool must read the rank where torchrun puts it.
+// (CC_JOB_RANK_PROCESS=1 tells a copy of cc_job that it is a rank, not a launcher.)
 //
 // Each rank: nrt_init, nrt_cc_global_comm_init, then per step (nrtprof_step() at the top):
 //   forward_backward  one device execution (a small model, compiled from text)
@@ -69,13 +74,15 @@ struct Options {
   std::vector<int> local_ranks;  // empty: all of them
   std::string root;              // HOST:PORT of rank 0's listener; empty: the launcher picks one
   std::string rank_program;      // empty: cc_job itself
+  bool rank_via_env = false;     // --rank-via env: the ranks' rank only in RANK
 };
 
 void Usage(const char* why) {
   fprintf(stderr,
           "cc_job: %s\nusage: cc_job --ranks N --steps S [--slow-rank R --slow-ms MS "
           "[--slow-cause host|device]] [--kill-rank R --kill-step K] [--elems E] "
-          "[--local-ranks LIST --root HOST:PORT] [--rank-program PROGRAM]\n",
+          "[--local-ranks LIST --root HOST:PORT] [--rank-program PROGRAM] "
+          "[--rank-via argv|env]\n",
           why);
   exit(2);
 }
@@ -142,6 +149,9 @@ Options Parse(int argc, char** argv) {
         Usage(("bad value for --root: " + value + " (HOST:PORT)").c_str());
       }
       o.root = value;
+    } else if (name == "--rank-via") {
+      if (value != "argv" && value != "env") Usage("--rank-via is argv or env");
+      o.rank_via_env = value == "env";
     } else if (name == "--rank-program") {
       if (access(value.c_str(), X_OK) != 0) {
         Usage(("--rank-program " + value + " is not an executable file").c_str());
@@ -152,6 +162,11 @@ Options Parse(int argc, char** argv) {
     } else {
       Usage(("unknown flag " + name).c_str());
     }
+  }
+  // A rank started with --rank-via env: its rank is the environment's, as torchrun's workers'.
+  if (o.rank_via_env && o.rank < 0 && getenv("CC_JOB_RANK_PROCESS") != nullptr) {
+    const char* rank = getenv("RANK");
+    if (rank == nullptr || !ParseInt(rank, &o.rank)) Usage("a rank started with --rank-via env has no RANK");
   }
   if (o.ranks < 1 || o.ranks > 128) Usage("--ranks must be 1 to 128");
   if (o.steps < 1) Usage("--steps must be at least 1");
@@ -204,7 +219,7 @@ int Launch(const Options& o, int argc, char** argv) {
   }
   fflush(stdout);
   std::map<pid_t, int> rank_of;
-  for (int r : local) {
+  for (const int& r : local) {
     const pid_t pid = fork();
     if (pid < 0) {
       perror("cc_job: fork");
@@ -215,7 +230,14 @@ int Launch(const Options& o, int argc, char** argv) {
       setenv("NEURON_RT_VISIBLE_CORES", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
       setenv("RANK", std::to_string(r).c_str(), 1);
-      std::vector<std::string> args = {argv[0], "--rank", std::to_string(r)};
+      setenv("LOCAL_RANK", std::to_string(&r - local.data()).c_str(), 1);
+      std::vector<std::string> args = {argv[0]};
+      if (o.rank_via_env) {
+        setenv("CC_JOB_RANK_PROCESS", "1", 1);
+      } else {
+        args.push_back("--rank");
+        args.push_back(std::to_string(r));
+      }
       if (o.rank_program.empty()) {
         for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
       } else {

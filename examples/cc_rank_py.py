@@ -3,8 +3,9 @@
 
 `cc_job --rank-program bazel-bin/examples/cc_rank_py --ranks N ...` starts N of these instead of
 copies of itself, each with its rank's environment (NEURON_RT_ROOT_COMM_ID,
-NEURON_RT_VISIBLE_CORES) and `--rank R` on its command line, as torchrun starts a training
-script. A plain `import nrt_framework` loads the C extension module (Python dlopens it
+NEURON_RT_VISIBLE_CORES) and `--rank R` on its command line, as torch.distributed.launch
+started a training script; with `cc_job --rank-via env`, no `--rank`: the rank is RANK in the
+environment, as torchrun starts one. A plain `import nrt_framework` loads the C extension module (Python dlopens it
 RTLD_LOCAL) that brings libnrt.so.1 in as its own dependency, the way PyTorch on Neuron reaches
 the runtime; comm_init() joins the group as torch.distributed.init_process_group does.
 
@@ -46,7 +47,8 @@ def gradient(rank, step, i):
 
 def main():
     parser = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--rank", type=int, default=None,
+                        help="this rank (default: RANK in the environment, as torchrun sets it)")
     parser.add_argument("--ranks", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--slow-rank", type=int, default=-1)
@@ -56,6 +58,10 @@ def main():
     parser.add_argument("--kill-step", type=int, default=-1)
     parser.add_argument("--elems", type=int, default=1024)
     args = parser.parse_args()
+    if args.rank is None:
+        if not os.environ.get("RANK", "").isdigit():
+            parser.error("no --rank and no RANK in the environment")
+        args.rank = int(os.environ["RANK"])
     if not 0 <= args.rank < args.ranks or args.steps < 1 or args.elems < 1:
         parser.error("--rank must be below --ranks, --steps and --elems at least 1")
     r, n = args.rank, args.ranks

@@ -3,7 +3,8 @@
 # hostA, hostB), each with /metrics and exporting every second to a ClickHouse of the test's own
 # (Debian's clickhouse-server on loopback, as fleet_clickhouse_test), and a data-parallel job
 # under each, preloaded with the shim by hand (no capture asked for): examples/cc_job, 4 ranks
-# with rank 2 late on hostA, 3 ranks with rank 0 late on hostB.
+# with rank 2 late on hostA (each rank's --rank on its command line), 3 ranks with rank 0 late on
+# hostB (the rank only in RANK, as torchrun starts workers: `cc_job --rank-via env`).
 #
 #  1. /metrics (read by a real Prometheus where Debian's prometheus is installed, else by curl):
 #     every rank's nrtprof_collectives_total is the job's steps; the late rank's
@@ -66,12 +67,16 @@ YML
   pids+=($!)
 fi
 
-# hostA's job is named (NRTPROF_JOB); hostB's is cc_job's NEURON_RT_ROOT_COMM_ID (127.0.0.1:PORT).
+# hostA's job is named (NRTPROF_JOB), its ranks on their command lines (--rank R); hostB's job is
+# cc_job's NEURON_RT_ROOT_COMM_ID (127.0.0.1:PORT), its ranks started as torchrun starts workers:
+# the rank only in RANK (--rank-via env).
 declare -A job_env=([hostA]="NRTPROF_JOB=train-A" [hostB]="NRTPROF_UNUSED=1")
+declare -A rank_via=([hostA]=argv [hostB]=env)
 for h in hostA hostB; do
   env "${job_env[$h]}" LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/${h}/d.sock" \
     NRT_SIM_TIME_SCALE=0 "${RUNFILES}/examples/cc_job" --ranks "${ranks[$h]}" --steps "${STEPS}" \
-    --slow-rank "${slow[$h]}" --slow-ms "${SLOW_MS}" >"${WORK}/${h}.job" 2>&1 ||
+    --slow-rank "${slow[$h]}" --slow-ms "${SLOW_MS}" --rank-via "${rank_via[$h]}" \
+    >"${WORK}/${h}.job" 2>&1 ||
     fail "cc_job on ${h}: $(tail -3 "${WORK}/${h}.job")"
 done
 # The daemons fold events a second after they came (kMetricsSettleNs) and export every second.
