@@ -119,11 +119,12 @@ const std::vector<Command>& Commands() {
        "which rank is slow and what it was doing",
        {"limit", "noise_floor"},
        "Each collective is matched across the ranks (the processes that scheduled it) by its\n"
-       "queue and number; a rank's number is read from its command line (--rank N,\n"
-       "--local_rank N), else ranks are numbered by host and pid. Exits 1 for a capture without\n"
-       "collectives. A collective whose ranks all arrived within --noise_floor (default 50us;\n"
-       "a merged capture adds its hosts' clock error) has no late rank; the slowest rank is said\n"
-       "not to stand out when a balanced job's ranks would be last as often by chance.\n\n"
+       "queue and number; a rank's number is RANK in its environment (as torchrun sets it) or\n"
+       "its command line's --rank N (--local_rank N), else ranks are numbered by host and pid.\n"
+       "Exits 1 for a capture without collectives. A collective whose ranks all arrived within\n"
+       "--noise_floor (default 50us; a merged capture adds its hosts' clock error) has no late\n"
+       "rank; the slowest rank is said not to stand out when a balanced job's ranks would be\n"
+       "last as often by chance.\n\n"
        "examples:\n"
        "  nrtprof collectives job       (after: nrtprof run --out job -- ./launcher ...)\n"
        "  nrtprof collectives nrtprof-captures/20261203-101500 --limit 20\n"},

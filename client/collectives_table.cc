@@ -58,8 +58,8 @@ CollectivesTable MakeCollectivesTable(const daemon::CollectivesAnalysis& a) {
   t.heading = absl::StrFormat(
       "%zu ranks on %s, %zu collectives; ranks %s. Times from the first arrival.", a.members.size(),
       hosts.empty() ? "one host" : hosts, a.instances.size(),
-      a.ranks_from_command_line ? "from their command lines"
-                                : "numbered by host and pid (no command line said its rank)");
+      a.ranks_said ? "as each process said (RANK, --rank N)"
+                   : "numbered by host and pid (a process said no rank: RANK, --rank N)");
   for (const daemon::CollectiveInstance& c : a.instances) {
     const size_t ranks = c.arrivals.size() + c.missing.size();
     std::string last = Rank(a, c.last);

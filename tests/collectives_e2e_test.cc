@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -244,12 +245,47 @@ TEST_F(CollectivesE2eTest, ThePythonJobsSlowRankIsNamedWithItsCause) {
   const Result c = Collectives(out);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_TRUE(absl::StartsWith(c.out, "4 ranks on ")) << c.out;
-  EXPECT_TRUE(absl::StrContains(c.out, "ranks from their command lines")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "ranks as each process said (RANK, --rank N)")) << c.out;
   EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(5, "3")) << c.out;
   const std::string slowest = LineStarting(c.out, "Slowest rank: ");
   EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 3 (")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "last in 5 of 5 collectives")) << c.out;
   EXPECT_TRUE(absl::StrContains(slowest, "before it arrived: host: data_loader_stall")) << c.out;
+}
+
+// Ranks started as torchrun starts its workers: the rank only in RANK, every rank's command line
+// the same (cc_job --rank-via env, through the Python framework shape). The ranks are numbered
+// as the environment said, in the table and in the trace read back.
+TEST_F(CollectivesE2eTest, TorchrunsRanksAreNumberedByTheirEnvironment) {
+  const std::string out = TempDir("rank-env") + "/capture";
+  const Result job =
+      ProfiledJob(daemon_, out,
+                  {"--ranks", "3", "--steps", "4", "--slow-rank", "1", "--slow-ms", kHostStall,
+                   "--rank-via", "env", "--rank-program", Runfile("examples/cc_rank_py")});
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  const Result c = Collectives(out);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(absl::StartsWith(c.out, "3 ranks on ")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "ranks as each process said (RANK, --rank N)")) << c.out;
+  EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(4, "1")) << c.out;
+  EXPECT_TRUE(absl::StartsWith(LineStarting(c.out, "Slowest rank: "), "Slowest rank: 1 ("))
+      << c.out;
+
+  absl::StatusOr<daemon::ReadTrace> read =
+      daemon::ReadPerfettoTrace(testing::ReadFile(out + "/trace.pftrace"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  absl::StatusOr<daemon::Trace> trace = daemon::TraceFromPerfetto(*read);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::set<int> ranks;
+  for (const daemon::ProcessTrace& p : trace->processes) {
+    if (p.rank < 0) continue;  // the launcher
+    EXPECT_EQ(std::find(p.command_line.begin(), p.command_line.end(), "--rank"),
+              p.command_line.end())
+        << "no rank on the command line";
+    EXPECT_FALSE(p.job.empty()) << "the job: cc_job's NEURON_RT_ROOT_COMM_ID";
+    ranks.insert(p.rank);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
 }
 
 // Scale: 64 ranks as processes on this machine, a simulated NeuronCore each (a trn2.48xlarge's
@@ -272,7 +308,7 @@ TEST_F(CollectivesE2eTest, SixtyFourRanksAsProcessesNameTheSlowOne) {
   const Result c = Collectives(out);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_TRUE(absl::StartsWith(c.out, "64 ranks on ")) << c.out;
-  EXPECT_TRUE(absl::StrContains(c.out, "ranks from their command lines")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, "ranks as each process said (RANK, --rank N)")) << c.out;
   EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(3, "37")) << c.out;
   std::vector<std::vector<std::string>> instances, stragglers;
   CommandCells(c.out, &instances, &stragglers);

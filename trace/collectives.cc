@@ -323,8 +323,8 @@ absl::StatusOr<CollectivesAnalysis> AnalyzeCollectives(const Trace& trace,
   for (const RawMember& m : raw) {
     if (m.rank >= 0) ranks.insert(m.rank);
   }
-  out.ranks_from_command_line = ranks.size() == raw.size();
-  if (out.ranks_from_command_line) {
+  out.ranks_said = ranks.size() == raw.size();
+  if (out.ranks_said) {
     std::sort(raw.begin(), raw.end(),
               [](const RawMember& a, const RawMember& b) { return a.rank < b.rank; });
   } else {

@@ -10,7 +10,7 @@
 //    rank number is the one its environment gave it (RANK, as torchrun sets it: Hello.rank),
 //    else the one its command line says (`--rank N`, `--rank=N`, `--local_rank N`,
 //    `--local-rank=N`, as launchers pass it); when some process says neither, the ranks are
-//    numbered by host and pid instead, and `ranks_from_command_line` is false.
+//    numbered by host and pid instead, and `ranks_said` is false.
 //  - Matching: the simulator (sim/README.md, "Collectives") has one communicator per process,
 //    the whole group, and the k-th collective each rank schedules on a collectives queue is
 //    one collective of the group. A rank's requests are numbered per process, per queue, from 1
@@ -113,7 +113,7 @@ struct CollectivesOptions {
 
 struct CollectivesAnalysis {
   std::vector<CollectiveMember> members;      // by rank
-  bool ranks_from_command_line = true;
+  bool ranks_said = true;
   std::vector<CollectiveInstance> instances;  // by start (last arrival)
   std::vector<Straggler> stragglers;          // every member; most often last first
   uint64_t noise_floor_ns = 0;                // the floor used

@@ -105,7 +105,7 @@ TEST(CollectivesTest, MatchesEachCollectiveAcrossRanksAndNamesTheLastOne) {
   absl::StatusOr<CollectivesAnalysis> a = AnalyzeCollectives(TwoSteps());
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_EQ(a->members.size(), 3u);
-  EXPECT_TRUE(a->ranks_from_command_line);
+  EXPECT_TRUE(a->ranks_said);
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(a->members[r].rank, r);
     EXPECT_EQ(a->members[r].pid, static_cast<uint32_t>(300 - r));
@@ -289,7 +289,7 @@ TEST(CollectivesTest, WithoutRanksOnTheCommandLineRanksAreNumberedByHostAndPid) 
   for (ProcessTrace& p : t.processes) p.command_line = {"job"};
   absl::StatusOr<CollectivesAnalysis> a = AnalyzeCollectives(t);
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_FALSE(a->ranks_from_command_line);
+  EXPECT_FALSE(a->ranks_said);
   EXPECT_EQ(a->members[0].pid, 298u);
   EXPECT_EQ(a->members[2].pid, 300u);
 }

@@ -692,6 +692,10 @@ class Rebuilder {
     if (trace_.capture_id.empty()) trace_.capture_id = args.Str("capture_id");
     p->host = args.Str("host");
     if (args.Has("executable")) p->executable = args.Str("executable");
+    p->job = args.Str("job");
+    p->rank = args.Has("rank") && args.Uint("rank") <= 0x7fffffff
+                  ? static_cast<int32_t>(args.Uint("rank"))
+                  : -1;
     p->events_received = args.Uint("events_received");
     for (const DropCounterField& f : DropCounterFields(&p->drops)) {
       *f.field = args.Uint(f.counter.arg_name);

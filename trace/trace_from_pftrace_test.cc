@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trace/collectives.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/perfetto_writer.h"
 #include "trace/summary.h"
@@ -32,7 +33,8 @@ std::string Dump(const Trace& t) {
   }
   for (const ProcessTrace& p : t.processes) {
     absl::StrAppend(&out, "process ", p.pid, " host=", p.host, " exe=", p.executable, " cmd=",
-                    absl::StrJoin(p.command_line, " "), " received=", p.events_received,
+                    absl::StrJoin(p.command_line, " "), " job=", p.job, " rank=", p.rank,
+                    " received=", p.events_received,
                     " drops=", p.drops.total(), "/", p.drops.ring_full, "/", p.drops.daemon_away,
                     " uncorrelated=", p.device_uncorrelated, " missing=", p.batches_missing,
                     " cut_off=", p.cut_off, " notices=", absl::StrJoin(p.notices, "|"), "\n");
@@ -212,6 +214,21 @@ TEST(TraceFromPerfettoTest, CollectivesComeBackFromTheirQueuesTracks) {
   EXPECT_EQ(FormatSummary(ComputeSummary(back)), FormatSummary(ComputeSummary(trace)));
 }
 
+// A process's job and its rank from the environment (torchrun's RANK) come back: `nrtprof
+// collectives` numbers the ranks by them, the summary's header shows the job.
+TEST(TraceFromPerfettoTest, JobAndRankComeBack) {
+  Trace trace = SmallTrace();
+  trace.processes[0].job = "10.0.0.7:62182";
+  trace.processes[0].rank = 3;
+  const Trace back = RoundTrip(trace, "job_rank_round_trip");
+  ASSERT_EQ(back.processes.size(), 1u);
+  EXPECT_EQ(back.processes[0].job, "10.0.0.7:62182");
+  EXPECT_EQ(back.processes[0].rank, 3);
+  EXPECT_EQ(RankOf(back.processes[0]), 3);
+  EXPECT_NE(FormatSummary(ComputeSummary(back)).find("(job 10.0.0.7:62182)"), std::string::npos)
+      << FormatSummary(ComputeSummary(back));
+}
+
 TEST(TraceFromPerfettoTest, ProcessesThreadsAndLanesComeBack) {
   const Trace back = RoundTrip(SmallTrace(), "lanes_round_trip");
   EXPECT_EQ(back.capture_id, "cap-42");
@@ -225,6 +242,8 @@ TEST(TraceFromPerfettoTest, ProcessesThreadsAndLanesComeBack) {
   EXPECT_EQ(p.drops.ring_full, 2u);
   EXPECT_EQ(p.drops.daemon_away, 1u);
   EXPECT_EQ(p.events_received, 9u);
+  EXPECT_EQ(p.job, "");
+  EXPECT_EQ(p.rank, -1) << "no rank said, none read back";
 
   ASSERT_EQ(p.ranges.size(), 3u);
   const RangeEvent* forward = nullptr;

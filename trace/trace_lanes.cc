@@ -726,6 +726,8 @@ ProcessTrace CaptureHeader(const ProcessTrace& p) {
   h.pid = p.pid;
   h.host = p.host;
   h.executable = p.executable;
+  h.job = p.job;
+  h.rank = p.rank;
   h.notices = p.notices;
   h.drops = p.drops;
   h.events_received = p.events_received;
@@ -753,6 +755,10 @@ std::vector<SliceArg> CaptureArgs(const Trace& trace, const ProcessTrace& p) {
   if (!p.host.empty()) args.push_back(StringArg("host", p.host));
   args.push_back(UintArg("pid", p.pid));
   if (!p.executable.empty()) args.push_back(StringArg("executable", p.executable));
+  // Its job and rank, when it said (Hello.job, Hello.rank): `nrtprof collectives` and a summary
+  // read back from the file know them so.
+  if (!p.job.empty()) args.push_back(StringArg("job", p.job));
+  if (p.rank >= 0) args.push_back(UintArg("rank", static_cast<uint64_t>(p.rank)));
   args.push_back(UintArg("events_received", p.events_received));
   for (const DropCounter& c : DropCounters(p.drops)) args.push_back(UintArg(c.arg_name, c.value));
   args.push_back(UintArg("device_uncorrelated", p.device_uncorrelated));
