@@ -23,12 +23,14 @@
 #define NRTPROF_TRACE_CORRELATOR_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "trace/process_capture.h"
 #include "trace/trace_model.h"
 
@@ -52,12 +54,60 @@ class ClockMap {
   // False when the process sent no sync point at all. A core without its own uses the
   // process's other cores' (the simulator's cores share one clock; real ones nearly do).
   bool ToHost(int32_t nc_idx, uint64_t device_ns, uint64_t* host_ns) const {
+    return ToHost(Points(nc_idx), device_ns, host_ns, nullptr);
+  }
+
+  // Where a core's last lookup ended, for a caller that converts many events of few cores,
+  // each core's in time order: the next one's nearest point is then at or next to it, found
+  // with no hash lookup or binary search. Held by the caller, so that the map stays read-only.
+  class Cursor {
+   private:
+    friend class ClockMap;
+    struct Core {
+      int32_t nc_idx;
+      const std::vector<ClockSyncPoint>* points;
+      size_t next;  // the lower bound of the last lookup
+    };
+    absl::InlinedVector<Core, 8> cores_;
+  };
+  // The same as ToHost above.
+  bool ToHost(int32_t nc_idx, uint64_t device_ns, uint64_t* host_ns, Cursor* cursor) const {
+    Cursor::Core* core = nullptr;
+    for (Cursor::Core& c : cursor->cores_) {
+      if (c.nc_idx == nc_idx) {
+        core = &c;
+        break;
+      }
+    }
+    if (core == nullptr)
+      core = &cursor->cores_.emplace_back(Cursor::Core{nc_idx, &Points(nc_idx), 0});
+    return ToHost(*core->points, device_ns, host_ns, &core->next);
+  }
+
+ private:
+  const std::vector<ClockSyncPoint>& Points(int32_t nc_idx) const {
     auto it = per_core_.find(nc_idx);
-    const std::vector<ClockSyncPoint>& points = it != per_core_.end() ? it->second : all_;
+    return it != per_core_.end() ? it->second : all_;
+  }
+
+  // `*hint`, if not null: a guess at the lower bound of device_ns in `points`, replaced by it.
+  static bool ToHost(const std::vector<ClockSyncPoint>& points, uint64_t device_ns,
+                     uint64_t* host_ns, size_t* hint) {
     if (points.empty()) return false;
-    auto next =
-        std::lower_bound(points.begin(), points.end(), device_ns,
-                         [](const ClockSyncPoint& p, uint64_t d) { return p.device_ns < d; });
+    auto is_bound = [&](size_t k) {  // the first point at or after device_ns
+      return (k == points.size() || points[k].device_ns >= device_ns) &&
+             (k == 0 || points[k - 1].device_ns < device_ns);
+    };
+    std::vector<ClockSyncPoint>::const_iterator next;
+    if (hint != nullptr && *hint <= points.size() && is_bound(*hint)) {
+      next = points.begin() + static_cast<ptrdiff_t>(*hint);
+    } else if (hint != nullptr && *hint < points.size() && is_bound(*hint + 1)) {
+      next = points.begin() + static_cast<ptrdiff_t>(*hint + 1);
+    } else {
+      next = std::lower_bound(points.begin(), points.end(), device_ns,
+                              [](const ClockSyncPoint& p, uint64_t d) { return p.device_ns < d; });
+    }
+    if (hint != nullptr) *hint = static_cast<size_t>(next - points.begin());
     const ClockSyncPoint* nearest;
     if (next == points.end()) {
       nearest = &points.back();

@@ -164,6 +164,36 @@ std::vector<const DeviceEvent*> Device(const ProcessTrace& p, const std::string&
   return out;
 }
 
+// A caller's cursor only saves lookups: each event maps through the sync point nearest it,
+// whatever order the events come in (forward, back, jumping between cores, off either end).
+TEST(ClockMapTest, ACursorMapsEveryEventAsALookupWouldInAnyOrder) {
+  std::vector<ClockSyncPoint> syncs;
+  for (uint64_t k = 0; k < 50; ++k) {
+    syncs.push_back({0, 1'000'000 + k * 10'000, 5'000 + k * 10'003});
+    syncs.push_back({1, 1'000'000 + k * 7'000, 9'000 + k * 6'998});
+  }
+  const ClockMap clock(syncs);
+  std::vector<std::pair<int32_t, uint64_t>> events;
+  for (uint64_t t = 900'000; t < 1'600'000; t += 1'234) events.push_back({0, t});
+  for (uint64_t t = 1'400'000; t > 950'000; t -= 4'321) events.push_back({1, t});
+  for (uint64_t t = 990'000; t < 1'500'000; t += 2'500) {
+    events.push_back({static_cast<int32_t>(t / 2'500 % 2), t});
+    events.push_back({2, t});  // no sync point of its own: all the cores'
+  }
+  events.push_back({0, 1'000'000 + 490'000});  // on a point exactly
+  events.push_back({0, 1'000'000 + 5'000});    // halfway between two
+  ClockMap::Cursor cursor;
+  for (const auto& [nc, device_ns] : events) {
+    uint64_t looked_up = 0, with_cursor = 1;
+    ASSERT_TRUE(clock.ToHost(nc, device_ns, &looked_up));
+    ASSERT_TRUE(clock.ToHost(nc, device_ns, &with_cursor, &cursor));
+    EXPECT_EQ(with_cursor, looked_up) << "core " << nc << " at " << device_ns;
+  }
+  ClockMap::Cursor none_cursor;
+  uint64_t host = 0;
+  EXPECT_FALSE(ClockMap({}).ToHost(0, 1, &host, &none_cursor));
+}
+
 TEST(CorrelatorTest, ExecutionsMatchTheirCallsInOrderPerThread) {
   ProcessBuilder b;
   // Two threads interleaved in time; each thread's executions go to its own calls.

@@ -46,7 +46,14 @@ enum Channel : uint32_t {
 };
 constexpr uint32_t kAllChannels[] = {kExec, kH2d, kD2h, kD2d, kMemset, kModelLoad};
 
-uint32_t DmaChannel(const std::string& name) {
+// A channel's position in kAllChannels.
+size_t ChannelIndex(uint32_t channel) {
+  size_t k = 0;
+  while (k + 1 < std::size(kAllChannels) && kAllChannels[k] != channel) ++k;
+  return k;
+}
+
+uint32_t DmaChannel(std::string_view name) {
   if (name == "dma_h2d") return kH2d;
   if (name == "dma_d2h") return kD2h;
   if (name == "dma_d2d") return kD2d;
@@ -55,37 +62,87 @@ uint32_t DmaChannel(const std::string& name) {
   return kNone;
 }
 
+// What the correlator asks of a device event's name: its DMA channel (DmaChannel), and whether
+// it is a collective's (an execution so named is a collective's barrier or running).
+constexpr uint32_t kChannelsOfName = kH2d | kD2h | kD2d | kMemset | kModelLoad;
+constexpr uint32_t kCollectiveName = 1 << 6;
+static_assert((kChannelsOfName & kCollectiveName) == 0);
+
+uint8_t NameTraits(std::string_view name) {
+  return static_cast<uint8_t>(DmaChannel(name) |
+                              (name == kCcExecBarrier || name == kCcRunning ? kCollectiveName : 0));
+}
+
 uint64_t End(uint64_t start, uint64_t duration) { return start + duration; }
+
+// The first of `v` (sorted by first) whose first is above `key`, searched for outward from
+// `from`, where it is expected to be: steps that double, then a binary search between.
+size_t UpperBoundNear(const std::vector<std::pair<uint64_t, uint64_t>>& v, uint64_t key,
+                      size_t from) {
+  const size_t n = v.size();
+  from = std::min(from, n);
+  size_t lo, hi;  // it is in [lo, hi]; v[hi] is above key if hi < n
+  if (from == 0 || v[from - 1].first <= key) {
+    lo = hi = from;
+    for (size_t step = 1; hi < n && v[hi].first <= key; step *= 2) {
+      lo = hi + 1;
+      hi = std::min(n, hi + step);
+    }
+  } else {
+    lo = hi = from - 1;
+    for (size_t step = 1; lo > 0 && v[lo - 1].first > key; step *= 2) {
+      hi = lo - 1;
+      lo = hi >= step ? hi - step : 0;
+    }
+  }
+  return static_cast<size_t>(
+      std::upper_bound(
+          v.begin() + static_cast<ptrdiff_t>(lo), v.begin() + static_cast<ptrdiff_t>(hi), key,
+          [](uint64_t k, const std::pair<uint64_t, uint64_t>& e) { return k < e.first; }) -
+      v.begin());
+}
 
 // The process's string table as Names of the trace's NameTable, with "" for 0 and unknown ids.
 // Each text is interned once, here; an event's names are then pointer copies. The shim numbers
 // its strings from 1 up, so the ids are looked up in a vector indexed by id (a few lookups per
-// event); a table with ids far beyond its size stays a hash lookup.
+// event); a table with ids far beyond its size stays a hash lookup. Each text's NameTraits are
+// worked out here too, once, for the device events that carry it.
 class Strings {
  public:
   Strings(const std::unordered_map<uint32_t, std::string>& table, NameTable* names) {
     uint32_t max_iid = 0;
     for (const auto& [iid, value] : table) max_iid = std::max(max_iid, iid);
     const bool dense = max_iid <= 2 * table.size() + 1024;
-    if (dense) dense_.resize(size_t{max_iid} + 1);
+    if (dense) {
+      dense_.resize(size_t{max_iid} + 1);
+      dense_traits_.resize(size_t{max_iid} + 1, 0);
+    }
     for (const auto& [iid, value] : table) {
       const Name name = names->Intern(value);
       if (dense) {
         dense_[iid] = name;
+        dense_traits_[iid] = NameTraits(value);
       } else {
-        sparse_.emplace(iid, name);
+        sparse_.emplace(iid, std::make_pair(name, NameTraits(value)));
       }
     }
   }
   Name operator()(uint32_t iid) const {
     if (iid < dense_.size()) return dense_[iid];
     auto it = sparse_.find(iid);
-    return it == sparse_.end() ? Name() : it->second;
+    return it == sparse_.end() ? Name() : it->second.first;
+  }
+  // NameTraits of the text (none for an unknown id: its name is "").
+  uint32_t Traits(uint32_t iid) const {
+    if (iid < dense_traits_.size()) return dense_traits_[iid];
+    auto it = sparse_.find(iid);
+    return it == sparse_.end() ? 0 : it->second.second;
   }
 
  private:
-  std::vector<Name> dense_;  // by iid, when the ids are dense
-  std::unordered_map<uint32_t, Name> sparse_;
+  std::vector<Name> dense_;            // by iid, when the ids are dense
+  std::vector<uint8_t> dense_traits_;  // the same
+  std::unordered_map<uint32_t, std::pair<Name, uint8_t>> sparse_;
 };
 
 struct TensorState {
@@ -248,6 +305,7 @@ class ProcessCorrelator {
     NoteModelsWithoutFiles();
     AssignRanges();
     call_sources_ = {};  // they point into the events
+    name_channel_ = {};
     if (consume_ != nullptr) IngestedEvents().swap(*consume_);
     SortDevice();
     for (const DeviceEvent& d : out_.device) {
@@ -441,12 +499,14 @@ class ProcessCorrelator {
     std::vector<std::pair<uint64_t, uint64_t>> trace_id;
     std::vector<uint64_t> wire_parent;
     out_.device.reserve(device.size());
+    name_channel_.reserve(device.size());
     wire_parent.reserve(device.size());
     trace_id.reserve(device.size());
     first_device_id_ = *next_id_;
+    ClockMap::Cursor clock_cursor;
     for (const IngestedEvent* e : device) {
       uint64_t start = e->start_ns;
-      if (!e->host_clock && !clock_.ToHost(e->nc_idx, e->start_ns, &start)) {
+      if (!e->host_clock && !clock_.ToHost(e->nc_idx, e->start_ns, &start, &clock_cursor)) {
         ++out_.drops.no_clock_sync;
         ++out_.drops.by_lane.hardware;
         continue;
@@ -459,10 +519,11 @@ class ProcessCorrelator {
                : e->kind == nrtprof::EVENT_DEVICE_OP ? DeviceEventKind::kEngineOp
                                                      : DeviceEventKind::kDma;
       d.name = str_(e->name_iid);
+      const uint32_t traits = str_.Traits(e->name_iid);
+      name_channel_.push_back(static_cast<uint8_t>(traits & kChannelsOfName));
       // A collective's events come as executions named as the runtime names them (so that a
       // daemon older than them draws them, and refuses no batch).
-      if (d.kind == DeviceEventKind::kExecution &&
-          (d.name == kCcExecBarrier || d.name == kCcRunning)) {
+      if (d.kind == DeviceEventKind::kExecution && (traits & kCollectiveName) != 0) {
         d.kind = DeviceEventKind::kCollective;
         d.worker_gid = e->worker_gid;
       }
@@ -489,16 +550,17 @@ class ProcessCorrelator {
     // Children whose execution was lost keep parent 0 and stay uncorrelated: they are not
     // host-initiated, whatever their name says. An execution's work comes together: the parent
     // found for one child is looked up once for the children after it.
+    // The next execution's is then a little further on: searched for from the last one found.
     uint64_t last_wire_parent = 0, last_parent = 0;
+    size_t after = 0;
     for (size_t i = 0; i < out_.device.size(); ++i) {
       if (wire_parent[i] == 0) continue;
       orphan_or_child_.push_back(i);
       if (wire_parent[i] != last_wire_parent) {
-        auto after = std::upper_bound(trace_id.begin(), trace_id.end(),
-                                      std::pair<uint64_t, uint64_t>{wire_parent[i], 0}, by_wire_id);
+        after = UpperBoundNear(trace_id, wire_parent[i], after);
         last_wire_parent = wire_parent[i];
-        last_parent = after != trace_id.begin() && (after - 1)->first == wire_parent[i]
-                          ? (after - 1)->second
+        last_parent = after != 0 && trace_id[after - 1].first == wire_parent[i]
+                          ? trace_id[after - 1].second
                           : 0;
       }
       out_.device[i].parent = last_parent;
@@ -679,23 +741,43 @@ class ProcessCorrelator {
     std::vector<bool> by_sequence(out_.device.size(), false);
     MatchBySequence(&by_sequence);
     // Per submitting thread: the expectations of its calls and its top-level device events.
-    std::unordered_map<uint32_t, std::vector<Expectation>> expectations;
+    // Threads are few, and their events come in runs: each has a slot, found by a short scan
+    // when the thread changes. Each thread is matched apart (its calls and events are no
+    // other's), in any order.
+    struct Thread {
+      uint32_t tid;
+      std::vector<Expectation> calls;
+      std::vector<DeviceRef> refs;
+    };
+    std::vector<Thread> threads;
+    size_t last = 0;
+    auto thread = [&](uint32_t tid) -> Thread& {
+      if (last < threads.size() && threads[last].tid == tid) return threads[last];
+      for (last = 0; last < threads.size() && threads[last].tid != tid; ++last) {
+      }
+      if (last == threads.size()) threads.push_back({tid, {}, {}});
+      return threads[last];
+    };
     for (size_t i = 0; i < out_.calls.size(); ++i) {
       Expectation x = Expect(i);
-      if (x.channels != kNone) expectations[out_.calls[i].tid].push_back(std::move(x));
+      if (x.channels != kNone) thread(out_.calls[i].tid).calls.push_back(std::move(x));
     }
-    std::unordered_map<uint32_t, std::vector<DeviceRef>> devices;
     std::vector<bool> is_child(out_.device.size(), false);
     for (size_t i : orphan_or_child_) is_child[i] = true;
     for (size_t i = 0; i < out_.device.size(); ++i) {
       const DeviceEvent& d = out_.device[i];
       if (is_child[i] || by_sequence[i]) continue;
-      const uint32_t channel = d.kind == DeviceEventKind::kExecution ? kExec
-                               : d.kind == DeviceEventKind::kDma     ? DmaChannel(d.name)
-                                                                     : kNone;
-      if (channel != kNone) devices[d.submitting_tid].push_back({i, channel});
+      const uint32_t channel = d.kind == DeviceEventKind::kExecution ? uint32_t{kExec}
+                               : d.kind == DeviceEventKind::kDma     ? uint32_t{name_channel_[i]}
+                                                                     : uint32_t{kNone};
+      if (channel != kNone) thread(d.submitting_tid).refs.push_back({i, channel});
     }
-    for (auto& [tid, refs] : devices) {
+    constexpr size_t kChannels = std::size(kAllChannels);
+    std::vector<size_t> events[kChannels];      // indices in out_.device
+    std::vector<size_t> candidates[kChannels];  // indices in the thread's calls
+    for (Thread& t : threads) {
+      std::vector<DeviceRef>& refs = t.refs;
+      if (refs.empty()) continue;
       auto by_start = [&](const DeviceRef& a, const DeviceRef& b) {
         const DeviceEvent& x = out_.device[a.index];
         const DeviceEvent& y = out_.device[b.index];
@@ -705,21 +787,24 @@ class ProcessCorrelator {
       if (!std::is_sorted(refs.begin(), refs.end(), by_start)) {
         std::sort(refs.begin(), refs.end(), by_start);
       }
-      std::vector<Expectation>& calls = expectations[tid];
+      const std::vector<Expectation>& calls = t.calls;
       std::vector<uint64_t> remaining(calls.size());
       for (size_t i = 0; i < calls.size(); ++i) remaining[i] = calls[i].capacity;
-      for (uint32_t channel : kAllChannels) {
-        std::vector<size_t> events;  // indices in out_.device
-        for (const DeviceRef& r : refs) {
-          if (r.channel == channel) events.push_back(r.index);
+      // Each channel's events and the calls that may have caused them, in one pass each.
+      for (size_t k = 0; k < kChannels; ++k) {
+        events[k].clear();
+        candidates[k].clear();
+      }
+      for (const DeviceRef& r : refs) events[ChannelIndex(r.channel)].push_back(r.index);
+      for (size_t i = 0; i < calls.size(); ++i) {
+        for (size_t k = 0; k < kChannels; ++k) {
+          if (calls[i].channels & kAllChannels[k]) candidates[k].push_back(i);
         }
-        std::vector<size_t> candidates;  // indices in `calls`
-        for (size_t i = 0; i < calls.size(); ++i) {
-          if (calls[i].channels & channel) candidates.push_back(i);
-        }
-        if (events.empty() || candidates.empty()) continue;
-        if (!MatchInOrder(calls, candidates, events, &remaining)) {
-          MatchByContainment(calls, candidates, events, &remaining);
+      }
+      for (size_t k = 0; k < kChannels; ++k) {
+        if (events[k].empty() || candidates[k].empty()) continue;
+        if (!MatchInOrder(calls, candidates[k], events[k], &remaining)) {
+          MatchByContainment(calls, candidates[k], events[k], &remaining);
         }
       }
     }
@@ -744,11 +829,12 @@ class ProcessCorrelator {
     d.correlation_id = c.correlation_id;
     if (c.nc_idx < 0) c.nc_idx = d.nc_idx;
     if (d.kind == DeviceEventKind::kExecution && c.model_name.empty()) c.model_name = d.model_name;
-    if (d.name == "dma_model_load" && c.model_name.empty()) c.model_name = d.tensor_name;
+    const bool model_load = name_channel_[event] == kModelLoad;  // named "dma_model_load"
+    if (model_load && c.model_name.empty()) c.model_name = d.tensor_name;
     // The runtime's system trace names neither an execution's model nor a load's (it has
     // model ids only): the call they belong to does.
     if (d.kind == DeviceEventKind::kExecution && d.model_name.empty()) d.model_name = c.model_name;
-    if (d.name == "dma_model_load" && d.tensor_name.empty()) d.tensor_name = c.model_name;
+    if (model_load && d.tensor_name.empty()) d.tensor_name = c.model_name;
   }
 
   // The common case: every call's outcome is certain and the counts agree, so the k-th device
@@ -770,6 +856,7 @@ class ProcessCorrelator {
     }
     if (expected != events.size()) return false;
     std::vector<std::pair<size_t, size_t>> pairs;  // (call, event)
+    pairs.reserve(events.size());
     size_t next = 0;
     for (size_t i : candidates) {
       const uint64_t call_start = out_.calls[calls[i].call].start_ns;
@@ -934,6 +1021,8 @@ class ProcessCorrelator {
   std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
   std::vector<size_t> orphan_or_child_;             // device events with a wire parent
   uint64_t first_device_id_ = 0;                    // the id of out_.device[0] (BuildDevice)
+  // Parallel to out_.device until SortDevice: DmaChannel of each event's name.
+  std::vector<uint8_t> name_channel_;
 };
 
 }  // namespace
