@@ -304,13 +304,10 @@ class ProcessCorrelator {
     NameUnnamedModels();
     NoteModelsWithoutFiles();
     AssignRanges();
-    call_sources_ = {};  // they point into the events
+    call_handles_ = {};
     name_channel_ = {};
     if (consume_ != nullptr) IngestedEvents().swap(*consume_);
     SortDevice();
-    for (const DeviceEvent& d : out_.device) {
-      if (d.correlation_id == 0) ++out_.device_uncorrelated;
-    }
     return std::move(out_);
   }
 
@@ -322,7 +319,7 @@ class ProcessCorrelator {
   void NameModelFiles() {
     std::unordered_map<uint64_t, Name> names;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
-      const uint64_t handle = call_sources_[i]->call.model;
+      const uint64_t handle = call_handles_[i].model;
       if (handle != 0 && !out_.calls[i].model_name.empty()) {
         names.try_emplace(handle, out_.calls[i].model_name);
       }
@@ -351,7 +348,7 @@ class ProcessCorrelator {
     std::unordered_map<uint64_t, const ApiCall*> by_correlation;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
       ApiCall& c = out_.calls[i];
-      const uint64_t handle = call_sources_[i]->call.model;
+      const uint64_t handle = call_handles_[i].model;
       if (c.model_name.empty() && handle != 0) {
         if (auto it = names.find(handle); it != names.end()) c.model_name = it->second;
       }
@@ -449,7 +446,7 @@ class ProcessCorrelator {
       return a->correlation_id < b->correlation_id;
     });
     out_.calls.reserve(calls.size());
-    call_sources_.reserve(calls.size());
+    call_handles_.reserve(calls.size());
     for (const IngestedEvent* e : calls) {
       ApiCall& c = out_.calls.emplace_back();  // filled in place, as device events are
       c.correlation_id = NextId();
@@ -489,7 +486,7 @@ class ProcessCorrelator {
           for (uint32_t frame : stack->second) c.stack.push_back(str_(frame));
         }
       }
-      call_sources_.push_back(e);
+      call_handles_.push_back(e->call);
     }
   }
 
@@ -504,6 +501,7 @@ class ProcessCorrelator {
     trace_id.reserve(device.size());
     first_device_id_ = *next_id_;
     ClockMap::Cursor clock_cursor;
+    std::vector<size_t> by_exec_id;  // work that names its execution by exec_id only
     for (const IngestedEvent* e : device) {
       uint64_t start = e->start_ns;
       if (!e->host_clock && !clock_.ToHost(e->nc_idx, e->start_ns, &start, &clock_cursor)) {
@@ -539,6 +537,10 @@ class ProcessCorrelator {
       d.nrta_seq = e->nrta_seq;
       if (e->device.id != 0) trace_id.emplace_back(e->device.id, d.id);
       wire_parent.push_back(e->device.parent);
+      if (d.kind != DeviceEventKind::kExecution && e->device.parent == 0 && d.exec_id != 0) {
+        by_exec_id.push_back(out_.device.size() - 1);
+      }
+      any_sequence_ = any_sequence_ || d.nrta_seq != 0;
     }
     // Trace ids grow with the index, so a stable sort by wire id keeps the later of equal ids
     // last; the lookup takes the last of a run.
@@ -565,7 +567,7 @@ class ProcessCorrelator {
       }
       out_.device[i].parent = last_parent;
     }
-    LinkByExecId(wire_parent);
+    LinkByExecId(by_exec_id);
   }
 
   // Work from the runtime's device profile (engine ops, an execution's I/O DMA) names its
@@ -574,14 +576,8 @@ class ProcessCorrelator {
   // at hand. Each goes into the execution of its core with its exec_id whose span is nearest
   // its start (an exec_id may come again after nrt_close and nrt_init); without one it stays
   // an orphan, as a child whose execution was lost.
-  void LinkByExecId(const std::vector<uint64_t>& wire_parent) {
-    std::vector<size_t> children;
-    for (size_t i = 0; i < out_.device.size(); ++i) {
-      const DeviceEvent& d = out_.device[i];
-      if (d.kind != DeviceEventKind::kExecution && wire_parent[i] == 0 && d.exec_id != 0) {
-        children.push_back(i);
-      }
-    }
+  // `children`: the indices of the work with an exec_id and no wire parent, in order.
+  void LinkByExecId(const std::vector<size_t>& children) {
     if (children.empty()) return;
     std::map<std::pair<int32_t, uint64_t>, std::vector<size_t>> executions;
     for (size_t i = 0; i < out_.device.size(); ++i) {
@@ -609,7 +605,7 @@ class ProcessCorrelator {
 
   Expectation Expect(size_t call_index) const {
     const ApiCall& c = out_.calls[call_index];
-    const IngestedEvent& e = *call_sources_[call_index];
+    const IngestedEvent::CallHandles& handles = call_handles_[call_index];
     Expectation x;
     x.call = call_index;
     x.nc_idx = c.nc_idx;
@@ -621,14 +617,14 @@ class ProcessCorrelator {
     // A transfer on a device tensor: exactly one DMA when the placement and size are known.
     auto transfer = [&](uint32_t channel) {
       if (!ok) return;
-      const TensorState t = tensor(e.call.tensor);
+      const TensorState t = tensor(handles.tensor);
       if (t.known && !t.device) return;
       x.channels = channel;
       x.capacity = 1;
       x.exact = t.known && c.bytes != 0;
       add_name(c.tensor_name);
     };
-    const nrtprof::ApiFunction function = CallFunction(e.function, c.name);
+    const auto function = static_cast<nrtprof::ApiFunction>(c.function);
     switch (function) {
       case nrtprof::API_NRT_EXECUTE:
       case nrtprof::API_NRT_EXECUTE_REPEAT: {
@@ -662,7 +658,7 @@ class ProcessCorrelator {
         break;
       case nrtprof::API_NRT_TENSOR_COPY: {
         if (!ok) return x;
-        const TensorState from = tensor(e.call.tensor), to = tensor(e.call.tensor2);
+        const TensorState from = tensor(handles.tensor), to = tensor(handles.tensor2);
         if (from.known && to.known) {
           x.exact = c.bytes != 0;
           x.channels = from.device && to.device ? kD2d
@@ -712,6 +708,7 @@ class ProcessCorrelator {
   // nrt_close and nrt_init. Of the calls with the event's number, the event takes the latest
   // that began before it (within the clocks' error).
   void MatchBySequence(std::vector<bool>* matched) {
+    if (!any_sequence_) return;  // no device event has one
     // nrta_seq -> the calls that scheduled it, in start order (calls are sorted by start).
     std::unordered_map<uint64_t, absl::InlinedVector<size_t, 1>> scheduled;
     for (size_t i = 0; i < out_.calls.size(); ++i) {
@@ -812,14 +809,15 @@ class ProcessCorrelator {
     // above. Device events are still in the order BuildDevice numbered them, so the event with
     // id `first_device_id_ + k` is at k. Only events without a parent were matched, and this
     // pass changes only events with one: work inside work takes nothing, whatever the order.
+    // Every correlation id is final once it is past: the uncorrelated are counted on the way.
     for (DeviceEvent& d : out_.device) {
-      if (d.parent < first_device_id_ || d.parent - first_device_id_ >= out_.device.size()) {
-        continue;
+      if (d.parent >= first_device_id_ && d.parent - first_device_id_ < out_.device.size()) {
+        const DeviceEvent& parent = out_.device[d.parent - first_device_id_];
+        if (parent.id == d.parent && parent.parent == 0 && parent.correlation_id != 0) {
+          d.correlation_id = parent.correlation_id;
+        }
       }
-      const DeviceEvent& parent = out_.device[d.parent - first_device_id_];
-      if (parent.id == d.parent && parent.parent == 0 && parent.correlation_id != 0) {
-        d.correlation_id = parent.correlation_id;
-      }
+      if (d.correlation_id == 0) ++out_.device_uncorrelated;
     }
   }
 
@@ -1018,11 +1016,13 @@ class ProcessCorrelator {
   uint64_t* const next_id_;
   const DropCounts drops_;
   ProcessTrace out_;
-  std::vector<const IngestedEvent*> call_sources_;  // parallel to out_.calls
+  // Parallel to out_.calls: each one's handles (copied: its event is far, and soon freed).
+  std::vector<IngestedEvent::CallHandles> call_handles_;
   std::vector<size_t> orphan_or_child_;             // device events with a wire parent
   uint64_t first_device_id_ = 0;                    // the id of out_.device[0] (BuildDevice)
   // Parallel to out_.device until SortDevice: DmaChannel of each event's name.
   std::vector<uint8_t> name_channel_;
+  bool any_sequence_ = false;  // a device event has an nrta_seq
 };
 
 }  // namespace

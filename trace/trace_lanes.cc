@@ -175,6 +175,33 @@ struct LaneFill {
   }
 };
 
+// The first of `v` (sorted) whose id (first) is `key` or more, searched for outward from
+// `from`, where it is expected to be: steps that double, then a binary search between.
+size_t LowerBoundNear(const std::vector<std::pair<uint64_t, size_t>>& v, uint64_t key,
+                      size_t from) {
+  const size_t n = v.size();
+  from = std::min(from, n);
+  size_t lo, hi;  // it is in [lo, hi]; v[hi] is at or above key if hi < n
+  if (from == 0 || v[from - 1].first < key) {
+    lo = hi = from;
+    for (size_t step = 1; hi < n && v[hi].first < key; step *= 2) {
+      lo = hi + 1;
+      hi = std::min(n, hi + step);
+    }
+  } else {
+    lo = hi = from - 1;
+    for (size_t step = 1; lo > 0 && v[lo - 1].first >= key; step *= 2) {
+      hi = lo - 1;
+      lo = hi >= step ? hi - step : 0;
+    }
+  }
+  return static_cast<size_t>(
+      std::lower_bound(
+          v.begin() + static_cast<ptrdiff_t>(lo), v.begin() + static_cast<ptrdiff_t>(hi), key,
+          [](const std::pair<uint64_t, size_t>& e, uint64_t k) { return e.first < k; }) -
+      v.begin());
+}
+
 // A lane's slices are in begin order: its first starts first.
 void NoteStart(const Lane& lane, ProcessLanes* process) {
   if (lane.slices.empty()) return;
@@ -517,12 +544,14 @@ std::vector<size_t> NestIntervals(std::vector<NestInterval>* intervals) {
     }
     if (!std::is_sorted(by_id.begin(), by_id.end())) std::sort(by_id.begin(), by_id.end());
     // Children of one parent mostly come together: the one found before is asked for next.
+    // The next parent is then a little further on: searched for from there.
+    size_t at = 0;
     auto found = by_id.end();
     for (size_t i = 0; i < n; ++i) {
       if (iv[i].parent_id == 0) continue;
       if (found == by_id.end() || found->first != iv[i].parent_id) {
-        found = std::lower_bound(by_id.begin(), by_id.end(),
-                                 std::pair<uint64_t, size_t>{iv[i].parent_id, 0});
+        at = LowerBoundNear(by_id, iv[i].parent_id, at);
+        found = by_id.begin() + static_cast<ptrdiff_t>(at);
       }
       if (found != by_id.end() && found->first == iv[i].parent_id && found->second != i) {
         parent[i] = found->second;
