@@ -18,6 +18,8 @@
 #include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "trace/api_function.h"
+#include "trace/async_requests.h"
 #include "trace/atomic_file.h"
 #include "trace/trace_lanes.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -200,6 +202,30 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AppendFixed64Field(uint32_t field, uint
   out->Commit(p);
 }
 
+// Copies the bytes of an event or an annotation, nearly always a few dozen: fixed-size moves
+// rather than a call of memcpy.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutShort(std::string_view bytes, char* p) {
+  const char* src = bytes.data();
+  const size_t n = bytes.size();
+  if (n >= 16) {
+    if (n > 64) {
+      memcpy(p, src, n);
+      return p + n;
+    }
+    for (size_t i = 0; i + 16 < n; i += 16) memcpy(p + i, src + i, 16);
+    memcpy(p + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(p, src, 8);
+    memcpy(p + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    memcpy(p, src, 4);
+    memcpy(p + n - 4, src + n - 4, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) p[i] = src[i];
+  }
+  return p + n;
+}
+
 // Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
 // deflated in bundles (compressed_packets) unless the level is 0: into the file, or into
 // memory (a capture's lane sequences, which are made before the file's first sequence is).
@@ -223,6 +249,23 @@ class PacketSink {
       return s.ok() ? Out(record_.std_view()) : s;
     }
     AppendBytesField(kTracePacketField, packet_bytes, &pending_);
+    if (pending_.size() >= kBundleBytes) return Flush();
+    return absl::OkStatus();
+  }
+
+  // Whether a packet of `size` bytes can be placed straight among the pending records (Place,
+  // Placed) rather than given whole to Add: all but one too big for a bundle.
+  bool CanPlace(size_t size) const { return level_ == 0 || size <= kBundleBytes; }
+  // Where the `size` bytes of the next packet go, its record's header written; Placed(end)
+  // after them. Add's record, without the packet made elsewhere first and copied. kPlaceSlack
+  // bytes more are writable after the packet (for fixed-size moves of its last few bytes).
+  static constexpr size_t kPlaceSlack = 32;
+  char* Place(size_t size) {
+    char* p = pending_.Room(2 * kMaxVarint + size + kPlaceSlack);
+    return PutVarint(size, PutTag(kTracePacketField, kLengthDelimited, p));
+  }
+  absl::Status Placed(const char* end) {
+    pending_.Commit(end);
     if (pending_.size() >= kBundleBytes) return Flush();
     return absl::OkStatus();
   }
@@ -347,8 +390,9 @@ class TraceEncoder {
       if (s.ok() && !edges.done()) {
         s = BeginSequence(next_lane_sequence_++, edges.edge().ts, /*realtime_offset_ns=*/0);
       }
+      SetTrack(track.uuid);
       for (; s.ok() && !edges.done(); edges.Advance()) {
-        s = WriteEdge(track.uuid, *track.lane, edges.edge());
+        s = WriteEdge(*track.lane, edges.edge());
       }
     }
     // Each counter on a sequence of its own too, its values in time order.
@@ -431,6 +475,11 @@ class TraceEncoder {
   // the sequence uses. The sequence defines its interned names again as it uses them.
   absl::Status BeginSequence(uint32_t id, uint64_t first_ns, int64_t realtime_offset_ns) {
     sequence_ = id;
+    // Every later packet of the sequence ends with its id and flags.
+    char* end = PutVarint(id, PutTag(packet::kSequenceId, kVarint, sequence_tail_));
+    end = PutVarint(TracePacket::SEQ_NEEDS_INCREMENTAL_STATE,
+                    PutTag(packet::kSequenceFlags, kVarint, end));
+    sequence_tail_size_ = static_cast<size_t>(end - sequence_tail_);
     first_packet_ = true;
     last_ts_ = first_ns;
     TracePacket packet;
@@ -571,119 +620,223 @@ class TraceEncoder {
     WriteLaneTracks(lanes);
   }
   // Whether the current sequence has defined `iid` yet; marks it defined.
-  bool DefineOnce(uint64_t iid, std::vector<uint32_t>* defined_in) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool DefineOnce(uint64_t iid, std::vector<uint32_t>* defined_in) {
     if (ABSL_PREDICT_FALSE(iid >= defined_in->size())) defined_in->resize(iid + 1, 0);
     if ((*defined_in)[iid] == sequence_) return false;
     (*defined_in)[iid] = sequence_;
     return true;
   }
 
-  // A direct-mapped cache in front of a name's iid, by the address of its text: a trace uses a
-  // few dozen names, so nearly every lookup is one compare.
+  // A cache in front of a name's iid, by the address of its text: a trace uses a few dozen
+  // names, so nearly every lookup is one compare. Two places a key may be (two names that
+  // share one place, both used at every slice, would miss at every slice).
   struct IidSlot {
     const void* key = nullptr;
     uint64_t iid = 0;
   };
-  static constexpr size_t kIidSlots = 256;
-  static IidSlot& SlotFor(const void* key, std::array<IidSlot, kIidSlots>* slots) {
+  static constexpr int kIidSlotBits = 10;
+  using IidSlots = std::array<IidSlot, size_t{1} << kIidSlotBits>;
+  // Its slot, or else the slot to fill.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static IidSlot& SlotFor(const void* key, IidSlots* slots,
+                                                       bool* hit) {
     const uint64_t h = (reinterpret_cast<uintptr_t>(key) >> 3) * 0x9e3779b97f4a7c15ULL;
-    return (*slots)[h >> 56];
+    IidSlot& first = (*slots)[h >> (64 - kIidSlotBits)];
+    *hit = first.key == key;
+    if (ABSL_PREDICT_TRUE(*hit)) return first;
+    IidSlot& second = (*slots)[(h >> (64 - 2 * kIidSlotBits)) & (slots->size() - 1)];
+    *hit = second.key == key;
+    if (*hit) return second;
+    return first.key == nullptr ? first : second;
   }
 
   // The iid of an event name, the same in every sequence: looked up by the name's id first (no
   // hashing of text), then by text, so that one text has one iid even from two NameTables (a
   // merged trace's processes). A sequence defines a name in its interned data the first time
   // one of its packets uses it.
-  uint64_t EventNameIid(Name name) {
-    IidSlot& slot = SlotFor(name.id(), &event_name_slots_);
-    if (ABSL_PREDICT_FALSE(slot.key != name.id())) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE uint64_t EventNameIid(Name name) {
+    bool hit = false;
+    IidSlot& slot = SlotFor(name.id(), &event_name_slots_, &hit);
+    if (ABSL_PREDICT_FALSE(!hit)) {
       slot.key = name.id();
-      slot.iid = event_names_.try_emplace(name.view(), event_names_.size() + 1).first->second;
+      slot.iid = EventNameIidByText(name.view());
     }
     const uint64_t iid = slot.iid;
-    if (DefineOnce(iid, &event_name_defined_)) {
+    if (ABSL_PREDICT_FALSE(DefineOnce(iid, &event_name_defined_))) {
       AddInternedEntry(interned::kEventNames, iid, name.view());
     }
     return iid;
   }
+  ABSL_ATTRIBUTE_NOINLINE uint64_t EventNameIidByText(std::string_view text) {
+    return event_names_.try_emplace(text, event_names_.size() + 1).first->second;
+  }
 
-  uint64_t AnnotationNameIid(const char* name) {
-    IidSlot& slot = SlotFor(name, &annotation_name_slots_);
-    if (ABSL_PREDICT_FALSE(slot.key != name)) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE uint64_t AnnotationNameIid(const char* name) {
+    bool hit = false;
+    IidSlot& slot = SlotFor(name, &annotation_name_slots_, &hit);
+    if (ABSL_PREDICT_FALSE(!hit)) {
       slot.key = name;
-      slot.iid = annotation_names_.try_emplace(name, annotation_names_.size() + 1).first->second;
+      slot.iid = AnnotationNameIidByText(name);
     }
     const uint64_t iid = slot.iid;
-    if (DefineOnce(iid, &annotation_name_defined_)) {
+    if (ABSL_PREDICT_FALSE(DefineOnce(iid, &annotation_name_defined_))) {
       AddInternedEntry(interned::kAnnotationNames, iid, name);
     }
     return iid;
   }
+  ABSL_ATTRIBUTE_NOINLINE uint64_t AnnotationNameIidByText(std::string_view text) {
+    return annotation_names_.try_emplace(text, annotation_names_.size() + 1).first->second;
+  }
 
-  void AddInternedEntry(uint32_t table, uint64_t iid, std::string_view name) {
+  ABSL_ATTRIBUTE_NOINLINE void AddInternedEntry(uint32_t table, uint64_t iid, std::string_view name) {
     entry_.clear();
     AppendVarintField(interned::kIid, iid, &entry_);
     AppendBytesField(interned::kName, name, &entry_);
     AppendBytesField(table, entry_.std_view(), &interned_);
   }
 
-  // Each argument as a DebugAnnotation written straight into event_: its length is known
-  // before its bytes, so no scratch message and no copy of it.
+  // A DebugAnnotation written straight into event_ (its length is known before its bytes, so
+  // no scratch message and no copy of it), up to its value: for a number the value, for a text
+  // its length; `room` bytes more are writable after it (the text's), until event_.Commit.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE char* PutAnnotationHead(const char* name, uint32_t field,
+                                                       bool text, uint64_t value, size_t room) {
+    const uint64_t iid = AnnotationNameIid(name);
+    // Tags of fields 1 to 15 are one byte.
+    const size_t length = 1 + VarintSize(iid) + 1 + VarintSize(value) + (text ? value : 0);
+    char* p = PutTag(track_event::kDebugAnnotations, kLengthDelimited,
+                     event_.Room(4 * kMaxVarint + room));
+    p = PutVarint(length, p);
+    p = PutVarint(iid, PutTag(annotation::kNameIid, kVarint, p));
+    return PutVarint(value, PutTag(field, text ? kLengthDelimited : kVarint, p));
+  }
+  void UintArg(const char* name, uint64_t value) {
+    event_.Commit(PutAnnotationHead(name, annotation::kUintValue, false, value, 0));
+  }
+  void IntArg(const char* name, int64_t value) {
+    event_.Commit(
+        PutAnnotationHead(name, annotation::kIntValue, false, static_cast<uint64_t>(value), 0));
+  }
+  void StringArg(const char* name, std::string_view value) {
+    char* p = PutAnnotationHead(name, annotation::kStringValue, true, value.size(), value.size());
+    event_.Commit(PutShort(value, p));
+  }
+
+  // Each argument of `args`, in order.
   void AddAnnotations(const std::vector<SliceArg>& args) {
     for (const SliceArg& arg : args) {
-      const uint64_t iid = AnnotationNameIid(arg.name);
-      uint64_t value = 0;
-      uint32_t field = annotation::kStringValue;
       switch (arg.type) {
         case SliceArg::Type::kString:
-          value = arg.string_value.size();
+          StringArg(arg.name, arg.string_value);
           break;
         case SliceArg::Type::kUint:
-          field = annotation::kUintValue;
-          value = arg.uint_value;
+          UintArg(arg.name, arg.uint_value);
           break;
         case SliceArg::Type::kInt:
-          field = annotation::kIntValue;
-          value = static_cast<uint64_t>(arg.int_value);
+          IntArg(arg.name, arg.int_value);
           break;
       }
-      const bool text = arg.type == SliceArg::Type::kString;
-      // Tags of fields 1 to 15 are one byte.
-      const size_t length = 1 + VarintSize(iid) + 1 + VarintSize(value) + (text ? value : 0);
-      char* p = PutTag(track_event::kDebugAnnotations, kLengthDelimited,
-                       event_.Room(2 * kMaxVarint + length));
-      p = PutVarint(length, p);
-      p = PutVarint(iid, PutTag(annotation::kNameIid, kVarint, p));
-      p = PutVarint(value, PutTag(field, text ? kLengthDelimited : kVarint, p));
-      if (text && value != 0) {
-        memcpy(p, arg.string_value.data(), value);
-        p += value;
+    }
+  }
+
+  // The arguments SliceArgs (trace_lanes.cc) gives `slice`, the same in the same order, each
+  // written as it is found: no vector of them made, no call stack joined into a string first
+  // (a good part of the writer's time per slice). PerfettoWriterTest's
+  // EverySlicesArgumentsAreSliceArgs holds the two to one list.
+  void AddSliceArgs(const LaneSlice& slice) {
+    if (slice.device != nullptr) {
+      const DeviceEvent& e = *slice.device;
+      AddDeviceArgs(e, slice.call);
+      if (slice.end_ns - slice.start_ns != e.duration_ns) {
+        UintArg("duration_ns", e.duration_ns);
+        if (slice.start_ns > e.start_ns) UintArg("start_moved_ns", slice.start_ns - e.start_ns);
+      }
+    } else if (slice.call != nullptr) {
+      AddCallArgs(*slice.call);
+    }
+  }
+
+  // SliceArgs' CallArgs.
+  void AddCallArgs(const ApiCall& c) {
+    IntArg("status", c.status);
+    UintArg("correlation_id", c.correlation_id);
+    if (c.bytes != 0) UintArg("bytes", c.bytes);
+    if (!c.model_name.empty()) StringArg("model", c.model_name);
+    if (!c.tensor_name.empty()) StringArg("tensor", c.tensor_name);
+    if (c.nc_idx >= 0) IntArg("nc", c.nc_idx);
+    if (c.repeat != 0) UintArg("repeat", c.repeat);
+    if (c.nrta_seq != 0) {
+      UintArg("nrta_seq", c.nrta_seq);
+      UintArg("queue", c.nrta_seq >> kNrtaQueueShift);
+      UintArg("seq", c.nrta_seq & kNrtaSeqMask);
+    }
+    if (IsCompletionPoll(c.function)) UintArg("polls", c.polls);
+    if (!c.stack.empty()) {  // "f <- caller <- caller's caller"
+      constexpr std::string_view kJoin = " <- ";
+      size_t n = kJoin.size() * (c.stack.size() - 1);
+      for (const std::string& frame : c.stack) n += frame.size();
+      char* p = PutAnnotationHead("stack", annotation::kStringValue, true, n, n);
+      for (size_t i = 0; i < c.stack.size(); ++i) {
+        if (i > 0) p = PutShort(kJoin, p);
+        p = PutShort(c.stack[i], p);
       }
       event_.Commit(p);
     }
   }
 
-  // One track_event packet: a slice's begin or end on `lane`'s track.
-  absl::Status WriteEdge(uint64_t track_uuid, const Lane& lane, const SliceEdge& e) {
-    event_.clear();
-    interned_.clear();
-    if (e.begin) {
-      const LaneSlice& slice = lane.slices[e.slice];
-      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
-                        &event_);
-      AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
-      AppendVarintField(track_event::kNameIid, EventNameIid(slice.name), &event_);
-      SliceArgs(slice, &args_, &arg_text_);
-      AddAnnotations(args_);
-      for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
-      for (uint64_t id : slice.terminating_flow_ids) {
-        AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
-      }
+  // SliceArgs' DeviceArgs.
+  void AddDeviceArgs(const DeviceEvent& e, const ApiCall* scheduled_by) {
+    const bool child = e.parent != 0;
+    const bool dma = e.kind == DeviceEventKind::kDma;
+    if (e.kind == DeviceEventKind::kCollective) {
+      if (!e.model_name.empty()) StringArg("collective", e.model_name);
+      UintArg("bytes", e.bytes);
+      IntArg("worker_gid", e.worker_gid);
     } else {
+      if (!child && !e.model_name.empty()) StringArg("model", e.model_name);
+      if (dma ? e.exec_id != 0 : !child) UintArg("exec_id", e.exec_id);
+    }
+    if (!e.engine.empty()) StringArg("engine", e.engine);
+    if (dma) UintArg("bytes", e.bytes);
+    if (!e.tensor_name.empty()) StringArg("tensor", e.tensor_name);
+    if (!child && e.correlation_id != 0) UintArg("correlation_id", e.correlation_id);
+    if (!child && e.submitting_tid != 0) UintArg("submitting_tid", e.submitting_tid);
+    if (!child && e.nrta_seq != 0) {
+      UintArg("nrta_seq", e.nrta_seq);
+      if (scheduled_by != nullptr &&
+          !(e.kind == DeviceEventKind::kCollective && e.name == kCcRunning)) {
+        const uint64_t start = scheduled_by->start_ns;
+        const uint64_t duration = scheduled_by->duration_ns;
+        const uint64_t returned = duration > ~uint64_t{0} - start ? ~uint64_t{0} : start + duration;
+        UintArg("queue_wait_ns", e.start_ns > returned ? e.start_ns - returned : 0);
+      }
+    }
+  }
+
+  // The track the lane edges after it are on: the begin of a slice on it, the end of one.
+  void SetTrack(uint64_t uuid) {
+    track_uuid_ = uuid;
+    char* p = PutVarint(perfetto::protos::TrackEvent::TYPE_SLICE_END,
+                        PutTag(track_event::kType, kVarint, slice_end_));
+    p = PutVarint(uuid, PutTag(track_event::kTrackUuid, kVarint, p));
+    slice_end_size_ = static_cast<size_t>(p - slice_end_);
+  }
+
+  // One track_event packet: a slice's begin or end on `lane`'s track (SetTrack).
+  absl::Status WriteEdge(const Lane& lane, const SliceEdge& e) {
+    interned_.clear();
+    if (!e.begin) {
       // The innermost open slice of the track ends: nothing else to say.
-      AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_END,
-                        &event_);
-      AppendVarintField(track_event::kTrackUuid, track_uuid, &event_);
+      return WriteEventPacket(e.ts, std::string_view(slice_end_, slice_end_size_));
+    }
+    event_.clear();
+    const LaneSlice& slice = lane.slices[e.slice];
+    AppendVarintField(track_event::kType, perfetto::protos::TrackEvent::TYPE_SLICE_BEGIN,
+                      &event_);
+    AppendVarintField(track_event::kTrackUuid, track_uuid_, &event_);
+    AppendVarintField(track_event::kNameIid, EventNameIid(slice.name), &event_);
+    AddSliceArgs(slice);
+    for (uint64_t id : slice.flow_ids) AppendFixed64Field(track_event::kFlowIds, id, &event_);
+    for (uint64_t id : slice.terminating_flow_ids) {
+      AppendFixed64Field(track_event::kTerminatingFlowIds, id, &event_);
     }
     return WriteEventPacket(e.ts);
   }
@@ -747,24 +900,47 @@ class TraceEncoder {
   }
 
   // The packet around event_ (and interned_, if not empty), at `ts`.
-  absl::Status WriteEventPacket(uint64_t ts) {
-    packet_.clear();
-    if (ts >= last_ts_) {
-      AppendVarintField(packet::kTimestamp, ts - last_ts_, &packet_);  // on the delta clock
-      last_ts_ = ts;
-    } else {
-      // Never happens for a lane, whose edges are in time order; kept exact anyway, off the
-      // delta clock.
-      AppendVarintField(packet::kTimestamp, ts, &packet_);
-      AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
+  absl::Status WriteEventPacket(uint64_t ts) { return WriteEventPacket(ts, event_.std_view()); }
+
+  // The packet around `event`, put straight among the sink's records.
+  absl::Status WriteEventPacket(uint64_t ts, std::string_view event) {
+    // Never off the delta clock for a lane, whose edges are in time order; kept exact anyway.
+    const bool delta = ts >= last_ts_;
+    const uint64_t time = delta ? ts - last_ts_ : ts;
+    if (delta) last_ts_ = ts;
+    // Tags of the fields below 16 are one byte; timestamp_clock_id's (58) two.
+    size_t size = 1 + VarintSize(time) + (delta ? 0 : 2 + VarintSize(kMonotonic)) + 1 +
+                  VarintSize(event.size()) + event.size() + sequence_tail_size_;
+    if (!interned_.empty()) size += 1 + VarintSize(interned_.size()) + interned_.size();
+    if (ABSL_PREDICT_FALSE(!out_->CanPlace(size))) {
+      return out_->Add(EventPacket(time, delta, event));
     }
-    AppendBytesField(packet::kTrackEvent, event_.std_view(), &packet_);
+    char* p = PutVarint(time, PutTag(packet::kTimestamp, kVarint, out_->Place(size)));
+    if (!delta) p = PutVarint(kMonotonic, PutTag(packet::kTimestampClockId, kVarint, p));
+    p = PutVarint(event.size(), PutTag(packet::kTrackEvent, kLengthDelimited, p));
+    p = PutShort(event, p);
+    if (!interned_.empty()) {
+      p = PutVarint(interned_.size(), PutTag(packet::kInternedData, kLengthDelimited, p));
+      p = PutShort(interned_.std_view(), p);
+    }
+    static_assert(sizeof(sequence_tail_) <= PacketSink::kPlaceSlack);
+    memcpy(p, sequence_tail_, sizeof(sequence_tail_));  // its bytes, then what the slack takes
+    return out_->Placed(p + sequence_tail_size_);
+  }
+
+  // The same packet, made whole in packet_ (for one too big to place).
+  std::string_view EventPacket(uint64_t time, bool delta, std::string_view event) {
+    packet_.clear();
+    AppendVarintField(packet::kTimestamp, time, &packet_);
+    if (!delta) AppendVarintField(packet::kTimestampClockId, kMonotonic, &packet_);
+    AppendBytesField(packet::kTrackEvent, event, &packet_);
     if (!interned_.empty()) {
       AppendBytesField(packet::kInternedData, interned_.std_view(), &packet_);
     }
-    AppendVarintField(packet::kSequenceId, sequence_, &packet_);
-    AppendVarintField(packet::kSequenceFlags, TracePacket::SEQ_NEEDS_INCREMENTAL_STATE, &packet_);
-    return out_->Add(packet_.std_view());
+    char* p = packet_.Room(sizeof(sequence_tail_));
+    memcpy(p, sequence_tail_, sequence_tail_size_);
+    packet_.Commit(p + sequence_tail_size_);
+    return packet_.std_view();
   }
 
   const int level_;
@@ -773,6 +949,13 @@ class TraceEncoder {
   PacketSink lanes_out_;
   PacketSink* out_ = nullptr;  // where the current sequence's packets go
   uint32_t sequence_ = 0;      // the current sequence's id
+  // Its packets' last fields after the first: trusted_packet_sequence_id and sequence_flags.
+  char sequence_tail_[2 * (1 + kMaxVarint)] = {};
+  size_t sequence_tail_size_ = 0;
+  // The lane track being written (SetTrack), and its slice end's TrackEvent.
+  uint64_t track_uuid_ = 0;
+  char slice_end_[2 * (1 + kMaxVarint)] = {};
+  size_t slice_end_size_ = 0;
   uint32_t next_lane_sequence_ = PerfettoWriter::kSequenceId + 1;
   bool first_packet_ = true;  // of the current sequence
   uint64_t next_uuid_ = 1;  // track uuids: unique within the file, small so they encode short
@@ -793,12 +976,10 @@ class TraceEncoder {
   // processes), each behind its cache by address (Name::id(), a static name's pointer).
   absl::flat_hash_map<std::string_view, uint64_t> event_names_;  // views of the Trace's names
   absl::flat_hash_map<std::string_view, uint64_t> annotation_names_;
-  std::array<IidSlot, kIidSlots> event_name_slots_, annotation_name_slots_;
+  IidSlots event_name_slots_, annotation_name_slots_;
   // By iid, the sequence that last defined it (0: none).
   std::vector<uint32_t> event_name_defined_, annotation_name_defined_;
   // Scratch buffers, reused from packet to packet.
-  std::vector<SliceArg> args_;
-  std::string arg_text_;
   Bytes event_, interned_, entry_, packet_;
   std::string message_;
 };

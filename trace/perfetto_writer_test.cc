@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trace/async_requests.h"
 #include "trace/chrome_json_writer.h"
 #include "trace/perfetto_trace_reader.h"
 #include "trace/summary.h"
@@ -34,6 +35,7 @@ struct Slice {
   std::vector<uint64_t> flows;
   std::vector<uint64_t> terminating_flows;
   std::map<std::string, std::string> args;  // values as text
+  std::string arg_list;  // name=value;... in the file's order
 };
 
 struct ReadBack {
@@ -135,6 +137,7 @@ ReadBack Read(const std::string& bytes) {
       for (const auto& a : e.debug_annotations()) {
         EXPECT_TRUE(arg_names.count(a.name_iid()));
         s.args[arg_names[a.name_iid()]] = ArgText(a);
+        absl::StrAppend(&s.arg_list, arg_names[a.name_iid()], "=", ArgText(a), ";");
       }
     }
     switch (e.type()) {
@@ -293,6 +296,97 @@ TEST(PerfettoWriterTest, SlicesNestAndCarryTheirArguments) {
   ASSERT_TRUE(h2d);
   EXPECT_EQ(h2d->args.at("bytes"), "4096");
   EXPECT_EQ(h2d->args.at("tensor"), "input");
+}
+
+// Each slice drawn, as "name@start: arguments in order", from the file or from the lanes.
+std::multiset<std::string> SlicesWithArgs(const ReadBack& r) {
+  std::multiset<std::string> out;
+  for (const auto& [track, slices] : r.slices) {
+    for (const Slice& s : slices) out.insert(absl::StrCat(s.name, "@", s.start, ": ", s.arg_list));
+  }
+  return out;
+}
+
+std::multiset<std::string> SlicesWithArgs(const TraceLanes& lanes) {
+  std::multiset<std::string> out;
+  std::vector<SliceArg> args;
+  std::string text;
+  auto add = [&](const Lane& lane) {
+    for (const LaneSlice& slice : lane.slices) {
+      SliceArgs(slice, &args, &text);
+      std::string line = absl::StrCat(slice.name.str(), "@", slice.start_ns, ": ");
+      for (const SliceArg& a : args) {
+        absl::StrAppend(&line, a.name, "=");
+        switch (a.type) {
+          case SliceArg::Type::kString:
+            line.append(a.string_value);
+            break;
+          case SliceArg::Type::kUint:
+            absl::StrAppend(&line, a.uint_value);
+            break;
+          case SliceArg::Type::kInt:
+            absl::StrAppend(&line, a.int_value);
+            break;
+        }
+        absl::StrAppend(&line, ";");
+      }
+      out.insert(line);
+    }
+  };
+  for (const ProcessLanes& p : lanes.processes) {
+    for (const ThreadLanes& t : p.threads) {
+      add(t.framework);
+      add(t.runtime);
+    }
+    for (const CoreLanes& c : p.cores) {
+      add(c.executions);
+      add(c.dma);
+      for (const Lane& queue : c.queues) add(queue);
+    }
+  }
+  return out;
+}
+
+// The writer puts each slice's arguments in the file itself, not through SliceArgs (the
+// layout's own list, which trace.json writes): the two must say the same, in the same order,
+// for every kind of slice. Overlapping transfers add the arguments of a slice moved to nest.
+TEST(PerfettoWriterTest, EverySlicesArgumentsAreSliceArgs) {
+  Trace overlapping = SmallTrace();
+  ProcessTrace& p = overlapping.processes[0];
+  DeviceEvent dma;
+  for (const DeviceEvent& e : p.device) {
+    if (e.kind == DeviceEventKind::kDma) dma = e;
+  }
+  ASSERT_NE(dma.id, 0u);
+  dma.id = 9001;
+  dma.start_ns += dma.duration_ns / 2;  // inside the other: its start moves to the other's end
+  dma.exec_id = 0;
+  dma.tensor_name = Name();
+  p.device.push_back(dma);
+  ApiCall& call = p.calls[0];
+  call.nrta_seq = (uint64_t{3} << kNrtaQueueShift) | 17;
+  call.status = -4;
+  call.stack.push_back("");  // an empty frame is still joined
+  int traces = 0;
+  std::set<std::string> names_seen;
+  for (const Trace& t : {SmallTrace(), AsyncTrace(), CollectivesTrace(), overlapping}) {
+    SCOPED_TRACE(++traces);
+    const ReadBack r = WriteAndRead(t, absl::StrCat("slice_args_", traces));
+    const std::multiset<std::string> expected = SlicesWithArgs(BuildLanes(t));
+    EXPECT_EQ(SlicesWithArgs(r), expected);
+    for (const auto& [track, slices] : r.slices) {
+      for (const Slice& s : slices) {
+        for (const auto& [name, value] : s.args) names_seen.insert(name);
+      }
+    }
+  }
+  // What the traces above cover: each argument SliceArgs may give.
+  for (const char* name :
+       {"status", "correlation_id", "bytes", "model", "tensor", "nc", "repeat", "nrta_seq",
+        "queue", "seq", "polls", "stack", "collective", "worker_gid", "exec_id", "engine",
+        "submitting_tid", "queue_wait_ns", "duration_ns", "start_moved_ns"}) {
+    EXPECT_TRUE(names_seen.count(name)) << name;
+  }
 }
 
 TEST(PerfettoWriterTest, FlowsRunFromFrameworkThroughRuntimeToHardware) {
