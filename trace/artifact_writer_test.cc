@@ -216,6 +216,58 @@ TEST(ArtifactWriterTest, ABigDeviceTraceIsWholeAndInOrder) {
   }
 }
 
+// Every count of digits a time or a size may have, as printf writes it, and beyond 2^53 as a
+// string (where a JavaScript reader would round a number); names with what JSON escapes.
+TEST(ArtifactWriterTest, NumbersHaveEveryDigitAndNamesAreEscaped) {
+  std::vector<uint64_t> values = {0};
+  for (uint64_t ten = 1; ten <= 10'000'000'000'000'000'000u; ten *= 10) {
+    values.push_back(ten - 1);
+    values.push_back(ten);
+    values.push_back(ten + ten / 2 + 7 * (ten / 10));
+    if (ten > ~uint64_t{0} / 10) break;
+  }
+  values.push_back(uint64_t{1} << 53);
+  values.push_back((uint64_t{1} << 53) + 1);
+  values.push_back(~uint64_t{0});
+  Trace t;
+  ProcessTrace p;
+  p.pid = 123456789;
+  uint64_t id = 1;
+  for (uint64_t v : values) {
+    DeviceEvent run = Execution(id++, 0, "mlp \"quoted\"\n", 0);
+    run.start_ns = v;
+    run.duration_ns = v / 3;
+    p.device.push_back(run);
+    DeviceEvent dma = Child(id++, DeviceEventKind::kDma, "dma\\h2d\x01", run, 0);
+    dma.start_ns = v;
+    dma.bytes = v;
+    p.device.push_back(dma);
+  }
+  t.processes.push_back(p);
+  const std::string dir = TempDir("numbers");
+  std::vector<std::string> files;
+  ASSERT_TRUE(ArtifactWriter().Write(t, Summary(), dir, &files).ok());
+  ASSERT_EQ(files.size(), 1u);
+  const std::string text = ReadFile(dir + "/" + files[0]);
+  auto json = [](uint64_t v) {
+    const std::string digits = std::to_string(v);
+    return v > (uint64_t{1} << 53) ? "\"" + digits + "\"" : digits;
+  };
+  for (uint64_t v : values) {
+    EXPECT_NE(text.find("{\"pid\":123456789,\"model\":\"mlp \\\"quoted\\\"\\n\",\"nc_idx\":0,"
+                        "\"exec_id\":"),
+              std::string::npos);
+    EXPECT_NE(text.find(",\"start_ns\":" + json(v) + ",\"duration_ns\":" + json(v / 3) + ","),
+              std::string::npos)
+        << v;
+    EXPECT_NE(text.find("{\"name\":\"dma\\\\h2d\\u0001\",\"bytes\":" + json(v) +
+                        ",\"tensor\":\"x\",\"start_ns\":" + json(v) + ",\"duration_ns\":10}"),
+              std::string::npos)
+        << v;
+  }
+  EXPECT_EQ(ParseArray(text).size(), values.size());
+}
+
 TEST(ArtifactWriterTest, FileNamesNeverComeFromClientText) {
   Trace t;
   ProcessTrace p;
