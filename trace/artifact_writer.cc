@@ -210,9 +210,13 @@ void AppendExecutions(std::vector<Execution> executions, const ChildList& childr
   const ProcessTrace* head_process = nullptr;
   const void* head_model = nullptr;
   int32_t head_nc = 0;
-  // Where the children of the execution after the one before begin: executions and their
-  // work are mostly in the same order, so each run is found where the last one ended.
+  // Where the children of the execution after the one before begin: a process's executions
+  // and their work are mostly in the same order, so each run is found a little after where
+  // the last one ended (other device traces' executions between them).
   ChildList::const_iterator next_run = children.begin();
+  auto before = [](const Child& c, const DeviceEvent* x) {
+    return std::less<const DeviceEvent*>()(c.first, x);
+  };
   for (size_t i = 0; i < executions.size(); ++i) {
     const DeviceEvent& e = *executions[i].event;
     if (head.empty() || executions[i].process != head_process || e.model_name.id() != head_model ||
@@ -248,14 +252,34 @@ void AppendExecutions(std::vector<Execution> executions, const ChildList& childr
     out->Done(p);
     ChildList::const_iterator run = next_run;
     if (run == children.end() || run->first != &e) {
-      run = std::lower_bound(children.begin(), children.end(), &e,
-                             [](const Child& c, const DeviceEvent* x) {
-                               return std::less<const DeviceEvent*>()(c.first, x);
-                             });
+      if (run != children.end() && before(*run, &e)) {
+        // Ahead: strides that double, then a binary search within the last.
+        ChildList::const_iterator low = run;
+        size_t stride = 1;
+        while (static_cast<size_t>(children.end() - run) > stride && before(run[stride], &e)) {
+          low = run + stride;
+          stride *= 2;
+        }
+        const ChildList::const_iterator high =
+            static_cast<size_t>(children.end() - run) > stride ? run + stride : children.end();
+        run = std::lower_bound(low, high, &e, before);
+      } else {
+        run = std::lower_bound(children.begin(), children.end(), &e, before);
+      }
     }
     ChildList::const_iterator end = run;
     while (end != children.end() && end->first == &e) ++end;
     next_run = end;
+    // The next few children's events, which are likely the next execution's, on their way to
+    // the cache while this one's are written.
+    // (An event is two cache lines: kind and name in the first, engine and tensor the second.)
+    const size_t ahead = std::min<size_t>(8, static_cast<size_t>(children.end() - end));
+    for (size_t k = 0; k < ahead; ++k) {
+      const char* next = reinterpret_cast<const char*>(end[k].second);
+      __builtin_prefetch(next);
+      __builtin_prefetch(next + sizeof(DeviceEvent) - 1);
+    }
+    if (i + 1 < executions.size()) __builtin_prefetch(executions[i + 1].event);
     bool none = true;
     for (auto c = run; c != end; ++c) {
       if (c->second->kind == DeviceEventKind::kDma) continue;
