@@ -287,23 +287,25 @@ class PacketSink {
       compressor_ = libdeflate_alloc_compressor(std::clamp(level_, 1, 12));
       if (compressor_ == nullptr) return absl::ResourceExhaustedError("no memory to deflate");
     }
-    deflated_.resize(libdeflate_zlib_compress_bound(compressor_, pending_.size()));
+    // Room for the worst case, its bytes not cleared first (never shrunk: resizing a string up
+    // again would clear all but the bundle's deflated bytes, most of the room, every time).
+    const size_t bound = libdeflate_zlib_compress_bound(compressor_, pending_.size());
+    if (deflated_.size() < bound) deflated_.resize(bound);
     const size_t n = libdeflate_zlib_compress(compressor_, pending_.data(), pending_.size(),
                                               deflated_.data(), deflated_.size());
     if (n == 0) return absl::InternalError("deflate failed");
-    deflated_.resize(n);
     // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
     Bytes packet_header;
     AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
-    AppendVarint(deflated_.size(), &packet_header);
+    AppendVarint(n, &packet_header);
     record_.clear();
     AppendTag(kTracePacketField, kLengthDelimited, &record_);
-    AppendVarint(packet_header.size() + deflated_.size(), &record_);
+    AppendVarint(packet_header.size() + n, &record_);
     char* p = record_.Room(packet_header.size());
     memcpy(p, packet_header.data(), packet_header.size());
     record_.Commit(p + packet_header.size());
     absl::Status s = Out(record_.std_view());
-    return s.ok() ? Out(deflated_) : s;
+    return s.ok() ? Out(std::string_view(deflated_.data(), n)) : s;
   }
 
   absl::Status Out(std::string_view bytes) {
