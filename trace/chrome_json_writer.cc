@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <queue>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "common/json_text.h"
 #include "trace/atomic_file.h"
 #include "trace/json_out.h"
+#include "trace/json_slice_args.h"
 #include "trace/trace_lanes.h"
 
 namespace nrtprof::daemon {
@@ -33,75 +33,33 @@ constexpr char kFlowName[] = "correlation";
 
 // Each entry is put together in the text buffer by pointer (json_out.h): Room() for its
 // fixed-format pieces plus its strings, then each piece in place.
+using json_out::ArgsRoom;
 using json_out::JsonStringRoom;
+using json_out::PutArgs;
 using json_out::PutDecimal;
 using json_out::PutJsonInt;
 using json_out::PutJsonString;
 using json_out::PutJsonUint;
 using json_out::PutLiteral;
 
+// ".000" to ".999": a microsecond's three decimals, by its nanoseconds.
+constexpr std::array<char, 4000> MakeDecimals() {
+  std::array<char, 4000> t{};
+  for (int i = 0; i < 1000; ++i) {
+    t[4 * i] = '.';
+    t[4 * i + 1] = static_cast<char>('0' + i / 100);
+    t[4 * i + 2] = static_cast<char>('0' + i / 10 % 10);
+    t[4 * i + 3] = static_cast<char>('0' + i % 10);
+  }
+  return t;
+}
+constexpr std::array<char, 4000> kDecimals = MakeDecimals();
+
 // ns as microseconds with three decimals: exact, whatever the magnitude (at most 24 bytes).
 char* PutMicros(uint64_t ns, char* p) {
   p = PutDecimal(ns / 1000, p);
-  const uint64_t frac = ns % 1000;
-  *p++ = '.';
-  *p++ = static_cast<char>('0' + frac / 100);
-  *p++ = static_cast<char>('0' + frac / 10 % 10);
-  *p++ = static_cast<char>('0' + frac % 10);
-  return p;
-}
-
-// The most bytes PutArgs writes for `args`.
-size_t ArgsRoom(const std::vector<SliceArg>& args) {
-  size_t n = 16;
-  for (const SliceArg& a : args) {
-    n += JsonStringRoom(a.name) + 2 +
-         (a.type == SliceArg::Type::kString ? JsonStringRoom(a.string_value) : 24);
-  }
-  return n;
-}
-
-// "NAME": for an argument's name, static text (SliceArg::name): each name's text is made once
-// and kept by the name's address.
-char* PutArgName(const char* name, char* p) {
-  struct Made {
-    const char* name = nullptr;
-    std::string text;
-  };
-  thread_local std::array<Made, 64> made;
-  Made& m = made[(reinterpret_cast<uintptr_t>(name) >> 3) % made.size()];
-  if (m.name != name) {
-    m.name = name;
-    m.text.clear();
-    AppendJsonString(name, &m.text);
-    m.text.push_back(':');
-  }
-  json_out::CopySmall(p, m.text.data(), m.text.size());
-  return p + m.text.size();
-}
-
-// ,"args":{"NAME":VALUE,...}
-char* PutArgs(const std::vector<SliceArg>& args, char* p) {
-  p = PutLiteral(",\"args\":{", p);
-  bool first = true;
-  for (const SliceArg& a : args) {
-    if (!first) *p++ = ',';
-    first = false;
-    p = PutArgName(a.name, p);
-    switch (a.type) {
-      case SliceArg::Type::kString:
-        p = PutJsonString(a.string_value, p);
-        break;
-      case SliceArg::Type::kUint:
-        p = PutJsonUint(a.uint_value, p);
-        break;
-      case SliceArg::Type::kInt:
-        p = PutJsonInt(a.int_value, p);
-        break;
-    }
-  }
-  *p++ = '}';
-  return p;
+  memcpy(p, &kDecimals[4 * (ns % 1000)], 4);
+  return p + 4;
 }
 
 std::string Basename(const std::string& path) {
@@ -189,27 +147,76 @@ class JsonEncoder {
   }
 
  private:
-  // Merges sources_ into one time order.
+  using Head = std::pair<uint64_t, size_t>;  // (ts, source)
+  static constexpr Head kNoHead = {UINT64_MAX, SIZE_MAX};
+
+  // A slice's entry up to its time, {"ph":"X","cat":"KIND","name":NAME,"pid":P,"tid":T,"ts":,
+  // is the same in each slice of one name on a lane: made at the first and kept, for a few
+  // names a source, by the Name's id (its text's address, which holds while the Trace is
+  // given), and copied whole (kPrefixBytes; what follows overwrites the rest).
+  static constexpr size_t kPrefixBytes = 128;
+  struct Prefix {
+    const void* name = nullptr;
+    uint8_t size = 0;   // 0: none kept
+    uint8_t where = 0;  // where ,"pid": begins
+    char text[kPrefixBytes] = {};
+  };
+  using PrefixCache = std::array<Prefix, 16>;
+  static Prefix& PrefixOf(const Name& name, PrefixCache* prefixes) {
+    // A table's texts lie 32 bytes apart (std::string in a deque): consecutive ones, each
+    // its own slot.
+    return (*prefixes)[(reinterpret_cast<uintptr_t>(name.id()) >> 5) % prefixes->size()];
+  }
+
+  // Merges sources_ into one time order: a min-heap of the sources' next entries, (ts,
+  // source) (unique: no two sources tie). The source on top writes while its next entry sorts
+  // before both of the top's children (then it still would be on top), and only then sinks
+  // to its place: one sift a run of entries, not a pop and a push an entry.
   absl::Status WriteSources(const Trace& trace) {
-    using Head = std::pair<uint64_t, size_t>;  // (ts, source)
-    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    heads_.clear();
     for (size_t i = 0; i < sources_.size(); ++i) {
-      if (!sources_[i].done()) heads.push({sources_[i].ts(), i});
+      if (!sources_[i].done()) heads_.push_back({sources_[i].ts(), i});
     }
+    std::make_heap(heads_.begin(), heads_.end(), std::greater<Head>());
+    prefixes_.assign(sources_.size(), PrefixCache());
     absl::Status s;
-    while (s.ok() && !heads.empty()) {
-      const size_t i = heads.top().second;
-      heads.pop();
+    while (s.ok() && !heads_.empty()) {
+      const size_t i = heads_[0].second;
       Source& source = sources_[i];
-      // A source stays in front while its next entry still sorts before every other head.
+      Head next = kNoHead;  // the smaller of the top's children
+      if (heads_.size() > 1) next = heads_[1];
+      if (heads_.size() > 2 && heads_[2] < next) next = heads_[2];
       do {
-        AppendEntries(trace, source);
+        AppendEntries(trace, source, &prefixes_[i]);
         ++source.next;
         s = MaybeFlush();
-      } while (s.ok() && !source.done() && (heads.empty() || Head{source.ts(), i} < heads.top()));
-      if (!source.done()) heads.push({source.ts(), i});
+      } while (s.ok() && !source.done() && Head{source.ts(), i} < next);
+      if (source.done()) {
+        heads_[0] = heads_.back();
+        heads_.pop_back();
+      } else {
+        heads_[0] = {source.ts(), i};
+      }
+      SiftDown();
     }
     return s;
+  }
+
+  // Moves heads_[0] down to its place in the heap.
+  void SiftDown() {
+    const size_t n = heads_.size();
+    if (n < 2) return;
+    const Head moving = heads_[0];
+    size_t at = 0;
+    for (;;) {
+      size_t child = 2 * at + 1;
+      if (child >= n) break;
+      if (child + 1 < n && heads_[child + 1] < heads_[child]) ++child;
+      if (!(heads_[child] < moving)) break;
+      heads_[at] = heads_[child];
+      at = child;
+    }
+    heads_[at] = moving;
   }
 
   // ",\n" between entries, at p.
@@ -314,8 +321,8 @@ class JsonEncoder {
     AddLanes(lanes);
   }
 
-  // ,"pid":P,"tid":T,"ts":TS (at most 70 bytes).
-  static char* PutWhere(const Source& source, uint64_t ts, char* p) {
+  // ,"pid":P,"tid":T,"ts": (at most 46 bytes).
+  static char* PutPlace(const Source& source, char* p) {
     if (source.where_size == 0) {
       char* w = PutLiteral(",\"pid\":", source.where);
       w = PutDecimal(source.pid, w);
@@ -325,13 +332,18 @@ class JsonEncoder {
       source.where_size = static_cast<size_t>(w - source.where);
     }
     json_out::CopySmall(p, source.where, source.where_size);
-    return PutMicros(ts, p + source.where_size);
+    return p + source.where_size;
+  }
+
+  // ,"pid":P,"tid":T,"ts":TS (at most 70 bytes).
+  static char* PutWhere(const Source& source, uint64_t ts, char* p) {
+    return PutMicros(ts, PutPlace(source, p));
   }
 
   // The source's next entry: a capture instant, or a slice and its flow events. A flow begins
   // at its earliest slice ("s"), passes through the middle ones ("t") and ends at the slice
   // that lists it as terminating ("f", bound to that enclosing slice).
-  void AppendEntries(const Trace& trace, const Source& source) {
+  void AppendEntries(const Trace& trace, const Source& source, PrefixCache* prefixes) {
     if (source.counter != nullptr) {
       // {"ph":"C","cat":"nrtprof","name":NAME,"pid":P,"tid":0,"ts":TS,"args":{"requests":N}}
       char* p = out_.Room(160 + JsonStringRoom(source.counter_name));
@@ -358,38 +370,85 @@ class JsonEncoder {
       out_.Done(p);
       return;
     }
-    const LaneSlice& slice = source.lane->slices[source.next];
-    SliceArgs(slice, &args_, &arg_text_);
-    const std::string_view name = slice.name;
+    AppendSlice(source, prefixes);
+  }
+
+  void AppendSlice(const Source& source, PrefixCache* prefixes) {
+    const LaneSlice* const slices = source.lane->slices.data();
+    const size_t left = source.lane->slices.size() - source.next;
+    // A capture's slices and the events they draw are far more than the caches hold, and the
+    // merge reads a dozen lanes at once: each is asked for ahead (the slice kAheadSlices on,
+    // the event of the one kAheadEvents on, whose slice was asked for before), both of the
+    // cache lines it may span.
+    if (left > kAheadSlices) Prefetch(&slices[source.next + kAheadSlices]);
+    if (left > kAheadEvents) {
+      const LaneSlice& ahead = slices[source.next + kAheadEvents];
+      if (ahead.device != nullptr) {
+        Prefetch(ahead.device);
+      } else if (ahead.call != nullptr) {
+        Prefetch(ahead.call);
+      }
+    }
+    const LaneSlice& slice = slices[source.next];
+    const std::string& name = slice.name.str();
     const size_t flows = slice.flow_ids.size() + slice.terminating_flow_ids.size();
-    char* p = out_.Room(192 + JsonStringRoom(name) + (args_.empty() ? 0 : ArgsRoom(args_)) +
-                        flows * kFlowRoom);
+    char* p = out_.Room(kPrefixBytes + 192 + JsonStringRoom(name) +
+                        json_out::SliceArgsRoom(slice) + flows * kFlowRoom);
     p = PutSeparator(p);
-    p = PutLiteral("{\"ph\":\"X\",\"cat\":\"", p);
-    const std::string_view kind = CategoryName(source.lane->kind);
-    json_out::CopySmall(p, kind.data(), kind.size());
-    p += kind.size();
-    p = PutLiteral("\",\"name\":", p);
-    p = PutJsonString(name, p);
-    p = PutWhere(source, slice.start_ns, p);
+    Prefix& prefix = PrefixOf(slice.name, prefixes);
+    char* where;  // ,"pid":P,"tid":T,"ts":TS, which the slice's flow events repeat
+    if (prefix.size != 0 && prefix.name == slice.name.id()) {
+      memcpy(p, prefix.text, kPrefixBytes);
+      where = p + prefix.where;
+      p += prefix.size;
+    } else {
+      char* const start = p;
+      p = PutLiteral("{\"ph\":\"X\",\"cat\":\"", p);
+      const std::string_view kind = CategoryName(source.lane->kind);
+      json_out::CopySmall(p, kind.data(), kind.size());
+      p += kind.size();
+      p = PutLiteral("\",\"name\":", p);
+      p = PutJsonString(name, p);
+      where = p;
+      p = PutPlace(source, p);
+      if (static_cast<size_t>(p - start) <= kPrefixBytes) {
+        prefix.name = slice.name.id();
+        prefix.size = static_cast<uint8_t>(p - start);
+        prefix.where = static_cast<uint8_t>(where - start);
+        memcpy(prefix.text, start, prefix.size);
+      }
+    }
+    p = PutMicros(slice.start_ns, p);
+    const std::string_view place(where, static_cast<size_t>(p - where));
     p = PutLiteral(",\"dur\":", p);
     p = PutMicros(slice.end_ns - slice.start_ns, p);
-    if (!args_.empty()) p = PutArgs(args_, p);
+    p = json_out::PutSliceArgs(slice, &arg_text_, p);
     *p++ = '}';
-    for (uint64_t id : slice.flow_ids) p = PutFlow(source, slice.start_ns, id, false, p);
-    for (uint64_t id : slice.terminating_flow_ids) p = PutFlow(source, slice.start_ns, id, true, p);
+    for (uint64_t id : slice.flow_ids) p = PutFlow(place, id, false, p);
+    for (uint64_t id : slice.terminating_flow_ids) p = PutFlow(place, id, true, p);
     out_.Done(p);
+  }
+
+  static constexpr size_t kAheadSlices = 16;
+  static constexpr size_t kAheadEvents = 8;
+  template <typename T>
+  static void Prefetch(const T* p) {
+    static_assert(sizeof(T) <= 128, "two cache lines");
+    __builtin_prefetch(p);
+    __builtin_prefetch(reinterpret_cast<const char*>(p) + sizeof(T) - 1);
   }
 
   // The most bytes PutFlow writes.
   static constexpr size_t kFlowRoom = 192;
 
-  char* PutFlow(const Source& source, uint64_t ts, uint64_t id, bool terminates, char* p) {
+  // ,\n{"ph":"s","cat":"flow","name":"correlation","id":ID,"pid":P,"tid":T,"ts":TS}: a flow
+  // event of the slice just written (never the file's first entry), `place` its ,"pid":...,
+  // "ts":TS.
+  char* PutFlow(std::string_view place, uint64_t id, bool terminates, char* p) {
     char phase = 'f';
     if (!terminates) phase = id < flow_started_.size() && flow_started_[id] ? 't' : 's';
     if (id < flow_started_.size()) flow_started_[id] = true;
-    p = PutSeparator(p);
-    p = PutLiteral("{\"ph\":\"", p);
+    p = PutLiteral(",\n{\"ph\":\"", p);
     *p++ = phase;
     p = PutLiteral("\",\"cat\":\"", p);
     p = PutLiteral(kFlowCategory, p);
@@ -397,7 +456,8 @@ class JsonEncoder {
     p = PutLiteral(kFlowName, p);
     p = PutLiteral("\",\"id\":", p);
     p = PutDecimal(id, p);
-    p = PutWhere(source, ts, p);
+    json_out::CopySmall(p, place.data(), place.size());
+    p += place.size();
     if (phase == 'f') p = PutLiteral(",\"bp\":\"e\"", p);
     *p++ = '}';
     return p;
@@ -469,8 +529,9 @@ class JsonEncoder {
   std::map<LaneKey, uint32_t> lane_tids_;
   uint32_t next_tid_ = 1;
   std::vector<bool> flow_started_;  // by flow id: an entry of the flow is written
-  // Scratch, reused from slice to slice.
-  std::vector<SliceArg> args_;
+  // Scratch, reused from slice to slice and process to process.
+  std::vector<Head> heads_;
+  std::vector<PrefixCache> prefixes_;  // by source
   std::string arg_text_;
 };
 

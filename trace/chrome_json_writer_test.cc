@@ -6,7 +6,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "common/testing/struct_fields.h"
+#include "trace/json_slice_args.h"
 #include "trace/summary.h"
 #include "trace/writer_test_util.h"
 #include "google/protobuf/struct.pb.h"
@@ -293,6 +296,105 @@ TEST(ChromeJsonWriterTest, HostileNamesNeverBreakTheJson) {
   EXPECT_EQ(w.root.fields().at("otherData").struct_value().fields().at("capture_id").string_value(),
             quote_newline);
   EXPECT_TRUE(Lanes(events).count(std::to_string(101) + " " + replaced_high + " framework"));
+}
+
+// SliceArgs' arguments as JSON, written plainly: what trace.json's "args" of the slice must say
+// (the same arguments trace.pftrace gives it).
+std::string ArgsOf(const LaneSlice& slice) {
+  std::vector<SliceArg> args;
+  std::string text;
+  SliceArgs(slice, &args, &text);
+  if (args.empty()) return "";
+  std::string out = ",\"args\":{";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i > 0) out += ",";
+    AppendJsonString(args[i].name, &out);
+    out += ":";
+    switch (args[i].type) {
+      case SliceArg::Type::kString:
+        AppendJsonString(args[i].string_value, &out);
+        break;
+      case SliceArg::Type::kUint:
+        AppendJsonUint(args[i].uint_value, &out);
+        break;
+      case SliceArg::Type::kInt:
+        if (args[i].int_value < 0) {
+          const uint64_t magnitude = 0 - static_cast<uint64_t>(args[i].int_value);
+          const bool quoted = magnitude > (uint64_t{1} << 53);
+          absl::StrAppend(&out, quoted ? "\"-" : "-", magnitude, quoted ? "\"" : "");
+        } else {
+          AppendJsonUint(static_cast<uint64_t>(args[i].int_value), &out);
+        }
+        break;
+    }
+  }
+  return out + "}";
+}
+
+std::string PutArgsOf(const LaneSlice& slice) {
+  std::string text;
+  std::string out(json_out::SliceArgsRoom(slice), '\0');
+  char* end = json_out::PutSliceArgs(slice, &text, out.data());
+  out.resize(static_cast<size_t>(end - out.data()));
+  return out;
+}
+
+// trace.json writes a slice's arguments straight from its call or device event: each argument
+// SliceArgs may give, present or not, in every combination, must come out as SliceArgs has it.
+TEST(ChromeJsonWriterTest, SliceArgumentsAreSliceArgsInEveryCombination) {
+  for (int bits = 0; bits < (1 << 11); ++bits) {
+    auto on = [bits](int i) { return (bits >> i & 1) != 0; };
+    ApiCall c;
+    c.name = "nrt_execute";
+    c.status = on(0) ? -3 : 0;
+    c.correlation_id = on(1) ? (uint64_t{1} << 53) + 1 : 12;
+    c.bytes = on(2) ? 4096 : 0;
+    if (on(3)) c.model_name = "mlp";
+    if (on(4)) c.tensor_name = Name::Lasting("in\"put\n");
+    c.nc_idx = on(5) ? 2 : -1;
+    c.repeat = on(6) ? 3 : 0;
+    c.nrta_seq = on(7) ? NrtaSeq(2, 5) : 0;
+    c.function = on(8) ? nrtprof::API_NRTA_IS_COMPLETED : 0;
+    c.polls = 7;
+    if (on(9)) c.stack = {"f", "torch::\"g\"", "main"};
+    if (on(10)) c.status = INT32_MIN;
+    LaneSlice slice;
+    slice.call = &c;
+    EXPECT_EQ(PutArgsOf(slice), ArgsOf(slice)) << "call, bits " << bits;
+  }
+  ApiCall scheduler;
+  scheduler.start_ns = 1000;
+  scheduler.duration_ns = 50;
+  const DeviceEventKind kinds[] = {DeviceEventKind::kExecution, DeviceEventKind::kEngineOp,
+                                   DeviceEventKind::kDma, DeviceEventKind::kCollective};
+  for (DeviceEventKind kind : kinds) {
+    for (int bits = 0; bits < (1 << 13); ++bits) {
+      auto on = [bits](int i) { return (bits >> i & 1) != 0; };
+      DeviceEvent e;
+      e.kind = kind;
+      e.name = on(0) ? Name(kCcRunning) : Name("mul");
+      e.start_ns = on(1) ? 1020 : 1100;
+      e.duration_ns = 40;
+      e.parent = on(2) ? 5 : 0;
+      if (on(3)) e.model_name = "mlp";
+      if (on(4)) e.engine = "vector";
+      e.exec_id = on(5) ? 9 : 0;
+      e.bytes = 64;
+      if (on(6)) e.tensor_name = "weights";
+      e.correlation_id = on(7) ? 11 : 0;
+      e.submitting_tid = on(8) ? 101 : 0;
+      e.nrta_seq = on(9) ? NrtaSeq(1, 3) : 0;
+      e.worker_gid = kind == DeviceEventKind::kCollective ? 4 : -1;
+      LaneSlice slice;
+      slice.device = &e;
+      slice.call = on(10) ? &scheduler : nullptr;
+      slice.start_ns = on(11) ? e.start_ns + 5 : e.start_ns;      // moved to nest
+      slice.end_ns = e.start_ns + (on(12) ? 30 : e.duration_ns);  // cut to nest
+      EXPECT_EQ(PutArgsOf(slice), ArgsOf(slice)) << "device, bits " << bits;
+      }
+  }
+  LaneSlice range;  // a framework range: no arguments
+  EXPECT_EQ(PutArgsOf(range), "");
 }
 
 TEST(AppendJsonUintTest, LargeIntegersBecomeStrings) {
