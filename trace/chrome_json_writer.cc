@@ -85,6 +85,11 @@ struct Source {
   // ,"pid":P,"tid":T,"ts": -- the same in each of the source's entries: made at its first.
   mutable char where[48];
   mutable size_t where_size = 0;
+  // The digits of the last start's microseconds but their last four (which in a lane's next
+  // slice nearly always alone change), and what they say: PutStart.
+  mutable uint64_t start_high = 0;  // 0: none kept
+  mutable char start_digits[24];
+  mutable size_t start_digits_size = 0;
 
   bool done() const {
     return lane != nullptr      ? next >= lane->slices.size()
@@ -97,6 +102,27 @@ struct Source {
                                 : instant_ns;
   }
 };
+
+// PutMicros of a slice's start: the source's starts grow slowly, so the digits above the last
+// four are those of the slice before, kept (the same text: `high` > 0 has no leading zeros,
+// and the last four are then written with theirs).
+char* PutStart(uint64_t ns, const Source& source, char* p) {
+  const uint64_t micros = ns / 1000;
+  const uint64_t high = micros / 10000;
+  if (high == 0) return PutMicros(ns, p);
+  if (high != source.start_high) {
+    source.start_high = high;
+    source.start_digits_size =
+        static_cast<size_t>(PutDecimal(high, source.start_digits) - source.start_digits);
+  }
+  memcpy(p, source.start_digits, sizeof(source.start_digits));
+  p += source.start_digits_size;
+  const uint64_t low = micros % 10000;
+  memcpy(p, &json_out::kDigitPairs[2 * (low / 100)], 2);
+  memcpy(p + 2, &json_out::kDigitPairs[2 * (low % 100)], 2);
+  memcpy(p + 4, &kDecimals[4 * (ns % 1000)], 4);
+  return p + 8;
+}
 
 // Writes the file a process at a time, whether the capture's processes are given all at once
 // or a few at a time (a TraceStream): each process's metadata, then its events merged into one
@@ -418,7 +444,7 @@ class JsonEncoder {
         memcpy(prefix.text, start, prefix.size);
       }
     }
-    p = PutMicros(slice.start_ns, p);
+    p = PutStart(slice.start_ns, source, p);
     const std::string_view place(where, static_cast<size_t>(p - where));
     p = PutLiteral(",\"dur\":", p);
     p = PutMicros(slice.end_ns - slice.start_ns, p);

@@ -1,6 +1,7 @@
 #include "trace/chrome_json_writer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -139,6 +140,54 @@ TEST(ChromeJsonWriterTest, SlicesAreCompleteEventsInMicroseconds) {
     EXPECT_GE(Num(e, "ts"), last);
     last = Num(e, "ts");
   }
+}
+
+// Each time is written exactly, in microseconds with three decimals, from one slice to the next
+// on a lane: across a change of any of its digits, of their count, and at zeros anywhere.
+TEST(ChromeJsonWriterTest, EveryStartIsWrittenExactlyFromSliceToSlice) {
+  const uint64_t starts[] = {0,
+                             999,
+                             1'000,
+                             9'999'999,
+                             10'000'000,
+                             10'000'001,
+                             10'009'999,
+                             10'010'000,
+                             99'999'999'999,
+                             100'000'000'000,
+                             100'000'000'001,
+                             1'000'000'000'000'000,
+                             1'000'000'009'990'001,
+                             18'000'000'000'000'000'123ull};
+  Trace t = SmallTrace();
+  ProcessTrace& p = t.processes[0];
+  p.ranges.clear();
+  p.device.clear();
+  p.calls.resize(1);
+  ApiCall call = p.calls[0];
+  call.stack.clear();
+  call.duration_ns = 0;
+  p.calls.clear();
+  for (uint64_t start : starts) {
+    call.start_ns = start;
+    ++call.correlation_id;
+    p.calls.push_back(call);
+  }
+  Written w = WriteJson(t, "starts");
+  std::vector<std::string> written;
+  for (size_t at = w.text.find("\"ph\":\"X\""); at != std::string::npos;
+       at = w.text.find("\"ph\":\"X\"", at + 1)) {
+    const size_t ts = w.text.find("\"ts\":", at) + 5;
+    written.push_back(w.text.substr(ts, w.text.find(',', ts) - ts));
+  }
+  std::vector<std::string> expected;
+  for (uint64_t start : starts) {
+    char text[32];
+    snprintf(text, sizeof(text), "%llu.%03llu", static_cast<unsigned long long>(start / 1000),
+             static_cast<unsigned long long>(start % 1000));
+    expected.push_back(text);
+  }
+  EXPECT_EQ(written, expected);
 }
 
 TEST(ChromeJsonWriterTest, FlowsFollowEachCorrelation) {

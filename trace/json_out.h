@@ -48,14 +48,17 @@ inline void CopySmall(char* dst, const char* src, size_t n) {
   }
 }
 
+// "00" to "99".
+inline constexpr char kDigitPairs[] =
+    "000102030405060708091011121314151617181920212223242526272829"
+    "303132333435363738394041424344454647484950515253545556575859"
+    "606162636465666768697071727374757677787980818283848586878889"
+    "90919293949596979899";
+
 // v in decimal, as absl::StrAppend writes it (at most 20 bytes): its digits counted first, then
 // written from the last, two a division.
 inline char* PutDecimal(uint64_t v, char* p) {
-  static constexpr char kPairs[] =
-      "000102030405060708091011121314151617181920212223242526272829"
-      "303132333435363738394041424344454647484950515253545556575859"
-      "606162636465666768697071727374757677787980818283848586878889"
-      "90919293949596979899";
+  const char* const kPairs = kDigitPairs;
   size_t digits = 1;
   for (uint64_t rest = v;;) {
     if (rest < 10) break;
