@@ -664,7 +664,7 @@ ProcessCapture ProcessIngest::TakeCapture() {
   return c;
 }
 
-ProcessCapture ProcessIngest::TakePart(const std::vector<uint8_t>& settled) {
+ProcessCapture ProcessIngest::TakePart(const std::vector<uint8_t>& settled, size_t count) {
   ProcessCapture c;
   c.hello = hello_;
   c.strings = strings_;
@@ -675,9 +675,7 @@ ProcessCapture ProcessIngest::TakePart(const std::vector<uint8_t>& settled) {
   c.model_bytes_left_out = model_bytes_left_out_;
   c.rings = rings_;
   c.realtime_offset_ns = realtime_offset_ns_;
-  size_t n = 0;
-  for (size_t i = 0; i < events_.size(); ++i) n += settled[i] != 0 ? 1 : 0;
-  c.events.reserve(n);
+  c.events.reserve(count);
   // The events kept move to the front: the pages they leave are the next ones filled.
   size_t kept = 0;
   for (size_t i = 0; i < events_.size(); ++i) {

@@ -117,8 +117,8 @@ class ProcessIngest {
   // `settled` marks (by index in capture_events()), with what decoding them needs (strings,
   // stacks, handle events, clock points, models). The counts (drops, events received, ...)
   // stay for TakeCapture: the last part has them, for the whole capture. The events kept stay
-  // in their order.
-  ProcessCapture TakePart(const std::vector<uint8_t>& settled);
+  // in their order. `count`: how many `settled` marks.
+  ProcessCapture TakePart(const std::vector<uint8_t>& settled, size_t count);
   // The events collected for the capture so far, in arrival order, and the clock points.
   const IngestedEvents& capture_events() const { return events_; }
   const std::vector<ClockSyncPoint>& clock_syncs() const { return clock_syncs_; }
