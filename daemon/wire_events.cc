@@ -31,6 +31,11 @@ inline bool Varint(const char** p, const char* end, const char* limit, uint64_t*
     ++*p;
     return true;
   }
+  if (end - *p >= 2 && q[1] < 0x80) {  // the tags of fields 16 and up, and small values
+    *v = (q[0] & 0x7fu) | uint64_t{q[1]} << 7;
+    *p += 2;
+    return true;
+  }
   if (limit - *p < 10) {
     WireReader in(*p, end);
     if (!in.Varint(v, max_bytes)) return false;
@@ -51,11 +56,10 @@ inline bool Varint(const char** p, const char* end, const char* limit, uint64_t*
   return false;
 }
 
-// One Event message into *r, as ToRecord(parsed message) would make it. Fields with a wire
-// type other than their own are unknown fields to protobuf: skipped here too. `limit`: the end
-// of the buffer the event is in (see Varint).
+// One Event message into *r, a record as IngestedEvent() makes it, as ToRecord(parsed message)
+// would make it. Fields with a wire type other than their own are unknown fields to protobuf:
+// skipped here too. `limit`: the end of the buffer the event is in (see Varint).
 bool ReadEvent(const char* begin, const char* end, const char* limit, IngestedEvent* r) {
-  *r = IngestedEvent();
   r->nc_idx = 0;  // the message's default, not the record's
   uint64_t model = 0, tensor = 0, tensor2 = 0, device_id = 0, parent = 0, exec = 0, polls = 0;
   int32_t worker_gid = 0;

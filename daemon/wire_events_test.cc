@@ -326,6 +326,45 @@ TEST(WireEventsTest, OddEncodingsReadAsProtobufReadsThem) {
   }
 }
 
+TEST(WireEventsTest, VarintsOfEveryLengthReadAsProtobufReadsThem) {
+  // The smallest and largest value of each length, 1 to 10 bytes, in tags and values of 32-
+  // and 64-bit fields; each where the message ends right after the event and where more of it
+  // follows (an unknown field of the ShimMessage), since varints are read differently there.
+  std::vector<uint64_t> values;
+  for (int bytes = 1; bytes <= 9; ++bytes) {
+    values.push_back(bytes == 1 ? 0 : uint64_t{1} << (7 * (bytes - 1)));
+    values.push_back((uint64_t{1} << (7 * bytes)) - 1);
+  }
+  values.push_back(uint64_t{1} << 63);
+  values.push_back(~uint64_t{0});
+  const std::string more = Delimited(100, std::string(24, 'x'));
+  for (uint64_t value : values) {
+    for (uint32_t field : {2u, 4u, 17u, 26u, 127u, 2047u, 262143u}) {
+      const std::string event = Tag(field, 0) + Varint(value) + Tag(5, 0) + Varint(value / 3);
+      const std::string what = absl::StrCat("field ", field, " = ", value);
+      EXPECT_TRUE(ReadsAsProtobufDoes(WithEvent(event), what)) << what << ": declined";
+      EXPECT_TRUE(ReadsAsProtobufDoes(WithEvent(event) + more, what)) << what << ": declined";
+    }
+  }
+  // Longer than they need be: a value of 0 to 9 continuation bytes, and a tag of 2 to 5 bytes.
+  for (int padding = 0; padding <= 9; ++padding) {
+    std::string value = "\x85";
+    for (int i = 0; i < padding; ++i) value += "\x80";
+    value.back() &= 0x7f;
+    const std::string event = Tag(4, 0) + value + Tag(2, 0) + Varint(3);
+    const std::string what = absl::StrCat("a value of ", padding + 1, " bytes");
+    EXPECT_TRUE(ReadsAsProtobufDoes(WithEvent(event) + more, what)) << what << ": declined";
+  }
+  for (int padding = 1; padding <= 4; ++padding) {
+    std::string tag = "\xa0";  // field 4, a varint
+    for (int i = 0; i < padding; ++i) tag += "\x80";
+    tag.back() &= 0x7f;
+    const std::string event = tag + Varint(9);
+    const std::string what = absl::StrCat("a tag of ", padding + 1, " bytes");
+    EXPECT_TRUE(ReadsAsProtobufDoes(WithEvent(event) + more, what)) << what << ": declined";
+  }
+}
+
 TEST(WireEventsTest, DeclinesWhatProtobufMustRead) {
   nrtprof::ShimMessage hello;
   hello.mutable_hello()->set_pid(1);
