@@ -153,7 +153,10 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
   out->skipped += stats.unknown_types;
   if (generation != generation_) {
     generation_ = generation;
-    next_local_id_.clear();
+    for (const auto& [nc, numbers] : cores_) {
+      most_numbered_ = std::max(most_numbered_, numbers.numbered);
+    }
+    cores_.clear();
     open_execs_.clear();
     open_collectives_.clear();
     threads_.clear();
@@ -183,6 +186,16 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
   return true;
 }
 
+uint64_t DeviceTraceParser::TakeMostNumberedOnACore() {
+  uint64_t most = most_numbered_;
+  most_numbered_ = 0;
+  for (auto& [nc, numbers] : cores_) {
+    most = std::max(most, numbers.numbered);
+    numbers.numbered = 0;
+  }
+  return most;
+}
+
 bool DeviceTraceParser::UsesType(const char* name) {
   for (SysTraceType type :
        {SysTraceType::kNrtLoad, SysTraceType::kDeviceExec, SysTraceType::kTensorRead,
@@ -209,14 +222,17 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
   // Each core numbers its events one after another; what is missing between two was lost.
   // The first of a capture sets where the count starts (whether the runtime numbers from 1 at
   // each start is not publicly known: assuming it could report losses that never happened).
-  auto core = next_local_id_.find(e.nc_idx);
-  if (core == next_local_id_.end()) core = next_local_id_.emplace(e.nc_idx, e.nc_local_id).first;
-  uint64_t& expected = core->second;
+  auto core = cores_.find(e.nc_idx);
+  if (core == cores_.end()) core = cores_.emplace(e.nc_idx, CoreNumbers{e.nc_local_id}).first;
+  uint64_t& expected = core->second.next_local_id;
   if (e.nc_local_id > expected) {
     out->overwritten += e.nc_local_id - expected;
     overwritten_total_ += e.nc_local_id - expected;
   }
-  if (e.nc_local_id >= expected) expected = e.nc_local_id + 1;
+  if (e.nc_local_id >= expected) {
+    core->second.numbered += e.nc_local_id + 1 - expected;
+    expected = e.nc_local_id + 1;
+  }
 
   if (e.type != SysTraceType::kUnknown && e.nc_idx >= kMaxNeuronCores) {
     // The wire allows cores 0 to 4095: an event of another is malformed here, not a batch the

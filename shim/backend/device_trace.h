@@ -97,6 +97,10 @@ class DeviceTraceParser {
   static bool UsesType(const char* name);
 
   uint64_t overwritten_total() const { return overwritten_total_; }
+  // The most events one NeuronCore numbered (nc_local_id) in the documents parsed since the
+  // last call, overwritten ones included: how full the runtime's fullest ring was by the
+  // fetches (the flusher's wait between them: flusher.h).
+  uint64_t TakeMostNumberedOnACore();
   uint64_t malformed_total() const { return malformed_total_; }
   uint64_t unknown_types_total() const { return stats_.unknown_types; }
   uint64_t unknown_members_total() const { return stats_.unknown_members; }
@@ -168,7 +172,12 @@ class DeviceTraceParser {
   uint64_t overwritten_total_ = 0;
   uint64_t malformed_total_ = 0;
   // Per capture.
-  std::map<uint32_t, uint64_t> next_local_id_;  // per core
+  struct CoreNumbers {
+    uint64_t next_local_id;
+    uint64_t numbered = 0;  // since TakeMostNumberedOnACore
+  };
+  std::map<uint32_t, CoreNumbers> cores_;
+  uint64_t most_numbered_ = 0;  // of the cores of earlier captures, since the last take
   std::map<uint32_t, std::deque<OpenExec>> open_execs_;
   std::map<uint32_t, std::vector<OpenCollective>> open_collectives_;  // per core
   std::map<uint64_t, ThreadSpans> threads_;

@@ -406,6 +406,29 @@ TEST_F(DeviceTraceTest, GapsInACoresLocalIdsAreOverwrittenEvents) {
   EXPECT_EQ(out_.overwritten, 6u);
 }
 
+// How full the runtime's fullest ring got between two takes: the flusher waits longer only
+// while it stays far from full.
+TEST_F(DeviceTraceTest, TheMostEventsACoreNumberedAreTakenOverwrittenOnesIncluded) {
+  EXPECT_EQ(parser_.TakeMostNumberedOnACore(), 0u);
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 1, 0, 1, 7, "{}", 1),
+                         Ev("model_switch", "instant", 2, 0, 2, 7, "{}", 1),
+                         Ev("model_switch", "instant", 3, 1, 1, 7, "{}", 1)})));
+  // Events 3 to 6 of core 0 were overwritten: the ring held them all the same.
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 4, 0, 7, 7, "{}", 1),
+                         Ev("model_switch", "instant", 5, 1, 2, 7, "{}", 1)})));
+  EXPECT_EQ(parser_.TakeMostNumberedOnACore(), 7u);
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 6, 1, 3, 7, "{}", 1),
+                         Ev("model_switch", "instant", 7, 1, 4, 7, "{}", 1)})));
+  EXPECT_EQ(parser_.TakeMostNumberedOnACore(), 2u);
+  EXPECT_EQ(parser_.TakeMostNumberedOnACore(), 0u);
+  // Those of a capture that ended before the take count too.
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 8, 0, 8, 7, "{}", 1),
+                         Ev("model_switch", "instant", 9, 0, 9, 7, "{}", 1),
+                         Ev("model_switch", "instant", 10, 0, 10, 7, "{}", 1)})));
+  ASSERT_TRUE(Parse(Doc({Ev("model_switch", "instant", 11, 1, 1, 7, "{}", 1)}), 2));
+  EXPECT_EQ(parser_.TakeMostNumberedOnACore(), 3u);
+}
+
 TEST_F(DeviceTraceTest, MalformedDocumentsAreRefusedWholeAndCounted) {
   const std::string good = Ev("device_exec", "start", 1, 0, 1, 7,
                               R"({"device_core_idx":0,"exec_id":4,"nc_timestamp_ns":1,"model_id":2})",

@@ -348,7 +348,7 @@ void Flusher::Run() {
     // glibc ends a process whose last thread exits with exit(0); the shim's threads must not
     // keep one alive whose program has no thread left (main() called pthread_exit).
     if (ProgramThreadsGone()) exit(0);
-    uint64_t wait_ns = kTickNs;
+    uint64_t wait_ns = wait_ns_;
     if (contact_deadline_ns_ != 0) {
       // Until the first contact settles, look every millisecond instead of every tick.
       if (shipping_.FirstContactSettled() || MonotonicNs() >= contact_deadline_ns_) {
@@ -441,12 +441,16 @@ void Flusher::Tick(uint64_t flush) {
   TakeModels();
   // PyTorch's lane: loaded once libtorch is in the process, on only while recording.
   PollTorchLane(core_);
+  wait_ns_ = NextWaitNs(now);
   // Everything recorded before the daemon asked is drained now.
   if (flush != 0) {
     batcher_.SealAll();
     shipping_.Flush(flush);
   } else {
-    batcher_.SealIfDue(now);
+    // Sealed now if it would be older than its age by the next tick (which may be a long wait
+    // away): no event waits longer than before the waits grew (tests/programs/abrupt_end.c
+    // counts on it).
+    batcher_.SealIfDue(now + wait_ns_);
   }
   shipping_.Tick();
 }
@@ -576,6 +580,22 @@ void Flusher::DrainRings(uint64_t now_ns) {
   }
 }
 
+uint64_t Flusher::NextWaitNs(uint64_t now_ns) {
+  const double device_fill = static_cast<double>(device_parser_.TakeMostNumberedOnACore()) /
+                             static_cast<double>(kOwnMaxEventsPerCore);
+  const double fill = std::max(ring_fill_, device_fill);
+  ring_fill_ = 0;
+  const uint64_t elapsed_ns = last_tick_ns_ != 0 ? now_ns - last_tick_ns_ : 0;
+  last_tick_ns_ = now_ns;
+  if (elapsed_ns == 0) return kTickNs;
+  if (fill == 0) return kLongTickNs;
+  // The fill grows with the time waited: a wait of elapsed_ns / (headroom * fill) fills a
+  // 1/headroom of the fullest ring at this rate.
+  const double wait_ns = static_cast<double>(elapsed_ns) / (kLongTickHeadroom * fill);
+  return wait_ns >= kLongTickNs ? kLongTickNs
+                                : std::max(kTickNs, static_cast<uint64_t>(wait_ns));
+}
+
 void Flusher::FreeRing(ThreadState* ts) {
   if (core_->rings_header.load(std::memory_order_acquire) != nullptr && ts->ring_offset >= 0) {
     // Its slot of the rings file then reads as zeros (its counts are in the header).
@@ -677,6 +697,7 @@ void Flusher::FaultInAhead(EventRing* ring) {
     new_thread_slots_ = std::max(written, new_thread_slots_ / 2);
   }
   ring->set_seen_written_slots(written);
+  ring_fill_ = std::max(ring_fill_, static_cast<double>(recent) / ring->capacity());
   if (ring->populated_slots() >= ring->capacity()) return;
   // Room for twice what the thread wrote since the last tick, and at least 16 KiB, past where
   // it is now.
