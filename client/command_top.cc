@@ -84,8 +84,10 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
                                           "BUSY", count));
     for (int i = 0; i < items.size() && i < static_cast<int>(rows); ++i) {
       const TopRow& r = items[i];
-      // A process by its executable's base name.
-      const std::string name = base_name ? r.name().substr(r.name().rfind('/') + 1) : r.name();
+      // A process by its executable's base name, and its rank in its job when it said one (the
+      // ranks of a job on one host run one program).
+      std::string name = base_name ? r.name().substr(r.name().rfind('/') + 1) : r.name();
+      if (r.has_rank()) absl::StrAppend(&name, " (rank ", r.rank(), ")");
       absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", r.pid(), Clip(name, 32),
                                             daemon::FormatDuration(r.device_ns()),
                                             Busy(r.device_ns(), top.window_ns()), r.calls()));

@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "trace/collectives.h"
 #include "trace/summary.h"
 
 namespace nrtprof::daemon {
@@ -33,6 +34,7 @@ nrtprof::TopReply ComputeTop(const Trace& trace, uint64_t window_ns) {
     for (const ApiCall& c : p.calls) calls += c.polls;
     for (const PollTally& t : p.poll_tallies) calls += t.polls;
     process->set_calls(calls);
+    if (const int rank = RankOf(p); rank >= 0) process->set_rank(rank);
     process->set_executions_held_by_program(p.executions_held_by_program);
     process->set_executions_held_lost(p.executions_held_lost);
     events += p.calls.size() + p.ranges.size() + p.device.size();

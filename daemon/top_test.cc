@@ -43,6 +43,7 @@ TEST(TopTest, DeviceTimeByProcessModelAndOp) {
   EXPECT_EQ(top.window_ns(), 5'000'000'000u);
   ASSERT_EQ(top.processes_size(), 2);
   EXPECT_EQ(top.processes(0).name(), "train");
+  EXPECT_FALSE(top.processes(0).has_rank());
   EXPECT_EQ(top.processes(0).device_ns(), 360u);
   EXPECT_EQ(top.processes(0).calls(), 4u);
   EXPECT_EQ(top.processes(0).executions_held_by_program(), 3u);
@@ -86,6 +87,7 @@ TEST(TopTest, ProcessCallsCountThePollsNotRecorded) {
   const nrtprof::TopReply top = ComputeTop(trace, 1'000'000'000);
   ASSERT_EQ(top.processes_size(), 1);
   EXPECT_EQ(top.processes(0).calls(), 3u + 41u + 100u);
+  EXPECT_FALSE(top.processes(0).has_rank()) << "it said no rank";
   EXPECT_EQ(top.events(), 3u);  // what was recorded
   bool found = false;
   for (const nrtprof::TopRow& op : top.ops()) {
@@ -94,6 +96,28 @@ TEST(TopTest, ProcessCallsCountThePollsNotRecorded) {
     EXPECT_EQ(op.calls(), 1u + 41u + 100u);
   }
   EXPECT_TRUE(found);
+}
+
+// The ranks of a job on one host run one program: each process says its rank (RANK, as torchrun
+// gives it, before a --rank on its command line).
+TEST(TopTest, ProcessesSayTheirRank) {
+  Trace trace;
+  ProcessTrace from_env;
+  from_env.pid = 11;
+  from_env.executable = "python3";
+  from_env.rank = 3;
+  from_env.command_line = {"python3", "train.py"};
+  ProcessTrace from_argv;
+  from_argv.pid = 12;
+  from_argv.executable = "cc_job";
+  from_argv.command_line = {"cc_job", "--rank", "1", "--ranks", "4"};
+  trace.processes = {from_env, from_argv};
+  const nrtprof::TopReply top = ComputeTop(trace, 1'000'000'000);
+  ASSERT_EQ(top.processes_size(), 2);
+  for (const nrtprof::TopRow& p : top.processes()) {
+    ASSERT_TRUE(p.has_rank()) << p.name();
+    EXPECT_EQ(p.rank(), p.pid() == 11 ? 3 : 1) << p.name();
+  }
 }
 
 }  // namespace

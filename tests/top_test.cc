@@ -30,7 +30,8 @@ void RunProgram(const Daemon& daemon) {
   const Result r = RunProcess({Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "20"},
                               {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
                                {"NRTPROF_ADDR", daemon.addr()},
-                               {"NRT_SIM_TIME_SCALE", "0"}});
+                               {"NRT_SIM_TIME_SCALE", "0"},
+                               {"RANK", "5"}});  // as torchrun gives a worker its rank
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
@@ -99,7 +100,7 @@ TEST(TopTest, ShowsTheProgramsOpsInATerminalAndQQuits) {
   ASSERT_EQ(started.exit_code, 0) << started.err;
   const std::string screen = tmux.AwaitScreen("aten::mul");
   EXPECT_TRUE(absl::StrContains(screen, "nrtprof top - ")) << screen;
-  EXPECT_TRUE(absl::StrContains(screen, " rmsnorm ")) << screen;        // the process
+  EXPECT_TRUE(absl::StrContains(screen, " rmsnorm (rank 5) ")) << screen;  // the process
   EXPECT_TRUE(absl::StrContains(screen, "aten_mul_square")) << screen;  // a model
   EXPECT_TRUE(absl::StrContains(screen, "aten::rsqrt")) << screen;      // an op
   EXPECT_TRUE(absl::StrContains(screen, "q quits")) << screen;
