@@ -139,13 +139,22 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
     }
     break;
   }
-  if (const char* v = get("RANK"); v != nullptr && v[0] != '\0') {
+  // The process's rank as its launcher gave it: torchrun's first, then the Neuron JAX plugin's
+  // process index, then the MPI launchers' and Slurm's. The first one set decides; a value that
+  // is not a rank is refused (one line), not passed over for the next.
+  static const char* const kRankVariables[] = {"RANK", "NEURON_PJRT_PROCESS_INDEX",
+                                               "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                               "SLURM_PROCID"};
+  for (const char* name : kRankVariables) {
+    const char* v = get(name);
+    if (v == nullptr || v[0] == '\0') continue;
     uint64_t rank = 0;
     if (ParseUnsigned(v, 0x7fffffff, &rank)) {
       config->rank = static_cast<int32_t>(rank);
     } else {
-      Report(report, "RANK", v, "a rank from 0 to 2147483647", "none");
+      Report(report, name, v, "a rank from 0 to 2147483647", "none");
     }
+    break;
   }
   if (const char* v = get("NRTPROF_STACKS"); v != nullptr && v[0] != '\0') {
     uint64_t depth = 0;

@@ -44,8 +44,10 @@ struct Config {
   // Neuron job is given, HOST:PORT); empty if neither. At most kMaxJobBytes printable ASCII
   // characters: another value is refused (one line) and the job left empty.
   char job[256] = {};
-  // The process's rank in its job (Hello.rank): RANK (torchrun's), 0 to 2^31-1; -1 if unset. A
-  // value that is not a rank is refused (one line) and none sent.
+  // The process's rank in its job (Hello.rank), 0 to 2^31-1; -1 if unset: the first set of RANK
+  // (torchrun), NEURON_PJRT_PROCESS_INDEX (JAX on Neuron), OMPI_COMM_WORLD_RANK (Open MPI),
+  // PMI_RANK (MPICH, Intel MPI) and SLURM_PROCID (srun). A value that is not a rank is refused
+  // (one line) and none sent.
   int32_t rank = -1;
   uint32_t stack_depth = 0;       // NRTPROF_STACKS, 0..kMaxStackDepth
   ShimMode requested_mode = ShimMode::kBestEffort;  // NRTPROF_MODE

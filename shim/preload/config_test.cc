@@ -241,5 +241,31 @@ TEST_F(ConfigTest, TheRankIsTorchrunsRank) {
   }
 }
 
+// Launchers other than torchrun: JAX on Neuron, MPI and Slurm. RANK comes first; the first
+// variable set decides, and a bad one is not passed over for the next.
+TEST_F(ConfigTest, TheRankOfOtherLaunchers) {
+  env_ = {{"NEURON_PJRT_PROCESS_INDEX", "3"}};
+  EXPECT_EQ(Parse().rank, 3);
+  env_ = {{"OMPI_COMM_WORLD_RANK", "12"}};
+  EXPECT_EQ(Parse().rank, 12);
+  env_ = {{"PMI_RANK", "7"}};
+  EXPECT_EQ(Parse().rank, 7);
+  env_ = {{"SLURM_PROCID", "31"}};
+  EXPECT_EQ(Parse().rank, 31);
+  // torchrun under srun: each worker's RANK, not the node's task number.
+  env_ = {{"SLURM_PROCID", "1"}, {"RANK", "9"}};
+  EXPECT_EQ(Parse().rank, 9);
+  env_ = {{"SLURM_PROCID", "1"}, {"OMPI_COMM_WORLD_RANK", "4"}, {"NEURON_PJRT_PROCESS_INDEX", "2"}};
+  EXPECT_EQ(Parse().rank, 2);
+  env_ = {{"RANK", ""}, {"PMI_RANK", "5"}};
+  EXPECT_EQ(Parse().rank, 5) << "an empty variable is unset";
+  EXPECT_TRUE(lines_.empty());
+  env_ = {{"NEURON_PJRT_PROCESS_INDEX", "x"}, {"SLURM_PROCID", "1"}};
+  EXPECT_EQ(Parse().rank, -1);
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_EQ(lines_[0], "nrtprof: NEURON_PJRT_PROCESS_INDEX='x' is not a rank from 0 to "
+                       "2147483647; using none\n");
+}
+
 }  // namespace
 }  // namespace nrtprof::shim
