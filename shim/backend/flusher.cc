@@ -441,7 +441,7 @@ void Flusher::Tick(uint64_t flush) {
   TakeModels();
   // PyTorch's lane: loaded once libtorch is in the process, on only while recording.
   PollTorchLane(core_);
-  wait_ns_ = NextWaitNs(now);
+  wait_ns_ = tick_wait_.Next(now);
   // Everything recorded before the daemon asked is drained now.
   if (flush != 0) {
     batcher_.SealAll();
@@ -480,10 +480,13 @@ void Flusher::ParseLentDocument(uint64_t generation, std::string_view json) {
     document_bytes_ = 0;
   }
   for (QueuedDocument& doc : documents) ParseDocument(doc.generation, doc.json, now_ns);
-  ParseDocument(generation, json, now_ns);
+  // Poll fetches the profiler's own capture (and at exit the program's: its last wait no
+  // longer matters).
+  ParseDocument(generation, json, now_ns, /*own_fetch=*/true);
 }
 
-void Flusher::ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns) {
+void Flusher::ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns,
+                            bool own_fetch) {
   const bool capturing = core_->recording.load(std::memory_order_relaxed) != 0;
   uint64_t added = 0;
   try {
@@ -511,6 +514,7 @@ void Flusher::ParseDocument(uint64_t generation, std::string_view json, uint64_t
     lost.hardware = in_document > added ? in_document - added : 0;
     CountNoMemory(lost);
   }
+  tick_wait_.NoteSystemTraceDocument(device_parser_.TakeMostNumberedOnACore(), own_fetch);
   // The room of a burst's documents is not kept.
   if (device_out_.encoded_events.capacity() > kKeptParsedEvents) {
     device_out_ = DeviceTraceOutput();
@@ -578,22 +582,6 @@ void Flusher::DrainRings(uint64_t now_ns) {
     ts->retired.store(0, std::memory_order_relaxed);
     if (!AddSpare(ts)) FreeRing(ts);
   }
-}
-
-uint64_t Flusher::NextWaitNs(uint64_t now_ns) {
-  const double device_fill = static_cast<double>(device_parser_.TakeMostNumberedOnACore()) /
-                             static_cast<double>(kOwnMaxEventsPerCore);
-  const double fill = std::max(ring_fill_, device_fill);
-  ring_fill_ = 0;
-  const uint64_t elapsed_ns = last_tick_ns_ != 0 ? now_ns - last_tick_ns_ : 0;
-  last_tick_ns_ = now_ns;
-  if (elapsed_ns == 0) return kTickNs;
-  if (fill == 0) return kLongTickNs;
-  // The fill grows with the time waited: a wait of elapsed_ns / (headroom * fill) fills a
-  // 1/headroom of the fullest ring at this rate.
-  const double wait_ns = static_cast<double>(elapsed_ns) / (kLongTickHeadroom * fill);
-  return wait_ns >= kLongTickNs ? kLongTickNs
-                                : std::max(kTickNs, static_cast<uint64_t>(wait_ns));
 }
 
 void Flusher::FreeRing(ThreadState* ts) {
@@ -697,7 +685,7 @@ void Flusher::FaultInAhead(EventRing* ring) {
     new_thread_slots_ = std::max(written, new_thread_slots_ / 2);
   }
   ring->set_seen_written_slots(written);
-  ring_fill_ = std::max(ring_fill_, static_cast<double>(recent) / ring->capacity());
+  tick_wait_.NoteRingFill(static_cast<double>(recent) / ring->capacity());
   if (ring->populated_slots() >= ring->capacity()) return;
   // Room for twice what the thread wrote since the last tick, and at least 16 KiB, past where
   // it is now.

@@ -37,6 +37,7 @@
 #include "shim/backend/stack_table.h"
 #include "shim/backend/string_table.h"
 #include "shim/backend/sys_trace_arbiter.h"
+#include "shim/backend/tick_wait.h"
 #include "shim/preload/tick_clock.h"
 
 namespace nrtprof::shim {
@@ -44,18 +45,13 @@ namespace nrtprof::shim {
 class Flusher final : private ShippingHost {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr uint64_t kTickNs = 25'000'000;
-  // The wait grows up to kLongTickNs while, at the rates of the last tick, every thread's ring
-  // and the runtime's fullest system-trace ring would be at most 1/kLongTickHeadroom full by
-  // the next one (NextWaitNs): the rate may grow that many times within a wait and nothing is
-  // lost. Issue 38: at 10,000 async executions a second, waking 40 times a second instead of
-  // ~10 was a fifth (busy machine) to a half (quiet) of the flusher's CPU
-  // (bench/apps/run_async_cpu.sh).
-  static constexpr uint64_t kLongTickNs = 100'000'000;
-  static constexpr uint64_t kLongTickHeadroom = 4;
+  // The wait between ticks: kTickNs, or up to kLongTickNs while every ring stays far from
+  // full (tick_wait.h).
+  static constexpr uint64_t kTickNs = TickWait::kTickNs;
+  static constexpr uint64_t kLongTickNs = TickWait::kLongTickNs;
   // The profiler's system-trace capacity per NeuronCore: a quarter of the runtime's default
   // (32768), emptied every kTickNs, or less often only while it stays far from full at the
-  // rate seen (kLongTickHeadroom), so the same event rate fits in a quarter of the runtime's
+  // rate seen (TickWait::kHeadroom), so the same event rate fits in a quarter of the runtime's
   // memory (in the simulator ~176 bytes per event per core, allocated at each start:
   // 2.9 MB for two cores instead of 11.5). What overflows is counted (device_overwritten).
   static constexpr uint64_t kOwnMaxEventsPerCore = 1 << 13;
@@ -118,12 +114,10 @@ class Flusher final : private ShippingHost {
   void ParseLentDocument(uint64_t generation, std::string_view json);
   uint64_t poll_now_ns_ = 0;  // the tick's time, for ParseLentDocument
   // One document's events and clock syncs into the batcher (a refused one is counted by the
-  // parser).
-  void ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns);
+  // parser). `own_fetch`: the flusher's Poll fetched it from the profiler's own capture.
+  void ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns,
+                     bool own_fetch = false);
   void DrainRings(uint64_t now_ns);
-  // The wait after the tick at `now_ns` (kTickNs to kLongTickNs), from how full the rings
-  // (ring_fill_) and the runtime's system trace got since the tick before.
-  uint64_t NextWaitNs(uint64_t now_ns);
   // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots), and
   // notes a new ring's first writes (new_thread_slots_).
   void FaultInAhead(EventRing* ring);
@@ -215,10 +209,9 @@ class Flusher final : private ShippingHost {
   // About how many slots a new thread writes before the flusher's first look at its ring:
   // what the next spare ring gets faulted in for (twice that, 16 KiB to 1 MiB).
   uint64_t new_thread_slots_ = kSpareRingWarmSlots / 2;
-  // The largest share of its ring a thread wrote since the tick before (FaultInAhead), that
-  // tick's time (0: none yet), and the wait NextWaitNs chose after the last tick.
-  double ring_fill_ = 0;
-  uint64_t last_tick_ns_ = 0;
+  // How full the rings got since the tick before (FaultInAhead, ParseDocument), and the wait
+  // it chose after the last tick.
+  TickWait tick_wait_{kOwnMaxEventsPerCore};
   uint64_t wait_ns_ = kTickNs;
   LaneCounts freed_rings_dropped_;  // of rings already freed
   uint64_t process_start_ns_ = 0;
