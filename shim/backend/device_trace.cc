@@ -118,17 +118,16 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
   const bool ok = ReadSysTrace(
       json,
       [this, json](const SysTraceEvent& e) {
-        pending_.push_back(e);
-        if (!e.model_name.empty()) {
+        pending_.push_back(Pack(e));
+        if (!e.model_name.empty() && e.has_model_id) {
           // A name read from the text stays valid during Parse; one decoded from escapes is
           // the reader's, copied.
           std::string_view name = e.model_name;
           if (name.data() < json.data() || name.data() >= json.data() + json.size()) {
             name = decoded_names_.emplace_back(name);
           }
-          pending_names_.emplace_back(pending_.size() - 1, name);
+          pending_names_.emplace_back(e.model_id, name);
         }
-        pending_.back().model_name = {};
         if (!e.cc_op.empty()) {
           // A handful of names (the collective kinds), kept for the process's life. Interned
           // when the event is applied: a refused document interns nothing.
@@ -138,7 +137,6 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
           }
           if (op != cc_op_iids_.end()) pending_cc_ops_.emplace_back(pending_.size() - 1, &*op);
         }
-        pending_.back().cc_op = {};
       },
       &stats, error);
   if (!ok) {
@@ -168,9 +166,8 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
     const int64_t b = ReadClock(CLOCK_MONOTONIC);
     realtime_offset_ns_ = real - (a + (b - a) / 2);
   }
-  for (const auto& [index, name] : pending_names_) {
-    if (!pending_[index].has_model_id) continue;
-    ModelName& known = model_names_[pending_[index].model_id];
+  for (const auto& [model_id, name] : pending_names_) {
+    ModelName& known = model_names_[model_id];
     if (known.name != name) known = {std::string(name), 0};
   }
   auto cc_op = pending_cc_ops_.begin();
@@ -184,6 +181,31 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
     Apply(pending_[i], cc_op_iid, out);
   }
   return true;
+}
+
+DeviceTraceParser::PendingEvent DeviceTraceParser::Pack(const SysTraceEvent& e) {
+  PendingEvent p;
+  p.type = e.type;
+  p.phase = e.phase;
+  p.has_clocks = e.has_nc_timestamp_ns && e.has_cpu_timestamp_ns;
+  p.nc_idx = e.nc_idx;
+  p.id = e.id;
+  p.nc_local_id = e.nc_local_id;
+  p.thread_id = e.thread_id;
+  p.timestamp_ns = e.timestamp_ns;
+  p.nrta_seq = e.has_nrta_seq_id ? e.nrta_seq_id : 0;
+  switch (e.type) {
+    case SysTraceType::kDeviceExec:
+      p.exec = {e.exec_id, e.model_id};
+      break;
+    case SysTraceType::kTimestampSync:
+      p.sync = {e.nc_timestamp_ns, e.cpu_timestamp_ns};
+      break;
+    default:
+      p.transfer = {e.size, e.worker_gid};  // the reader's size is 0 when none was sent
+      break;
+  }
+  return p;
 }
 
 uint64_t DeviceTraceParser::TakeMostNumberedOnACore() {
@@ -217,7 +239,7 @@ uint32_t DeviceTraceParser::NameIid(const char* name) {
   return iid;
 }
 
-void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
+void DeviceTraceParser::Apply(const PendingEvent& e, uint32_t cc_op_iid,
                               DeviceTraceOutput* out) {
   // Each core numbers its events one after another; what is missing between two was lost.
   // The first of a capture sets where the count starts (whether the runtime numbers from 1 at
@@ -247,8 +269,8 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
     case SysTraceType::kDeviceExec: {
       std::deque<OpenExec>& open = open_execs_[e.nc_idx];
       if (start) {
-        open.push_back({e.timestamp_ns, e.id, e.thread_id, e.exec_id, e.model_id,
-                        e.has_nrta_seq_id ? e.nrta_seq_id : 0});
+        open.push_back(
+            {e.timestamp_ns, e.id, e.thread_id, e.exec.exec_id, e.exec.model_id, e.nrta_seq});
         return;
       }
       if (!stop || open.empty()) return;  // a stop whose start was lost
@@ -274,11 +296,11 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
       return;
     }
     case SysTraceType::kTimestampSync: {
-      if (!e.has_nc_timestamp_ns || !e.has_cpu_timestamp_ns) return;
+      if (!e.has_clocks) return;
       nrtprof::DeviceClockSync& sync = out->clock_syncs.emplace_back();
       sync.set_nc_idx(static_cast<int32_t>(e.nc_idx));
-      sync.set_device_ns(e.nc_timestamp_ns);
-      sync.set_host_monotonic_ns(ToMonotonic(e.cpu_timestamp_ns));
+      sync.set_device_ns(e.sync.nc_timestamp_ns);
+      sync.set_host_monotonic_ns(ToMonotonic(e.sync.cpu_timestamp_ns));
       return;
     }
     case SysTraceType::kNrtLoad: {
@@ -291,9 +313,9 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
     case SysTraceType::kTensorWrite: {
       ThreadSpans& thread = threads_[e.thread_id];
       if (start) {
-        thread.spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx,
+        thread.spans.push_back({e.type, e.timestamp_ns, e.id, e.transfer.size, e.nc_idx,
                                 e.type == SysTraceType::kTensorWrite ? "dma_h2d" : "dma_d2h",
-                                e.has_nrta_seq_id ? e.nrta_seq_id : 0});
+                                e.nrta_seq});
       } else if (stop) {
         CloseSpan(e, &thread, out);
       }
@@ -320,16 +342,16 @@ void DeviceTraceParser::Apply(const SysTraceEvent& e, uint32_t cc_op_iid,
   }
 }
 
-void DeviceTraceParser::Collective(const SysTraceEvent& e, uint32_t cc_op_iid,
+void DeviceTraceParser::Collective(const PendingEvent& e, uint32_t cc_op_iid,
                                    DeviceTraceOutput* out) {
   // Device-stamped: timestamp_ns is the device's clock, as device_exec's. A core's collectives
   // on different queues may be open at once: a stop closes the open span of its type with its
   // request's number (the oldest of its type when the runtime gives none).
   std::vector<OpenCollective>& open = open_collectives_[e.nc_idx];
-  const uint64_t seq = e.has_nrta_seq_id ? e.nrta_seq_id : 0;
+  const uint64_t seq = e.nrta_seq;
   if (e.phase == SysTracePhase::kStart) {
-    open.push_back({e.type, e.timestamp_ns, e.id, e.thread_id, seq, e.has_size ? e.size : 0,
-                    e.worker_gid, cc_op_iid});
+    open.push_back({e.type, e.timestamp_ns, e.id, e.thread_id, seq, e.transfer.size,
+                    e.transfer.worker_gid, cc_op_iid});
     return;
   }
   if (e.phase != SysTracePhase::kStop) return;
@@ -357,7 +379,7 @@ void DeviceTraceParser::Collective(const SysTraceEvent& e, uint32_t cc_op_iid,
   Emit(event, out);
 }
 
-void DeviceTraceParser::OpenCopy(const SysTraceEvent& e, ThreadSpans* thread) {
+void DeviceTraceParser::OpenCopy(const PendingEvent& e, ThreadSpans* thread) {
   const bool in = e.type == SysTraceType::kDmemBufCopyin;
   const char* name = in ? "dma_h2d" : "dma_d2h";
   for (const OpenSpan& s : thread->spans) {
@@ -366,16 +388,16 @@ void DeviceTraceParser::OpenCopy(const SysTraceEvent& e, ThreadSpans* thread) {
     }
   }
   if (name != nullptr && in && thread->loads > 0) name = "dma_model_load";
-  thread->spans.push_back({e.type, e.timestamp_ns, e.id, e.size, e.nc_idx, name,
-                           e.has_nrta_seq_id ? e.nrta_seq_id : 0});
+  thread->spans.push_back({e.type, e.timestamp_ns, e.id, e.transfer.size, e.nc_idx, name,
+                           e.nrta_seq});
 }
 
-void DeviceTraceParser::CloseSpan(const SysTraceEvent& e, ThreadSpans* thread,
+void DeviceTraceParser::CloseSpan(const PendingEvent& e, ThreadSpans* thread,
                                   DeviceTraceOutput* out) {
   auto& spans = thread->spans;
   // An async request's transfers may overlap on one thread (two queues): its stop closes the
   // span of its own request. Otherwise the innermost open span of the type.
-  const uint64_t seq = e.has_nrta_seq_id ? e.nrta_seq_id : 0;
+  const uint64_t seq = e.nrta_seq;
   auto it = std::find_if(spans.rbegin(), spans.rend(), [&](const OpenSpan& s) {
     return s.type == e.type && (seq == 0 || s.nrta_seq == seq);
   });

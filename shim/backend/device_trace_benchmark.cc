@@ -90,6 +90,52 @@ void BM_DeviceTraceParser_RealShape(benchmark::State& state) {
 }
 BENCHMARK(BM_DeviceTraceParser_RealShape);
 
+// What the flusher parses at 10,000 async executions a second (bench/apps/run_async_cpu.sh):
+// the types its capture asks for only (device_exec spans of async requests, the eleventh
+// member nrta_seq_id), each event encoded as its bytes, the output reused between documents.
+std::string AsyncShapeDocument() {
+  std::string doc = "{\"events\":[";
+  char buf[512];
+  uint64_t id = 1;
+  const uint64_t device = 1796310196000000000ull;
+  for (int i = 0; i < kExecutions; ++i) {
+    const uint64_t t = device + static_cast<uint64_t>(i) * 100000;
+    for (int stop = 0; stop < 2; ++stop) {
+      snprintf(buf, sizeof(buf),
+               "%s{\"event_type\":\"device_exec\",\"phase\":\"%s\",\"id\":%llu,\"nc_idx\":0,"
+               "\"nc_local_id\":%llu,\"tracking_id\":%llu,\"thread_id\":20417,\"worker_gid\":0,"
+               "\"data\":{\"device_core_idx\":0,\"exec_id\":%d,\"nc_timestamp_ns\":%llu,"
+               "\"model_id\":1},\"timestamp_ns\":%llu,\"nrta_seq_id\":%d}",
+               id == 1 ? "" : ",", stop ? "stop" : "start", static_cast<unsigned long long>(id),
+               static_cast<unsigned long long>(id), static_cast<unsigned long long>(id), i + 1,
+               static_cast<unsigned long long>(t + stop * 37000),
+               static_cast<unsigned long long>(t + stop * 37000), i + 1);
+      ++id;
+      doc += buf;
+    }
+  }
+  return doc + "],\"data_version\":2}";
+}
+
+void BM_DeviceTraceParser_AsyncShapeEncoded(benchmark::State& state) {
+  const std::string doc = AsyncShapeDocument();
+  StringTable strings;
+  DeviceTraceParser parser(&strings);
+  parser.set_realtime_offset_for_testing(1700000000000000000);
+  uint64_t generation = 0;
+  DeviceTraceOutput out;
+  for (auto _ : state) {
+    out.Clear();
+    out.encode = true;
+    std::string error;
+    benchmark::DoNotOptimize(parser.Parse(++generation, doc, &out, &error));
+    if (out.event_count() != kExecutions) state.SkipWithError("wrong event count");
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * 2 * kExecutions));
+  state.counters["doc_bytes"] = static_cast<double>(doc.size());
+}
+BENCHMARK(BM_DeviceTraceParser_AsyncShapeEncoded);
+
 }  // namespace
 }  // namespace nrtprof::shim
 

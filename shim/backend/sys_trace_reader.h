@@ -49,27 +49,29 @@ enum class SysTracePhase : uint8_t { kUnknown = 0, kStart, kStop, kInstant };
 // One event. `data` members the reader knows are copied out (has_* says which were present);
 // the rest are counted in the statistics.
 struct SysTraceEvent {
+  // The flags first, together: a record the reader zeroes and the caller copies for every
+  // event is 160 bytes this way, 208 with each flag beside its value.
   SysTraceType type = SysTraceType::kUnknown;
   SysTracePhase phase = SysTracePhase::kUnknown;
-  uint64_t id = 0;
+  bool has_nrta_seq_id = false;
+  bool has_exec_id = false;
+  bool has_model_id = false;
+  bool has_nc_timestamp_ns = false;
+  bool has_cpu_timestamp_ns = false;
+  bool has_size = false;
   uint32_t nc_idx = 0;
+  uint64_t id = 0;
   uint64_t nc_local_id = 0;
   uint64_t tracking_id = 0;
   uint64_t thread_id = 0;
   int64_t worker_gid = -1;
   uint64_t timestamp_ns = 0;
-  bool has_nrta_seq_id = false;
   uint64_t nrta_seq_id = 0;
   // data
-  bool has_exec_id = false;
   uint64_t exec_id = 0;
-  bool has_model_id = false;
   uint64_t model_id = 0;
-  bool has_nc_timestamp_ns = false;
   uint64_t nc_timestamp_ns = 0;
-  bool has_cpu_timestamp_ns = false;
   uint64_t cpu_timestamp_ns = 0;
-  bool has_size = false;
   uint64_t size = 0;
   uint64_t tensor_id = 0;
   uint64_t device_core_idx = 0;
