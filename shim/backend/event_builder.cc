@@ -17,8 +17,12 @@ uint32_t EventBuilder::RecordNameIid(const Record& record) {
 
 void EventBuilder::Build(const Record& record, uint32_t tid, const TickConverter& clock,
                          nrtprof::Event* event) {
-  event->set_start_ns(clock.ToNs(record.start_ticks));
-  event->set_duration_ns(clock.DurationNs(record.start_ticks, record.end_ticks));
+  // TickConverter::DurationNs without converting the start a second time.
+  const uint64_t start_ns = clock.ToNs(record.start_ticks);
+  const uint64_t end_ns =
+      record.end_ticks > record.start_ticks ? clock.ToNs(record.end_ticks) : start_ns;
+  event->set_start_ns(start_ns);
+  event->set_duration_ns(end_ns > start_ns ? end_ns - start_ns : 0);
   event->set_tid(tid);
   event->set_nc_idx(record.nc_idx);
   if (record.kind == RecordKind::kRange) {
