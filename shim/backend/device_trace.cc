@@ -62,8 +62,10 @@ void DeviceTraceParser::Emit(const DeviceEvent& d, DeviceTraceOutput* out) {
     event.set_worker_gid(d.worker_gid);
     return;
   }
-  // Event's fields in their numbers' order (proto/nrtprof.proto), as protobuf writes them.
-  char body[13 * 12];
+  // Event's fields in their numbers' order (proto/nrtprof.proto), as protobuf writes them,
+  // after room for the field's tag and length: then one append.
+  char buffer[1 + 10 + 13 * 12];
+  char* const body = buffer + 11;
   char* p = body;
   p = PutField(p, 1, Int32Bits(d.kind));
   p = PutField(p, 2, d.start_ns);
@@ -78,12 +80,12 @@ void DeviceTraceParser::Emit(const DeviceEvent& d, DeviceTraceOutput* out) {
   p = PutField(p, 23, d.host_clock ? 1 : 0);
   p = PutField(p, 25, d.nrta_seq);
   p = PutField(p, 27, Int32Bits(d.worker_gid));
-  char head[1 + 10];
-  char* h = head;
-  *h++ = static_cast<char>((4 << 3) | 2);  // EventBatch.events, length-delimited
-  h = PutVarint(h, static_cast<uint64_t>(p - body));
-  out->encoded.append(head, static_cast<size_t>(h - head));
-  out->encoded.append(body, static_cast<size_t>(p - body));
+  // The body is at most 156 bytes: its length takes one or two bytes.
+  const size_t length = static_cast<size_t>(p - body);
+  char* head = body - (length < 0x80 ? 2 : 3);
+  head[0] = static_cast<char>((4 << 3) | 2);  // EventBatch.events, length-delimited
+  PutVarint(head + 1, length);
+  out->encoded.append(head, static_cast<size_t>(p - head));
   out->encoded_events.push_back({out->encoded.size(), d.kind, d.name_iid, d.model_name_iid});
 }
 
