@@ -234,7 +234,15 @@ void Batcher::Seal() {
 
 void Batcher::SealIfDue(uint64_t now_ns) {
   if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) return;
-  if (open_lanes_.total() >= batch_events_ || now_ns - open_since_ns_ >= batch_age_ns_) Seal();
+  // Clock syncs alone (the runtime writes one a core at every fetch) wait as long as the
+  // recorder's batches: they only map device events, and none came with them. Sealed at the
+  // capture's age, they made a process with little to record send a batch at every tick, and
+  // gRPC's threads wake ~80 times a second for it (issue 38). An event that joins them is
+  // sealed with them at once: the batch is already older than its age.
+  const uint64_t age = open_lanes_.total() != 0
+                           ? batch_age_ns_
+                           : std::max(batch_age_ns_, options_.recorder_batch_age_ns);
+  if (open_lanes_.total() >= batch_events_ || now_ns - open_since_ns_ >= age) Seal();
 }
 
 void Batcher::SealAll() {

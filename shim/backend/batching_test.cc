@@ -199,6 +199,34 @@ TEST_F(BatcherTest, BatchesSealWhenFullOrOld) {
   EXPECT_EQ(b.ready_batches(), 2u) << "nothing open";
 }
 
+// The runtime writes clock syncs at every fetch: alone, they are not a batch of their own at
+// every tick, yet reach the daemon with the first event after them, and within the recorder's
+// age without one.
+TEST_F(BatcherTest, ClockSyncsAloneWaitAsLongAsTheRecordersBatches) {
+  Batcher::Options o = SmallBatches();
+  o.recorder_batch_age_ns = 4000;
+  Batcher b(o, &strings_, &stacks_);
+  nrtprof::DeviceClockSync sync;
+  sync.set_device_ns(1);
+  b.AddClockSync(sync, /*now_ns=*/0);
+  b.AddClockSync(sync, /*now_ns=*/1000);
+  b.SealIfDue(3999);
+  EXPECT_EQ(b.ready_batches(), 0u) << "clock syncs alone, 3999 ns old";
+  b.SealIfDue(4000);
+  ASSERT_EQ(b.ready_batches(), 1u) << "clock syncs alone, 4000 ns old";
+  b.AddClockSync(sync, /*now_ns=*/5000);
+  Add(&b, ApiRecord(kNrtExecute, 1), /*now=*/5500);
+  b.SealIfDue(5999);
+  EXPECT_EQ(b.ready_batches(), 1u);
+  b.SealIfDue(6000);
+  EXPECT_EQ(b.ready_batches(), 2u) << "with an event, the capture's age from the first sync";
+  StreamInterning stream;
+  LaneCounts n;
+  EXPECT_EQ(b.TakeNext(&stream, {}, false, &n).clock_syncs_size(), 2);
+  EXPECT_EQ(b.TakeNext(&stream, {}, false, &n).clock_syncs_size(), 1);
+  EXPECT_EQ(n.total(), 1u);
+}
+
 TEST_F(BatcherTest, WhileOnlyTheRecorderRecordsBatchesAreLargerAndOlder) {
   Batcher::Options o = SmallBatches();
   o.recorder_batch_events = 5;
