@@ -74,6 +74,7 @@ class TickConverter {
       first_ns_ = ns;
       base_rate_ = MeasureRate();
       segments_.push_back({ticks, static_cast<int64_t>(ns), base_rate_});
+      KeepRecent(segments_.back());
       return;
     }
     const Segment& last = segments_.back();
@@ -87,6 +88,7 @@ class TickConverter {
     if (rate < base_rate_ * 0.5) rate = base_rate_ * 0.5;
     if (rate > base_rate_ * 1.5) rate = base_rate_ * 1.5;
     segments_.push_back({ticks, mapped, rate});
+    KeepRecent(segments_.back());
     if (segments_.size() > kMaxSegments) segments_.pop_front();
   }
 
@@ -94,11 +96,13 @@ class TickConverter {
     if (source_ == TickSource::kMonotonic) return ticks;
     // The segment the tick falls in: the last that starts at or before it (the first, for a
     // tick older than every segment kept). The ticks the flusher converts are recent (most in
-    // the segment before the drain's anchor): the newest few are looked at first.
+    // the segment before the drain's anchor): the newest few are looked at first, in a copy
+    // of their own (issue 38: indexing the deque was most of the conversion's time).
     const Segment* seg = nullptr;
-    for (size_t i = segments_.size(), back = 0; i > 0 && back < 4; --i, ++back) {
-      if (ticks >= segments_[i - 1].ticks || i == 1) {
-        seg = &segments_[i - 1];
+    const bool all_recent = recent_count_ == segments_.size();
+    for (size_t i = recent_count_; i > 0; --i) {
+      if (ticks >= recent_[i - 1].ticks || (i == 1 && all_recent)) {
+        seg = &recent_[i - 1];
         break;
       }
     }
@@ -131,6 +135,7 @@ class TickConverter {
   static constexpr uint64_t kMinRateSpanNs = 20'000'000;  // 20 ms
   static constexpr uint64_t kSlewNs = 100'000'000;        // about one flush interval
   static constexpr size_t kMaxSegments = 4096;            // minutes of anchors
+  static constexpr size_t kRecent = 4;
 
   static int64_t Map(const Segment& seg, uint64_t ticks) {
     const double delta = static_cast<double>(static_cast<int64_t>(ticks - seg.ticks)) * seg.rate;
@@ -152,6 +157,15 @@ class TickConverter {
       }
     }
   }
+  // The newest segments, newest last, copied from segments_.
+  void KeepRecent(const Segment& seg) {
+    if (recent_count_ == kRecent) {
+      std::copy(recent_ + 1, recent_ + kRecent, recent_);
+      --recent_count_;
+    }
+    recent_[recent_count_++] = seg;
+  }
+
   // A first rate from a 2 ms spin, used until anchors 20 ms apart give a better one.
   double MeasureRate() const {
     uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0;
@@ -166,6 +180,8 @@ class TickConverter {
   uint64_t first_ticks_ = 0, first_ns_ = 0;
   double base_rate_ = 1.0;
   std::deque<Segment> segments_;
+  Segment recent_[kRecent] = {};
+  size_t recent_count_ = 0;
 };
 
 }  // namespace nrtprof::shim
