@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -55,6 +56,12 @@ constexpr uint64_t kWritebackBytes = 8 << 20;
 // cache at Commit.
 constexpr size_t kDirectBytes = 1 << 20;
 constexpr size_t kDirectAlign = 4096;
+// Room past a block's kDirectBytes (and past kBufferBytes) for the piece written in place
+// (BeginWrite) that crosses its end, so that the piece need not be made apart and copied:
+// room for any entry of a trace, but a very long name's.
+constexpr size_t kOverflowBytes = 64 << 10;
+constexpr size_t kBlockBytes = kDirectBytes + kOverflowBytes;
+static_assert(kBufferBytes <= kDirectBytes, "a full buffer_ fits in the first block");
 // The aligned blocks of one such file: one being filled, the others written by its writer
 // thread meanwhile. Two in flight keep the disk busy while the caller formats; more would only
 // hold memory (the caller outruns the disk or it does not).
@@ -118,12 +125,27 @@ absl::Status AtomicFile::Open(const std::string& path) {
   direct_.reset();
   direct_used_ = 0;
   direct_tried_ = false;
-  buffer_.reserve(kInitialBufferBytes);
+  lent_ = Lent::kNone;
+  buffer_used_ = 0;
+  GrowBuffer(kInitialBufferBytes);
   error_ = absl::OkStatus();
   return absl::OkStatus();
 }
 
 void AtomicFile::FreeAligned::operator()(char* p) const { free(p); }
+
+void AtomicFile::GrowBuffer(size_t n) {
+  const size_t need = buffer_used_ + n;
+  if (need <= buffer_capacity_) return;
+  // Doubling, up to the most a buffer holds before the file goes straight to the disk.
+  const size_t capacity = std::max(
+      {need, kInitialBufferBytes, std::min(2 * buffer_capacity_, kBufferBytes + kOverflowBytes)});
+  void* p = realloc(buffer_.get(), capacity);
+  if (p == nullptr) throw std::bad_alloc();
+  static_cast<void>(buffer_.release());
+  buffer_.reset(static_cast<char*>(p));
+  buffer_capacity_ = capacity;
+}
 
 absl::Status AtomicFile::Keep(absl::Status s) {
   if (!s.ok() && error_.ok()) error_ = s;
@@ -134,20 +156,19 @@ absl::Status AtomicFile::Append(absl::string_view bytes) {
   if (fd_ < 0) return absl::FailedPreconditionError("AtomicFile::Append: no file open");
   if (!error_.ok()) return error_;
   if (direct_ == nullptr) {
-    if (buffer_.size() + bytes.size() <= kBufferBytes) {
-      buffer_.append(bytes.data(), bytes.size());
-      return absl::OkStatus();
-    }
-    // The file outgrows one buffer: from here on it goes straight to the disk, if it can.
-    if (direct_tried_ || !StartDirect()) {
+    if (buffer_used_ + bytes.size() > kBufferBytes) {
+      // The file outgrows one buffer: from here on it goes straight to the disk, if it can.
+      if (!direct_tried_ && StartDirect()) return Append(bytes);
       absl::Status s = Keep(Flush());
       if (!s.ok()) return s;
       if (bytes.size() >= kBufferBytes) return Keep(WriteAll(bytes.data(), bytes.size()));
-      buffer_.append(bytes.data(), bytes.size());
-      return absl::OkStatus();
     }
+    GrowBuffer(bytes.size());
+    memcpy(buffer_.get() + buffer_used_, bytes.data(), bytes.size());
+    buffer_used_ += bytes.size();
+    return absl::OkStatus();
   }
-  // Copied, even from an aligned buffer (json_out.h's): the caller reuses its buffer at once,
+  // Copied, even from an aligned buffer: the caller reuses its buffer at once,
   // and the block is written while the caller fills the next one. (A copy into a block used
   // again and again costs far less than the wait for the disk it takes off the caller.)
   while (!bytes.empty()) {
@@ -163,16 +184,69 @@ absl::Status AtomicFile::Append(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
+AtomicFile::Space AtomicFile::BeginWrite(size_t n) {
+  if (fd_ >= 0 && error_.ok() && n <= kOverflowBytes) {
+    if (direct_ != nullptr) {
+      // Less than kDirectBytes are filled: a full block was handed on at once.
+      char* const block = direct_.get();
+      lent_ = Lent::kDirect;
+      return {block + direct_used_, block + kDirectBytes, block + kBlockBytes};
+    }
+    // Less than kBufferBytes are held, or as many (Append's): EndWrite writes a full buffer.
+    GrowBuffer(n);
+    char* const buffer = buffer_.get();
+    lent_ = Lent::kBuffer;
+    return {buffer + buffer_used_, buffer + std::min(buffer_capacity_, kBufferBytes),
+            buffer + buffer_capacity_};
+  }
+  const size_t size = std::max(n, kOverflowBytes);
+  if (apart_size_ < size) {
+    apart_.reset(new char[size]);
+    apart_size_ = size;
+  }
+  lent_ = Lent::kApart;
+  return {apart_.get(), apart_.get() + size, apart_.get() + size};
+}
+
+absl::Status AtomicFile::EndWrite(const char* end) {
+  const Lent lent = lent_;
+  lent_ = Lent::kNone;
+  switch (lent) {
+    case Lent::kNone:
+      break;
+    case Lent::kApart:
+      return Append(absl::string_view(apart_.get(), static_cast<size_t>(end - apart_.get())));
+    case Lent::kDirect:
+      direct_used_ = static_cast<size_t>(end - direct_.get());
+      return direct_used_ >= kDirectBytes ? Submit() : absl::OkStatus();
+    case Lent::kBuffer:
+      buffer_used_ = static_cast<size_t>(end - buffer_.get());
+      if (buffer_used_ < kBufferBytes) return absl::OkStatus();
+      // The file outgrows one buffer: from here on it goes straight to the disk, if it can.
+      if (!direct_tried_ && StartDirect()) {
+        return direct_used_ >= kDirectBytes ? Submit() : absl::OkStatus();
+      }
+      return Keep(Flush());
+  }
+  return absl::FailedPreconditionError("AtomicFile::EndWrite without BeginWrite");
+}
+
 absl::Status AtomicFile::Submit() {
   if (writer_ == nullptr) return Keep(WriteDirect(/*all=*/true));
   Writer& w = *writer_;
+  // The whole 4 KiB blocks go; the rest, the start of a piece written across the block's end,
+  // moves to the next block. (The writer thread only reads a block, so the rest can be taken
+  // from it after it is handed over, even when it is the block that comes back.)
+  const size_t whole = direct_used_ - direct_used_ % kDirectAlign;
+  const char* const rest = direct_.get() + whole;
+  const size_t rest_size = direct_used_ - whole;
   std::unique_lock<std::mutex> lock(w.mu);
-  w.full.push_back(Writer::Block{std::move(direct_), direct_used_});
+  w.full.push_back(Writer::Block{std::move(direct_), whole});
   direct_used_ = 0;
   w.full_or_stop.notify_one();
   if (w.empty.empty() && w.blocks < kDirectBlocks) {
     void* block = nullptr;
-    if (posix_memalign(&block, kDirectAlign, kDirectBytes) == 0) {
+    if (posix_memalign(&block, kDirectAlign, kBlockBytes) == 0) {
       direct_.reset(static_cast<char*>(block));
       ++w.blocks;
     }
@@ -183,6 +257,8 @@ absl::Status AtomicFile::Submit() {
     direct_ = std::move(w.empty.back());
     w.empty.pop_back();
   }
+  memmove(direct_.get(), rest, rest_size);
+  direct_used_ = rest_size;
   return Keep(w.error);
 }
 
@@ -225,18 +301,21 @@ void AtomicFile::StopWriter(bool abandon) {
 
 bool AtomicFile::StartDirect() {
   direct_tried_ = true;
+  if (!direct_allowed_) return false;
   // Only from a block boundary of the file (nothing written yet: buffer_ holds it all).
-  if (written_ % kDirectAlign != 0 || buffer_.size() > kDirectBytes) return false;
+  if (written_ % kDirectAlign != 0 || buffer_used_ > kBlockBytes) return false;
   void* block = nullptr;
-  if (posix_memalign(&block, kDirectAlign, kDirectBytes) != 0) return false;
+  if (posix_memalign(&block, kDirectAlign, kBlockBytes) != 0) return false;
   std::unique_ptr<char, FreeAligned> owned(static_cast<char*>(block));
   const int flags = fcntl(fd_, F_GETFL);
   // Filesystems without direct I/O (tmpfs before Linux 6.6, some FUSE ones) refuse it here.
   if (flags < 0 || fcntl(fd_, F_SETFL, flags | O_DIRECT) != 0) return false;
   direct_ = std::move(owned);
-  memcpy(direct_.get(), buffer_.data(), buffer_.size());
-  direct_used_ = buffer_.size();
-  std::string().swap(buffer_);
+  memcpy(direct_.get(), buffer_.get(), buffer_used_);
+  direct_used_ = buffer_used_;
+  buffer_.reset();
+  buffer_used_ = 0;
+  buffer_capacity_ = 0;
   auto writer = std::make_unique<Writer>();
   Writer* w = writer.get();
   writer_ = std::move(writer);
@@ -311,8 +390,8 @@ absl::Status AtomicFile::Flush() {
     direct_.reset();
     return absl::OkStatus();
   }
-  absl::Status s = WriteAll(buffer_.data(), buffer_.size());
-  buffer_.clear();
+  absl::Status s = WriteAll(buffer_.get(), buffer_used_);
+  buffer_used_ = 0;
   return s;
 }
 

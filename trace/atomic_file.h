@@ -9,7 +9,9 @@
 // and a capture of a gigabyte that nobody reads yet would push a training program's own files
 // out of the cache. Those writes wait for the disk, so they are made by a thread of the file's
 // own: the caller fills the next block meanwhile, at most two full blocks wait for the disk
-// (bounded memory), and Commit() waits for them and reports the first error of any write.
+// (bounded memory), and Commit() waits for them and reports the first error of any write. A
+// writer that puts its text together piece by piece can do so straight in those blocks
+// (BeginWrite), saving Append's copy.
 //
 // Not thread-safe: one writer per file.
 #ifndef NRTPROF_TRACE_ATOMIC_FILE_H_
@@ -35,6 +37,28 @@ class AtomicFile {
   // Creates the temporary file; errors name the path and the system's reason.
   absl::Status Open(const std::string& path);
   absl::Status Append(absl::string_view bytes);
+
+  // Writing in place, for a caller that puts its text together piece by piece (json_out.h):
+  // the pieces land where they go to the disk from, with no copy as Append's. BeginWrite(n)
+  // lends the free space at the file's end, at least n bytes from `begin` to `end`; the caller
+  // writes the file's next bytes there and hands them over with EndWrite(the end of what it
+  // wrote), before anything else is done with the file. At `full` the file's current block is
+  // full: what is written beyond it moves to the next block at EndWrite, so a caller ends its
+  // write at the next piece's end once past it. A piece larger than the room kept past a block
+  // (64 KiB) is written apart and copied, as Append would. Errors as Append's: EndWrite returns
+  // the first one, and the bytes of a failed file go nowhere.
+  struct Space {
+    char* begin;
+    char* full;
+    char* end;
+  };
+  Space BeginWrite(size_t n);
+  absl::Status EndWrite(const char* end);
+
+  // Whether a file that outgrows one block may be written with O_DIRECT (by default, where the
+  // filesystem allows it); false writes it all through the page cache, as a filesystem that
+  // refuses O_DIRECT has it. Before the first Append.
+  void set_direct(bool allowed) { direct_allowed_ = allowed; }
   // fsync, close and rename over the final path.
   absl::Status Commit();
   ~AtomicFile();  // without Commit(): the temporary file is removed
@@ -60,6 +84,8 @@ class AtomicFile {
   // Switches to O_DIRECT writes from an aligned block, moving buffer_ into it; false (and
   // nothing changed) where the filesystem does not take them.
   bool StartDirect();
+  // Room in buffer_ for n more bytes.
+  void GrowBuffer(size_t n);
   // Writes the whole blocks of the aligned block (all of it when `all` and the rest is a
   // whole block); the rest stays at its start.
   absl::Status WriteDirect(bool all);
@@ -73,15 +99,26 @@ class AtomicFile {
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
-  std::string buffer_;
-  // Once the file writes straight to the disk: an aligned block of kDirectBytes and how much of
-  // it is filled (buffer_ is then unused).
   struct FreeAligned {
     void operator()(char* p) const;
   };
+  // The file's bytes not yet written, while it goes through the page cache (malloc'd).
+  std::unique_ptr<char, FreeAligned> buffer_;
+  size_t buffer_used_ = 0;
+  size_t buffer_capacity_ = 0;
+  // Once the file writes straight to the disk: an aligned block (kDirectBytes, and room for a
+  // piece written in place across its end) and how much of it is filled (buffer_ is then
+  // unused).
   std::unique_ptr<char, FreeAligned> direct_;
   size_t direct_used_ = 0;
   bool direct_tried_ = false;
+  bool direct_allowed_ = true;
+  // What BeginWrite lent, until EndWrite: the end of buffer_ or of direct_, or apart_ (a piece
+  // too large for them, or the bytes of a file that cannot take them).
+  enum class Lent { kNone, kBuffer, kDirect, kApart };
+  Lent lent_ = Lent::kNone;
+  std::unique_ptr<char[]> apart_;
+  size_t apart_size_ = 0;
   uint64_t written_ = 0;            // bytes written to fd_
   uint64_t writeback_started_ = 0;  // bytes whose writeback was asked for
   absl::Status error_;              // the first write error, reported by Commit()

@@ -120,9 +120,9 @@ TEST(AtomicFileTest, FilesOfEveryLengthAroundTheBlocksReadBackWhole) {
   }
 }
 
-// The text of a large file as json_out.h hands it over: 2 MiB at a time from one aligned
-// buffer that is written over at once with the next piece, while earlier blocks may still be on
-// their way to the disk. Byte i of the file is Pattern(i), so a block lost, repeated, reordered
+// The text of a large file as a writer with a buffer of its own hands it over: 2 MiB at a time
+// from one aligned buffer that is written over at once with the next piece, while earlier blocks
+// may still be on their way to the disk. Byte i of the file is Pattern(i), so a block lost, repeated, reordered
 // or taken from the buffer after it was reused shows.
 char Pattern(size_t i) { return static_cast<char>('a' + (i / 4096 * 31 + i * 7) % 26); }
 
@@ -174,6 +174,200 @@ TEST(AtomicFileTest, AbandonedWhileBlocksAreBeingWrittenLeavesOldFileAndNoTempor
   }
   EXPECT_EQ(ReadFile(path), "old");
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
+}
+
+// `text` written in place as json_out.h writes it: piece after piece (of the sizes given, in
+// turn) in the space the file lends, handed over at the first piece's end past `full`, or when
+// the next piece does not fit.
+absl::Status WriteInPlace(AtomicFile* file, absl::string_view text,
+                          const std::vector<size_t>& pieces) {
+  AtomicFile::Space space{nullptr, nullptr, nullptr};
+  char* at = nullptr;
+  for (size_t i = 0; !text.empty(); ++i) {
+    const size_t n = std::min(pieces[i % pieces.size()], text.size());
+    if (at == nullptr || static_cast<size_t>(space.end - at) < n) {
+      if (at != nullptr) {
+        absl::Status s = file->EndWrite(at);
+        if (!s.ok()) return s;
+      }
+      space = file->BeginWrite(n);
+      if (static_cast<size_t>(space.end - space.begin) < n) {
+        return absl::InternalError(absl::StrCat("lent ", space.end - space.begin, " bytes of ", n));
+      }
+      at = space.begin;
+    }
+    memcpy(at, text.data(), n);
+    at += n;
+    text.remove_prefix(n);
+    if (at >= space.full) {
+      absl::Status s = file->EndWrite(at);
+      if (!s.ok()) return s;
+      at = nullptr;
+    }
+  }
+  return at != nullptr ? file->EndWrite(at) : absl::OkStatus();
+}
+
+std::string PatternText(size_t length) {
+  std::string text(length, ' ');
+  for (size_t i = 0; i < length; ++i) text[i] = Pattern(i);
+  return text;
+}
+
+// Where got and want first differ, for a failure's message.
+size_t FirstDifference(const std::string& got, const std::string& want) {
+  const size_t n = std::min(got.size(), want.size());
+  return static_cast<size_t>(std::mismatch(got.begin(), got.begin() + n, want.begin()).first -
+                             got.begin());
+}
+
+// Pieces of a trace's entries' sizes, many of them crossing the end of a block (1 MiB, 4 KiB
+// aligned), and files that end anywhere around a block.
+TEST(AtomicFileTest, TextWrittenInPlaceReadsBackWhole) {
+  const std::string dir = MakeTempDir("in-place");
+  for (size_t length : {size_t{100}, (size_t{1} << 20) - 1, size_t{1} << 20,
+                        (size_t{1} << 20) + 4097, (size_t{23} << 20) + 12345}) {
+    for (const std::vector<size_t>& pieces :
+         {std::vector<size_t>{187, 203, 311, 1, 4096}, std::vector<size_t>{4096},
+          std::vector<size_t>{65536, 7}}) {
+      const std::string path = absl::StrCat(dir, "/f", length, "_", pieces[0]);
+      const std::string want = PatternText(length);
+      AtomicFile file;
+      ASSERT_TRUE(file.Open(path).ok());
+      ASSERT_TRUE(WriteInPlace(&file, want, pieces).ok());
+      ASSERT_TRUE(file.Commit().ok());
+      const std::string got = ReadFile(path);
+      ASSERT_EQ(got.size(), want.size()) << length << " bytes in pieces of " << pieces[0];
+      EXPECT_TRUE(got == want) << length << " bytes in pieces of " << pieces[0]
+                               << ": first difference at byte " << FirstDifference(got, want);
+    }
+  }
+}
+
+// Append and writes in place, one after the other, keep the file's order.
+TEST(AtomicFileTest, AppendsAndWritesInPlaceMixReadBackInOrder) {
+  const std::string path = MakeTempDir("mixed") + "/trace.json";
+  const std::string want = PatternText((size_t{9} << 20) + 333);
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  size_t at = 0;
+  for (int i = 0; at < want.size(); ++i) {
+    const size_t n = std::min<size_t>(i % 3 == 0 ? 5000 : 700000, want.size() - at);
+    const absl::string_view part = absl::string_view(want).substr(at, n);
+    if (i % 2 == 0) {
+      ASSERT_TRUE(file.Append(part).ok());
+    } else {
+      ASSERT_TRUE(WriteInPlace(&file, part, {129, 4000}).ok());
+    }
+    at += n;
+  }
+  ASSERT_TRUE(file.Commit().ok());
+  const std::string got = ReadFile(path);
+  EXPECT_TRUE(got == want) << "first difference at byte " << FirstDifference(got, want)
+                           << " of " << got.size();
+}
+
+// A piece larger than a block (a name of megabytes), at the file's start and once it goes
+// straight to the disk.
+TEST(AtomicFileTest, PieceLargerThanABlockWrittenInPlaceReadsBackWhole) {
+  const std::string path = MakeTempDir("in-place-huge") + "/trace.json";
+  const std::string want = PatternText((size_t{10} << 20) + 99);
+  const size_t huge = (size_t{3} << 20) + 5;
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  absl::string_view text(want);
+  ASSERT_TRUE(WriteInPlace(&file, text.substr(0, huge), {huge}).ok());
+  ASSERT_TRUE(WriteInPlace(&file, text.substr(huge, 1 << 20), {100}).ok());
+  ASSERT_TRUE(WriteInPlace(&file, text.substr(huge + (1 << 20), huge), {huge}).ok());
+  ASSERT_TRUE(WriteInPlace(&file, text.substr(2 * huge + (1 << 20)), {250}).ok());
+  ASSERT_TRUE(file.Commit().ok());
+  const std::string got = ReadFile(path);
+  EXPECT_TRUE(got == want) << "first difference at byte " << FirstDifference(got, want)
+                           << " of " << got.size();
+}
+
+// Where O_DIRECT is not to be had (set_direct(false) does as such a filesystem does), the whole
+// file goes through the page cache, the same bytes.
+TEST(AtomicFileTest, WithoutDirectWritesTheSameBytes) {
+  const std::string dir = MakeTempDir("no-direct");
+  const std::string want = PatternText((size_t{7} << 20) + 4097);
+  {
+    AtomicFile file;
+    file.set_direct(false);
+    ASSERT_TRUE(file.Open(dir + "/in-place").ok());
+    ASSERT_TRUE(WriteInPlace(&file, want, {187, 203, 65536}).ok());
+    ASSERT_TRUE(file.Commit().ok());
+  }
+  {
+    AtomicFile file;
+    file.set_direct(false);
+    ASSERT_TRUE(file.Open(dir + "/appended").ok());
+    ASSERT_TRUE(AppendFromReusedBuffer(&file, want.size()).ok());
+    ASSERT_TRUE(file.Commit().ok());
+  }
+  for (const char* name : {"/in-place", "/appended"}) {
+    const std::string got = ReadFile(dir + name);
+    EXPECT_TRUE(got == want) << name << ": first difference at byte "
+                             << FirstDifference(got, want) << " of " << got.size();
+  }
+}
+
+// tmpfs refuses O_DIRECT before Linux 6.6 and takes it since: either way the same bytes.
+TEST(AtomicFileTest, TextWrittenInPlaceOnTmpfsReadsBackWhole) {
+  struct stat st;
+  if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode) || access("/dev/shm", W_OK) != 0) {
+    GTEST_SKIP() << "no /dev/shm to write";
+  }
+  const std::string path = absl::StrCat("/dev/shm/atomic_file_test.", getpid());
+  const std::string want = PatternText((size_t{6} << 20) + 1234);
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  ASSERT_TRUE(WriteInPlace(&file, want, {187, 3000}).ok());
+  ASSERT_TRUE(file.Commit().ok());
+  const std::string got = ReadFile(path);
+  unlink(path.c_str());
+  EXPECT_TRUE(got == want) << "first difference at byte " << FirstDifference(got, want) << " of "
+                           << got.size();
+}
+
+// A disk that fills up while text is written in place: the error names the file, Commit
+// reports it, and nothing changes.
+TEST(AtomicFileTest, WriteErrorWhileWritingInPlaceIsReportedAndChangesNothing) {
+  std::string dir = MakeTempDir("full-in-place");
+  std::string path = dir + "/trace.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = 6 << 20;
+  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s;
+  {
+    AtomicFile file;
+    s = file.Open(path);
+    if (s.ok()) s = WriteInPlace(&file, PatternText(20 << 20), {187, 203});
+    absl::Status commit = file.Commit();
+    if (s.ok()) s = commit;
+    EXPECT_FALSE(commit.ok()) << "Commit must report the earlier write error";
+    EXPECT_EQ(commit.message(), s.message()) << "the first error, every time";
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "File too large")) << s;
+  EXPECT_EQ(ReadFile(path), "old");
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"trace.json"});
+}
+
+TEST(AtomicFileTest, WritingInPlaceWithoutAFileIsReportedNotFatal) {
+  AtomicFile file;
+  EXPECT_EQ(file.EndWrite(nullptr).code(), absl::StatusCode::kFailedPrecondition);
+  AtomicFile::Space space = file.BeginWrite(10);
+  ASSERT_GE(space.end - space.begin, 10);
+  memcpy(space.begin, "0123456789", 10);
+  EXPECT_EQ(file.EndWrite(space.begin + 10).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(AtomicFileTest, CannotWriteSaysWhyBeforeAnythingIsWritten) {

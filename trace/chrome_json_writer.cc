@@ -23,16 +23,12 @@
 namespace nrtprof::daemon {
 namespace {
 
-// The text goes to AtomicFile in pieces this large: each hand-over is a copy into its blocks,
-// which its writer thread takes to the disk with O_DIRECT; few, large pieces keep the calls and
-// the wake-ups few (in a virtual machine each costs the core).
-constexpr size_t kFlushBytes = 2 << 20;
 constexpr char kCaptureEventName[] = "nrtprof capture";
 constexpr char kFlowCategory[] = "flow";
 constexpr char kFlowName[] = "correlation";
 
-// Each entry is put together in the text buffer by pointer (json_out.h): Room() for its
-// fixed-format pieces plus its strings, then each piece in place.
+// Each entry is put together by pointer where it goes to the disk from (json_out.h): Room() for
+// its fixed-format pieces plus its strings, then each piece in place.
 using json_out::ArgsRoom;
 using json_out::JsonStringRoom;
 using json_out::PutArgs;
@@ -131,7 +127,7 @@ char* PutStart(uint64_t ns, const Source& source, char* p) {
 // then) and otherData.
 class JsonEncoder {
  public:
-  explicit JsonEncoder(AtomicFile* file) : out_(kFlushBytes) {
+  explicit JsonEncoder(AtomicFile* file) {
     out_.set_file(file);
     out_.Append("{\"traceEvents\":[\n");
   }

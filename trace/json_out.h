@@ -1,19 +1,16 @@
-// The text of a large JSON file (trace.json, a model's .ntff.json) put together in one buffer by
-// pointer, piece by fixed-format piece, and handed to its AtomicFile in large blocks. Appending
-// each piece to a std::string (a capacity check and a call per piece, a fresh escape scan per
-// name) was most of those writers' own time; the text is the same, byte for byte.
+// The text of a large JSON file (trace.json, a model's .ntff.json) put together by pointer, piece
+// by fixed-format piece, in the blocks its AtomicFile writes to the disk. Appending each piece to
+// a std::string (a capacity check and a call per piece, a fresh escape scan per name) was most
+// of those writers' own time, and copying the finished text into the file's blocks was a cost of
+// its own; the text is the same, byte for byte.
 //
-// Not thread-safe: one writer per buffer.
+// Not thread-safe: one writer per JsonOut.
 #ifndef NRTPROF_TRACE_JSON_OUT_H_
 #define NRTPROF_TRACE_JSON_OUT_H_
-
-#include <stdlib.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <string>
 #include <string_view>
 
@@ -147,24 +144,20 @@ inline char* PutJsonString(std::string_view s, char* p) {
 
 }  // namespace json_out
 
-// A buffer of text for one file at a time: Room(n) gives at least n bytes to write at, Done(end)
-// keeps what was written up to `end`; MaybeFlush hands the text to the file once it holds
-// `flush_bytes`, in whole 4 KiB blocks from a buffer aligned to them (AtomicFile copies them
-// into the blocks its writer thread takes to the disk). A write error is kept and returned by
-// every later MaybeFlush and Flush.
+// The text of one file at a time, put together straight in the blocks its AtomicFile takes to
+// the disk (AtomicFile::BeginWrite): Room(n) gives at least n bytes to write at, Done(end) keeps
+// what was written up to `end`; MaybeFlush, between pieces, hands the text to the file once the
+// file's block is full. A write error is kept and returned by every later MaybeFlush and Flush.
 class JsonOut {
  public:
-  explicit JsonOut(size_t flush_bytes = 256 << 10)
-      : flush_bytes_(flush_bytes), capacity_(flush_bytes + (64 << 10)), data_(Allocate(capacity_)) {}
-
   // The file the text goes to from now on (the text held must have been flushed).
   void set_file(AtomicFile* file) { file_ = file; }
 
   char* Room(size_t n) {
-    if (capacity_ - used_ < n) Grow(n);
-    return data_.get() + used_;
+    if (static_cast<size_t>(end_ - at_) <= n) Lend(n);
+    return at_;
   }
-  void Done(char* end) { used_ = static_cast<size_t>(end - data_.get()); }
+  void Done(char* end) { at_ = end; }
   void Append(std::string_view s) {
     char* p = Room(s.size());
     memcpy(p, s.data(), s.size());
@@ -176,17 +169,19 @@ class JsonOut {
   }
 
   absl::Status MaybeFlush() {
-    if (used_ < flush_bytes_) return status_;
-    HandWholeBlocks();
+    if (at_ >= full_) Flush().IgnoreError();  // kept in status_
     return status_;
   }
   // Hands all the text held to the file.
   absl::Status Flush() {
-    if (status_.ok() && used_ > 0) status_ = file_->Append(absl::string_view(data_.get(), used_));
-    used_ = 0;
+    if (at_ != nullptr) {
+      absl::Status s = file_->EndWrite(at_);
+      if (status_.ok()) status_ = s;
+      at_ = full_ = end_ = nullptr;
+    }
     return status_;
   }
-  // Flush, and forgets its error: the buffer is then ready for another file.
+  // Flush, and forgets its error: ready for another file.
   absl::Status FlushAndReset() {
     absl::Status s = Flush();
     status_ = absl::OkStatus();
@@ -194,44 +189,21 @@ class JsonOut {
   }
 
  private:
-  static constexpr size_t kBlock = 4096;
-  struct Free {
-    void operator()(char* p) const { free(p); }
-  };
-  static char* Allocate(size_t n) {
-    void* p = nullptr;
-    if (posix_memalign(&p, kBlock, n) != 0) throw std::bad_alloc();
-    return static_cast<char*>(p);
-  }
-
-  // The whole blocks held go to the file; the rest moves to the buffer's start.
-  void HandWholeBlocks() {
-    const size_t whole = used_ - used_ % kBlock;
-    if (status_.ok() && whole > 0) {
-      status_ = file_->Append(absl::string_view(data_.get(), whole));
-    }
-    memmove(data_.get(), data_.get() + whole, used_ - whole);
-    used_ -= whole;
-  }
-
-  // Room for n bytes: the text held goes to the file first; a buffer too small for one piece
-  // (a very long name) grows.
-  void Grow(size_t n) {
-    HandWholeBlocks();
-    if (capacity_ - used_ < n) {
-      const size_t capacity = used_ + n;
-      std::unique_ptr<char, Free> bigger(Allocate(capacity));
-      memcpy(bigger.get(), data_.get(), used_);
-      data_ = std::move(bigger);
-      capacity_ = capacity;
-    }
+  // The text held goes to the file, which lends room for n bytes more.
+  void Lend(size_t n) {
+    Flush().IgnoreError();  // kept in status_
+    const AtomicFile::Space space = file_->BeginWrite(n);
+    at_ = space.begin;
+    full_ = space.full;
+    end_ = space.end;
   }
 
   AtomicFile* file_ = nullptr;
-  const size_t flush_bytes_;
-  size_t capacity_;
-  std::unique_ptr<char, Free> data_;
-  size_t used_ = 0;
+  // The space the file lent, from where the text goes on (null: none lent); past `full_` the
+  // file's block is full.
+  char* at_ = nullptr;
+  char* full_ = nullptr;
+  char* end_ = nullptr;
   absl::Status status_;
 };
 
