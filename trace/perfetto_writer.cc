@@ -226,13 +226,47 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutShort(std::string_view bytes, char*
   return p + n;
 }
 
+// Bytes kept in memory until their file can take them, in pieces that stay where they are: a
+// std::string grown with a capture's lane sequences copied them all again at each doubling.
+class HeldBytes {
+ public:
+  void Append(std::string_view bytes) {
+    while (!bytes.empty()) {
+      if (pieces_.empty() || pieces_.back().size() == pieces_.back().capacity()) {
+        // Each piece twice the one before, up to kMaxPieceBytes: a small capture's few.
+        const size_t size =
+            pieces_.empty() ? kFirstPieceBytes
+                            : std::min(2 * pieces_.back().capacity(), kMaxPieceBytes);
+        pieces_.emplace_back().reserve(size);
+      }
+      std::string& piece = pieces_.back();
+      const size_t n = std::min(bytes.size(), piece.capacity() - piece.size());
+      piece.append(bytes.data(), n);
+      bytes.remove_prefix(n);
+    }
+  }
+
+  absl::Status WriteTo(AtomicFile* file) const {
+    for (const std::string& piece : pieces_) {
+      absl::Status s = file->Append(absl::string_view(piece.data(), piece.size()));
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  static constexpr size_t kFirstPieceBytes = 64 << 10;
+  static constexpr size_t kMaxPieceBytes = 4 << 20;
+  std::vector<std::string> pieces_;
+};
+
 // Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
 // deflated in bundles (compressed_packets) unless the level is 0: into the file, or into
 // memory (a capture's lane sequences, which are made before the file's first sequence is).
 class PacketSink {
  public:
   PacketSink(AtomicFile* file, int deflate_level) : file_(file), level_(deflate_level) {}
-  PacketSink(std::string* memory, int deflate_level) : memory_(memory), level_(deflate_level) {}
+  PacketSink(HeldBytes* memory, int deflate_level) : memory_(memory), level_(deflate_level) {}
   ~PacketSink() {
     if (compressor_ != nullptr) libdeflate_free_compressor(compressor_);
   }
@@ -310,12 +344,12 @@ class PacketSink {
 
   absl::Status Out(std::string_view bytes) {
     if (file_ != nullptr) return file_->Append(absl::string_view(bytes.data(), bytes.size()));
-    memory_->append(bytes);
+    memory_->Append(bytes);
     return absl::OkStatus();
   }
 
   AtomicFile* const file_ = nullptr;
-  std::string* const memory_ = nullptr;
+  HeldBytes* const memory_ = nullptr;
   const int level_;
   Bytes pending_;  // records not yet written
   std::string deflated_;
@@ -439,7 +473,7 @@ class TraceEncoder {
     if (s.ok() && trigger_uuid != 0) s = WriteTriggerInstant(trace, trigger_uuid, first_ns);
     if (s.ok()) s = head.Flush();
     if (s.ok()) s = lanes_out_.Flush();
-    if (s.ok()) s = file->Append(lane_bytes_);
+    if (s.ok()) s = lane_bytes_.WriteTo(file);
     return s;
   }
 
@@ -947,7 +981,7 @@ class TraceEncoder {
 
   const int level_;
   // The lane sequences, deflated as they are made; Finish writes them after the first sequence.
-  std::string lane_bytes_;
+  HeldBytes lane_bytes_;
   PacketSink lanes_out_;
   PacketSink* out_ = nullptr;  // where the current sequence's packets go
   uint32_t sequence_ = 0;      // the current sequence's id
