@@ -43,8 +43,9 @@ namespace {
 constexpr size_t kBufferBytes = 1 << 20;
 // What a file's buffer starts with: most of a capture's files (summaries, model files, small
 // device traces) are far smaller than kBufferBytes, and a capture writes a dozen or more. A big
-// trace's buffer grows to kBufferBytes in a few doublings and keeps it. (Reserving the whole
-// megabyte per file was the largest cost per input of the collector fuzzer under ASan.)
+// trace's buffer grows to a block (kBlockBytes) in a few doublings and becomes its first one.
+// (Reserving the whole megabyte per file was the largest cost per input of the collector fuzzer
+// under ASan.)
 constexpr size_t kInitialBufferBytes = 64 << 10;
 // Every this many bytes written, the disk is asked to start writing them back
 // (sync_file_range), so that Commit's fsync finds little left to wait for: a large trace's
@@ -137,12 +138,13 @@ void AtomicFile::FreeAligned::operator()(char* p) const { free(p); }
 void AtomicFile::GrowBuffer(size_t n) {
   const size_t need = buffer_used_ + n;
   if (need <= buffer_capacity_) return;
-  // Doubling, up to the most a buffer holds before the file goes straight to the disk.
-  const size_t capacity = std::max(
-      {need, kInitialBufferBytes, std::min(2 * buffer_capacity_, kBufferBytes + kOverflowBytes)});
-  void* p = realloc(buffer_.get(), capacity);
-  if (p == nullptr) throw std::bad_alloc();
-  static_cast<void>(buffer_.release());
+  // Doubling, and past half of kBufferBytes the size of an aligned block: the buffer of a file
+  // that outgrows it becomes its first block (StartDirect), its bytes where they are.
+  size_t capacity = std::max({need, kInitialBufferBytes, 2 * buffer_capacity_});
+  if (capacity > kBufferBytes / 2) capacity = std::max(need, kBlockBytes);
+  void* p = nullptr;
+  if (posix_memalign(&p, kDirectAlign, capacity) != 0) throw std::bad_alloc();
+  if (buffer_used_ > 0) memcpy(p, buffer_.get(), buffer_used_);
   buffer_.reset(static_cast<char*>(p));
   buffer_capacity_ = capacity;
 }
@@ -192,7 +194,7 @@ AtomicFile::Space AtomicFile::BeginWrite(size_t n) {
       lent_ = Lent::kDirect;
       return {block + direct_used_, block + kDirectBytes, block + kBlockBytes};
     }
-    // Less than kBufferBytes are held, or as many (Append's): EndWrite writes a full buffer.
+    // At most kBufferBytes are held (EndWrite hands on a full buffer): n more fit.
     GrowBuffer(n);
     char* const buffer = buffer_.get();
     lent_ = Lent::kBuffer;
@@ -214,8 +216,15 @@ absl::Status AtomicFile::EndWrite(const char* end) {
   switch (lent) {
     case Lent::kNone:
       break;
-    case Lent::kApart:
-      return Append(absl::string_view(apart_.get(), static_cast<size_t>(end - apart_.get())));
+    case Lent::kApart: {
+      absl::Status s =
+          Append(absl::string_view(apart_.get(), static_cast<size_t>(end - apart_.get())));
+      if (apart_size_ > kOverflowBytes) {  // a piece of megabytes: not kept for the next one
+        apart_.reset();
+        apart_size_ = 0;
+      }
+      return s;
+    }
     case Lent::kDirect:
       direct_used_ = static_cast<size_t>(end - direct_.get());
       return direct_used_ >= kDirectBytes ? Submit() : absl::OkStatus();
@@ -304,14 +313,21 @@ bool AtomicFile::StartDirect() {
   if (!direct_allowed_) return false;
   // Only from a block boundary of the file (nothing written yet: buffer_ holds it all).
   if (written_ % kDirectAlign != 0 || buffer_used_ > kBlockBytes) return false;
-  void* block = nullptr;
-  if (posix_memalign(&block, kDirectAlign, kBlockBytes) != 0) return false;
-  std::unique_ptr<char, FreeAligned> owned(static_cast<char*>(block));
+  std::unique_ptr<char, FreeAligned> owned;
+  if (buffer_capacity_ != kBlockBytes) {
+    void* block = nullptr;
+    if (posix_memalign(&block, kDirectAlign, kBlockBytes) != 0) return false;
+    owned.reset(static_cast<char*>(block));
+  }
   const int flags = fcntl(fd_, F_GETFL);
   // Filesystems without direct I/O (tmpfs before Linux 6.6, some FUSE ones) refuse it here.
   if (flags < 0 || fcntl(fd_, F_SETFL, flags | O_DIRECT) != 0) return false;
-  direct_ = std::move(owned);
-  memcpy(direct_.get(), buffer_.get(), buffer_used_);
+  if (owned != nullptr) {
+    memcpy(owned.get(), buffer_.get(), buffer_used_);
+    direct_ = std::move(owned);
+  } else {
+    direct_ = std::move(buffer_);  // aligned, and a block's size (GrowBuffer)
+  }
   direct_used_ = buffer_used_;
   buffer_.reset();
   buffer_used_ = 0;
