@@ -230,25 +230,33 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline char* PutShort(std::string_view bytes, char*
 // std::string grown with a capture's lane sequences copied them all again at each doubling.
 class HeldBytes {
  public:
-  void Append(std::string_view bytes) {
-    while (!bytes.empty()) {
-      if (pieces_.empty() || pieces_.back().size() == pieces_.back().capacity()) {
-        // Each piece twice the one before, up to kMaxPieceBytes: a small capture's few.
-        const size_t size =
-            pieces_.empty() ? kFirstPieceBytes
-                            : std::min(2 * pieces_.back().capacity(), kMaxPieceBytes);
-        pieces_.emplace_back().reserve(size);
-      }
-      std::string& piece = pieces_.back();
-      const size_t n = std::min(bytes.size(), piece.capacity() - piece.size());
-      piece.append(bytes.data(), n);
-      bytes.remove_prefix(n);
+  // At least n bytes to write at, after those held; Commit(end) keeps them up to `end`.
+  char* Room(size_t n) {
+    if (pieces_.empty() || pieces_.back().capacity - pieces_.back().size < n) {
+      // Each piece twice the one before, up to kMaxPieceBytes: a small capture's few.
+      const size_t size =
+          pieces_.empty() ? kFirstPieceBytes
+                          : std::min(2 * pieces_.back().capacity, kMaxPieceBytes);
+      Piece& piece = pieces_.emplace_back();
+      piece.capacity = std::max(size, n);
+      piece.data.reset(new char[piece.capacity]);
     }
+    Piece& piece = pieces_.back();
+    return piece.data.get() + piece.size;
+  }
+  void Commit(const char* end) {
+    Piece& piece = pieces_.back();
+    piece.size = static_cast<size_t>(end - piece.data.get());
+  }
+  void Append(std::string_view bytes) {
+    char* p = Room(bytes.size());
+    memcpy(p, bytes.data(), bytes.size());
+    Commit(p + bytes.size());
   }
 
   absl::Status WriteTo(AtomicFile* file) const {
-    for (const std::string& piece : pieces_) {
-      absl::Status s = file->Append(absl::string_view(piece.data(), piece.size()));
+    for (const Piece& piece : pieces_) {
+      absl::Status s = file->Append(absl::string_view(piece.data.get(), piece.size));
       if (!s.ok()) return s;
     }
     return absl::OkStatus();
@@ -257,7 +265,12 @@ class HeldBytes {
  private:
   static constexpr size_t kFirstPieceBytes = 64 << 10;
   static constexpr size_t kMaxPieceBytes = 4 << 20;
-  std::vector<std::string> pieces_;
+  struct Piece {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+    size_t capacity = 0;
+  };
+  std::vector<Piece> pieces_;
 };
 
 // Takes the encoded TracePackets in file order and writes them as `Trace.packet` records,
@@ -321,14 +334,33 @@ class PacketSink {
       compressor_ = libdeflate_alloc_compressor(std::clamp(level_, 1, 12));
       if (compressor_ == nullptr) return absl::ResourceExhaustedError("no memory to deflate");
     }
+    const size_t bound = libdeflate_zlib_compress_bound(compressor_, pending_.size());
+    if (memory_ != nullptr) {
+      // Deflated straight into the held bytes, after room for its record's header as long as
+      // the bound's; the bundle moves back (a few bytes) only if its own header is shorter.
+      const size_t room = BundleHeader(bound).size();
+      char* const p = memory_->Room(room + bound);
+      const size_t n =
+          libdeflate_zlib_compress(compressor_, pending_.data(), pending_.size(), p + room, bound);
+      if (n == 0) return absl::InternalError("deflate failed");
+      const std::string_view header = BundleHeader(n);
+      if (header.size() != room) memmove(p + header.size(), p + room, n);
+      memcpy(p, header.data(), header.size());
+      memory_->Commit(p + header.size() + n);
+      return absl::OkStatus();
+    }
     // Room for the worst case, its bytes not cleared first (never shrunk: resizing a string up
     // again would clear all but the bundle's deflated bytes, most of the room, every time).
-    const size_t bound = libdeflate_zlib_compress_bound(compressor_, pending_.size());
     if (deflated_.size() < bound) deflated_.resize(bound);
     const size_t n = libdeflate_zlib_compress(compressor_, pending_.data(), pending_.size(),
                                               deflated_.data(), deflated_.size());
     if (n == 0) return absl::InternalError("deflate failed");
-    // Trace.packet { compressed_packets: <deflated> }, header first, then the bytes.
+    absl::Status s = Out(BundleHeader(n));
+    return s.ok() ? Out(std::string_view(deflated_.data(), n)) : s;
+  }
+
+  // Trace.packet { compressed_packets: <n deflated bytes> } up to those bytes (in record_).
+  std::string_view BundleHeader(size_t n) {
     Bytes packet_header;
     AppendTag(packet::kCompressedPackets, kLengthDelimited, &packet_header);
     AppendVarint(n, &packet_header);
@@ -338,8 +370,7 @@ class PacketSink {
     char* p = record_.Room(packet_header.size());
     memcpy(p, packet_header.data(), packet_header.size());
     record_.Commit(p + packet_header.size());
-    absl::Status s = Out(record_.std_view());
-    return s.ok() ? Out(std::string_view(deflated_.data(), n)) : s;
+    return record_.std_view();
   }
 
   absl::Status Out(std::string_view bytes) {
