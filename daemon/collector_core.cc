@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -605,22 +604,20 @@ absl::StatusOr<nrtprof::CaptureFiles> CollectorCore::StopCapture(
   nrtprof::CaptureFiles files;
   absl::Status wrote;
   {
-    // The capture's big vectors reuse the pages of those it freed (huge_page_allocator.h),
-    // until the scope ends.
-    HugePageReuse reuse;
+    // The capture's big vectors reuse the pages of those it freed (huge_page_allocator.h), and
+    // the next capture's do too, until the daemon is idle of captures (ReleaseIdleMemory).
+    HugePageReuse reuse(HugePageReuse::kKeepAfter);
     // Correlating and writing take a while: no lock, so streams and other captures go on.
     wrote = WriteStopped(capture.get(), &notes, &files);
   }
   ReleaseFolder(capture->output_dir);
   for (const std::string& n : notes) files.add_notes(n);
-  // The capture's memory is free now: give it back to the system. glibc keeps much of it in
-  // its arenas otherwise (~170 bytes per event of the capture, measured), so that between
-  // captures the daemon would hold memory no stream needs.
-  malloc_trim(0);
   RemoveCaptureSpool(options_.spool_dir, capture->id);
 
   std::lock_guard<std::mutex> lock(mu_);
   --stops_in_flight_;
+  last_written_ns_ = clock_->MonotonicNs();
+  memory_kept_ = true;
   if (wrote.ok()) {
     ++captures_written_;
     // Remembered for FetchCapture: the files by their names in the folder.
@@ -700,6 +697,23 @@ void CollectorCore::FetchedCapture(const std::string& capture_id) {
     options_.log(absl::StrCat("capture '", capture_id, "' was fetched but ", files.dir,
                               " could not be removed: ", strerror(errno)));
   }
+}
+
+bool CollectorCore::ReleaseIdleMemory() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!memory_kept_ || stops_in_flight_ != 0 ||
+        clock_->MonotonicNs() < last_written_ns_ + kIdleMemoryNs) {
+      return false;
+    }
+    memory_kept_ = false;
+  }
+  // Outside the lock (malloc_trim takes a while). While a capture or a fold is written (its
+  // HugePageReuse in scope) nothing goes: the next call tries again.
+  if (ReleaseKeptPages()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  memory_kept_ = true;
+  return false;
 }
 
 absl::Status CollectorCore::Shutdown(uint32_t wait_ms) {

@@ -211,6 +211,17 @@ class CollectorCore {
   // Returns the first error of those writes.
   absl::Status Shutdown(uint32_t wait_ms);
 
+  // A capture's memory stays with the daemon after it is written -- the huge pages its
+  // vectors freed and malloc's free heap (HugePageReuse::kKeepAfter) -- for the next capture,
+  // which then takes no fresh pages for them; once no capture has been written for
+  // kIdleMemoryNs, this gives it back (ReleaseKeptPages), so that the daemon holds again what
+  // its streams and the flight recorder need. nrtprofd calls it every kIdleMemoryPollNs (its
+  // main thread), so a capture's memory is held at most their sum after the capture. Returns
+  // whether memory was given back.
+  bool ReleaseIdleMemory();
+  static constexpr uint64_t kIdleMemoryNs = 20'000'000'000;
+  static constexpr uint64_t kIdleMemoryPollNs = 1'000'000'000;
+
  private:
   absl::StatusOr<uint64_t> OnBatch(StreamId stream, const nrtprof::EventBatch& batch,
                                    const std::vector<IngestedEvent>* events, std::string wire);
@@ -319,6 +330,9 @@ class CollectorCore {
   uint64_t captures_written_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t final_batches_alone_ ABSL_GUARDED_BY(mu_) = 0;  // final_only Hellos
   int stops_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the last capture was written, and whether its memory is still kept (ReleaseIdleMemory).
+  uint64_t last_written_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool memory_kept_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t flushes_ ABSL_GUARDED_BY(mu_) = 0;  // CaptureControl.flush asked so far
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   DropCounts closed_drops_ ABSL_GUARDED_BY(mu_);  // of streams already closed

@@ -1,5 +1,6 @@
 #include "daemon/collector_core.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/testing/collector_core_fixture.h"
+#include "trace/huge_page_allocator.h"
 #include "trace/summary.h"
 #include "gtest/gtest.h"
 
@@ -822,6 +824,93 @@ TEST_F(CollectorCoreTest, ShutdownWritesCapturesInProgressAndRefusesNewOnes) {
   EXPECT_EQ(sink_.traces[0].capture_id, "cap");
   nrtprof::StartCaptureRequest request;
   EXPECT_EQ(core_.StartCapture(request).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The process's resident memory (VmRSS), in KiB.
+uint64_t ResidentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  ADD_FAILURE() << "no VmRSS in /proc/self/status";
+  return 0;
+}
+
+// Page faults of the process so far.
+uint64_t MinorFaults() {
+  rusage usage = {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_minflt);
+}
+
+// `n` batches of one process, each `per_batch` ranges with a call in each (as Batch's); the
+// last one final.
+std::vector<nrtprof::EventBatch> ManyBatches(int n, int per_batch) {
+  std::vector<nrtprof::EventBatch> batches;
+  uint64_t ts = 1000;
+  for (int b = 1; b <= n; ++b) {
+    nrtprof::EventBatch batch = Batch(b, /*final=*/b == n);
+    for (int i = 1; i < per_batch; ++i) {
+      ts += 1000;
+      nrtprof::Event* r = batch.add_events();
+      *r = batch.events(0);
+      r->set_start_ns(ts);
+      nrtprof::Event* c = batch.add_events();
+      *c = batch.events(1);
+      c->set_start_ns(ts + 100);
+      c->set_correlation_id(static_cast<uint64_t>(b) << 32 | i);
+    }
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+// A standing daemon keeps a capture's memory for its next capture, which then faults in far
+// fewer pages, and gives it back once no capture has been written for kIdleMemoryNs (nrtprofd
+// asks every kIdleMemoryPollNs): its resident memory is then what it was before the captures.
+TEST_F(CollectorCoreTest, ACapturesMemoryGoesBackOnceNoCaptureWasWrittenForABound) {
+  class DiscardingSink : public TraceSink {
+   public:
+    absl::Status Write(const Trace&, const Summary&, const std::string&,
+                       std::vector<std::string>* files) override {
+      files->push_back("discarded.trace");
+      return absl::OkStatus();
+    }
+  } sink;
+  CollectorOptions options = Options();
+  options.limits.max_events_per_process = 1'000'000;
+  CollectorCore core(options, &sink, &clock_);
+  const std::vector<nrtprof::EventBatch> batches = ManyBatches(/*n=*/40, /*per_batch=*/5000);
+  const uint64_t before_kib = ResidentKiB();
+  uint64_t faults[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t faults_before = MinorFaults();
+    Controls controls;
+    ASSERT_TRUE(core.OnHello(i + 1, Hello(100 + i), controls.Sender()).ok());
+    const std::string id = absl::StrCat("capture", i);
+    nrtprof::StartCaptureRequest request;
+    request.set_capture_id(id);
+    ASSERT_TRUE(core.StartCapture(request).ok());
+    for (const nrtprof::EventBatch& b : batches) ASSERT_TRUE(core.OnBatch(i + 1, b).ok());
+    nrtprof::StopCaptureRequest stop;
+    stop.set_capture_id(id);
+    absl::StatusOr<nrtprof::CaptureFiles> files = core.StopCapture(stop);
+    ASSERT_TRUE(files.ok()) << files.status();
+    ASSERT_EQ(files->events(), 400'000u);
+    core.OnStreamClosed(i + 1);
+    faults[i] = MinorFaults() - faults_before;
+    clock_.Advance(CollectorCore::kIdleMemoryNs - 1);
+    EXPECT_FALSE(core.ReleaseIdleMemory()) << "capture " << i;
+  }
+  const uint64_t held_kib = ResidentKiB();
+  ASSERT_GT(held_kib, before_kib + (16 << 10)) << "the captures took little memory";
+  EXPECT_LT(faults[1], faults[0] / 2) << "the second capture did not reuse the first's pages";
+  clock_.Advance(1);
+  EXPECT_TRUE(core.ReleaseIdleMemory());
+  EXPECT_LT(ResidentKiB(), before_kib + (8 << 10))
+      << "the captures held " << held_kib - before_kib << " KiB";
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
 }
 
 }  // namespace

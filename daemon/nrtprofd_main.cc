@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -486,10 +487,10 @@ int Fail(const std::string& message, int code) {
   return code;
 }
 
-// Blocks SIGINT and SIGTERM (main awaits them with sigwait) and ignores SIGPIPE and SIGXFSZ.
-// Before any thread exists, so every thread inherits the mask. A shim that goes away mid-write
-// must not kill the daemon; a file size limit reached while writing a trace is a failed write
-// (EFBIG), reported like a full disk, not the daemon's death.
+// Blocks SIGINT and SIGTERM (main awaits them with sigtimedwait) and ignores SIGPIPE and
+// SIGXFSZ. Before any thread exists, so every thread inherits the mask. A shim that goes away
+// mid-write must not kill the daemon; a file size limit reached while writing a trace is a
+// failed write (EFBIG), reported like a full disk, not the daemon's death.
 sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -804,9 +805,11 @@ int NrtprofdMain(int argc, char** argv) {
 
   AnnounceReady(tcp.get(), options, run_as);
 
-  int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) != 0) {
-  }
+  // Until a stop signal; meanwhile the memory of captures written a while ago goes back to the
+  // system (CollectorCore::ReleaseIdleMemory).
+  const timespec poll = {static_cast<time_t>(CollectorCore::kIdleMemoryPollNs / 1'000'000'000),
+                         static_cast<long>(CollectorCore::kIdleMemoryPollNs % 1'000'000'000)};
+  while (sigtimedwait(&stop_signals, nullptr, &poll) < 0) core.ReleaseIdleMemory();
   // Captures first, while the shims can still deliver their last events; then the streams.
   if (triggers != nullptr) triggers->Stop();
   const absl::Status written = core.Shutdown(kShutdownWaitMs);

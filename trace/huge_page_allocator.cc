@@ -24,6 +24,7 @@ struct Cache {
   std::multimap<size_t, uintptr_t> by_size;
   size_t bytes = 0;
   int scopes = 0;  // HugePageReuse objects alive
+  bool keep_after = false;  // a kKeepAfter scope began since the last release
 };
 
 Cache& TheCache() {
@@ -203,41 +204,75 @@ void FreeHugePages(void* block, size_t bytes) {
 // correlator's and the lanes' smaller vectors, up to kMallocKeepMmap) comes from its heap, and
 // what is freed stays there, so that each process of a capture reuses the pages the one before
 // it had faulted in; outside, the values glibc's own dynamic threshold settles on once big
-// blocks have been freed (its maximum, and twice that for trimming). The capture's end gives
-// the heap back (malloc_trim, CollectorCore::StopCapture).
+// blocks have been freed (its maximum, and twice that for trimming). ReleaseKeptPages gives the
+// heap back (malloc_trim) once the daemon is idle of captures (CollectorCore::ReleaseIdleMemory).
 constexpr int kMallocKeepMmap = 32 << 20;  // the largest M_MMAP_THRESHOLD glibc takes
 constexpr int kMallocKeepTrim = 1 << 30;
 constexpr int kMallocSteadyMmap = 32 << 20;
 constexpr int kMallocSteadyTrim = 64 << 20;
 
-HugePageReuse::HugePageReuse() {
+HugePageReuse::HugePageReuse(AtEnd at_end) {
   Cache& c = TheCache();
   std::lock_guard<std::mutex> lock(c.mu);
+  if (at_end == kKeepAfter) c.keep_after = true;
   if (c.scopes++ == 0) {
     mallopt(M_MMAP_THRESHOLD, kMallocKeepMmap);
     mallopt(M_TRIM_THRESHOLD, kMallocKeepTrim);
   }
 }
 
+namespace {
+
+// Takes every kept block out of the cache and sets malloc's steady thresholds (c.mu held); the
+// caller unmaps the blocks, outside the lock.
+std::map<uintptr_t, size_t> TakeAllKept(Cache& c) {
+  std::map<uintptr_t, size_t> blocks;
+  blocks.swap(c.by_address);
+  c.by_size.clear();
+  c.bytes = 0;
+  c.keep_after = false;
+  mallopt(M_TRIM_THRESHOLD, kMallocSteadyTrim);
+  mallopt(M_MMAP_THRESHOLD, kMallocSteadyMmap);
+  return blocks;
+}
+
+void Unmap(const std::map<uintptr_t, size_t>& blocks) {
+  for (const auto& [block, size] : blocks) munmap(reinterpret_cast<void*>(block), size);
+}
+
+}  // namespace
+
 HugePageReuse::~HugePageReuse() {
   Cache& c = TheCache();
   std::map<uintptr_t, size_t> blocks;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (--c.scopes > 0) return;
-    blocks.swap(c.by_address);
-    c.by_size.clear();
-    c.bytes = 0;
-    mallopt(M_TRIM_THRESHOLD, kMallocSteadyTrim);
-    mallopt(M_MMAP_THRESHOLD, kMallocSteadyMmap);
+    if (--c.scopes > 0 || c.keep_after) return;
+    blocks = TakeAllKept(c);
   }
-  for (const auto& [block, size] : blocks) munmap(reinterpret_cast<void*>(block), size);
+  Unmap(blocks);
+}
+
+bool ReleaseKeptPages() {
+  Cache& c = TheCache();
+  std::map<uintptr_t, size_t> blocks;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.scopes != 0) return false;
+    if (!c.keep_after) return true;
+    blocks = TakeAllKept(c);
+  }
+  Unmap(blocks);
+  // What the capture's smaller allocations freed: glibc keeps much of it in its arenas
+  // otherwise (~170 bytes per event of the capture, measured).
+  malloc_trim(0);
+  return true;
 }
 
 void UseSteadyMallocThresholds() {
   Cache& c = TheCache();
   std::lock_guard<std::mutex> lock(c.mu);
-  if (c.scopes != 0) return;  // a capture's scope sets its own, and these after
+  if (c.scopes != 0 || c.keep_after) return;  // a capture's scope sets its own, and these after
   mallopt(M_TRIM_THRESHOLD, kMallocSteadyTrim);
   mallopt(M_MMAP_THRESHOLD, kMallocSteadyMmap);
 }

@@ -17,8 +17,11 @@
 // pages of a freed block that were touched are kept (mincore); its untouched rest, address
 // space without pages, is unmapped, since reusing it would cost what a new mapping does. malloc
 // is told to keep what is freed meanwhile too (mallopt; huge_page_allocator.cc). When the last
-// such scope ends, what is kept is unmapped. Outside any scope (ingest, whose vectors only
-// grow) a freed block is unmapped at once.
+// such scope ends, what is kept is unmapped -- unless a scope asked for it to stay
+// (HugePageReuse::kKeepAfter: a standing daemon's next capture, which reuses it rather than
+// faulting in and zeroing as many fresh pages), in which case it stays, and malloc keeps what
+// it freed, until ReleaseKeptPages(). Outside any scope (ingest, whose vectors only grow) a
+// freed block is unmapped at once.
 //
 // The allocator is stateless (any two instances are interchangeable); the kept blocks are one
 // list per process, behind a mutex. Thread-safe.
@@ -53,14 +56,24 @@ size_t HugePageReuseBytes();
 // hundred KiB on every batch until the first capture set these.
 void UseSteadyMallocThresholds();
 
+// Gives back what kKeepAfter scopes left kept: unmaps the kept blocks, returns malloc's free
+// heap to the system (malloc_trim) and sets the steady thresholds. Returns false, having done
+// nothing, while a scope is alive (call again later); true once nothing is kept.
+bool ReleaseKeptPages();
+
 // At most this much freed memory is kept for reuse.
 inline constexpr size_t kHugePageReuseBytes = size_t{2} << 30;
 
 // Big blocks freed while one of these is alive are kept for reuse; when the last one ends they
-// are unmapped. Scopes may overlap (captures written at once on several threads).
+// are unmapped, unless a kKeepAfter scope ended since the last ReleaseKeptPages(). Scopes may
+// overlap (captures written at once on several threads).
 class HugePageReuse {
  public:
-  HugePageReuse();
+  enum AtEnd {
+    kRelease,    // what is kept goes when the last scope ends (unless a kKeepAfter one asked)
+    kKeepAfter,  // what is kept, and malloc's free heap, stay until ReleaseKeptPages()
+  };
+  explicit HugePageReuse(AtEnd at_end = kRelease);
   ~HugePageReuse();
   HugePageReuse(const HugePageReuse&) = delete;
   HugePageReuse& operator=(const HugePageReuse&) = delete;

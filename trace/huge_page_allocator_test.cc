@@ -1,7 +1,7 @@
 // The huge-page blocks of a capture's big vectors: while a capture is written (HugePageReuse)
 // what is freed is reused by the next big block (the same pages, with what was written in
 // them), split when that is smaller; outside a scope, and when the last scope ends, freed
-// blocks go back to the system.
+// blocks go back to the system -- unless a capture asked for them to stay for the next one.
 #include "trace/huge_page_allocator.h"
 
 #include <sys/mman.h>
@@ -117,6 +117,41 @@ std::vector<bool> ResidentHugePages(const char* block, size_t bytes) {
     if (pages[i] & 1) huge[i * 4096 / kHugePage] = true;
   }
   return huge;
+}
+
+// A standing daemon's captures one after another: what the first one freed stays after it
+// (kKeepAfter), through other scopes ending meanwhile (the metrics' folds), and the next
+// capture takes the same pages; ReleaseKeptPages, never while a capture is written, gives
+// them back.
+TEST(HugePageAllocatorTest, AKeepAfterScopeLeavesItsPagesForTheNextCaptureUntilReleased) {
+  char* first_events = nullptr;
+  {
+    HugePageReuse capture(HugePageReuse::kKeepAfter);
+    first_events = Touched(AllocateHugePages(2 * kHugePage), 2 * kHugePage);
+    first_events[0] = 'e';
+    FreeHugePages(first_events, 2 * kHugePage);
+  }
+  EXPECT_EQ(HugePageReuseBytes(), 2 * kHugePage) << "kept after the capture";
+  EXPECT_EQ(ResidentHugePages(first_events, 2 * kHugePage), (std::vector<bool>{true, true}));
+  { HugePageReuse fold; }
+  EXPECT_EQ(HugePageReuseBytes(), 2 * kHugePage) << "a fold's end gave them back";
+  {
+    HugePageReuse next_capture(HugePageReuse::kKeepAfter);
+    char* events = static_cast<char*>(AllocateHugePages(2 * kHugePage));
+    EXPECT_EQ(events, first_events);
+    EXPECT_EQ(events[0], 'e') << "the same pages, not new ones";
+    FreeHugePages(events, 2 * kHugePage);
+    EXPECT_FALSE(ReleaseKeptPages()) << "given back while a capture is written";
+    EXPECT_EQ(HugePageReuseBytes(), 2 * kHugePage);
+  }
+  EXPECT_EQ(HugePageReuseBytes(), 2 * kHugePage);
+  EXPECT_TRUE(ReleaseKeptPages());
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
+  EXPECT_EQ(ResidentHugePages(first_events, 2 * kHugePage), (std::vector<bool>{false, false}))
+      << "still mapped";
+  EXPECT_TRUE(ReleaseKeptPages()) << "nothing kept";
+  { HugePageReuse fold; }
+  EXPECT_EQ(HugePageReuseBytes(), 0u);
 }
 
 // The next process's events need one block bigger than any kept, while the pieces the process
