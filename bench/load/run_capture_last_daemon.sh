@@ -8,8 +8,9 @@
 # (so that the second still holds every event; the recorder keeps 120 s) by the real CLI: `--files pftrace,summary`, then every file -- in the other order every other round.
 # Figures: events per second of the daemon's CPU time during each capture (/proc/PID/stat,
 # every thread; the daemon does nothing else meanwhile), the capture's wall time, and the
-# daemon's peak RSS. The first capture of a round pays for fresh memory; the second reuses
-# little of it (the daemon gives back what a capture freed when the capture ends).
+# daemon's peak RSS. The first capture of a round pays for fresh memory; the second, PAUSE s
+# later, reuses the first one's (the daemon keeps what a capture freed until no capture has
+# been written for 20 s, CollectorCore::ReleaseIdleMemory).
 #
 #   bench/load/run_capture_last_daemon.sh                      # 3 rounds, P=4, 3 M events
 #   ROUNDS=5 STREAMS=1 EVENTS=3000000 bench/load/run_capture_last_daemon.sh
