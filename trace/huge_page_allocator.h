@@ -65,7 +65,7 @@ bool ReleaseKeptPages();
 inline constexpr size_t kHugePageReuseBytes = size_t{2} << 30;
 
 // Big blocks freed while one of these is alive are kept for reuse; when the last one ends they
-// are unmapped, unless a kKeepAfter scope ended since the last ReleaseKeptPages(). Scopes may
+// are unmapped, unless a kKeepAfter one was made since the last ReleaseKeptPages(). Scopes may
 // overlap (captures written at once on several threads).
 class HugePageReuse {
  public:
