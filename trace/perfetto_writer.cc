@@ -21,6 +21,7 @@
 #include "trace/api_function.h"
 #include "trace/async_requests.h"
 #include "trace/atomic_file.h"
+#include "trace/huge_page_allocator.h"
 #include "trace/trace_lanes.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "proto/perfetto_trace.pb.h"
@@ -239,7 +240,8 @@ class HeldBytes {
                           : std::min(2 * pieces_.back().capacity, kMaxPieceBytes);
       Piece& piece = pieces_.emplace_back();
       piece.capacity = std::max(size, n);
-      piece.data.reset(new char[piece.capacity]);
+      piece.data = std::unique_ptr<char, FreePiece>(
+          HugePageAllocator<char>().allocate(piece.capacity), FreePiece{piece.capacity});
     }
     Piece& piece = pieces_.back();
     return piece.data.get() + piece.size;
@@ -265,8 +267,14 @@ class HeldBytes {
  private:
   static constexpr size_t kFirstPieceBytes = 64 << 10;
   static constexpr size_t kMaxPieceBytes = 4 << 20;
+  // Pieces of 2 MiB and more are the capture's huge pages (huge_page_allocator.h): those an
+  // earlier capture, or an earlier phase of this one, freed, not fresh ones of the heap.
+  struct FreePiece {
+    size_t capacity;
+    void operator()(char* p) const { HugePageAllocator<char>().deallocate(p, capacity); }
+  };
   struct Piece {
-    std::unique_ptr<char[]> data;
+    std::unique_ptr<char, FreePiece> data;
     size_t size = 0;
     size_t capacity = 0;
   };
