@@ -1,5 +1,6 @@
 #include "daemon/collector_service.h"
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,7 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
       if (timed_out_) return;  // ended already: Finish is on its way
     }
     if (!ok) {  // the shim closed its side, or the stream broke
+      SendHeldAck();
       CloseInCore();
       FinishAfterWrites(grpc::Status::OK);
       return;
@@ -77,6 +79,12 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
   void OnDone() override {
     CloseInCore();
     hello_timer_.Cancel();  // its callback still runs, at once
+    grpc::Alarm* ack_timer = nullptr;  // no reaction replaces it any more
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ack_timer_armed_) ack_timer = ack_timer_.get();
+    }
+    if (ack_timer != nullptr) ack_timer->Cancel();  // likewise
     Release();
   }
 
@@ -199,10 +207,51 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
     if (Records().capacity() > kRecordsKept) std::vector<IngestedEvent>().swap(Records());
     if (Scratch().capacity() > kScratchKept) std::string().swap(Scratch());
     if (!ack.ok()) return ToGrpcStatus(ack.status());
-    nrtprof::DaemonMessage m;
-    m.mutable_ack()->set_sequence(*ack);
-    Send(std::move(m));
+    AckBatch(*ack, read_as_records_ ? rest_->final() : in_->batch().final());
     return grpc::Status::OK;
+  }
+
+  // Acks are cumulative, and each costs the shim's gRPC threads a few wake-ups (reading it,
+  // the window update it answers with, the socket writable again): a batch's ack waits up to
+  // kAckDelay for later batches to go with it (a shim sending every 100 ms gets one ack in
+  // three). A final batch is acked at once, and so is the kMaxAcksHeld-th waiting batch (a shim
+  // keeps at most 64 batches unacknowledged, and replays its spool as acks come).
+  void AckBatch(uint64_t sequence, bool final) {
+    std::unique_lock<std::mutex> lock(mu_);
+    held_ack_ = sequence;
+    ++acks_held_;
+    if (final || acks_held_ >= kMaxAcksHeld) {
+      lock.unlock();
+      SendHeldAck();
+      return;
+    }
+    if (ack_timer_armed_ || finishing_) return;
+    ack_timer_armed_ = true;
+    ++holds_;
+    // A new alarm each time: the last one's callback has started (it cleared ack_timer_armed_),
+    // and an Alarm destroyed while its callback runs lets it finish.
+    ack_timer_ = std::make_unique<grpc::Alarm>();
+    ack_timer_->Set(std::chrono::system_clock::now() + kAckDelay, [this](bool) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ack_timer_armed_ = false;
+      }
+      SendHeldAck();
+      Release();
+    });
+  }
+
+  void SendHeldAck() {
+    uint64_t sequence;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (acks_held_ == 0) return;
+      acks_held_ = 0;
+      sequence = held_ack_;
+    }
+    nrtprof::DaemonMessage m;
+    m.mutable_ack()->set_sequence(sequence);
+    Send(std::move(m));
   }
 
   void Send(nrtprof::DaemonMessage message) {
@@ -299,6 +348,12 @@ class ShimStream final : public grpc::ServerGenericBidiReactor {
   bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
   int holds_ ABSL_GUARDED_BY(mu_) = 1;  // the stream is deleted when none is left
   grpc::Alarm hello_timer_;
+  static constexpr std::chrono::milliseconds kAckDelay{250};
+  static constexpr uint64_t kMaxAcksHeld = 8;
+  uint64_t held_ack_ ABSL_GUARDED_BY(mu_) = 0;   // the newest ack not yet sent
+  uint64_t acks_held_ ABSL_GUARDED_BY(mu_) = 0;  // batches it answers
+  bool ack_timer_armed_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<grpc::Alarm> ack_timer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -311,6 +311,33 @@ TEST_P(CollectorServiceTest, UnparsableMessageEndsOnlyThatStream) {
   EXPECT_TRUE(good->Finish().ok());
 }
 
+// Acks of batches in a row may go as one, but every batch is acked: one waiting for company
+// when the shim half-closes, and a run of them, however long, before the shim's bound of
+// unacknowledged batches.
+TEST_P(CollectorServiceTest, EveryBatchIsAcked) {
+  nrtprof::DaemonMessage reply;
+  ShimStream stream;
+  ASSERT_NO_FATAL_FAILURE(Connect(11, &stream, &reply));
+  for (uint64_t sequence = 1; sequence <= 40; ++sequence) {
+    ASSERT_TRUE(stream->Write(BatchMessage(sequence)));
+  }
+  uint64_t acked = 0;
+  while (acked < 40) {
+    ASSERT_TRUE(stream->Read(&reply));
+    ASSERT_TRUE(reply.has_ack());
+    EXPECT_GT(reply.ack().sequence(), acked);
+    acked = reply.ack().sequence();
+  }
+  EXPECT_EQ(acked, 40u);
+
+  ASSERT_TRUE(stream->Write(BatchMessage(41)));
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Read(&reply));
+  EXPECT_EQ(reply.ack().sequence(), 41u);
+  EXPECT_FALSE(stream->Read(&reply));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 TEST_P(CollectorServiceTest, ControlErrorsKeepCodeAndMessage) {
   grpc::ClientContext context;
   nrtprof::StopCaptureRequest request;
