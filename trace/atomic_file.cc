@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,24 +67,6 @@ static_assert(kBufferBytes <= kDirectBytes, "a full buffer_ fits in the first bl
 // thread meanwhile. Two in flight keep the disk busy while the caller formats; more would only
 // hold memory (the caller outruns the disk or it does not).
 constexpr size_t kDirectBlocks = 3;
-
-// A block of the O_DIRECT writes sits alone in a 2 MiB-aligned span marked for transparent
-// huge pages: each write(2) pins the pages it reads from (get_user_pages), one 2 MiB page
-// instead of 256 of 4 KiB (2% of a capture's CPU, measured on the daemon). free() gives it back
-// as any other.
-constexpr size_t kHugeSpan = 2 << 20;
-static_assert(kDirectBytes + kOverflowBytes <= kHugeSpan, "a block fits in one huge page");
-
-// `capacity` bytes aligned for O_DIRECT (a block's, in a huge page of its own), or null.
-char* AllocateAligned(size_t capacity) {
-  void* p = nullptr;
-  if (capacity == kBlockBytes) {
-    if (posix_memalign(&p, kHugeSpan, kHugeSpan) != 0) return nullptr;
-    madvise(p, kHugeSpan, MADV_HUGEPAGE);  // advice: where THP is off, ordinary pages
-    return static_cast<char*>(p);
-  }
-  return posix_memalign(&p, kDirectAlign, capacity) == 0 ? static_cast<char*>(p) : nullptr;
-}
 
 // Distinguishes the temporary files of several writers of the same name in one process.
 std::atomic<uint64_t> temp_counter{0};
@@ -161,10 +142,10 @@ void AtomicFile::GrowBuffer(size_t n) {
   // that outgrows it becomes its first block (StartDirect), its bytes where they are.
   size_t capacity = std::max({need, kInitialBufferBytes, 2 * buffer_capacity_});
   if (capacity > kBufferBytes / 2) capacity = std::max(need, kBlockBytes);
-  char* p = AllocateAligned(capacity);
-  if (p == nullptr) throw std::bad_alloc();
+  void* p = nullptr;
+  if (posix_memalign(&p, kDirectAlign, capacity) != 0) throw std::bad_alloc();
   if (buffer_used_ > 0) memcpy(p, buffer_.get(), buffer_used_);
-  buffer_.reset(p);
+  buffer_.reset(static_cast<char*>(p));
   buffer_capacity_ = capacity;
 }
 
@@ -273,8 +254,9 @@ absl::Status AtomicFile::Submit() {
   direct_used_ = 0;
   w.full_or_stop.notify_one();
   if (w.empty.empty() && w.blocks < kDirectBlocks) {
-    if (char* block = AllocateAligned(kBlockBytes); block != nullptr) {
-      direct_.reset(block);
+    void* block = nullptr;
+    if (posix_memalign(&block, kDirectAlign, kBlockBytes) == 0) {
+      direct_.reset(static_cast<char*>(block));
       ++w.blocks;
     }
   }
@@ -333,9 +315,9 @@ bool AtomicFile::StartDirect() {
   if (written_ % kDirectAlign != 0 || buffer_used_ > kBlockBytes) return false;
   std::unique_ptr<char, FreeAligned> owned;
   if (buffer_capacity_ != kBlockBytes) {
-    char* block = AllocateAligned(kBlockBytes);
-    if (block == nullptr) return false;
-    owned.reset(block);
+    void* block = nullptr;
+    if (posix_memalign(&block, kDirectAlign, kBlockBytes) != 0) return false;
+    owned.reset(static_cast<char*>(block));
   }
   const int flags = fcntl(fd_, F_GETFL);
   // Filesystems without direct I/O (tmpfs before Linux 6.6, some FUSE ones) refuse it here.
