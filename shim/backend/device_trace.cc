@@ -14,6 +14,30 @@ int64_t ReadClock(clockid_t id) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+}  // namespace
+
+int64_t RealtimeOffsetNs(int64_t (*read_clock)(clockid_t)) {
+  // Two readings of CLOCK_MONOTONIC around one of CLOCK_REALTIME: the gap between them bounds
+  // the error of the pair. A thread preempted between two readings (a busy host) has a gap of
+  // milliseconds, and every device event of the document would move by half of it: of a few
+  // tries, the pair of the smallest gap.
+  constexpr int kTries = 3;
+  int64_t best_gap = INT64_MAX;
+  int64_t offset = 0;
+  for (int i = 0; i < kTries; ++i) {
+    const int64_t a = read_clock(CLOCK_MONOTONIC);
+    const int64_t real = read_clock(CLOCK_REALTIME);
+    const int64_t b = read_clock(CLOCK_MONOTONIC);
+    if (b - a < best_gap) {
+      best_gap = b - a;
+      offset = real - (a + (b - a) / 2);
+    }
+  }
+  return offset;
+}
+
+namespace {
+
 // Counts what a refused document held, as well as can be said of text that is not JSON.
 uint64_t CountEventsIn(std::string_view json) {
   uint64_t n = 0;
@@ -161,13 +185,7 @@ bool DeviceTraceParser::Parse(uint64_t generation, std::string_view json,
     open_collectives_.clear();
     threads_.clear();
   }
-  if (!fixed_offset_) {
-    // Two readings around one: the smaller gap bounds the error of the pair.
-    const int64_t a = ReadClock(CLOCK_MONOTONIC);
-    const int64_t real = ReadClock(CLOCK_REALTIME);
-    const int64_t b = ReadClock(CLOCK_MONOTONIC);
-    realtime_offset_ns_ = real - (a + (b - a) / 2);
-  }
+  if (!fixed_offset_) realtime_offset_ns_ = RealtimeOffsetNs(ReadClock);
   for (const auto& [model_id, name] : pending_names_) {
     ModelName& known = model_names_[model_id];
     if (known.name != name) known = {std::string(name), 0};

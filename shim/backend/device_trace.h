@@ -30,6 +30,8 @@
 #ifndef NRTPROF_SHIM_BACKEND_DEVICE_TRACE_H_
 #define NRTPROF_SHIM_BACKEND_DEVICE_TRACE_H_
 
+#include <time.h>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -76,6 +78,11 @@ struct DeviceTraceOutput {
   }
   size_t event_count() const { return encode ? encoded_events.size() : events.size(); }
 };
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC now (the runtime stamps its events on the first, the shim its
+// records on the second), from the readings of `read_clock` (clock_gettime's, or a test's)
+// with the least time between them.
+int64_t RealtimeOffsetNs(int64_t (*read_clock)(clockid_t));
 
 class DeviceTraceParser {
  public:

@@ -19,6 +19,7 @@
 //       core stop in the order they started, that nc_local_id counts a core's events 1, 2, ...
 #include "shim/backend/device_trace.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -491,6 +492,36 @@ TEST_F(DeviceTraceTest, WhitespaceAndEscapesAreJson) {
       "\"data_version\" : 2 }\n";
   ASSERT_TRUE(Parse(doc)) << error_;
   EXPECT_EQ(parser_.unknown_types_total(), 0u);
+}
+
+// The runtime's wall-clock times become the shim's monotonic ones through the offset of the two
+// clocks, read around each document. A flusher preempted between two readings (5 ms here, a busy
+// host) must not move the document's every event by half of that: of the tries, the pair read
+// closest together.
+int64_t fake_readings[9];
+int fake_next = 0;
+int64_t FakeClock(clockid_t) { return fake_readings[fake_next++ % 9]; }
+
+TEST(RealtimeOffsetTest, ThePairReadClosestTogetherIsTheOffset) {
+  constexpr int64_t kOffset = 1700000000000000000;
+  const int64_t readings[9] = {
+      1000, kOffset + 1100, 5001100,            // preempted for 5 ms before the last reading
+      5002000, kOffset + 5002050, 5002100,      // 100 ns apart
+      5003000, kOffset + 5003900, 5004000,      // 1 us apart, the wall clock read late in it
+  };
+  std::copy(readings, readings + 9, fake_readings);
+  fake_next = 0;
+  EXPECT_EQ(RealtimeOffsetNs(FakeClock), kOffset);
+  EXPECT_EQ(fake_next, 9);
+  // The preempted pair first or last, the same.
+  const int64_t reordered[9] = {
+      5003000, kOffset + 5003900, 5004000,
+      5002000, kOffset + 5002050, 5002100,
+      1000, kOffset + 1100, 5001100,
+  };
+  std::copy(reordered, reordered + 9, fake_readings);
+  fake_next = 0;
+  EXPECT_EQ(RealtimeOffsetNs(FakeClock), kOffset);
 }
 
 }  // namespace
