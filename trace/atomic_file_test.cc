@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -330,30 +331,55 @@ TEST(AtomicFileTest, TextWrittenInPlaceOnTmpfsReadsBackWhole) {
                            << got.size();
 }
 
+// What a write and the Commit after it said, the file limited to `limit` bytes (the file-size
+// limit, which binds root too, stands in for a disk that fills up; SIGXFSZ ignored, so that the
+// write gets EFBIG instead of the signal).
+struct LimitedWrite {
+  absl::Status first;   // the write's error, else Commit's
+  absl::Status commit;
+};
+LimitedWrite WriteUnderSizeLimit(const std::string& path, rlim_t limit,
+                                 const std::function<absl::Status(AtomicFile*)>& write) {
+  LimitedWrite result;
+  rlimit old_limit;
+  if (getrlimit(RLIMIT_FSIZE, &old_limit) != 0) {
+    result.first = result.commit = absl::InternalError("getrlimit failed");
+    ADD_FAILURE() << result.first;
+    return result;
+  }
+  rlimit small = old_limit;
+  small.rlim_cur = limit;
+  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, &small) != 0) {
+    signal(SIGXFSZ, old_handler);
+    result.first = result.commit = absl::InternalError("setrlimit failed");
+    ADD_FAILURE() << result.first;
+    return result;
+  }
+  {
+    AtomicFile file;
+    result.first = file.Open(path);
+    if (result.first.ok()) result.first = write(&file);
+    result.commit = file.Commit();
+    if (result.first.ok()) result.first = result.commit;
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  return result;
+}
+
 // A disk that fills up while text is written in place: the error names the file, Commit
 // reports it, and nothing changes.
 TEST(AtomicFileTest, WriteErrorWhileWritingInPlaceIsReportedAndChangesNothing) {
   std::string dir = MakeTempDir("full-in-place");
   std::string path = dir + "/trace.json";
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
-  rlimit old_limit;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit small = old_limit;
-  small.rlim_cur = 6 << 20;
-  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  absl::Status s;
-  {
-    AtomicFile file;
-    s = file.Open(path);
-    if (s.ok()) s = WriteInPlace(&file, PatternText(20 << 20), {187, 203});
-    absl::Status commit = file.Commit();
-    if (s.ok()) s = commit;
-    EXPECT_FALSE(commit.ok()) << "Commit must report the earlier write error";
-    EXPECT_EQ(commit.message(), s.message()) << "the first error, every time";
-  }
-  setrlimit(RLIMIT_FSIZE, &old_limit);
-  signal(SIGXFSZ, old_handler);
+  const LimitedWrite w = WriteUnderSizeLimit(path, 6 << 20, [&](AtomicFile* file) {
+    return WriteInPlace(file, PatternText(20 << 20), {187, 203});
+  });
+  const absl::Status& s = w.first;
+  EXPECT_FALSE(w.commit.ok()) << "Commit must report the earlier write error";
+  EXPECT_EQ(w.commit.message(), s.message()) << "the first error, every time";
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "File too large")) << s;
@@ -409,24 +435,14 @@ TEST(AtomicFileTest, WriteErrorIsReportedWithThePathAndChangesNothing) {
   std::string dir = MakeTempDir("full");
   std::string path = dir + "/trace.pftrace";
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
-  rlimit old_limit;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit small = old_limit;
-  small.rlim_cur = 64 << 10;
-  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);  // get EFBIG instead of a signal
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  absl::Status s;
-  {
-    AtomicFile file;
-    s = file.Open(path);
-    std::string chunk(100 << 10, 'x');
-    for (int i = 0; i < 30 && s.ok(); ++i) s = file.Append(chunk);
-    absl::Status commit = file.Commit();
-    if (s.ok()) s = commit;
-    EXPECT_FALSE(commit.ok()) << "Commit must report the earlier write error";
-  }
-  setrlimit(RLIMIT_FSIZE, &old_limit);
-  signal(SIGXFSZ, old_handler);
+  const LimitedWrite w = WriteUnderSizeLimit(path, 64 << 10, [&](AtomicFile* file) {
+    const std::string chunk(100 << 10, 'x');
+    absl::Status s;
+    for (int i = 0; i < 30 && s.ok(); ++i) s = file->Append(chunk);
+    return s;
+  });
+  const absl::Status& s = w.first;
+  EXPECT_FALSE(w.commit.ok()) << "Commit must report the earlier write error";
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "cannot write")) << s;
@@ -440,24 +456,12 @@ TEST(AtomicFileTest, WriteErrorOfABlockWrittenMeanwhileIsReportedAndChangesNothi
   std::string dir = MakeTempDir("full-overlap");
   std::string path = dir + "/trace.json";
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
-  rlimit old_limit;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit small = old_limit;
-  small.rlim_cur = 6 << 20;
-  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  absl::Status s;
-  {
-    AtomicFile file;
-    s = file.Open(path);
-    if (s.ok()) s = AppendFromReusedBuffer(&file, 20 << 20);
-    absl::Status commit = file.Commit();
-    if (s.ok()) s = commit;
-    EXPECT_FALSE(commit.ok()) << "Commit must report the earlier write error";
-    EXPECT_EQ(commit.message(), s.message()) << "the first error, every time";
-  }
-  setrlimit(RLIMIT_FSIZE, &old_limit);
-  signal(SIGXFSZ, old_handler);
+  const LimitedWrite w = WriteUnderSizeLimit(path, 6 << 20, [&](AtomicFile* file) {
+    return AppendFromReusedBuffer(file, 20 << 20);
+  });
+  const absl::Status& s = w.first;
+  EXPECT_FALSE(w.commit.ok()) << "Commit must report the earlier write error";
+  EXPECT_EQ(w.commit.message(), s.message()) << "the first error, every time";
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "cannot write")) << s;
