@@ -48,7 +48,7 @@ TEST(Address, RuntimeFolderNotPrivateIsIgnored) {
     EXPECT_EQ(DefaultRuntimeDir(), fallback) << xdg;
   }
   const std::string link = Folder("xdg-link-target", 0700) + "-link";
-  symlink((link.substr(0, link.size() - 5)).c_str(), link.c_str());
+  ASSERT_EQ(symlink((link.substr(0, link.size() - 5)).c_str(), link.c_str()), 0) << link;
   setenv("XDG_RUNTIME_DIR", link.c_str(), 1);
   EXPECT_EQ(DefaultRuntimeDir(), fallback);
   unsetenv("XDG_RUNTIME_DIR");
