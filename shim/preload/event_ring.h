@@ -188,8 +188,12 @@ class RingProducer {
     // Counted by kind in the ring, for a reader of its memory after the process died
     // (common/rings_file.h): what it had made, whether drained or not.
     const bool range = record->kind == RecordKind::kRange;  // else a call: pads are not committed
-    ring_->committed_[static_cast<size_t>(record->kind) % EventRing::kDropKinds].store(
-        ++committed_[range], std::memory_order_relaxed);
+    // The slot by `range`, not `kind % kDropKinds`: the modulo was a multiply on every call.
+    static_assert(static_cast<size_t>(RecordKind::kApiCall) < EventRing::kDropKinds &&
+                  static_cast<size_t>(RecordKind::kRange) < EventRing::kDropKinds);
+    ring_->committed_[range ? static_cast<size_t>(RecordKind::kRange)
+                            : static_cast<size_t>(RecordKind::kApiCall)]
+        .store(++committed_[range], std::memory_order_relaxed);
     head_ += record->slots;
     ring_->head_.store(head_, std::memory_order_release);
     if (--until_wake_ != 0) return false;
