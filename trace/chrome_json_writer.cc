@@ -508,8 +508,12 @@ class JsonEncoder {
       AppendJsonString(trace.trigger.condition, &out_);
       out_.append(",\"reason\":");
       AppendJsonString(trace.trigger.reason, &out_);
-      absl::StrAppend(&out_, ",\"value_ns\":", trace.trigger.value_ns, ",\"threshold_ns\":",
-                      trace.trigger.threshold_ns, "}");
+      // A rule's threshold may be up to 10^18 ns: past 2^53 it is a string, as every integer.
+      out_.append(",\"value_ns\":");
+      AppendJsonUint(trace.trigger.value_ns, &out_);
+      out_.append(",\"threshold_ns\":");
+      AppendJsonUint(trace.trigger.threshold_ns, &out_);
+      out_.push_back('}');
     }
     out_.append(",\"drops\":{");
     bool first = true;

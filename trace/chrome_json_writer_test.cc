@@ -285,6 +285,23 @@ TEST(ChromeJsonWriterTest, AsyncQueuesAreLanesWithCountersAndFlows) {
   EXPECT_EQ(to_tensor_ops, 1u);
 }
 
+// A trigger's threshold comes from the rule (up to 10^18 ns): past 2^53 it is written as a
+// string too, not as a number a JSON reader would round.
+TEST(ChromeJsonWriterTest, TriggerTimesPastTwoTo53AreExactDecimalStrings) {
+  Trace t = SmallTrace();
+  t.trigger.rule = "slow";
+  t.trigger.condition = "step > 2502 h";
+  t.trigger.reason = "pid 100: step took 2503 h";
+  t.trigger.value_ns = 800;
+  t.trigger.threshold_ns = (uint64_t{1} << 53) + 1;
+  Written w = WriteJson(t, "trigger");
+  EXPECT_TRUE(absl::StrContains(
+      w.text, "\"value_ns\":800,\"threshold_ns\":\"9007199254740993\"}"));
+  const auto& trigger = w.root.fields().at("otherData").struct_value().fields().at("trigger");
+  EXPECT_EQ(Num(trigger.struct_value(), "value_ns"), 800);
+  EXPECT_EQ(Str(trigger.struct_value(), "threshold_ns"), "9007199254740993");
+}
+
 TEST(ChromeJsonWriterTest, CaptureIdAndDropsAreInOtherDataAndOnTheProcess) {
   Written w = WriteJson(SmallTrace(), "other");
   const auto& other = w.root.fields().at("otherData").struct_value().fields();
