@@ -285,6 +285,33 @@ TEST(ChromeJsonWriterTest, AsyncQueuesAreLanesWithCountersAndFlows) {
   EXPECT_EQ(to_tensor_ops, 1u);
 }
 
+// A request with an XU id of 32 or more (a collectives queue, any queue of logical core 1 and
+// up) has an nrta_seq past 2^53, which a reader that keeps numbers as doubles (JavaScript's
+// JSON.parse, as chrome://tracing; the protobuf Struct here) would round, 2^53 + 1 to 2^53: the
+// id is a decimal string, the same digits as in trace.pftrace and the runtime's own trace, and
+// the call's queue and seq stay numbers.
+TEST(ChromeJsonWriterTest, RequestIdsPastTwoTo53AreExactDecimalStrings) {
+  const Trace t = CollectivesTrace();  // nrta_seq NrtaSeq(32, 1) = 2^53 + 1
+  Written w = WriteJson(t, "collectives");
+  const std::string exact = std::to_string(NrtaSeq(32, 1));
+  ASSERT_EQ(exact, "9007199254740993");
+  EXPECT_TRUE(absl::StrContains(w.text, "\"nrta_seq\":\"9007199254740993\",\"queue\":32,\"seq\":1"));
+  std::map<std::string, int> seen;  // slice name -> slices with the exact id
+  for (const Struct& e : Events(w.root)) {
+    if (Str(e, "ph") != "X" || e.fields().count("args") == 0) continue;
+    const auto& args = e.fields().at("args").struct_value().fields();
+    if (args.count("nrta_seq") == 0) continue;
+    EXPECT_EQ(args.at("nrta_seq").kind_case(), Value::kStringValue) << Str(e, "name");
+    if (args.at("nrta_seq").string_value() == exact) ++seen[Str(e, "name")];
+    if (Str(e, "name") == "nrta_cc_schedule") {
+      EXPECT_EQ(args.at("queue").number_value(), 32);
+      EXPECT_EQ(args.at("seq").number_value(), 1);
+    }
+  }
+  EXPECT_EQ(seen, (std::map<std::string, int>{
+                      {"nrta_cc_schedule", 2}, {"cc_exec_barrier", 2}, {"cc_running", 2}}));
+}
+
 // A trigger's threshold comes from the rule (up to 10^18 ns): past 2^53 it is written as a
 // string too, not as a number a JSON reader would round.
 TEST(ChromeJsonWriterTest, TriggerTimesPastTwoTo53AreExactDecimalStrings) {
