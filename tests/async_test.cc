@@ -213,6 +213,60 @@ TEST(AsyncTest, PollsAfterAThreadsLastRecordedOneAreCountedWhenItEnds) {
       << ReadFile(out + "/summary.txt");
 }
 
+// A thread still running when the process exits never ends, so no exit destructor writes its
+// polls after its last recorded one: the exit flush counts them (one thread, 5000
+// nrta_is_completed polls of an execution in flight, then 5000 nrta_get_sequence polls, the
+// first recorded, then a wait that outlasts main). The table's calls and the summary's
+// completion polls are exactly the program's own counts.
+TEST(AsyncTest, PollsOfAThreadStillRunningAtExitAreCounted) {
+  Daemon daemon("async-running");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("async-running") + "/capture";
+  std::map<std::string, std::string> env = kPlainEnv;
+  env["NRT_SIM_TIME_SCALE"] = "100";
+  const Result r = ProfiledRun(daemon, out, Client("running", 5000, 1), env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  long is_completed = -1, get_sequence = -1;
+  ASSERT_EQ(sscanf(r.out.c_str(), "main: checksum %*f\nmain: nrta_is_completed calls %ld, "
+                                  "nrta_get_sequence calls %ld",
+                   &is_completed, &get_sequence),
+            2)
+      << r.out;
+  EXPECT_GT(is_completed, 5000);
+  EXPECT_EQ(get_sequence, 5000);
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  EXPECT_EQ(calls.count("nrta_is_completed") ? calls.at("nrta_is_completed") : 0, is_completed)
+      << ReadFile(out + "/summary.txt");
+  EXPECT_EQ(calls.count("nrta_get_sequence") ? calls.at("nrta_get_sequence") : 0, get_sequence)
+      << ReadFile(out + "/summary.txt");
+  EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"),
+                                absl::StrCat("Completion polls: ", is_completed + get_sequence)))
+      << ReadFile(out + "/summary.txt");
+}
+
+// The same for a thread that keeps polling while the process exits (nrta_get_sequence, with
+// nothing left to complete): the capture counts at least the polls made before main returned,
+// less the one that may be between the program's count and the shim's, and no more than the
+// program had made once the profiler's exit flush was over (a handler exit() runs after it).
+TEST(AsyncTest, PollsOfAThreadPollingThroughExitAreCountedOnce) {
+  Daemon daemon("async-spinning");
+  ASSERT_TRUE(daemon.Start());
+  const std::string out = TempDir("async-spinning") + "/capture";
+  const Result r = ProfiledRun(daemon, out, Client("spinning", 100000, 1), kPlainEnv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  long before_exit = -1, after_flush = -1;
+  ASSERT_EQ(sscanf(r.out.c_str(), "main: checksum %*f\nmain: nrta_get_sequence calls %ld\n"
+                                  "at exit: nrta_get_sequence calls %ld",
+                   &before_exit, &after_flush),
+            2)
+      << r.out;
+  ASSERT_GE(before_exit, 100000);
+  const std::map<std::string, int64_t> calls = CallsByName(out);
+  const int64_t counted = calls.count("nrta_get_sequence") ? calls.at("nrta_get_sequence") : 0;
+  EXPECT_GE(counted, before_exit - 1) << ReadFile(out + "/summary.txt");
+  EXPECT_LE(counted, after_flush) << ReadFile(out + "/summary.txt");
+}
+
 TEST(AsyncTest, TwoThreadsSchedulingOnOneModel) { RunCase({"threads", 30, 6, 60, {}}); }
 
 // A queue of two, and twelve executions scheduled back to back with the device's time passing

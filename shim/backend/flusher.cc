@@ -584,6 +584,56 @@ void Flusher::DrainRings(uint64_t now_ns) {
   }
 }
 
+void Flusher::CountRunningThreadsPolls(uint64_t now_ns) {
+  if (core_->recording.load(std::memory_order_relaxed) == 0) return;
+  struct Tally {
+    uint32_t tid;
+    ApiFunction function;
+    uint64_t polls;
+  };
+  std::vector<Tally> tallies;
+  tallies.reserve(2 * threads_snapshot_.size());
+  // Read after the drain, whose acquire of each ring's head makes a shipped recorded poll's
+  // zeroing of its count visible: a count read here is only of polls no shipped record
+  // carries. Under registry_mu, which keeps each thread's storage there (ThreadState::polls).
+  // A thread may poll on meanwhile: what it polls after this read is not counted, and what it
+  // records now is never shipped (this is the last drain).
+  pthread_mutex_lock(&core_->registry_mu);
+  try {
+    for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) {
+      if (ts->polls == nullptr) continue;
+      const uint64_t is_completed = ts->polls->is_completed.load(std::memory_order_relaxed);
+      const uint64_t get_sequence = ts->polls->get_sequence.load(std::memory_order_relaxed);
+      if (is_completed != 0) tallies.push_back({ts->tid, kNrtaIsCompleted, is_completed});
+      if (get_sequence != 0) tallies.push_back({ts->tid, kNrtaGetSequence, get_sequence});
+    }
+  } catch (const std::bad_alloc&) {
+    pthread_mutex_unlock(&core_->registry_mu);
+    throw;
+  }
+  pthread_mutex_unlock(&core_->registry_mu);
+  const uint64_t ticks = ReadTicks(core_->tick_source);
+  for (const Tally& tally : tallies) {
+    // The record the thread's own RecordPollTally (core.h) would have written.
+    Record record;
+    record.Clear(RecordKind::kApiCall, 1);
+    record.api = tally.function;
+    record.flags = kRecordPollsOnly;
+    record.correlation_id = core_->next_correlation_id.fetch_add(1, std::memory_order_relaxed);
+    record.bytes = tally.polls;
+    record.start_ticks = record.end_ticks = ticks;
+    try {
+      scratch_event_.Clear();
+      builder_.Build(record, tally.tid, *clock_, &scratch_event_);
+      batcher_.AddEvent(scratch_event_, now_ns);
+    } catch (const std::bad_alloc&) {
+      LaneCounts lost;
+      lost.runtime = 1;
+      CountNoMemory(lost);
+    }
+  }
+}
+
 void Flusher::FreeRing(ThreadState* ts) {
   if (core_->rings_header.load(std::memory_order_acquire) != nullptr && ts->ring_offset >= 0) {
     // Its slot of the rings file then reads as zeros (its counts are in the header).
@@ -773,6 +823,7 @@ void Flusher::Final(Clock::time_point deadline) {
   device_profile_.Collect(now, /*final=*/true, core_->recording.load(std::memory_order_relaxed),
                           [&](nrtprof::Event& e) { batcher_.AddEvent(e, now); });
   DrainRings(now);
+  CountRunningThreadsPolls(now);
   TakeModels();
   batcher_.SealAll();
   shipping_.Final(deadline);

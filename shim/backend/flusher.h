@@ -118,6 +118,10 @@ class Flusher final : private ShippingHost {
   void ParseDocument(uint64_t generation, std::string_view json, uint64_t now_ns,
                      bool own_fetch = false);
   void DrainRings(uint64_t now_ns);
+  // At exit, after the last drain: the polls of threads still running since their last
+  // recorded ones (ThreadState::polls), which no exit destructor of theirs will write, as the
+  // events such a destructor writes (Event.polls_only), while recording.
+  void CountRunningThreadsPolls(uint64_t now_ns);
   // Faults in a live ring's pages ahead of its producer (event_ring.h's FaultInSlots), and
   // notes a new ring's first writes (new_thread_slots_).
   void FaultInAhead(EventRing* ring);

@@ -91,6 +91,10 @@ void OnThreadExit(void* state) {
     t_state = kDeadThread;
     t_hot.producer = RingProducer();
   }
+  // Its thread-local storage goes with the thread: the exit's final drain must not read it.
+  pthread_mutex_lock(&g_core.registry_mu);
+  ts->polls = nullptr;
+  pthread_mutex_unlock(&g_core.registry_mu);
   ts->retired.store(1, std::memory_order_release);
 }
 
@@ -100,7 +104,7 @@ void AtExit() {
   if (g_phase.load(std::memory_order_acquire) != kStarted) return;
   const BackendApi* backend = g_backend.load(std::memory_order_acquire);
   // The exiting thread's polls after its last recorded one go with the final flush. (Those of
-  // threads still running are in their own thread-local storage, out of reach.)
+  // threads still running are counted by the final drain: ThreadState::polls.)
   RecordPollTally();
   // Calls the exiting thread might still make (other atexit handlers) pass straight through.
   t_in_call = 1;
@@ -130,7 +134,10 @@ void AtForkChild() {
   t_state = nullptr;
   t_hot = HotThreadState();
   t_in_call = 0;
-  t_polls = PollState();  // the parent's to count
+  // The parent's to count.
+  t_polls.is_completed.store(0, std::memory_order_relaxed);
+  t_polls.get_sequence.store(0, std::memory_order_relaxed);
+  t_polls.last_sequence = 0;
   pthread_mutex_init(&g_start_mu, nullptr);
   pthread_mutex_init(&g_core.registry_mu, nullptr);
   pthread_mutex_init(&g_core.rings_mu, nullptr);
@@ -446,6 +453,7 @@ ThreadState* CreateThreadState(RecordKind kind) {
   pthread_once(&g_key_once, &CreateThreadKey);
   pthread_setspecific(g_thread_key, ts);
   pthread_mutex_lock(&g_core.registry_mu);
+  ts->polls = &t_polls;
   ts->next = g_core.threads;
   g_core.threads = ts;
   pthread_mutex_unlock(&g_core.registry_mu);
@@ -476,19 +484,21 @@ void CaptureStack(Record* record, uint32_t depth) {
 }
 
 void RecordPollTally() {
-  if (t_polls.is_completed == 0 && t_polls.get_sequence == 0) return;
+  if (t_polls.is_completed.load(std::memory_order_relaxed) == 0 &&
+      t_polls.get_sequence.load(std::memory_order_relaxed) == 0) {
+    return;
+  }
   if (RunningBackend() == nullptr || g_core.recording.load(std::memory_order_relaxed) == 0) return;
   RingProducer* producer = GetProducer(RecordKind::kApiCall);
   if (producer == nullptr) return;  // counted as lost by GetProducer
   const struct {
     ApiFunction function;
-    uint64_t* polls;
+    std::atomic<uint64_t>* polls;
   } tallies[] = {{kNrtaIsCompleted, &t_polls.is_completed},
                  {kNrtaGetSequence, &t_polls.get_sequence}};
   for (const auto& tally : tallies) {
-    const uint64_t polls = *tally.polls;
+    const uint64_t polls = TakePolls(tally.polls);
     if (polls == 0) continue;
-    *tally.polls = 0;
     Record* r = producer->TryReserve(1);
     if (r == nullptr) {
       producer->CountDrop(RecordKind::kApiCall);

@@ -58,16 +58,26 @@ extern NRTPROF_TLS HotThreadState t_hot NRTPROF_HIDDEN;
 // its own exported functions) pass straight through.
 extern NRTPROF_TLS int t_in_call NRTPROF_HIDDEN;
 
-// The async API's completion queries, which programs poll millions of times a second: only a
-// poll that saw something new is recorded, and it carries how many of this thread's polls of
-// its function came since the last recorded one (interpose.cc). What a thread polled after its
-// last recorded poll is written when the thread ends or the process exits (RecordPollTally).
-struct PollState {
-  uint64_t is_completed = 0;   // nrta_is_completed polls since the last recorded one
-  uint64_t get_sequence = 0;   // nrta_get_sequence polls since the last recorded one
-  uint64_t last_sequence = 0;  // what the last recorded nrta_get_sequence returned
-};
+// This thread's completion-query polls not yet carried by a recorded poll (core_state.h's
+// PollState). What a thread polled after its last recorded poll is written when the thread ends
+// or calls exit (RecordPollTally); that of a thread still running at the process's exit is
+// counted by the exit's final drain (ThreadState::polls).
 extern NRTPROF_TLS PollState t_polls NRTPROF_HIDDEN;
+
+// One more poll of `count`'s function that saw nothing new; returns the count. A load and a
+// store, not a read-modify-write: only this thread writes it (the exit's final drain may read).
+inline uint64_t CountPoll(std::atomic<uint64_t>* count) {
+  const uint64_t n = count->load(std::memory_order_relaxed) + 1;
+  count->store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// This thread's polls of `count`'s function for a record: the count, then zero.
+inline uint64_t TakePolls(std::atomic<uint64_t>* count) {
+  const uint64_t n = count->load(std::memory_order_relaxed);
+  count->store(0, std::memory_order_relaxed);
+  return n;
+}
 
 // Writes this thread's polls not yet carried by a recorded poll (t_polls) into its ring, one
 // record per function marked kRecordPollsOnly, and zeroes them: at the thread's exit and the

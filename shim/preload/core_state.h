@@ -31,7 +31,7 @@ namespace nrtprof::shim {
 
 using ::nrtprof::RingsFileHeader;
 
-inline constexpr uint32_t kShimAbiVersion = 9;
+inline constexpr uint32_t kShimAbiVersion = 10;
 inline constexpr const char kShimVersion[] = "0.1.0";
 inline constexpr const char kBackendLibraryName[] = "libnrtprof_shim_backend.so";
 inline constexpr const char kBackendStartSymbol[] = "nrtprof_backend_start";
@@ -70,6 +70,18 @@ struct RangeFrame {
   char name[kRecordNameBytes];
 };
 
+// The async API's completion queries, which programs poll millions of times a second: only a
+// poll that saw something new is recorded, and it carries how many of its thread's polls of its
+// function came since the last recorded one (interpose.cc). One per thread, in its thread-local
+// storage (core.h's t_polls). Only the thread writes it; its two counts are atomics, loaded and
+// stored (never a read-modify-write, so as cheap as a plain increment), because the exit's final
+// drain reads them for threads still running (ThreadState::polls).
+struct PollState {
+  std::atomic<uint64_t> is_completed{0};  // nrta_is_completed polls since the last recorded one
+  std::atomic<uint64_t> get_sequence{0};  // nrta_get_sequence polls since the last recorded one
+  uint64_t last_sequence = 0;  // what the last recorded nrta_get_sequence returned
+};
+
 // One application thread that recorded an event. Allocated at its first event (or taken from
 // CoreState::spare_threads); the thread writes only its ring and range stack. At thread exit a
 // pthread key destructor sets `retired`; the flusher then drains the ring, unlinks the state,
@@ -83,6 +95,11 @@ struct ThreadState {
   uint32_t range_depth;     // may exceed kMaxRangeDepth
   std::atomic<int> retired; // release-stored by the owning thread's exit
   ThreadState* next;        // CoreState::threads list, guarded by registry_mu
+  // The thread's PollState (thread-local), for the exit's final drain to count the polls of a
+  // thread still running then, which no exit destructor of its own will write. Set when the
+  // thread takes the state, cleared by its exit destructor before its thread-local storage
+  // goes; both under registry_mu, and read under it.
+  PollState* polls;
   RangeFrame ranges[kMaxRangeDepth];
 };
 

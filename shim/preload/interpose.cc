@@ -298,21 +298,21 @@ NRTPROF_EXPORT NRT_STATUS nrta_cc_schedule(nrt_cc_context_t** cc_ctx, int queue,
 // (or failed) — an instant, carrying this thread's nrta_is_completed polls since the last
 // recorded one. A poll that saw nothing new costs one thread-local increment (and, the first
 // after a recorded one, a call that gives a thread that only polls its ring: NotePolling);
-// those after the thread's last recorded poll are written when it ends (RecordPollTally).
+// those after the thread's last recorded poll are written when it ends (RecordPollTally), or
+// counted by the exit's final drain if it is still running then.
 NRTPROF_EXPORT NRT_STATUS nrta_is_completed(nrta_seq_t seq, bool* is_completed) {
   auto real = NRTPROF_REAL(ns::kNrtaIsCompleted, nrta_is_completed);
   if (real == nullptr) return NRT_FAILURE;
   const NRT_STATUS status = real(seq, is_completed);
   if (status == NRT_SUCCESS && (is_completed == nullptr || !*is_completed)) {
-    if (++sc::t_polls.is_completed == 1) sc::NotePolling();
+    if (sc::CountPoll(&sc::t_polls.is_completed) == 1) sc::NotePolling();
     return status;
   }
   ApiCall call(ns::kNrtaIsCompleted);
   if (Record* r = call.End()) {
     r->start_ticks = r->end_ticks;
     r->aux = seq;
-    r->bytes = sc::t_polls.is_completed;
-    sc::t_polls.is_completed = 0;
+    r->bytes = sc::TakePolls(&sc::t_polls.is_completed);
     call.Commit(Status(status));
   }
   return status;
@@ -326,7 +326,7 @@ NRTPROF_EXPORT NRT_STATUS nrta_get_sequence(uint32_t lnc, nrta_xu_t xu, int queu
   if (real == nullptr) return NRT_FAILURE;
   const NRT_STATUS status = real(lnc, xu, queue, seq);
   if (status == NRT_SUCCESS && (seq == nullptr || *seq == sc::t_polls.last_sequence)) {
-    if (++sc::t_polls.get_sequence == 1) sc::NotePolling();
+    if (sc::CountPoll(&sc::t_polls.get_sequence) == 1) sc::NotePolling();
     return status;
   }
   ApiCall call(ns::kNrtaGetSequence);
@@ -334,8 +334,7 @@ NRTPROF_EXPORT NRT_STATUS nrta_get_sequence(uint32_t lnc, nrta_xu_t xu, int queu
     r->start_ticks = r->end_ticks;
     r->nc_idx = static_cast<int32_t>(lnc);
     r->aux = status == NRT_SUCCESS ? *seq : 0;
-    r->bytes = sc::t_polls.get_sequence;
-    sc::t_polls.get_sequence = 0;
+    r->bytes = sc::TakePolls(&sc::t_polls.get_sequence);
     if (status == NRT_SUCCESS) sc::t_polls.last_sequence = *seq;
     call.Commit(Status(status));
   }

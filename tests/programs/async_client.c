@@ -27,10 +27,20 @@
  *            it N times with nrta_is_completed without waiting for it, then ending; the main
  *            thread waits for those, polls nrta_get_sequence N times with nothing left to
  *            complete, and prints how many times it called each completion query (DEPTH unused)
+ *   running  one thread that runs an execution, schedules another and polls it N times with
+ *            nrta_is_completed, then polls nrta_get_sequence N times, and then waits, never to
+ *            end; the main thread waits for that execution, prints how many times the program
+ *            called each completion query and returns from main with the thread still there
+ *            (DEPTH unused)
+ *   spinning one execution, then a thread that polls nrta_get_sequence without end; once it has
+ *            polled N times, the main thread prints how many times it had then, and returns from
+ *            main with the runtime open and the thread still polling; a handler that exit() runs
+ *            after the profiler's prints how many times it had by then (DEPTH unused)
  * Prints each round's checksum of the outputs; exits non-zero on any wrong output or error. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +306,73 @@ static void *poller_main(void *arg) {
   return NULL;
 }
 
+/* Mode running: tail_main's polls of an execution in flight, then N nrta_get_sequence polls
+ * (the first sees the sequence move), then a wait that outlasts the process. */
+static pthread_mutex_t g_parked_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_parked_cv = PTHREAD_COND_INITIALIZER;
+static int g_parked;
+
+static void *running_main(void *arg) {
+  struct tail_thread *t = arg;
+  tail_main(t);
+  for (int i = 0; i < g_executions && t->rc == 0; ++i) {
+    nrta_seq_t last = 0;
+    if (get_sequence(0, NRTA_XU_COMPUTE, 0, &last) != NRT_SUCCESS) t->rc = 1;
+  }
+  pthread_mutex_lock(&g_parked_mu);
+  g_parked = 1;
+  pthread_cond_broadcast(&g_parked_cv);
+  pthread_mutex_unlock(&g_parked_mu);
+  for (;;) pause();
+  return NULL;
+}
+
+/* Mode running: the thread above, left running when main returns. */
+static int run_running(double *sum) {
+  static struct tail_thread running;
+  memset(&running, 0, sizeof(running));
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, running_main, &running) != 0) return 1;
+  pthread_mutex_lock(&g_parked_mu);
+  while (!g_parked) pthread_cond_wait(&g_parked_cv, &g_parked_mu);
+  pthread_mutex_unlock(&g_parked_mu);
+  int rc = running.rc;
+  if (rc == 0) {
+    wait_for(running.slot.seq);
+    rc = harvest(&running.slot, sum);
+  }
+  free_slot(&running.slot);
+  return rc;
+}
+
+/* Mode spinning: nrta_get_sequence polled until the process ends. */
+static void *spinning_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    nrta_seq_t last = 0;
+    get_sequence(0, NRTA_XU_COMPUTE, 0, &last);
+  }
+  return NULL;
+}
+
+static void print_calls_at_exit(void) {
+  printf("at exit: nrta_get_sequence calls %ld\n",
+         __atomic_load_n(&g_get_sequence_calls, __ATOMIC_RELAXED));
+  fflush(stdout);
+}
+
+/* Mode spinning: one execution, then the thread above, left polling; the calls it had made once
+ * it made N. */
+static int run_spinning(double *sum, long *polled) {
+  int full = 0;
+  int rc = run_executions(g_model, 1, 1, 0, sum, &full);
+  pthread_t thread;
+  if (rc != 0 || pthread_create(&thread, NULL, spinning_main, NULL) != 0) return 1;
+  while (__atomic_load_n(&g_get_sequence_calls, __ATOMIC_RELAXED) < g_executions) sched_yield();
+  *polled = __atomic_load_n(&g_get_sequence_calls, __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* Mode tail: three threads that only poll, three threads' tails, then the main thread's, of N
  * polls each. */
 static int run_tails(double *sum) {
@@ -378,6 +455,16 @@ static int one_round(const char *who) {
     }
   } else if (strcmp(g_mode, "tail") == 0) {
     rc = run_tails(&sum);
+  } else if (strcmp(g_mode, "running") == 0) {
+    rc = run_running(&sum);
+  } else if (strcmp(g_mode, "spinning") == 0) {
+    long polled = 0;
+    rc = run_spinning(&sum, &polled);
+    if (rc != 0) return rc;
+    /* The runtime stays open: the thread polls on while the process exits. */
+    printf("%s: checksum %.1f\n%s: nrta_get_sequence calls %ld\n", who, sum, who, polled);
+    fflush(stdout);
+    return 0;
   } else if (strcmp(g_mode, "full") == 0) {
     rc = g_executions <= g_depth ? run_back_to_back(g_model, g_executions, &sum, &full) : 2;
   } else {
@@ -390,7 +477,7 @@ static int one_round(const char *who) {
   if (rc != 0) return rc;
   printf("%s: checksum %.1f\n", who, sum);
   if (strcmp(g_mode, "full") == 0) printf("%s: queue full met: %s\n", who, full > 0 ? "yes" : "no");
-  if (strcmp(g_mode, "tail") == 0) {
+  if (strcmp(g_mode, "tail") == 0 || strcmp(g_mode, "running") == 0) {
     printf("%s: nrta_is_completed calls %ld, nrta_get_sequence calls %ld\n", who,
            __atomic_load_n(&g_is_completed_calls, __ATOMIC_RELAXED),
            __atomic_load_n(&g_get_sequence_calls, __ATOMIC_RELAXED));
@@ -403,11 +490,14 @@ int main(int argc, char **argv) {
   if (argc != 5 || (g_executions = atoi(argv[3])) < 1 || (g_depth = atoi(argv[4])) < 1 ||
       g_depth > MAX_DEPTH) {
     fprintf(stderr,
-            "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork|inspect|tail N DEPTH\n");
+            "usage: async_client MODEL_FILE poll|threads|full|eventfd|fork|inspect|tail|running|"
+            "spinning N DEPTH\n");
     return 2;
   }
   g_model_file = argv[1];
   g_mode = argv[2];
+  /* Registered before the profiler's handler (made at the first libnrt call): runs after it. */
+  if (strcmp(g_mode, "spinning") == 0) atexit(print_calls_at_exit);
   if (strcmp(g_mode, "fork") != 0) return one_round("main");
   g_mode = "poll";
   if (one_round("parent, before the fork") != 0) return 1;
