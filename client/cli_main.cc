@@ -319,10 +319,11 @@ int CliMain(int argc, char** argv) {
       return c.run(static_cast<int>(args.size()) - 1, args.data());
     }
   }
-  fprintf(stderr,
-          "nrtprof: unknown command '%s' (commands: run, capture, summary, diff, report, export, collectives, status, top, fleet; see nrtprof "
-          "help)\n",
-          name.c_str());
+  // The list is the commands' own, so that a command added later is named here too.
+  std::vector<std::string> names;
+  for (const Command& c : Commands()) names.push_back(c.name);
+  fprintf(stderr, "nrtprof: unknown command '%s' (commands: %s; see nrtprof help)\n", name.c_str(),
+          absl::StrJoin(names, ", ").c_str());
   return 2;
 }
 

@@ -121,6 +121,26 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
   }
 }
 
+// A mistyped command's line names the commands there are: each that `nrtprof help` lists
+// (`captures` was missing from it).
+TEST(CliTest, AnUnknownCommandNamesEveryCommand) {
+  const Result r = Nrtprof({"capture-list"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  const std::string prefix = "nrtprof: unknown command 'capture-list' (commands: ";
+  ASSERT_TRUE(absl::StartsWith(r.err, prefix)) << r.err;
+  const std::string named = r.err.substr(prefix.size(), r.err.find(';') - prefix.size());
+  const std::vector<std::string> said = absl::StrSplit(named, ", ");
+  const Result help = Nrtprof({"help"});
+  std::vector<std::string> listed;
+  for (absl::string_view line : absl::StrSplit(help.out, '\n')) {
+    if (absl::ConsumePrefix(&line, "  nrtprof ") && !absl::StartsWith(line, "--")) {
+      listed.emplace_back(line.substr(0, line.find(' ')));
+    }
+  }
+  EXPECT_EQ(said, listed) << r.err << help.out;
+}
+
 // A duration without its unit (issue 36: `--duration 10` was "Illegal value '10' specified for
 // flag 'duration'") says that a unit is needed, for every duration flag of every command.
 TEST(CliTest, ADurationWithoutAUnitSaysSo) {
