@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -139,6 +140,25 @@ TEST(CliTest, AnUnknownCommandNamesEveryCommand) {
     }
   }
   EXPECT_EQ(said, listed) << r.err << help.out;
+}
+
+// -o is shared by report and fleet export: fleet's --help said "the HTML file to write
+// (default: CAPTURE_DIR/report.html)", report's meaning, for fleet export's profile.
+TEST(CliTest, FleetHelpSaysWhatItsOutputFileIs) {
+  const Result r = Nrtprof({"fleet", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t o = r.out.find("\n  -o ");
+  ASSERT_NE(o, std::string::npos) << r.out;
+  // Its help as one line, without the wrapping's line breaks and indents.
+  const std::string help = absl::StrJoin(
+      absl::StrSplit(r.out.substr(o + 1, r.out.find("\n  --", o + 1) - o - 1),
+                     absl::ByAnyChar(" \n"), absl::SkipEmpty()),
+      " ");
+  EXPECT_TRUE(absl::StrContains(help, "fleet export: the profile, gzipped if it ends in .gz"))
+      << help;
+  EXPECT_FALSE(absl::StrContains(help, "HTML file")) << help;
+  const Result report = Nrtprof({"report", "--help"});
+  EXPECT_TRUE(absl::StrContains(report.out, "report: the HTML page (default:")) << report.out;
 }
 
 // A duration without its unit (issue 36: `--duration 10` was "Illegal value '10' specified for
