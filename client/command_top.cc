@@ -67,8 +67,9 @@ std::string Clip(const std::string& s, size_t width) {
   return s.size() <= width ? s : s.substr(0, width - 3) + "...";
 }
 
-// One screen: a header line, then the three lists, at most `rows` lines each.
-std::string Screen(const TopReply& top, const std::string& address, size_t rows) {
+// One screen: a header line, then the three lists, at most `rows` lines each. `columns`: the
+// terminal's width, which a process's job is cut to (0: not a terminal, nothing cut).
+std::string Screen(const TopReply& top, const std::string& address, size_t rows, size_t columns) {
   char now[32];
   const time_t t = time(nullptr);
   struct tm local;
@@ -78,22 +79,25 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
       "nrtprof top - %s - %s - the last %.1f s: %d process%s, %llu events\n\n", now, address,
       top.window_ns() / 1e9, top.processes_size(), top.processes_size() == 1 ? "" : "es",
       static_cast<unsigned long long>(top.events()));
-  auto list = [&](const char* what, const char* count,
-                  const google::protobuf::RepeatedPtrField<TopRow>& items, bool base_name) {
-    absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", what, "DEVICE TIME",
-                                          "BUSY", count));
-    for (int i = 0; i < items.size() && i < static_cast<int>(rows); ++i) {
-      const TopRow& r = items[i];
-      // A process by its executable's base name, and its rank in its job when it said one (the
-      // ranks of a job on one host run one program).
-      std::string name = base_name ? r.name().substr(r.name().rfind('/') + 1) : r.name();
-      if (r.has_rank()) absl::StrAppend(&name, " (rank ", r.rank(), ")");
-      absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", r.pid(), Clip(name, 32),
-                                            daemon::FormatDuration(r.device_ns()),
-                                            Busy(r.device_ns(), top.window_ns()), r.calls()));
-    }
-  };
-  list("PROCESS", "RUNTIME CALLS", top.processes(), true);
+  // A process by its executable's base name, its rank and its job as `nrtprof status` and
+  // `nrtprof fleet top --by rank` show them ("-": it said none); the name and rank together as
+  // wide as a model's name, so that the times line up. The job last, as it may be long.
+  absl::StrAppend(&out, absl::StrFormat("%-8s %-27s %4s %12s %7s %14s  %s\n", "PID", "PROCESS",
+                                        "RANK", "DEVICE TIME", "BUSY", "RUNTIME CALLS", "JOB"));
+  for (int i = 0; i < top.processes_size() && i < static_cast<int>(rows); ++i) {
+    const TopRow& p = top.processes(i);
+    std::string line = absl::StrFormat("%-8u %-27s %4s %12s %7s %14u  ", p.pid(),
+                                       Clip(p.name().substr(p.name().rfind('/') + 1), 27),
+                                       p.has_rank() ? std::to_string(p.rank()) : "-",
+                                       daemon::FormatDuration(p.device_ns()),
+                                       Busy(p.device_ns(), top.window_ns()), p.calls());
+    // On a terminal the job is cut to the width left (at least 16 characters), so that a line
+    // does not wrap and push the screen down; piped, it is whole.
+    const size_t room = columns > line.size() + 16 ? columns - line.size() : 16;
+    const std::string job = p.job().empty() ? "-" : p.job();
+    absl::StrAppend(&line, columns == 0 ? job : Clip(job, room), "\n");
+    out += line;
+  }
   // Device time the window cannot show yet: the program holds it (its own system trace).
   for (int i = 0; i < top.processes_size() && i < static_cast<int>(rows); ++i) {
     const TopRow& p = top.processes(i);
@@ -109,7 +113,14 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows)
                   p.pid(), p.executions_held_by_program()));
   }
   out += "\n";
-  list("MODEL", "EXECUTIONS", top.models(), false);
+  absl::StrAppend(&out, absl::StrFormat("%-8s %-32s %12s %7s %14s\n", "PID", "MODEL", "DEVICE TIME",
+                                        "BUSY", "EXECUTIONS"));
+  for (int i = 0; i < top.models_size() && i < static_cast<int>(rows); ++i) {
+    const TopRow& m = top.models(i);
+    absl::StrAppend(&out, absl::StrFormat("%-8u %-32s %12s %7s %14u\n", m.pid(), Clip(m.name(), 32),
+                                          daemon::FormatDuration(m.device_ns()),
+                                          Busy(m.device_ns(), top.window_ns()), m.calls()));
+  }
   absl::StrAppend(&out, absl::StrFormat("\n%-41s %12s %7s %14s %12s\n", "OP", "SELF NEURON", "BUSY",
                                         "CALLS", "SELF CPU"));
   for (int i = 0; i < top.ops_size() && i < static_cast<int>(rows); ++i) {
@@ -187,12 +198,13 @@ int TopCommand(int argc, char** argv) {
       code = 1;
       break;
     }
-    size_t rows = 10;
+    size_t rows = 10, columns = 0;
     if (struct winsize ws;
         terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
       rows = std::max<size_t>(2, (ws.ws_row - 9) / 3);
+      columns = ws.ws_col;
     }
-    std::string screen = Screen(reply, address, rows);
+    std::string screen = Screen(reply, address, rows, columns);
     if (terminal) {
       absl::StrAppend(&screen, "\n", keys ? "q quits" : "Ctrl-C quits", "; refreshed every ",
                       absl::FormatDuration(interval));

@@ -35,6 +35,7 @@ nrtprof::TopReply ComputeTop(const Trace& trace, uint64_t window_ns) {
     for (const PollTally& t : p.poll_tallies) calls += t.polls;
     process->set_calls(calls);
     if (const int rank = RankOf(p); rank >= 0) process->set_rank(rank);
+    process->set_job(p.job);  // the job it named, as `nrtprof status` has it (none: empty)
     process->set_executions_held_by_program(p.executions_held_by_program);
     process->set_executions_held_lost(p.executions_held_lost);
     events += p.calls.size() + p.ranges.size() + p.device.size();

@@ -99,13 +99,15 @@ TEST(TopTest, ProcessCallsCountThePollsNotRecorded) {
 }
 
 // The ranks of a job on one host run one program: each process says its rank (RANK, as torchrun
-// gives it, before a --rank on its command line).
-TEST(TopTest, ProcessesSayTheirRank) {
+// gives it, before a --rank on its command line) and the job it named (NRTPROF_JOB or
+// NEURON_RT_ROOT_COMM_ID; none from a command line).
+TEST(TopTest, ProcessesSayTheirRankAndJob) {
   Trace trace;
   ProcessTrace from_env;
   from_env.pid = 11;
   from_env.executable = "python3";
   from_env.rank = 3;
+  from_env.job = "10.0.0.1:62182";
   from_env.command_line = {"python3", "train.py"};
   ProcessTrace from_argv;
   from_argv.pid = 12;
@@ -117,6 +119,7 @@ TEST(TopTest, ProcessesSayTheirRank) {
   for (const nrtprof::TopRow& p : top.processes()) {
     ASSERT_TRUE(p.has_rank()) << p.name();
     EXPECT_EQ(p.rank(), p.pid() == 11 ? 3 : 1) << p.name();
+    EXPECT_EQ(p.job(), p.pid() == 11 ? "10.0.0.1:62182" : "") << p.name();
   }
 }
 

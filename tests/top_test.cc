@@ -5,11 +5,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "tests/testing/processes.h"
 #include "tests/testing/subprocess.h"
@@ -25,32 +28,57 @@ using testing::RunProcess;
 const std::map<std::string, std::string> kCliEnv = {{"NRTPROF_ADDR", ""}, {"LD_PRELOAD", ""}};
 
 // The RMSNorm demo's naive variant, streaming to `daemon` (which records it in its flight
-// recorder, no capture asked).
-void RunProgram(const Daemon& daemon) {
-  const Result r = RunProcess({Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "20"},
-                              {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
-                               {"NRTPROF_ADDR", daemon.addr()},
-                               {"NRT_SIM_TIME_SCALE", "0"},
-                               {"RANK", "5"}});  // as torchrun gives a worker its rank
+// recorder, no capture asked), as rank 5 of a job: torchrun gives a worker its rank in RANK, and
+// the Neuron runtime the job's collective root in NEURON_RT_ROOT_COMM_ID. `env` adds to that.
+const char kRootCommId[] = "10.1.2.3:62182";
+void RunProgram(const Daemon& daemon, std::map<std::string, std::string> env = {}) {
+  env.insert({{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+              {"NRTPROF_ADDR", daemon.addr()},
+              {"NRT_SIM_TIME_SCALE", "0"},
+              {"RANK", "5"},
+              {"NEURON_RT_ROOT_COMM_ID", kRootCommId}});
+  const Result r =
+      RunProcess({Runfile("examples/rmsnorm"), "--variant", "naive", "--iters", "20"}, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
-// A tmux server of the test's own, on a socket in a fresh /tmp folder (socket paths are
-// limited to 107 bytes: TEST_TMPDIR is too deep).
-// Waits until top shows the program: its window ends a second before now, when the device
-// events of the last executions have come in.
-void AwaitInTop(const Daemon& daemon) {
+// The process row of `rank` in top's output (its lines up to the blank line after the
+// processes), without its pid; empty if there is none.
+std::string ProcessRow(const std::string& out, const std::string& rank) {
+  const size_t start = out.find("\nPID ");
+  if (start == std::string::npos) return "";
+  const std::vector<std::string> lines =
+      absl::StrSplit(out.substr(start + 1, out.find("\n\n", start) - start - 1), '\n');
+  for (const std::string& line : lines) {
+    const size_t name = line.find(' ');
+    if (name == std::string::npos) continue;
+    const std::string row(absl::StripLeadingAsciiWhitespace(line.substr(name)));
+    if (absl::StartsWith(row, "rmsnorm ") &&
+        absl::StartsWith(absl::StripLeadingAsciiWhitespace(row.substr(8)), rank + " ")) {
+      return row;
+    }
+  }
+  return "";
+}
+
+// Waits until top shows the program, as each of `ranks`: its window ends a second before now,
+// when the device events of the last executions have come in.
+void AwaitInTop(const Daemon& daemon, const std::vector<std::string>& ranks = {"5"}) {
   for (int i = 0; i < 100; ++i) {
     const Result r = RunProcess({Runfile("client/nrtprof"), "top", "--addr", daemon.addr(),
                                  "--window", "30s", "--iterations", "1"},
                                 kCliEnv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    if (absl::StrContains(r.out, "\naten::mul ")) return;
+    bool all = absl::StrContains(r.out, "\naten::mul ");
+    for (const std::string& rank : ranks) all = all && !ProcessRow(r.out, rank).empty();
+    if (all) return;
     usleep(100'000);
   }
-  FAIL() << "nrtprof top never showed the program's aten::mul";
+  FAIL() << "nrtprof top never showed the program's aten::mul and its ranks";
 }
 
+// A tmux server of the test's own, on a socket in a fresh /tmp folder (socket paths are
+// limited to 107 bytes: TEST_TMPDIR is too deep).
 class Tmux {
  public:
   Tmux() {
@@ -91,7 +119,10 @@ TEST(TopTest, ShowsTheProgramsOpsInATerminalAndQQuits) {
   Daemon daemon("top-tmux");
   ASSERT_TRUE(daemon.Start());
   RunProgram(daemon);
-  AwaitInTop(daemon);
+  // Another rank, whose job the operator named at length: on the terminal it is cut to fit.
+  const std::string long_job(120, 'j');
+  RunProgram(daemon, {{"RANK", "6"}, {"NRTPROF_JOB", long_job}});
+  AwaitInTop(daemon, {"5", "6"});
   Tmux tmux;
   const Result started =
       tmux.Run({"new-session", "-d", "-s", "top", "-x", "150", "-y", "60",
@@ -100,7 +131,13 @@ TEST(TopTest, ShowsTheProgramsOpsInATerminalAndQQuits) {
   ASSERT_EQ(started.exit_code, 0) << started.err;
   const std::string screen = tmux.AwaitScreen("aten::mul");
   EXPECT_TRUE(absl::StrContains(screen, "nrtprof top - ")) << screen;
-  EXPECT_TRUE(absl::StrContains(screen, " rmsnorm (rank 5) ")) << screen;  // the process
+  // The processes: each with its rank and job; the named job cut to the screen's 150 columns.
+  EXPECT_TRUE(absl::StrContains(screen, " RANK  DEVICE TIME    BUSY  RUNTIME CALLS  JOB\n"))
+      << screen;
+  EXPECT_TRUE(absl::EndsWith(ProcessRow(screen, "5"), absl::StrCat("  ", kRootCommId))) << screen;
+  const std::string cut = ProcessRow(screen, "6");
+  EXPECT_TRUE(absl::EndsWith(cut, absl::StrCat("  ", long_job.substr(0, 68), "..."))) << screen;
+  EXPECT_LE(cut.size() + 9, 150u) << screen;
   EXPECT_TRUE(absl::StrContains(screen, "aten_mul_square")) << screen;  // a model
   EXPECT_TRUE(absl::StrContains(screen, "aten::rsqrt")) << screen;      // an op
   EXPECT_TRUE(absl::StrContains(screen, "q quits")) << screen;
@@ -124,6 +161,8 @@ TEST(TopTest, PipedItPrintsPlainBlocksAndStops) {
   ASSERT_NE(first, std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nrtprof top - ", first + 1), std::string::npos) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\naten::mul ")) << r.out;
+  // The process's rank and job, whole.
+  EXPECT_TRUE(absl::EndsWith(ProcessRow(r.out, "5"), absl::StrCat("  ", kRootCommId))) << r.out;
   EXPECT_EQ(r.err, "");
 }
 
