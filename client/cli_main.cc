@@ -120,7 +120,9 @@ const std::vector<Command>& Commands() {
        {"limit", "noise_floor"},
        "Each collective is matched across the ranks (the processes that scheduled it) by its\n"
        "queue and number; a rank's number is RANK in its environment (as torchrun sets it) or\n"
-       "its command line's --rank N (--local_rank N), else ranks are numbered by host and pid.\n"
+       "another launcher's (NEURON_PJRT_PROCESS_INDEX, OMPI_COMM_WORLD_RANK, PMI_RANK,\n"
+       "SLURM_PROCID), or its command line's --rank N (--local_rank N), else ranks are\n"
+       "numbered by host and pid.\n"
        "Exits 1 for a capture without collectives. A collective whose ranks all arrived within\n"
        "--noise_floor (default 50us; a merged capture adds its hosts' clock error) has no late\n"
        "rank; the slowest rank is said not to stand out when a balanced job's ranks would be\n"

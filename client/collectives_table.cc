@@ -58,8 +58,12 @@ CollectivesTable MakeCollectivesTable(const daemon::CollectivesAnalysis& a) {
   t.heading = absl::StrFormat(
       "%zu ranks on %s, %zu collectives; ranks %s. Times from the first arrival.", a.members.size(),
       hosts.empty() ? "one host" : hosts, a.instances.size(),
-      a.ranks_said ? "as each process said (RANK, --rank N)"
-                   : "numbered by host and pid (a process said no rank: RANK, --rank N)");
+      // Where a rank comes from, the first found (docs/running.md, "Ranks"): RANK, else the
+      // other launchers' variables the shim reads (NEURON_PJRT_PROCESS_INDEX, OMPI_COMM_WORLD_RANK,
+      // PMI_RANK, SLURM_PROCID), else the command line.
+      a.ranks_said ? "as each process said (RANK or another launcher's rank variable, --rank N)"
+                   : "numbered by host and pid (a process said no rank: RANK or another "
+                     "launcher's rank variable, --rank N)");
   for (const daemon::CollectiveInstance& c : a.instances) {
     const size_t ranks = c.arrivals.size() + c.missing.size();
     std::string last = Rank(a, c.last);

@@ -20,7 +20,8 @@
 namespace nrtprof::cli {
 
 struct CollectivesTable {
-  // "4 ranks on vm, 5 collectives; ranks as each process said (RANK, --rank N). Times from the first arrival."
+  // "4 ranks on vm, 5 collectives; ranks as each process said (RANK or another launcher's rank
+  // variable, --rank N). Times from the first arrival."
   std::string heading;
   // step, collective, ranks, skew, last rank, could start, ended, the last rank before it
   // arrived: one row per collective, in the order they could start.

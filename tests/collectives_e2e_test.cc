@@ -40,6 +40,10 @@ using testing::TempDir;
 // machine's scheduling makes a rank (20 ms was not, under three of these tests at once).
 constexpr char kHostStall[] = "100";
 constexpr uint64_t kHostStallNs = 100'000'000;
+// The table's first line when every rank said its number: RANK (as torchrun and cc_job give
+// it) or another launcher's variable, or --rank N on its command line.
+constexpr char kRanksSaid[] =
+    "ranks as each process said (RANK or another launcher's rank variable, --rank N)";
 
 std::map<std::string, std::string> JobEnv(const std::string& timeout_ms = "") {
   std::map<std::string, std::string> env = {
@@ -245,7 +249,7 @@ TEST_F(CollectivesE2eTest, ThePythonJobsSlowRankIsNamedWithItsCause) {
   const Result c = Collectives(out);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_TRUE(absl::StartsWith(c.out, "4 ranks on ")) << c.out;
-  EXPECT_TRUE(absl::StrContains(c.out, "ranks as each process said (RANK, --rank N)")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, kRanksSaid)) << c.out;
   EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(5, "3")) << c.out;
   const std::string slowest = LineStarting(c.out, "Slowest rank: ");
   EXPECT_TRUE(absl::StartsWith(slowest, "Slowest rank: 3 (")) << c.out;
@@ -266,7 +270,7 @@ TEST_F(CollectivesE2eTest, TorchrunsRanksAreNumberedByTheirEnvironment) {
   const Result c = Collectives(out);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_TRUE(absl::StartsWith(c.out, "3 ranks on ")) << c.out;
-  EXPECT_TRUE(absl::StrContains(c.out, "ranks as each process said (RANK, --rank N)")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, kRanksSaid)) << c.out;
   EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(4, "1")) << c.out;
   EXPECT_TRUE(absl::StartsWith(LineStarting(c.out, "Slowest rank: "), "Slowest rank: 1 ("))
       << c.out;
@@ -308,7 +312,7 @@ TEST_F(CollectivesE2eTest, SixtyFourRanksAsProcessesNameTheSlowOne) {
   const Result c = Collectives(out);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_TRUE(absl::StartsWith(c.out, "64 ranks on ")) << c.out;
-  EXPECT_TRUE(absl::StrContains(c.out, "ranks as each process said (RANK, --rank N)")) << c.out;
+  EXPECT_TRUE(absl::StrContains(c.out, kRanksSaid)) << c.out;
   EXPECT_EQ(LastRanks(c.out), std::vector<std::string>(3, "37")) << c.out;
   std::vector<std::vector<std::string>> instances, stragglers;
   CommandCells(c.out, &instances, &stragglers);
