@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -584,6 +585,54 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
   // trace.json: as many entries (their correlation ids and flow ids are numbered part by part).
   EXPECT_EQ(JsonLinesWithout(parts.output_dir() + "/trace.json", "parts-a").size(),
             JsonLinesWithout(whole.output_dir() + "/trace.json", "whole-a").size());
+}
+
+// A process's device clock maps to the host's with some error (its sync points are two clocks
+// read one after the other; a thread preempted between the readings moves them apart). The
+// correlator allows for it (kCauseSlackNs); a look back read in parts must too. Here every
+// device event maps `skew_ns` earlier than it ran, so each iteration's first execution (3.4 us
+// after its range began) maps before the range: a part cut at that range's start must still
+// keep the execution with its call.
+TEST(CaptureStreamTest, ALookBackInPartsKeepsEachExecutionWithItsCallThoughTheClocksDisagree) {
+  const std::unique_ptr<TraceSink> files = EveryFile();
+  auto capture_last = [&](uint64_t part_events, int64_t skew_ns, const std::string& id,
+                          CountingSink* sink) {
+    CollectorOptions options;
+    options.output_root = TempDir("capture_stream_skew");
+    options.flight_recorder = true;
+    options.past_part_events = part_events;
+    options.past_part_device_settle_ns = 10'000'000;  // the synthetic device events come at once
+    CollectorCore core(options, sink, SystemClock());
+    bench::SyntheticProcessOptions p;
+    p.pid = 600;
+    p.threads = 2;
+    p.start_ns = 7'000'000'000;
+    bench::SyntheticProcess process(p);
+    EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
+    nrtprof::EventBatch batch;
+    for (int b = 0; b < 25; ++b) {
+      process.NextBatch(200, /*final=*/false, &batch);
+      for (nrtprof::DeviceClockSync& sync : *batch.mutable_clock_syncs()) {
+        sync.set_host_monotonic_ns(sync.host_monotonic_ns() - skew_ns);
+      }
+      EXPECT_TRUE(core.OnBatch(1, batch).ok());
+    }
+    return LookBackAnHour(&core, id);
+  };
+  for (int64_t skew_ns : {int64_t{5'000}, int64_t{50'000}}) {
+    SCOPED_TRACE(skew_ns);
+    CountingSink whole_sink(files.get()), parts_sink(files.get());
+    const std::string whole_id = absl::StrCat("whole-", skew_ns);
+    const std::string parts_id = absl::StrCat("parts-", skew_ns);
+    const nrtprof::CaptureFiles whole = capture_last(0, skew_ns, whole_id, &whole_sink);
+    const nrtprof::CaptureFiles parts = capture_last(1000, skew_ns, parts_id, &parts_sink);
+    EXPECT_GE(parts_sink.later_parts, 3) << "read in several parts";
+    EXPECT_EQ(parts.events(), whole.events());
+    EXPECT_FALSE(absl::StrContains(whole.summary_text(), "Uncorrelated")) << whole.summary_text();
+    EXPECT_FALSE(absl::StrContains(parts.summary_text(), "Uncorrelated")) << parts.summary_text();
+    EXPECT_EQ(parts.summary_text(),
+              absl::StrReplaceAll(whole.summary_text(), {{whole_id, parts_id}}));
+  }
 }
 
 // A look back over one process of two threads (25 batches of about 200 events) with the

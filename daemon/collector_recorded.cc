@@ -14,6 +14,7 @@
 #include "daemon/spool_replay.h"
 #include "trace/step_window.h"
 #include "trace/summary.h"
+#include "trace/trace_model.h"
 #include "daemon/wire_events.h"
 #include "google/protobuf/arena.h"
 
@@ -80,12 +81,17 @@ constexpr uint64_t kMaxPartModelBytes = 16 << 20;
 // range). The thread's device work before T has come once each NeuronCore it used (every core,
 // if none of its device work has come yet) has sent an event from past_part_device_settle_ns
 // after T: a core's events come in its order, and a fetch of the runtime's system trace brings
-// every core's up to its time. Device work
-// goes with the thread that submitted it, so each part holds its calls' executions and their work.
-// Once device events of a thread never seen between outermost ranges come (or device events
-// before any clock point), the rest of the process is one part. The parts are matched alone:
-// one whose counts disagree falls back to containment alone, where the whole process would have
-// for all of its thread.
+// every core's up to its time. Device work goes with the thread that submitted it, so each part
+// holds its calls' executions and their work. Which side of T an execution is on is not read
+// from its time alone: mapped to the host's clock it may be off by the mapping's error
+// (kCauseSlackNs), and a range's first call starts its execution a microsecond or so after the
+// range began. A part takes as many of the thread's executions, in start order, as its
+// nrt_execute calls before T ran (the correlator pairs them so), the work inside each going
+// with it, where that count puts the boundary within the mapping's error of T; time decides
+// otherwise (events lost, outcomes uncertain). Once device events of a thread never seen
+// between outermost ranges come (or device events before any clock point), the rest of the
+// process is one part. The parts are matched alone: one whose counts disagree falls back to
+// containment alone, where the whole process would have for all of its thread.
 class CollectorCore::PartReader {
  public:
   PartReader(CollectorCore* core, const Capture* capture, const Recorded& recorded,
@@ -142,13 +148,24 @@ class CollectorCore::PartReader {
   // Per thread and core, what decides a cut, kept from one attempt to the next: each attempt
   // reads only the events that came since. Threads and cores are few: looked up by a scan, the
   // one found last first.
+  struct ExecuteCall {
+    uint64_t start_ns;
+    uint32_t runs;  // executions it ran; kUncertainRuns: it reported an error
+  };
+  static constexpr uint32_t kUncertainRuns = UINT32_MAX;
   struct Thread {
     uint32_t tid = 0;
-    std::vector<uint64_t> outermost;  // starts of its depth-0 ranges not yet in a part
-    std::vector<int32_t> cores;       // where its device work ran
-    uint64_t cut = 0;                 // this attempt's: its events before it settle; 0: none
-    bool ever_outermost = false;      // it had a depth-0 range
+    std::vector<uint64_t> outermost;         // starts of its depth-0 ranges not yet in a part
+    std::vector<int32_t> cores;              // where its device work ran
+    std::vector<ExecuteCall> execute_calls;  // its nrt_execute calls not yet in a part
+    std::vector<uint64_t> executions;        // host starts of its executions not yet in a part
+    // This attempt's: its host events before `cut` settle (0: none), its executions and the
+    // work inside them before `execution_cut`, its other device events before `device_cut`.
+    uint64_t cut = 0, execution_cut = 0, device_cut = 0;
+    bool ever_outermost = false;  // it had a depth-0 range
   };
+  // What decides an event's part (kind_): its thread's cut, execution_cut or device_cut.
+  enum Kind : uint8_t { kHost, kExecution, kOtherDevice };
   struct Core {
     int32_t nc_idx = 0;
     uint64_t latest = 0;  // its latest device event's start
@@ -161,7 +178,8 @@ class CollectorCore::PartReader {
     for (last_thread_ = 0; last_thread_ < threads_.size(); ++last_thread_) {
       if (threads_[last_thread_].tid == tid) return threads_[last_thread_];
     }
-    threads_.push_back({tid, {}, {}, 0, false});
+    threads_.push_back(Thread());
+    threads_.back().tid = tid;
     return threads_.back();
   }
 
@@ -174,6 +192,19 @@ class CollectorCore::PartReader {
     return cores_.back();
   }
 
+  // Whether an execution so named is a collective's (trace_model.h): a few names, each looked
+  // up once it has come.
+  bool CollectiveName(uint32_t name_iid) {
+    for (const auto& [iid, collective] : execution_names_) {
+      if (iid == name_iid) return collective;
+    }
+    const std::string* name = replay_->interned(name_iid);
+    if (name == nullptr) return false;
+    const bool collective = *name == kCcExecBarrier || *name == kCcRunning;
+    execution_names_.emplace_back(name_iid, collective);
+    return collective;
+  }
+
   // The events before each thread's cut, if they are enough for a part.
   std::optional<ProcessCapture> Cut() {
     const IngestedEvents& events = replay_->capture_events();
@@ -182,12 +213,19 @@ class CollectorCore::PartReader {
     std::optional<ClockMap> clock;
     host_.resize(events.size());
     thread_.resize(events.size());
+    kind_.resize(events.size());
     for (size_t i = scanned_; i < events.size(); ++i) {
       const IngestedEvent& e = events[i];
       host_[i] = e.start_ns;
+      kind_[i] = kHost;
       Thread& thread = ThreadOf(e.tid);
       thread_[i] = static_cast<uint8_t>(std::min<size_t>(&thread - threads_.data(), kManyThreads));
       if (e.kind == nrtprof::EVENT_RANGE && e.depth == 0) thread.outermost.push_back(e.start_ns);
+      if (e.kind == nrtprof::EVENT_API_CALL && (e.function == nrtprof::API_NRT_EXECUTE ||
+                                                e.function == nrtprof::API_NRT_EXECUTE_REPEAT)) {
+        thread.execute_calls.push_back(
+            {e.start_ns, e.status == 0 ? std::max<uint32_t>(e.repeat, 1) : kUncertainRuns});
+      }
       if (e.kind != nrtprof::EVENT_DEVICE_EXEC && e.kind != nrtprof::EVENT_DEVICE_OP &&
           e.kind != nrtprof::EVENT_DEVICE_DMA) {
         continue;
@@ -198,6 +236,15 @@ class CollectorCore::PartReader {
           sliceable_ = false;  // no clock point yet: read it whole, as the correlator counts it
           return std::nullopt;
         }
+      }
+      // An asynchronous request's work is matched by its number, and a collective's by its
+      // own calls, not in order with nrt_execute's: time decides.
+      if (e.nrta_seq == 0 &&
+          (e.kind != nrtprof::EVENT_DEVICE_EXEC || !CollectiveName(e.name_iid))) {
+        const bool execution = e.kind == nrtprof::EVENT_DEVICE_EXEC && e.device.parent == 0;
+        if (execution) thread.executions.push_back(host_[i]);
+        kind_[i] =
+            execution || e.device.parent != 0 || e.device.exec != 0 ? kExecution : kOtherDevice;
       }
       Core& core = CoreOf(e.nc_idx);
       core.latest = std::max(core.latest, host_[i]);
@@ -231,15 +278,25 @@ class CollectorCore::PartReader {
         if (start <= bound) t.cut = std::max(t.cut, start);
       }
     }
+    for (Thread& t : threads_) CutDevice(&t);
     // By thread_, not the events' own 120 bytes each, read again on every attempt: they were
     // most of the attempt's time (cache misses).
-    uint64_t cuts[kManyThreads];
-    for (size_t t = 0; t < threads_.size() && t < kManyThreads; ++t) cuts[t] = threads_[t].cut;
+    uint64_t cuts[kManyThreads][3];
+    for (size_t t = 0; t < threads_.size() && t < kManyThreads; ++t) {
+      cuts[t][kHost] = threads_[t].cut;
+      cuts[t][kExecution] = threads_[t].execution_cut;
+      cuts[t][kOtherDevice] = threads_[t].device_cut;
+    }
     settled_.assign(events.size(), 0);
     size_t n = 0;
     for (size_t i = 0; i < events.size(); ++i) {
-      const uint64_t cut =
-          thread_[i] != kManyThreads ? cuts[thread_[i]] : ThreadOf(events[i].tid).cut;
+      uint64_t cut = 0;
+      if (thread_[i] != kManyThreads) {
+        cut = cuts[thread_[i]][kind_[i]];
+      } else {
+        const Thread& t = ThreadOf(events[i].tid);
+        cut = kind_[i] == kHost ? t.cut : kind_[i] == kExecution ? t.execution_cut : t.device_cut;
+      }
       const bool settled = host_[i] < cut;
       settled_[i] = settled;
       n += settled;
@@ -251,18 +308,66 @@ class CollectorCore::PartReader {
     for (size_t i = 0; i < settled_.size(); ++i) {
       if (settled_[i] == 0) {
         host_[kept] = host_[i];
+        kind_[kept] = kind_[i];
         thread_[kept++] = thread_[i];
       }
     }
     host_.resize(kept);
     thread_.resize(kept);
+    kind_.resize(kept);
     scanned_ = kept;
     for (Thread& t : threads_) {
       t.outermost.erase(std::remove_if(t.outermost.begin(), t.outermost.end(),
                                        [&](uint64_t start) { return start < t.cut; }),
                         t.outermost.end());
+      t.execute_calls.erase(
+          std::remove_if(t.execute_calls.begin(), t.execute_calls.end(),
+                         [&](const ExecuteCall& c) { return c.start_ns < t.cut; }),
+          t.execute_calls.end());
+      t.executions.erase(std::remove_if(t.executions.begin(), t.executions.end(),
+                                        [&](uint64_t start) { return start < t.execution_cut; }),
+                         t.executions.end());
     }
     return part;
+  }
+
+  // Where thread `t`'s device events are cut, given its host events' cut: its executions and
+  // the work inside them after as many executions as its nrt_execute calls before the cut ran,
+  // when that count agrees with time within the clock mapping's error; its other device work
+  // at the cut, or before it if the first execution past the count maps before it. Otherwise
+  // all at the cut, by time alone.
+  void CutDevice(Thread* t) {
+    t->execution_cut = t->device_cut = t->cut;
+    if (t->cut == 0) return;
+    uint64_t runs = 0;
+    for (const ExecuteCall& c : t->execute_calls) {
+      if (c.start_ns >= t->cut) continue;
+      if (c.runs == kUncertainRuns) return;
+      runs += c.runs;
+    }
+    if (runs == 0) return;
+    std::vector<uint64_t>& executions = t->executions;
+    if (!std::is_sorted(executions.begin(), executions.end())) {
+      std::sort(executions.begin(), executions.end());
+    }
+    // Executions before every call still here are not theirs (a look back's first ones, whose
+    // calls were before the window): they are not counted.
+    uint64_t first_call = UINT64_MAX;
+    for (const ExecuteCall& c : t->execute_calls) first_call = std::min(first_call, c.start_ns);
+    size_t skip = 0;
+    while (skip < executions.size() && executions[skip] + kCauseSlackNs < first_call) ++skip;
+    if (runs > executions.size() - skip) return;
+    // The part's last execution, and the one after it (if it has come).
+    const uint64_t last = executions[skip + runs - 1];
+    if (last >= t->cut + kCauseSlackNs) return;
+    if (skip + runs == executions.size()) {
+      t->execution_cut = std::max(t->cut, last + 1);
+      return;
+    }
+    const uint64_t next = executions[skip + runs];
+    if (next + kCauseSlackNs < t->cut) return;
+    t->execution_cut = next;
+    t->device_cut = std::min(t->cut, next);
   }
 
   CollectorCore* const core_;
@@ -280,6 +385,7 @@ class CollectorCore::PartReader {
   uint64_t next_attempt_;
   std::vector<Thread> threads_;
   std::vector<Core> cores_;
+  std::vector<std::pair<uint32_t, bool>> execution_names_;  // CollectiveName's
   size_t last_thread_ = 0, last_core_ = 0;
   size_t scanned_ = 0;  // events read by Cut so far
   // By event: its start on the host's clock, and its thread's index in threads_ (kManyThreads
@@ -287,6 +393,7 @@ class CollectorCore::PartReader {
   static constexpr size_t kManyThreads = 255;
   std::vector<uint64_t> host_;
   std::vector<uint8_t> thread_;
+  std::vector<uint8_t> kind_;     // Kind
   std::vector<uint8_t> settled_;  // Cut's, by event: it goes in the part
 };
 

@@ -122,6 +122,11 @@ class ProcessIngest {
   // The events collected for the capture so far, in arrival order, and the clock points.
   const IngestedEvents& capture_events() const { return events_; }
   const std::vector<ClockSyncPoint>& clock_syncs() const { return clock_syncs_; }
+  // The text the process interned as `iid`, or null if none came.
+  const std::string* interned(uint32_t iid) const {
+    auto s = strings_.find(iid);
+    return s != strings_.end() ? &s->second : nullptr;
+  }
   // The bytes of the model files kept (IngestedModel), which every part of a capture copies.
   uint64_t model_bytes() const { return model_bytes_; }
 
