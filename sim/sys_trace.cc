@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/clock.h"
 
 namespace nrtsim {
 namespace {
@@ -29,6 +30,15 @@ uint64_t ReadClock(clockid_t id) {
   timespec ts;
   clock_gettime(id, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The host's wall clock less its monotonic one, which maps the device clock's times to the wall
+// clock's in every document: of three pairs of readings, the one read closest together, as the
+// shim reads its own (a pair read across a preemption moved every event by half the gap, and
+// device work to the wrong side of the host range it ran in: capture_test's look back in parts).
+int64_t RealtimeMinusMonotonicNs() {
+  return nrtprof::RealtimeOffsetNs(
+      [](clockid_t id) { return static_cast<int64_t>(ReadClock(id)); });
 }
 
 // Writes an event's text into room its caller made (EventJsonBound): literals, plain strings and
@@ -393,8 +403,7 @@ SysTrace::SysTrace(uint32_t num_cores, int64_t device_clock_offset_ns)
   for (Capture& c : captures_) {
     for (uint32_t i = 0; i < num_cores; ++i) c.rings.push_back(std::make_unique<Ring>());
   }
-  realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
-                                     static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
+  realtime_minus_monotonic_ns_.store(RealtimeMinusMonotonicNs());
 }
 
 absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
@@ -414,8 +423,7 @@ absl::Status SysTrace::Start(const TraceCaptureConfig& config) {
     // One clock reading while any capture is on: another reader's events recorded from now on
     // keep the host times its capture started with.
     if (!Recording()) {
-      realtime_minus_monotonic_ns_.store(static_cast<int64_t>(ReadClock(CLOCK_REALTIME)) -
-                                         static_cast<int64_t>(ReadClock(CLOCK_MONOTONIC)));
+      realtime_minus_monotonic_ns_.store(RealtimeMinusMonotonicNs());
     }
   }
   for (uint32_t nc = 0; nc < num_cores_; ++nc) {

@@ -16,26 +16,6 @@ int64_t ReadClock(clockid_t id) {
 
 }  // namespace
 
-int64_t RealtimeOffsetNs(int64_t (*read_clock)(clockid_t)) {
-  // Two readings of CLOCK_MONOTONIC around one of CLOCK_REALTIME: the gap between them bounds
-  // the error of the pair. A thread preempted between two readings (a busy host) has a gap of
-  // milliseconds, and every device event of the document would move by half of it: of a few
-  // tries, the pair of the smallest gap.
-  constexpr int kTries = 3;
-  int64_t best_gap = INT64_MAX;
-  int64_t offset = 0;
-  for (int i = 0; i < kTries; ++i) {
-    const int64_t a = read_clock(CLOCK_MONOTONIC);
-    const int64_t real = read_clock(CLOCK_REALTIME);
-    const int64_t b = read_clock(CLOCK_MONOTONIC);
-    if (b - a < best_gap) {
-      best_gap = b - a;
-      offset = real - (a + (b - a) / 2);
-    }
-  }
-  return offset;
-}
-
 namespace {
 
 // Counts what a refused document held, as well as can be said of text that is not JSON.

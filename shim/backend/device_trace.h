@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "shim/backend/proto_lite/nrtprof.pb.h"
 #include "shim/backend/string_table.h"
 #include "shim/backend/sys_trace_reader.h"
@@ -79,10 +80,7 @@ struct DeviceTraceOutput {
   size_t event_count() const { return encode ? encoded_events.size() : events.size(); }
 };
 
-// CLOCK_REALTIME - CLOCK_MONOTONIC now (the runtime stamps its events on the first, the shim its
-// records on the second), from the readings of `read_clock` (clock_gettime's, or a test's)
-// with the least time between them.
-int64_t RealtimeOffsetNs(int64_t (*read_clock)(clockid_t));
+// (The offset of the runtime's clock to the shim's: RealtimeOffsetNs, common/clock.h.)
 
 class DeviceTraceParser {
  public:
