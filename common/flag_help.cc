@@ -33,12 +33,13 @@ std::string Invocation(const absl::CommandLineFlag& flag) {
                       word.empty() ? "" : " ", word);
 }
 
-std::string Description(const absl::CommandLineFlag& flag) {
+// `help`: the flag's help string, its definition's or one given in its place.
+std::string Description(const absl::CommandLineFlag& flag, const std::string& help) {
   const std::string fallback = flag.IsOfType<bool>() ? "false" : "";
   const std::string default_value = flag.DefaultValue();
   // A help string that says its default itself knows it better (-1 for "not given", say).
-  if (default_value == fallback || absl::StrContains(flag.Help(), "(default")) return flag.Help();
-  return absl::StrCat(flag.Help(), " (default: ", default_value, ")");
+  if (default_value == fallback || absl::StrContains(help, "(default")) return help;
+  return absl::StrCat(help, " (default: ", default_value, ")");
 }
 
 // `text` as lines of at most `width` columns, the first after `first` (padded to `indent`
@@ -86,6 +87,12 @@ std::string FlagValueWord(const absl::CommandLineFlag& flag) {
 }
 
 std::string FlagHelpLines(const std::vector<const absl::CommandLineFlag*>& flags, size_t width) {
+  return FlagHelpLines(flags, {}, width);
+}
+
+std::string FlagHelpLines(const std::vector<const absl::CommandLineFlag*>& flags,
+                          const std::map<std::string, std::string, std::less<>>& help,
+                          size_t width) {
   size_t column = 0;
   for (const absl::CommandLineFlag* flag : flags) {
     column = std::max(column, Invocation(*flag).size() + 2);
@@ -93,7 +100,10 @@ std::string FlagHelpLines(const std::vector<const absl::CommandLineFlag*>& flags
   column = std::min(column, kMaxHelpColumn);
   std::string out;
   for (const absl::CommandLineFlag* flag : flags) {
-    out += Wrap(Invocation(*flag), Description(*flag), column, width);
+    const auto given = help.find(flag->Name());
+    out +=
+        Wrap(Invocation(*flag),
+             Description(*flag, given != help.end() ? given->second : flag->Help()), column, width);
   }
   return out;
 }

@@ -7,6 +7,8 @@
 #define NRTPROF_COMMON_FLAG_HELP_H_
 
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,14 @@ std::string FlagValueWord(const absl::CommandLineFlag& flag);
 // single word is). "(default: D)" is left out when the default is empty, for bools that
 // default to false, and when the help string says its default itself ("(default ...").
 std::string FlagHelpLines(const std::vector<const absl::CommandLineFlag*>& flags,
+                          size_t width = 100);
+
+// The same, with the help string of some flags (by name) given here in place of their
+// definitions': a flag that several commands share is defined once, its help written for one of
+// them, and another command's --help says what the flag does there. "(default: D)" is added to
+// these as to the others.
+std::string FlagHelpLines(const std::vector<const absl::CommandLineFlag*>& flags,
+                          const std::map<std::string, std::string, std::less<>>& help,
                           size_t width = 100);
 
 // Every flag defined (ABSL_FLAG) in the source file `file` (as __FILE__ names it), sorted by

@@ -64,6 +64,18 @@ TEST(FlagHelp, OneAlignedEntryPerFlagWithItsDefault) {
       << help;
 }
 
+// A flag shared by several commands: the help given for one command takes the place of its
+// definition's, with the default added as to any other; the flags without one keep their own.
+TEST(FlagHelp, AGivenHelpTakesTheDefinitionsPlace) {
+  const std::string help =
+      FlagHelpLines({FlagDefinedIn(__FILE__, "where"), FlagDefinedIn(__FILE__, "every")},
+                    {{"every", "how often this command looks"}});
+  EXPECT_EQ(help,
+            "  --where STRING  the folder to write to\n"
+            "  --every D       how often this command looks (default: 2s)\n")
+      << help;
+}
+
 TEST(FlagHelp, LongHelpIsWrappedUnderItsColumn) {
   const absl::CommandLineFlag* bytes = FlagDefinedIn(__FILE__, "bytes");
   const absl::CommandLineFlag* verbose = FlagDefinedIn(__FILE__, "verbose");
