@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -29,8 +30,10 @@ constexpr char kVersion[] = "0.1.0";
 struct Command {
   const char* name;
   int (*run)(int argc, char** argv);
-  const char* usage;  // one line after "nrtprof ": the synopsis
-  const char* what;   // one line: what it is for
+  // The synopsis, after "nrtprof ", and what it is for: each line at most 85 columns (its
+  // line breaks are indented in --help and `nrtprof help`, which stay within 100).
+  const char* usage;
+  const char* what;
   // The flags it takes (absl's names), in the order its --help lists them; their help lines
   // are generated from their ABSL_FLAG definitions (common/flag_help.h).
   std::vector<const char*> flags;
@@ -45,7 +48,7 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"run", RunCommand,
-       "run [--out DIR] [--files KINDS] [--stacks N] [--device-profile] "
+       "run [--out DIR] [--files KINDS] [--stacks N] [--device-profile]\n"
        "[--mode best_effort|lossless] [--quiet] [--addr ADDRESS ...] [--] CMD ARGS...",
        "run CMD under the profiler and print where its device time went",
        {"out", "files", "stacks", "device_profile", "mode", "quiet", NRTPROF_DAEMON_FLAGS},
@@ -57,8 +60,8 @@ const std::vector<Command>& Commands() {
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
        true},
       {"capture", CaptureCommand,
-       "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K] "
-       "[--step_timeout T]) [--pid PID]... [--out DIR] [--files KINDS] [--stacks N] [--quiet] "
+       "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]\n"
+       "[--step_timeout T]) [--pid PID]... [--out DIR] [--files KINDS] [--stacks N] [--quiet]\n"
        "[--addr ADDRESS ...]",
        "record the programs streaming to a standing daemon (Ctrl-C ends it early)",
        {"duration", "last", "iterations", "step_multiple", "step_timeout", "pid", "out", "files",
@@ -74,7 +77,7 @@ const std::vector<Command>& Commands() {
        "  nrtprof capture --hosts trn1:50051,trn2:50051 --tls_ca ca.pem --token_file token \\\n"
        "      --iterations 3 --step_multiple 100 --out step-1200\n"},
       {"summary", SummaryCommand,
-       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N] "
+       "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]\n"
        "[--from-trace]",
        "the key_averages table of a capture, re-sorted or re-formatted",
        {"sort", "format", "limit", "from_trace"},
@@ -115,7 +118,7 @@ const std::vector<Command>& Commands() {
        "                            (default: CAPTURE_DIR/profile.pb.gz, or profile.folded)\n"},
       {"collectives", CollectivesCommand,
        "collectives CAPTURE_DIR [--limit N] [--noise_floor DURATION]",
-       "a distributed job's collectives: per collective the arrival skew and the last rank, "
+       "a distributed job's collectives: per collective the arrival skew and the last rank,\n"
        "which rank is slow and what it was doing",
        {"limit", "noise_floor"},
        "Each collective is matched across the ranks (the processes that scheduled it) by its\n"
@@ -153,10 +156,12 @@ const std::vector<Command>& Commands() {
        "  nrtprof captures\n"
        "  nrtprof captures --addr unix:/run/nrtprof/nrtprofd.sock\n"},
       {"fleet", FleetCommand,
-       "fleet top [--since 1h] [--by op|model|host|process|rank] [--where KEY=VALUE]... "
-       "[--limit N] [--format text|csv|json] | fleet export [--since 1h] [--where KEY=VALUE]... "
-       "[--format pprof|collapsed] -o FILE | fleet query \"SQL\"  [--clickhouse_url URL ...]",
-       "the fleet store (ClickHouse, filled by nrtprofd --clickhouse_url): what spent the most "
+       "fleet top [--since 1h] [--by op|model|host|process|rank] [--where KEY=VALUE]...\n"
+       "  [--limit N] [--format text|csv|json]\n"
+       "| fleet export [--since 1h] [--where KEY=VALUE]... [--format pprof|collapsed] -o FILE\n"
+       "| fleet query \"SQL\"\n"
+       "  (each with [--clickhouse_url URL ...])",
+       "the fleet store (ClickHouse, filled by nrtprofd --clickhouse_url): what spent the most\n"
        "device time across hosts",
        {"since", "by", "where", "limit", "format", "o", "clickhouse_url", "clickhouse_database",
         "clickhouse_user", "clickhouse_password_file"},
@@ -169,24 +174,33 @@ const std::vector<Command>& Commands() {
        "  nrtprof fleet top --clickhouse_url http://clickhouse:8123 --since 1h --limit 10\n"
        "  nrtprof fleet top --by model --where host=trn1-07 --format csv\n"
        "  nrtprof fleet top --by rank --since 1h   # the ranks that made the others wait\n"
-       "  nrtprof fleet export --since 1h --format pprof -o fleet.pb.gz   # model > op stacks, "
-       "host and pid labels\n"
+       "  nrtprof fleet export --since 1h -o fleet.pb.gz   # model > op stacks, host and pid "
+       "labels\n"
        "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n"},
   };
   return kCommands;
+}
+
+// `text` with each line after the first indented by `indent` spaces.
+std::string Indented(absl::string_view text, size_t indent) {
+  return absl::StrJoin(absl::StrSplit(text, '\n'), "\n" + std::string(indent, ' '));
 }
 
 // `nrtprof COMMAND --help`: the synopsis, the flags from their definitions, the notes.
 void PrintCommandHelp(const Command& c) {
   std::vector<const absl::CommandLineFlag*> flags;
   for (const char* name : c.flags) flags.push_back(absl::FindCommandLineFlag(name));
-  printf("usage: nrtprof %s\n%s\n\nflags:\n%s\n%s", c.usage, c.what,
+  printf("usage: nrtprof %s\n%s\n\nflags:\n%s\n%s",
+         Indented(c.usage, strlen("usage: nrtprof ")).c_str(), c.what,
          c.flag_lines != nullptr ? c.flag_lines : FlagHelpLines(flags).c_str(), c.notes);
 }
 
 void PrintUsage(FILE* out) {
   fprintf(out, "usage: nrtprof COMMAND [FLAGS]   (nrtprof COMMAND --help for one)\n\ncommands:\n");
-  for (const Command& c : Commands()) fprintf(out, "  nrtprof %s\n      %s\n", c.usage, c.what);
+  for (const Command& c : Commands()) {
+    fprintf(out, "  nrtprof %s\n      %s\n", Indented(c.usage, strlen("  nrtprof ")).c_str(),
+            Indented(c.what, 6).c_str());
+  }
   fprintf(out, "  nrtprof --version\n");
 }
 
