@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,7 +45,16 @@ struct Command {
   // Its flags' lines in --help, when a flag it shares with another command means something
   // else to it (export's --format and -o); else they are generated.
   const char* flag_lines = nullptr;
+  // What a flag it shares does in it, by name, where the flag's definition (its help written
+  // for the command that defines it) would say another command's meaning.
+  std::map<std::string, std::string, std::less<>> flag_help = {};
 };
+
+// The help of the flags that reach a standing daemon says nothing of run's private daemon.
+constexpr char kRunAddrHelp[] =
+    "the daemon: unix:/path, /path, or HOST:PORT (TLS: with --tls_ca, and --token_file or "
+    "--tls_cert and --tls_key); default $NRTPROF_ADDR, else the per-user socket if a trusted "
+    "daemon answers there, else a private daemon of run's own";
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
@@ -58,7 +69,7 @@ const std::vector<Command>& Commands() {
        "examples:\n"
        "  nrtprof run -- python3 train.py --epochs 1\n"
        "  nrtprof run --out rmsnorm-naive --stacks 8 ./rmsnorm --variant naive\n",
-       true},
+       true, nullptr, {{"addr", kRunAddrHelp}}},
       {"capture", CaptureCommand,
        "capture (--duration D | --last L [--duration D] | --iterations N [--step_multiple K]\n"
        "[--step_timeout T]) [--pid PID]... [--out DIR] [--files KINDS] [--stacks N] [--quiet]\n"
@@ -75,7 +86,11 @@ const std::vector<Command>& Commands() {
        "  nrtprof capture --duration 10s --pid 4242 --out slow-step\n"
        "  nrtprof capture --iterations 5 --step_multiple 100\n"
        "  nrtprof capture --hosts trn1:50051,trn2:50051 --tls_ca ca.pem --token_file token \\\n"
-       "      --iterations 3 --step_multiple 100 --out step-1200\n"},
+       "      --iterations 3 --step_multiple 100 --out step-1200\n",
+       false, nullptr,
+       {{"out",
+         "the capture's folder (default: the standing daemon's captures folder; --hosts needs "
+         "it)"}}},
       {"summary", SummaryCommand,
        "summary CAPTURE_DIR_OR_FILE [--sort KEY] [--format text|csv|json] [--limit N]\n"
        "[--from-trace]",
@@ -90,7 +105,9 @@ const std::vector<Command>& Commands() {
        {"format", "limit"},
        "examples:\n"
        "  nrtprof diff rmsnorm-naive rmsnorm-compiled\n"
-       "  nrtprof diff before/summary.json after --format csv > change.csv\n"},
+       "  nrtprof diff before/summary.json after --format csv > change.csv\n",
+       false, nullptr,
+       {{"limit", "print only the first N rows (0: all): those whose device time changed most"}}},
       {"report", ReportCommand,
        "report CAPTURE_DIR [-o report.html] [--max_slices N] [--noise_floor DURATION]",
        "one HTML file of a capture to open in a browser: table, chart, timeline, chains",
@@ -132,7 +149,11 @@ const std::vector<Command>& Commands() {
        "last as often by chance.\n\n"
        "examples:\n"
        "  nrtprof collectives job       (after: nrtprof run --out job -- ./launcher ...)\n"
-       "  nrtprof collectives nrtprof-captures/20261203-101500 --limit 20\n"},
+       "  nrtprof collectives nrtprof-captures/20261203-101500 --limit 20\n",
+       false, nullptr,
+       {{"limit",
+         "list only the first N collectives, in the order they could start (0: all); a last "
+         "line counts the rest, and the stragglers are of them all"}}},
       {"top", TopCommand,
        "top [--interval D] [--window D] [--iterations N] [--addr ADDRESS ...]",
        "a live view of the host: processes, models and ops by device time, as top(1) shows",
@@ -140,7 +161,8 @@ const std::vector<Command>& Commands() {
        "On a terminal it redraws one screen and q quits; piped, it prints one block per refresh.\n\n"
        "examples:\n"
        "  nrtprof top\n"
-       "  nrtprof top --interval 1s --iterations 5 > top.txt\n"},
+       "  nrtprof top --interval 1s --iterations 5 > top.txt\n",
+       false, nullptr, {{"iterations", "stop after N refreshes (0: until q or Ctrl-C)"}}},
       {"status", StatusCommand, "status [--json] [--addr ADDRESS ...]",
        "the daemon's address, uptime, processes, events, drops and flight recorder",
        {"json", NRTPROF_DAEMON_FLAGS},
@@ -176,7 +198,13 @@ const std::vector<Command>& Commands() {
        "  nrtprof fleet top --by rank --since 1h   # the ranks that made the others wait\n"
        "  nrtprof fleet export --since 1h -o fleet.pb.gz   # model > op stacks, host and pid "
        "labels\n"
-       "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n"},
+       "  nrtprof fleet query \"SELECT host, sum(device_ns) FROM fleet_ops GROUP BY host\"\n",
+       false, nullptr,
+       {{"limit", "fleet top: print only the first N rows (0: all)"},
+        {"format",
+         "fleet top: text, csv or json (default: text); fleet export: pprof or collapsed "
+         "(default: pprof)"},
+        {"o", "fleet export: the profile, gzipped if it ends in .gz (no default)"}}},
   };
   return kCommands;
 }
@@ -186,13 +214,15 @@ std::string Indented(absl::string_view text, size_t indent) {
   return absl::StrJoin(absl::StrSplit(text, '\n'), "\n" + std::string(indent, ' '));
 }
 
-// `nrtprof COMMAND --help`: the synopsis, the flags from their definitions, the notes.
+// `nrtprof COMMAND --help`: the synopsis, the flags from their definitions (or the command's own
+// help of a shared one), the notes.
 void PrintCommandHelp(const Command& c) {
   std::vector<const absl::CommandLineFlag*> flags;
   for (const char* name : c.flags) flags.push_back(absl::FindCommandLineFlag(name));
   printf("usage: nrtprof %s\n%s\n\nflags:\n%s\n%s",
          Indented(c.usage, strlen("usage: nrtprof ")).c_str(), c.what,
-         c.flag_lines != nullptr ? c.flag_lines : FlagHelpLines(flags).c_str(), c.notes);
+         c.flag_lines != nullptr ? c.flag_lines : FlagHelpLines(flags, c.flag_help).c_str(),
+         c.notes);
 }
 
 void PrintUsage(FILE* out) {

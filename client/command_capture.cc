@@ -39,9 +39,9 @@ ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "how long to record, as 10s, 1m30s or 500ms (at most 24h)");
 ABSL_FLAG(absl::Duration, last, absl::ZeroDuration(),
           "also the time before now, as 30s, from the daemon's flight recorder (at most 24h)");
+// Shared with top, whose --help says its own meaning (cli_main.cc).
 ABSL_FLAG(uint32_t, iterations, 0,
-          "capture: N whole training steps (nrtprof_step) of each process instead of a time "
-          "window; top: stop after N refreshes (0: until q or Ctrl-C)");
+          "N whole training steps (nrtprof_step) of each process instead of a time window");
 ABSL_FLAG(uint32_t, step_multiple, 1,
           "with --iterations: start at the next step number that is a multiple of this, so that "
           "processes in step record the same steps");

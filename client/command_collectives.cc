@@ -18,8 +18,8 @@
 
 ABSL_DECLARE_FLAG(int, limit);  // command_summary.cc
 ABSL_FLAG(absl::Duration, noise_floor, absl::Microseconds(50),
-          "collectives: arrivals this close count as simultaneous (a skew within it has no late "
-          "rank); a merged capture adds its hosts' clock error");
+          "a collective's ranks arriving this close count as simultaneous (a skew within it has "
+          "no late rank); a merged capture adds its hosts' clock error");
 
 namespace nrtprof::cli {
 namespace {

@@ -55,13 +55,14 @@ ABSL_FLAG(std::string, clickhouse_user, "",
           "user)");
 ABSL_FLAG(std::string, clickhouse_password_file, "",
           "file of one line: the ClickHouse user's password (mode 0600)");
-ABSL_FLAG(absl::Duration, since, absl::Hours(1), "how far back fleet top looks (1h, 30m, 2h30m)");
+ABSL_FLAG(absl::Duration, since, absl::Hours(1),
+          "how far back fleet top and fleet export look (1h, 30m, 2h30m)");
 ABSL_FLAG(std::string, by, "op",
           "what fleet top ranks: op, model, host, process (a host's pid and executable) or rank "
           "(the ranks of distributed jobs by what they made the others wait)");
 ABSL_FLAG(std::string, where, "",
-          "fleet top only over rows with KEY=VALUE (host, pid, executable, model, op; with --by "
-          "rank: host, pid, executable, rank, job); repeat for several");
+          "only the rows with KEY=VALUE (host, pid, executable, model, op; fleet top --by rank: "
+          "host, pid, executable, rank, job); repeat for several");
 
 namespace nrtprof::cli {
 namespace {

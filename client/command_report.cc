@@ -32,10 +32,8 @@
 #include "trace/perfetto_trace_reader.h"
 #include "trace/pprof_export.h"
 
-// Shared with export (whose --help says its own -o) and fleet export, hence both meanings here.
-ABSL_FLAG(std::string, o, "",
-          "the file to write. report: the HTML page (default: CAPTURE_DIR/report.html); fleet "
-          "export: the profile, gzipped if it ends in .gz (no default)");
+// Shared with export and fleet export, whose --help each say their own -o (cli_main.cc).
+ABSL_FLAG(std::string, o, "", "the HTML page to write (default: CAPTURE_DIR/report.html)");
 ABSL_FLAG(int64_t, max_slices, 200'000,
           "slices the timeline draws one by one; past them it draws each lane's busy time, and "
           "the page says so");

@@ -34,9 +34,8 @@
 #include "common/address.h"
 #include "grpcpp/grpcpp.h"
 
-ABSL_FLAG(std::string, out, "",
-          "the capture's folder (default: ./nrtprof-captures/CAPTURE_ID; nrtprof capture from "
-          "one standing daemon: that daemon's captures folder)");
+// Shared with capture, whose --help says its own default (cli_main.cc).
+ABSL_FLAG(std::string, out, "", "the capture's folder (default: ./nrtprof-captures/CAPTURE_ID)");
 ABSL_FLAG(int, stacks, -1,
           "call-stack depth recorded for each runtime call, 0 (off) to 64 (default: "
           "$NRTPROF_STACKS, else 0)");

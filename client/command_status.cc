@@ -17,8 +17,7 @@ ABSL_FLAG(bool, json, false,
           "proto/nrtprof.proto), for scripts");
 ABSL_FLAG(std::string, addr, "",
           "the daemon: unix:/path, /path, or HOST:PORT (TLS: with --tls_ca, and --token_file or "
-          "--tls_cert and --tls_key); default $NRTPROF_ADDR, else the per-user socket (run: if "
-          "a trusted daemon answers there, else a private daemon of its own)");
+          "--tls_cert and --tls_key); default $NRTPROF_ADDR, else the per-user socket");
 
 namespace nrtprof::cli {
 

@@ -16,8 +16,8 @@
 ABSL_FLAG(std::string, sort, "self_device",
           "the rows' order: self_device, device_total, self_cpu, cpu_total, calls or name");
 ABSL_FLAG(std::string, format, "text", "what to print: text, csv or json");
-ABSL_FLAG(int, limit, 0,
-          "print only the first N rows (0: all); diff's first rows are those that changed most");
+// Shared with diff, collectives and fleet, whose --help each say their own meaning (cli_main.cc).
+ABSL_FLAG(int, limit, 0, "print only the first N rows (0: all)");
 ABSL_FLAG(bool, from_trace, false,
           "recompute the table from the capture's trace.pftrace instead of reading summary.json");
 

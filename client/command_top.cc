@@ -28,7 +28,7 @@ ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "time between refreshes (a
 ABSL_FLAG(absl::Duration, window, absl::Seconds(5),
           "how far back each refresh looks, in the standing daemon's flight recorder (100ms to "
           "the recorder's span)");
-ABSL_DECLARE_FLAG(uint32_t, iterations);  // command_capture.cc (its help says top's meaning too)
+ABSL_DECLARE_FLAG(uint32_t, iterations);  // command_capture.cc (top's help: cli_main.cc)
 
 namespace nrtprof::cli {
 namespace {

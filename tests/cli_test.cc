@@ -44,6 +44,27 @@ std::vector<std::string> CommandsListed(const std::string& help) {
   return listed;
 }
 
+// A command's --help, its flags' part: each flag's name (as abseil names it) and its entry as one
+// line, without the wrapping's line breaks and indents ("--limit N print only ...").
+std::map<std::string, std::string> FlagEntries(const std::string& help) {
+  std::map<std::string, std::string> entries;
+  const size_t flags_at = help.find("\nflags:\n");
+  if (flags_at == std::string::npos) return entries;
+  std::string* entry = nullptr;
+  for (absl::string_view line : absl::StrSplit(
+           help.substr(flags_at + 8, help.find("\n\n", flags_at) - flags_at - 8), '\n')) {
+    if (absl::string_view name = line; absl::ConsumePrefix(&name, "  -")) {
+      absl::ConsumePrefix(&name, "-");
+      entry = &entries[std::string(name.substr(0, name.find(' ')))];
+    }
+    if (entry == nullptr) continue;
+    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      absl::StrAppend(entry, entry->empty() ? "" : " ", word);
+    }
+  }
+  return entries;
+}
+
 TEST(CliTest, EachCommandHasItsOwnHelp) {
   const Result top = Nrtprof({"help"});
   EXPECT_EQ(top.exit_code, 0);
@@ -96,6 +117,57 @@ TEST(CliTest, EachCommandHasItsOwnHelp) {
   const Result version = Nrtprof({"--version"});
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out, "nrtprof 0.1.0\n");
+}
+
+// A flag several commands share is defined once; each command's --help says what it does there,
+// not another command's meaning: summary's --limit said "diff's first rows are those that changed
+// most", top's and capture's --iterations "capture: N whole training steps ...; top: stop after N
+// refreshes", status's --addr what run does with it, run's --out what capture does.
+TEST(CliTest, EachCommandsHelpSaysWhatASharedFlagDoesThere) {
+  const std::vector<std::string> commands = CommandsListed(Nrtprof({"help"}).out);
+  std::map<std::string, std::map<std::string, std::string>> flags;  // command -> flag -> entry
+  for (const std::string& command : commands) {
+    const Result r = Nrtprof({command, "--help"});
+    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    flags[command] = FlagEntries(r.out);
+    ASSERT_FALSE(flags[command].empty()) << r.out;
+    // No flag's entry speaks of another command: "diff's", "capture:", "nrtprof capture". (A
+    // capture's folder is what every command writes or reads, "pftrace,summary:" names file
+    // kinds; fleet top and fleet export are fleet's own.)
+    for (auto [flag, entry] : flags[command]) {
+      if (command == "fleet") {
+        entry = std::regex_replace(entry, std::regex("fleet (top|export|query)"), "fleet");
+      }
+      for (const std::string& other : commands) {
+        if (other == command) continue;
+        const std::regex mention("(^|[ (])(nrtprof " + other + "\\b|" + other + ":" +
+                                 (other == "capture" ? "" : "|" + other + "'s") + ")");
+        EXPECT_FALSE(std::regex_search(entry, mention))
+            << "nrtprof " << command << " --help, --" << flag << " speaks of " << other << ": "
+            << entry;
+      }
+    }
+  }
+  // And what each says is that command's meaning.
+  EXPECT_TRUE(absl::StrContains(flags["diff"]["limit"], "changed most")) << flags["diff"]["limit"];
+  for (const char* command : {"summary", "collectives", "fleet"}) {
+    EXPECT_FALSE(absl::StrContains(flags[command]["limit"], "changed most"))
+        << command << ": " << flags[command]["limit"];
+  }
+  EXPECT_TRUE(absl::StrContains(flags["collectives"]["limit"], "the first N collectives"))
+      << flags["collectives"]["limit"];
+  EXPECT_TRUE(absl::StrContains(flags["capture"]["iterations"], "N whole training steps"))
+      << flags["capture"]["iterations"];
+  EXPECT_FALSE(absl::StrContains(flags["capture"]["iterations"], "refreshes"))
+      << flags["capture"]["iterations"];
+  EXPECT_EQ(flags["top"]["iterations"],
+            "--iterations N stop after N refreshes (0: until q or Ctrl-C) (default: 0)");
+  EXPECT_TRUE(absl::StrContains(flags["run"]["addr"], "else a private daemon of run's own"))
+      << flags["run"]["addr"];
+  EXPECT_FALSE(absl::StrContains(flags["status"]["addr"], "private daemon"))
+      << flags["status"]["addr"];
+  EXPECT_TRUE(absl::StrContains(flags["fleet"]["format"], "fleet export: pprof or collapsed"))
+      << flags["fleet"]["format"];
 }
 
 TEST(CliTest, UsageErrorsExit2InOneLine) {
@@ -178,7 +250,9 @@ TEST(CliTest, FleetHelpSaysWhatItsOutputFileIs) {
       << help;
   EXPECT_FALSE(absl::StrContains(help, "HTML file")) << help;
   const Result report = Nrtprof({"report", "--help"});
-  EXPECT_TRUE(absl::StrContains(report.out, "report: the HTML page (default:")) << report.out;
+  EXPECT_EQ(FlagEntries(report.out)["o"],
+            "-o STRING the HTML page to write (default: CAPTURE_DIR/report.html)")
+      << report.out;
 }
 
 // A duration without its unit (issue 36: `--duration 10` was "Illegal value '10' specified for
