@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "client/commands.h"
 #include "client/daemon_connection.h"
+#include "common/terminal_text.h"
 
 namespace nrtprof::cli {
 
@@ -39,15 +40,17 @@ int CapturesCommand(int argc, char** argv) {
     const std::string when = absl::FormatTime(
         "%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(static_cast<int64_t>(c.unix_ms())),
         absl::UTCTimeZone());
-    printf("  %s  %-12s %8.1f MiB  %s\n    %s\n", when.c_str(), c.rule().c_str(),
-           c.bytes() / 1048576.0, c.output_dir().c_str(), c.reason().c_str());
+    // The reason quotes what the processes sent (a model's name, a job): visible text only.
+    printf("  %s  %-12s %8.1f MiB  %s\n    %s\n", when.c_str(), TerminalText(c.rule()).c_str(),
+           c.bytes() / 1048576.0, TerminalText(c.output_dir()).c_str(),
+           TerminalText(c.reason()).c_str());
   }
   printf(status->triggers().empty() ? "rules: none of its own (the captures above were asked "
                                       "for by other daemons' rules: --trigger_peers)\n"
                                     : "rules:\n");
   for (const TriggerRuleStatus& r : status->triggers()) {
     printf("  %s\n    %llu triggered, %llu suppressed, %llu captured, %llu failed, %llu removed\n",
-           r.condition().c_str(), static_cast<unsigned long long>(r.triggers()),
+           TerminalText(r.condition()).c_str(), static_cast<unsigned long long>(r.triggers()),
            static_cast<unsigned long long>(r.suppressed()),
            static_cast<unsigned long long>(r.captures()),
            static_cast<unsigned long long>(r.failed()),

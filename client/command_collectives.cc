@@ -6,6 +6,7 @@
 // cells are collectives_table.h's, which the HTML report's Collectives section shows too.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/collectives_table.h"
 #include "client/commands.h"
+#include "common/terminal_text.h"
 #include "trace/collectives.h"
 
 ABSL_DECLARE_FLAG(int, limit);  // command_summary.cc
@@ -27,6 +29,12 @@ namespace {
 int Fail(const std::string& line, int code = 1) {
   fprintf(stderr, "nrtprof collectives: %s\n", line.c_str());
   return code;
+}
+
+std::vector<std::string> Shown(const std::vector<std::string>& cells) {
+  std::vector<std::string> shown;
+  for (const std::string& cell : cells) shown.push_back(TerminalText(cell));
+  return shown;
 }
 
 }  // namespace
@@ -47,29 +55,34 @@ int CollectivesCommand(int argc, char** argv) {
   if (!a.ok()) return Fail(absl::StrCat(args[1], ": ", a.status().message()));
   const CollectivesTable t = MakeCollectivesTable(*a);
 
-  printf("%s\n\n", t.heading.c_str());
+  // The hosts, the causes (op and model names) and the notes come from the capture file, which
+  // holds what the processes sent: every cell is shown as visible text (terminal_text.h).
+  std::vector<std::vector<std::string>> instances, stragglers;
+  for (const std::vector<std::string>& r : t.instances) instances.push_back(Shown(r));
+  for (const std::vector<std::string>& r : t.stragglers) stragglers.push_back(Shown(r));
+  printf("%s\n\n", TerminalText(t.heading).c_str());
   const char* const* h = CollectivesTable::kInstanceColumns;
   printf("%6s  %-18s  %7s  %12s  %9s  %12s  %12s  %s\n", h[0], h[1], h[2], h[3], h[4], h[5], h[6],
          h[7]);
-  for (size_t i = 0; i < t.instances.size(); ++i) {
+  for (size_t i = 0; i < instances.size(); ++i) {
     if (limit > 0 && i == static_cast<size_t>(limit)) {
-      printf("%6s  ... %zu more\n", "", t.instances.size() - limit);
+      printf("%6s  ... %zu more\n", "", instances.size() - limit);
       break;
     }
-    const std::vector<std::string>& r = t.instances[i];
+    const std::vector<std::string>& r = instances[i];
     printf("%6s  %-18s  %7s  %12s  %9s  %12s  %12s  %s\n", r[0].c_str(), r[1].c_str(), r[2].c_str(),
            r[3].c_str(), r[4].c_str(), r[5].c_str(), r[6].c_str(), r[7].c_str());
   }
 
-  printf("\n%s\n", t.stragglers_heading.c_str());
+  printf("\n%s\n", TerminalText(t.stragglers_heading).c_str());
   const char* const* s = CollectivesTable::kStragglerColumns;
   printf("%6s  %-16s  %8s  %10s  %12s  %12s  %s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6]);
-  for (const std::vector<std::string>& r : t.stragglers) {
+  for (const std::vector<std::string>& r : stragglers) {
     printf("%6s  %-16s  %8s  %10s  %12s  %12s  %s\n", r[0].c_str(), r[1].c_str(), r[2].c_str(),
            r[3].c_str(), r[4].c_str(), r[5].c_str(), r[6].c_str());
   }
-  if (!t.slowest.empty()) printf("\n%s\n", t.slowest.c_str());
-  for (const std::string& note : t.notes) printf("note: %s\n", note.c_str());
+  if (!t.slowest.empty()) printf("\n%s\n", TerminalText(t.slowest).c_str());
+  for (const std::string& note : t.notes) printf("note: %s\n", TerminalText(note).c_str());
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "client/commands.h"
 #include "client/summary_file.h"
 #include "common/json_text.h"
+#include "common/terminal_text.h"
 #include "trace/summary.h"
 
 ABSL_DECLARE_FLAG(std::string, format);  // command_summary.cc
@@ -125,18 +126,22 @@ int DiffCommand(int argc, char** argv) {
     }
   } else {
     size_t width = 4;
-    for (const DiffRow& r : rows) width = std::max(width, std::min<size_t>(r.name.size(), 55));
+    // Names are what the programs sent, any bytes: visible text only (terminal_text.h).
+    for (const DiffRow& r : rows) {
+      width = std::max(width, std::min<size_t>(TerminalText(r.name).size(), 55));
+    }
     std::string rule = absl::StrCat(std::string(width, '-'), "  ", std::string(8, '-'), "  ",
                                     std::string(8, '-'));
     for (int column = 0; column < 5; ++column) absl::StrAppend(&rule, "  ", std::string(13, '-'));
-    absl::StrAppend(&out, "A: ", a->capture_id, "   B: ", b->capture_id, "\n", rule, "\n");
+    absl::StrAppend(&out, "A: ", TerminalText(a->capture_id), "   B: ", TerminalText(b->capture_id),
+                    "\n", rule, "\n");
     absl::StrAppend(&out, absl::StrFormat("%*s  %8s  %8s  %13s  %13s  %13s  %13s  %13s\n",
                                           static_cast<int>(width), "Name", "Calls A", "Calls B",
                                           "Self NEURON A", "Self NEURON B", "NEURON avg A",
                                           "NEURON avg B", "Self change"),
                     rule, "\n");
     for (const DiffRow& r : rows) {
-      std::string name = r.name.size() > width ? r.name.substr(0, width - 3) + "..." : r.name;
+      const std::string name = TerminalTextClipped(r.name, width);
       absl::StrAppend(&out, absl::StrFormat("%*s  %8d  %8d  %13s  %13s  %13s  %13s  %13s\n",
                                             static_cast<int>(width), name, r.calls_a, r.calls_b,
                                             daemon::FormatDuration(r.device_a),

@@ -38,6 +38,7 @@
 #include "client/flags.h"
 #include "common/clickhouse_http.h"
 #include "common/json_text.h"
+#include "common/terminal_text.h"
 #include "trace/atomic_file.h"
 #include "trace/pprof_export.h"
 #include "trace/summary.h"
@@ -248,7 +249,8 @@ std::string FormatTop(const std::string& format, const std::vector<std::string>&
       if (static_cast<size_t>(model_column) < key.size() && key[model_column].empty()) {
         key[model_column] = "(no device time)";
       }
-      names.push_back(absl::StrJoin(key, " "));
+      // Jobs, executables, model and op names are what the processes sent: visible text only.
+      names.push_back(TerminalText(absl::StrJoin(key, " ")));
       width = std::max(width, std::min<size_t>(names.back().size(), 60));
     }
     const std::string header = absl::StrJoin(columns, " ");
@@ -266,7 +268,7 @@ std::string FormatTop(const std::string& format, const std::vector<std::string>&
     }
     for (size_t i = 0; i < rows.size(); ++i) {
       const TopRow& r = rows[i];
-      std::string name = names[i].size() > width ? names[i].substr(0, width - 3) + "..." : names[i];
+      const std::string name = TerminalTextClipped(names[i], width);
       const double share = total == 0 ? 0.0 : 100.0 * r.device_ns / total;
       if (by_model) {
         absl::StrAppend(&out, absl::StrFormat("%*s  %12s  %7.2f%%  %10d  %12s  %12s  %5d\n",
@@ -374,12 +376,11 @@ std::string FormatRankTop(const std::string& format, const std::vector<RankRow>&
   }
   size_t host_width = 4, job_width = 3;
   for (const RankRow& r : rows) {
-    host_width = std::max(host_width, std::min<size_t>(r.host.size(), 40));
-    job_width = std::max(job_width, std::min<size_t>(r.job.size(), 60));
+    host_width = std::max(host_width, std::min<size_t>(TerminalText(r.host).size(), 40));
+    job_width = std::max(job_width, std::min<size_t>(TerminalText(r.job).size(), 60));
   }
-  const auto cut = [](const std::string& s, size_t width) {
-    return s.size() > width ? s.substr(0, width - 3) + "..." : s;
-  };
+  // The host and the job as the processes named them, any bytes: visible text, cut to width.
+  const auto cut = [](const std::string& s, size_t width) { return TerminalTextClipped(s, width); };
   absl::StrAppend(&out, absl::StrFormat("%*s  %7s  %4s  %11s  %12s  %14s  %13s  %16s  %s\n",
                                         static_cast<int>(host_width), "host", "pid", "rank",
                                         "Collectives", "Coll. wait", "per collective",

@@ -10,6 +10,7 @@
 #include "client/daemon_credentials.h"
 #include "client/flags.h"
 #include "common/address.h"
+#include "common/terminal_text.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(bool, json, false,
@@ -90,12 +91,14 @@ int StatusCommand(int argc, char** argv) {
   printf("connected processes: %d\n", status->processes_size());
   for (const ConnectedProcess& p : status->processes()) {
     // The executable last: a long path then leaves the columns before it aligned; the job
-    // (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID) after it, when the process named one.
+    // (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID) after it, when the process named one. Both are
+    // what the process said, any bytes: shown as visible text (terminal_text.h).
     const std::string step = p.last_step() < 0 ? "-" : std::to_string(p.last_step());
     printf("  pid %-8u events %-10llu step %-8s capture %-18s %s%s%s\n", p.pid(),
            static_cast<unsigned long long>(p.events_received()), step.c_str(),
-           p.capture_id().empty() ? "-" : p.capture_id().c_str(), p.executable().c_str(),
-           p.job().empty() ? "" : "  job ", p.job().c_str());
+           p.capture_id().empty() ? "-" : TerminalText(p.capture_id()).c_str(),
+           TerminalText(p.executable()).c_str(), p.job().empty() ? "" : "  job ",
+           TerminalText(p.job()).c_str());
   }
   printf("events received:     %llu\n",
          static_cast<unsigned long long>(status->events_received()));
@@ -127,8 +130,9 @@ int StatusCommand(int argc, char** argv) {
     } else if (c.last_ms() != 0) {
       what = absl::StrFormat("the %.1f s before it and %s", c.last_ms() / 1000.0, what);
     }
-    printf("recording:           capture %s, %s, %u process%s -> %s\n", c.capture_id().c_str(),
-           what.c_str(), c.processes(), c.processes() == 1 ? "" : "es", c.output_dir().c_str());
+    printf("recording:           capture %s, %s, %u process%s -> %s\n",
+           TerminalText(c.capture_id()).c_str(), what.c_str(), c.processes(),
+           c.processes() == 1 ? "" : "es", TerminalText(c.output_dir()).c_str());
   }
   const FlightRecorderStatus& recorder = status->flight_recorder();
   if (recorder.seconds_limit() == 0) {
@@ -160,7 +164,9 @@ int StatusCommand(int argc, char** argv) {
              f.fold_cpu_ns() / 1e6 / f.exports(), f.rows_cpu_ns() / 1e6 / f.exports(),
              f.send_cpu_ns() / 1e6 / f.exports(), static_cast<unsigned long long>(f.exports()));
     }
-    if (!f.last_error().empty()) printf("  failing:           %s\n", f.last_error().c_str());
+    if (!f.last_error().empty()) {
+      printf("  failing:           %s\n", TerminalText(f.last_error()).c_str());
+    }
   }
   // The trigger rules (nrtprofd --trigger), and the captures they (or a peer's) took;
   // `nrtprof captures` lists them.
@@ -172,7 +178,7 @@ int StatusCommand(int argc, char** argv) {
   for (const TriggerRuleStatus& r : status->triggers()) {
     printf("  rule %-14s %llu triggered, %llu suppressed, %llu captured, %llu failed, %llu "
            "removed\n",
-           r.name().c_str(), static_cast<unsigned long long>(r.triggers()),
+           TerminalText(r.name()).c_str(), static_cast<unsigned long long>(r.triggers()),
            static_cast<unsigned long long>(r.suppressed()),
            static_cast<unsigned long long>(r.captures()),
            static_cast<unsigned long long>(r.failed()),

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
+#include "common/terminal_text.h"
 #include "trace/summary.h"
 
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "time between refreshes (at least 100ms)");
@@ -63,9 +64,10 @@ std::string Busy(uint64_t device_ns, uint64_t window_ns) {
   return window_ns == 0 ? "-" : absl::StrFormat("%.1f%%", 100.0 * device_ns / window_ns);
 }
 
-std::string Clip(const std::string& s, size_t width) {
-  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
-}
+// A name as a column shows it: whatever bytes the process sent, one line of visible text
+// (an ESC sequence in a model's name must not drive the terminal: terminal_text.h), cut to
+// `width`.
+std::string Clip(const std::string& s, size_t width) { return TerminalTextClipped(s, width); }
 
 // One screen: a header line, then the three lists, at most `rows` lines each. `columns`: the
 // terminal's width, which a process's job is cut to (0: not a terminal, nothing cut).
@@ -95,7 +97,7 @@ std::string Screen(const TopReply& top, const std::string& address, size_t rows,
     // does not wrap and push the screen down; piped, it is whole.
     const size_t room = columns > line.size() + 16 ? columns - line.size() : 16;
     const std::string job = p.job().empty() ? "-" : p.job();
-    absl::StrAppend(&line, columns == 0 ? job : Clip(job, room), "\n");
+    absl::StrAppend(&line, columns == 0 ? TerminalText(job) : Clip(job, room), "\n");
     out += line;
   }
   // Device time the window cannot show yet: the program holds it (its own system trace).

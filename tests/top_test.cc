@@ -1,10 +1,13 @@
 // `nrtprof top` as a user meets it: in a terminal (a real tmux, started by the test: its screen
 // read with capture-pane, keys typed with send-keys) it shows the ops, models and process of a
 // program that streamed to the standing daemon, and q quits it; piped, it prints plain blocks;
-// a daemon without a flight recorder is one line.
+// a daemon without a flight recorder is one line; names a program gave (any bytes) are shown as
+// visible text, in top and in status.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -215,6 +218,50 @@ TEST(TopTest, SaysWhoseDeviceTimeTheProgramHolds) {
     if (!said) usleep(100'000);
   }
   EXPECT_TRUE(said) << out;
+}
+
+// A name is whatever bytes the program gave it, and any client of the daemon's socket may send
+// any: an ESC sequence in an op's or an executable's name must reach the screen as visible text,
+// never as a command to the terminal of whoever runs top or status (retitle it, clear it).
+TEST(TopTest, NamesAProgramGaveAreShownAsVisibleText) {
+  Daemon daemon("top-names");
+  ASSERT_TRUE(daemon.Start());
+  // The program under a name of its own, which the shim sends as the executable: a copy, run
+  // with the folder of libnrt.so.1 as the loader's path, since its own is relative to itself.
+  const std::string dir = testing::TempDir("top-names");
+  const std::string exe = dir + "/named\x1b]0;pwned\x07";
+  const std::string runtime = Runfile("sim/libnrt.so.1");
+  std::error_code error;
+  std::filesystem::copy_file(Runfile("tests/named_range"), exe, error);
+  ASSERT_FALSE(error) << error.message();
+  ASSERT_EQ(chmod(exe.c_str(), 0755), 0);
+  testing::Background program(
+      {exe, "aten::\x1b[2Jmul\xc2\x9b" "31m", "60"},
+      {{"LD_PRELOAD", Runfile("shim/libnrtprof_shim.so")},
+       {"LD_LIBRARY_PATH", runtime.substr(0, runtime.rfind('/'))},
+       {"NRTPROF_ADDR", daemon.addr()},
+       {"NRT_SIM_TIME_SCALE", "0"},
+       {"RANK", "3"}},
+      dir);
+  Result top;
+  for (int i = 0; i < 100 && !absl::StrContains(top.out, "\naten::"); ++i) {
+    usleep(100'000);
+    top = RunProcess({Runfile("client/nrtprof"), "top", "--addr", daemon.addr(), "--window",
+                      "30s", "--iterations", "1"},
+                     kCliEnv);
+    ASSERT_EQ(top.exit_code, 0) << top.err;
+  }
+  ASSERT_TRUE(absl::StrContains(top.out, "\naten::")) << top.out << program.err();
+  EXPECT_EQ(top.out.find('\x1b'), std::string::npos) << "an ESC reached the screen: " << top.out;
+  EXPECT_TRUE(absl::StrContains(top.out, "\naten::\\x1b[2Jmul\\u009b31m ")) << top.out;
+  EXPECT_TRUE(absl::StrContains(top.out, " named\\x1b]0;pwned\\x07 ")) << top.out;
+
+  const Result status =
+      RunProcess({Runfile("client/nrtprof"), "status", "--addr", daemon.addr()}, kCliEnv);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(status.out.find('\x1b'), std::string::npos) << "an ESC reached the screen: "
+                                                        << status.out;
+  EXPECT_TRUE(absl::StrContains(status.out, "/named\\x1b]0;pwned\\x07\n")) << status.out;
 }
 
 TEST(TopTest, WithoutAFlightRecorderItSaysWhy) {

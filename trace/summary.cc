@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "common/json_text.h"  // Utf8SequenceLength
+#include "common/terminal_text.h"
 #include "trace/api_function.h"
 #include "trace/atomic_file.h"
 #include "trace/id_index.h"
@@ -346,31 +346,10 @@ std::string DropsDetail(const DropCounts& d) {
 }
 
 // A name as the text table shows it: on one line whatever it holds (control characters as
-// \n, \t, \0, \x7f...), bytes that are not UTF-8 as U+FFFD, and cut to `width` bytes ending
-// in "..." at a character boundary if longer.
+// \n, \t, \0, \x1b, \x7f..., terminal_text.h), bytes that are not UTF-8 as U+FFFD, and cut to
+// `width` bytes ending in "..." at a character boundary if longer.
 std::string TableName(const std::string& name, size_t width) {
-  std::string shown;
-  for (size_t i = 0; i < name.size();) {
-    const unsigned char c = name[i];
-    if (c < 0x20 || c == 0x7f) {
-      shown += c == '\n'   ? "\\n"
-               : c == '\t' ? "\\t"
-               : c == '\r' ? "\\r"
-               : c == 0    ? "\\0"
-                           : absl::StrFormat("\\x%02x", c);
-      ++i;
-    } else if (const size_t n = Utf8SequenceLength(std::string_view(name).substr(i)); n != 0) {
-      shown.append(name, i, n);
-      i += n;
-    } else {
-      shown += "\xef\xbf\xbd";  // U+FFFD
-      ++i;
-    }
-  }
-  if (shown.size() <= width) return shown;
-  size_t cut = width - 3;
-  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xc0) == 0x80) --cut;
-  return shown.substr(0, cut) + "...";
+  return TerminalTextClipped(name, width);
 }
 
 // What was captured, where and when, above the table:
@@ -531,7 +510,9 @@ std::string FormatText(const Summary& s, const std::vector<SummaryRow>& rows) {
                     "of time); what they had not sent is missing and not counted above\n");
   }
   // What the profiler could not record is part of the answer, not a footnote on stderr.
-  for (const std::string& notice : s.notices) absl::StrAppend(&out, "Not recorded: ", notice, "\n");
+  for (const std::string& notice : s.notices) {
+    absl::StrAppend(&out, "Not recorded: ", TerminalText(notice), "\n");
+  }
   return out;
 }
 

@@ -406,6 +406,23 @@ TEST(SummaryTest, HostileNamesStayOnOneLineAsUtf8) {
   EXPECT_EQ(FormatSummary(*back, SummarySortKey::kName), text);
 }
 
+// Names and notices are what the programs sent: an ESC sequence (or the C1 CSI, U+009B) in
+// one must not drive the terminal that `nrtprof summary` or `nrtprof run` prints the table on.
+TEST(SummaryTest, TerminalEscapesInNamesAndNoticesAreShownAsText) {
+  TraceBuilder b(1);
+  b.Range("aten::\x1b]0;pwned\x07mul", 0, 1);
+  b.Range("csi\xc2\x9b" "2J", 2, 1);
+  Trace t;
+  t.processes.push_back(b.process());
+  t.processes[0].notices = {"the runtime said \x1b[2J"};
+  const std::string text = FormatSummary(ComputeSummary(t), SummarySortKey::kName);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+  EXPECT_NE(text.find(" aten::\\x1b]0;pwned\\x07mul  "), std::string::npos) << text;
+  EXPECT_NE(text.find(" csi\\u009b2J  "), std::string::npos) << text;
+  EXPECT_NE(text.find("the runtime said \\x1b[2J\n"), std::string::npos) << text;
+}
+
 TEST(SummaryTest, JsonNeverPassesBytesThatAreNotUtf8) {
   TraceBuilder b(1);
   b.Range("\xf8\x80\x80 \xff\xbf\xbf", 0, 1);  // lead bytes no UTF-8 character starts with
