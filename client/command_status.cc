@@ -92,10 +92,12 @@ int StatusCommand(int argc, char** argv) {
   for (const ConnectedProcess& p : status->processes()) {
     // The executable last: a long path then leaves the columns before it aligned; the job
     // (NRTPROF_JOB, NEURON_RT_ROOT_COMM_ID) after it, when the process named one. Both are
-    // what the process said, any bytes: shown as visible text (terminal_text.h).
+    // what the process said, any bytes: shown as visible text (terminal_text.h). Its rank as
+    // `nrtprof top` shows it, "-" if it said none.
     const std::string step = p.last_step() < 0 ? "-" : std::to_string(p.last_step());
-    printf("  pid %-8u events %-10llu step %-8s capture %-18s %s%s%s\n", p.pid(),
-           static_cast<unsigned long long>(p.events_received()), step.c_str(),
+    const std::string rank = p.has_rank() ? std::to_string(p.rank()) : "-";
+    printf("  pid %-8u rank %-5s events %-10llu step %-8s capture %-18s %s%s%s\n", p.pid(),
+           rank.c_str(), static_cast<unsigned long long>(p.events_received()), step.c_str(),
            p.capture_id().empty() ? "-" : TerminalText(p.capture_id()).c_str(),
            TerminalText(p.executable()).c_str(), p.job().empty() ? "" : "  job ",
            TerminalText(p.job()).c_str());

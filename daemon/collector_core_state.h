@@ -26,6 +26,10 @@ struct CollectorCore::Stream {
         wanted_capture(hello.capture_id()),
         job(JobOf(hello.job(), std::vector<std::string>(hello.command_line().begin(),
                                                  hello.command_line().end()))),
+        rank(hello.has_rank() && hello.rank() >= 0
+                 ? hello.rank()
+                 : RankFromCommandLine(std::vector<std::string>(hello.command_line().begin(),
+                                                                hello.command_line().end()))),
         send(std::move(send)),
         ingest(hello, limits) {}
   const StreamId id;
@@ -34,6 +38,8 @@ struct CollectorCore::Stream {
   const std::string executable;
   const std::string wanted_capture;  // Hello.capture_id: empty for any
   const ProcessJob job;              // Hello.job, else its command line's (JobOf)
+  // Its rank, as RankOf reads it from a capture: Hello.rank, else its command line's; -1: none.
+  const int rank;
   std::optional<uint32_t> uid;       // the process's user, if on this machine (Caller::uid)
   ControlSender send;                // used under the core's mu_
   // The shim's counters (cumulative for the process) as its earlier or other streams had them

@@ -556,6 +556,29 @@ TEST_F(CollectorCoreTest, StopGivesUpAfterWaitMs) {
   EXPECT_EQ(core_.Status().processes(0).capture_id(), "");
 }
 
+// Status gives each process its rank as top has it: its environment's (Hello.rank), else its
+// command line's (--rank N), else none.
+TEST_F(CollectorCoreTest, StatusGivesEachProcessItsRank) {
+  Controls c1, c2, c3;
+  nrtprof::Hello from_environment = Hello(301);
+  from_environment.set_rank(3);
+  from_environment.add_command_line("train");
+  from_environment.add_command_line("--rank=9");  // the environment's comes first
+  nrtprof::Hello from_command_line = Hello(302);
+  from_command_line.add_command_line("train");
+  from_command_line.add_command_line("--rank");
+  from_command_line.add_command_line("7");
+  ASSERT_TRUE(core_.OnHello(1, from_environment, c1.Sender()).ok());
+  ASSERT_TRUE(core_.OnHello(2, from_command_line, c2.Sender()).ok());
+  ASSERT_TRUE(core_.OnHello(3, Hello(303), c3.Sender()).ok());
+  std::map<uint32_t, int> ranks;
+  const nrtprof::StatusReply status = core_.Status();
+  for (const nrtprof::ConnectedProcess& p : status.processes()) {
+    ranks[p.pid()] = p.has_rank() ? p.rank() : -1;
+  }
+  EXPECT_EQ(ranks, (std::map<uint32_t, int>{{301, 3}, {302, 7}, {303, -1}}));
+}
+
 TEST_F(CollectorCoreTest, AClosedStreamCountsAsDone) {
   Controls c1, c2;
   Start("cap");

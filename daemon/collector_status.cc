@@ -34,6 +34,7 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
     p->set_executable(s->executable);
     p->set_capture_id(s->capture_id);
     p->set_job(s->job.from_command_line ? "" : s->job.name);
+    if (s->rank >= 0) p->set_rank(s->rank);
     std::lock_guard<std::mutex> stream_lock(s->mu);
     p->set_events_received(s->ingest.events_received());
     p->set_last_step(s->ingest.last_step());

@@ -262,6 +262,10 @@ TEST(TopTest, NamesAProgramGaveAreShownAsVisibleText) {
   EXPECT_EQ(status.out.find('\x1b'), std::string::npos) << "an ESC reached the screen: "
                                                         << status.out;
   EXPECT_TRUE(absl::StrContains(status.out, "/named\\x1b]0;pwned\\x07\n")) << status.out;
+  // Its rank (RANK), as top shows it.
+  EXPECT_TRUE(absl::StrContains(status.out, absl::StrCat("  pid ", program.pid())))
+      << status.out;
+  EXPECT_TRUE(absl::StrContains(status.out, " rank 3     events ")) << status.out;
 }
 
 TEST(TopTest, WithoutAFlightRecorderItSaysWhy) {
