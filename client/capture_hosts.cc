@@ -28,6 +28,7 @@
 #include "client/trace_merge.h"
 #include "common/address.h"
 #include "common/clock.h"
+#include "common/terminal_text.h"
 #include "trace/atomic_file.h"
 #include "trace/summary.h"
 
@@ -422,7 +423,10 @@ uint64_t SayWritten(const std::vector<Host>& hosts, const CaptureWindow& window,
     events += h.files.events();
     dropped += h.files.events_dropped();
     processes += h.files.processes();
-    for (const std::string& note : h.files.notes()) Say(absl::StrCat(h.name, ": ", note));
+    // A note may quote what a process sent (its executable): visible text only.
+    for (const std::string& note : h.files.notes()) {
+      Say(absl::StrCat(h.name, ": ", TerminalText(note)));
+    }
     if (h.files.events() == 0) {
       Say(absl::StrCat("host ", h.name, ": its part of the capture is empty: ",
                        EmptyCaptureWhy(h.files, window.pids, h.started, window.iterations)));

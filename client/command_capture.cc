@@ -34,6 +34,7 @@
 #include "client/flags.h"
 #include "client/locate.h"
 #include "common/address.h"
+#include "common/terminal_text.h"
 
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "how long to record, as 10s, 1m30s or 500ms (at most 24h)");
@@ -371,7 +372,7 @@ int CaptureCommand(int argc, char** argv) {
     if (!s.ok()) return Fail(absl::StrCat("the capture was not written: ", s.message()));
   }
   for (const std::string& note : files.notes()) {
-    fprintf(stderr, "nrtprof capture: %s\n", note.c_str());
+    fprintf(stderr, "nrtprof capture: %s\n", TerminalText(note).c_str());  // quotes executables
   }
   const bool empty = files.events() == 0;
   if (empty) {
