@@ -158,6 +158,24 @@ TEST(AsyncTest, PollsAreCountedNotRecordedOneByOne) {
       << ReadFile(out + "/summary.txt");
 }
 
+// The program's own counts of its polls (async_client's "main: nrta_is_completed calls N,
+// nrta_get_sequence calls M" line, after its checksum); false if it printed none.
+bool ProgramsPollCounts(const std::string& out, long* is_completed, long* get_sequence) {
+  return sscanf(out.c_str(),
+                "main: checksum %*f\nmain: nrta_is_completed calls %ld, "
+                "nrta_get_sequence calls %ld",
+                is_completed, get_sequence) == 2;
+}
+
+// The capture's table has exactly the program's own counts of the two polled functions' calls.
+void ExpectTheTableCountsThem(const std::string& capture, long is_completed, long get_sequence) {
+  const std::map<std::string, int64_t> calls = CallsByName(capture);
+  EXPECT_EQ(calls.count("nrta_is_completed") ? calls.at("nrta_is_completed") : 0, is_completed)
+      << ReadFile(capture + "/summary.txt");
+  EXPECT_EQ(calls.count("nrta_get_sequence") ? calls.at("nrta_get_sequence") : 0, get_sequence)
+      << ReadFile(capture + "/summary.txt");
+}
+
 // The polls a thread makes after its last recorded one are no call of the trace, and no later
 // poll carries them: the shim counts them when the thread ends (three threads, each with 5000
 // polls of an execution still running; three more that call nothing but nrta_is_completed, so
@@ -175,18 +193,10 @@ TEST(AsyncTest, PollsAfterAThreadsLastRecordedOneAreCountedWhenItEnds) {
   const Result r = ProfiledRun(daemon, out, Client("tail", 5000, 1), env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   long is_completed = -1, get_sequence = -1;
-  ASSERT_EQ(sscanf(r.out.c_str(), "main: checksum %*f\nmain: nrta_is_completed calls %ld, "
-                                  "nrta_get_sequence calls %ld",
-                   &is_completed, &get_sequence),
-            2)
-      << r.out;
+  ASSERT_TRUE(ProgramsPollCounts(r.out, &is_completed, &get_sequence)) << r.out;
   EXPECT_GT(is_completed, 6 * 5000);
   EXPECT_EQ(get_sequence, 5000);
-  const std::map<std::string, int64_t> calls = CallsByName(out);
-  EXPECT_EQ(calls.count("nrta_is_completed") ? calls.at("nrta_is_completed") : 0, is_completed)
-      << ReadFile(out + "/summary.txt");
-  EXPECT_EQ(calls.count("nrta_get_sequence") ? calls.at("nrta_get_sequence") : 0, get_sequence)
-      << ReadFile(out + "/summary.txt");
+  ExpectTheTableCountsThem(out, is_completed, get_sequence);
   // The trace: the recorded polls only, with the polls each stands for; the 3 x 5000 polls
   // after the threads' last ones (and the main thread's 4999) are in none of them.
   google::protobuf::Value doc;
@@ -227,18 +237,10 @@ TEST(AsyncTest, PollsOfAThreadStillRunningAtExitAreCounted) {
   const Result r = ProfiledRun(daemon, out, Client("running", 5000, 1), env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   long is_completed = -1, get_sequence = -1;
-  ASSERT_EQ(sscanf(r.out.c_str(), "main: checksum %*f\nmain: nrta_is_completed calls %ld, "
-                                  "nrta_get_sequence calls %ld",
-                   &is_completed, &get_sequence),
-            2)
-      << r.out;
+  ASSERT_TRUE(ProgramsPollCounts(r.out, &is_completed, &get_sequence)) << r.out;
   EXPECT_GT(is_completed, 5000);
   EXPECT_EQ(get_sequence, 5000);
-  const std::map<std::string, int64_t> calls = CallsByName(out);
-  EXPECT_EQ(calls.count("nrta_is_completed") ? calls.at("nrta_is_completed") : 0, is_completed)
-      << ReadFile(out + "/summary.txt");
-  EXPECT_EQ(calls.count("nrta_get_sequence") ? calls.at("nrta_get_sequence") : 0, get_sequence)
-      << ReadFile(out + "/summary.txt");
+  ExpectTheTableCountsThem(out, is_completed, get_sequence);
   EXPECT_TRUE(absl::StrContains(ReadFile(out + "/summary.txt"),
                                 absl::StrCat("Completion polls: ", is_completed + get_sequence)))
       << ReadFile(out + "/summary.txt");
