@@ -569,8 +569,10 @@ int FleetCommand(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string what = args.size() > 1 ? args[1] : "";
   if (what != "top" && what != "query" && what != "export") {
-    return Fail(what.empty() ? "say what: nrtprof fleet top [FLAGS] or nrtprof fleet query SQL"
-                             : absl::StrCat("unknown '", what, "': it is fleet top or fleet query"),
+    return Fail(what.empty()
+                    ? "say what: nrtprof fleet top [FLAGS], fleet export -o FILE or fleet query SQL"
+                    : absl::StrCat("unknown '", what,
+                                   "': it is fleet top, fleet export or fleet query"),
                 2);
   }
   if ((what == "top" || what == "export") && args.size() > 2) {
@@ -579,7 +581,9 @@ int FleetCommand(int argc, char** argv) {
   if (what == "query" && args.size() != 3) {
     return Fail("usage: nrtprof fleet query \"SQL\" (one argument: quote the query)", 2);
   }
-  if (what == "query" && !wheres.empty()) return Fail("--where is for fleet top", 2);
+  if (what == "query" && !wheres.empty()) {
+    return Fail("--where is for fleet top and fleet export (a query says its own WHERE)", 2);
+  }
   absl::StatusOr<ClickHouseConfig> server = ServerFromFlags();
   if (!server.ok()) return Fail(std::string(server.status().message()), 2);
   ClickHouseClient client(*std::move(server));

@@ -210,7 +210,11 @@ TEST(CliTest, UsageErrorsExit2InOneLine) {
             "model or op\n"},
            {{"fleet", "top", "--since", "soon"}, "nrtprof fleet: bad value 'soon' for --since"},
            {{"fleet", "query"}, "nrtprof fleet: usage: nrtprof fleet query \"SQL\""},
-           {{"fleet", "drop"}, "nrtprof fleet: unknown 'drop': it is fleet top or fleet query\n"},
+           {{"fleet", "drop"},
+            "nrtprof fleet: unknown 'drop': it is fleet top, fleet export or fleet query\n"},
+           {{"fleet"},
+            "nrtprof fleet: say what: nrtprof fleet top [FLAGS], fleet export -o FILE or fleet "
+            "query SQL\n"},
        }) {
     const Result r = Nrtprof(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
