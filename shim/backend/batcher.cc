@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/wire_reader.h"
+#include "shim/backend/event_wire.h"
 
 namespace nrtprof::shim {
 namespace {
@@ -104,21 +105,7 @@ void ForEachEvent(const nrtprof::EventBatch& batch, F f) {
 }  // namespace
 
 void AppendEncodedEvent(const nrtprof::Event& event, std::string* out) {
-  const size_t size = event.ByteSizeLong();
-  char head[1 + 10];
-  size_t n = 0;
-  head[n++] = (4 << 3) | 2;  // EventBatch.events, length-delimited
-  for (uint64_t v = size;; v >>= 7) {
-    if (v < 0x80) {
-      head[n++] = static_cast<char>(v);
-      break;
-    }
-    head[n++] = static_cast<char>((v & 0x7f) | 0x80);
-  }
-  const size_t at = out->size();
-  out->resize(at + n + size);
-  memcpy(&(*out)[at], head, n);
-  event.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(&(*out)[at + n]));
+  wire::AppendEvent(event, out);
 }
 
 bool DecodeEncodedEvents(nrtprof::EventBatch* batch) {

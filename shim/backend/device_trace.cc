@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shim/backend/event_wire.h"
+
 namespace nrtprof::shim {
 namespace {
 
@@ -28,24 +30,6 @@ uint64_t CountEventsIn(std::string_view json) {
   return std::max<uint64_t>(n, 1);
 }
 
-// Protobuf's varint; an int32 or enum field's negative value is its 64-bit sign extension.
-char* PutVarint(char* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<char>(v);
-  return p;
-}
-
-// A varint field of Event, left out when zero (proto3), as protobuf writes it.
-char* PutField(char* p, uint32_t field, uint64_t v) {
-  if (v == 0) return p;
-  return PutVarint(PutVarint(p, uint64_t{field} << 3), v);
-}
-
-uint64_t Int32Bits(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
-
 }  // namespace
 
 void DeviceTraceParser::Emit(const DeviceEvent& d, DeviceTraceOutput* out) {
@@ -68,28 +52,23 @@ void DeviceTraceParser::Emit(const DeviceEvent& d, DeviceTraceOutput* out) {
   }
   // Event's fields in their numbers' order (proto/nrtprof.proto), as protobuf writes them,
   // after room for the field's tag and length: then one append.
-  char buffer[1 + 10 + 13 * 12];
-  char* const body = buffer + 11;
+  char buffer[wire::kMaxEventBytes];
+  char* const body = buffer + 3;
   char* p = body;
-  p = PutField(p, 1, Int32Bits(d.kind));
-  p = PutField(p, 2, d.start_ns);
-  p = PutField(p, 3, d.duration_ns);
-  p = PutField(p, 4, d.tid);
-  p = PutField(p, 5, d.name_iid);
-  p = PutField(p, 8, d.bytes);
-  p = PutField(p, 14, Int32Bits(d.nc_idx));
-  p = PutField(p, 15, d.device_id);
-  p = PutField(p, 17, d.exec_id);
-  p = PutField(p, 18, d.model_name_iid);
-  p = PutField(p, 23, d.host_clock ? 1 : 0);
-  p = PutField(p, 25, d.nrta_seq);
-  p = PutField(p, 27, Int32Bits(d.worker_gid));
-  // The body is at most 156 bytes: its length takes one or two bytes.
-  const size_t length = static_cast<size_t>(p - body);
-  char* head = body - (length < 0x80 ? 2 : 3);
-  head[0] = static_cast<char>((4 << 3) | 2);  // EventBatch.events, length-delimited
-  PutVarint(head + 1, length);
-  out->encoded.append(head, static_cast<size_t>(p - head));
+  p = wire::PutField(p, 1, wire::Int32Bits(d.kind));
+  p = wire::PutField(p, 2, d.start_ns);
+  p = wire::PutField(p, 3, d.duration_ns);
+  p = wire::PutField(p, 4, d.tid);
+  p = wire::PutField(p, 5, d.name_iid);
+  p = wire::PutField(p, 8, d.bytes);
+  p = wire::PutField(p, 14, wire::Int32Bits(d.nc_idx));
+  p = wire::PutField(p, 15, d.device_id);
+  p = wire::PutField(p, 17, d.exec_id);
+  p = wire::PutField(p, 18, d.model_name_iid);
+  p = wire::PutField(p, 23, d.host_clock ? 1 : 0);
+  p = wire::PutField(p, 25, d.nrta_seq);
+  p = wire::PutField(p, 27, wire::Int32Bits(d.worker_gid));
+  wire::AppendAsBatchEvent(body, p, &out->encoded);
   out->encoded_events.push_back({out->encoded.size(), d.kind, d.name_iid, d.model_name_iid});
 }
 
