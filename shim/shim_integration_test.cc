@@ -103,6 +103,8 @@ class ShimTest : public ::testing::Test {
                          Restarted* out) {
     StartCollector();
     env["NRT_SIM_TIME_SCALE"] = "1";
+    // Batches of 100 ms, not the default 500: a dozen of them before the restart.
+    env["NRTPROF_BATCH_MS"] = "100";
     std::thread program([&] { out->run = RunProcess(Rmsnorm(iters), env, kRunTimeout); });
     const bool started = collector_->WaitForBatches(12, kStreamTimeout);
     std::unique_ptr<FakeCollector> first = std::move(collector_);
@@ -483,7 +485,7 @@ TEST_F(ShimTest, ADaemonThatRestartsGetsANewStreamAndTheGapIsCounted) {
 TEST_F(ShimTest, LosslessReplaysWhatTheDaemonMissedFromTheSpool) {
   constexpr int kIters = 800;
   Restarted r;
-  // Away long enough for batches to be made with no daemon (the flusher makes one every 25 ms).
+  // Away long enough for batches to be made with no daemon (one every 100 ms here).
   RunAcrossARestart(Profiled({{"NRTPROF_MODE", "lossless"},
                               {"NRTPROF_CAPTURE", "replay"},
                               {"NRTPROF_SPOOL_DIR", TempDir("spool")}}),
@@ -517,6 +519,7 @@ TEST_F(ShimTest, LosslessKeepsTheStreamWithinItsBoundAndEverythingInTheSpool) {
                              {"NRTPROF_CAPTURE", "bounded"},
                              {"NRTPROF_SPOOL_DIR", spool}});
   env["NRT_SIM_TIME_SCALE"] = "1";
+  env["NRTPROF_BATCH_MS"] = "100";  // not the default 500: over 64 batches in 8 s
   const ProcessResult plain = RunProcess(Rmsnorm(kIters), Plain(), kRunTimeout);
   const ProcessResult run = RunProcess(Rmsnorm(kIters), env, kRunTimeout);
   ASSERT_EQ(run.exit_code, 0) << run.err;

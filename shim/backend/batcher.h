@@ -68,12 +68,18 @@ struct StreamInterning {
 class Batcher {
  public:
   struct Options {
-    size_t batch_events = 4096;
-    uint64_t batch_age_ns = 100'000'000;
+    // A capture's batches. Each message costs the process ~0.1-0.3 ms of CPU whatever its size
+    // (gRPC's write and its completion, the daemon's ack read on gRPC's threads, the socket's
+    // wakes across vCPUs): batches of up to 100 ms and 4,096 events made a process doing
+    // 10,000 async executions a second send 10 a second, and its nrtprof threads took
+    // 0.85-1.03% of a core; at 500 ms and these bounds, 0.69-0.88% (issue 38, BENCHMARKS.md).
+    // A capture's stop still sends everything at once (CaptureControl.flush).
+    size_t batch_events = 32768;
+    uint64_t batch_age_ns = 500'000'000;
     // Whatever the count, a batch is sealed once its encoded events take this many bytes (the
     // flusher makes it a quarter of a lossless spool, so that a small spool still holds some).
-    size_t batch_bytes = 256u << 10;
-    size_t recorder_batch_events = 8192;
+    size_t batch_bytes = 2u << 20;
+    size_t recorder_batch_events = 32768;
     uint64_t recorder_batch_age_ns = 500'000'000;  // NRTPROF_RECORDER_BATCH_MS
     size_t max_pending_events = 1 << 18;
     uint64_t max_pending_model_bytes = 256ull << 20;

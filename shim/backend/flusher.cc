@@ -144,6 +144,7 @@ uint64_t CountEvents(std::string_view json) {
 Batcher::Options BatcherOptions(const Config& config) {
   Batcher::Options options;
   options.recorder_batch_age_ns = uint64_t{config.recorder_batch_ms} * 1'000'000;
+  options.batch_age_ns = uint64_t{config.batch_ms} * 1'000'000;
   if (config.requested_mode == ShimMode::kLossless) {
     // Every batch goes through the spool: a batch larger than the spool would be lost whole.
     options.batch_bytes =

@@ -209,6 +209,15 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_RECORDER_BATCH_MS", v, "milliseconds from 1 to 3600000", fallback);
     }
   }
+  if (const char* v = get("NRTPROF_BATCH_MS"); v != nullptr && v[0] != '\0') {
+    uint64_t ms = 0;
+    if (ParseUnsigned(v, kMaxRecorderBatchMs, &ms) && ms != 0) {
+      config->batch_ms = static_cast<uint32_t>(ms);
+    } else {
+      snprintf(fallback, sizeof(fallback), "%u", config->batch_ms);
+      Report(report, "NRTPROF_BATCH_MS", v, "milliseconds from 1 to 3600000", fallback);
+    }
+  }
   if (const char* v = get("NRTPROF_SPOOL_DIR"); v != nullptr) {
     if (v[0] != '\0' && (v[0] != '/' || !CopyString(v, config->spool_dir, sizeof(config->spool_dir)))) {
       Report(report, "NRTPROF_SPOOL_DIR", v, "an absolute path under 512 bytes",

@@ -69,6 +69,9 @@ struct Config {
   // (no capture), how long events may wait in the process before they are sent (1 ms to 1 h);
   // a capture's stop asks for them at once whatever this says.
   uint32_t recorder_batch_ms = 500;
+  // NRTPROF_BATCH_MS: during a capture, how long events may wait in the process before they
+  // are sent (1 ms to 1 h); a capture's stop asks for them at once whatever this says.
+  uint32_t batch_ms = 500;
 };
 
 inline constexpr uint32_t kMaxJobBytes = 255;

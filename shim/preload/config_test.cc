@@ -44,6 +44,7 @@ TEST_F(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(c.flush_timeout_ms, 2000u);
   EXPECT_EQ(c.max_model_bytes, 64ull << 20);
   EXPECT_EQ(c.recorder_batch_ms, 500u);
+  EXPECT_EQ(c.batch_ms, 500u);
   EXPECT_TRUE(lines_.empty());
 }
 
@@ -53,7 +54,7 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
           {"NRTPROF_MODE", "best_effort"},   {"NRTPROF_RING_EVENTS", "1000"},
           {"NRTPROF_FLUSH_TIMEOUT_MS", "0"}, {"NRTPROF_MAX_MODEL_BYTES", "0"},
           {"NRTPROF_DEVICE_PROFILE", "1"},    {"NRTPROF_DEVICE_PROFILE_PERIOD_MS", "0"},
-          {"NRTPROF_RECORDER_BATCH_MS", "3600000"}};
+          {"NRTPROF_RECORDER_BATCH_MS", "3600000"}, {"NRTPROF_BATCH_MS", "25"}};
   const Config c = Parse();
   EXPECT_TRUE(c.disabled);
   EXPECT_TRUE(c.device_profile);
@@ -65,6 +66,7 @@ TEST_F(ConfigTest, ReadsEveryVariable) {
   EXPECT_EQ(c.flush_timeout_ms, 0u);
   EXPECT_EQ(c.max_model_bytes, 0u);
   EXPECT_EQ(c.recorder_batch_ms, 3600000u);
+  EXPECT_EQ(c.batch_ms, 25u);
   EXPECT_TRUE(lines_.empty());
 }
 
@@ -73,7 +75,7 @@ TEST_F(ConfigTest, EachMalformedValueIsOneLineAndTheDefault) {
           {"NRTPROF_MODE", "fast"},            {"NRTPROF_RING_EVENTS", "8"},
           {"NRTPROF_FLUSH_TIMEOUT_MS", "-1"},  {"NRTPROF_MAX_MODEL_BYTES", "1e6"},
           {"NRTPROF_DEVICE_PROFILE", "on"},    {"NRTPROF_DEVICE_PROFILE_PERIOD_MS", "1s"},
-          {"NRTPROF_RECORDER_BATCH_MS", "0"}};
+          {"NRTPROF_RECORDER_BATCH_MS", "0"}, {"NRTPROF_BATCH_MS", "0.1"}};
   const Config c = Parse();
   EXPECT_FALSE(c.disabled);
   EXPECT_FALSE(c.device_profile) << "off by default, and on only for 1";
@@ -83,7 +85,8 @@ TEST_F(ConfigTest, EachMalformedValueIsOneLineAndTheDefault) {
   EXPECT_EQ(c.flush_timeout_ms, 2000u);
   EXPECT_EQ(c.max_model_bytes, 64ull << 20);
   EXPECT_EQ(c.recorder_batch_ms, 500u);
-  ASSERT_EQ(lines_.size(), 9u);
+  EXPECT_EQ(c.batch_ms, 500u);
+  ASSERT_EQ(lines_.size(), 10u);
   EXPECT_EQ(lines_[0], "nrtprof: NRTPROF_DISABLE='yes' is not 1 or 0; using 0 (profiling on)\n");
   EXPECT_EQ(lines_[1],
             "nrtprof: NRTPROF_DEVICE_PROFILE='on' is not 1 or 0; using 0 (no device profiles)\n");
@@ -96,7 +99,8 @@ TEST_F(ConfigTest, EachMalformedValueIsOneLineAndTheDefault) {
   EXPECT_EQ(lines_[3], "nrtprof: NRTPROF_RING_EVENTS='8' is not a count from 64 to 4194304; using 32768\n");
   EXPECT_EQ(lines_[4], "nrtprof: NRTPROF_FLUSH_TIMEOUT_MS='-1' is not milliseconds from 0 to 600000; using 2000\n");
   EXPECT_EQ(lines_[5], "nrtprof: NRTPROF_RECORDER_BATCH_MS='0' is not milliseconds from 1 to 3600000; using 500\n");
-  EXPECT_EQ(lines_[6], "nrtprof: NRTPROF_MAX_MODEL_BYTES='1e6' is not bytes from 0 to 1073741824; using 67108864\n");
+  EXPECT_EQ(lines_[6], "nrtprof: NRTPROF_BATCH_MS='0.1' is not milliseconds from 1 to 3600000; using 500\n");
+  EXPECT_EQ(lines_[7], "nrtprof: NRTPROF_MAX_MODEL_BYTES='1e6' is not bytes from 0 to 1073741824; using 67108864\n");
 }
 
 TEST_F(ConfigTest, NumbersMustBeWholeAndInRange) {

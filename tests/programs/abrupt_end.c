@@ -1,6 +1,6 @@
 /* A program that ends abruptly after using libnrt, as killed or crashed programs do.
  * Usage: abrupt_end HOW N. Makes nrt_init, nrt_tensor_allocate and N tensor writes, waits
- * 300 ms (long enough for the profiler to send them), makes N more writes, each inside an
+ * 1 s (long enough for the profiler to send them), makes N more writes, each inside an
  * annotation range, then ends at once: HOW is kill (SIGKILL), exit (_exit(0), no atexit
  * handlers), segv (SIGSEGV) or abort (SIGABRT); at_once: SIGKILL right after the first N
  * writes, without waiting; busy: goes on writing, one call a millisecond, until killed (a
@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
       nanosleep(&tick, NULL);
     }
   }
-  const struct timespec wait = {0, 300 * 1000 * 1000};
+  /* Long enough for the first half to be sent: a batch waits up to 500 ms, then the next tick. */
+  const struct timespec wait = {1, 0};
   nanosleep(&wait, NULL);
   if (strcmp(how, "threads") == 0) {
     printf("abrupt_end: %d runtime calls, %d ranges; ending by SIGKILL on the fourth thread\n",
