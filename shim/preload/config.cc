@@ -71,6 +71,20 @@ void ParseConfig(GetenvFn get, ReportFn report, Config* config) {
 static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
   *config = Config();
   char fallback[64];
+  // A variable of milliseconds from `min` to `max`: *field, or one line and *field unchanged.
+  auto milliseconds = [&](const char* name, uint32_t min, uint32_t max, uint32_t* field) {
+    const char* v = get(name);
+    if (v == nullptr || v[0] == '\0') return;
+    uint64_t ms = 0;
+    if (ParseUnsigned(v, max, &ms) && ms >= min) {
+      *field = static_cast<uint32_t>(ms);
+      return;
+    }
+    char expected[64];
+    snprintf(expected, sizeof(expected), "milliseconds from %u to %u", min, max);
+    snprintf(fallback, sizeof(fallback), "%u", *field);
+    Report(report, name, v, expected, fallback);
+  };
 
   if (const char* v = get("NRTPROF_DISABLE"); v != nullptr) {
     if (strcmp(v, "1") == 0) {
@@ -86,16 +100,8 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_DEVICE_PROFILE", v, "1 or 0", "0 (no device profiles)");
     }
   }
-  if (const char* v = get("NRTPROF_DEVICE_PROFILE_PERIOD_MS"); v != nullptr && v[0] != '\0') {
-    uint64_t ms = 0;
-    if (ParseUnsigned(v, kMaxDeviceProfilePeriodMs, &ms)) {
-      config->device_profile_period_ms = static_cast<uint32_t>(ms);
-    } else {
-      snprintf(fallback, sizeof(fallback), "%u", config->device_profile_period_ms);
-      Report(report, "NRTPROF_DEVICE_PROFILE_PERIOD_MS", v, "milliseconds from 0 to 3600000",
-             fallback);
-    }
-  }
+  milliseconds("NRTPROF_DEVICE_PROFILE_PERIOD_MS", 0, kMaxDeviceProfilePeriodMs,
+               &config->device_profile_period_ms);
   if (const char* v = get("NRTPROF_ADDR"); v != nullptr) {
     if (!CopyString(v, config->addr, sizeof(config->addr))) {
       Report(report, "NRTPROF_ADDR", v, "an address under 512 bytes", "the default socket");
@@ -191,33 +197,9 @@ static void ParseVariables(GetenvFn get, ReportFn report, Config* config) {
       Report(report, "NRTPROF_CLOCK", v, "auto, tsc or monotonic", "auto");
     }
   }
-  if (const char* v = get("NRTPROF_FLUSH_TIMEOUT_MS"); v != nullptr && v[0] != '\0') {
-    uint64_t ms = 0;
-    if (ParseUnsigned(v, kMaxFlushTimeoutMs, &ms)) {
-      config->flush_timeout_ms = static_cast<uint32_t>(ms);
-    } else {
-      snprintf(fallback, sizeof(fallback), "%u", config->flush_timeout_ms);
-      Report(report, "NRTPROF_FLUSH_TIMEOUT_MS", v, "milliseconds from 0 to 600000", fallback);
-    }
-  }
-  if (const char* v = get("NRTPROF_RECORDER_BATCH_MS"); v != nullptr && v[0] != '\0') {
-    uint64_t ms = 0;
-    if (ParseUnsigned(v, kMaxRecorderBatchMs, &ms) && ms != 0) {
-      config->recorder_batch_ms = static_cast<uint32_t>(ms);
-    } else {
-      snprintf(fallback, sizeof(fallback), "%u", config->recorder_batch_ms);
-      Report(report, "NRTPROF_RECORDER_BATCH_MS", v, "milliseconds from 1 to 3600000", fallback);
-    }
-  }
-  if (const char* v = get("NRTPROF_BATCH_MS"); v != nullptr && v[0] != '\0') {
-    uint64_t ms = 0;
-    if (ParseUnsigned(v, kMaxRecorderBatchMs, &ms) && ms != 0) {
-      config->batch_ms = static_cast<uint32_t>(ms);
-    } else {
-      snprintf(fallback, sizeof(fallback), "%u", config->batch_ms);
-      Report(report, "NRTPROF_BATCH_MS", v, "milliseconds from 1 to 3600000", fallback);
-    }
-  }
+  milliseconds("NRTPROF_FLUSH_TIMEOUT_MS", 0, kMaxFlushTimeoutMs, &config->flush_timeout_ms);
+  milliseconds("NRTPROF_RECORDER_BATCH_MS", 1, kMaxRecorderBatchMs, &config->recorder_batch_ms);
+  milliseconds("NRTPROF_BATCH_MS", 1, kMaxRecorderBatchMs, &config->batch_ms);
   if (const char* v = get("NRTPROF_SPOOL_DIR"); v != nullptr) {
     if (v[0] != '\0' && (v[0] != '/' || !CopyString(v, config->spool_dir, sizeof(config->spool_dir)))) {
       Report(report, "NRTPROF_SPOOL_DIR", v, "an absolute path under 512 bytes",
