@@ -2,6 +2,7 @@
 // give the files the whole Trace gives: the same packets in trace.pftrace, the same bytes in
 // every other file.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -587,6 +588,27 @@ TEST(CaptureStreamTest, ACaptureOfThePastReadsABigProcessInParts) {
             JsonLinesWithout(whole.output_dir() + "/trace.json", "whole-a").size());
 }
 
+// Sends `core` the Hello and 25 batches of about 200 events of a synthetic process of two
+// threads (`pid`), each batch first passed to `adjust`; returns the events sent.
+uint64_t SendSyntheticProcess(CollectorCore* core, uint32_t pid,
+                              const std::function<void(nrtprof::EventBatch*)>& adjust) {
+  bench::SyntheticProcessOptions p;
+  p.pid = pid;
+  p.threads = 2;
+  p.start_ns = 7'000'000'000;
+  bench::SyntheticProcess process(p);
+  EXPECT_TRUE(core->OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
+  nrtprof::EventBatch batch;
+  uint64_t sent = 0;
+  for (int b = 0; b < 25; ++b) {
+    process.NextBatch(200, /*final=*/false, &batch);
+    adjust(&batch);
+    sent += static_cast<uint64_t>(batch.events_size());
+    EXPECT_TRUE(core->OnBatch(1, batch).ok());
+  }
+  return sent;
+}
+
 // A process's device clock maps to the host's with some error (its sync points are two clocks
 // read one after the other; a thread preempted between the readings moves them apart). The
 // correlator allows for it (kCauseSlackNs); a look back read in parts must too. Here every
@@ -603,20 +625,11 @@ TEST(CaptureStreamTest, ALookBackInPartsKeepsEachExecutionWithItsCallThoughTheCl
     options.past_part_events = part_events;
     options.past_part_device_settle_ns = 10'000'000;  // the synthetic device events come at once
     CollectorCore core(options, sink, SystemClock());
-    bench::SyntheticProcessOptions p;
-    p.pid = 600;
-    p.threads = 2;
-    p.start_ns = 7'000'000'000;
-    bench::SyntheticProcess process(p);
-    EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
-    nrtprof::EventBatch batch;
-    for (int b = 0; b < 25; ++b) {
-      process.NextBatch(200, /*final=*/false, &batch);
-      for (nrtprof::DeviceClockSync& sync : *batch.mutable_clock_syncs()) {
+    SendSyntheticProcess(&core, 600, [skew_ns](nrtprof::EventBatch* batch) {
+      for (nrtprof::DeviceClockSync& sync : *batch->mutable_clock_syncs()) {
         sync.set_host_monotonic_ns(sync.host_monotonic_ns() - skew_ns);
       }
-      EXPECT_TRUE(core.OnBatch(1, batch).ok());
-    }
+    });
     return LookBackAnHour(&core, id);
   };
   for (int64_t skew_ns : {int64_t{5'000}, int64_t{50'000}}) {
@@ -648,27 +661,15 @@ nrtprof::CaptureFiles BoundedLookBack(TraceSink* files, uint64_t part_events, co
   options.past_part_events = part_events;
   options.past_part_device_settle_ns = 10'000'000;
   CollectorCore core(options, files, SystemClock());
-  bench::SyntheticProcessOptions p;
-  p.pid = 500;
-  p.threads = 2;
-  p.start_ns = 7'000'000'000;
-  bench::SyntheticProcess process(p);
-  EXPECT_TRUE(core.OnHello(1, process.MakeHello(), [](const nrtprof::CaptureControl&) {}).ok());
-  nrtprof::EventBatch batch;
-  *sent = 0;
-  for (int b = 0; b < 25; ++b) {
-    process.NextBatch(200, /*final=*/false, &batch);
-    if (!ranges) {
-      nrtprof::EventBatch kept = batch;
-      kept.clear_events();
-      for (const nrtprof::Event& e : batch.events()) {
-        if (e.kind() != nrtprof::EVENT_RANGE) *kept.add_events() = e;
-      }
-      batch = kept;
+  *sent = SendSyntheticProcess(&core, 500, [ranges](nrtprof::EventBatch* batch) {
+    if (ranges) return;
+    nrtprof::EventBatch kept = *batch;
+    kept.clear_events();
+    for (const nrtprof::Event& e : batch->events()) {
+      if (e.kind() != nrtprof::EVENT_RANGE) *kept.add_events() = e;
     }
-    *sent += batch.events_size();
-    EXPECT_TRUE(core.OnBatch(1, batch).ok());
-  }
+    *batch = kept;
+  });
   return LookBackAnHour(&core, id);
 }
 
