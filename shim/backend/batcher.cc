@@ -104,10 +104,6 @@ void ForEachEvent(const nrtprof::EventBatch& batch, F f) {
 
 }  // namespace
 
-void AppendEncodedEvent(const nrtprof::Event& event, std::string* out) {
-  wire::AppendEvent(event, out);
-}
-
 bool DecodeEncodedEvents(nrtprof::EventBatch* batch) {
   if (batch->events_encoded().empty()) return true;
   std::string encoded;
@@ -170,7 +166,7 @@ void Batcher::NoteRefs(const nrtprof::Event& event) {
 
 void Batcher::AddEvent(const nrtprof::Event& event, uint64_t now_ns) {
   if (open_lanes_.total() == 0 && open_.clock_syncs_size() == 0) open_since_ns_ = now_ns;
-  AppendEncodedEvent(event, open_.mutable_events_encoded());
+  wire::AppendEvent(event, open_.mutable_events_encoded());
   NoteRefs(event);
   open_lanes_.Add(event.kind());
   SealIfFull();

@@ -52,10 +52,6 @@ struct LaneCounts {
   static LaneCounts Of(const nrtprof::EventBatch& batch);
 };
 
-// Appends `event`'s bytes as a field `events` of an EventBatch (tag, length, Event) to *out: how
-// the batcher writes events_encoded (proto/nrtprof.proto).
-void AppendEncodedEvent(const nrtprof::Event& event, std::string* out);
-
 // For a daemon that does not read events_encoded: its events moved into `events`, after those
 // there. False if events_encoded did not hold events (it is then cleared).
 bool DecodeEncodedEvents(nrtprof::EventBatch* batch);
@@ -91,8 +87,8 @@ class Batcher {
 
   // `event`, encoded, in the open batch; `now_ns` starts the batch's age if it is the first.
   void AddEvent(const nrtprof::Event& event, uint64_t now_ns);
-  // The same for an event already encoded as AppendEncodedEvent writes it (`bytes`), which
-  // names `name_iid` and `model_name_iid` and no other string or stack.
+  // The same for an event already encoded as wire::AppendEvent (event_wire.h) writes it
+  // (`bytes`), which names `name_iid` and `model_name_iid` and no other string or stack.
   void AddEncodedEvent(std::string_view bytes, nrtprof::EventKind kind, uint32_t name_iid,
                        uint32_t model_name_iid, uint64_t now_ns);
   void AddClockSync(const nrtprof::DeviceClockSync& sync, uint64_t now_ns);
