@@ -735,6 +735,37 @@ TEST_F(ShimTest, AFullRingDropsAreCountedNotLost) {
   EXPECT_EQ(received + dropped, expected);
 }
 
+// A burst that fills three quarters of its thread's ring between two ticks wakes the flusher,
+// which copies the ring's records out and builds them at the next tick (flusher.h,
+// StageFillingRings), before what the ring holds by then; the last burst's copy is built by
+// the exit's drain. Each 30,000-call burst comes after a pause in which a tick empties the
+// ring, passes three quarters of the default 32,768 at one of the looks a thread makes every
+// 4,096 calls, and is followed 5 ms later by 2,000 calls more: together they fit in the ring,
+// so nothing may be dropped whenever the flusher runs, and every call must arrive, once, in
+// the order it was made.
+TEST_F(ShimTest, CallsCopiedOutOfAFillingRingArriveInOrder) {
+  StartCollector();
+  const ProcessResult run = RunProcess({Runfile("shim/testing/burst_client"), "200:30000",
+                                        "5:2000", "200:30000", "5:2000", "200:30000"},
+                                       Profiled(), kRunTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "writes 94000 last 93999\n");
+  const RecordedStream stream = OnlyStream();
+  ExpectNoDrops(stream);
+  std::vector<nrtprof::Event> writes;
+  for (const auto& [name, e] : stream.Named(nrtprof::EVENT_API_CALL)) {
+    if (name == "nrt_tensor_write") writes.push_back(e);
+  }
+  ASSERT_EQ(writes.size(), 94000u);
+  std::set<uint64_t> ids;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    EXPECT_TRUE(ids.insert(writes[i].correlation_id()).second) << "call " << i << " twice";
+    if (i == 0) continue;
+    ASSERT_GE(writes[i].start_ns(), writes[i - 1].start_ns()) << "call " << i << " out of order";
+    ASSERT_GT(writes[i].correlation_id(), writes[i - 1].correlation_id()) << "call " << i;
+  }
+}
+
 TEST_F(ShimTest, CaptureIdFromTheEnvironmentRecordsWhateverTheDaemonSays) {
   FakeCollector::Options options;
   options.control.emplace();

@@ -361,24 +361,68 @@ void Flusher::Run() {
         wait_ns = 1'000'000;
       }
     }
-    // Until the next tick, unless woken first: by a request (WakeSelf, under final_mu_) or by a
-    // program thread whose ring is three quarters full (the core's WakeFlusher). The word is
-    // read before the requests are looked at, so a wake between the two ends the wait at once.
-    const uint32_t seen = core_->flusher_wake.load(std::memory_order_acquire);
-    bool pending = false;
-    {
-      std::lock_guard<std::mutex> lock(final_mu_);
-      pending = final_requested_ || flush_wanted_ != flush_taken_ || record_wanted_;
-    }
-    if (!pending) {
-      timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000),
-                       static_cast<long>(wait_ns % 1'000'000'000)};
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&core_->flusher_wake), FUTEX_WAIT_PRIVATE,
-              seen, &timeout, nullptr, 0);
+    // Until the next tick, unless woken first: by a request (WakeSelf, under final_mu_), which
+    // ticks at once, or by a program thread whose ring is three quarters full (the core's
+    // WakeFlusher), whose records are copied out and the wait goes on. The word is read before
+    // the requests are looked at, so a wake between the two ends the wait at once.
+    const uint64_t tick_at = MonotonicNs() + wait_ns;
+    while (true) {
+      const uint32_t seen = core_->flusher_wake.load(std::memory_order_acquire);
+      {
+        std::lock_guard<std::mutex> lock(final_mu_);
+        if (final_requested_ || flush_wanted_ != flush_taken_ || record_wanted_) break;
+      }
+      const uint64_t now = MonotonicNs();
+      if (now >= tick_at) break;
+      const uint64_t left = tick_at - now;
+      timespec timeout{static_cast<time_t>(left / 1'000'000'000),
+                       static_cast<long>(left % 1'000'000'000)};
+      if (syscall(SYS_futex, reinterpret_cast<uint32_t*>(&core_->flusher_wake),
+                  FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0) != 0 &&
+          errno == ETIMEDOUT) {
+        break;
+      }
+      // Woken, or the word moved before the wait began (or a signal): a request ticks (above),
+      // a filling ring is copied out here, or, when there is no room for it, ticks.
+      bool staged = false;
+      try {
+        staged = StageFillingRings();
+      } catch (const std::bad_alloc&) {
+      }
+      if (!staged) break;
     }
     std::lock_guard<std::mutex> lock(final_mu_);
     record_wanted_ = false;
   }
+}
+
+bool Flusher::StageFillingRings() {
+  if (staged_ == nullptr) {
+    staged_.reset(new (std::nothrow) Record[kStagedSlots]);
+    if (staged_ == nullptr) return false;
+  }
+  std::vector<ThreadState*>& threads = threads_snapshot_;
+  threads.clear();
+  pthread_mutex_lock(&core_->registry_mu);
+  try {
+    for (ThreadState* ts = core_->threads; ts != nullptr; ts = ts->next) threads.push_back(ts);
+  } catch (const std::bad_alloc&) {
+    pthread_mutex_unlock(&core_->registry_mu);
+    throw;
+  }
+  pthread_mutex_unlock(&core_->registry_mu);
+  // Room for a run of each before any ring is copied: none copied out is then lost to memory.
+  staged_runs_.reserve(staged_runs_.size() + threads.size());
+  // Only the flusher frees a state (DrainRings): those seen stay until the next tick.
+  for (ThreadState* ts : threads) {
+    if (ts->ring->unread_slots() < ts->ring->capacity() / 2) continue;
+    const size_t slots = ts->ring->CopyOut(staged_.get() + staged_slots_,
+                                           kStagedSlots - staged_slots_);
+    if (slots == 0) return false;  // no room left: the tick drains it
+    staged_runs_.push_back({ts, staged_slots_, slots});
+    staged_slots_ += slots;
+  }
+  return true;
 }
 
 void Flusher::WakeSelf() {
@@ -537,7 +581,7 @@ void Flusher::DrainRings(uint64_t now_ns) {
     // Read before draining: a retired thread has committed its last record.
     const bool retired = ts->retired.load(std::memory_order_acquire) != 0;
     const uint32_t tid = ts->tid;
-    ts->ring->Drain([&](const Record& record) {
+    auto add = [&](const Record& record) {
       try {
         scratch_event_.Clear();
         builder_.Build(record, tid, *clock_, &scratch_event_);
@@ -551,7 +595,12 @@ void Flusher::DrainRings(uint64_t now_ns) {
         }
         CountNoMemory(lost);
       }
-    });
+    };
+    // What was copied out of the ring since the last tick (StageFillingRings) comes first.
+    for (const StagedRun& run : staged_runs_) {
+      if (run.ts == ts) ForEachRecord(staged_.get() + run.first, run.slots, add);
+    }
+    ts->ring->Drain(add);
     if (!retired) {
       FaultInAhead(ts->ring);
       continue;
@@ -583,6 +632,8 @@ void Flusher::DrainRings(uint64_t now_ns) {
     ts->retired.store(0, std::memory_order_relaxed);
     if (!AddSpare(ts)) FreeRing(ts);
   }
+  staged_runs_.clear();
+  staged_slots_ = 0;
 }
 
 void Flusher::CountRunningThreadsPolls(uint64_t now_ns) {

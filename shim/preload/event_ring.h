@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,6 +29,23 @@
 #include "shim/preload/record.h"
 
 namespace nrtprof::shim {
+
+// Calls fn(const Record&) for each record of `n` slots in a row (a piece of a ring, or the
+// slots copied out of one: EventRing::CopyOut), oldest first, pads skipped. Returns how many
+// records.
+template <typename Fn>
+size_t ForEachRecord(const Record* slots, size_t n, Fn&& fn) {
+  size_t records = 0;
+  for (size_t i = 0; i < n;) {
+    const Record& r = slots[i];
+    if (r.kind != RecordKind::kPad) {
+      fn(r);
+      ++records;
+    }
+    i += r.slots == 0 ? 1 : r.slots;  // never stalls on a bad record
+  }
+  return records;
+}
 
 class EventRing {
  public:
@@ -70,16 +88,30 @@ class EventRing {
   size_t Drain(Fn&& fn) {
     const uint64_t tail = tail_.load(std::memory_order_relaxed);
     const uint64_t head = head_.load(std::memory_order_acquire);
-    size_t n = 0;
-    for (uint64_t i = tail; i < head;) {
-      const Record& r = *Slot(i);
-      const uint32_t slots = r.slots == 0 ? 1 : r.slots;  // never stalls on a bad record
-      if (r.kind != RecordKind::kPad) {
-        fn(r);
-        ++n;
-      }
-      i += slots;
-    }
+    // A record never wraps: the slots before the ring's end, then those from its start.
+    const uint64_t before_end = BeforeEnd(tail, head - tail);
+    size_t n = ForEachRecord(Slot(tail), before_end, fn);
+    n += ForEachRecord(Slot(0), head - tail - before_end, fn);
+    tail_.store(head, std::memory_order_release);
+    return n;
+  }
+
+  // Consumer: the slots written and not yet drained.
+  uint64_t unread_slots() const {
+    return head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_relaxed);
+  }
+  // Consumer: copies the committed slots as they are (pads included, oldest first) to `out`,
+  // which has room for `room` slots, and frees them; nothing if they do not fit. Returns the
+  // slots copied. ForEachRecord walks the copy as Drain walks the ring: a record never wraps,
+  // so the slots of the two pieces before and after the ring's end follow on.
+  size_t CopyOut(Record* out, size_t room) {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    const uint64_t head = head_.load(std::memory_order_acquire);
+    const uint64_t n = head - tail;
+    if (n == 0 || n > room) return 0;
+    const uint64_t before_end = BeforeEnd(tail, n);
+    memcpy(out, Slot(tail), before_end * kRecordSlotBytes);
+    memcpy(out + before_end, Slot(0), (n - before_end) * kRecordSlotBytes);
     tail_.store(head, std::memory_order_release);
     return n;
   }
@@ -109,6 +141,11 @@ class EventRing {
  private:
   explicit EventRing(uint32_t capacity) : capacity_(capacity) {}
 
+  // Of `n` slots from `index`, how many come before the ring's end.
+  uint64_t BeforeEnd(uint64_t index, uint64_t n) const {
+    const uint64_t left = capacity_ - (index & (capacity_ - 1));
+    return n < left ? n : left;
+  }
   Record* Slot(uint64_t index) {
     return reinterpret_cast<Record*>(slot_memory() + (index & (capacity_ - 1)) * kRecordSlotBytes);
   }

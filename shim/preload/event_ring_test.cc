@@ -120,6 +120,40 @@ TEST(EventRingTest, AFullRingRefusesAndCountsTheDrop) {
   EXPECT_EQ(DrainIds(ring.get()), (std::vector<uint64_t>{67}));
 }
 
+// The flusher's copy between ticks (flusher.h, StageFillingRings): the slots come out as they
+// are, across the ring's end and its pad, and walked give what a drain would have, in order;
+// the ring has room again. A copy with too little room takes nothing.
+TEST(EventRingTest, RecordsCopiedOutAcrossTheEndComeBackInOrder) {
+  RingPtr ring = MakeRing(64);
+  RingProducer producer(ring.get());
+  for (uint64_t i = 1; i <= 20; ++i) ASSERT_TRUE(Push(&producer, i, 3));  // 60 slots
+  EXPECT_EQ(DrainIds(ring.get()).size(), 20u);
+  // From slot 60: two records, then a 3-slot one that pads slots 62-63 and starts at 0.
+  ASSERT_TRUE(Push(&producer, 21));
+  ASSERT_TRUE(Push(&producer, 22));
+  ASSERT_TRUE(Push(&producer, 23, 3));
+  for (uint64_t i = 24; i <= 60; ++i) ASSERT_TRUE(Push(&producer, i));
+  const size_t waiting = 2 + 2 + 3 + 37;
+  ASSERT_EQ(ring->unread_slots(), waiting);
+
+  std::vector<Record> out(64);
+  EXPECT_EQ(ring->CopyOut(out.data(), waiting - 1), 0u);
+  EXPECT_EQ(ring->unread_slots(), waiting) << "a copy that does not fit takes nothing";
+  ASSERT_EQ(ring->CopyOut(out.data(), out.size()), waiting);
+  EXPECT_EQ(ring->unread_slots(), 0u);
+  std::vector<uint64_t> ids;
+  EXPECT_EQ(ForEachRecord(out.data(), waiting,
+                          [&](const Record& r) { ids.push_back(r.correlation_id); }),
+            40u);
+  std::vector<uint64_t> expected;
+  for (uint64_t i = 21; i <= 60; ++i) expected.push_back(i);
+  EXPECT_EQ(ids, expected);
+  // The ring's room is back: 64 more slots go in.
+  for (uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(Push(&producer, 100 + i));
+  EXPECT_EQ(ring->dropped(), 0u);
+  EXPECT_EQ(DrainIds(ring.get()).size(), 64u);
+}
+
 // Records of several slots never straddle the end: a pad fills the rest, the consumer skips
 // it, and a ring with room only for the pad refuses the record.
 TEST(EventRingTest, RecordsOfSeveralSlotsWrapWithAPad) {
