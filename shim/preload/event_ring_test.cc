@@ -304,7 +304,11 @@ TEST(EventRingTest, AResetRingStartsEmptyWithItsPages) {
 // Several producer threads, each with its own ring, and one consumer draining all of them
 // while they write: every record either arrives, in order, or is counted as dropped. Run
 // under --config=tsan as well.
-TEST(EventRingTest, ProducersAndOneConsumerLoseNothingUncounted) {
+// Four producers flat out into small rings, one consumer: every record is received, in order,
+// or counted as dropped. `copy_out`: the consumer takes every other pass with CopyOut (as the
+// flusher does when a filling ring wakes it), the records of several slots, so that pads are
+// copied too.
+void ProducersAndOneConsumer(bool copy_out) {
   constexpr int kThreads = 4;
   constexpr uint64_t kPerThread = 200000;
   std::vector<RingPtr> rings;
@@ -314,29 +318,45 @@ TEST(EventRingTest, ProducersAndOneConsumerLoseNothingUncounted) {
   for (int t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
       RingProducer producer(rings[t].get());
-      for (uint64_t i = 1; i <= kPerThread; ++i) Push(&producer, i);
+      for (uint64_t i = 1; i <= kPerThread; ++i) {
+        Push(&producer, i, copy_out ? 1 + static_cast<uint32_t>(i % 3) : 1);
+      }
       running.fetch_sub(1);
     });
   }
   std::vector<uint64_t> received(kThreads, 0), last(kThreads, 0);
   bool in_order = true;
+  std::vector<Record> copied(256);
+  uint64_t pass = 0;
   auto drain_all = [&] {
+    ++pass;
     for (int t = 0; t < kThreads; ++t) {
-      rings[t]->Drain([&](const Record& r) {
+      auto take = [&](const Record& r) {
         in_order = in_order && r.correlation_id > last[t];
         last[t] = r.correlation_id;
         ++received[t];
-      });
+      };
+      if (copy_out && pass % 2 == 0) {
+        ForEachRecord(copied.data(), rings[t]->CopyOut(copied.data(), copied.size()), take);
+      } else {
+        rings[t]->Drain(take);
+      }
     }
   };
   while (running.load() > 0) drain_all();
   for (auto& p : producers) p.join();
-  drain_all();
+  drain_all();  // the copy has room for a whole ring: nothing is left
   EXPECT_TRUE(in_order);
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(received[t] + rings[t]->dropped(), kPerThread) << "thread " << t;
     EXPECT_GT(received[t], 0u);
   }
+}
+
+TEST(EventRingTest, ProducersAndOneConsumerLoseNothingUncounted) { ProducersAndOneConsumer(false); }
+
+TEST(EventRingTest, ProducersAndACopyingConsumerLoseNothingUncounted) {
+  ProducersAndOneConsumer(true);
 }
 
 }  // namespace
