@@ -88,12 +88,27 @@ nrtprof::StatusReply CollectorCore::Status(Caller caller) {
   return reply;
 }
 
+uint64_t CollectorCore::FoldSettleNs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // No process connected: every batch has come (a stream ends after its final one).
+  if (streams_.empty()) return kMetricsSettleNs;
+  uint64_t longest_ms = kDefaultBatchAgeMs;
+  for (const auto& [id, s] : streams_) {
+    std::lock_guard<std::mutex> stream_lock(s->mu);
+    longest_ms = std::max<uint64_t>(longest_ms, s->ingest.hello().batch_age_ms());
+  }
+  // One process's word cannot hold everyone's metrics back for long.
+  longest_ms = std::min(longest_ms, kMaxBatchAgeMs);
+  return std::max(kMetricsSettleNs, longest_ms * 1'000'000 + kFoldMarginNs);
+}
+
 void CollectorCore::FoldMetrics(Metrics* metrics) {
   if (recorder_ == nullptr) return;
   std::lock_guard<std::mutex> lock(metrics_mu_);
   const uint64_t now = clock_->MonotonicNs();
-  if (now < kMetricsSettleNs) return;
-  const uint64_t until = now - kMetricsSettleNs;
+  const uint64_t settle = FoldSettleNs();
+  if (now < settle) return;
+  const uint64_t until = now - settle;
   if (until <= metrics_folded_ns_) return;
   // A process at a time: decoded, correlated, cut to the window and folded before the next is
   // read, so that the fold holds one process's events at once and the pages each frees are the

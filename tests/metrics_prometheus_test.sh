@@ -81,8 +81,10 @@ LD_PRELOAD="${RUNFILES}/shim/libnrtprof_shim.so" NRTPROF_ADDR="unix:${WORK}/s/d.
   NRT_SIM_TIME_SCALE=5 "${RUNFILES}/examples/mlp" --iters 2000 \
   >"${WORK}/mlp.out" 2>&1 || fail "mlp: $(cat "${WORK}/mlp.out")"
 mlp_executions=$(await_answer 'sum(nrtprof_model_executions_total{executable="mlp"})' 6000)
-# (Seen once, 5982, in a fresh clone's run on a loaded machine; not again in 7 runs. The drops and the
-# daemon's log go with the failure, to tell lost from late.)
+# (Seen twice in fresh clones' runs on a loaded machine, 5982 and 5997: a batch that came after
+# the fold's window had closed, one second behind, was never counted. The window now closes the
+# processes' batch age and 2 s behind: CollectorCore::FoldSettleNs. The drops and the daemon's
+# log go with the failure, to tell lost from late.)
 [[ "${mlp_executions}" == 6000 ]] ||
   fail "Prometheus says ${mlp_executions} executions of mlp, it made 6000; runtime events dropped: $(query 'sum(nrtprof_events_dropped_by_lane_total{lane="runtime"})'), by reason: $(curl -s "${url}" | grep '^nrtprof_events_dropped_total' | tr '\n' ' '); the daemon: $(tail -c 600 "${WORK}/daemon.err")"
 sleep 2  # a scrape after the last fold

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -115,6 +116,7 @@ nrtprof::Hello BuildHello(const Config& config) {
   hello.set_capture_id(fit(config.capture_id));
   hello.set_job(config.job);  // printable ASCII, at most kMaxJobBytes (config.h)
   if (config.rank >= 0) hello.set_rank(config.rank);
+  hello.set_batch_age_ms(std::max(config.batch_ms, config.recorder_batch_ms));
   // The flusher says best effort instead if the spool file could not be made.
   hello.set_mode(config.requested_mode == ShimMode::kLossless ? nrtprof::MODE_LOSSLESS
                                                               : nrtprof::MODE_BEST_EFFORT);
