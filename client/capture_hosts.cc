@@ -346,21 +346,23 @@ uint64_t StartAll(const CaptureWindow& window, const std::string& capture_id,
   return local_start;
 }
 
-// Whole steps: every host whose processes mark steps takes the same ones, the latest host's
-// next, when the hosts' next steps are at most kMaxStepSpread apart (StopCaptureRequest
-// .first_step tells each daemon at the stop; its flight recorder holds them).
+// Whole steps: every host takes the same ones, the latest host's next, when the hosts' next
+// steps are at most kMaxStepSpread apart (StopCaptureRequest.first_step tells each daemon at the
+// stop; its flight recorder holds them). A host whose daemon has seen no step yet says 0, its
+// processes' first: a job that has just begun, whose steps reach that daemon up to a batch late
+// (500 ms), while another host's daemon has seen a few. It takes the latest host's next too;
+// left at 0, it captured steps 0 to 2 and the other host 3 to 5 (a loaded CI run).
 void AlignSteps(const CaptureWindow& window, std::vector<Host>* hosts) {
   if (window.iterations == 0) return;
   uint64_t first = UINT64_MAX, last = 0;
   for (const Host& h : *hosts) {
-    // 0: none of its processes has marked a step yet; they start from the first they mark.
-    if (!h.in() || h.started.first_step() == 0) continue;
+    if (!h.in()) continue;
     first = std::min<uint64_t>(first, h.started.first_step());
     last = std::max<uint64_t>(last, h.started.first_step());
   }
   if (first == UINT64_MAX || first == last || last - first > kMaxStepSpread) return;
   for (Host& h : *hosts) {
-    if (h.in() && h.started.first_step() != 0) h.started.set_first_step(last);
+    if (h.in()) h.started.set_first_step(last);
   }
 }
 
